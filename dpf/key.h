@@ -1,0 +1,108 @@
+// DPF keys (BGI16 tree DPF with early termination): generation, compact wire format, validation.
+//
+// Wire format, version 1 (all integers little-endian):
+//   0  'V' 'D'                magic
+//   2  version                1
+//   3  prg                    Prg
+//   4  log_domain             1 .. kMaxLogDomain
+//   5  output                 low nibble: OutputType; high nibble: log2(W) (additive only, else 0)
+//   6  party                  0 or 1
+//   7  root seed              16 bytes; its lowest bit is the root control bit and equals party
+//  23  correction seeds       levels x 16 bytes; bit 0 of each holds the left control-bit correction
+//      right control bits     ceil(levels / 8) bytes, level i at bit (i % 8) of byte i / 8
+//      final correction word  4 * leaf_block_words bytes
+// At log_domain 20 with W = 16 a key is 7 + 16 + 16 * 16 + 2 + 64 = 345 bytes.
+#ifndef VEIL_DPF_KEY_H_
+#define VEIL_DPF_KEY_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "dpf/block.h"
+#include "dpf/params.h"
+
+namespace veil::dpf {
+
+inline constexpr uint8_t kKeyMagic0 = 'V';
+inline constexpr uint8_t kKeyMagic1 = 'D';
+inline constexpr uint8_t kKeyVersion = 1;
+inline constexpr size_t kKeyHeaderBytes = 7;
+
+// Where key generation draws its randomness. The default is libsodium's CSPRNG.
+class RandomSource {
+ public:
+  virtual ~RandomSource() = default;
+  virtual void Fill(absl::Span<uint8_t> out) = 0;
+};
+
+// libsodium's randombytes_buf: the only source for real keys.
+RandomSource& SystemRandom();
+
+// Deterministic ChaCha20 stream keyed by a 64-bit seed. For tests and benchmarks only.
+class SeededRandomForTesting : public RandomSource {
+ public:
+  explicit SeededRandomForTesting(uint64_t seed);
+  ~SeededRandomForTesting() override;
+  void Fill(absl::Span<uint8_t> out) override;
+
+ private:
+  std::array<uint8_t, 32> key_{};
+  uint64_t nonce_ = 0;
+};
+
+// One party's key. Secret: wiped on destruction.
+class DpfKey {
+ public:
+  DpfKey() = default;
+  DpfKey(const DpfKey&) = default;
+  DpfKey& operator=(const DpfKey&) = default;
+  DpfKey(DpfKey&&) = default;
+  DpfKey& operator=(DpfKey&&) = default;
+  ~DpfKey();
+
+  // Parses and fully validates a serialized key. Returns INVALID_ARGUMENT, with a message naming
+  // the problem, for truncated or over-long input, wrong magic or version, an unknown PRG or output
+  // type, a log domain out of range, a bad party, or a root control bit that contradicts the party.
+  static absl::StatusOr<DpfKey> Parse(absl::Span<const uint8_t> bytes);
+  std::vector<uint8_t> Serialize() const;
+  // Size of the serialized key for these parameters.
+  static size_t SerializedSize(const DpfParameters& params);
+
+  const DpfParameters& params() const { return params_; }
+  int party() const { return party_; }
+  Block root() const { return root_; }
+  // Level i's correction: seed with the left control-bit correction in bit 0.
+  const std::vector<Block>& cw_seed() const { return cw_seed_; }
+  // Level i's right control-bit correction (0 or 1).
+  const std::vector<uint8_t>& cw_right() const { return cw_right_; }
+  // Final correction word: leaf_block_words() words.
+  absl::Span<const uint32_t> final_cw() const {
+    return absl::MakeConstSpan(final_cw_.data(), params_.leaf_block_words());
+  }
+
+ private:
+  friend absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters&, uint64_t,
+                                                               uint32_t, RandomSource&);
+  DpfParameters params_;
+  int party_ = 0;
+  Block root_;
+  std::vector<Block> cw_seed_;
+  std::vector<uint8_t> cw_right_;
+  std::array<uint32_t, 16> final_cw_{};
+};
+
+// Splits the point function f(alpha) = beta (0 elsewhere) into two keys. For additive output the
+// shares add to beta at alpha; for XOR output beta must be 1 and the shares XOR to the indicator.
+// Returns INVALID_ARGUMENT for bad parameters, alpha outside the domain, or beta != 1 with XOR.
+absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& params, uint64_t alpha,
+                                                      uint32_t beta,
+                                                      RandomSource& rng = SystemRandom());
+
+}  // namespace veil::dpf
+
+#endif  // VEIL_DPF_KEY_H_
