@@ -1,0 +1,63 @@
+// veil-bench suites: each suite registers itself with a name and help text; the main program
+// parses --flag=value pairs and runs one suite. Results are JSON lines on stdout
+// (BENCHMARKS.md), progress goes to stderr.
+#ifndef VEIL_BENCH_SUITE_H_
+#define VEIL_BENCH_SUITE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace veil::bench {
+
+class Flags {
+ public:
+  explicit Flags(std::map<std::string, std::string> values) : values_(std::move(values)) {}
+  std::string Str(const std::string& name, const std::string& fallback) const;
+  int64_t Int(const std::string& name, int64_t fallback) const;
+  double Double(const std::string& name, double fallback) const;
+  bool Has(const std::string& name) const { return values_.count(name) != 0; }
+  // Flags given on the command line that no accessor asked for (reported as errors).
+  std::vector<std::string> Unused() const;
+
+ private:
+  std::map<std::string, std::string> values_;
+  mutable std::map<std::string, bool> used_;
+};
+
+// One JSON object on one line: fields in insertion order.
+class JsonLine {
+ public:
+  explicit JsonLine(const std::string& suite) { Add("suite", suite); }
+  JsonLine& Add(const std::string& key, const std::string& value);
+  JsonLine& Add(const std::string& key, const char* value) { return Add(key, std::string(value)); }
+  JsonLine& Add(const std::string& key, double value);
+  JsonLine& Add(const std::string& key, int64_t value);
+  JsonLine& Add(const std::string& key, int value) { return Add(key, int64_t{value}); }
+  JsonLine& Add(const std::string& key, uint64_t value) { return Add(key, int64_t(value)); }
+  JsonLine& Add(const std::string& key, bool value);
+  // Prints to stdout (and appends to --json-out, if given).
+  void Emit() const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> fields_;  // value already JSON-encoded
+};
+
+using SuiteFn = std::function<absl::Status(const Flags&)>;
+
+struct SuiteRegistration {
+  SuiteRegistration(const char* name, const char* help, SuiteFn fn);
+};
+
+// Median of repeated timings (seconds) of `run`, after `warmup` untimed calls. Stops after
+// `max_reps` or when `budget_s` is spent (at least 3 reps).
+double MedianSeconds(const std::function<void()>& run, int warmup = 1, int max_reps = 15,
+                     double budget_s = 3.0);
+
+}  // namespace veil::bench
+
+#endif  // VEIL_BENCH_SUITE_H_
