@@ -1,0 +1,232 @@
+#include "dpf/key.h"
+
+#include <sodium.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dpf/prg_portable.h"
+
+namespace veil::dpf {
+namespace {
+
+class SodiumRandom : public RandomSource {
+ public:
+  SodiumRandom() {
+    // sodium_init is idempotent and thread safe; a failure leaves no safe source of keys.
+    if (sodium_init() < 0) std::abort();
+  }
+  void Fill(absl::Span<uint8_t> out) override { randombytes_buf(out.data(), out.size()); }
+};
+
+void StoreBlock(Block b, uint8_t* out) {
+  for (int i = 0; i < 8; ++i) {
+    out[i] = static_cast<uint8_t>(b.lo >> (8 * i));
+    out[8 + i] = static_cast<uint8_t>(b.hi >> (8 * i));
+  }
+}
+
+Block LoadBlock(const uint8_t* in) {
+  Block b;
+  for (int i = 0; i < 8; ++i) {
+    b.lo |= uint64_t{in[i]} << (8 * i);
+    b.hi |= uint64_t{in[8 + i]} << (8 * i);
+  }
+  return b;
+}
+
+Block RandomBlock(RandomSource& rng) {
+  uint8_t bytes[16];
+  rng.Fill(absl::MakeSpan(bytes));
+  Block b = LoadBlock(bytes);
+  sodium_memzero(bytes, sizeof(bytes));
+  return b;
+}
+
+}  // namespace
+
+RandomSource& SystemRandom() {
+  static SodiumRandom* source = new SodiumRandom();
+  return *source;
+}
+
+SeededRandomForTesting::SeededRandomForTesting(uint64_t seed) {
+  for (int i = 0; i < 8; ++i) key_[i] = static_cast<uint8_t>(seed >> (8 * i));
+}
+
+SeededRandomForTesting::~SeededRandomForTesting() { sodium_memzero(key_.data(), key_.size()); }
+
+void SeededRandomForTesting::Fill(absl::Span<uint8_t> out) {
+  uint8_t nonce[crypto_stream_chacha20_NONCEBYTES] = {};
+  std::memcpy(nonce, &nonce_, sizeof(nonce_));
+  ++nonce_;
+  crypto_stream_chacha20(out.data(), out.size(), nonce, key_.data());
+}
+
+DpfKey::~DpfKey() {
+  sodium_memzero(&root_, sizeof(root_));
+  if (!cw_seed_.empty()) sodium_memzero(cw_seed_.data(), cw_seed_.size() * sizeof(Block));
+  if (!cw_right_.empty()) sodium_memzero(cw_right_.data(), cw_right_.size());
+  sodium_memzero(final_cw_.data(), sizeof(final_cw_));
+}
+
+size_t DpfKey::SerializedSize(const DpfParameters& params) {
+  size_t levels = params.levels();
+  return kKeyHeaderBytes + 16 + 16 * levels + (levels + 7) / 8 + 4 * params.leaf_block_words();
+}
+
+std::vector<uint8_t> DpfKey::Serialize() const {
+  std::vector<uint8_t> out(SerializedSize(params_));
+  uint8_t* p = out.data();
+  p[0] = kKeyMagic0;
+  p[1] = kKeyMagic1;
+  p[2] = kKeyVersion;
+  p[3] = static_cast<uint8_t>(params_.prg);
+  p[4] = static_cast<uint8_t>(params_.log_domain);
+  int words_log2 = params_.output == OutputType::kAdditive ? params_.leaf_words_log2 : 0;
+  p[5] = static_cast<uint8_t>(static_cast<int>(params_.output) | (words_log2 << 4));
+  p[6] = static_cast<uint8_t>(party_);
+  p += kKeyHeaderBytes;
+  StoreBlock(root_, p);
+  p += 16;
+  for (const Block& cw : cw_seed_) {
+    StoreBlock(cw, p);
+    p += 16;
+  }
+  for (size_t i = 0; i < cw_right_.size(); ++i) p[i / 8] |= cw_right_[i] << (i % 8);
+  p += (cw_right_.size() + 7) / 8;
+  for (int i = 0; i < params_.leaf_block_words(); ++i) {
+    for (int b = 0; b < 4; ++b) *p++ = static_cast<uint8_t>(final_cw_[i] >> (8 * b));
+  }
+  return out;
+}
+
+absl::StatusOr<DpfKey> DpfKey::Parse(absl::Span<const uint8_t> bytes) {
+  if (bytes.size() < kKeyHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DPF key truncated: %d bytes, the header alone needs %d", bytes.size(), kKeyHeaderBytes));
+  }
+  if (bytes[0] != kKeyMagic0 || bytes[1] != kKeyMagic1) {
+    return absl::InvalidArgumentError("DPF key has wrong magic (expected 'VD')");
+  }
+  if (bytes[2] != kKeyVersion) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DPF key version %d is not supported (expected %d)", bytes[2], kKeyVersion));
+  }
+  DpfKey key;
+  key.params_.prg = static_cast<Prg>(bytes[3]);
+  key.params_.log_domain = bytes[4];
+  key.params_.output = static_cast<OutputType>(bytes[5] & 0x0f);
+  key.params_.leaf_words_log2 = bytes[5] >> 4;
+  if (key.params_.output == OutputType::kXor && key.params_.leaf_words_log2 != 0) {
+    return absl::InvalidArgumentError("DPF key of XOR output type has a nonzero leaf-words field");
+  }
+  if (absl::Status s = ValidateParameters(key.params_); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("DPF key: ", s.message()));
+  }
+  if (bytes[6] > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("DPF key party %d is not 0 or 1", bytes[6]));
+  }
+  key.party_ = bytes[6];
+  size_t expected = SerializedSize(key.params_);
+  if (bytes.size() != expected) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DPF key length %d does not match its parameters (log domain %d, output %s): expected %d",
+        bytes.size(), key.params_.log_domain, OutputName(key.params_), expected));
+  }
+  const uint8_t* p = bytes.data() + kKeyHeaderBytes;
+  key.root_ = LoadBlock(p);
+  p += 16;
+  if (static_cast<int>(key.root_.control_bit()) != key.party_) {
+    return absl::InvalidArgumentError("DPF key root control bit contradicts its party");
+  }
+  int levels = key.params_.levels();
+  key.cw_seed_.resize(levels);
+  key.cw_right_.resize(levels);
+  for (int i = 0; i < levels; ++i, p += 16) key.cw_seed_[i] = LoadBlock(p);
+  for (int i = 0; i < levels; ++i) key.cw_right_[i] = (p[i / 8] >> (i % 8)) & 1;
+  int pad_bits = (8 - levels % 8) % 8;
+  if (pad_bits != 0 && (p[levels / 8] >> (8 - pad_bits)) != 0) {
+    return absl::InvalidArgumentError("DPF key has nonzero padding bits after the control bits");
+  }
+  p += (levels + 7) / 8;
+  for (int i = 0; i < key.params_.leaf_block_words(); ++i, p += 4) {
+    key.final_cw_[i] = p[0] | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+  }
+  return key;
+}
+
+absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& params,
+                                                      uint64_t alpha, uint32_t beta,
+                                                      RandomSource& rng) {
+  if (absl::Status s = ValidateParameters(params); !s.ok()) return s;
+  if (alpha >= params.domain_size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "alpha %d outside the domain of 2^%d points", alpha, params.log_domain));
+  }
+  if (params.output == OutputType::kXor && beta != 1) {
+    return absl::InvalidArgumentError("XOR output keys encode the indicator: beta must be 1");
+  }
+  const PrgTables tables = HostPrgTables();
+  const int levels = params.levels();
+  const int words = params.leaf_block_words();
+  const uint64_t leaf = alpha >> params.leaf_points_log2();
+
+  std::pair<DpfKey, DpfKey> keys;
+  DpfKey* key[2] = {&keys.first, &keys.second};
+  Block node[2];
+  for (int b = 0; b < 2; ++b) {
+    key[b]->params_ = params;
+    key[b]->party_ = b;
+    node[b] = RandomBlock(rng).without_control_bit();
+    node[b].lo |= static_cast<uint64_t>(b);
+    key[b]->root_ = node[b];
+    key[b]->cw_seed_.resize(levels);
+    key[b]->cw_right_.resize(levels);
+  }
+  for (int level = 0; level < levels; ++level) {
+    const bool bit = (leaf >> (levels - 1 - level)) & 1;
+    Block left[2], right[2];
+    for (int b = 0; b < 2; ++b) ExpandNode(params.prg, tables, node[b], left[b], right[b]);
+    // The lose side's seeds must become equal after correction, with equal control bits; the
+    // keep side's control bits must differ.
+    Block lose_xor = bit ? (left[0] ^ left[1]) : (right[0] ^ right[1]);
+    bool t_left = left[0].control_bit() ^ left[1].control_bit() ^ bit ^ 1;
+    bool t_right = right[0].control_bit() ^ right[1].control_bit() ^ bit;
+    Block cw_left = lose_xor.without_control_bit();
+    cw_left.lo |= static_cast<uint64_t>(t_left);
+    for (int b = 0; b < 2; ++b) {
+      key[b]->cw_seed_[level] = cw_left;
+      key[b]->cw_right_[level] = t_right;
+      CorrectChildren(node[b], cw_left, t_right, left[b], right[b]);
+      node[b] = bit ? right[b] : left[b];
+    }
+  }
+  uint32_t conv[2][16];
+  for (int b = 0; b < 2; ++b) ConvertLeaf(params.prg, tables, node[b], words, conv[b]);
+  const uint64_t offset = alpha & ((uint64_t{1} << params.leaf_points_log2()) - 1);
+  std::array<uint32_t, 16> final_cw{};
+  if (params.output == OutputType::kXor) {
+    for (int i = 0; i < words; ++i) {
+      uint32_t target = (offset / 32 == static_cast<uint64_t>(i)) ? 1u << (offset % 32) : 0;
+      final_cw[i] = target ^ conv[0][i] ^ conv[1][i];
+    }
+  } else {
+    // y_b = (-1)^b (V(s_b) + t_b CW); at alpha t_0 != t_1, so CW = (-1)^t_1 (target - V_0 + V_1).
+    const uint32_t neg = 0u - static_cast<uint32_t>(node[1].control_bit());
+    for (int i = 0; i < words; ++i) {
+      uint32_t target = (offset == static_cast<uint64_t>(i)) ? beta : 0;
+      final_cw[i] = ((target - conv[0][i] + conv[1][i]) ^ neg) - neg;
+    }
+  }
+  keys.first.final_cw_ = final_cw;
+  keys.second.final_cw_ = final_cw;
+  sodium_memzero(conv, sizeof(conv));
+  sodium_memzero(node, sizeof(node));
+  sodium_memzero(final_cw.data(), sizeof(final_cw));
+  return keys;
+}
+
+}  // namespace veil::dpf
