@@ -35,7 +35,7 @@ using LeafConsumer = std::function<void(uint64_t first_leaf, absl::Span<const ui
 
 // Evaluates every point of the domain, handing the leaves to `consume` a window at a time. Node
 // seeds never take more than O(2^window_log + log N) memory.
-absl::Status EvalFullWindowed(const DpfKey& key, const LeafConsumer& consume, int window_log = 8);
+absl::Status EvalFullWindowed(const DpfKey& key, const LeafConsumer& consume, int window_log = 10);
 
 // The whole expanded vector: 2^log_domain words (additive) or 2^log_domain / 32 words of bits
 // (XOR, point x at bit x % 32 of word x / 32; padded to one word for tiny domains).

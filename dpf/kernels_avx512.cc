@@ -12,6 +12,8 @@ namespace veil::dpf {
 namespace {
 
 constexpr int kVectors = 8;
+// Fewer ChaCha blocks than this run scalar; more run one padded 16-lane pass.
+constexpr size_t kMinPaddedLanes = 3;
 
 struct AesKeys512 {
   __m512i rk[11];
@@ -120,46 +122,104 @@ void ChaCha16(const Block* seeds, uint32_t counter, __m512i out[16]) {
   for (int i = 0; i < 16; ++i) out[i] = _mm512_add_epi32(x[i], in[i]);
 }
 
-// Writes words [0, words) of each of the 16 lanes' blocks to dst + lane * dst_stride.
-void TransposeOut(const __m512i v[16], int words, uint32_t* dst, size_t dst_stride) {
-  alignas(64) uint32_t t[16][16];
-  for (int w = 0; w < words; ++w) _mm512_store_si512(t[w], v[w]);
-  for (int lane = 0; lane < 16; ++lane) {
-    for (int w = 0; w < words; ++w) dst[lane * dst_stride + w] = t[w][lane];
+// In-register 16x16 transpose of 32-bit words: r[w] lane l -> c[l] word w.
+void Transpose16(const __m512i r[16], __m512i c[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
   }
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // u[4q + m], 128-bit lane j: words 4q..4q+3 of lane 4j + m.
+  for (int m = 0; m < 4; ++m) {
+    __m512i v0 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x88);
+    __m512i v1 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xdd);
+    __m512i w0 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x88);
+    __m512i w1 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xdd);
+    c[m] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+    c[8 + m] = _mm512_shuffle_i32x4(v0, w0, 0xdd);
+    c[4 + m] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+    c[12 + m] = _mm512_shuffle_i32x4(v1, w1, 0xdd);
+  }
+}
+
+// The control bits of 16 seeds (bit 0 of word 0 in each lane) as all-ones / all-zeros lanes.
+__m512i LaneControlMask(const Block* seeds) {
+  const __m512i idx = _mm512_set_epi32(60, 56, 52, 48, 44, 40, 36, 32, 28, 24, 20, 16, 12, 8, 4, 0);
+  __m512i w0 = _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(seeds), 4);
+  return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_and_si512(w0, _mm512_set1_epi32(1)));
 }
 
 template <int kRounds>
 void ExpandChaCha(const Block* parents, size_t n, Block cw_left, bool cw_right, Block* children) {
+  const uint32_t cw[8] = {uint32_t(cw_left.lo), uint32_t(cw_left.lo >> 32), uint32_t(cw_left.hi),
+                          uint32_t(cw_left.hi >> 32),
+                          (uint32_t(cw_left.lo) & ~1u) | uint32_t(cw_right),
+                          uint32_t(cw_left.lo >> 32), uint32_t(cw_left.hi),
+                          uint32_t(cw_left.hi >> 32)};
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m512i v[16];
+    __m512i v[16], c[16];
     ChaCha16<kRounds>(parents + i, 0, v);
-    // Children: words 0..3 -> left, 4..7 -> right; children are 2 blocks = 8 words per parent.
-    TransposeOut(v, 8, reinterpret_cast<uint32_t*>(children + 2 * i), 8);
+    // Words 0..3 are the left child, 4..7 the right; correct them where the parent's bit is set.
+    const __m512i m = LaneControlMask(parents + i);
+    for (int w = 0; w < 8; ++w) {
+      v[w] = _mm512_xor_si512(v[w], _mm512_and_si512(m, _mm512_set1_epi32(int(cw[w]))));
+    }
+    Transpose16(v, c);
     for (int l = 0; l < 16; ++l) {
-      CorrectChildren(parents[i + l], cw_left, cw_right, children[2 * (i + l)],
-                      children[2 * (i + l) + 1]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(children + 2 * (i + l)),
+                          _mm512_castsi512_si256(c[l]));
     }
   }
+  // A short tail (the top levels of every window) still goes through the 16-lane code, padded:
+  // three or more scalar blocks cost more than one 16-lane pass.
+  const size_t rest = n - i;
+  if (rest >= kMinPaddedLanes) {
+    Block pad[16] = {}, out[32];
+    for (size_t l = 0; l < rest; ++l) pad[l] = parents[i + l];
+    ExpandChaCha<kRounds>(pad, 16, cw_left, cw_right, out);
+    for (size_t l = 0; l < 2 * rest; ++l) children[2 * i + l] = out[l];
+    return;
+  }
   GenericExpandLevel(kRounds == 8 ? Prg::kChaCha8 : kRounds == 12 ? Prg::kChaCha12 : Prg::kChaCha20,
-                     parents + i, n - i, cw_left, cw_right, children + 2 * i);
+                     parents + i, rest, cw_left, cw_right, children + 2 * i);
 }
 
 template <int kRounds>
 void ConvertChaCha(Prg prg, const Block* leaves, size_t n, int words, OutputType output,
                    bool party1, const uint32_t* final_cw, uint32_t* values) {
   size_t i = 0;
+  const __m512i neg = _mm512_set1_epi32(party1 ? -1 : 0);
   for (; i + 16 <= n; i += 16) {
-    __m512i v[16];
+    __m512i v[16], c[16];
     ChaCha16<kRounds>(leaves + i, 1, v);
-    TransposeOut(v, words, values + i * words, words);
-    for (int l = 0; l < 16; ++l) {
-      FinishLeaf(output, party1, leaves[i + l].control_bit(), final_cw, words,
-                 values + (i + l) * words);
+    const __m512i m = LaneControlMask(leaves + i);
+    for (int w = 0; w < words; ++w) {
+      const __m512i cw = _mm512_and_si512(m, _mm512_set1_epi32(int(final_cw[w])));
+      v[w] = output == OutputType::kXor
+                 ? _mm512_xor_si512(v[w], cw)
+                 : _mm512_sub_epi32(_mm512_xor_si512(_mm512_add_epi32(v[w], cw), neg), neg);
     }
+    Transpose16(v, c);
+    const __mmask16 sm = static_cast<__mmask16>((1u << words) - 1);
+    for (int l = 0; l < 16; ++l) _mm512_mask_storeu_epi32(values + (i + l) * words, sm, c[l]);
   }
-  GenericConvertLeaves(prg, leaves + i, n - i, words, output, party1, final_cw,
+  const size_t rest = n - i;
+  if (rest >= kMinPaddedLanes) {
+    Block pad[16] = {};
+    uint32_t out[16 * 16];
+    for (size_t l = 0; l < rest; ++l) pad[l] = leaves[i + l];
+    ConvertChaCha<kRounds>(prg, pad, 16, words, output, party1, final_cw, out);
+    for (size_t w = 0; w < rest * words; ++w) values[i * words + w] = out[w];
+    return;
+  }
+  GenericConvertLeaves(prg, leaves + i, rest, words, output, party1, final_cw,
                        values + i * words);
 }
 

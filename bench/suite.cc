@@ -1,0 +1,111 @@
+#include "bench/suite.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+
+namespace veil::bench {
+
+std::string Flags::Str(const std::string& name, const std::string& fallback) const {
+  used_[name] = true;
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+int64_t Flags::Int(const std::string& name, int64_t fallback) const {
+  std::string s = Str(name, "");
+  int64_t v = fallback;
+  if (!s.empty() && !absl::SimpleAtoi(s, &v)) {
+    std::cerr << "veil-bench: --" << name << " expects an integer, got '" << s << "'\n";
+    std::exit(2);
+  }
+  return v;
+}
+
+double Flags::Double(const std::string& name, double fallback) const {
+  std::string s = Str(name, "");
+  double v = fallback;
+  if (!s.empty() && !absl::SimpleAtod(s, &v)) {
+    std::cerr << "veil-bench: --" << name << " expects a number, got '" << s << "'\n";
+    std::exit(2);
+  }
+  return v;
+}
+
+std::vector<std::string> Flags::Unused() const {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : values_) {
+    if (!used_.count(name) && name != "json-out") out.push_back(name);
+  }
+  return out;
+}
+
+namespace {
+std::string& JsonOutPath() {
+  static std::string path;
+  return path;
+}
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+}  // namespace
+
+void SetJsonOut(const std::string& path) { JsonOutPath() = path; }
+
+JsonLine& JsonLine::Add(const std::string& key, const std::string& value) {
+  fields_.emplace_back(key, "\"" + Escape(value) + "\"");
+  return *this;
+}
+JsonLine& JsonLine::Add(const std::string& key, double value) {
+  fields_.emplace_back(key, std::isfinite(value) ? absl::StrFormat("%.6g", value) : "null");
+  return *this;
+}
+JsonLine& JsonLine::Add(const std::string& key, int64_t value) {
+  fields_.emplace_back(key, absl::StrFormat("%d", value));
+  return *this;
+}
+JsonLine& JsonLine::Add(const std::string& key, bool value) {
+  fields_.emplace_back(key, value ? "true" : "false");
+  return *this;
+}
+
+void JsonLine::Emit() const {
+  std::string line = "{";
+  for (size_t i = 0; i < fields_.size(); ++i) {
+    if (i) line += ", ";
+    line += "\"" + fields_[i].first + "\": " + fields_[i].second;
+  }
+  line += "}";
+  std::cout << line << std::endl;
+  if (!JsonOutPath().empty()) std::ofstream(JsonOutPath(), std::ios::app) << line << "\n";
+}
+
+double MedianSeconds(const std::function<void()>& run, int warmup, int max_reps,
+                     double budget_s) {
+  for (int i = 0; i < warmup; ++i) run();
+  std::vector<double> times;
+  double spent = 0;
+  while (static_cast<int>(times.size()) < max_reps && (times.size() < 3 || spent < budget_s)) {
+    auto start = std::chrono::steady_clock::now();
+    run();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    times.push_back(s);
+    spent += s;
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace veil::bench
