@@ -1,0 +1,664 @@
+#include "mobile_client/client.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "dpf/key.h"
+#include "pir/two_server/query.h"
+#include "server/rpc_status.h"
+#include "server/veil.capnp.h"
+
+namespace veil {
+namespace {
+
+// Counts the bytes that cross one connection's socket, RPC framing included (CallStats).
+class CountingStream final : public kj::AsyncIoStream {
+ public:
+  explicit CountingStream(kj::Own<kj::AsyncIoStream> inner) : inner_(kj::mv(inner)) {}
+
+  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
+    return inner_->tryRead(buffer, min_bytes, max_bytes).then([this](size_t n) {
+      bytes_read_ += n;
+      return n;
+    });
+  }
+  kj::Promise<void> write(const void* buffer, size_t size) override {
+    bytes_written_ += size;
+    return inner_->write(buffer, size);
+  }
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
+    for (auto piece : pieces) bytes_written_ += piece.size();
+    return inner_->write(pieces);
+  }
+  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
+  void shutdownWrite() override { inner_->shutdownWrite(); }
+  void abortRead() override { inner_->abortRead(); }
+  void getsockopt(int level, int option, void* value, uint* length) override {
+    inner_->getsockopt(level, option, value, length);
+  }
+  void setsockopt(int level, int option, const void* value, uint length) override {
+    inner_->setsockopt(level, option, value, length);
+  }
+
+  uint64_t bytes_read() const { return bytes_read_.load(); }
+  uint64_t bytes_written() const { return bytes_written_.load(); }
+
+ private:
+  kj::Own<kj::AsyncIoStream> inner_;
+  // Written on the I/O thread, read by callers for statistics.
+  std::atomic<uint64_t> bytes_read_{0};
+  std::atomic<uint64_t> bytes_written_{0};
+};
+
+// What one server said in its `config` reply.
+struct ServerConfig {
+  uint16_t protocol_version = 0;
+  int party = -1;
+  TableInfo table;
+  uint64_t max_message_bytes = 0;
+  std::vector<uint8_t> prgs;
+  std::vector<uint8_t> outputs;
+};
+
+ServerConfig ReadConfig(rpc::Config::Reader config) {
+  ServerConfig c;
+  c.protocol_version = config.getProtocolVersion();
+  c.party = config.getParty();
+  TableInfo& t = c.table;
+  capnp::Data::Reader digest = config.getTable().getDigest();
+  if (digest.size() == t.digest.size()) std::memcpy(t.digest.data(), digest.begin(), digest.size());
+  t.digest_hex = absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest.begin()), digest.size()));
+  t.epoch = config.getTable().getEpoch();
+  t.rows = config.getRows();
+  t.row_words = config.getRowWords();
+  t.dim = config.getDim();
+  t.format = static_cast<embedding::RowFormat>(config.getRowFormat());
+  t.frac_bits = config.getFracBits();
+  t.max_keys_per_call = config.getLimits().getMaxKeysPerCall();
+  c.max_message_bytes = config.getLimits().getMaxMessageBytes();
+  for (uint8_t p : config.getPrgs()) c.prgs.push_back(p);
+  for (uint8_t o : config.getOutputTypes()) c.outputs.push_back(o);
+  t.backend[c.party == 1 ? 1 : 0] = config.getBackend();
+  return c;
+}
+
+bool Contains(const std::vector<uint8_t>& ids, uint8_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// One RPC per server: the keys (serialized) for each server, and the bag sizes of answerPooled
+// (empty for answer). Each reply has `reply_words` words.
+struct PreparedCall {
+  std::vector<std::vector<uint8_t>> keys[2];
+  std::vector<uint32_t> bag_sizes;
+  size_t reply_words = 0;
+};
+
+size_t RoundUp8(size_t n) { return (n + 7) / 8 * 8; }
+
+}  // namespace
+
+class Client::Impl {
+ public:
+  explicit Impl(ClientOptions options) : options_(std::move(options)) {
+    addresses_[0] = options_.server0;
+    addresses_[1] = options_.server1;
+    io_thread_ = std::thread([this] { RunLoop(); });
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](const kj::Executor** e) { return *e != nullptr; }, &executor_));
+  }
+
+  ~Impl() {
+    executor_->executeSync([this] {
+      for (Connection& c : connections_) c = Connection();
+      stop_->fulfill();
+    });
+    io_thread_.join();
+  }
+
+  absl::Status Connect();
+  absl::Status RunCalls(std::vector<PreparedCall>& calls, std::vector<uint32_t> (&shares)[2],
+                        CallStats& stats);
+  absl::StatusOr<ServerStatsInfo> Stats(int party);
+
+  const ClientOptions& options() const { return options_; }
+  const TableInfo& table() const { return table_; }
+  size_t key_bytes(dpf::OutputType output) const {
+    dpf::DpfParameters params;
+    params.log_domain = dpf::LogDomainForRows(table_.rows);
+    params.prg = options_.prg;
+    params.output = output;
+    return dpf::DpfKey::SerializedSize(params);
+  }
+  uint64_t max_message_bytes() const { return max_message_bytes_; }
+
+  absl::Mutex call_mu;  // serializes the public calls
+  CallStats last_call;
+  CallStats totals() const {
+    CallStats t;
+    for (const Connection& c : connections_) {
+      if (c.stream) {
+        t.bytes_up += c.stream->bytes_written();
+        t.bytes_down += c.stream->bytes_read();
+      }
+    }
+    t.lookups = total_lookups_.load();
+    t.keys = total_keys_.load();
+    t.calls = total_calls_.load();
+    return t;
+  }
+  void CountLookups(const CallStats& s) {
+    total_lookups_ += s.lookups;
+    total_keys_ += s.keys;
+    total_calls_ += s.calls;
+  }
+
+ private:
+  struct Connection {
+    kj::Own<CountingStream> stream;
+    kj::Own<capnp::TwoPartyClient> rpc;
+    rpc::PirServer::Client cap{nullptr};
+  };
+
+  void RunLoop() {
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    auto stop = kj::newPromiseAndFulfiller<void>();
+    io_ = &io;
+    stop_ = kj::mv(stop.fulfiller);
+    {
+      absl::MutexLock lock(&mu_);
+      executor_ = &kj::getCurrentThreadExecutor();
+    }
+    stop.promise.wait(io.waitScope);
+  }
+
+  std::string Name(int s) const { return absl::StrCat("server ", s, " (", addresses_[s], ")"); }
+
+  // The status of a failed request to server s, worded for the reader.
+  absl::Status ServerError(int s, const kj::Exception& e) const {
+    if (e.getType() == kj::Exception::Type::DISCONNECTED) {
+      return server::ExceptionToStatus(e, absl::StrCat(Name(s), " is unreachable"));
+    }
+    return server::ExceptionToStatus(e, Name(s));
+  }
+
+  kj::Duration Timeout() const {
+    return absl::ToInt64Nanoseconds(options_.timeout) * kj::NANOSECONDS;
+  }
+
+  // Waits for `promise` at most the client's timeout; `pending` names who has not answered yet.
+  kj::Promise<absl::Status> WithTimeout(kj::Promise<absl::Status> promise,
+                                        std::shared_ptr<std::array<bool, 2>> done) {
+    return promise.exclusiveJoin(
+        io_->provider->getTimer().afterDelay(Timeout()).then([this, done]() {
+          std::string who;
+          for (int s = 0; s < 2; ++s) {
+            if (!(*done)[s]) absl::StrAppend(&who, who.empty() ? "" : " and ", Name(s));
+          }
+          return absl::DeadlineExceededError(
+              absl::StrCat("no answer from ", who.empty() ? "the servers" : who, " within ",
+                           absl::FormatDuration(options_.timeout)));
+        }));
+  }
+
+  ClientOptions options_;
+  std::string addresses_[2];
+  std::thread io_thread_;
+  absl::Mutex mu_;
+  const kj::Executor* executor_ = nullptr;  // set under mu_ once, before the constructor returns
+  // I/O thread only:
+  kj::AsyncIoContext* io_ = nullptr;
+  kj::Own<kj::PromiseFulfiller<void>> stop_;
+  Connection connections_[2];
+
+  TableInfo table_;
+  uint64_t max_message_bytes_ = 0;
+  std::atomic<uint64_t> total_lookups_{0}, total_keys_{0}, total_calls_{0};
+};
+
+absl::Status Client::Impl::Connect() {
+  for (int s = 0; s < 2; ++s) {
+    if (addresses_[s].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("no address for server ", s));
+    }
+  }
+  ServerConfig configs[2];
+  absl::Status status = executor_->executeSync([&]() -> kj::Promise<absl::Status> {
+    auto done = std::make_shared<std::array<bool, 2>>();
+    auto statuses = kj::heapArrayBuilder<kj::Promise<absl::Status>>(2);
+    for (int s = 0; s < 2; ++s) {
+      statuses.add(
+          io_->provider->getNetwork()
+              .parseAddress(addresses_[s])
+              .then([](kj::Own<kj::NetworkAddress> address) {
+                return address->connect().attach(kj::mv(address));
+              })
+              .then([this, s](kj::Own<kj::AsyncIoStream> stream) {
+                int one = 1;
+                stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                Connection& c = connections_[s];
+                c.stream = kj::heap<CountingStream>(kj::mv(stream));
+                c.rpc = kj::heap<capnp::TwoPartyClient>(*c.stream);
+                c.cap = c.rpc->bootstrap().castAs<rpc::PirServer>();
+                return c.cap.configRequest().send();
+              })
+              .then(
+                  [&configs, done, s](capnp::Response<rpc::PirServer::ConfigResults> reply) {
+                    configs[s] = ReadConfig(reply.getConfig());
+                    (*done)[s] = true;
+                    return absl::OkStatus();
+                  },
+                  [this, s](kj::Exception&& e) { return ServerError(s, e); }));
+    }
+    auto all = kj::joinPromises(statuses.finish()).then([](kj::Array<absl::Status> results) {
+      for (absl::Status& r : results) {
+        if (!r.ok()) return r;
+      }
+      return absl::OkStatus();
+    });
+    return WithTimeout(kj::mv(all), done);
+  });
+  if (!status.ok()) return status;
+
+  for (int s = 0; s < 2; ++s) {
+    const ServerConfig& c = configs[s];
+    if (c.protocol_version != rpc::PROTOCOL_VERSION) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(Name(s), " speaks protocol version ", c.protocol_version,
+                       "; this client speaks version ", rpc::PROTOCOL_VERSION));
+    }
+    if (c.party != s) {
+      return absl::FailedPreconditionError(absl::StrCat(Name(s), " is party ", c.party,
+                                                        ", expected party ", s,
+                                                        " (are the addresses swapped?)"));
+    }
+    if (!Contains(c.prgs, static_cast<uint8_t>(options_.prg)) ||
+        !Contains(c.outputs, static_cast<uint8_t>(options_.output)) ||
+        !Contains(c.outputs, static_cast<uint8_t>(dpf::OutputType::kAdditive))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Name(s), " does not evaluate PRG ", std::string(dpf::PrgName(options_.prg)),
+          " with these key types"));
+    }
+  }
+  const TableInfo& a = configs[0].table;
+  const TableInfo& b = configs[1].table;
+  if (a.digest != b.digest || a.epoch != b.epoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the two servers serve different tables: ", Name(0), " has digest ", a.digest_hex,
+        " epoch ", a.epoch, ", ", Name(1), " has digest ", b.digest_hex, " epoch ", b.epoch,
+        "; refusing to combine their answers"));
+  }
+  if (a.rows != b.rows || a.row_words != b.row_words || a.dim != b.dim || a.format != b.format ||
+      a.frac_bits != b.frac_bits) {
+    return absl::FailedPreconditionError(
+        "the two servers report the same digest but different table shapes");
+  }
+  if (a.rows == 0 || a.row_words == 0 || !embedding::IsKnownRowFormat(a.format) ||
+      embedding::RowWords(a.format, a.dim) != a.row_words) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the servers describe an unusable table (", a.rows, " rows, ", a.row_words, " words, ",
+        embedding::RowFormatName(a.format), " dim ", a.dim, ")"));
+  }
+  table_ = a;
+  table_.backend[1] = b.backend[1];
+  table_.max_keys_per_call = std::min(a.max_keys_per_call, b.max_keys_per_call);
+  max_message_bytes_ = std::min(configs[0].max_message_bytes, configs[1].max_message_bytes);
+  if (table_.max_keys_per_call == 0) {
+    return absl::FailedPreconditionError("a server accepts no keys per call");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Client::Impl::RunCalls(std::vector<PreparedCall>& calls,
+                                    std::vector<uint32_t> (&shares)[2], CallStats& stats) {
+  size_t total_words = 0;
+  for (const PreparedCall& c : calls) total_words += c.reply_words;
+  shares[0].assign(total_words, 0);
+  shares[1].assign(total_words, 0);
+  const uint64_t up_before = totals().bytes_up, down_before = totals().bytes_down;
+  const absl::Time start = absl::Now();
+
+  absl::Status status = executor_->executeSync([&]() -> kj::Promise<absl::Status> {
+    auto done = std::make_shared<std::array<bool, 2>>();
+    auto remaining = std::make_shared<std::array<size_t, 2>>();
+    (*remaining)[0] = (*remaining)[1] = calls.size();
+    auto statuses = kj::heapArrayBuilder<kj::Promise<absl::Status>>(2 * calls.size());
+    size_t offset = 0;
+    for (PreparedCall& call : calls) {
+      for (int s = 0; s < 2; ++s) {
+        auto on_reply = [this, s, offset, words = call.reply_words, &shares, done,
+                         remaining](auto reply) -> absl::Status {
+          rpc::TableId::Reader id = reply.getTable();
+          capnp::Data::Reader digest = id.getDigest();
+          if (id.getEpoch() != table_.epoch || digest.size() != table_.digest.size() ||
+              std::memcmp(digest.begin(), table_.digest.data(), digest.size()) != 0) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                Name(s), " answered from another table (epoch ", id.getEpoch(),
+                ") than the one both servers reported at connect (epoch ", table_.epoch,
+                "); reconnect to use the new table"));
+          }
+          auto list = reply.getShares();
+          if (list.size() != words) {
+            return absl::InternalError(absl::StrCat(Name(s), " returned ", list.size(),
+                                                    " share words, expected ", words));
+          }
+          uint32_t* out = shares[s].data() + offset;
+          for (size_t i = 0; i < words; ++i) out[i] = list[i];
+          if (--(*remaining)[s] == 0) (*done)[s] = true;
+          return absl::OkStatus();
+        };
+        auto on_error = [this, s](kj::Exception&& e) { return ServerError(s, e); };
+        rpc::PirServer::Client& cap = connections_[s].cap;
+        if (call.bag_sizes.empty()) {
+          auto request = cap.answerRequest();
+          auto keys = request.initKeys(call.keys[s].size());
+          for (size_t k = 0; k < call.keys[s].size(); ++k) {
+            keys.set(k, capnp::Data::Reader(call.keys[s][k].data(), call.keys[s][k].size()));
+          }
+          statuses.add(request.send().then(
+              [on_reply](capnp::Response<rpc::PirServer::AnswerResults> r) mutable {
+                return on_reply(kj::mv(r));
+              },
+              on_error));
+        } else {
+          auto request = cap.answerPooledRequest();
+          auto keys = request.initKeys(call.keys[s].size());
+          for (size_t k = 0; k < call.keys[s].size(); ++k) {
+            keys.set(k, capnp::Data::Reader(call.keys[s][k].data(), call.keys[s][k].size()));
+          }
+          auto bags = request.initBagSizes(call.bag_sizes.size());
+          for (size_t b = 0; b < call.bag_sizes.size(); ++b) bags.set(b, call.bag_sizes[b]);
+          statuses.add(request.send().then(
+              [on_reply](capnp::Response<rpc::PirServer::AnswerPooledResults> r) mutable {
+                return on_reply(kj::mv(r));
+              },
+              on_error));
+        }
+      }
+      offset += call.reply_words;
+    }
+    auto all = kj::joinPromises(statuses.finish()).then([](kj::Array<absl::Status> results) {
+      for (absl::Status& r : results) {
+        if (!r.ok()) return r;
+      }
+      return absl::OkStatus();
+    });
+    // evalLast: the replies' Finish messages are written in a later turn; count them here.
+    return WithTimeout(kj::mv(all), done).then([](absl::Status s) {
+      return kj::evalLast([s = std::move(s)]() mutable { return std::move(s); });
+    });
+  });
+  if (!status.ok()) return status;
+  stats.latency_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  CallStats after = totals();
+  stats.bytes_up = after.bytes_up - up_before;
+  stats.bytes_down = after.bytes_down - down_before;
+  stats.calls = static_cast<uint32_t>(calls.size());
+  for (const PreparedCall& c : calls) stats.keys += static_cast<uint32_t>(c.keys[0].size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServerStatsInfo> Client::Impl::Stats(int party) {
+  if (party != 0 && party != 1) return absl::InvalidArgumentError("party must be 0 or 1");
+  ServerStatsInfo info;
+  absl::Status status = executor_->executeSync([&]() -> kj::Promise<absl::Status> {
+    auto done = std::make_shared<std::array<bool, 2>>();
+    (*done)[1 - party] = true;
+    auto reply = connections_[party].cap.statsRequest().send().then(
+        [&info, done, party](capnp::Response<rpc::PirServer::StatsResults> r) {
+          rpc::Stats::Reader s = r.getStats();
+          info.calls = s.getCalls();
+          info.keys = s.getKeys();
+          info.passes = s.getPasses();
+          info.mean_batch_keys = s.getMeanBatchKeys();
+          info.max_batch_keys = s.getMaxBatchKeys();
+          info.latency_p50_ms = s.getLatencyP50Ms();
+          info.latency_p90_ms = s.getLatencyP90Ms();
+          info.latency_p99_ms = s.getLatencyP99Ms();
+          info.queued_keys = s.getQueuedKeys();
+          info.errors = s.getErrors();
+          info.connections = s.getConnections();
+          info.uptime_s = s.getUptimeS();
+          (*done)[party] = true;
+          return absl::OkStatus();
+        },
+        [this, party](kj::Exception&& e) { return ServerError(party, e); });
+    return WithTimeout(kj::mv(reply), done);
+  });
+  if (!status.ok()) return status;
+  return info;
+}
+
+// ---- Client ----------------------------------------------------------------------------------
+
+namespace {
+
+// Splits `keys` (one pair per wanted row or bag member) into calls that fit the servers' limits:
+// at most max_keys keys and max_message_bytes bytes per call, never splitting a bag.
+absl::StatusOr<std::vector<PreparedCall>> SplitIntoCalls(
+    std::vector<pir::QueryKeys>& queries, absl::Span<const uint32_t> bag_sizes,
+    uint32_t row_words, size_t max_keys) {
+  std::vector<PreparedCall> calls;
+  auto start_call = [&] { calls.emplace_back(); };
+  auto add_key = [&](pir::QueryKeys& q) {
+    for (int s = 0; s < 2; ++s) calls.back().keys[s].push_back(q.key[s].Serialize());
+  };
+  if (bag_sizes.empty()) {
+    for (size_t i = 0; i < queries.size(); ++i) {
+      if (i % max_keys == 0) start_call();
+      add_key(queries[i]);
+      calls.back().reply_words += row_words;
+    }
+    return calls;
+  }
+  size_t next = 0;
+  for (size_t b = 0; b < bag_sizes.size(); ++b) {
+    if (bag_sizes[b] > max_keys) {
+      return absl::InvalidArgumentError(absl::StrCat("bag ", b, " holds ", bag_sizes[b],
+                                                     " keys; the servers accept at most ",
+                                                     max_keys, " per call"));
+    }
+    if (calls.empty() || calls.back().keys[0].size() + bag_sizes[b] > max_keys) start_call();
+    for (uint32_t k = 0; k < bag_sizes[b]; ++k) add_key(queries[next++]);
+    calls.back().bag_sizes.push_back(bag_sizes[b]);
+    calls.back().reply_words += row_words;
+  }
+  return calls;
+}
+
+}  // namespace
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the timeout must be positive");
+  }
+  auto impl = std::make_unique<Impl>(options);
+  try {
+    if (absl::Status s = impl->Connect(); !s.ok()) return s;
+  } catch (const kj::Exception& e) {
+    return server::ExceptionToStatus(e, "connect");
+  }
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+const TableInfo& Client::table() const { return impl_->table(); }
+
+absl::StatusOr<std::vector<uint32_t>> Client::LookupWords(absl::Span<const uint64_t> indices) {
+  const TableInfo& t = impl_->table();
+  if (indices.empty()) return absl::InvalidArgumentError("no rows requested");
+  std::vector<pir::QueryKeys> queries;
+  queries.reserve(indices.size());
+  for (uint64_t index : indices) {
+    if (index >= t.rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row ", index, " is outside the table (", t.rows, " rows)"));
+    }
+    auto q = pir::MakeQuery(t.rows, index, 1, impl_->options().prg, impl_->options().output);
+    if (!q.ok()) return q.status();
+    queries.push_back(*std::move(q));
+  }
+  size_t per_key = RoundUp8(impl_->key_bytes(impl_->options().output)) + 8;
+  size_t max_keys = std::max<size_t>(
+      1, std::min<size_t>(t.max_keys_per_call, (impl_->max_message_bytes() - 512) / per_key));
+  auto calls = SplitIntoCalls(queries, {}, t.row_words, max_keys);
+  if (!calls.ok()) return calls.status();
+
+  absl::MutexLock lock(&impl_->call_mu);
+  std::vector<uint32_t> shares[2];
+  CallStats stats;
+  try {
+    if (absl::Status s = impl_->RunCalls(*calls, shares, stats); !s.ok()) return s;
+  } catch (const kj::Exception& e) {
+    return server::ExceptionToStatus(e, "lookup");
+  }
+  std::vector<uint32_t> rows(shares[0].size());
+  absl::Status s = pir::Reconstruct(impl_->options().output, shares[0], shares[1],
+                                    absl::MakeSpan(rows));
+  if (!s.ok()) return s;
+  stats.lookups = static_cast<uint32_t>(indices.size());
+  impl_->last_call = stats;
+  impl_->CountLookups(stats);
+  return rows;
+}
+
+absl::StatusOr<std::vector<float>> Client::Lookup(absl::Span<const uint64_t> indices) {
+  auto words = LookupWords(indices);
+  if (!words.ok()) return words.status();
+  const TableInfo& t = impl_->table();
+  std::vector<float> values(indices.size() * t.dim);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    absl::Status s = embedding::DecodeRow(
+        t.format, t.frac_bits, t.dim,
+        absl::MakeConstSpan(words->data() + i * t.row_words, t.row_words),
+        absl::MakeSpan(values.data() + i * t.dim, t.dim));
+    if (!s.ok()) return s;
+  }
+  return values;
+}
+
+absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
+    absl::Span<const uint64_t> indices, absl::Span<const uint32_t> bag_sizes,
+    absl::Span<const int32_t> weights) {
+  const TableInfo& t = impl_->table();
+  if (t.format != embedding::RowFormat::kFixed32) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pooled lookups need a fixed-point table; this one is ",
+        embedding::RowFormatName(t.format), " (build it with --format=fixed)"));
+  }
+  if (bag_sizes.empty()) return absl::InvalidArgumentError("no bags requested");
+  uint64_t total = 0;
+  for (size_t b = 0; b < bag_sizes.size(); ++b) {
+    if (bag_sizes[b] == 0) return absl::InvalidArgumentError(absl::StrCat("bag ", b, " is empty"));
+    total += bag_sizes[b];
+  }
+  if (total != indices.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("bag sizes add up to ", total, " but ",
+                                                   indices.size(), " indices were given"));
+  }
+  if (!weights.empty() && weights.size() != indices.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(weights.size(), " weights for ",
+                                                   indices.size(), " indices"));
+  }
+  std::vector<pir::QueryKeys> queries;
+  queries.reserve(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] >= t.rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row ", indices[i], " is outside the table (", t.rows, " rows)"));
+    }
+    uint32_t weight = weights.empty() ? 1u : static_cast<uint32_t>(weights[i]);
+    auto q = pir::MakeQuery(t.rows, indices[i], weight, impl_->options().prg,
+                            dpf::OutputType::kAdditive);
+    if (!q.ok()) return q.status();
+    queries.push_back(*std::move(q));
+  }
+  size_t per_key = RoundUp8(impl_->key_bytes(dpf::OutputType::kAdditive)) + 8;
+  size_t max_keys = std::max<size_t>(
+      1, std::min<size_t>(t.max_keys_per_call, (impl_->max_message_bytes() - 512) / per_key));
+  auto calls = SplitIntoCalls(queries, bag_sizes, t.row_words, max_keys);
+  if (!calls.ok()) return calls.status();
+
+  absl::MutexLock lock(&impl_->call_mu);
+  std::vector<uint32_t> shares[2];
+  CallStats stats;
+  try {
+    if (absl::Status s = impl_->RunCalls(*calls, shares, stats); !s.ok()) return s;
+  } catch (const kj::Exception& e) {
+    return server::ExceptionToStatus(e, "pooled lookup");
+  }
+  std::vector<uint32_t> sums(shares[0].size());
+  absl::Status s = pir::Reconstruct(dpf::OutputType::kAdditive, shares[0], shares[1],
+                                    absl::MakeSpan(sums));
+  if (!s.ok()) return s;
+  stats.lookups = static_cast<uint32_t>(bag_sizes.size());
+  impl_->last_call = stats;
+  impl_->CountLookups(stats);
+  return sums;
+}
+
+absl::StatusOr<std::vector<float>> Client::LookupPooled(absl::Span<const uint64_t> indices,
+                                                        absl::Span<const uint32_t> bag_sizes,
+                                                        absl::Span<const int32_t> weights,
+                                                        PoolingMode mode) {
+  auto sums = LookupPooledWords(indices, bag_sizes, weights);
+  if (!sums.ok()) return sums.status();
+  const TableInfo& t = impl_->table();
+  std::vector<float> values(bag_sizes.size() * t.dim);
+  size_t next = 0;
+  for (size_t b = 0; b < bag_sizes.size(); ++b) {
+    double divisor = 1;
+    if (mode == PoolingMode::kMean) {
+      divisor = 0;
+      for (uint32_t k = 0; k < bag_sizes[b]; ++k) {
+        divisor += weights.empty() ? 1.0 : static_cast<double>(weights[next + k]);
+      }
+      if (divisor == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("bag ", b, " has weight sum 0: its mean is undefined"));
+      }
+    }
+    next += bag_sizes[b];
+    absl::Status s = embedding::DecodePooledFixed(
+        t.frac_bits, absl::MakeConstSpan(sums->data() + b * t.row_words, t.row_words), divisor,
+        absl::MakeSpan(values.data() + b * t.dim, t.dim));
+    if (!s.ok()) return s;
+  }
+  return values;
+}
+
+absl::StatusOr<ServerStatsInfo> Client::ServerStats(int party) {
+  absl::MutexLock lock(&impl_->call_mu);
+  try {
+    return impl_->Stats(party);
+  } catch (const kj::Exception& e) {
+    return server::ExceptionToStatus(e, "stats");
+  }
+}
+
+CallStats Client::last_call() const {
+  absl::MutexLock lock(&impl_->call_mu);
+  return impl_->last_call;
+}
+
+CallStats Client::totals() const { return impl_->totals(); }
+
+}  // namespace veil

@@ -1,0 +1,140 @@
+// veil::Client: private lookups of embedding-table rows through two non-colluding PIR servers.
+//
+// For each wanted row the client makes a pair of DPF keys (pir::MakeQuery), sends key b to server
+// b, and adds the two answer shares; a single server only ever sees one key, which reveals nothing
+// about the row. Before any lookup both servers must report the same table (digest and epoch);
+// every answer is checked against it again, so rows are never built from two different tables.
+// There is no fallback to asking one server in the clear: if either server is down, every lookup
+// fails with UNAVAILABLE (or DEADLINE_EXCEEDED) naming it.
+//
+// Thread-safe: calls from several threads are serialized. Network I/O runs on a thread the client
+// owns (a KJ event loop), so callers need no event loop of their own.
+#ifndef VEIL_MOBILE_CLIENT_CLIENT_H_
+#define VEIL_MOBILE_CLIENT_CLIENT_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "dpf/params.h"
+#include "embedding/row_format.h"
+
+namespace veil {
+
+struct ClientOptions {
+  std::string server0;  // "HOST:PORT" of party 0
+  std::string server1;  // "HOST:PORT" of party 1
+  // Bound on connecting and on every lookup, both servers together.
+  absl::Duration timeout = absl::Seconds(5);
+  dpf::Prg prg = dpf::Prg::kAes128;
+  // Key type of Lookup(): additive (sum of shares) or XOR (smaller keys). Pooled lookups are
+  // always additive.
+  dpf::OutputType output = dpf::OutputType::kAdditive;
+};
+
+// The table both servers serve (from their `config` replies, which must agree).
+struct TableInfo {
+  uint64_t rows = 0;
+  uint32_t dim = 0;
+  uint32_t row_words = 0;
+  embedding::RowFormat format = embedding::RowFormat::kFp32;
+  int frac_bits = 0;
+  uint64_t epoch = 0;
+  std::array<uint8_t, 32> digest{};
+  std::string digest_hex;
+  std::string backend[2];  // what each server runs ("cpu", "gpu")
+  uint32_t max_keys_per_call = 0;  // the smaller of the two servers' limits
+};
+
+// One call's cost, both servers together. Bytes are counted on the sockets (RPC framing
+// included).
+struct CallStats {
+  uint64_t bytes_up = 0;
+  uint64_t bytes_down = 0;
+  double latency_ms = 0;
+  uint32_t lookups = 0;  // rows (Lookup) or bags (LookupPooled) returned
+  uint32_t keys = 0;     // keys sent to each server
+  uint32_t calls = 0;    // RPC calls per server (a lookup is split at max_keys_per_call)
+};
+
+// A server's `stats` reply.
+struct ServerStatsInfo {
+  uint64_t calls = 0;
+  uint64_t keys = 0;
+  uint64_t passes = 0;
+  double mean_batch_keys = 0;
+  uint32_t max_batch_keys = 0;
+  double latency_p50_ms = 0;
+  double latency_p90_ms = 0;
+  double latency_p99_ms = 0;
+  uint32_t queued_keys = 0;
+  uint64_t errors = 0;
+  uint32_t connections = 0;
+  double uptime_s = 0;
+};
+
+enum class PoolingMode { kSum, kMean };
+
+class Client {
+ public:
+  // Connects to both servers and compares their configurations.
+  // Returns INVALID_ARGUMENT for an empty or unparsable address, UNAVAILABLE naming the server
+  // that cannot be reached, DEADLINE_EXCEEDED if a server does not answer within the timeout,
+  // FAILED_PRECONDITION if the servers serve different tables (digest, epoch or shape), report the
+  // wrong party, speak another protocol version, or do not support the chosen PRG / key type.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const TableInfo& table() const;
+
+  // Rows `indices`, dequantized: indices.size() * dim floats, row after row.
+  // Returns INVALID_ARGUMENT if indices is empty or an index is >= rows, UNAVAILABLE /
+  // DEADLINE_EXCEEDED naming the server that failed, FAILED_PRECONDITION if a server's answer is
+  // for another table than the one checked at Connect, or the server's error reply.
+  absl::StatusOr<std::vector<float>> Lookup(absl::Span<const uint64_t> indices);
+  // The same rows as stored: indices.size() * row_words words, bit-exact.
+  absl::StatusOr<std::vector<uint32_t>> LookupWords(absl::Span<const uint64_t> indices);
+
+  // Pooled lookups (EmbeddingBag) on a fixed-point table: bag b is the next bag_sizes[b] entries
+  // of `indices`; each bag comes back as one row (summed on the servers, so the download is one
+  // row per bag). `weights` is empty (all 1) or one int32 weight per index; the weights travel
+  // inside the keys, hidden from the servers. kMean divides by the bag's weight sum (its size
+  // without weights). Returns bag_sizes.size() * dim floats.
+  // Returns FAILED_PRECONDITION for a table that is not fixed-point, INVALID_ARGUMENT for empty
+  // bags, sizes that do not add up to indices.size(), a weights span of another length, or a
+  // zero weight sum with kMean, and otherwise what Lookup returns.
+  absl::StatusOr<std::vector<float>> LookupPooled(absl::Span<const uint64_t> indices,
+                                                  absl::Span<const uint32_t> bag_sizes,
+                                                  absl::Span<const int32_t> weights,
+                                                  PoolingMode mode);
+  // The pooled sums as words (the int32 sums mod 2^32 of the fixed-point rows, times weights):
+  // bag_sizes.size() * row_words words.
+  absl::StatusOr<std::vector<uint32_t>> LookupPooledWords(absl::Span<const uint64_t> indices,
+                                                          absl::Span<const uint32_t> bag_sizes,
+                                                          absl::Span<const int32_t> weights);
+
+  // Server `party`'s statistics. Returns INVALID_ARGUMENT for a party other than 0 or 1.
+  absl::StatusOr<ServerStatsInfo> ServerStats(int party);
+
+  // The last successful lookup's cost, and the totals since Connect (connection set-up included).
+  CallStats last_call() const;
+  CallStats totals() const;
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace veil
+
+#endif  // VEIL_MOBILE_CLIENT_CLIENT_H_

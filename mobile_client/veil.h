@@ -1,0 +1,113 @@
+/* veil C ABI: private embedding lookups through two PIR servers, for apps that cannot link C++.
+ *
+ * C99. Handles are opaque; every buffer is owned by the caller and passed with its length in
+ * elements; every function returns VEIL_OK (0) or a negative VEIL_ERR_* code and never lets a C++
+ * exception out. After an error, veil_last_error() describes it (per thread).
+ *
+ * A client object may be used from several threads (calls are serialized); close it once.
+ */
+#ifndef VEIL_MOBILE_CLIENT_VEIL_H_
+#define VEIL_MOBILE_CLIENT_VEIL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VEIL_ABI_VERSION 1
+
+/* Return codes: the negated absl::StatusCode values. */
+#define VEIL_OK 0
+#define VEIL_ERR_CANCELLED (-1)
+#define VEIL_ERR_UNKNOWN (-2)
+#define VEIL_ERR_INVALID_ARGUMENT (-3) /* bad argument, NULL pointer, buffer too small */
+#define VEIL_ERR_DEADLINE_EXCEEDED (-4) /* a server did not answer within the timeout */
+#define VEIL_ERR_NOT_FOUND (-5)
+#define VEIL_ERR_RESOURCE_EXHAUSTED (-8) /* a server is overloaded */
+#define VEIL_ERR_FAILED_PRECONDITION (-9) /* servers disagree on the table, wrong table format */
+#define VEIL_ERR_UNIMPLEMENTED (-12)
+#define VEIL_ERR_INTERNAL (-13)
+#define VEIL_ERR_UNAVAILABLE (-14) /* a server cannot be reached */
+
+/* Row formats (as stored in table files). */
+#define VEIL_FORMAT_FP32 1
+#define VEIL_FORMAT_FP16 2
+#define VEIL_FORMAT_INT8 3
+#define VEIL_FORMAT_FIXED 4
+
+/* Pooling modes of veil_lookup_pooled. */
+#define VEIL_POOL_SUM 0
+#define VEIL_POOL_MEAN 1
+
+typedef struct veil_client veil_client;
+
+typedef struct veil_client_options {
+  const char* server0;  /* "HOST:PORT" of party 0 */
+  const char* server1;  /* "HOST:PORT" of party 1 */
+  uint32_t timeout_ms;  /* per call, both servers together; 0 means 5000 */
+  const char* prg;      /* "aes128" (NULL), "chacha8", "chacha12", "chacha20", "siphash" */
+} veil_client_options;
+
+typedef struct veil_table_info {
+  uint64_t rows;
+  uint32_t dim;        /* floats per row returned by veil_lookup */
+  uint32_t row_words;  /* 32-bit words per row returned by veil_lookup_words */
+  int32_t row_format;  /* VEIL_FORMAT_* */
+  int32_t frac_bits;   /* VEIL_FORMAT_FIXED: value = int32 / 2^frac_bits */
+  uint64_t epoch;
+  uint8_t digest[32];  /* BLAKE2b-256 of the table; both servers reported it */
+} veil_table_info;
+
+typedef struct veil_call_stats {
+  uint64_t bytes_up;    /* both servers, RPC framing included */
+  uint64_t bytes_down;
+  double latency_ms;
+  uint32_t lookups;     /* rows or bags returned */
+  uint32_t keys;        /* keys sent to each server */
+} veil_call_stats;
+
+/* VEIL_ABI_VERSION of the library actually linked. */
+int veil_abi_version(void);
+
+/* Connects to both servers and checks that they serve the same table. On success *out_client
+ * holds a new client (close it with veil_client_close); on failure it is set to NULL. */
+int veil_client_connect(const veil_client_options* options, veil_client** out_client);
+
+/* Closes the connections and frees the client. NULL is ignored. */
+void veil_client_close(veil_client* client);
+
+int veil_client_table_info(const veil_client* client, veil_table_info* out_info);
+
+/* Rows `indices[0..count)`, dequantized to floats: out must hold count * dim floats
+ * (out_len >= count * dim). */
+int veil_lookup(veil_client* client, const uint64_t* indices, size_t count, float* out,
+                size_t out_len);
+
+/* The same rows as stored (bit-exact words): out_len >= count * row_words. */
+int veil_lookup_words(veil_client* client, const uint64_t* indices, size_t count, uint32_t* out,
+                      size_t out_len);
+
+/* Pooled lookups on a VEIL_FORMAT_FIXED table: bag b is the next bag_sizes[b] entries of
+ * `indices` (the sizes add up to count); weights is NULL (all 1) or count int32 weights; mode is
+ * VEIL_POOL_SUM or VEIL_POOL_MEAN. out_len >= bag_count * dim. */
+int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t count,
+                       const uint32_t* bag_sizes, size_t bag_count, const int32_t* weights,
+                       int mode, float* out, size_t out_len);
+
+/* The cost of this client's last successful lookup. */
+int veil_last_call_stats(const veil_client* client, veil_call_stats* out_stats);
+
+/* The message of the last error on this thread ("" if none). Valid until the next veil call on
+ * this thread. */
+const char* veil_last_error(void);
+
+/* A constant name for a return code: "OK", "INVALID_ARGUMENT", ... */
+const char* veil_status_name(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VEIL_MOBILE_CLIENT_VEIL_H_ */

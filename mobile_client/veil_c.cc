@@ -1,0 +1,212 @@
+// The C ABI (veil.h) over veil::Client: converts arguments, catches everything, and keeps the
+// last error message per thread.
+#include "mobile_client/veil.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "mobile_client/client.h"
+
+struct veil_client {
+  std::unique_ptr<veil::Client> client;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+int Fail(const absl::Status& status) {
+  last_error = std::string(status.message());
+  return -static_cast<int>(status.code());
+}
+
+int Fail(absl::StatusCode code, std::string message) {
+  return Fail(absl::Status(code, message));
+}
+
+// Runs `body` with the error state cleared, turning exceptions into VEIL_ERR_INTERNAL.
+template <typename Body>
+int Guarded(Body&& body) {
+  last_error.clear();
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(absl::StatusCode::kResourceExhausted, "out of memory");
+  } catch (const std::exception& e) {
+    return Fail(absl::StatusCode::kInternal, absl::StrCat("internal error: ", e.what()));
+  } catch (...) {
+    return Fail(absl::StatusCode::kInternal, "internal error");
+  }
+}
+
+int CheckOut(size_t out_len, size_t needed, const char* what) {
+  if (out_len < needed) {
+    return Fail(absl::StatusCode::kInvalidArgument,
+                absl::StrCat("output buffer holds ", out_len, " ", what, "; ", needed,
+                             " are needed"));
+  }
+  return VEIL_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+int veil_abi_version(void) { return VEIL_ABI_VERSION; }
+
+int veil_client_connect(const veil_client_options* options, veil_client** out_client) {
+  return Guarded([&]() -> int {
+    if (out_client == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "out_client is NULL");
+    }
+    *out_client = nullptr;
+    if (options == nullptr || options->server0 == nullptr || options->server1 == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "options and both server addresses are required");
+    }
+    veil::ClientOptions o;
+    o.server0 = options->server0;
+    o.server1 = options->server1;
+    if (options->timeout_ms != 0) o.timeout = absl::Milliseconds(options->timeout_ms);
+    if (options->prg != nullptr) {
+      auto prg = veil::dpf::ParsePrg(options->prg);
+      if (!prg.ok()) return Fail(prg.status());
+      o.prg = *prg;
+    }
+    auto client = veil::Client::Connect(o);
+    if (!client.ok()) return Fail(client.status());
+    *out_client = new veil_client{*std::move(client)};
+    return VEIL_OK;
+  });
+}
+
+void veil_client_close(veil_client* client) {
+  try {
+    delete client;
+  } catch (...) {
+    // Closing must not throw across the ABI; a failed close leaks nothing more than the client.
+  }
+}
+
+int veil_client_table_info(const veil_client* client, veil_table_info* out_info) {
+  return Guarded([&]() -> int {
+    if (client == nullptr || out_info == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "client and out_info are required");
+    }
+    const veil::TableInfo& t = client->client->table();
+    out_info->rows = t.rows;
+    out_info->dim = t.dim;
+    out_info->row_words = t.row_words;
+    out_info->row_format = static_cast<int32_t>(t.format);
+    out_info->frac_bits = t.frac_bits;
+    out_info->epoch = t.epoch;
+    std::memcpy(out_info->digest, t.digest.data(), sizeof(out_info->digest));
+    return VEIL_OK;
+  });
+}
+
+int veil_lookup(veil_client* client, const uint64_t* indices, size_t count, float* out,
+                size_t out_len) {
+  return Guarded([&]() -> int {
+    if (client == nullptr || indices == nullptr || out == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "client, indices and out are required");
+    }
+    size_t needed = count * client->client->table().dim;
+    if (int rc = CheckOut(out_len, needed, "floats"); rc != VEIL_OK) return rc;
+    auto rows = client->client->Lookup(absl::MakeConstSpan(indices, count));
+    if (!rows.ok()) return Fail(rows.status());
+    std::copy(rows->begin(), rows->end(), out);
+    return VEIL_OK;
+  });
+}
+
+int veil_lookup_words(veil_client* client, const uint64_t* indices, size_t count, uint32_t* out,
+                      size_t out_len) {
+  return Guarded([&]() -> int {
+    if (client == nullptr || indices == nullptr || out == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "client, indices and out are required");
+    }
+    size_t needed = count * client->client->table().row_words;
+    if (int rc = CheckOut(out_len, needed, "words"); rc != VEIL_OK) return rc;
+    auto rows = client->client->LookupWords(absl::MakeConstSpan(indices, count));
+    if (!rows.ok()) return Fail(rows.status());
+    std::copy(rows->begin(), rows->end(), out);
+    return VEIL_OK;
+  });
+}
+
+int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t count,
+                       const uint32_t* bag_sizes, size_t bag_count, const int32_t* weights,
+                       int mode, float* out, size_t out_len) {
+  return Guarded([&]() -> int {
+    if (client == nullptr || indices == nullptr || bag_sizes == nullptr || out == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  "client, indices, bag_sizes and out are required");
+    }
+    if (mode != VEIL_POOL_SUM && mode != VEIL_POOL_MEAN) {
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  absl::StrCat("unknown pooling mode ", mode));
+    }
+    size_t needed = bag_count * client->client->table().dim;
+    if (int rc = CheckOut(out_len, needed, "floats"); rc != VEIL_OK) return rc;
+    auto rows = client->client->LookupPooled(
+        absl::MakeConstSpan(indices, count), absl::MakeConstSpan(bag_sizes, bag_count),
+        weights == nullptr ? absl::Span<const int32_t>() : absl::MakeConstSpan(weights, count),
+        mode == VEIL_POOL_SUM ? veil::PoolingMode::kSum : veil::PoolingMode::kMean);
+    if (!rows.ok()) return Fail(rows.status());
+    std::copy(rows->begin(), rows->end(), out);
+    return VEIL_OK;
+  });
+}
+
+int veil_last_call_stats(const veil_client* client, veil_call_stats* out_stats) {
+  return Guarded([&]() -> int {
+    if (client == nullptr || out_stats == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "client and out_stats are required");
+    }
+    veil::CallStats s = client->client->last_call();
+    out_stats->bytes_up = s.bytes_up;
+    out_stats->bytes_down = s.bytes_down;
+    out_stats->latency_ms = s.latency_ms;
+    out_stats->lookups = s.lookups;
+    out_stats->keys = s.keys;
+    return VEIL_OK;
+  });
+}
+
+const char* veil_last_error(void) { return last_error.c_str(); }
+
+const char* veil_status_name(int code) {
+  switch (code) {
+    case VEIL_OK:
+      return "OK";
+    case VEIL_ERR_CANCELLED:
+      return "CANCELLED";
+    case VEIL_ERR_UNKNOWN:
+      return "UNKNOWN";
+    case VEIL_ERR_INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case VEIL_ERR_DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case VEIL_ERR_NOT_FOUND:
+      return "NOT_FOUND";
+    case VEIL_ERR_RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case VEIL_ERR_FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case VEIL_ERR_UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case VEIL_ERR_INTERNAL:
+      return "INTERNAL";
+    case VEIL_ERR_UNAVAILABLE:
+      return "UNAVAILABLE";
+    default:
+      return "UNKNOWN_CODE";
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,34 @@
+// The bounds a veil server enforces before doing any work for a call, and its batching knobs.
+#ifndef VEIL_SERVER_LIMITS_H_
+#define VEIL_SERVER_LIMITS_H_
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+
+namespace veil::server {
+
+struct ServerLimits {
+  // Keys in one answer/answerPooled call. 1024 keys of a 2^30-row table are ~0.5 MiB.
+  uint32_t max_keys_per_call = 1024;
+  // Size of one call's parameters as the server measures them (an error reply above this).
+  uint64_t max_message_bytes = uint64_t{1} << 20;
+  // Keys waiting for the backend across all connections; calls beyond it get RESOURCE_EXHAUSTED
+  // instead of growing the queue without bound.
+  uint32_t max_queued_keys = 16384;
+  // Keys handed to the backend in one table pass, and how long the oldest waiting key may wait for
+  // more to join it (the scheduler also never waits longer than 1/8 of the previous pass, so that
+  // a lone client on a small table does not pay the full wait).
+  uint32_t max_batch_keys = 64;
+  absl::Duration max_wait = absl::Milliseconds(2);
+  uint32_t max_connections = 1024;
+
+  // Any incoming RPC message larger than this closes its connection (capnp's
+  // ReaderOptions::traversalLimitInWords, checked before the message is buffered). It sits above
+  // max_message_bytes so that merely oversized calls still get a readable error reply.
+  uint64_t HardMessageWords() const { return max_message_bytes / 8 * 2 + 4096; }
+};
+
+}  // namespace veil::server
+
+#endif  // VEIL_SERVER_LIMITS_H_

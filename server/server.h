@@ -1,0 +1,31 @@
+// A whole veil server process: opens the table, starts the backend and the batching scheduler,
+// accepts Cap'n Proto connections, and stops cleanly on SIGTERM or SIGINT.
+#ifndef VEIL_SERVER_SERVER_H_
+#define VEIL_SERVER_SERVER_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/limits.h"
+
+namespace veil::server {
+
+struct ServerOptions {
+  int party = -1;  // 0 or 1
+  std::string table_path;
+  std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free one
+  std::string backend = "auto";        // cpu | gpu | auto
+  int threads = 1;                     // CPU backend threads
+  ServerLimits limits;
+};
+
+// Serves until SIGTERM or SIGINT, then fails queued calls, finishes the running pass, logs the
+// final statistics and returns OK. Once listening it prints the bound port as one line on stdout
+// (tests and launchers read it). Logs go to stderr.
+// Returns INVALID_ARGUMENT for bad options, and the table's, backend's or listener's error if
+// one cannot start.
+absl::Status RunServer(const ServerOptions& options);
+
+}  // namespace veil::server
+
+#endif  // VEIL_SERVER_SERVER_H_

@@ -1,0 +1,56 @@
+// The Cap'n Proto PirServer implementation: checks every call against the limits and the table
+// before any work, queues the keys with the batching scheduler, and turns failures into error
+// replies (rpc_status.h). Runs on the event-loop thread; the table scan runs on the scheduler's
+// worker.
+#ifndef VEIL_SERVER_SERVICE_H_
+#define VEIL_SERVER_SERVICE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dpf/key.h"
+#include "embedding/table.h"
+#include "server/limits.h"
+#include "server/scheduler.h"
+#include "server/stats.h"
+#include "server/veil.capnp.h"
+
+namespace veil::server {
+
+class PirService final : public rpc::PirServer::Server {
+ public:
+  // `table`, `scheduler` and `stats` must outlive the service.
+  PirService(int party, const embedding::Table& table, std::string backend_name,
+             const ServerLimits& limits, BatchScheduler& scheduler, ServerStats& stats);
+
+  // Parses and validates the keys of one call: the parameters must fit max_message_bytes
+  // (`param_bytes`), the count must be in [1, max_keys_per_call], and each key must parse, be for
+  // this server's party, fit the table's domain and (pooled) be additive.
+  // Returns INVALID_ARGUMENT naming the first bad key or the exceeded limit.
+  absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Reader keys,
+                                                     uint64_t param_bytes, bool pooled) const;
+
+ protected:
+  kj::Promise<void> config(ConfigContext context) override;
+  kj::Promise<void> answer(AnswerContext context) override;
+  kj::Promise<void> answerPooled(AnswerPooledContext context) override;
+  kj::Promise<void> stats(StatsContext context) override;
+
+ private:
+  // Counts and logs a rejected call, then throws its error reply.
+  [[noreturn]] void Reject(const absl::Status& status, absl::string_view call);
+  void FillTableId(rpc::TableId::Builder table_id) const;
+
+  const int party_;
+  const embedding::Table& table_;
+  const std::string backend_name_;
+  const ServerLimits limits_;
+  BatchScheduler& scheduler_;
+  ServerStats& stats_;
+};
+
+}  // namespace veil::server
+
+#endif  // VEIL_SERVER_SERVICE_H_

@@ -1,0 +1,61 @@
+// Serving statistics shared by the RPC thread and the backend worker: counters, batch sizes and
+// recent call latencies (reported as percentiles by the `stats` call and in the shutdown log).
+#ifndef VEIL_SERVER_STATS_H_
+#define VEIL_SERVER_STATS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace veil::server {
+
+struct StatsSnapshot {
+  uint64_t calls = 0;
+  uint64_t keys = 0;
+  uint64_t passes = 0;
+  double mean_batch_keys = 0;
+  uint32_t max_batch_keys = 0;
+  double latency_p50_ms = 0;
+  double latency_p90_ms = 0;
+  double latency_p99_ms = 0;
+  uint32_t queued_keys = 0;
+  uint64_t errors = 0;
+  uint32_t connections = 0;
+  double uptime_s = 0;
+};
+
+class ServerStats {
+ public:
+  // Percentiles cover this many most recent calls.
+  static constexpr size_t kLatencyWindow = 4096;
+
+  ServerStats();
+
+  void RecordCall(size_t keys, absl::Duration latency);
+  void RecordPass(size_t keys);
+  void RecordError();
+  void SetQueuedKeys(uint32_t keys);
+  void AddConnections(int delta);
+
+  StatsSnapshot Snapshot() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Time start_;
+  uint64_t calls_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t keys_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t passes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t pass_keys_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t max_batch_keys_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t queued_keys_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t connections_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<double> latency_ms_ ABSL_GUARDED_BY(mu_);  // ring buffer of kLatencyWindow
+  size_t latency_next_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace veil::server
+
+#endif  // VEIL_SERVER_STATS_H_

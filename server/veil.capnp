@@ -1,0 +1,73 @@
+# The wire protocol between a veil client and one of the two PIR servers.
+#
+# Versioning: `protocolVersion` below is reported in `Config`; a client refuses a server whose
+# version it does not know. Fields are only ever added (new ordinals), never renumbered or
+# reinterpreted; a change that old clients would misread bumps the version.
+#
+# A server only ever sees DPF key shares: one key reveals nothing about the row it selects. The
+# client talks to both parties and adds (or XORs) their shares; see DESIGN.md.
+@0x8ad9d5007af62d40;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("veil::rpc");
+
+const protocolVersion :UInt16 = 1;
+
+struct TableId {
+  # Which table version produced a share. Both servers must report the same one; a client never
+  # combines shares from different tables.
+  digest @0 :Data;    # BLAKE2b-256 of the table contents (32 bytes)
+  epoch @1 :UInt64;   # deployment-chosen version counter stored in the table file
+}
+
+struct Limits {
+  # Checked by the server before any work; a call over a limit gets an error reply.
+  maxKeysPerCall @0 :UInt32;
+  maxMessageBytes @1 :UInt64;   # size of one call's parameters
+  maxQueuedKeys @2 :UInt32;     # keys waiting for the backend across all connections
+}
+
+struct Config {
+  protocolVersion @0 :UInt16;
+  party @1 :UInt8;              # 0 or 1: the keys this server accepts
+  table @2 :TableId;
+  rows @3 :UInt64;
+  rowWords @4 :UInt32;          # 32-bit words per row (W): the size of one share
+  dim @5 :UInt32;               # embedding dimension (values per row once decoded)
+  rowFormat @6 :UInt8;          # embedding::RowFormat wire id
+  fracBits @7 :UInt8;           # fixed-point rows: value = int32 / 2^fracBits
+  logDomain @8 :UInt8;          # DPF domain the keys must have: ceil(log2(rows)), at least 1
+  prgs @9 :List(UInt8);         # dpf::Prg wire ids the server evaluates
+  outputTypes @10 :List(UInt8); # dpf::OutputType wire ids ("answerPooled" needs additive)
+  limits @11 :Limits;
+  backend @12 :Text;            # "cpu" or "gpu", for diagnostics only
+}
+
+struct Stats {
+  calls @0 :UInt64;             # answer + answerPooled calls accepted
+  keys @1 :UInt64;              # keys answered
+  passes @2 :UInt64;            # backend passes (batches)
+  meanBatchKeys @3 :Float64;
+  maxBatchKeys @4 :UInt32;
+  latencyP50Ms @5 :Float64;     # call arrival to reply, over the most recent calls
+  latencyP90Ms @6 :Float64;
+  latencyP99Ms @7 :Float64;
+  queuedKeys @8 :UInt32;        # waiting for the backend now
+  errors @9 :UInt64;            # calls rejected with an error reply
+  connections @10 :UInt32;      # open now
+  uptimeS @11 :Float64;
+}
+
+interface PirServer {
+  config @0 () -> (config :Config);
+
+  answer @1 (keys :List(Data)) -> (shares :List(UInt32), table :TableId);
+  # One serialized dpf::DpfKey per requested row; `shares` holds rowWords words per key, in order.
+
+  answerPooled @2 (keys :List(Data), bagSizes :List(UInt32)) -> (shares :List(UInt32), table :TableId);
+  # Keys grouped into consecutive bags (sizes sum to the key count); each bag's shares are summed
+  # mod 2^32 and returned as one share of rowWords words, so the download shrinks by the bag size.
+  # The weights live inside the keys (the DPF's beta), hidden from the server. Additive keys only.
+
+  stats @3 () -> (stats :Stats);
+}
