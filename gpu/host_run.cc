@@ -1,0 +1,147 @@
+#include "gpu/host_run.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dpf/params.h"
+#include "dpf/prg_portable.h"
+#include "gpu/internal/launch_plan.h"
+#include "gpu/internal/phases.h"
+
+namespace veil::gpu {
+namespace {
+
+using internal::BlockShared;
+using internal::LaunchArgs;
+
+// Runs a phase's items one after the other: a valid schedule of the device's threads, because
+// items of one phase never touch each other's data except through the atomics below.
+class HostRunner {
+ public:
+  uint32_t threads() const { return internal::kBlockThreads; }
+  template <class F>
+  void Phase(uint32_t items, F&& f) {
+    for (uint32_t i = 0; i < items; ++i) f(i);
+  }
+  void AtomicAdd(uint32_t* p, uint32_t v) { *p += v; }
+  void AtomicXor(uint32_t* p, uint32_t v) { *p ^= v; }
+  // The scalar definition of what the device computes with wmma on the same staged tiles.
+  void Int8TileProduct(const LaunchArgs& a, const BlockShared& s) {
+    const uint32_t items =
+        internal::Int8MPad(a.keys_per_block) * internal::RoundUp16(a.row_words);
+    Phase(items, [&](uint32_t i) { internal::Int8TileProductItem(a, s, i); });
+  }
+};
+
+// Shared memory of one simulated block, 16-byte aligned.
+std::vector<dpf::Block> SharedMemory(uint32_t bytes) {
+  return std::vector<dpf::Block>((bytes + 15) / 16 + 1);
+}
+
+void RunLaunch(LaunchArgs a, internal::Body body, int blocks_per_group) {
+  HostRunner run;
+  const uint32_t gx = static_cast<uint32_t>(blocks_per_group);
+  const uint32_t gy = static_cast<uint32_t>((a.num_keys + a.keys_per_block - 1) / a.keys_per_block);
+  std::vector<dpf::Block> nodes;
+  if (body == internal::Body::kLevelByLevelLeaves) {
+    nodes.resize(static_cast<size_t>(a.num_keys) * a.geo.leaves);
+    a.level_nodes = nodes.data();
+    std::vector<dpf::Block> smem = SharedMemory(internal::kPrgTableBytes);
+    for (int level = -1; level < a.geo.levels; ++level) {
+      for (uint32_t bx = 0; bx < gx; ++bx) {
+        internal::LevelBlock(run, a, reinterpret_cast<uint8_t*>(smem.data()), level, bx, gx);
+      }
+    }
+  }
+  const internal::SharedLayout layout =
+      internal::MakeSharedLayout(a.geo, a.keys_per_block, a.row_words, body, a.table_kind);
+  std::vector<dpf::Block> smem = SharedMemory(layout.bytes);
+  for (uint32_t by = 0; by < gy; ++by) {
+    for (uint32_t bx = 0; bx < gx; ++bx) {
+      internal::FusedBlock(run, body, a, reinterpret_cast<uint8_t*>(smem.data()), bx, gx, by);
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys,
+                           const dpf::TableView& table, const HostRunOptions& options,
+                           absl::Span<uint32_t> out) {
+  if (out.size() != keys.size() * table.row_words) {
+    return absl::InvalidArgumentError(absl::StrCat("out holds ", out.size(), " words, expected ",
+                                                   keys.size() * table.row_words));
+  }
+  if (table.rows == 0 || table.row_words == 0) {
+    return absl::InvalidArgumentError("empty table");
+  }
+  const int log_domain = dpf::LogDomainForRows(table.rows);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].log_domain != log_domain) {
+      return absl::InvalidArgumentError(absl::StrCat("key ", i, " has log domain ",
+                                                     keys[i].log_domain, ", the table needs ",
+                                                     log_domain));
+    }
+  }
+  std::vector<int8_t> table_i8;
+  if (options.dtype == TableDtype::kInt8) {
+    absl::StatusOr<std::vector<int8_t>> narrowed = internal::NarrowToInt8(table);
+    if (!narrowed.ok()) return narrowed.status();
+    table_i8 = *std::move(narrowed);
+  }
+  std::fill(out.begin(), out.end(), 0u);
+  const internal::Body body = internal::BodyFor(options.strategy);
+  const dpf::PrgTables host_tables = dpf::HostPrgTables();
+  const uint64_t slices = std::max(1, options.slices);
+  const uint64_t aligned_tiles = (table.rows + internal::kSliceAlignRows - 1) /
+                                 internal::kSliceAlignRows;
+  for (internal::KeyGroup& group : internal::GroupKeys(keys, table.rows)) {
+    const internal::TableKind kind = internal::KindFor(options.dtype, group.geo);
+    absl::StatusOr<int> kpb = internal::ChooseKeysPerBlock(
+        group.geo, table.row_words, body, kind, options.keys_per_block, options.shared_limit);
+    if (!kpb.ok()) return kpb.status();
+    std::vector<uint32_t> partial(group.keys.size() * table.row_words);
+    std::vector<uint32_t> total(partial.size(), 0u);
+    for (uint64_t s = 0; s < slices; ++s) {
+      const uint64_t row_begin =
+          std::min(table.rows, aligned_tiles * s / slices * internal::kSliceAlignRows);
+      const uint64_t row_end =
+          std::min(table.rows, aligned_tiles * (s + 1) / slices * internal::kSliceAlignRows);
+      if (row_begin >= row_end) continue;
+      LaunchArgs a = internal::MakeLaunchArgs(group, table.row_words, kind, *kpb, row_begin,
+                                              row_end);
+      a.keys = group.keys.data();
+      a.table = table.row(row_begin);
+      a.table_stride = table.stride();
+      a.table_i8 = table_i8.empty() ? nullptr : table_i8.data() + row_begin * table.row_words;
+      a.table_source = host_tables;
+      std::fill(partial.begin(), partial.end(), 0u);
+      a.out = partial.data();
+      RunLaunch(a, body, options.blocks_per_group);
+      for (size_t i = 0; i < total.size(); ++i) {
+        total[i] = group.geo.xor_output ? (total[i] ^ partial[i]) : (total[i] + partial[i]);
+      }
+    }
+    for (size_t k = 0; k < group.keys.size(); ++k) {
+      std::copy_n(total.begin() + k * table.row_words, table.row_words,
+                  out.begin() + group.index[k] * table.row_words);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostRunAnswer(absl::Span<const dpf::DpfKey* const> keys,
+                           const dpf::TableView& table, const HostRunOptions& options,
+                           absl::Span<uint32_t> out) {
+  std::vector<internal::PackedKey> packed;
+  packed.reserve(keys.size());
+  for (const dpf::DpfKey* key : keys) {
+    absl::StatusOr<internal::PackedKey> p = internal::PackKey(*key);
+    if (!p.ok()) return p.status();
+    packed.push_back(*p);
+  }
+  return HostRunAnswer(packed, table, options, out);
+}
+
+}  // namespace veil::gpu
