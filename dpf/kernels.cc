@@ -1,5 +1,7 @@
 #include "dpf/kernels.h"
 
+#include <cpuid.h>
+
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -7,16 +9,39 @@
 namespace veil::dpf {
 namespace {
 
+struct CpuFeatures {
+  bool aes = false, avx2 = false, avx512 = false, vaes = false;
+};
+
+// CPUID plus XGETBV (the OS must save the YMM / ZMM state). Written out rather than
+// __builtin_cpu_supports, which older compilers lack for "vaes".
+CpuFeatures DetectCpu() {
+  CpuFeatures f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = (c >> 27) & 1;
+  f.aes = (c >> 25) & 1;
+  if (!osxsave || __get_cpuid_max(0, nullptr) < 7) return f;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  const bool ymm_state = (xcr0_lo & 0x6) == 0x6;
+  const bool zmm_state = (xcr0_lo & 0xe6) == 0xe6;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = ymm_state && ((b >> 5) & 1);
+  f.avx512 = zmm_state && ((b >> 16) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1);
+  f.vaes = ymm_state && ((c >> 9) & 1);
+  return f;
+}
+
 bool CpuHas(Isa isa) {
+  static const CpuFeatures cpu = DetectCpu();
   switch (isa) {
     case Isa::kPortable:
       return true;
     case Isa::kAesNiAvx2:
-      return __builtin_cpu_supports("aes") && __builtin_cpu_supports("avx2");
+      return cpu.aes && cpu.avx2;
     case Isa::kVaesAvx512:
-      return __builtin_cpu_supports("vaes") && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("aes");
+      return cpu.aes && cpu.avx2 && cpu.avx512 && cpu.vaes;
   }
   return false;
 }
