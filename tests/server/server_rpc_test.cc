@@ -1,0 +1,227 @@
+// A real veil-server process spoken to at the RPC level, with hostile calls: each gets an error
+// reply naming the problem, while a well-behaved client on another thread keeps getting correct
+// rows from the same servers.
+#include <signal.h>
+
+#include <atomic>
+#include <thread>
+
+#include <capnp/ez-rpc.h>
+
+#include "absl/strings/str_cat.h"
+#include "embedding/table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mobile_client/client.h"
+#include "pir/two_server/query.h"
+#include "server/rpc_status.h"
+#include "server/veil.capnp.h"
+#include "tests/server/two_servers.h"
+
+namespace veil {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kRows = 300;
+constexpr uint32_t kDim = 8;
+constexpr uint32_t kMaxKeys = 16;
+
+class ServerRpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto path = testing::WriteRandomTable("rpc.veil", embedding::RowFormat::kFp32, kRows, kDim, 7);
+    ASSERT_TRUE(path.ok()) << path.status();
+    table_path_ = *path;
+    auto servers = testing::StartTwoServers(
+        table_path_, table_path_,
+        {absl::StrCat("--max_keys_per_call=", kMaxKeys), "--max_message_bytes=65536"});
+    ASSERT_TRUE(servers.ok()) << servers.status();
+    servers_ = *std::move(servers);
+    auto table = embedding::Table::Open(table_path_);
+    ASSERT_TRUE(table.ok());
+    table_ = *std::move(table);
+  }
+
+  // Sends `keys` to server 0 in an `answer` call; returns the status of the reply.
+  absl::Status Answer0(const std::vector<std::vector<uint8_t>>& keys) {
+    capnp::EzRpcClient rpc("127.0.0.1", servers_.server[0]->port());
+    auto cap = rpc.getMain<rpc::PirServer>();
+    auto request = cap.answerRequest();
+    auto list = request.initKeys(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      list.set(i, capnp::Data::Reader(keys[i].data(), keys[i].size()));
+    }
+    try {
+      auto reply = request.send().wait(rpc.getWaitScope());
+      EXPECT_EQ(reply.getShares().size(), keys.size() * kDim);
+      return absl::OkStatus();
+    } catch (const kj::Exception& e) {
+      return server::ExceptionToStatus(e, "server 0");
+    }
+  }
+
+  std::vector<uint8_t> GoodKey(int party, uint64_t row = 1, uint64_t rows = kRows,
+                               dpf::OutputType output = dpf::OutputType::kAdditive) {
+    return pir::MakeQuery(rows, row, 1, dpf::Prg::kAes128, output)->key[party].Serialize();
+  }
+
+  std::string table_path_;
+  testing::TwoServers servers_;
+  std::unique_ptr<embedding::Table> table_;
+};
+
+TEST_F(ServerRpcTest, ConfigDescribesTheTableAndLimits) {
+  capnp::EzRpcClient rpc("127.0.0.1", servers_.server[1]->port());
+  auto reply = rpc.getMain<rpc::PirServer>().configRequest().send().wait(rpc.getWaitScope());
+  rpc::Config::Reader c = reply.getConfig();
+  EXPECT_EQ(c.getProtocolVersion(), rpc::PROTOCOL_VERSION);
+  EXPECT_EQ(c.getParty(), 1);
+  EXPECT_EQ(c.getRows(), kRows);
+  EXPECT_EQ(c.getDim(), kDim);
+  EXPECT_EQ(c.getRowWords(), kDim);
+  EXPECT_EQ(c.getRowFormat(), static_cast<uint8_t>(embedding::RowFormat::kFp32));
+  EXPECT_EQ(c.getLogDomain(), dpf::LogDomainForRows(kRows));
+  EXPECT_EQ(c.getTable().getEpoch(), 1u);
+  auto digest = table_->digest();
+  EXPECT_EQ(kj::arrayPtr(digest.data(), digest.size()), c.getTable().getDigest());
+  EXPECT_EQ(c.getLimits().getMaxKeysPerCall(), kMaxKeys);
+  EXPECT_EQ(c.getLimits().getMaxMessageBytes(), 65536u);
+  EXPECT_EQ(std::string(c.getBackend().cStr()), "cpu");
+  EXPECT_EQ(c.getPrgs().size(), 5u);
+}
+
+TEST_F(ServerRpcTest, BadCallsGetErrorRepliesWhileAGoodClientKeepsWorking) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> good_lookups{0};
+  std::atomic<int> good_failures{0};
+  std::thread good([&] {
+    ClientOptions options;
+    options.server0 = servers_.address(0);
+    options.server1 = servers_.address(1);
+    auto client = Client::Connect(options);
+    if (!client.ok()) {
+      ++good_failures;
+      return;
+    }
+    uint64_t row = 0;
+    while (!stop.load()) {
+      row = (row * 31 + 7) % kRows;
+      auto words = (*client)->LookupWords({row, kRows - 1});
+      if (!words.ok()) {
+        ++good_failures;
+        continue;
+      }
+      auto a = table_->row(row), b = table_->row(kRows - 1);
+      if (!std::equal(a.begin(), a.end(), words->begin()) ||
+          !std::equal(b.begin(), b.end(), words->begin() + kDim)) {
+        ++good_failures;
+      }
+      ++good_lookups;
+    }
+  });
+
+  // Garbage bytes.
+  absl::Status s = Answer0({GoodKey(0), {1, 2, 3, 4}});
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("key 1"));
+  // A valid key cut short, and one with a byte appended.
+  std::vector<uint8_t> key = GoodKey(0);
+  s = Answer0({std::vector<uint8_t>(key.begin(), key.end() - 1)});
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  key.push_back(0);
+  s = Answer0({key});
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  // The other party's key.
+  s = Answer0({GoodKey(0), GoodKey(1)});
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("key 1 is for party 1 but this server is party 0"));
+  // A key for a larger table (wrong domain).
+  s = Answer0({GoodKey(0, 5, kRows * 4)});
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("key 0"));
+  // Too many keys, no keys.
+  s = Answer0(std::vector<std::vector<uint8_t>>(kMaxKeys + 1, GoodKey(0)));
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("exceed the limit of 16 keys per call"));
+  s = Answer0({});
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  // Over max_message_bytes (64 KiB) but under the hard bound: an error reply.
+  s = Answer0({std::vector<uint8_t>(100000, 0x56)});
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("exceeds the limit of 65536 bytes"));
+  // Far over the hard bound: the server drops that connection, nothing else.
+  s = Answer0({std::vector<uint8_t>(1 << 20, 0x56)});
+  EXPECT_FALSE(s.ok());
+  // Pooled: XOR keys and inconsistent bags.
+  {
+    capnp::EzRpcClient rpc("127.0.0.1", servers_.server[0]->port());
+    auto cap = rpc.getMain<rpc::PirServer>();
+    auto pooled = [&](std::vector<std::vector<uint8_t>> keys, std::vector<uint32_t> bags) {
+      auto request = cap.answerPooledRequest();
+      auto list = request.initKeys(keys.size());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        list.set(i, capnp::Data::Reader(keys[i].data(), keys[i].size()));
+      }
+      auto b = request.initBagSizes(bags.size());
+      for (size_t i = 0; i < bags.size(); ++i) b.set(i, bags[i]);
+      try {
+        request.send().wait(rpc.getWaitScope());
+        return absl::OkStatus();
+      } catch (const kj::Exception& e) {
+        return server::ExceptionToStatus(e, "server 0");
+      }
+    };
+    s = pooled({GoodKey(0, 1, kRows, dpf::OutputType::kXor)}, {1});
+    EXPECT_THAT(s.message(), HasSubstr("pooled answers need additive keys"));
+    s = pooled({GoodKey(0), GoodKey(0)}, {1});
+    EXPECT_THAT(s.message(), HasSubstr("bag sizes add up to 1 but the call holds 2 keys"));
+    s = pooled({GoodKey(0)}, {1, 0});
+    EXPECT_THAT(s.message(), HasSubstr("bag 1 is empty"));
+    EXPECT_TRUE(pooled({GoodKey(0), GoodKey(0)}, {2}).ok());
+  }
+  // And a good call on a fresh connection still works.
+  EXPECT_TRUE(Answer0({GoodKey(0), GoodKey(0, 0)}).ok());
+
+  absl::SleepFor(absl::Milliseconds(200));
+  stop = true;
+  good.join();
+  EXPECT_EQ(good_failures.load(), 0);
+  EXPECT_GT(good_lookups.load(), 0);
+
+  ClientOptions options;
+  options.server0 = servers_.address(0);
+  options.server1 = servers_.address(1);
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok());
+  auto stats = (*client)->ServerStats(0);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->errors, 11u);  // every bad call above but the dropped connection
+  EXPECT_GT(stats->calls, 0u);
+  EXPECT_GT(stats->passes, 0u);
+  EXPECT_GT(stats->latency_p50_ms, 0);
+}
+
+TEST_F(ServerRpcTest, SigtermStopsCleanly) {
+  EXPECT_TRUE(servers_.server[0]->Stop().ok());
+  EXPECT_TRUE(servers_.server[1]->Stop().ok());
+}
+
+TEST(ServerStartTest, BadOptionsFailWithAMessage) {
+  server::ServerProcessOptions options;
+  options.binary = VEIL_SERVER_BINARY;
+  options.party = 0;
+  options.table_path = testing::TempPath("missing.veil");
+  EXPECT_FALSE(server::ServerProcess::Start(options).ok());
+  auto path = testing::WriteRandomTable("ok.veil", embedding::RowFormat::kFp32, 10, 4, 1);
+  ASSERT_TRUE(path.ok());
+  options.table_path = *path;
+  options.backend = "tpu";
+  EXPECT_FALSE(server::ServerProcess::Start(options).ok());
+  options.backend = "cpu";
+  options.party = 2;
+  EXPECT_FALSE(server::ServerProcess::Start(options).ok());
+}
+
+}  // namespace
+}  // namespace veil

@@ -1,0 +1,51 @@
+#include "tests/server/two_servers.h"
+
+#include <atomic>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "embedding/table_builder.h"
+#include "gtest/gtest.h"
+
+namespace veil::testing {
+
+std::string TempPath(const std::string& name) {
+  static std::atomic<int> counter{0};
+  return absl::StrCat(::testing::TempDir(), "/veil_", getpid(), "_", counter++, "_", name);
+}
+
+absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding::RowFormat format,
+                                             uint64_t rows, uint32_t dim, uint64_t seed,
+                                             uint64_t epoch) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  std::vector<float> values(rows * dim);
+  for (float& v : values) v = value(rng);
+  std::string path = TempPath(name);
+  embedding::TableOptions options;
+  options.epoch = epoch;
+  options.frac_bits = 16;
+  if (absl::Status s = embedding::WriteTable(path, format, dim, values, options); !s.ok()) {
+    return s;
+  }
+  return path;
+}
+
+absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std::string& table1,
+                                           const std::vector<std::string>& extra_args) {
+  TwoServers servers;
+  for (int party = 0; party < 2; ++party) {
+    server::ServerProcessOptions options;
+    options.binary = VEIL_SERVER_BINARY;
+    options.party = party;
+    options.table_path = party == 0 ? table0 : table1;
+    options.backend = "cpu";
+    options.extra_args = extra_args;
+    auto started = server::ServerProcess::Start(options);
+    if (!started.ok()) return started.status();
+    servers.server[party] = *std::move(started);
+  }
+  return servers;
+}
+
+}  // namespace veil::testing

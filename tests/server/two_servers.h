@@ -1,0 +1,35 @@
+// Test fixtures for the end-to-end tests: random table files and two real veil-server processes
+// on loopback (port 0), found through the build's VEIL_SERVER_BINARY path.
+#ifndef VEIL_TESTS_SERVER_TWO_SERVERS_H_
+#define VEIL_TESTS_SERVER_TWO_SERVERS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "embedding/row_format.h"
+#include "server/launcher.h"
+
+namespace veil::testing {
+
+// A fresh path under the test's temporary directory.
+std::string TempPath(const std::string& name);
+
+// Writes a table of rows x dim values drawn uniformly from [-2, 2) with `seed`; returns its path.
+absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding::RowFormat format,
+                                             uint64_t rows, uint32_t dim, uint64_t seed,
+                                             uint64_t epoch = 1);
+
+// Server 0 serves table0, server 1 table1 (the same file unless a test wants a mismatch).
+struct TwoServers {
+  std::unique_ptr<server::ServerProcess> server[2];
+  std::string address(int party) const { return server[party]->address(); }
+};
+absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std::string& table1,
+                                           const std::vector<std::string>& extra_args = {});
+
+}  // namespace veil::testing
+
+#endif  // VEIL_TESTS_SERVER_TWO_SERVERS_H_
