@@ -11,9 +11,9 @@
 namespace veil::dpf {
 namespace {
 
-// Rows covered by one window of EvalDot: the window's table slice (128 KiB at 16 words) stays in
+// Rows covered by one window of EvalDot: the window's table slice (256 KiB at 16 words) stays in
 // L2 while every key of the batch multiplies into it.
-constexpr int kDotWindowPointsLog2 = 11;
+constexpr int kDotWindowPointsLog2 = 12;
 // Keys whose leaf values are held at once per window (the rest wait for the next group).
 constexpr int kDotKeyGroup = 32;
 
