@@ -34,9 +34,9 @@ class HostRunner {
   }
 };
 
-// Shared memory of one simulated block, 16-byte aligned.
+// Shared memory of one simulated block.
 std::vector<dpf::Block> SharedMemory(uint32_t bytes) {
-  return std::vector<dpf::Block>((bytes + 15) / 16 + 1);
+  return std::vector<dpf::Block>((bytes + 15) / 16);
 }
 
 void RunLaunch(LaunchArgs a, internal::Body body, int blocks_per_group) {

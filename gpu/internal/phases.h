@@ -114,7 +114,7 @@ struct LaunchArgs {
 
 VEIL_HD uint32_t RoundUp16(uint32_t x) { return (x + 15u) & ~15u; }
 
-// Byte offsets of the block's shared-memory regions (16-byte aligned).
+// Byte offsets of the block's shared-memory regions.
 struct SharedLayout {
   uint32_t prg = 0;      // AES S-box (256 B) and the three round-key schedules (3 x 176 B)
   uint32_t acc = 0;      // K x D block accumulators
@@ -137,9 +137,11 @@ VEIL_HD SharedLayout MakeSharedLayout(const Geometry& g, int keys_per_block, uin
                                       Body body, TableKind kind) {
   SharedLayout s;
   uint32_t at = 0;
+  // 128-byte aligned regions: tensor-core fragment loads need 32-byte aligned tiles, and
+  // aligned rows avoid split transactions.
   auto take = [&at](uint32_t bytes) {
     uint32_t start = at;
-    at += (bytes + 15u) & ~15u;
+    at += (bytes + 127u) & ~127u;
     return start;
   };
   const uint32_t k = keys_per_block;

@@ -1,0 +1,230 @@
+// The CUDA backend against the CPU backend on the same random keys and tables (faiss's pattern):
+// every strategy, PRG and output type, INT8 tensor cores, latency mode, batch splitting and the
+// NCCL path, bit for bit. Skips where no GPU is present.
+#include "gpu/backend.h"
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dpf/key.h"
+#include "gpu/roofline.h"
+#include "gtest/gtest.h"
+#include "pir/two_server/backend.h"
+
+namespace veil::gpu {
+namespace {
+
+using dpf::DpfParameters;
+using dpf::OutputType;
+using dpf::Prg;
+
+constexpr Prg kAllPrgs[] = {Prg::kAes128, Prg::kChaCha8, Prg::kChaCha12, Prg::kChaCha20,
+                            Prg::kSipHash};
+constexpr Strategy kAllStrategies[] = {Strategy::kBranchParallel, Strategy::kLevelByLevel,
+                                       Strategy::kBoundedWindow};
+
+#define SKIP_WITHOUT_GPU() \
+  if (GpuDeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
+
+uint64_t TestSeed() {
+  static const uint64_t seed = [] {
+    uint64_t s = std::random_device{}();
+    std::printf("gpu_backend_test random seed: %llu\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+struct Case {
+  std::vector<uint32_t> words;
+  dpf::TableView table;
+  std::vector<dpf::DpfKey> keys;
+  std::vector<const dpf::DpfKey*> ptrs;
+};
+
+// A table of `rows` x `row_words` (INT8-valued words if int8) and `count` keys of mixed parties;
+// outputs alternate between `outputs` (the GPU backend takes mixed batches).
+Case MakeCase(uint64_t rows, uint32_t row_words, int count, Prg prg,
+              std::vector<OutputType> outputs, bool int8, std::mt19937_64& rng) {
+  Case c;
+  c.words.resize(rows * row_words);
+  for (uint32_t& w : c.words) {
+    w = int8 ? static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(rng()))) : rng();
+  }
+  c.table = {c.words.data(), rows, row_words, 0};
+  dpf::SeededRandomForTesting source(rng());
+  for (int i = 0; i < count; ++i) {
+    DpfParameters p;
+    p.prg = prg;
+    p.output = outputs[i % outputs.size()];
+    p.log_domain = dpf::LogDomainForRows(rows);
+    const uint32_t beta = p.output == OutputType::kXor ? 1 : static_cast<uint32_t>(rng());
+    auto pair = dpf::GenerateKeys(p, rng() % rows, beta, source);
+    EXPECT_TRUE(pair.ok()) << pair.status();
+    c.keys.push_back(i % 2 ? pair->second : pair->first);
+  }
+  for (const dpf::DpfKey& k : c.keys) c.ptrs.push_back(&k);
+  return c;
+}
+
+// CPU answers, one key at a time (the CPU batches only keys of one output type).
+std::vector<uint32_t> CpuAnswers(const Case& c) {
+  std::vector<uint32_t> out(c.keys.size() * c.table.row_words);
+  auto cpu = pir::CreateCpuBackend(c.table, 4);
+  EXPECT_TRUE(cpu.ok()) << cpu.status();
+  for (size_t k = 0; k < c.keys.size(); ++k) {
+    absl::Status s = (*cpu)->Answer(absl::MakeConstSpan(&c.ptrs[k], 1),
+                                    absl::MakeSpan(out).subspan(k * c.table.row_words,
+                                                                c.table.row_words));
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  return out;
+}
+
+std::vector<uint32_t> GpuAnswers(const Case& c, const GpuBackendOptions& options) {
+  std::vector<uint32_t> out(c.keys.size() * c.table.row_words, 0xdeadbeefu);
+  auto gpu = CreateGpuBackend(c.table, options);
+  EXPECT_TRUE(gpu.ok()) << gpu.status();
+  if (!gpu.ok()) return out;
+  EXPECT_EQ((*gpu)->name(), "gpu");
+  absl::Status s = (*gpu)->Answer(c.ptrs, absl::MakeSpan(out));
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+TEST(GpuBackend, EveryStrategyAndPrgEqualsCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(TestSeed());
+  const std::vector<std::pair<uint64_t, uint32_t>> sizes = {
+      {1, 1}, {2, 3}, {17, 16}, {1000, 17}, {1023, 1}, {1025, 16}, {(1 << 16) + 1, 3}};
+  for (Prg prg : kAllPrgs) {
+    for (auto [rows, words] : sizes) {
+      Case c = MakeCase(rows, words, 11, prg, {OutputType::kAdditive, OutputType::kXor}, false, rng);
+      const std::vector<uint32_t> cpu = CpuAnswers(c);
+      for (Strategy s : kAllStrategies) {
+        GpuBackendOptions o;
+        o.strategy = s;
+        EXPECT_EQ(GpuAnswers(c, o), cpu) << StrategyName(s) << " " << dpf::PrgName(prg)
+                                         << " rows=" << rows << " words=" << words;
+      }
+    }
+  }
+}
+
+TEST(GpuBackend, Int8TensorCoresEqualCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(TestSeed() + 1);
+  for (auto [rows, words] : std::vector<std::pair<uint64_t, uint32_t>>{
+           {1, 1}, {999, 3}, {4097, 16}, {(1 << 18) - 1, 17}}) {
+    Case c = MakeCase(rows, words, 13, Prg::kChaCha12, {OutputType::kAdditive, OutputType::kXor},
+                      true, rng);
+    const std::vector<uint32_t> cpu = CpuAnswers(c);
+    for (Strategy s : kAllStrategies) {
+      GpuBackendOptions o;
+      o.strategy = s;
+      o.dtype = TableDtype::kInt8;
+      EXPECT_EQ(GpuAnswers(c, o), cpu) << "int8 " << StrategyName(s) << " rows=" << rows;
+    }
+  }
+}
+
+// The byte planes' int32 sums wrap modulo 2^32 across tiles: a large table whose every word is
+// -128 and shares that are large makes the plain sums overflow many times.
+TEST(GpuBackend, Int8WrapAroundAtScale) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(TestSeed() + 2);
+  Case c = MakeCase(uint64_t{1} << 20, 16, 16, Prg::kChaCha12, {OutputType::kAdditive}, true, rng);
+  for (size_t i = 0; i < c.words.size(); i += 3) c.words[i] = static_cast<uint32_t>(-128);
+  const std::vector<uint32_t> cpu = CpuAnswers(c);
+  GpuBackendOptions o;
+  o.dtype = TableDtype::kInt8;
+  EXPECT_EQ(GpuAnswers(c, o), cpu);
+}
+
+TEST(GpuBackend, LatencyModeBatchSplitAndSmallNodeBuffer) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(TestSeed() + 3);
+  Case c = MakeCase(50001, 5, 37, Prg::kAes128, {OutputType::kAdditive, OutputType::kXor}, false,
+                    rng);
+  const std::vector<uint32_t> cpu = CpuAnswers(c);
+  for (Strategy s : kAllStrategies) {
+    GpuBackendOptions o;
+    o.strategy = s;
+    o.single_query_rows = 1;  // one key at a time
+    EXPECT_EQ(GpuAnswers(c, o), cpu) << "latency mode " << StrategyName(s);
+    o.single_query_rows = uint64_t{1} << 40;
+    o.max_batch = 5;                  // 37 keys in 8 passes
+    o.keys_per_block = 3;
+    o.level_buffer_bytes = 50001 * 16 * 2;  // level-by-level: two keys per node-buffer fill
+    EXPECT_EQ(GpuAnswers(c, o), cpu) << "split batches " << StrategyName(s);
+  }
+}
+
+TEST(GpuBackend, AtScale2To20Rows) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(TestSeed() + 4);
+  Case c = MakeCase(uint64_t{1} << 20, 16, 64, Prg::kChaCha12, {OutputType::kAdditive}, false, rng);
+  const std::vector<uint32_t> cpu = CpuAnswers(c);
+  for (Strategy s : kAllStrategies) {
+    GpuBackendOptions o;
+    o.strategy = s;
+    EXPECT_EQ(GpuAnswers(c, o), cpu) << StrategyName(s);
+  }
+}
+
+TEST(GpuBackend, RowSplitAcrossAllDevices) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(TestSeed() + 5);
+  Case c = MakeCase(300007, 7, 9, Prg::kSipHash, {OutputType::kAdditive, OutputType::kXor}, false,
+                    rng);
+  GpuBackendOptions o;
+  o.devices.clear();
+  for (int d = 0; d < GpuDeviceCount(); ++d) o.devices.push_back(d);
+  EXPECT_EQ(GpuAnswers(c, o), CpuAnswers(c)) << o.devices.size() << " devices";
+}
+
+TEST(GpuBackend, Errors) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(TestSeed() + 6);
+  Case c = MakeCase(100, 4, 1, Prg::kAes128, {OutputType::kAdditive}, false, rng);
+  auto gpu = CreateGpuBackend(c.table, {});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::vector<uint32_t> short_out(3);
+  EXPECT_EQ((*gpu)->Answer(c.ptrs, absl::MakeSpan(short_out)).code(),
+            absl::StatusCode::kInvalidArgument);
+  Case other = MakeCase(5000, 4, 1, Prg::kAes128, {OutputType::kAdditive}, false, rng);
+  std::vector<uint32_t> out(4);
+  EXPECT_EQ((*gpu)->Answer(other.ptrs, absl::MakeSpan(out)).code(),
+            absl::StatusCode::kInvalidArgument);
+  GpuBackendOptions bad_device;
+  bad_device.devices = {GpuDeviceCount() + 3};
+  EXPECT_EQ(CreateGpuBackend(c.table, bad_device).status().code(), absl::StatusCode::kUnavailable);
+  GpuBackendOptions int8;
+  int8.dtype = TableDtype::kInt8;
+  c.words[7] = 1000;
+  EXPECT_EQ(CreateGpuBackend(c.table, int8).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GpuRoofline, MeasuresPositiveRates) {
+  SKIP_WITHOUT_GPU();
+  auto r = MeasureDeviceRoofline(0, 0.02);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->sms, 0);
+  EXPECT_GT(r->chacha12_blocks_per_s, 0);
+  EXPECT_GT(r->aes_blocks_per_s, 0);
+  EXPECT_GT(r->mem_read_gbps, 0);
+  EXPECT_GT(r->int32_mac_per_s, 0);
+  EXPECT_GT(r->int8_mac_per_s, 0);
+}
+
+TEST(GpuBackend, ReportsNoDeviceAsUnavailable) {
+  if (GpuDeviceCount() > 0) GTEST_SKIP() << "a device is present";
+  std::vector<uint32_t> words(4);
+  auto gpu = CreateGpuBackend({words.data(), 4, 1, 0}, {});
+  EXPECT_FALSE(gpu.ok());
+}
+
+}  // namespace
+}  // namespace veil::gpu
