@@ -151,11 +151,11 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
     if (!n.ok()) return n.status();
     narrowed = *std::move(n);
   }
-  // K must fit every key layout this table can meet: 1-word and 16-word additive leaves and XOR
-  // leaves (their shares tiles and bounded-window node buffers differ).
+  // K must fit every key layout this table can meet: additive leaves of 1 to 16 words and XOR
+  // leaves (their shares tiles and bounded-window node buffers differ in size).
   const Body body = internal::BodyFor(o.strategy);
   std::vector<internal::Geometry> layouts;
-  for (int leaf_log : {0, 4, dpf::kXorLeafBitsLog2}) {
+  for (int leaf_log : {0, 1, 2, 3, 4, dpf::kXorLeafBitsLog2}) {
     PackedKey probe{};
     probe.log_domain = static_cast<uint8_t>(dpf::LogDomainForRows(t.rows));
     probe.leaf_points_log2 = static_cast<uint8_t>(leaf_log);

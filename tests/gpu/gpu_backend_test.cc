@@ -223,7 +223,7 @@ TEST(GpuBackend, ReportsNoDeviceAsUnavailable) {
   if (GpuDeviceCount() > 0) GTEST_SKIP() << "a device is present";
   std::vector<uint32_t> words(4);
   auto gpu = CreateGpuBackend({words.data(), 4, 1, 0}, {});
-  EXPECT_FALSE(gpu.ok());
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnavailable) << gpu.status();
 }
 
 }  // namespace
