@@ -172,7 +172,10 @@ std::vector<RecommendationSample> BuildRecommendationSamples(
       const auto& events = histories[target.user];
       auto end = std::lower_bound(events.begin(), events.end(), target, EventBefore);
       auto begin = end - std::min<std::ptrdiff_t>(history_length, end - events.begin());
-      for (auto it = begin; it != end; ++it) sample.history.push_back(it->item);
+      for (auto it = begin; it != end; ++it) {
+        sample.history.push_back(it->item);
+        sample.history_labels.push_back(it->label);
+      }
     }
     samples.push_back(std::move(sample));
   }

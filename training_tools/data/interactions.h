@@ -62,6 +62,7 @@ InteractionSplit SplitByTime(const InteractionLog& log, double validation_fracti
 // newest last) and the candidate item, with the binary label (label ≥ `positive_threshold`).
 struct RecommendationSample {
   std::vector<int32_t> history;
+  std::vector<float> history_labels;  // the user's own labels (ratings) of `history`: on-device
   int32_t item = 0;
   float label = 0;
 };

@@ -1,0 +1,320 @@
+// veil-codesign: profile | layout | simulate | sweep | train — the co-design of batch-PIR layouts
+// from training logs (see docs/codesign-results.md for the measured points and commands).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "embedding/layout.h"
+#include "training_tools/models.h"
+#include "training_tools/profile.h"
+#include "training_tools/simulate.h"
+#include "training_tools/workload.h"
+
+ABSL_FLAG(std::string, workload, "", "preset: movielens or brown (data under --data_dir)");
+ABSL_FLAG(std::string, interactions, "", "CSV interaction log (user,item,timestamp[,label])");
+ABSL_FLAG(std::string, text, "", "plain-text corpus: a file or a directory of files");
+ABSL_FLAG(std::string, user_column, "user", "CSV column of the user id");
+ABSL_FLAG(std::string, item_column, "item", "CSV column of the item id");
+ABSL_FLAG(std::string, time_column, "timestamp", "CSV column of the integer timestamp");
+ABSL_FLAG(std::string, label_column, "", "CSV column of the label or rating (optional)");
+ABSL_FLAG(double, positive_threshold, 4, "label at or above which an interaction is a click");
+ABSL_FLAG(std::string, data_dir, VEIL_DEFAULT_DATA_DIR, "where scripts/fetch-data put the data");
+ABSL_FLAG(int, dim, 32, "embedding dimension (32-bit words per row)");
+ABSL_FLAG(int, history, 20, "recommendation: items of the user's history per inference");
+ABSL_FLAG(int, vocab, 5000, "language: vocabulary rows");
+ABSL_FLAG(int, window, 32, "language: tokens per inference");
+ABSL_FLAG(uint64_t, seed, 1, "seed of the layout permutation, training and sampling");
+ABSL_FLAG(int, top_k, 8, "co-accessed rows kept per row in the profile");
+ABSL_FLAG(double, hot_fraction, 0.1, "layout: share of rows in the hot table");
+ABSL_FLAG(int, hot_bins, 16, "layout: bins of the hot table");
+ABSL_FLAG(int, hot_rounds, 2, "layout: keys per hot bin per inference");
+ABSL_FLAG(int, cold_bins, 64, "layout: bins of the cold table");
+ABSL_FLAG(int, cold_rounds, 1, "layout: keys per cold bin per inference");
+ABSL_FLAG(int, colocation, 1, "layout: co-located rows per entry (c)");
+ABSL_FLAG(std::string, layout, "", "simulate: layout file to use (else built from the flags)");
+ABSL_FLAG(std::string, out, "", "output file (profile CSV, layout file) or folder (sweep, train)");
+ABSL_FLAG(double, backend_words_per_s, 0,
+          "one server's scan throughput in 32-bit words/s (veil-bench pir-answer: "
+          "qps x rows x words); 0 leaves latency out");
+ABSL_FLAG(int64_t, max_bytes, 300000, "upload + download budget per inference");
+ABSL_FLAG(bool, quick, false, "sweep: small grid and model (< 10 minutes on 2 cores)");
+ABSL_FLAG(bool, model, true, "simulate/sweep: train the model and measure its quality");
+ABSL_FLAG(int, epochs, 0, "training epochs (0: the workload's default)");
+ABSL_FLAG(int, threads, 2, "torch threads");
+
+namespace veil::training {
+namespace {
+
+absl::StatusOr<Workload> LoadFromFlags() {
+  WorkloadOptions options;
+  options.preset = absl::GetFlag(FLAGS_workload);
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.interactions = absl::GetFlag(FLAGS_interactions);
+  options.columns = {absl::GetFlag(FLAGS_user_column), absl::GetFlag(FLAGS_item_column),
+                     absl::GetFlag(FLAGS_time_column), absl::GetFlag(FLAGS_label_column)};
+  options.positive_threshold = static_cast<float>(absl::GetFlag(FLAGS_positive_threshold));
+  options.text = absl::GetFlag(FLAGS_text);
+  options.history_length = absl::GetFlag(FLAGS_history);
+  options.vocabulary_size = absl::GetFlag(FLAGS_vocab);
+  options.window_length = absl::GetFlag(FLAGS_window);
+  options.embedding_dim = absl::GetFlag(FLAGS_dim);
+  std::fprintf(stderr, "loading workload...\n");
+  return LoadWorkload(options);
+}
+
+// The public placement key: the 64-bit --seed spread over 16 bytes (splitmix64).
+std::array<uint8_t, 16> LayoutSeed() {
+  uint64_t state = absl::GetFlag(FLAGS_seed);
+  std::array<uint8_t, 16> seed;
+  for (int half = 0; half < 2; ++half) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    for (int i = 0; i < 8; ++i) seed[8 * half + i] = static_cast<uint8_t>(z >> (8 * i));
+  }
+  return seed;
+}
+
+LayoutChoice ChoiceFromFlags() {
+  return {absl::GetFlag(FLAGS_hot_fraction), absl::GetFlag(FLAGS_hot_bins),
+          absl::GetFlag(FLAGS_hot_rounds),   absl::GetFlag(FLAGS_cold_bins),
+          absl::GetFlag(FLAGS_cold_rounds),  absl::GetFlag(FLAGS_colocation)};
+}
+
+TrainOptions TrainOptionsFor(const Workload& workload, bool quick) {
+  TrainOptions options;
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  if (workload.kind == WorkloadKind::kLanguage) {
+    // An LSTM epoch over Brown takes minutes on 2 cores: bound the examples, and score the
+    // sweep's layouts on a fixed, genre-spread sample of validation windows.
+    options.epochs = quick ? 1 : 3;
+    options.batch_size = 64;
+    options.max_train_examples = quick ? 8000 : 0;
+    options.max_validation_examples = quick ? 150 : 600;
+  } else {
+    options.epochs = 5;
+  }
+  if (absl::GetFlag(FLAGS_epochs) > 0) options.epochs = absl::GetFlag(FLAGS_epochs);
+  return options;
+}
+
+void Progress(size_t done, size_t total) {
+  constexpr int kWidth = 40;
+  const int filled = total ? static_cast<int>(kWidth * done / total) : kWidth;
+  std::fprintf(stderr, "\r[%s%s] %zu/%zu layouts", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+}
+
+absl::Status Profile() {
+  auto workload = LoadFromFlags();
+  if (!workload.ok()) return workload.status();
+  const AccessProfile profile =
+      BuildProfile(workload->train_requests, workload->num_rows, absl::GetFlag(FLAGS_top_k));
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (!out.empty()) {
+    std::ofstream csv(out);
+    WriteProfileCsv(profile, csv);
+    if (!csv) return absl::InternalError(absl::StrCat("cannot write ", out));
+  }
+  // Skew summary: the share of accesses that the most frequent 10% of rows receive.
+  const auto by_frequency = RowsByFrequency(profile);
+  int64_t total = 0, top = 0;
+  for (size_t i = 0; i < by_frequency.size(); ++i) {
+    total += profile.frequency[by_frequency[i]];
+    if (i < by_frequency.size() / 10) top += profile.frequency[by_frequency[i]];
+  }
+  std::printf(
+      "{\"tool\":\"veil-codesign\",\"command\":\"profile\",\"workload\":\"%s\",\"rows\":%d,"
+      "\"train_requests\":%lld,\"validation_requests\":%zu,\"top10pct_access_share\":%.4f}\n",
+      workload->name.c_str(), workload->num_rows, static_cast<long long>(profile.num_requests),
+      workload->validation_requests.size(), total ? static_cast<double>(top) / total : 0.0);
+  return absl::OkStatus();
+}
+
+std::string CostJson(const SimulationResult& s) {
+  return absl::StrFormat(
+      "\"keys\":%d,\"words_scanned\":%d,\"upload_bytes\":%d,\"download_bytes\":%d,"
+      "\"bytes_per_inference\":%d,\"latency_ms\":%.4f,\"fetched_share\":%.6f,"
+      "\"complete_share\":%.6f",
+      s.cost.keys, s.cost.words_scanned, s.cost.upload_bytes, s.cost.download_bytes,
+      s.cost.upload_bytes + s.cost.download_bytes, s.latency_ms, s.fetched_share,
+      s.complete_share);
+}
+
+absl::Status MakeLayout() {
+  auto workload = LoadFromFlags();
+  if (!workload.ok()) return workload.status();
+  const AccessProfile profile =
+      BuildProfile(workload->train_requests, workload->num_rows, absl::GetFlag(FLAGS_top_k));
+  auto layout = DesignLayout(profile, workload->row_words, ChoiceFromFlags(), LayoutSeed());
+  if (!layout.ok()) return layout.status();
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) return absl::InvalidArgumentError("layout: give --out=FILE");
+  if (auto s = layout->WriteFile(out); !s.ok()) return s;
+  const auto cost = client::CostOf(*layout);
+  std::printf(
+      "{\"tool\":\"veil-codesign\",\"command\":\"layout\",\"workload\":\"%s\",\"file\":\"%s\","
+      "\"rows\":%d,\"hot_rows\":%zu,\"keys\":%lld,\"words_scanned\":%lld}\n",
+      workload->name.c_str(), out.c_str(), layout->num_rows(), layout->hot_rows().size(),
+      static_cast<long long>(cost.keys), static_cast<long long>(cost.words_scanned));
+  return absl::OkStatus();
+}
+
+absl::Status SimulateCommand() {
+  auto workload = LoadFromFlags();
+  if (!workload.ok()) return workload.status();
+  absl::StatusOr<embedding::Layout> layout = absl::InternalError("unset");
+  if (!absl::GetFlag(FLAGS_layout).empty()) {
+    layout = embedding::Layout::ReadFile(absl::GetFlag(FLAGS_layout));
+    if (layout.ok() && (layout->num_rows() != workload->num_rows ||
+                        layout->params().row_words != workload->row_words)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layout has ", layout->num_rows(), " rows of ", layout->params().row_words,
+          " words; the workload has ", workload->num_rows, " of ", workload->row_words));
+    }
+  } else {
+    const AccessProfile profile =
+        BuildProfile(workload->train_requests, workload->num_rows, absl::GetFlag(FLAGS_top_k));
+    layout = DesignLayout(profile, workload->row_words, ChoiceFromFlags(), LayoutSeed());
+  }
+  if (!layout.ok()) return layout.status();
+  std::unique_ptr<WorkloadModel> model;
+  const std::vector<RowRequest>* requests = &workload->validation_requests;
+  if (absl::GetFlag(FLAGS_model)) {
+    auto trained = TrainModel(*workload, TrainOptionsFor(*workload, absl::GetFlag(FLAGS_quick)));
+    if (!trained.ok()) return trained.status();
+    model = std::move(*trained);
+    requests = &model->evaluated_requests();
+  }
+  auto simulation = Simulate(*layout, *requests, absl::GetFlag(FLAGS_backend_words_per_s));
+  if (!simulation.ok()) return simulation.status();
+  std::string quality;
+  if (model) {
+    const double reference =
+        model->Evaluate(std::vector<std::vector<int32_t>>(requests->size()));
+    const double measured = model->Evaluate(simulation->missing);
+    quality = absl::StrFormat(",\"metric\":\"%s\",\"quality\":%.6f,\"reference_quality\":%.6f,"
+                              "\"preserved\":%s",
+                              model->metric(), measured, reference,
+                              model->Preserved(measured, reference) ? "true" : "false");
+  }
+  std::printf("{\"tool\":\"veil-codesign\",\"command\":\"simulate\",\"workload\":\"%s\","
+              "\"requests\":%zu,%s%s}\n",
+              workload->name.c_str(), requests->size(), CostJson(*simulation).c_str(),
+              quality.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status SweepCommand() {
+  auto workload = LoadFromFlags();
+  if (!workload.ok()) return workload.status();
+  const bool quick = absl::GetFlag(FLAGS_quick);
+  const AccessProfile profile =
+      BuildProfile(workload->train_requests, workload->num_rows, absl::GetFlag(FLAGS_top_k));
+  std::unique_ptr<WorkloadModel> model;
+  const std::vector<RowRequest>* requests = &workload->validation_requests;
+  if (absl::GetFlag(FLAGS_model)) {
+    auto trained = TrainModel(*workload, TrainOptionsFor(*workload, quick));
+    if (!trained.ok()) return trained.status();
+    model = std::move(*trained);
+    requests = &model->evaluated_requests();
+  }
+  SweepOptions options;
+  options.seed = LayoutSeed();
+  options.backend_words_per_s = absl::GetFlag(FLAGS_backend_words_per_s);
+  options.max_bytes_per_inference = absl::GetFlag(FLAGS_max_bytes);
+  options.progress = Progress;
+  auto result = Sweep(profile, workload->row_words, *requests, SweepGrid::Default(quick), options,
+                      model.get());
+  if (!result.ok()) return result.status();
+  const std::string out_dir = absl::GetFlag(FLAGS_out).empty() ? "." : absl::GetFlag(FLAGS_out);
+  const std::string base = absl::StrCat(out_dir, "/sweep-", workload->name == "movielens" ||
+                                                                    workload->name == "brown"
+                                                                ? workload->name
+                                                                : "custom");
+  {
+    std::ofstream csv(base + ".csv");
+    WriteSweepCsv(*result, csv);
+    if (!csv) return absl::InternalError(absl::StrCat("cannot write ", base, ".csv"));
+  }
+  if (auto s = PlotSweep(*result, base + ".csv", base + ".png"); !s.ok()) return s;
+  std::fprintf(stderr, "wrote %s.csv and %s.png\n", base.c_str(), base.c_str());
+  std::printf("%s\n", SweepSummaryJson(workload->name, *result).c_str());
+  return absl::OkStatus();
+}
+
+absl::Status TrainCommand() {
+  auto workload = LoadFromFlags();
+  if (!workload.ok()) return workload.status();
+  auto model = TrainModel(*workload, TrainOptionsFor(*workload, absl::GetFlag(FLAGS_quick)));
+  if (!model.ok()) return model.status();
+  const double quality =
+      (*model)->Evaluate(std::vector<std::vector<int32_t>>((*model)->evaluated_requests().size()));
+  // Every row replaced by the default: what the embeddings contribute to the model.
+  const double without_rows = (*model)->Evaluate((*model)->evaluated_requests());
+  const std::string out_dir = absl::GetFlag(FLAGS_out).empty() ? "." : absl::GetFlag(FLAGS_out);
+  const std::string path = absl::StrCat(out_dir, "/", workload->name == "movielens" ||
+                                                              workload->name == "brown"
+                                                          ? workload->name
+                                                          : "custom",
+                                        ".f32");
+  if (auto s = ExportTable((*model)->EmbeddingTable(), (*model)->rows(), (*model)->dim(),
+                           workload->name, path);
+      !s.ok()) {
+    return s;
+  }
+  std::printf("{\"tool\":\"veil-codesign\",\"command\":\"train\",\"workload\":\"%s\","
+              "\"metric\":\"%s\",\"validation_quality\":%.6f,\"quality_without_rows\":%.6f,"
+              "\"rows\":%d,\"dim\":%d,\"table\":\"%s\"}\n",
+              workload->name.c_str(), (*model)->metric().c_str(), quality, without_rows,
+              (*model)->rows(),
+              (*model)->dim(), path.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace veil::training
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "veil-codesign profile|layout|simulate|sweep|train [--workload=movielens|brown | "
+      "--interactions=FILE | --text=FILE] [flags]");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) {
+    std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
+    return 2;
+  }
+  const std::string command = args[1];
+  absl::Status status;
+  if (command == "profile") {
+    status = veil::training::Profile();
+  } else if (command == "layout") {
+    status = veil::training::MakeLayout();
+  } else if (command == "simulate") {
+    status = veil::training::SimulateCommand();
+  } else if (command == "sweep") {
+    status = veil::training::SweepCommand();
+  } else if (command == "train") {
+    status = veil::training::TrainCommand();
+  } else {
+    std::fprintf(stderr, "unknown command \"%s\"\n%s\n", command.c_str(),
+                 absl::ProgramUsageMessage().data());
+    return 2;
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "veil-codesign %s: %s\n", command.c_str(), status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,59 @@
+// The workloads' models (libtorch, CPU), behind a torch-free interface so that only models.cc
+// pays torch's compile time:
+//   - recommendation: the user's history through an EmbeddingBag (dim D; mean, and weighted by
+//     the user's own centred ratings) and the candidate item through the same table (a fixed
+//     matrix factorisation of the training ratings), an MLP predicting a click (label ≥
+//     threshold); metric AUC;
+//   - language: a 2-layer LSTM over the word embeddings, projected back to D and scored against
+//     the same (tied) embedding table; metric perplexity.
+// A missing row (not fetched under a layout) is replaced by the default row: the mean of the
+// trained table, the least informative stand-in the device can hold without a private fetch.
+#ifndef VEIL_TRAINING_TOOLS_MODELS_H_
+#define VEIL_TRAINING_TOOLS_MODELS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "training_tools/simulate.h"
+#include "training_tools/workload.h"
+
+namespace veil::training {
+
+struct TrainOptions {
+  int epochs = 4;
+  int batch_size = 256;
+  double learning_rate = 3e-3;
+  uint64_t seed = 1;
+  int hidden = 128;                   // LSTM width
+  size_t max_train_examples = 0;       // 0 = all
+  size_t max_validation_examples = 0;  // examples Evaluate scores (0 = all): bounds sweep time
+  int threads = 2;
+};
+
+class WorkloadModel : public QualityModel {
+ public:
+  // The trained embedding table, rows × dim floats, row-major.
+  virtual std::vector<float> EmbeddingTable() const = 0;
+  virtual int32_t rows() const = 0;
+  virtual int32_t dim() const = 0;
+  // Requests Evaluate scores: the first `max_validation_examples` validation requests.
+  virtual const std::vector<RowRequest>& evaluated_requests() const = 0;
+};
+
+// Trains the workload's model, printing per-epoch loss to stderr. Returns UNIMPLEMENTED when
+// veil was built without libtorch, INVALID_ARGUMENT for a workload without training examples
+// (or, for recommendation, without both labels present).
+absl::StatusOr<std::unique_ptr<WorkloadModel>> TrainModel(const Workload& workload,
+                                                          const TrainOptions& options);
+
+// Writes `table` as raw little-endian float32 rows (`path`) and a JSON sidecar (`path`.json:
+// rows, dim, dtype, workload) — the input of `veil table build --f32=FILE --dim=D`.
+absl::Status ExportTable(const std::vector<float>& table, int32_t rows, int32_t dim,
+                         const std::string& workload, const std::string& path);
+
+}  // namespace veil::training
+
+#endif  // VEIL_TRAINING_TOOLS_MODELS_H_

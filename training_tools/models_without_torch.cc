@@ -1,0 +1,12 @@
+// TrainModel for builds without libtorch (VEIL_ENABLE_TORCH=OFF): the co-design commands still
+// work, with the fetched share as their quality measure.
+#include "absl/status/status.h"
+#include "training_tools/models.h"
+
+namespace veil::training {
+
+absl::StatusOr<std::unique_ptr<WorkloadModel>> TrainModel(const Workload&, const TrainOptions&) {
+  return absl::UnimplementedError("veil was built without libtorch: no model training");
+}
+
+}  // namespace veil::training

@@ -1,0 +1,94 @@
+#include "training_tools/workload.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "training_tools/data/movielens.h"
+#include "training_tools/data/text.h"
+
+namespace veil::training {
+namespace {
+
+constexpr double kValidationFraction = 0.2;
+constexpr int kValidationEveryNthDocument = 5;
+
+Workload FromInteractions(const std::string& name, const InteractionLog& log,
+                          const WorkloadOptions& options) {
+  const InteractionSplit split = SplitByTime(log, kValidationFraction);
+  Workload workload;
+  workload.name = name;
+  workload.kind = WorkloadKind::kRecommendation;
+  workload.num_rows = static_cast<int32_t>(log.item_names.size());
+  workload.row_words = options.embedding_dim;
+  workload.train_events = split.train;
+  // Training histories see only training events; validation histories see everything before
+  // the target, as the device would.
+  workload.train_samples = BuildRecommendationSamples(split.train, split.train,
+                                                      options.history_length,
+                                                      options.positive_threshold);
+  workload.validation_samples = BuildRecommendationSamples(
+      log.events, split.validation, options.history_length, options.positive_threshold);
+  for (const auto& s : workload.train_samples) workload.train_requests.push_back(WantedRows(s));
+  for (const auto& s : workload.validation_samples) {
+    workload.validation_requests.push_back(WantedRows(s));
+  }
+  return workload;
+}
+
+Workload FromDocuments(const std::string& name, std::vector<Document> documents,
+                       const WorkloadOptions& options) {
+  DocumentSplit split = SplitByDocument(std::move(documents), kValidationEveryNthDocument);
+  const Vocabulary vocabulary = Vocabulary::Build(split.train, options.vocabulary_size);
+  Workload workload;
+  workload.name = name;
+  workload.kind = WorkloadKind::kLanguage;
+  workload.num_rows = vocabulary.size();
+  workload.row_words = options.embedding_dim;
+  workload.train_windows =
+      TokenWindows(EncodeDocuments(split.train, vocabulary), options.window_length);
+  workload.validation_windows =
+      TokenWindows(EncodeDocuments(split.validation, vocabulary), options.window_length);
+  for (const auto& w : workload.train_windows) workload.train_requests.push_back(WantedRows(w));
+  for (const auto& w : workload.validation_windows) {
+    workload.validation_requests.push_back(WantedRows(w));
+  }
+  return workload;
+}
+
+}  // namespace
+
+absl::StatusOr<Workload> LoadWorkload(const WorkloadOptions& options) {
+  const int sources = !options.preset.empty() + !options.interactions.empty() +
+                      !options.text.empty();
+  if (sources != 1) {
+    return absl::InvalidArgumentError(
+        "give exactly one of --workload=movielens|brown, --interactions=FILE, --text=FILE");
+  }
+  if (options.embedding_dim <= 0 || options.history_length <= 0 || options.window_length <= 0 ||
+      options.vocabulary_size < 3) {
+    return absl::InvalidArgumentError("workload: sizes must be positive (vocabulary at least 3)");
+  }
+  if (options.preset == "movielens") {
+    auto movielens = LoadMovieLens(options.data_dir + "/movielens");
+    if (!movielens.ok()) return movielens.status();
+    return FromInteractions("movielens", InteractionsFromMovieLens(*movielens), options);
+  }
+  if (options.preset == "brown") {
+    auto brown = ReadBrownCorpus(options.data_dir + "/brown");
+    if (!brown.ok()) return brown.status();
+    return FromDocuments("brown", std::move(*brown), options);
+  }
+  if (!options.preset.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown workload \"", options.preset, "\" (movielens or brown)"));
+  }
+  if (!options.interactions.empty()) {
+    auto log = ReadInteractionsCsv(options.interactions, options.columns);
+    if (!log.ok()) return log.status();
+    return FromInteractions(options.interactions, *log, options);
+  }
+  auto documents = ReadTextCorpus(options.text);
+  if (!documents.ok()) return documents.status();
+  return FromDocuments(options.text, std::move(*documents), options);
+}
+
+}  // namespace veil::training
