@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/suite.h"
 #include "dpf/eval.h"
@@ -37,8 +37,8 @@ namespace {
 absl::Status CheckGpuFlag(const Flags& flags) {
   const std::string backend = flags.Str("backend", "gpu");
   if (backend != "gpu") {
-    return absl::InvalidArgumentError(absl::StrCat("the GPU suites take --backend=gpu, not ",
-                                                   backend));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the GPU suites take --backend=gpu, not ", backend));
   }
   if (gpu::GpuDeviceCount() == 0) {
     return absl::UnavailableError("no CUDA device: the GPU suites need one");
@@ -116,7 +116,8 @@ absl::StatusOr<std::vector<int>> IntList(const std::string& value) {
   for (absl::string_view part : absl::StrSplit(value, ',')) {
     int v = 0;
     if (!absl::SimpleAtoi(part, &v) || v < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("expected positive integers, got '", value, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("expected positive integers, got '", value, "'"));
     }
     out.push_back(v);
   }
@@ -135,22 +136,22 @@ absl::Status PirAnswerGpu(const Flags& flags) {
   if (!dtype.ok()) return dtype.status();
   auto prg = dpf::ParsePrg(flags.Str("prg", "chacha12"));
   if (!prg.ok()) return prg.status();
-  auto params = dpf::ParseOutput(flags.Str("output", "add16"),
-                                 {dpf::LogDomainForRows(rows), *prg});
+  auto params = dpf::ParseOutput(flags.Str("output", "add16"), {dpf::LogDomainForRows(rows), *prg});
   if (!params.ok()) return params.status();
   auto devices = IntList(flags.Str("devices", "1"));  // how many devices: 0 .. n-1
   if (!devices.ok()) return devices.status();
   const int verify_keys = static_cast<int>(flags.Int("verify-keys", 4));
   const uint64_t single_query_rows = flags.Int("single-query-rows", uint64_t{4} << 20);
   const double budget_s = flags.Double("budget-s", 2.0);
-  if (rows == 0 || words == 0) return absl::InvalidArgumentError("--rows and --words must be positive");
+  if (rows == 0 || words == 0)
+    return absl::InvalidArgumentError("--rows and --words must be positive");
 
   auto roof = CachedRoofline(0);
   if (!roof.ok()) return roof.status();
   const int max_batch = *std::max_element(batches->begin(), batches->end());
-  std::cerr << "pir-answer-gpu: " << rows << " rows x " << words << " words, "
-            << dpf::PrgName(*prg) << " " << dpf::OutputName(*params) << ", "
-            << gpu::TableDtypeName(*dtype) << " table, batches up to " << max_batch << "\n";
+  std::cerr << "pir-answer-gpu: " << rows << " rows x " << words << " words, " << dpf::PrgName(*prg)
+            << " " << dpf::OutputName(*params) << ", " << gpu::TableDtypeName(*dtype)
+            << " table, batches up to " << max_batch << "\n";
 
   std::vector<uint32_t> table(rows * words);
   std::mt19937_64 gen(1);
@@ -163,8 +164,8 @@ absl::Status PirAnswerGpu(const Flags& flags) {
   std::vector<dpf::DpfKey> keys;
   dpf::SeededRandomForTesting source(7);
   for (int i = 0; i < max_batch; ++i) {
-    auto pair = dpf::GenerateKeys(*params, gen() % rows, 1 + static_cast<uint32_t>(gen() % 1000),
-                                  source);
+    auto pair =
+        dpf::GenerateKeys(*params, gen() % rows, 1 + static_cast<uint32_t>(gen() % 1000), source);
     if (!pair.ok()) return pair.status();
     keys.push_back(i % 2 ? pair->second : pair->first);
   }
@@ -203,8 +204,8 @@ absl::Status PirAnswerGpu(const Flags& flags) {
       absl::Status status;
       const double t = MedianSeconds(
           [&] {
-            status = (*backend)->Answer(absl::MakeConstSpan(ptrs.data(), batch),
-                                        absl::MakeSpan(out));
+            status =
+                (*backend)->Answer(absl::MakeConstSpan(ptrs.data(), batch), absl::MakeSpan(out));
           },
           1, 15, budget_s);
       if (!status.ok()) return status;
@@ -215,8 +216,7 @@ absl::Status PirAnswerGpu(const Flags& flags) {
       const double prg_s = batch * prg_work.blocks_per_key / prg_work.blocks_per_s;
       const double mac_s = int8 ? 4.0 * batch * rows * words / roof->int8_mac_per_s
                                 : double(batch) * rows * words / roof->int32_mac_per_s;
-      const double mem_s =
-          table_bytes * (latency_mode ? batch : 1) / (roof->mem_read_gbps * 1e9);
+      const double mem_s = table_bytes * (latency_mode ? batch : 1) / (roof->mem_read_gbps * 1e9);
       const double roof_s = std::max({prg_s, mac_s, mem_s});
       const double qps = batch / t;
       JsonLine("pir-answer")
@@ -248,8 +248,7 @@ absl::Status PirAnswerGpu(const Flags& flags) {
       if (!verified) {
         return absl::InternalError(absl::StrCat("GPU answers differ from the CPU backend (",
                                                 std::string(gpu::StrategyName(strategy)),
-                                                ", batch ", batch,
-                                                ")"));
+                                                ", batch ", batch, ")"));
       }
     }
   }

@@ -33,13 +33,13 @@
 #include "gpu/internal/phases.h"
 
 #if defined(VEIL_HAVE_NCCL)
-#define VEIL_NCCL_RETURN_IF_ERROR(expr)                                                   \
-  do {                                                                                    \
-    ncclResult_t veil_nccl_status_ = (expr);                                              \
-    if (veil_nccl_status_ != ncclSuccess) {                                               \
-      return absl::InternalError(absl::StrCat(#expr, " failed: ",                         \
-                                              ncclGetErrorString(veil_nccl_status_)));    \
-    }                                                                                     \
+#define VEIL_NCCL_RETURN_IF_ERROR(expr)                                             \
+  do {                                                                              \
+    ncclResult_t veil_nccl_status_ = (expr);                                        \
+    if (veil_nccl_status_ != ncclSuccess) {                                         \
+      return absl::InternalError(                                                   \
+          absl::StrCat(#expr, " failed: ", ncclGetErrorString(veil_nccl_status_))); \
+    }                                                                               \
   } while (0)
 #endif
 
@@ -134,8 +134,8 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
   VEIL_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
   for (int dev : o.devices) {
     if (dev < 0 || dev >= count) {
-      return absl::UnavailableError(absl::StrCat("GPU backend: no CUDA device ", dev, " (",
-                                                 count, " present)"));
+      return absl::UnavailableError(
+          absl::StrCat("GPU backend: no CUDA device ", dev, " (", count, " present)"));
     }
   }
 #if defined(VEIL_HAVE_NCCL)
@@ -160,9 +160,8 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
     probe.log_domain = static_cast<uint8_t>(dpf::LogDomainForRows(t.rows));
     probe.leaf_points_log2 = static_cast<uint8_t>(leaf_log);
     probe.levels = static_cast<uint8_t>(std::max(0, probe.log_domain - leaf_log));
-    probe.output = static_cast<uint8_t>(leaf_log == dpf::kXorLeafBitsLog2
-                                            ? dpf::OutputType::kXor
-                                            : dpf::OutputType::kAdditive);
+    probe.output = static_cast<uint8_t>(
+        leaf_log == dpf::kXorLeafBitsLog2 ? dpf::OutputType::kXor : dpf::OutputType::kAdditive);
     layouts.push_back(internal::MakeGeometry(probe, t.rows));
   }
   int kpb = std::min(o.keys_per_block, internal::kMaxKeysPerBlock);
@@ -174,8 +173,9 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
   }
   uint32_t shared_max = 0;
   for (const internal::Geometry& geo : layouts) {
-    const uint32_t bytes = internal::MakeSharedLayout(geo, kpb, t.row_words, body,
-                                                      internal::KindFor(o.dtype, geo)).bytes;
+    const uint32_t bytes =
+        internal::MakeSharedLayout(geo, kpb, t.row_words, body, internal::KindFor(o.dtype, geo))
+            .bytes;
     shared_max = std::max(shared_max, bytes);
     if (geo.leaf_points_log2 == 4) memory.shared_bytes_per_block = bytes;
   }
@@ -215,16 +215,17 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
     }
     if (o.dtype == TableDtype::kInt8) {
       VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_table_i8, rows * t.row_words));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.d_table_i8, narrowed.data() + d.row_begin * t.row_words,
+      VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.d_table_i8,
+                                           narrowed.data() + d.row_begin * t.row_words,
                                            rows * t.row_words, cudaMemcpyHostToDevice));
       memory.table_bytes += rows * t.row_words;
     } else {
       VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_table, rows * t.row_words));
       if (rows > 0) {
-        VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy2D(
-            d.d_table, t.row_words * sizeof(uint32_t), t.row(d.row_begin),
-            t.stride() * sizeof(uint32_t), t.row_words * sizeof(uint32_t), rows,
-            cudaMemcpyHostToDevice));
+        VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy2D(d.d_table, t.row_words * sizeof(uint32_t),
+                                               t.row(d.row_begin), t.stride() * sizeof(uint32_t),
+                                               t.row_words * sizeof(uint32_t), rows,
+                                               cudaMemcpyHostToDevice));
       }
       memory.table_bytes += rows * t.row_words * sizeof(uint32_t);
     }
@@ -242,8 +243,8 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
   }
 #if defined(VEIL_HAVE_NCCL)
   std::vector<ncclComm_t> comms(ranks);
-  VEIL_NCCL_RETURN_IF_ERROR(ncclCommInitAll(comms.data(), static_cast<int>(ranks),
-                                            o.devices.data()));
+  VEIL_NCCL_RETURN_IF_ERROR(
+      ncclCommInitAll(comms.data(), static_cast<int>(ranks), o.devices.data()));
   for (uint64_t r = 0; r < ranks; ++r) slices[r].comm = comms[r];
 #endif
   for (DeviceSlice& d : slices) {
@@ -253,15 +254,13 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
   return absl::OkStatus();
 }
 
-absl::Status GpuResources::LaunchGroup(DeviceSlice& d, const KeyGroup& group,
-                                       uint64_t key_offset) {
+absl::Status GpuResources::LaunchGroup(DeviceSlice& d, const KeyGroup& group, uint64_t key_offset) {
   const Body body = internal::BodyFor(options.strategy);
   const TableKind kind = internal::KindFor(options.dtype, group.geo);
   const uint32_t words = table.row_words;
   const bool one_at_a_time = table.rows >= options.single_query_rows;
-  LaunchArgs base = internal::MakeLaunchArgs(group, words, kind,
-                                             one_at_a_time ? 1 : options.keys_per_block,
-                                             d.row_begin, d.row_end);
+  LaunchArgs base = internal::MakeLaunchArgs(
+      group, words, kind, one_at_a_time ? 1 : options.keys_per_block, d.row_begin, d.row_end);
   base.table = d.d_table;
   base.table_stride = words;
   base.table_i8 = d.d_table_i8;
@@ -283,8 +282,8 @@ absl::Status GpuResources::LaunchGroup(DeviceSlice& d, const KeyGroup& group,
     // Enough blocks to fill the device, each with several consecutive tiles (the bounded window
     // reuses the path between them).
     const uint64_t grid_x = std::clamp<uint64_t>(resident / key_blocks, 1, tiles);
-    VEIL_RETURN_IF_ERROR(internal::LaunchAnswer(a, body, static_cast<uint32_t>(grid_x),
-                                                level_grid, d.stream));
+    VEIL_RETURN_IF_ERROR(
+        internal::LaunchAnswer(a, body, static_cast<uint32_t>(grid_x), level_grid, d.stream));
   }
   return absl::OkStatus();
 }
@@ -300,8 +299,8 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, absl::S
   const uint64_t n = keys.size(), count = n * words;
   for (DeviceSlice& d : slices) {
     VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
-    VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.d_keys, h_keys, n * sizeof(PackedKey),
-                                              cudaMemcpyHostToDevice, d.stream));
+    VEIL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(d.d_keys, h_keys, n * sizeof(PackedKey), cudaMemcpyHostToDevice, d.stream));
     VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d.d_out, 0, count * sizeof(uint32_t), d.stream));
     uint64_t offset = 0;
     for (const KeyGroup& g : groups) {

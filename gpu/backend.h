@@ -28,7 +28,8 @@ struct GpuBackendOptions {
   // Keys answered per pass; larger requests are split. Sizes the scratch memory allocated at
   // creation (nothing is allocated while answering).
   int max_batch = 1024;
-  int keys_per_block = 8;  // keys sharing each table tile (at most 8; fewer if shared memory is short)
+  int keys_per_block =
+      8;  // keys sharing each table tile (at most 8; fewer if shared memory is short)
   // From this many rows one query fills the device: keys run one at a time (lowest latency)
   // instead of being batched.
   uint64_t single_query_rows = uint64_t{4} << 20;
@@ -38,9 +39,9 @@ struct GpuBackendOptions {
 
 // Device memory held by a backend, per strategy (for the benchmarks' memory comparison).
 struct GpuMemoryReport {
-  uint64_t table_bytes = 0;          // the table copy on all devices
-  uint64_t node_buffer_bytes = 0;    // level-by-level node buffer (0 for the other strategies)
-  uint64_t staging_bytes = 0;        // keys, answers and NCCL buffers
+  uint64_t table_bytes = 0;             // the table copy on all devices
+  uint64_t node_buffer_bytes = 0;       // level-by-level node buffer (0 for the other strategies)
+  uint64_t staging_bytes = 0;           // keys, answers and NCCL buffers
   uint32_t shared_bytes_per_block = 0;  // for 16-word additive keys, K keys per block
   int keys_per_block = 0;
 };
@@ -60,8 +61,7 @@ class GpuBackend : public pir::Backend {
   std::string name() const override { return "gpu"; }
   const dpf::TableView& table() const override;
   // Returns INVALID_ARGUMENT as pir::Backend says; INTERNAL for a CUDA or NCCL failure.
-  absl::Status Answer(absl::Span<const dpf::DpfKey* const> keys,
-                      absl::Span<uint32_t> out) override;
+  absl::Status Answer(absl::Span<const dpf::DpfKey* const> keys, absl::Span<uint32_t> out) override;
 
   const GpuBackendOptions& options() const;
   GpuMemoryReport memory() const;

@@ -28,8 +28,7 @@ class HostRunner {
   void AtomicXor(uint32_t* p, uint32_t v) { *p ^= v; }
   // The scalar definition of what the device computes with wmma on the same staged tiles.
   void Int8TileProduct(const LaunchArgs& a, const BlockShared& s) {
-    const uint32_t items =
-        internal::Int8MPad(a.keys_per_block) * internal::RoundUp16(a.row_words);
+    const uint32_t items = internal::Int8MPad(a.keys_per_block) * internal::RoundUp16(a.row_words);
     Phase(items, [&](uint32_t i) { internal::Int8TileProductItem(a, s, i); });
   }
 };
@@ -66,12 +65,11 @@ void RunLaunch(LaunchArgs a, internal::Body body, int blocks_per_group) {
 
 }  // namespace
 
-absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys,
-                           const dpf::TableView& table, const HostRunOptions& options,
-                           absl::Span<uint32_t> out) {
+absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf::TableView& table,
+                           const HostRunOptions& options, absl::Span<uint32_t> out) {
   if (out.size() != keys.size() * table.row_words) {
-    return absl::InvalidArgumentError(absl::StrCat("out holds ", out.size(), " words, expected ",
-                                                   keys.size() * table.row_words));
+    return absl::InvalidArgumentError(
+        absl::StrCat("out holds ", out.size(), " words, expected ", keys.size() * table.row_words));
   }
   if (table.rows == 0 || table.row_words == 0) {
     return absl::InvalidArgumentError("empty table");
@@ -79,9 +77,8 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys,
   const int log_domain = dpf::LogDomainForRows(table.rows);
   for (size_t i = 0; i < keys.size(); ++i) {
     if (keys[i].log_domain != log_domain) {
-      return absl::InvalidArgumentError(absl::StrCat("key ", i, " has log domain ",
-                                                     keys[i].log_domain, ", the table needs ",
-                                                     log_domain));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "key ", i, " has log domain ", keys[i].log_domain, ", the table needs ", log_domain));
     }
   }
   std::vector<int8_t> table_i8;
@@ -94,8 +91,8 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys,
   const internal::Body body = internal::BodyFor(options.strategy);
   const dpf::PrgTables host_tables = dpf::HostPrgTables();
   const uint64_t slices = std::max(1, options.slices);
-  const uint64_t aligned_tiles = (table.rows + internal::kSliceAlignRows - 1) /
-                                 internal::kSliceAlignRows;
+  const uint64_t aligned_tiles =
+      (table.rows + internal::kSliceAlignRows - 1) / internal::kSliceAlignRows;
   for (internal::KeyGroup& group : internal::GroupKeys(keys, table.rows)) {
     const internal::TableKind kind = internal::KindFor(options.dtype, group.geo);
     absl::StatusOr<int> kpb = internal::ChooseKeysPerBlock(
@@ -109,8 +106,8 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys,
       const uint64_t row_end =
           std::min(table.rows, aligned_tiles * (s + 1) / slices * internal::kSliceAlignRows);
       if (row_begin >= row_end) continue;
-      LaunchArgs a = internal::MakeLaunchArgs(group, table.row_words, kind, *kpb, row_begin,
-                                              row_end);
+      LaunchArgs a =
+          internal::MakeLaunchArgs(group, table.row_words, kind, *kpb, row_begin, row_end);
       a.keys = group.keys.data();
       a.table = table.row(row_begin);
       a.table_stride = table.stride();
@@ -131,9 +128,8 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys,
   return absl::OkStatus();
 }
 
-absl::Status HostRunAnswer(absl::Span<const dpf::DpfKey* const> keys,
-                           const dpf::TableView& table, const HostRunOptions& options,
-                           absl::Span<uint32_t> out) {
+absl::Status HostRunAnswer(absl::Span<const dpf::DpfKey* const> keys, const dpf::TableView& table,
+                           const HostRunOptions& options, absl::Span<uint32_t> out) {
   std::vector<internal::PackedKey> packed;
   packed.reserve(keys.size());
   for (const dpf::DpfKey* key : keys) {

@@ -18,8 +18,8 @@ namespace veil::gpu {
 struct HostRunOptions {
   Strategy strategy = Strategy::kBoundedWindow;
   TableDtype dtype = TableDtype::kUint32;
-  int keys_per_block = 8;      // capped by kMaxKeysPerBlock and by shared memory
-  int blocks_per_group = 3;    // grid x: blocks sharing one key group's tiles
+  int keys_per_block = 8;              // capped by kMaxKeysPerBlock and by shared memory
+  int blocks_per_group = 3;            // grid x: blocks sharing one key group's tiles
   uint32_t shared_limit = 227 * 1024;  // bytes of shared memory per block (H100/H200: 227 KiB)
   // Row split: the table is cut into `slices` parts (at multiples of kSliceAlignRows), each
   // answered on its own as one device would, and the partial answers combined (+ or ^) as the
@@ -30,14 +30,12 @@ struct HostRunOptions {
 // out[k * row_words + j] = share of word j for keys[k], as the CUDA kernels compute it.
 // Returns INVALID_ARGUMENT if a key does not fit the table, out has the wrong size, or (INT8) a
 // table word is outside -128..127; RESOURCE_EXHAUSTED if a row does not fit the shared memory.
-absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys,
-                           const dpf::TableView& table, const HostRunOptions& options,
-                           absl::Span<uint32_t> out);
+absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf::TableView& table,
+                           const HostRunOptions& options, absl::Span<uint32_t> out);
 
 // Same for DpfKey objects (packed first).
-absl::Status HostRunAnswer(absl::Span<const dpf::DpfKey* const> keys,
-                           const dpf::TableView& table, const HostRunOptions& options,
-                           absl::Span<uint32_t> out);
+absl::Status HostRunAnswer(absl::Span<const dpf::DpfKey* const> keys, const dpf::TableView& table,
+                           const HostRunOptions& options, absl::Span<uint32_t> out);
 
 }  // namespace veil::gpu
 

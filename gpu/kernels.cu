@@ -28,7 +28,6 @@ namespace {
 // S-box, then the left, right and value round keys (the layout of CopyPrgTableByte).
 __constant__ uint8_t c_prg_tables[kPrgTableBytes];
 
-
 class DeviceRunner {
  public:
   __device__ uint32_t threads() const { return blockDim.x; }
@@ -58,10 +57,10 @@ class DeviceRunner {
       for (uint32_t kt = 0; kt < k_tiles; ++kt) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> fa;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, reinterpret_cast<const signed char*>(s.planes) +
-                                       (mt * k_tiles + kt) * 256, 16);
-        wmma::load_matrix_sync(fb, reinterpret_cast<const signed char*>(s.b_tile) +
-                                       (kt * n_tiles + nt) * 256, 16);
+        wmma::load_matrix_sync(
+            fa, reinterpret_cast<const signed char*>(s.planes) + (mt * k_tiles + kt) * 256, 16);
+        wmma::load_matrix_sync(
+            fb, reinterpret_cast<const signed char*>(s.b_tile) + (kt * n_tiles + nt) * 256, 16);
         wmma::mma_sync(c, fa, fb, c);
       }
       wmma::store_matrix_sync(s.c_tile + mt * 16 * n + nt * 16, c, n, wmma::mem_row_major);

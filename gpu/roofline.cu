@@ -183,28 +183,32 @@ absl::StatusOr<DeviceRoofline> MeasureDeviceRoofline(int device, double seconds_
     field = *v;
     return absl::OkStatus();
   };
-  VEIL_RETURN_IF_ERROR(set(MeasureRate(threads, seconds_each, [&](int it) {
-    ChaChaKernel<<<blocks, kThreads>>>(12, it, d_sink);
-  }), r.chacha12_blocks_per_s));
-  VEIL_RETURN_IF_ERROR(set(MeasureRate(threads, seconds_each, [&](int it) {
-    ChaChaKernel<<<blocks, kThreads>>>(8, it, d_sink);
-  }), r.chacha8_blocks_per_s));
-  VEIL_RETURN_IF_ERROR(set(MeasureRate(threads, seconds_each, [&](int it) {
-    AesKernel<<<blocks, kThreads>>>(d_tables, it, d_sink);
-  }), r.aes_blocks_per_s));
-  VEIL_RETURN_IF_ERROR(set(MeasureRate(threads, seconds_each, [&](int it) {
-    SipKernel<<<blocks, kThreads>>>(it, d_sink);
-  }), r.siphash_per_s));
-  VEIL_RETURN_IF_ERROR(set(MeasureRate(8.0 * threads, seconds_each, [&](int it) {
-    Int32MacKernel<<<blocks, kThreads>>>(it, d_sink);
-  }), r.int32_mac_per_s));
-  VEIL_RETURN_IF_ERROR(set(MeasureRate(4.0 * 16 * 16 * 16 * (threads / 32), seconds_each,
-                                       [&](int it) {
-    Int8MacKernel<<<blocks, kThreads>>>(it, d_sink);
-  }), r.int8_mac_per_s));
-  absl::StatusOr<double> t = TimeLaunch([&] {
-    ReadKernel<<<blocks, kThreads>>>(d_data, read_bytes / sizeof(uint4), d_sink);
-  });
+  VEIL_RETURN_IF_ERROR(
+      set(MeasureRate(threads, seconds_each,
+                      [&](int it) { ChaChaKernel<<<blocks, kThreads>>>(12, it, d_sink); }),
+          r.chacha12_blocks_per_s));
+  VEIL_RETURN_IF_ERROR(
+      set(MeasureRate(threads, seconds_each,
+                      [&](int it) { ChaChaKernel<<<blocks, kThreads>>>(8, it, d_sink); }),
+          r.chacha8_blocks_per_s));
+  VEIL_RETURN_IF_ERROR(
+      set(MeasureRate(threads, seconds_each,
+                      [&](int it) { AesKernel<<<blocks, kThreads>>>(d_tables, it, d_sink); }),
+          r.aes_blocks_per_s));
+  VEIL_RETURN_IF_ERROR(
+      set(MeasureRate(threads, seconds_each,
+                      [&](int it) { SipKernel<<<blocks, kThreads>>>(it, d_sink); }),
+          r.siphash_per_s));
+  VEIL_RETURN_IF_ERROR(
+      set(MeasureRate(8.0 * threads, seconds_each,
+                      [&](int it) { Int32MacKernel<<<blocks, kThreads>>>(it, d_sink); }),
+          r.int32_mac_per_s));
+  VEIL_RETURN_IF_ERROR(
+      set(MeasureRate(4.0 * 16 * 16 * 16 * (threads / 32), seconds_each,
+                      [&](int it) { Int8MacKernel<<<blocks, kThreads>>>(it, d_sink); }),
+          r.int8_mac_per_s));
+  absl::StatusOr<double> t = TimeLaunch(
+      [&] { ReadKernel<<<blocks, kThreads>>>(d_data, read_bytes / sizeof(uint4), d_sink); });
   if (!t.ok()) return t.status();
   r.mem_read_gbps = read_bytes / *t / 1e9;
   return r;

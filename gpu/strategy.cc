@@ -19,11 +19,13 @@ std::string_view StrategyName(Strategy strategy) {
 }
 
 absl::StatusOr<Strategy> ParseStrategy(std::string_view name) {
-  for (Strategy s : {Strategy::kBranchParallel, Strategy::kLevelByLevel, Strategy::kBoundedWindow}) {
+  for (Strategy s :
+       {Strategy::kBranchParallel, Strategy::kLevelByLevel, Strategy::kBoundedWindow}) {
     if (name == StrategyName(s)) return s;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown strategy '", std::string(name), "' (branch-parallel, level-by-level, bounded-window)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown strategy '", std::string(name),
+                   "' (branch-parallel, level-by-level, bounded-window)"));
 }
 
 std::string_view TableDtypeName(TableDtype dtype) {
@@ -33,7 +35,8 @@ std::string_view TableDtypeName(TableDtype dtype) {
 absl::StatusOr<TableDtype> ParseTableDtype(std::string_view name) {
   if (name == "u32" || name == "uint32") return TableDtype::kUint32;
   if (name == "int8") return TableDtype::kInt8;
-  return absl::InvalidArgumentError(absl::StrCat("unknown table dtype '", std::string(name), "' (u32, int8)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown table dtype '", std::string(name), "' (u32, int8)"));
 }
 
 }  // namespace veil::gpu

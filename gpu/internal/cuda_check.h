@@ -26,17 +26,17 @@ inline absl::Status CudaError(cudaError_t e, const char* expr, const char* file,
 
 }  // namespace veil::gpu::internal
 
-#define VEIL_CUDA_RETURN_IF_ERROR(expr)                                                   \
-  do {                                                                                    \
-    cudaError_t veil_cuda_status_ = (expr);                                               \
-    if (veil_cuda_status_ != cudaSuccess) {                                               \
+#define VEIL_CUDA_RETURN_IF_ERROR(expr)                                                      \
+  do {                                                                                       \
+    cudaError_t veil_cuda_status_ = (expr);                                                  \
+    if (veil_cuda_status_ != cudaSuccess) {                                                  \
       return ::veil::gpu::internal::CudaError(veil_cuda_status_, #expr, __FILE__, __LINE__); \
-    }                                                                                     \
+    }                                                                                        \
   } while (0)
 
-#define VEIL_RETURN_IF_ERROR(expr)         \
-  do {                                     \
-    ::absl::Status veil_status_ = (expr);  \
+#define VEIL_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::absl::Status veil_status_ = (expr);        \
     if (!veil_status_.ok()) return veil_status_; \
   } while (0)
 

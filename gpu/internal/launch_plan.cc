@@ -10,9 +10,8 @@ absl::StatusOr<PackedKey> PackKey(const dpf::DpfKey& key) {
   const dpf::DpfParameters& p = key.params();
   if (p.levels() > dpf::kMaxLogDomain || static_cast<int>(key.cw_seed().size()) != p.levels() ||
       static_cast<int>(key.cw_right().size()) != p.levels()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("key has ", key.cw_seed().size(), " correction words for ", p.levels(),
-                     " levels"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key has ", key.cw_seed().size(), " correction words for ", p.levels(), " levels"));
   }
   PackedKey k{};
   k.root = key.root();
@@ -73,9 +72,9 @@ absl::StatusOr<int> ChooseKeysPerBlock(const Geometry& geo, uint32_t row_words, 
   for (; k >= 1; --k) {
     if (MakeSharedLayout(geo, k, row_words, body, kind).bytes <= shared_limit) return k;
   }
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "rows of ", row_words, " words need more than ", shared_limit,
-      " bytes of shared memory per block even with one key per block"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("rows of ", row_words, " words need more than ", shared_limit,
+                   " bytes of shared memory per block even with one key per block"));
 }
 
 absl::StatusOr<std::vector<int8_t>> NarrowToInt8(const dpf::TableView& table) {
@@ -85,8 +84,8 @@ absl::StatusOr<std::vector<int8_t>> NarrowToInt8(const dpf::TableView& table) {
     for (uint32_t c = 0; c < table.row_words; ++c) {
       int32_t v = static_cast<int32_t>(row[c]);
       if (v < -128 || v > 127) {
-        return absl::InvalidArgumentError(absl::StrCat("INT8 table: word ", c, " of row ", r,
-                                                       " is ", v, ", outside -128..127"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("INT8 table: word ", c, " of row ", r, " is ", v, ", outside -128..127"));
       }
       bytes[r * table.row_words + c] = static_cast<int8_t>(v);
     }

@@ -41,14 +41,14 @@ namespace veil::gpu::internal {
 
 inline constexpr int kMaxKeysPerBlock = 8;
 inline constexpr int kBlockThreads = 256;
-inline constexpr int kTileRowsLog2 = 10;  // aim: 1024 rows per tile
-inline constexpr int kMaxWindowLog = 7;   // at most 128 leaves per tile (node buffer bound)
-inline constexpr uint32_t kInt8Tile = 16; // tensor-core tile edge (wmma m16n16k16, s8)
+inline constexpr int kTileRowsLog2 = 10;   // aim: 1024 rows per tile
+inline constexpr int kMaxWindowLog = 7;    // at most 128 leaves per tile (node buffer bound)
+inline constexpr uint32_t kInt8Tile = 16;  // tensor-core tile edge (wmma m16n16k16, s8)
 
 enum class TableKind : uint8_t {
-  kWords = 0,          // uint32 rows, CUDA-core multiply-accumulate
-  kInt8Scalar = 1,     // int8 rows (sign-extended), CUDA-core path (XOR keys on INT8 tables)
-  kInt8TensorCore = 2, // int8 rows, byte planes on the tensor cores
+  kWords = 0,           // uint32 rows, CUDA-core multiply-accumulate
+  kInt8Scalar = 1,      // int8 rows (sign-extended), CUDA-core path (XOR keys on INT8 tables)
+  kInt8TensorCore = 2,  // int8 rows, byte planes on the tensor cores
 };
 
 // Everything a launch shares for all its keys: they have equal levels and leaf layout.
@@ -91,20 +91,20 @@ struct LaunchArgs {
   Geometry geo;
   const PackedKey* keys = nullptr;  // num_keys keys, all with geometry `geo`
   int num_keys = 0;
-  int keys_per_block = 1;           // K; gridDim.y = ceil(num_keys / K)
+  int keys_per_block = 1;  // K; gridDim.y = ceil(num_keys / K)
   TableKind table_kind = TableKind::kWords;
-  const uint32_t* table = nullptr;  // kWords: rows [row_offset, ...) of the table
-  uint64_t table_stride = 0;        // kWords: words between rows
-  const int8_t* table_i8 = nullptr; // INT8 kinds: rows [row_offset, ...), row_words bytes each
-  uint32_t row_words = 0;           // D
-  uint64_t row_offset = 0;          // global row of the first table row held here (row split)
-  uint64_t tile_begin = 0;          // tiles of this launch: [tile_begin, tile_end)
+  const uint32_t* table = nullptr;   // kWords: rows [row_offset, ...) of the table
+  uint64_t table_stride = 0;         // kWords: words between rows
+  const int8_t* table_i8 = nullptr;  // INT8 kinds: rows [row_offset, ...), row_words bytes each
+  uint32_t row_words = 0;            // D
+  uint64_t row_offset = 0;           // global row of the first table row held here (row split)
+  uint64_t tile_begin = 0;           // tiles of this launch: [tile_begin, tile_end)
   uint64_t tile_end = 0;
-  Block* level_nodes = nullptr;     // level-by-level: num_keys x geo.leaves nodes
+  Block* level_nodes = nullptr;  // level-by-level: num_keys x geo.leaves nodes
   // Where the AES tables come from (host arrays, or the device's constant memory); every block
   // copies them into its shared memory first.
   dpf::PrgTables table_source = {};
-  uint32_t* out = nullptr;          // num_keys x row_words answers, accumulated (+ or ^)
+  uint32_t* out = nullptr;  // num_keys x row_words answers, accumulated (+ or ^)
 
   VEIL_HD uint64_t row_limit() const {
     uint64_t end = tile_end * geo.rows_per_tile();
@@ -116,14 +116,14 @@ VEIL_HD uint32_t RoundUp16(uint32_t x) { return (x + 15u) & ~15u; }
 
 // Byte offsets of the block's shared-memory regions.
 struct SharedLayout {
-  uint32_t prg = 0;      // AES S-box (256 B) and the three round-key schedules (3 x 176 B)
-  uint32_t acc = 0;      // K x D block accumulators
-  uint32_t shares = 0;   // rows_per_tile x K shares of the current tile
-  uint32_t nodes = 0;    // bounded window: K x leaves_per_tile nodes of the current subtree
-  uint32_t path = 0;     // bounded window: K x (subtree_depth + 1) nodes from the root
-  uint32_t planes = 0;   // tensor cores: M_pad x k_pad int8 byte planes (16x16-tiled)
-  uint32_t b_tile = 0;   // tensor cores: k_pad x n_pad int8 table tile (16x16-tiled)
-  uint32_t c_tile = 0;   // tensor cores: M_pad x n_pad int32 products
+  uint32_t prg = 0;     // AES S-box (256 B) and the three round-key schedules (3 x 176 B)
+  uint32_t acc = 0;     // K x D block accumulators
+  uint32_t shares = 0;  // rows_per_tile x K shares of the current tile
+  uint32_t nodes = 0;   // bounded window: K x leaves_per_tile nodes of the current subtree
+  uint32_t path = 0;    // bounded window: K x (subtree_depth + 1) nodes from the root
+  uint32_t planes = 0;  // tensor cores: M_pad x k_pad int8 byte planes (16x16-tiled)
+  uint32_t b_tile = 0;  // tensor cores: k_pad x n_pad int8 table tile (16x16-tiled)
+  uint32_t c_tile = 0;  // tensor cores: M_pad x n_pad int32 products
   uint32_t bytes = 0;
 };
 
@@ -384,7 +384,7 @@ VEIL_HD void MultiplyColumn(const LaunchArgs& a, const BlockShared& s, int keys,
   for (uint32_t r = first_row; r < valid; r += slices) {
     const uint32_t t = TableWord(a, row0 + r - a.row_offset, c);
     const uint32_t* sh = s.shares + r * kpb;
-VEIL_GPU_UNROLL
+    VEIL_GPU_UNROLL
     for (int k = 0; k < kMaxKeysPerBlock; ++k) {
       if (k < keys) acc[k] = kXor ? (acc[k] ^ (sh[k] & t)) : (acc[k] + sh[k] * t);
     }
@@ -400,9 +400,8 @@ VEIL_HD void PhaseMultiplyTile(Runner& run, const LaunchArgs& a, const BlockShar
   const uint32_t slices = threads / cols;
   const uint64_t row0 = tile * a.geo.rows_per_tile();
   const uint64_t limit = a.row_limit();
-  const uint32_t valid =
-      static_cast<uint32_t>(limit - row0 < a.geo.rows_per_tile() ? limit - row0
-                                                                   : a.geo.rows_per_tile());
+  const uint32_t valid = static_cast<uint32_t>(
+      limit - row0 < a.geo.rows_per_tile() ? limit - row0 : a.geo.rows_per_tile());
   run.Phase(threads, [&](uint32_t t) {
     if (t >= slices * cols) return;
     for (uint32_t c = t % cols; c < a.row_words; c += cols) {
@@ -412,7 +411,7 @@ VEIL_HD void PhaseMultiplyTile(Runner& run, const LaunchArgs& a, const BlockShar
       } else {
         MultiplyColumn<false>(a, s, w.keys, row0, valid, t / cols, slices, c, acc);
       }
-VEIL_GPU_UNROLL
+      VEIL_GPU_UNROLL
       for (int k = 0; k < kMaxKeysPerBlock; ++k) {
         if (k < w.keys) {
           if (a.geo.xor_output) {
@@ -526,8 +525,8 @@ VEIL_HD void FusedBlock(Runner& run, Body body, const LaunchArgs& a, uint8_t* sm
                         uint32_t gx, uint32_t by) {
   const BlockWork w = MakeBlockWork(a, bx, gx, by);
   if (w.keys <= 0 || w.tile0 >= w.tile1) return;  // uniform across the block
-  const SharedLayout layout = MakeSharedLayout(a.geo, a.keys_per_block, a.row_words, body,
-                                               a.table_kind);
+  const SharedLayout layout =
+      MakeSharedLayout(a.geo, a.keys_per_block, a.row_words, body, a.table_kind);
   const BlockShared s(smem, layout);
   PhasePrologue(run, a, s);
   for (uint64_t tile = w.tile0; tile < w.tile1; ++tile) {
@@ -567,8 +566,8 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void LevelBlock(Runner& run, const LaunchArgs& a, uint8_t* smem, int level, uint32_t bx,
                         uint32_t gx) {
-  const uint64_t total = static_cast<uint64_t>(a.num_keys) *
-                         (level < 0 ? 1 : a.geo.nodes_at_level(level));
+  const uint64_t total =
+      static_cast<uint64_t>(a.num_keys) * (level < 0 ? 1 : a.geo.nodes_at_level(level));
   const uint64_t begin = total * bx / gx, end = total * (bx + 1) / gx;
   if (begin >= end) return;
   run.Phase(kPrgTableBytes, [&](uint32_t i) { CopyPrgTableByte(a.table_source, smem, i); });

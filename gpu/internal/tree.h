@@ -29,8 +29,8 @@ VEIL_HD Block CorrectedChild(const PackedKey& key, const dpf::PrgTables& tables,
   Block seed = node.without_control_bit();
   Block left, right_child;
   if (prg == dpf::Prg::kAes128) {
-    Block child = dpf::MmoHash(tables.sbox, right ? tables.round_keys_right : tables.round_keys_left,
-                               seed);
+    Block child =
+        dpf::MmoHash(tables.sbox, right ? tables.round_keys_right : tables.round_keys_left, seed);
     left = child;
     right_child = child;
   } else if (prg == dpf::Prg::kSipHash) {

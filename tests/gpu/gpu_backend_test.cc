@@ -1,14 +1,13 @@
 // The CUDA backend against the CPU backend on the same random keys and tables (faiss's pattern):
 // every strategy, PRG and output type, INT8 tensor cores, latency mode, batch splitting and the
 // NCCL path, bit for bit. Skips where no GPU is present.
-#include "gpu/backend.h"
-
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "dpf/key.h"
+#include "gpu/backend.h"
 #include "gpu/roofline.h"
 #include "gtest/gtest.h"
 #include "pir/two_server/backend.h"
@@ -45,8 +44,8 @@ struct Case {
 };
 
 // A table of `rows` x `row_words` (INT8-valued words if int8) and `count` keys of mixed parties;
-// outputs alternate between `outputs` (the GPU backend takes mixed batches).
-Case MakeCase(uint64_t rows, uint32_t row_words, int count, Prg prg,
+// PRGs and outputs cycle through `prgs` and `outputs` (the GPU backend takes mixed batches).
+Case MakeCase(uint64_t rows, uint32_t row_words, int count, std::vector<Prg> prgs,
               std::vector<OutputType> outputs, bool int8, std::mt19937_64& rng) {
   Case c;
   c.words.resize(rows * row_words);
@@ -57,8 +56,8 @@ Case MakeCase(uint64_t rows, uint32_t row_words, int count, Prg prg,
   dpf::SeededRandomForTesting source(rng());
   for (int i = 0; i < count; ++i) {
     DpfParameters p;
-    p.prg = prg;
-    p.output = outputs[i % outputs.size()];
+    p.prg = prgs[i % prgs.size()];
+    p.output = outputs[(i / prgs.size()) % outputs.size()];
     p.log_domain = dpf::LogDomainForRows(rows);
     const uint32_t beta = p.output == OutputType::kXor ? 1 : static_cast<uint32_t>(rng());
     auto pair = dpf::GenerateKeys(p, rng() % rows, beta, source);
@@ -75,9 +74,9 @@ std::vector<uint32_t> CpuAnswers(const Case& c) {
   auto cpu = pir::CreateCpuBackend(c.table, 4);
   EXPECT_TRUE(cpu.ok()) << cpu.status();
   for (size_t k = 0; k < c.keys.size(); ++k) {
-    absl::Status s = (*cpu)->Answer(absl::MakeConstSpan(&c.ptrs[k], 1),
-                                    absl::MakeSpan(out).subspan(k * c.table.row_words,
-                                                                c.table.row_words));
+    absl::Status s =
+        (*cpu)->Answer(absl::MakeConstSpan(&c.ptrs[k], 1),
+                       absl::MakeSpan(out).subspan(k * c.table.row_words, c.table.row_words));
     EXPECT_TRUE(s.ok()) << s;
   }
   return out;
@@ -94,21 +93,20 @@ std::vector<uint32_t> GpuAnswers(const Case& c, const GpuBackendOptions& options
   return out;
 }
 
+// One batch mixes all PRGs, both output types and both parties.
 TEST(GpuBackend, EveryStrategyAndPrgEqualsCpu) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(TestSeed());
   const std::vector<std::pair<uint64_t, uint32_t>> sizes = {
       {1, 1}, {2, 3}, {17, 16}, {1000, 17}, {1023, 1}, {1025, 16}, {(1 << 16) + 1, 3}};
-  for (Prg prg : kAllPrgs) {
-    for (auto [rows, words] : sizes) {
-      Case c = MakeCase(rows, words, 11, prg, {OutputType::kAdditive, OutputType::kXor}, false, rng);
-      const std::vector<uint32_t> cpu = CpuAnswers(c);
-      for (Strategy s : kAllStrategies) {
-        GpuBackendOptions o;
-        o.strategy = s;
-        EXPECT_EQ(GpuAnswers(c, o), cpu) << StrategyName(s) << " " << dpf::PrgName(prg)
-                                         << " rows=" << rows << " words=" << words;
-      }
+  const std::vector<Prg> prgs(std::begin(kAllPrgs), std::end(kAllPrgs));
+  for (auto [rows, words] : sizes) {
+    Case c = MakeCase(rows, words, 23, prgs, {OutputType::kAdditive, OutputType::kXor}, false, rng);
+    const std::vector<uint32_t> cpu = CpuAnswers(c);
+    for (Strategy s : kAllStrategies) {
+      GpuBackendOptions o;
+      o.strategy = s;
+      EXPECT_EQ(GpuAnswers(c, o), cpu) << StrategyName(s) << " rows=" << rows << " words=" << words;
     }
   }
 }
@@ -118,8 +116,8 @@ TEST(GpuBackend, Int8TensorCoresEqualCpu) {
   std::mt19937_64 rng(TestSeed() + 1);
   for (auto [rows, words] : std::vector<std::pair<uint64_t, uint32_t>>{
            {1, 1}, {999, 3}, {4097, 16}, {(1 << 18) - 1, 17}}) {
-    Case c = MakeCase(rows, words, 13, Prg::kChaCha12, {OutputType::kAdditive, OutputType::kXor},
-                      true, rng);
+    Case c = MakeCase(rows, words, 13, {Prg::kChaCha12, Prg::kAes128},
+                      {OutputType::kAdditive, OutputType::kXor}, true, rng);
     const std::vector<uint32_t> cpu = CpuAnswers(c);
     for (Strategy s : kAllStrategies) {
       GpuBackendOptions o;
@@ -135,7 +133,8 @@ TEST(GpuBackend, Int8TensorCoresEqualCpu) {
 TEST(GpuBackend, Int8WrapAroundAtScale) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(TestSeed() + 2);
-  Case c = MakeCase(uint64_t{1} << 20, 16, 16, Prg::kChaCha12, {OutputType::kAdditive}, true, rng);
+  Case c =
+      MakeCase(uint64_t{1} << 20, 16, 16, {Prg::kChaCha12}, {OutputType::kAdditive}, true, rng);
   for (size_t i = 0; i < c.words.size(); i += 3) c.words[i] = static_cast<uint32_t>(-128);
   const std::vector<uint32_t> cpu = CpuAnswers(c);
   GpuBackendOptions o;
@@ -146,8 +145,8 @@ TEST(GpuBackend, Int8WrapAroundAtScale) {
 TEST(GpuBackend, LatencyModeBatchSplitAndSmallNodeBuffer) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(TestSeed() + 3);
-  Case c = MakeCase(50001, 5, 37, Prg::kAes128, {OutputType::kAdditive, OutputType::kXor}, false,
-                    rng);
+  Case c = MakeCase(50001, 5, 37, {Prg::kAes128, Prg::kSipHash},
+                    {OutputType::kAdditive, OutputType::kXor}, false, rng);
   const std::vector<uint32_t> cpu = CpuAnswers(c);
   for (Strategy s : kAllStrategies) {
     GpuBackendOptions o;
@@ -155,7 +154,7 @@ TEST(GpuBackend, LatencyModeBatchSplitAndSmallNodeBuffer) {
     o.single_query_rows = 1;  // one key at a time
     EXPECT_EQ(GpuAnswers(c, o), cpu) << "latency mode " << StrategyName(s);
     o.single_query_rows = uint64_t{1} << 40;
-    o.max_batch = 5;                  // 37 keys in 8 passes
+    o.max_batch = 5;  // 37 keys in 8 passes
     o.keys_per_block = 3;
     o.level_buffer_bytes = 50001 * 16 * 2;  // level-by-level: two keys per node-buffer fill
     EXPECT_EQ(GpuAnswers(c, o), cpu) << "split batches " << StrategyName(s);
@@ -165,7 +164,8 @@ TEST(GpuBackend, LatencyModeBatchSplitAndSmallNodeBuffer) {
 TEST(GpuBackend, AtScale2To20Rows) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(TestSeed() + 4);
-  Case c = MakeCase(uint64_t{1} << 20, 16, 64, Prg::kChaCha12, {OutputType::kAdditive}, false, rng);
+  Case c = MakeCase(uint64_t{1} << 20, 16, 64, {Prg::kChaCha12, Prg::kAes128},
+                    {OutputType::kAdditive}, false, rng);
   const std::vector<uint32_t> cpu = CpuAnswers(c);
   for (Strategy s : kAllStrategies) {
     GpuBackendOptions o;
@@ -177,8 +177,8 @@ TEST(GpuBackend, AtScale2To20Rows) {
 TEST(GpuBackend, RowSplitAcrossAllDevices) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(TestSeed() + 5);
-  Case c = MakeCase(300007, 7, 9, Prg::kSipHash, {OutputType::kAdditive, OutputType::kXor}, false,
-                    rng);
+  Case c = MakeCase(300007, 7, 9, {Prg::kSipHash, Prg::kChaCha8},
+                    {OutputType::kAdditive, OutputType::kXor}, false, rng);
   GpuBackendOptions o;
   o.devices.clear();
   for (int d = 0; d < GpuDeviceCount(); ++d) o.devices.push_back(d);
@@ -188,13 +188,13 @@ TEST(GpuBackend, RowSplitAcrossAllDevices) {
 TEST(GpuBackend, Errors) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(TestSeed() + 6);
-  Case c = MakeCase(100, 4, 1, Prg::kAes128, {OutputType::kAdditive}, false, rng);
+  Case c = MakeCase(100, 4, 1, {Prg::kAes128}, {OutputType::kAdditive}, false, rng);
   auto gpu = CreateGpuBackend(c.table, {});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   std::vector<uint32_t> short_out(3);
   EXPECT_EQ((*gpu)->Answer(c.ptrs, absl::MakeSpan(short_out)).code(),
             absl::StatusCode::kInvalidArgument);
-  Case other = MakeCase(5000, 4, 1, Prg::kAes128, {OutputType::kAdditive}, false, rng);
+  Case other = MakeCase(5000, 4, 1, {Prg::kAes128}, {OutputType::kAdditive}, false, rng);
   std::vector<uint32_t> out(4);
   EXPECT_EQ((*gpu)->Answer(other.ptrs, absl::MakeSpan(out)).code(),
             absl::StatusCode::kInvalidArgument);

@@ -88,8 +88,8 @@ std::vector<uint32_t> CpuAnswer(const Keys& keys, const dpf::TableView& table) {
 std::vector<uint32_t> CpuAnswerPerKey(const Keys& keys, const dpf::TableView& table) {
   std::vector<uint32_t> out(keys.keys.size() * table.row_words);
   for (size_t k = 0; k < keys.keys.size(); ++k) {
-    absl::Status s = dpf::EvalDot(keys.keys[k], table,
-                                  absl::MakeSpan(out).subspan(k * table.row_words, table.row_words));
+    absl::Status s = dpf::EvalDot(
+        keys.keys[k], table, absl::MakeSpan(out).subspan(k * table.row_words, table.row_words));
     EXPECT_TRUE(s.ok()) << s;
   }
   return out;
@@ -129,8 +129,7 @@ std::vector<uint32_t> PlainAnswer(absl::Span<const internal::PackedKey> keys,
 
 std::string Describe(Strategy s, const DpfParameters& p, uint64_t rows, uint32_t words) {
   return absl::StrCat(std::string(StrategyName(s)), " ", std::string(dpf::PrgName(p.prg)), " ",
-                      dpf::OutputName(p),
-                      " rows=", rows, " words=", words);
+                      dpf::OutputName(p), " rows=", rows, " words=", words);
 }
 
 DpfParameters Params(Prg prg, OutputType output, int leaf_words_log2 = 4) {
@@ -143,14 +142,15 @@ DpfParameters Params(Prg prg, OutputType output, int leaf_words_log2 = 4) {
 
 TEST(SignedDigits, RecomposeModulo2To32) {
   std::mt19937_64 rng(TestSeed());
-  std::vector<uint32_t> values = {0, 1, 127, 128, 255, 256, 0x7fffffff, 0x80000000, 0xffffffff,
-                                  0x80808080, 0x7f7f7f7f};
+  std::vector<uint32_t> values = {0,          1,          127,        128,        255,       256,
+                                  0x7fffffff, 0x80000000, 0xffffffff, 0x80808080, 0x7f7f7f7f};
   for (int i = 0; i < 10000; ++i) values.push_back(static_cast<uint32_t>(rng()));
   for (uint32_t y : values) {
     int8_t d[4];
     internal::SignedDigits(y, d);
     uint32_t back = 0;
-    for (int p = 0; p < 4; ++p) back += static_cast<uint32_t>(static_cast<int32_t>(d[p])) << (8 * p);
+    for (int p = 0; p < 4; ++p)
+      back += static_cast<uint32_t>(static_cast<int32_t>(d[p])) << (8 * p);
     EXPECT_EQ(back, y);
   }
 }
@@ -191,8 +191,7 @@ TEST(HostRun, EqualsCpuEvalDotMultiOnEdgeSizes) {
           HostRunOptions options;
           options.strategy = s;
           options.keys_per_block = 2;  // two key groups, the second one partial
-          EXPECT_EQ(HostRun(keys, table.view, options), cpu)
-              << Describe(s, params, rows, words);
+          EXPECT_EQ(HostRun(keys, table.view, options), cpu) << Describe(s, params, rows, words);
         }
       }
     }
@@ -271,7 +270,8 @@ TEST(HostRun, Int8BytePlanesEqualPlainProduct) {
           HostRunOptions options;
           options.strategy = s;
           options.dtype = TableDtype::kInt8;
-          EXPECT_EQ(HostRun(keys, table.view, options), cpu) << "int8 " << Describe(s, params, rows, words);
+          EXPECT_EQ(HostRun(keys, table.view, options), cpu)
+              << "int8 " << Describe(s, params, rows, words);
         }
       }
     }
