@@ -1,11 +1,12 @@
 #include "gpu/host_run.h"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dpf/params.h"
-#include "dpf/prg_portable.h"
+#include "gpu/internal/aes_tables.h"
 #include "gpu/internal/launch_plan.h"
 #include "gpu/internal/phases.h"
 
@@ -46,10 +47,10 @@ void RunLaunch(LaunchArgs a, internal::Body body, int blocks_per_group) {
   if (body == internal::Body::kLevelByLevelLeaves) {
     nodes.resize(static_cast<size_t>(a.num_keys) * a.geo.leaves);
     a.level_nodes = nodes.data();
-    std::vector<dpf::Block> smem = SharedMemory(internal::kPrgTableBytes);
+    std::vector<uint32_t> smem(internal::kAesTableWords);
     for (int level = -1; level < a.geo.levels; ++level) {
       for (uint32_t bx = 0; bx < gx; ++bx) {
-        internal::LevelBlock(run, a, reinterpret_cast<uint8_t*>(smem.data()), level, bx, gx);
+        internal::LevelBlock(run, a, smem.data(), level, bx, gx);
       }
     }
   }
@@ -89,7 +90,8 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf
   }
   std::fill(out.begin(), out.end(), 0u);
   const internal::Body body = internal::BodyFor(options.strategy);
-  const dpf::PrgTables host_tables = dpf::HostPrgTables();
+  static constexpr std::array<uint32_t, internal::kAesTableWords> kAesTables =
+      internal::HostAesTableWords();
   const uint64_t slices = std::max(1, options.slices);
   const uint64_t aligned_tiles =
       (table.rows + internal::kSliceAlignRows - 1) / internal::kSliceAlignRows;
@@ -112,7 +114,7 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf
       a.table = table.row(row_begin);
       a.table_stride = table.stride();
       a.table_i8 = table_i8.empty() ? nullptr : table_i8.data() + row_begin * table.row_words;
-      a.table_source = host_tables;
+      a.aes_table_source = kAesTables.data();
       std::fill(partial.begin(), partial.end(), 0u);
       a.out = partial.data();
       RunLaunch(a, body, options.blocks_per_group);

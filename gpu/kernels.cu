@@ -2,14 +2,14 @@
 // gpu/internal/phases.h (the same code CI runs on the host), their launch, and the tensor-core
 // tile product.
 //
-// AES on the GPU: the S-box is looked up with secret bytes. The blocks copy it from constant
-// memory into shared memory first: constant memory serialises a warp's divergent addresses (up to
-// 32 passes per lookup), shared memory serves them in one pass unless two lanes hit different
-// words of one bank. That residual bank-conflict delay depends on the secret bytes, so table-based
-// AES is not constant time against an attacker who shares the GPU and can time it finely (the
-// classic cache-timing attacks on T-table AES carry over to shared memory). Servers should not
-// share their GPUs with untrusted tenants; TODO(security): a bitsliced AES (constant time, and
-// faster at 32 blocks per thread) for deployments that must. ChaCha and SipHash have no tables.
+// AES on the GPU: the T-table and S-box (internal/aes_tables.h) are looked up with secret bytes.
+// The blocks copy them from constant memory into shared memory first: constant memory serialises
+// a warp's divergent addresses (up to 32 passes per lookup), shared memory serves them in one pass
+// unless two lanes hit different words of one bank. That residual bank-conflict delay depends on
+// the secret bytes, so table-based AES is not constant time against an attacker who shares the
+// GPU and can time it finely (the classic cache-timing attacks on T-table AES carry over to
+// shared memory). Servers should not share their GPUs with untrusted tenants; TODO(security): a
+// bitsliced AES (constant time) for deployments that must. ChaCha and SipHash have no tables.
 #include <cuda_runtime.h>
 #include <mma.h>
 
@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "dpf/prg_portable.h"
+#include "gpu/internal/aes_tables.h"
 #include "gpu/internal/cuda_check.h"
 #include "gpu/internal/kernels.h"
 #include "gpu/internal/phases.h"
@@ -25,8 +25,8 @@
 namespace veil::gpu::internal {
 namespace {
 
-// S-box, then the left, right and value round keys (the layout of CopyPrgTableByte).
-__constant__ uint8_t c_prg_tables[kPrgTableBytes];
+// The AES T-table, round keys and S-box (aes_tables.h); blocks copy them to shared memory.
+__constant__ uint32_t c_aes_tables[kAesTableWords];
 
 class DeviceRunner {
  public:
@@ -70,7 +70,7 @@ class DeviceRunner {
 };
 
 // `a` is used in place (a kernel parameter written to would be copied to local memory); its
-// table_source points at c_prg_tables (set by LaunchAnswer).
+// aes_table_source points at c_aes_tables (set by LaunchAnswer).
 template <Body kBody>
 __global__ void __launch_bounds__(kBlockThreads) FusedKernel(const LaunchArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kBlockThreads) FusedKernel(const LaunchArgs a)
 }
 
 __global__ void __launch_bounds__(kBlockThreads) LevelKernel(const LaunchArgs a, int level) {
-  __shared__ __align__(16) uint8_t smem[kPrgTableBytes];
+  __shared__ uint32_t smem[kAesTableWords];
   DeviceRunner run;
   LevelBlock(run, a, smem, level, blockIdx.x, gridDim.x);
 }
@@ -95,13 +95,6 @@ __global__ void CombineKernel(const uint32_t* gathered, int ranks, uint64_t rank
     }
     out[i] = v;
   }
-}
-
-std::array<uint8_t, kPrgTableBytes> HostPrgTableBytes() {
-  std::array<uint8_t, kPrgTableBytes> bytes{};
-  const dpf::PrgTables host = dpf::HostPrgTables();
-  for (uint32_t i = 0; i < kPrgTableBytes; ++i) CopyPrgTableByte(host, bytes.data(), i);
-  return bytes;
 }
 
 template <Body kBody>
@@ -121,8 +114,8 @@ absl::StatusOr<int> ConfigureOne(uint32_t shared_bytes) {
 }  // namespace
 
 absl::Status UploadPrgTables() {
-  const std::array<uint8_t, kPrgTableBytes> bytes = HostPrgTableBytes();
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyToSymbol(c_prg_tables, bytes.data(), bytes.size()));
+  static constexpr std::array<uint32_t, kAesTableWords> kWords = HostAesTableWords();
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyToSymbol(c_aes_tables, kWords.data(), sizeof(kWords)));
   return absl::OkStatus();
 }
 
@@ -142,10 +135,9 @@ absl::Status LaunchAnswer(const LaunchArgs& args, Body body, uint32_t grid_x, ui
                           cudaStream_t stream) {
   if (args.num_keys <= 0 || args.tile_begin >= args.tile_end) return absl::OkStatus();
   void* tables = nullptr;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaGetSymbolAddress(&tables, c_prg_tables));
-  const uint8_t* t = static_cast<const uint8_t*>(tables);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaGetSymbolAddress(&tables, c_aes_tables));
   LaunchArgs a = args;
-  a.table_source = {t, t + 256, t + 256 + 176, t + 256 + 2 * 176};
+  a.aes_table_source = static_cast<const uint32_t*>(tables);
   if (body == Body::kLevelByLevelLeaves) {
     for (int level = -1; level < a.geo.levels; ++level) {
       LevelKernel<<<level_grid, kBlockThreads, 0, stream>>>(a, level);

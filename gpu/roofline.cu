@@ -4,14 +4,15 @@
 #include <mma.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "dpf/prg_portable.h"
+#include "gpu/internal/aes_tables.h"
 #include "gpu/internal/cuda_check.h"
-#include "gpu/internal/phases.h"
 #include "gpu/roofline.h"
 
 namespace veil::gpu {
@@ -35,13 +36,15 @@ __global__ void ChaChaKernel(int rounds, int iters, uint32_t* sink) {
   sink[id] = acc ^ key[0];
 }
 
-__global__ void AesKernel(const uint8_t* tables, int iters, uint32_t* sink) {
-  __shared__ uint8_t smem[internal::kPrgTableBytes];
-  for (uint32_t i = threadIdx.x; i < internal::kPrgTableBytes; i += blockDim.x) smem[i] = tables[i];
+// sigma-MMO AES blocks with the kernels' own T-table AES (tables in shared memory).
+__global__ void AesKernel(const uint32_t* tables, int iters, uint32_t* sink) {
+  __shared__ uint32_t smem[internal::kAesTableWords];
+  for (uint32_t i = threadIdx.x; i < internal::kAesTableWords; i += blockDim.x) smem[i] = tables[i];
   __syncthreads();
+  const internal::AesTables t = internal::AesTablesAt(smem);
   const uint32_t id = blockIdx.x * blockDim.x + threadIdx.x;
   Block x{id * 0x9e3779b97f4a7c15ull, id};
-  for (int it = 0; it < iters; ++it) x = dpf::MmoHash(smem, smem + 256, x);
+  for (int it = 0; it < iters; ++it) x = internal::MmoHashT(t, t.rk_left, x);
   sink[id] = static_cast<uint32_t>(x.lo ^ x.hi);
 }
 
@@ -157,11 +160,11 @@ absl::StatusOr<DeviceRoofline> MeasureDeviceRoofline(int device, double seconds_
   const uint32_t blocks = r.sms * 8, threads = blocks * kThreads;
 
   uint32_t* d_sink = nullptr;
-  uint8_t* d_tables = nullptr;
+  uint32_t* d_tables = nullptr;
   uint4* d_data = nullptr;
   const uint64_t read_bytes = uint64_t{4} << 30;  // 4 GiB: ~70 times the H200's L2
   VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_sink, threads * sizeof(uint32_t)));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_tables, internal::kPrgTableBytes));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_tables, internal::kAesTableWords * sizeof(uint32_t)));
   VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_data, read_bytes));
   struct Free {
     void* p[3];
@@ -169,13 +172,10 @@ absl::StatusOr<DeviceRoofline> MeasureDeviceRoofline(int device, double seconds_
       for (void* x : p) cudaFree(x);
     }
   } free_all{{d_sink, d_tables, d_data}};
-  uint8_t host_tables[internal::kPrgTableBytes];
-  const dpf::PrgTables host = dpf::HostPrgTables();
-  for (uint32_t i = 0; i < internal::kPrgTableBytes; ++i) {
-    internal::CopyPrgTableByte(host, host_tables, i);
-  }
+  static constexpr std::array<uint32_t, internal::kAesTableWords> kAesWords =
+      internal::HostAesTableWords();
   VEIL_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(d_tables, host_tables, sizeof(host_tables), cudaMemcpyHostToDevice));
+      cudaMemcpy(d_tables, kAesWords.data(), sizeof(kAesWords), cudaMemcpyHostToDevice));
   VEIL_CUDA_RETURN_IF_ERROR(cudaMemset(d_data, 0x5a, read_bytes));
 
   auto set = [](absl::StatusOr<double> v, double& field) -> absl::Status {

@@ -24,6 +24,7 @@
 #include "dpf/block.h"
 #include "dpf/hd.h"
 #include "dpf/prg_portable.h"
+#include "gpu/internal/aes_tables.h"
 #include "gpu/internal/device_key.h"
 #include "gpu/internal/tree.h"
 
@@ -101,9 +102,9 @@ struct LaunchArgs {
   uint64_t tile_begin = 0;           // tiles of this launch: [tile_begin, tile_end)
   uint64_t tile_end = 0;
   Block* level_nodes = nullptr;  // level-by-level: num_keys x geo.leaves nodes
-  // Where the AES tables come from (host arrays, or the device's constant memory); every block
-  // copies them into its shared memory first.
-  dpf::PrgTables table_source = {};
+  // The AES tables (kAesTableWords words, aes_tables.h): a host array, or the device's constant
+  // memory. Every block copies them into its shared memory first.
+  const uint32_t* aes_table_source = nullptr;
   uint32_t* out = nullptr;  // num_keys x row_words answers, accumulated (+ or ^)
 
   VEIL_HD uint64_t row_limit() const {
@@ -116,7 +117,7 @@ VEIL_HD uint32_t RoundUp16(uint32_t x) { return (x + 15u) & ~15u; }
 
 // Byte offsets of the block's shared-memory regions.
 struct SharedLayout {
-  uint32_t prg = 0;     // AES S-box (256 B) and the three round-key schedules (3 x 176 B)
+  uint32_t prg = 0;     // AES tables (aes_tables.h)
   uint32_t acc = 0;     // K x D block accumulators
   uint32_t shares = 0;  // rows_per_tile x K shares of the current tile
   uint32_t nodes = 0;   // bounded window: K x leaves_per_tile nodes of the current subtree
@@ -128,8 +129,6 @@ struct SharedLayout {
 };
 
 VEIL_HD uint32_t Int8MPad(int keys_per_block) { return RoundUp16(4u * keys_per_block); }
-
-inline constexpr uint32_t kPrgTableBytes = 256 + 3 * 176;
 
 enum class Body : uint8_t { kBranchParallel, kLevelByLevelLeaves, kBoundedWindow };
 
@@ -145,7 +144,7 @@ VEIL_HD SharedLayout MakeSharedLayout(const Geometry& g, int keys_per_block, uin
     return start;
   };
   const uint32_t k = keys_per_block;
-  s.prg = take(kPrgTableBytes);
+  s.prg = take(4 * kAesTableWords);
   s.acc = take(4u * k * row_words);
   s.shares = take(4u * k * g.rows_per_tile());
   if (body == Body::kBoundedWindow) {
@@ -165,7 +164,7 @@ VEIL_HD SharedLayout MakeSharedLayout(const Geometry& g, int keys_per_block, uin
 
 // Typed views of one block's shared memory.
 struct BlockShared {
-  uint8_t* prg;
+  uint32_t* prg;
   uint32_t* acc;
   uint32_t* shares;
   Block* nodes;
@@ -175,7 +174,7 @@ struct BlockShared {
   int32_t* c_tile;
 
   VEIL_HD BlockShared(uint8_t* base, const SharedLayout& s)
-      : prg(base + s.prg),
+      : prg(reinterpret_cast<uint32_t*>(base + s.prg)),
         acc(reinterpret_cast<uint32_t*>(base + s.acc)),
         shares(reinterpret_cast<uint32_t*>(base + s.shares)),
         nodes(reinterpret_cast<Block*>(base + s.nodes)),
@@ -222,43 +221,25 @@ VEIL_HD void SignedDigits(uint32_t y, int8_t d[4]) {
 
 // ---- Phases -----------------------------------------------------------------------------------
 
-// Copies the AES tables into shared memory and zeroes the block accumulators. The S-box is
+// Copies the AES tables into shared memory and zeroes the block accumulators. The tables are
 // indexed by secret bytes that differ per thread: constant memory would serialise those divergent
 // reads, shared memory serves them in one pass (up to bank conflicts, see gpu/README.md on
-// timing). The round keys are read at the same address by all threads: a shared-memory broadcast.
-VEIL_HD void CopyPrgTableByte(const dpf::PrgTables& src, uint8_t* dst, uint32_t i) {
-  if (i < 256) {
-    dst[i] = src.sbox[i];
-  } else if (i < 256 + 176) {
-    dst[i] = src.round_keys_left[i - 256];
-  } else if (i < 256 + 2 * 176) {
-    dst[i] = src.round_keys_right[i - 256 - 176];
-  } else if (i < kPrgTableBytes) {
-    dst[i] = src.round_keys_value[i - 256 - 2 * 176];
-  }
-}
-
-VEIL_HD dpf::PrgTables SharedPrgTables(const uint8_t* prg) {
-  return {prg, prg + 256, prg + 256 + 176, prg + 256 + 2 * 176};
-}
-
+// timing). The round keys are read at the same address by all threads: a broadcast.
 VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhasePrologue(Runner& run, const LaunchArgs& a, const BlockShared& s) {
   const uint32_t acc_words = static_cast<uint32_t>(a.keys_per_block) * a.row_words;
-  const uint32_t items = acc_words > kPrgTableBytes ? acc_words : kPrgTableBytes;
+  const uint32_t items = acc_words > kAesTableWords ? acc_words : kAesTableWords;
   run.Phase(items, [&](uint32_t i) {
-    CopyPrgTableByte(a.table_source, s.prg, i);
+    if (i < kAesTableWords) s.prg[i] = a.aes_table_source[i];
     if (i < acc_words) s.acc[i] = 0;
   });
 }
 
-VEIL_HD dpf::PrgTables BlockTables(const LaunchArgs&, const BlockShared& s) {
-  return SharedPrgTables(s.prg);
-}
+VEIL_HD AesTables BlockTables(const BlockShared& s) { return AesTablesAt(s.prg); }
 
 // Writes the shares of one finished leaf into the tile's shares (row-major rows x K).
-VEIL_HD void StoreLeafShares(const PackedKey& key, const dpf::PrgTables& tables, Block node,
+VEIL_HD void StoreLeafShares(const PackedKey& key, const AesTables& tables, Block node,
                              uint32_t leaf_in_tile, int k, int keys_per_block, uint32_t* shares) {
   uint32_t values[16];
   LeafOutput(key, tables, node, values);
@@ -272,7 +253,7 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseWalkLeaves(Runner& run, const LaunchArgs& a, const BlockShared& s,
                              const BlockWork& w, uint64_t tile) {
-  const dpf::PrgTables tables = BlockTables(a, s);
+  const AesTables tables = BlockTables(s);
   const uint32_t lpt = a.geo.leaves_per_tile();
   run.Phase(lpt * w.keys, [&](uint32_t item) {
     const int k = static_cast<int>(item / lpt);
@@ -291,7 +272,7 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseAdvancePath(Runner& run, const LaunchArgs& a, const BlockShared& s,
                               const BlockWork& w, uint64_t tile, bool first) {
-  const dpf::PrgTables tables = BlockTables(a, s);
+  const AesTables tables = BlockTables(s);
   const int depth = a.geo.subtree_depth();
   run.Phase(w.keys, [&](uint32_t k) {
     const PackedKey& key = a.keys[w.key0 + k];
@@ -320,7 +301,7 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseExpandTileLevel(Runner& run, const LaunchArgs& a, const BlockShared& s,
                                   const BlockWork& w, int l) {
-  const dpf::PrgTables tables = BlockTables(a, s);
+  const AesTables tables = BlockTables(s);
   const uint32_t nodes = 1u << l;
   const int shift = a.geo.window_log - l;
   const int level = a.geo.subtree_depth() + l;
@@ -340,7 +321,7 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseConvertTileLeaves(Runner& run, const LaunchArgs& a, const BlockShared& s,
                                     const BlockWork& w, uint64_t tile) {
-  const dpf::PrgTables tables = BlockTables(a, s);
+  const AesTables tables = BlockTables(s);
   const uint32_t lpt = a.geo.leaves_per_tile();
   run.Phase(lpt * w.keys, [&](uint32_t item) {
     const uint32_t k = item / lpt, j = item % lpt;
@@ -355,7 +336,7 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseConvertBufferedLeaves(Runner& run, const LaunchArgs& a, const BlockShared& s,
                                         const BlockWork& w, uint64_t tile) {
-  const dpf::PrgTables tables = BlockTables(a, s);
+  const AesTables tables = BlockTables(s);
   const uint32_t lpt = a.geo.leaves_per_tile();
   run.Phase(lpt * w.keys, [&](uint32_t item) {
     const uint32_t k = item / lpt, j = item % lpt;
@@ -547,7 +528,7 @@ VEIL_HD void FusedBlock(Runner& run, Body body, const LaunchArgs& a, uint8_t* sm
 // Level-by-level: node i of level l sits at slot i << (levels - l) of its key's buffer (the root
 // at slot 0); its children take that slot and the one half a stride further, the right one only
 // where a needed leaf lies below it. One launch per level; items run over all keys' nodes.
-VEIL_HD void ExpandBufferedItem(const LaunchArgs& a, const dpf::PrgTables& tables, int l,
+VEIL_HD void ExpandBufferedItem(const LaunchArgs& a, const AesTables& tables, int l,
                                 uint64_t item) {
   const uint64_t nodes = a.geo.nodes_at_level(l);
   const uint64_t k = item / nodes, i = item % nodes;
@@ -564,14 +545,14 @@ VEIL_HD void ExpandBufferedItem(const LaunchArgs& a, const dpf::PrgTables& table
 // Block x of gx takes a contiguous share of the level's items.
 VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
-VEIL_HD void LevelBlock(Runner& run, const LaunchArgs& a, uint8_t* smem, int level, uint32_t bx,
+VEIL_HD void LevelBlock(Runner& run, const LaunchArgs& a, uint32_t* smem, int level, uint32_t bx,
                         uint32_t gx) {
   const uint64_t total =
       static_cast<uint64_t>(a.num_keys) * (level < 0 ? 1 : a.geo.nodes_at_level(level));
   const uint64_t begin = total * bx / gx, end = total * (bx + 1) / gx;
   if (begin >= end) return;
-  run.Phase(kPrgTableBytes, [&](uint32_t i) { CopyPrgTableByte(a.table_source, smem, i); });
-  const dpf::PrgTables tables = SharedPrgTables(smem);
+  run.Phase(kAesTableWords, [&](uint32_t i) { smem[i] = a.aes_table_source[i]; });
+  const AesTables tables = AesTablesAt(smem);
   run.Phase(static_cast<uint32_t>(end - begin), [&](uint32_t i) {
     if (level < 0) {
       a.level_nodes[(begin + i) * a.geo.leaves] = a.keys[begin + i].root;
