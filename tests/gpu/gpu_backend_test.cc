@@ -111,6 +111,24 @@ TEST(GpuBackend, EveryStrategyAndPrgEqualsCpu) {
   }
 }
 
+// Small enough to run under compute-sanitizer (memcheck, racecheck, synccheck) in scripts/gpu-check.
+TEST(GpuBackend, SmallCaseForSanitizers) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(TestSeed() + 7);
+  Case c = MakeCase(1500, 17, 10, {Prg::kAes128, Prg::kChaCha12},
+                    {OutputType::kAdditive, OutputType::kXor}, true, rng);
+  const std::vector<uint32_t> cpu = CpuAnswers(c);
+  for (Strategy s : kAllStrategies) {
+    for (TableDtype dtype : {TableDtype::kUint32, TableDtype::kInt8}) {
+      GpuBackendOptions o;
+      o.strategy = s;
+      o.dtype = dtype;
+      o.keys_per_block = 3;
+      EXPECT_EQ(GpuAnswers(c, o), cpu) << StrategyName(s) << " " << TableDtypeName(dtype);
+    }
+  }
+}
+
 TEST(GpuBackend, Int8TensorCoresEqualCpu) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(TestSeed() + 1);
