@@ -1,4 +1,4 @@
-// veil-codesign: profile | layout | simulate | sweep | train — the co-design of batch-PIR layouts
+// veil-codesign: profile | layout | simulate | sweep | train | synth — the co-design of batch-PIR layouts
 // from training logs (see docs/codesign-results.md for the measured points and commands).
 #include <cstdio>
 #include <fstream>
@@ -16,6 +16,7 @@
 #include "training_tools/models.h"
 #include "training_tools/profile.h"
 #include "training_tools/simulate.h"
+#include "training_tools/synthetic.h"
 #include "training_tools/workload.h"
 
 ABSL_FLAG(std::string, workload, "", "preset: movielens or brown (data under --data_dir)");
@@ -49,6 +50,8 @@ ABSL_FLAG(bool, quick, false, "sweep: small grid and model (< 10 minutes on 2 co
 ABSL_FLAG(bool, model, true, "simulate/sweep: train the model and measure its quality");
 ABSL_FLAG(int, epochs, 0, "training epochs (0: the workload's default)");
 ABSL_FLAG(int, threads, 2, "torch threads");
+ABSL_FLAG(int64_t, synthetic_rows, 1000000, "synth: rows of the synthetic table");
+ABSL_FLAG(int64_t, synthetic_requests, 20000, "synth: training requests (validation: a quarter)");
 
 namespace veil::training {
 namespace {
@@ -283,12 +286,59 @@ absl::Status TrainCommand() {
   return absl::OkStatus();
 }
 
+// Fits the workload's popularity and co-access, generates a larger table's requests, and sweeps
+// layouts on them (quality = fetched share: there is no model for a synthetic table).
+absl::Status SynthCommand() {
+  auto workload = LoadFromFlags();
+  if (!workload.ok()) return workload.status();
+  const int top_k = absl::GetFlag(FLAGS_top_k);
+  const AccessProfile real = BuildProfile(workload->train_requests, workload->num_rows, top_k);
+  const SyntheticFit fit = FitSynthetic(real, workload->train_requests);
+  const int64_t rows = absl::GetFlag(FLAGS_synthetic_rows);
+  const int64_t count = absl::GetFlag(FLAGS_synthetic_requests);
+  if (rows <= 0 || rows > embedding::kMaxLayoutRows || count <= 0) {
+    return absl::InvalidArgumentError("synth: rows and requests must be positive (rows ≤ 2^30)");
+  }
+  std::fprintf(stderr, "generating %lld + %lld requests over %lld rows...\n",
+               static_cast<long long>(count), static_cast<long long>(count / 4),
+               static_cast<long long>(rows));
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  const auto train = GenerateRequests(fit, rows, count, seed);
+  const auto validation = GenerateRequests(fit, rows, std::max<int64_t>(count / 4, 1), seed + 1);
+  const AccessProfile synthetic = BuildProfile(train, static_cast<int32_t>(rows), top_k);
+  const SyntheticFit refit = FitSynthetic(synthetic, train);
+  SweepOptions options;
+  options.seed = LayoutSeed();
+  options.backend_words_per_s = absl::GetFlag(FLAGS_backend_words_per_s);
+  options.max_bytes_per_inference = absl::GetFlag(FLAGS_max_bytes);
+  options.progress = Progress;
+  auto result = Sweep(synthetic, workload->row_words, validation,
+                      SweepGrid::Default(absl::GetFlag(FLAGS_quick)), options, nullptr);
+  if (!result.ok()) return result.status();
+  const std::string out_dir = absl::GetFlag(FLAGS_out).empty() ? "." : absl::GetFlag(FLAGS_out);
+  const std::string base = absl::StrCat(out_dir, "/sweep-synthetic");
+  {
+    std::ofstream csv(base + ".csv");
+    WriteSweepCsv(*result, csv);
+    if (!csv) return absl::InternalError(absl::StrCat("cannot write ", base, ".csv"));
+  }
+  if (auto s = PlotSweep(*result, base + ".csv", base + ".png"); !s.ok()) return s;
+  std::printf(
+      "{\"tool\":\"veil-codesign\",\"command\":\"synth\",\"fitted_on\":\"%s\",\"zipf_exponent\":%.4f,"
+      "\"zipf_r2\":%.4f,\"co_access_share\":%.4f,\"synthetic_rows\":%lld,"
+      "\"synthetic_zipf_exponent\":%.4f,\"synthetic_co_access_share\":%.4f,\"sweep\":%s}\n",
+      workload->name.c_str(), fit.zipf_exponent, fit.zipf_r2, fit.co_access_share,
+      static_cast<long long>(rows), refit.zipf_exponent, refit.co_access_share,
+      SweepSummaryJson("synthetic", *result).c_str());
+  return absl::OkStatus();
+}
+
 }  // namespace
 }  // namespace veil::training
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "veil-codesign profile|layout|simulate|sweep|train [--workload=movielens|brown | "
+      "veil-codesign profile|layout|simulate|sweep|train|synth [--workload=movielens|brown | "
       "--interactions=FILE | --text=FILE] [flags]");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
@@ -307,6 +357,8 @@ int main(int argc, char** argv) {
     status = veil::training::SweepCommand();
   } else if (command == "train") {
     status = veil::training::TrainCommand();
+  } else if (command == "synth") {
+    status = veil::training::SynthCommand();
   } else {
     std::fprintf(stderr, "unknown command \"%s\"\n%s\n", command.c_str(),
                  absl::ProgramUsageMessage().data());

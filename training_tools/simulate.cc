@@ -23,13 +23,15 @@ SweepGrid Grid(std::vector<double> hot_fractions, std::vector<int32_t> hot_bins,
   return grid;
 }
 
-// The grid's distinct layouts: with no hot table the hot knobs do not matter.
+// The grid's distinct layouts: with no hot table the hot knobs do not matter, and a table that
+// is never queried (0 rounds) needs no bin count.
 std::vector<LayoutChoice> Choices(const SweepGrid& grid) {
   std::vector<LayoutChoice> choices;
   for (double hot_fraction : grid.hot_fractions) {
     for (int32_t c : grid.colocations) {
       for (int32_t cold_bins : grid.cold_bins) {
         for (int32_t cold_rounds : grid.cold_rounds) {
+          if (cold_rounds == 0 && cold_bins != grid.cold_bins.front()) continue;
           if (hot_fraction == 0) {
             if (cold_rounds > 0) choices.push_back({0, 0, 0, cold_bins, cold_rounds, c});
             continue;

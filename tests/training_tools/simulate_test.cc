@@ -1,0 +1,147 @@
+#include "training_tools/simulate.h"
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "training_tools/synthetic.h"
+#include "training_tools/workload.h"
+
+namespace veil::training {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kDataDir = std::string(VEIL_SOURCE_DIR) + "/data";
+
+// Requests over 400 rows: rows 0..9 are in almost every request, together with rows 2k and 2k+1
+// which always come as a pair (co-accessed).
+std::vector<RowRequest> PairedRequests(int count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<RowRequest> requests;
+  for (int i = 0; i < count; ++i) {
+    RowRequest request;
+    for (int32_t hot = 0; hot < 10; ++hot) {
+      if (rng() % 10 < 8) request.push_back(hot);
+    }
+    for (int pair = 0; pair < 3; ++pair) {
+      const int32_t k = 5 + static_cast<int32_t>(rng() % 195);
+      request.push_back(2 * k);
+      request.push_back(2 * k + 1);
+    }
+    std::sort(request.begin(), request.end());
+    request.erase(std::unique(request.begin(), request.end()), request.end());
+    requests.push_back(request);
+  }
+  return requests;
+}
+
+TEST(SimulateTest, CountsFetchedRowsAndTheConstantCost) {
+  const auto requests = PairedRequests(300, 1);
+  const AccessProfile profile = BuildProfile(requests, 400, 4);
+  const LayoutChoice plain{.cold_bins = 16, .cold_rounds = 1};
+  auto layout = DesignLayout(profile, 32, plain, {});
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  auto result = Simulate(*layout, requests, 1e9);
+  ASSERT_TRUE(result.ok()) << result.status();
+  int64_t wanted = 0, missing = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    wanted += static_cast<int64_t>(requests[i].size());
+    missing += static_cast<int64_t>(result->missing[i].size());
+    ASSERT_LE(requests[i].size() - result->missing[i].size(), 16u) << "one row per bin";
+  }
+  EXPECT_DOUBLE_EQ(result->fetched_share, 1.0 - static_cast<double>(missing) / wanted);
+  EXPECT_EQ(result->cost.words_scanned, client::CostOf(*layout).words_scanned);
+  EXPECT_EQ(result->cost.words_scanned, 16 * 25 * 32);  // every row scanned once
+  EXPECT_DOUBLE_EQ(result->latency_ms, 1e3 * 16 * 25 * 32 / 1e9);
+
+  // A hot table with more rounds and co-located pairs fetch more for a similar cost.
+  const LayoutChoice designed{.hot_fraction = 0.025, .hot_bins = 5, .hot_rounds = 2,
+                              .cold_bins = 16, .cold_rounds = 1, .colocation = 1};
+  auto better = DesignLayout(profile, 32, designed, {});
+  ASSERT_TRUE(better.ok()) << better.status();
+  auto improved = Simulate(*better, requests, 0);
+  ASSERT_TRUE(improved.ok());
+  EXPECT_GT(improved->fetched_share, result->fetched_share + 0.1);
+}
+
+TEST(SweepTest, IsDeterministicForASeedAndPicksTheCheapestPreservedPoint) {
+  const auto train = PairedRequests(400, 2);
+  const auto validation = PairedRequests(100, 3);
+  const AccessProfile profile = BuildProfile(train, 400, 4);
+  SweepGrid grid;
+  grid.hot_fractions = {0, 0.025};
+  grid.hot_bins = {5};
+  grid.hot_rounds = {2, 3};
+  grid.cold_bins = {8, 32, 128};
+  grid.cold_rounds = {0, 1, 2};
+  grid.colocations = {0, 1};
+  SweepOptions options;
+  options.seed[0] = 9;
+  options.min_fetched_share = 0.95;
+  auto a = Sweep(profile, 32, validation, grid, options, nullptr);
+  auto b = Sweep(profile, 32, validation, grid, options, nullptr);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::ostringstream csv_a, csv_b;
+  WriteSweepCsv(*a, csv_a);
+  WriteSweepCsv(*b, csv_b);
+  EXPECT_EQ(csv_a.str(), csv_b.str());
+  EXPECT_THAT(csv_a.str(), HasSubstr("hot_fraction,hot_bins"));
+
+  ASSERT_GE(a->chosen, 0);
+  const SweepPoint& chosen = a->points[a->chosen];
+  EXPECT_TRUE(chosen.preserved);
+  for (const SweepPoint& p : a->points) {
+    if (p.preserved && p.bytes() <= options.max_bytes_per_inference) {
+      EXPECT_GE(p.simulation.cost.words_scanned, chosen.simulation.cost.words_scanned);
+    }
+  }
+  const std::string json = SweepSummaryJson("test", *a);
+  EXPECT_THAT(json, HasSubstr("\"compute_reduction_at_preserved_quality\":"));
+  EXPECT_THAT(json, HasSubstr("\"bytes_per_inference\":"));
+}
+
+TEST(SyntheticTest, RecoversTheFittedZipfExponent) {
+  SyntheticFit truth;
+  truth.zipf_exponent = 1.0;
+  truth.request_sizes = {20};
+  const auto requests = GenerateRequests(truth, 5000, 4000, 7);
+  EXPECT_EQ(GenerateRequests(truth, 5000, 10, 7), GenerateRequests(truth, 5000, 10, 7));
+  const AccessProfile profile = BuildProfile(requests, 5000, 4);
+  const SyntheticFit fit = FitSynthetic(profile, requests);
+  // Unseen tail rows are left out of the fit, which flattens it a little.
+  EXPECT_NEAR(fit.zipf_exponent, 1.0, 0.25);
+  EXPECT_GT(fit.zipf_r2, 0.9);
+}
+
+TEST(SyntheticTest, FitsMovieLens) {
+  WorkloadOptions options;
+  options.preset = "movielens";
+  options.data_dir = kDataDir;
+  auto workload = LoadWorkload(options);
+  ASSERT_TRUE(workload.ok()) << workload.status();
+  EXPECT_EQ(workload->num_rows, 9066);
+  const AccessProfile profile = BuildProfile(workload->train_requests, workload->num_rows, 8);
+  const SyntheticFit fit = FitSynthetic(profile, workload->train_requests);
+  EXPECT_GT(fit.zipf_exponent, 0.5);
+  EXPECT_GT(fit.co_access_share, 0.05);
+  const auto synthetic = GenerateRequests(fit, 100000, 200, 1);
+  ASSERT_EQ(synthetic.size(), 200u);
+}
+
+TEST(WorkloadTest, RejectsAmbiguousOrUnknownSources) {
+  WorkloadOptions options;
+  EXPECT_THAT(LoadWorkload(options).status().message(), HasSubstr("exactly one"));
+  options.preset = "imagenet";
+  EXPECT_THAT(LoadWorkload(options).status().message(), HasSubstr("unknown workload"));
+  options.preset = "brown";
+  options.data_dir = "/nonexistent";
+  EXPECT_TRUE(absl::IsNotFound(LoadWorkload(options).status()));
+}
+
+}  // namespace
+}  // namespace veil::training
