@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <barrier>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,9 +19,16 @@ namespace {
 using internal::BlockShared;
 using internal::LaunchArgs;
 
+// The scalar definition of what the device computes with wmma on the same staged tiles.
+template <class Runner>
+void Int8TileProductScalar(Runner& run, const LaunchArgs& a, const BlockShared& s) {
+  const uint32_t items = internal::Int8MPad(a.keys_per_block) * internal::RoundUp16(a.row_words);
+  run.Phase(items, [&](uint32_t i) { internal::Int8TileProductItem(a, s, i); });
+}
+
 // Runs a phase's items one after the other: a valid schedule of the device's threads, because
 // items of one phase never touch each other's data except through the atomics below.
-class HostRunner {
+class SequentialRunner {
  public:
   uint32_t threads() const { return internal::kBlockThreads; }
   template <class F>
@@ -27,21 +37,65 @@ class HostRunner {
   }
   void AtomicAdd(uint32_t* p, uint32_t v) { *p += v; }
   void AtomicXor(uint32_t* p, uint32_t v) { *p ^= v; }
-  // The scalar definition of what the device computes with wmma on the same staged tiles.
   void Int8TileProduct(const LaunchArgs& a, const BlockShared& s) {
-    const uint32_t items = internal::Int8MPad(a.keys_per_block) * internal::RoundUp16(a.row_words);
-    Phase(items, [&](uint32_t i) { internal::Int8TileProductItem(a, s, i); });
+    Int8TileProductScalar(*this, a, s);
   }
 };
+
+// One of kBlockThreads host threads of a simulated block, as the device runs it: every thread
+// executes the whole body, takes the items tid, tid + threads, ... of each phase and waits at a
+// barrier after it. Runs the bodies' barrier structure for real (a non-uniform phase sequence
+// deadlocks) and lets ThreadSanitizer see any two items of one phase that race.
+class ThreadedRunner {
+ public:
+  ThreadedRunner(uint32_t tid, std::barrier<>& barrier) : tid_(tid), barrier_(barrier) {}
+  uint32_t threads() const { return internal::kBlockThreads; }
+  template <class F>
+  void Phase(uint32_t items, F&& f) {
+    for (uint32_t i = tid_; i < items; i += internal::kBlockThreads) f(i);
+    barrier_.arrive_and_wait();
+  }
+  void AtomicAdd(uint32_t* p, uint32_t v) {
+    std::atomic_ref<uint32_t>(*p).fetch_add(v, std::memory_order_relaxed);
+  }
+  void AtomicXor(uint32_t* p, uint32_t v) {
+    std::atomic_ref<uint32_t>(*p).fetch_xor(v, std::memory_order_relaxed);
+  }
+  void Int8TileProduct(const LaunchArgs& a, const BlockShared& s) {
+    Int8TileProductScalar(*this, a, s);
+  }
+
+ private:
+  uint32_t tid_;
+  std::barrier<>& barrier_;
+};
+
+// Runs body(runner) for one simulated block.
+template <class Body>
+void RunBlock(bool threaded, const Body& body) {
+  if (!threaded) {
+    SequentialRunner run;
+    body(run);
+    return;
+  }
+  std::barrier<> barrier(internal::kBlockThreads);
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < internal::kBlockThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ThreadedRunner run(t, barrier);
+      body(run);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
 
 // Shared memory of one simulated block.
 std::vector<dpf::Block> SharedMemory(uint32_t bytes) {
   return std::vector<dpf::Block>((bytes + 15) / 16);
 }
 
-void RunLaunch(LaunchArgs a, internal::Body body, int blocks_per_group) {
-  HostRunner run;
-  const uint32_t gx = static_cast<uint32_t>(blocks_per_group);
+void RunLaunch(LaunchArgs a, internal::Body body, const HostRunOptions& options) {
+  const uint32_t gx = static_cast<uint32_t>(options.blocks_per_group);
   const uint32_t gy = static_cast<uint32_t>((a.num_keys + a.keys_per_block - 1) / a.keys_per_block);
   std::vector<dpf::Block> nodes;
   if (body == internal::Body::kLevelByLevelLeaves) {
@@ -50,7 +104,8 @@ void RunLaunch(LaunchArgs a, internal::Body body, int blocks_per_group) {
     std::vector<uint32_t> smem(internal::kAesTableWords);
     for (int level = -1; level < a.geo.levels; ++level) {
       for (uint32_t bx = 0; bx < gx; ++bx) {
-        internal::LevelBlock(run, a, smem.data(), level, bx, gx);
+        RunBlock(options.threaded,
+                 [&](auto& run) { internal::LevelBlock(run, a, smem.data(), level, bx, gx); });
       }
     }
   }
@@ -59,7 +114,9 @@ void RunLaunch(LaunchArgs a, internal::Body body, int blocks_per_group) {
   std::vector<dpf::Block> smem = SharedMemory(layout.bytes);
   for (uint32_t by = 0; by < gy; ++by) {
     for (uint32_t bx = 0; bx < gx; ++bx) {
-      internal::FusedBlock(run, body, a, reinterpret_cast<uint8_t*>(smem.data()), bx, gx, by);
+      RunBlock(options.threaded, [&](auto& run) {
+        internal::FusedBlock(run, body, a, reinterpret_cast<uint8_t*>(smem.data()), bx, gx, by);
+      });
     }
   }
 }
@@ -117,7 +174,7 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf
       a.aes_table_source = kAesTables.data();
       std::fill(partial.begin(), partial.end(), 0u);
       a.out = partial.data();
-      RunLaunch(a, body, options.blocks_per_group);
+      RunLaunch(a, body, options);
       for (size_t i = 0; i < total.size(); ++i) {
         total[i] = group.geo.xor_output ? (total[i] ^ partial[i]) : (total[i] + partial[i]);
       }

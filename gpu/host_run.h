@@ -25,6 +25,10 @@ struct HostRunOptions {
   // answered on its own as one device would, and the partial answers combined (+ or ^) as the
   // NCCL reduction does.
   int slices = 1;
+  // Run every simulated block on kBlockThreads host threads with real barriers (as the device
+  // does) instead of item by item: checks the barrier structure, and under ThreadSanitizer
+  // reports items of one phase that race. Slower.
+  bool threaded = false;
 };
 
 // out[k * row_words + j] = share of word j for keys[k], as the CUDA kernels compute it.

@@ -355,6 +355,32 @@ TEST(HostRun, RowSplitEqualsWholeTable) {
   }
 }
 
+// Every block on kBlockThreads threads with real barriers (the device's schedule): deadlocks on a
+// non-uniform phase sequence, and ThreadSanitizer builds report races between items of a phase.
+TEST(HostRun, ThreadedBlocksEqualCpu) {
+  std::mt19937_64 rng(TestSeed() + 12);
+  const uint64_t rows = 2 * internal::kSliceAlignRows + 77;
+  for (OutputType output : {OutputType::kAdditive, OutputType::kXor}) {
+    Table table = RandomTable(rows, 17, rng, /*int8=*/true);
+    Keys keys = RandomKeys(Params(Prg::kAes128, output, 3), rows, 5, rng);
+    const std::vector<uint32_t> cpu = CpuAnswer(keys, table.view);
+    for (Strategy s : kAllStrategies) {
+      for (TableDtype dtype : {TableDtype::kUint32, TableDtype::kInt8}) {
+        HostRunOptions options;
+        options.strategy = s;
+        options.dtype = dtype;
+        options.keys_per_block = 3;
+        options.blocks_per_group = 2;
+        options.slices = 2;
+        options.threaded = true;
+        EXPECT_EQ(HostRun(keys, table.view, options), cpu)
+            << "threaded " << Describe(s, Params(Prg::kAes128, output, 3), rows, 17) << " "
+            << TableDtypeName(dtype);
+      }
+    }
+  }
+}
+
 // Random correction words (not from GenerateKeys) against the plain per-leaf walk: the tree
 // arithmetic holds for any key material, not just well-formed keys.
 TEST(HostRun, RandomKeyMaterialEqualsPlainWalk) {
