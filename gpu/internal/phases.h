@@ -2,12 +2,14 @@
 //
 // A kernel body below is written once, as a template over a Runner that executes one phase for
 // all threads of a block and then synchronises:
-//   - DeviceRunner (gpu/internal/device_runner.cuh): each CUDA thread runs the items
-//     threadIdx.x, threadIdx.x + blockDim.x, ... of the phase, then __syncthreads().
-//   - HostRunner (gpu/host_run.cc): a loop runs the items one by one; the barrier is implicit.
+//   - DeviceRunner (gpu/kernels.cu): each CUDA thread runs the items threadIdx.x,
+//     threadIdx.x + blockDim.x, ... of the phase, then __syncthreads().
+//   - SequentialRunner (gpu/host_run.cc): a loop runs the items one by one; the barrier is
+//     implicit. ThreadedRunner (same file) runs the device's schedule on 256 host threads.
 // Every phase writes disjoint locations per item (or uses the runner's atomics), so the host's
 // sequential order is one valid interleaving of the device's threads: CI checks the arithmetic,
-// the indexing and the tiling of the real kernels without a GPU.
+// the indexing and the tiling of the real kernels without a GPU. Control flow between phases
+// depends only on block-uniform values (every thread reaches every barrier).
 //
 // The product is the GEMM answers[B x D] = shares[B x N] . table[N x D] (mod 2^32, or over GF(2)
 // for XOR keys). A block owns up to kMaxKeysPerBlock keys and a contiguous range of tiles; a tile
@@ -23,7 +25,6 @@
 
 #include "dpf/block.h"
 #include "dpf/hd.h"
-#include "dpf/prg_portable.h"
 #include "gpu/internal/aes_tables.h"
 #include "gpu/internal/device_key.h"
 #include "gpu/internal/tree.h"
@@ -42,9 +43,8 @@ namespace veil::gpu::internal {
 
 inline constexpr int kMaxKeysPerBlock = 8;
 inline constexpr int kBlockThreads = 256;
-inline constexpr int kTileRowsLog2 = 10;   // aim: 1024 rows per tile
-inline constexpr int kMaxWindowLog = 7;    // at most 128 leaves per tile (node buffer bound)
-inline constexpr uint32_t kInt8Tile = 16;  // tensor-core tile edge (wmma m16n16k16, s8)
+inline constexpr int kTileRowsLog2 = 10;  // aim: 1024 rows per tile
+inline constexpr int kMaxWindowLog = 7;   // at most 128 leaves per tile (node buffer bound)
 
 enum class TableKind : uint8_t {
   kWords = 0,           // uint32 rows, CUDA-core multiply-accumulate
@@ -349,21 +349,22 @@ VEIL_HD void PhaseConvertBufferedLeaves(Runner& run, const LaunchArgs& a, const 
 }
 
 // Table element (row relative to row_offset, column) as the 32-bit word it stands for.
+template <bool kInt8>
 VEIL_HD uint32_t TableWord(const LaunchArgs& a, uint64_t row, uint32_t c) {
-  if (a.table_kind == TableKind::kWords) return a.table[row * a.table_stride + c];
-  return static_cast<uint32_t>(static_cast<int32_t>(a.table_i8[row * a.row_words + c]));
+  if (kInt8) return static_cast<uint32_t>(static_cast<int32_t>(a.table_i8[row * a.row_words + c]));
+  return a.table[row * a.table_stride + c];
 }
 
 // The product of one tile on the CUDA cores: thread t owns column c = t % C (C = min(D, threads))
 // and the rows r = t / C + S * i (S = threads / C slices, interleaved so that a warp reads
 // consecutive rows: coalesced). Its K accumulators stay in registers (compile-time indices).
-template <bool kXor>
+template <bool kXor, bool kInt8>
 VEIL_HD void MultiplyColumn(const LaunchArgs& a, const BlockShared& s, int keys, uint64_t row0,
                             uint32_t valid, uint32_t first_row, uint32_t slices, uint32_t c,
                             uint32_t acc[kMaxKeysPerBlock]) {
   const int kpb = a.keys_per_block;
   for (uint32_t r = first_row; r < valid; r += slices) {
-    const uint32_t t = TableWord(a, row0 + r - a.row_offset, c);
+    const uint32_t t = TableWord<kInt8>(a, row0 + r - a.row_offset, c);
     const uint32_t* sh = s.shares + r * kpb;
     VEIL_GPU_UNROLL
     for (int k = 0; k < kMaxKeysPerBlock; ++k) {
@@ -387,10 +388,17 @@ VEIL_HD void PhaseMultiplyTile(Runner& run, const LaunchArgs& a, const BlockShar
     if (t >= slices * cols) return;
     for (uint32_t c = t % cols; c < a.row_words; c += cols) {
       uint32_t acc[kMaxKeysPerBlock] = {};
-      if (a.geo.xor_output) {
-        MultiplyColumn<true>(a, s, w.keys, row0, valid, t / cols, slices, c, acc);
+      const uint32_t first = t / cols;
+      if (a.table_kind == TableKind::kWords) {
+        if (a.geo.xor_output) {
+          MultiplyColumn<true, false>(a, s, w.keys, row0, valid, first, slices, c, acc);
+        } else {
+          MultiplyColumn<false, false>(a, s, w.keys, row0, valid, first, slices, c, acc);
+        }
+      } else if (a.geo.xor_output) {
+        MultiplyColumn<true, true>(a, s, w.keys, row0, valid, first, slices, c, acc);
       } else {
-        MultiplyColumn<false>(a, s, w.keys, row0, valid, t / cols, slices, c, acc);
+        MultiplyColumn<false, true>(a, s, w.keys, row0, valid, first, slices, c, acc);
       }
       VEIL_GPU_UNROLL
       for (int k = 0; k < kMaxKeysPerBlock; ++k) {
