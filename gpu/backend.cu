@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -94,6 +95,7 @@ class GpuResources {
   uint64_t level_keys = 0;      // level-by-level: keys per node-buffer fill
   bool use_nccl = false;
   GpuMemoryReport memory;
+  std::mutex answering;  // one Answer at a time: they share the staging buffers and streams
 
   ~GpuResources() {
     for (DeviceSlice& d : slices) {
@@ -126,9 +128,10 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
   if (t.words == nullptr || t.rows == 0 || t.row_words == 0) {
     return absl::InvalidArgumentError("GPU backend: empty table");
   }
-  if (o.devices.empty() || o.max_batch < 1 || o.keys_per_block < 1) {
+  if (o.devices.empty() || o.max_batch < 1 || o.max_batch > 65535 || o.keys_per_block < 1) {
     return absl::InvalidArgumentError(
-        "GPU backend: need at least one device, max_batch >= 1 and keys_per_block >= 1");
+        "GPU backend: need at least one device, 1 <= max_batch <= 65535 (grid rows) and "
+        "keys_per_block >= 1");
   }
   int count = 0;
   VEIL_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
@@ -366,6 +369,7 @@ GpuMemoryReport GpuBackend::memory() const { return resources_->memory; }
 
 absl::Status GpuBackend::Answer(absl::Span<const dpf::DpfKey* const> keys,
                                 absl::Span<uint32_t> out) {
+  std::lock_guard<std::mutex> lock(resources_->answering);
   const uint32_t words = resources_->table.row_words;
   if (out.size() != keys.size() * words) {
     return absl::InvalidArgumentError(absl::StrCat("GPU backend: out holds ", out.size(),

@@ -60,7 +60,8 @@ class GpuBackend : public pir::Backend {
 
   std::string name() const override { return "gpu"; }
   const dpf::TableView& table() const override;
-  // Returns INVALID_ARGUMENT as pir::Backend says; INTERNAL for a CUDA or NCCL failure.
+  // Returns INVALID_ARGUMENT as pir::Backend says; INTERNAL for a CUDA or NCCL failure. Calls
+  // from several threads are answered one after the other (they share the device buffers).
   absl::Status Answer(absl::Span<const dpf::DpfKey* const> keys, absl::Span<uint32_t> out) override;
 
   const GpuBackendOptions& options() const;

@@ -434,6 +434,24 @@ TEST(HostRun, RejectsMismatchedKeysAndOutput) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The bounded window's memory does not grow with the table: only the root-to-tile path does
+// (16 bytes per level and key), so a 2^36-row table needs barely more than a 2^16-row one.
+TEST(LaunchPlan, BoundedWindowMemoryIsLogarithmic) {
+  auto bytes = [](int log_rows) {
+    internal::PackedKey key{};
+    key.log_domain = static_cast<uint8_t>(log_rows);
+    key.leaf_points_log2 = 4;
+    key.leaf_words = 16;
+    key.levels = static_cast<uint8_t>(log_rows - 4);
+    const internal::Geometry geo = internal::MakeGeometry(key, uint64_t{1} << log_rows);
+    return internal::MakeSharedLayout(geo, 8, 16, internal::Body::kBoundedWindow,
+                                      internal::TableKind::kWords)
+        .bytes;
+  };
+  EXPECT_LE(bytes(36) - bytes(16), 20u * 8 * 16 + 128);
+  EXPECT_LT(bytes(36), 64u * 1024);
+}
+
 TEST(LaunchPlan, KeysPerBlockShrinksToFitSharedMemory) {
   internal::PackedKey key{};
   key.levels = 16;
