@@ -232,6 +232,7 @@ absl::Status PirAnswerGpu(const Flags& flags) {
           .Add("table_dtype", std::string(gpu::TableDtypeName(*dtype)))
           .Add("latency_mode", latency_mode)
           .Add("keys_per_block", mem.keys_per_block)
+          .Add("collective", (*backend)->collective())
           .Add("table_bytes", table_bytes)
           .Add("node_buffer_bytes", mem.node_buffer_bytes)
           .Add("shared_bytes_per_block", int64_t{mem.shared_bytes_per_block})

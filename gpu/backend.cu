@@ -96,6 +96,7 @@ class GpuResources {
   bool use_nccl = false;
   GpuMemoryReport memory;
   std::mutex answering;  // one Answer at a time: they share the staging buffers and streams
+  std::string nccl_status = "none: built without NCCL";
 
   ~GpuResources() {
     for (DeviceSlice& d : slices) {
@@ -246,9 +247,19 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
   }
 #if defined(VEIL_HAVE_NCCL)
   std::vector<ncclComm_t> comms(ranks);
-  VEIL_NCCL_RETURN_IF_ERROR(
-      ncclCommInitAll(comms.data(), static_cast<int>(ranks), o.devices.data()));
-  for (uint64_t r = 0; r < ranks; ++r) slices[r].comm = comms[r];
+  const ncclResult_t init =
+      ncclCommInitAll(comms.data(), static_cast<int>(ranks), o.devices.data());
+  if (init == ncclSuccess) {
+    for (uint64_t r = 0; r < ranks; ++r) slices[r].comm = comms[r];
+    nccl_status = absl::StrCat("nccl, ", ranks, ranks == 1 ? " rank" : " ranks");
+  } else if (ranks == 1) {
+    // One device needs no collective: answer without NCCL rather than not at all, and say why.
+    use_nccl = false;
+    nccl_status = absl::StrCat("none: ncclCommInitAll failed: ", ncclGetErrorString(init));
+  } else {
+    return absl::InternalError(
+        absl::StrCat("GPU backend: ncclCommInitAll failed: ", ncclGetErrorString(init)));
+  }
 #endif
   for (DeviceSlice& d : slices) {
     VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
@@ -258,6 +269,7 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
 }
 
 absl::Status GpuResources::LaunchGroup(DeviceSlice& d, const KeyGroup& group, uint64_t key_offset) {
+  if (d.row_begin >= d.row_end) return absl::OkStatus();  // more devices than row units
   const Body body = internal::BodyFor(options.strategy);
   const TableKind kind = internal::KindFor(options.dtype, group.geo);
   const uint32_t words = table.row_words;
@@ -314,23 +326,25 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, absl::S
   DeviceSlice& first = slices[0];
   const uint32_t* result = first.d_out;
 #if defined(VEIL_HAVE_NCCL)
-  // All-gather the partial answers, then combine per key group (+ or XOR) on the first device.
-  VEIL_NCCL_RETURN_IF_ERROR(ncclGroupStart());
-  for (DeviceSlice& d : slices) {
-    VEIL_NCCL_RETURN_IF_ERROR(
-        ncclAllGather(d.d_out, d.d_gather, count, ncclUint32, d.comm, d.stream));
-  }
-  VEIL_NCCL_RETURN_IF_ERROR(ncclGroupEnd());
-  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(first.device));
-  {
-    uint64_t offset = 0;
-    for (const KeyGroup& g : groups) {
-      // Rank r's partial answers start at r * count; a group's words sit at the same offset
-      // inside each rank's block.
-      VEIL_RETURN_IF_ERROR(internal::LaunchCombine(
-          first.d_gather + offset * words, static_cast<int>(slices.size()), count,
-          g.keys.size() * words, g.geo.xor_output, first.d_out + offset * words, first.stream));
-      offset += g.keys.size();
+  if (use_nccl) {
+    // All-gather the partial answers, then combine per key group (+ or XOR) on the first device.
+    VEIL_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+    for (DeviceSlice& d : slices) {
+      VEIL_NCCL_RETURN_IF_ERROR(
+          ncclAllGather(d.d_out, d.d_gather, count, ncclUint32, d.comm, d.stream));
+    }
+    VEIL_NCCL_RETURN_IF_ERROR(ncclGroupEnd());
+    VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(first.device));
+    {
+      uint64_t offset = 0;
+      for (const KeyGroup& g : groups) {
+        // Rank r's partial answers start at r * count; a group's words sit at the same offset
+        // inside each rank's block.
+        VEIL_RETURN_IF_ERROR(internal::LaunchCombine(
+            first.d_gather + offset * words, static_cast<int>(slices.size()), count,
+            g.keys.size() * words, g.geo.xor_output, first.d_out + offset * words, first.stream));
+        offset += g.keys.size();
+      }
     }
   }
 #endif
@@ -366,6 +380,7 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(const dpf::TableV
 const dpf::TableView& GpuBackend::table() const { return resources_->table; }
 const GpuBackendOptions& GpuBackend::options() const { return resources_->options; }
 GpuMemoryReport GpuBackend::memory() const { return resources_->memory; }
+std::string GpuBackend::collective() const { return resources_->nccl_status; }
 
 absl::Status GpuBackend::Answer(absl::Span<const dpf::DpfKey* const> keys,
                                 absl::Span<uint32_t> out) {

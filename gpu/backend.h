@@ -66,6 +66,9 @@ class GpuBackend : public pir::Backend {
 
   const GpuBackendOptions& options() const;
   GpuMemoryReport memory() const;
+  // How partial answers are combined: "nccl, N ranks", or "none: <why>" (built without NCCL, or
+  // its initialisation failed on a single device, which then answers alone).
+  std::string collective() const;
 
  private:
   explicit GpuBackend(std::unique_ptr<GpuResources> resources);
