@@ -375,7 +375,7 @@ absl::Status Client::Impl::RunCalls(std::vector<PreparedCall>& calls,
               [on_reply](capnp::Response<rpc::PirServer::AnswerResults> r) mutable {
                 return on_reply(kj::mv(r));
               },
-              on_error));
+              std::move(on_error)));
         } else {
           auto request = cap.answerPooledRequest();
           auto keys = request.initKeys(call.keys[s].size());
@@ -388,7 +388,7 @@ absl::Status Client::Impl::RunCalls(std::vector<PreparedCall>& calls,
               [on_reply](capnp::Response<rpc::PirServer::AnswerPooledResults> r) mutable {
                 return on_reply(kj::mv(r));
               },
-              on_error));
+              std::move(on_error)));
         }
       }
       offset += call.reply_words;

@@ -1,0 +1,35 @@
+// Starts two servers on a known fixed-point table and runs the C checks of c_abi_test.c.
+#include <vector>
+
+#include "embedding/table_builder.h"
+#include "gtest/gtest.h"
+#include "tests/server/two_servers.h"
+
+extern "C" int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows,
+                                 uint32_t dim);
+
+namespace veil {
+namespace {
+
+TEST(CAbiTest, CProgramChecksPass) {
+  constexpr uint64_t kRows = 200;
+  constexpr uint32_t kDim = 6;
+  std::vector<float> values(kRows * kDim);
+  for (uint64_t r = 0; r < kRows; ++r) {
+    for (uint32_t j = 0; j < kDim; ++j) values[r * kDim + j] = static_cast<float>(r * 7 + j) / 4;
+  }
+  std::string path = testing::TempPath("c_abi.veil");
+  embedding::TableOptions options;
+  options.epoch = 1;
+  options.frac_bits = 16;
+  ASSERT_TRUE(
+      embedding::WriteTable(path, embedding::RowFormat::kFixed32, kDim, values, options).ok());
+  auto servers = testing::StartTwoServers(path, path);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  EXPECT_EQ(veil_c_abi_checks(servers->address(0).c_str(), servers->address(1).c_str(), kRows,
+                              kDim),
+            0);
+}
+
+}  // namespace
+}  // namespace veil

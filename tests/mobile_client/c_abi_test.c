@@ -1,0 +1,132 @@
+/* The C ABI (mobile_client/veil.h) used from C99, as an app would. The servers serve a fixed-point
+ * table whose row r, column j holds (7r + j) / 4 (exact with 16 fractional bits); the C++ driver
+ * (c_abi_driver_test.cc) writes it and starts the servers, then calls veil_c_abi_checks. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mobile_client/veil.h"
+
+int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows, uint32_t dim);
+
+#define CHECK(cond)                                                                   \
+  do {                                                                                \
+    if (!(cond)) {                                                                    \
+      fprintf(stderr, "%s:%d: check failed: %s (veil_last_error: \"%s\")\n", __FILE__, \
+              __LINE__, #cond, veil_last_error());                                    \
+      return 1;                                                                       \
+    }                                                                                 \
+  } while (0)
+
+static float expected_value(uint64_t row, uint32_t col) { return (float)(row * 7 + col) / 4.0f; }
+
+static int check_errors(const char* server0) {
+  veil_client* client = (veil_client*)&client; /* must be reset to NULL on failure */
+  veil_client_options options;
+  memset(&options, 0, sizeof(options));
+
+  CHECK(veil_client_connect(NULL, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(client == NULL);
+  CHECK(strlen(veil_last_error()) > 0);
+  CHECK(veil_client_connect(&options, NULL) == VEIL_ERR_INVALID_ARGUMENT);
+
+  /* Nobody listens on port 1: a clear error naming the server, within the timeout. */
+  options.server0 = server0;
+  options.server1 = "127.0.0.1:1";
+  options.timeout_ms = 2000;
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_UNAVAILABLE);
+  CHECK(client == NULL);
+  CHECK(strstr(veil_last_error(), "server 1 (127.0.0.1:1)") != NULL);
+  CHECK(strcmp(veil_status_name(VEIL_ERR_UNAVAILABLE), "UNAVAILABLE") == 0);
+
+  options.server1 = server0;
+  options.prg = "rot13";
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  veil_client_close(NULL);
+  return 0;
+}
+
+int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows, uint32_t dim) {
+  veil_client* client = NULL;
+  veil_client_options options;
+  veil_table_info info;
+  veil_call_stats stats;
+  uint64_t indices[3];
+  uint32_t bag_sizes[2] = {2, 1};
+  int32_t weights[3] = {2, -1, 1};
+  float values[3 * 16];
+  uint32_t words[3 * 16];
+  uint32_t i, j;
+
+  CHECK(veil_abi_version() == VEIL_ABI_VERSION);
+  CHECK(dim <= 16);
+  if (check_errors(server0) != 0) return 1;
+
+  memset(&options, 0, sizeof(options));
+  options.server0 = server0;
+  options.server1 = server1;
+  CHECK(veil_client_connect(&options, &client) == VEIL_OK);
+  CHECK(client != NULL);
+  CHECK(strcmp(veil_last_error(), "") == 0);
+
+  CHECK(veil_client_table_info(client, &info) == VEIL_OK);
+  CHECK(info.rows == rows);
+  CHECK(info.dim == dim);
+  CHECK(info.row_words == dim);
+  CHECK(info.row_format == VEIL_FORMAT_FIXED);
+  CHECK(info.frac_bits == 16);
+  CHECK(info.epoch == 1);
+
+  /* Rows, dequantized and as words. */
+  indices[0] = 0;
+  indices[1] = rows - 1;
+  indices[2] = 5;
+  CHECK(veil_lookup(client, indices, 3, values, 3 * dim) == VEIL_OK);
+  for (i = 0; i < 3; ++i) {
+    for (j = 0; j < dim; ++j) CHECK(values[i * dim + j] == expected_value(indices[i], j));
+  }
+  CHECK(veil_lookup_words(client, indices, 3, words, 3 * dim) == VEIL_OK);
+  for (i = 0; i < 3; ++i) {
+    for (j = 0; j < dim; ++j) {
+      CHECK(words[i * dim + j] == (uint32_t)((indices[i] * 7 + j) * 16384u));
+    }
+  }
+  CHECK(veil_last_call_stats(client, &stats) == VEIL_OK);
+  CHECK(stats.lookups == 3 && stats.keys == 3);
+  CHECK(stats.bytes_up > 0 && stats.bytes_down > 0 && stats.latency_ms > 0);
+
+  /* Bad calls: an error code and a message, and the client keeps working. */
+  CHECK(veil_lookup(client, indices, 3, values, 3 * dim - 1) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "output buffer") != NULL);
+  indices[2] = rows;
+  CHECK(veil_lookup(client, indices, 3, values, 3 * dim) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "outside the table") != NULL);
+  CHECK(veil_lookup(NULL, indices, 3, values, 3 * dim) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(veil_lookup_pooled(client, indices, 3, bag_sizes, 2, NULL, 7, values, 2 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  indices[2] = 5;
+
+  /* Pooled: bags {0, rows-1} and {5}; sums, weighted sums, means. */
+  CHECK(veil_lookup_pooled(client, indices, 3, bag_sizes, 2, NULL, VEIL_POOL_SUM, values,
+                           2 * dim) == VEIL_OK);
+  for (j = 0; j < dim; ++j) {
+    CHECK(values[j] == expected_value(0, j) + expected_value(rows - 1, j));
+    CHECK(values[dim + j] == expected_value(5, j));
+  }
+  CHECK(veil_lookup_pooled(client, indices, 3, bag_sizes, 2, weights, VEIL_POOL_SUM, values,
+                           2 * dim) == VEIL_OK);
+  for (j = 0; j < dim; ++j) {
+    CHECK(values[j] == 2 * expected_value(0, j) - expected_value(rows - 1, j));
+    CHECK(values[dim + j] == expected_value(5, j));
+  }
+  CHECK(veil_lookup_pooled(client, indices, 3, bag_sizes, 2, NULL, VEIL_POOL_MEAN, values,
+                           2 * dim) == VEIL_OK);
+  for (j = 0; j < dim; ++j) {
+    CHECK(values[j] == (expected_value(0, j) + expected_value(rows - 1, j)) / 2);
+  }
+  CHECK(veil_last_call_stats(client, &stats) == VEIL_OK);
+  CHECK(stats.lookups == 2 && stats.keys == 3);
+
+  veil_client_close(client);
+  return 0;
+}
