@@ -15,7 +15,10 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<pir::Backend>> CreateGpu(const dpf::TableView& table) {
 #ifdef VEIL_HAVE_GPU_BACKEND
-  return gpu::CreateGpuBackend(table);
+  if (gpu::GpuDeviceCount() == 0) {
+    return absl::UnavailableError("no CUDA device is present (or no driver)");
+  }
+  return gpu::CreateGpuBackend(table, gpu::GpuBackendOptions{});
 #else
   (void)table;
   return absl::UnavailableError(

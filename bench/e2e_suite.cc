@@ -1,0 +1,259 @@
+// The e2e suite: two veil-server processes on loopback serving a synthetic random table, and
+// --clients client threads (one veil::Client each) doing private lookups for --duration-s.
+//
+// A client call fetches --lookups-per-call rows (the per-call RPC envelope is shared by them, as
+// an app batching the ids of one inference would). qps counts rows per second (each needs one
+// answer from each server); p50_ms / p99_ms are per call; bytes are counted on the client's
+// sockets (RPC framing, connection set-up excluded) and divided by the rows fetched. Every row is
+// checked against the table; a wrong row or a failed call counts in `errors`.
+//
+// reference_qps is `pir-answer --batch=32 --threads=1` on the same table, measured in this run
+// (one party's backend alone, in process): serving_ratio = qps / reference_qps is the share of
+// the backend's throughput that survives the serving layer.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "bench/suite.h"
+#include "dpf/params.h"
+#include "embedding/table.h"
+#include "embedding/table_builder.h"
+#include "mobile_client/client.h"
+#include "pir/two_server/backend.h"
+#include "pir/two_server/query.h"
+#include "server/launcher.h"
+
+namespace veil::bench {
+namespace {
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(rank, v.size() - 1)];
+}
+
+// One party's CPU backend alone on `table`: keys per second at batch 32 on one thread.
+absl::StatusOr<double> ReferenceQps(const embedding::Table& table, dpf::Prg prg) {
+  constexpr int kBatch = 32;
+  auto backend = pir::CreateCpuBackend(table.view(), 1);
+  if (!backend.ok()) return backend.status();
+  std::vector<pir::QueryKeys> queries;
+  std::mt19937_64 gen(2);
+  for (int i = 0; i < kBatch; ++i) {
+    auto q = pir::MakeQuery(table.rows(), gen() % table.rows(), 1, prg);
+    if (!q.ok()) return q.status();
+    queries.push_back(*std::move(q));
+  }
+  std::vector<const dpf::DpfKey*> keys;
+  for (const auto& q : queries) keys.push_back(&q.key[0]);
+  std::vector<uint32_t> out(kBatch * table.row_words());
+  absl::Status status;
+  double t = MedianSeconds([&] { status = (*backend)->Answer(keys, absl::MakeSpan(out)); }, 1, 7);
+  if (!status.ok()) return status;
+  return kBatch / t;
+}
+
+struct ClientResult {
+  std::vector<double> latency_ms;
+  uint64_t lookups = 0;
+  uint64_t errors = 0;
+  uint64_t bytes_up = 0;
+  uint64_t bytes_down = 0;
+  std::string first_error;
+};
+
+absl::Status E2e(const Flags& flags) {
+  const uint64_t rows = flags.Int("rows", 65536);
+  const uint32_t words = static_cast<uint32_t>(flags.Int("words", 16));
+  const int clients = static_cast<int>(flags.Int("clients", 1));
+  const double duration_s = flags.Double("duration-s", 10);
+  const double warmup_s = flags.Double("warmup-s", 1);
+  const std::string backend = flags.Str("backend", "cpu");
+  const int threads = static_cast<int>(flags.Int("threads", 1));
+  const int per_call = static_cast<int>(flags.Int("lookups-per-call", 8));
+  const bool reference = flags.Int("reference", 1) != 0;
+  std::string server_bin = flags.Str("server-bin", server::ServerBinaryNextToSelf());
+  std::vector<std::string> server_args;
+  if (flags.Has("max-batch")) server_args.push_back(absl::StrCat("--max_batch=", flags.Int("max-batch", 64)));
+  if (flags.Has("max-wait-us")) {
+    server_args.push_back(absl::StrCat("--max_wait_us=", flags.Int("max-wait-us", 2000)));
+  }
+  auto prg = dpf::ParsePrg(flags.Str("prg", "aes128"));
+  if (!prg.ok()) return prg.status();
+  if (rows == 0 || words == 0 || clients < 1 || per_call < 1 || duration_s <= 0 || threads < 1) {
+    return absl::InvalidArgumentError(
+        "--rows, --words, --clients, --lookups-per-call, --threads and --duration-s must be "
+        "positive");
+  }
+
+  // The table: random fp32 rows (dim = words, so a row is `words` words).
+  char dir_template[] = "/tmp/veil-e2e-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) return absl::InternalError("mkdtemp failed");
+  const std::string dir = dir_template;
+  const std::string table_path = dir + "/table.veil";
+  std::cerr << "e2e: writing a " << rows << " x " << words << " table to " << table_path << "\n";
+  {
+    std::vector<float> values(rows * words);
+    std::mt19937 gen(1);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    for (float& v : values) v = dist(gen);
+    absl::Status s = embedding::WriteTable(table_path, embedding::RowFormat::kFp32, words, values,
+                                           embedding::TableOptions{});
+    if (!s.ok()) return s;
+  }
+  auto table = embedding::Table::Open(table_path);
+  if (!table.ok()) return table.status();
+
+  double reference_qps = 0;
+  if (reference) {
+    std::cerr << "e2e: measuring the backend alone (pir-answer --batch=32 --threads=1)\n";
+    auto r = ReferenceQps(**table, *prg);
+    if (!r.ok()) return r.status();
+    reference_qps = *r;
+  }
+
+  std::unique_ptr<server::ServerProcess> servers[2];
+  for (int party = 0; party < 2; ++party) {
+    server::ServerProcessOptions o;
+    o.binary = server_bin;
+    o.party = party;
+    o.table_path = table_path;
+    o.backend = backend;
+    o.threads = threads;
+    o.extra_args = server_args;
+    o.log_path = absl::StrCat(dir, "/server", party, ".log");
+    auto started = server::ServerProcess::Start(o);
+    if (!started.ok()) return started.status();
+    servers[party] = *std::move(started);
+  }
+  std::cerr << "e2e: servers on " << servers[0]->address() << " and " << servers[1]->address()
+            << " (logs in " << dir << "); " << clients << " client(s), " << per_call
+            << " lookups per call, " << warmup_s << " s warm-up, " << duration_s << " s\n";
+
+  ClientOptions options;
+  options.server0 = servers[0]->address();
+  options.server1 = servers[1]->address();
+  options.prg = *prg;
+  options.timeout = absl::Seconds(30);
+  std::vector<std::unique_ptr<Client>> connected;
+  for (int c = 0; c < clients; ++c) {
+    auto client = Client::Connect(options);
+    if (!client.ok()) return client.status();
+    connected.push_back(*std::move(client));
+  }
+
+  const absl::Time start = absl::Now();
+  const absl::Time measure_from = start + absl::Seconds(warmup_s);
+  const absl::Time end = measure_from + absl::Seconds(duration_s);
+  std::vector<ClientResult> results(clients);
+  std::vector<std::thread> pool;
+  for (int c = 0; c < clients; ++c) {
+    pool.emplace_back([&, c] {
+      Client& client = *connected[c];
+      ClientResult& r = results[c];
+      std::mt19937_64 gen(100 + c);
+      std::vector<uint64_t> wanted(per_call);
+      bool measuring = false;
+      CallStats base;
+      for (;;) {
+        absl::Time now = absl::Now();
+        if (now >= end) break;
+        if (!measuring && now >= measure_from) {
+          measuring = true;
+          base = client.totals();
+        }
+        for (uint64_t& row : wanted) row = gen() % rows;
+        auto got = client.LookupWords(wanted);
+        if (!measuring) continue;
+        if (!got.ok()) {
+          ++r.errors;
+          if (r.first_error.empty()) r.first_error = got.status().ToString();
+          continue;
+        }
+        r.latency_ms.push_back(client.last_call().latency_ms);
+        for (int i = 0; i < per_call; ++i) {
+          auto plain = (*table)->row(wanted[i]);
+          if (!std::equal(plain.begin(), plain.end(), got->begin() + i * words)) ++r.errors;
+        }
+        r.lookups += per_call;
+      }
+      CallStats total = client.totals();
+      r.bytes_up = total.bytes_up - base.bytes_up;
+      r.bytes_down = total.bytes_down - base.bytes_down;
+    });
+  }
+  for (std::thread& t : pool) t.join();
+
+  ClientResult all;
+  for (const ClientResult& r : results) {
+    all.latency_ms.insert(all.latency_ms.end(), r.latency_ms.begin(), r.latency_ms.end());
+    all.lookups += r.lookups;
+    all.errors += r.errors;
+    all.bytes_up += r.bytes_up;
+    all.bytes_down += r.bytes_down;
+    if (all.first_error.empty()) all.first_error = r.first_error;
+  }
+  auto server_stats = connected[0]->ServerStats(0);
+  connected.clear();
+  for (auto& s : servers) {
+    if (absl::Status stopped = s->Stop(); !stopped.ok()) return stopped;
+  }
+  if (!all.first_error.empty()) std::cerr << "e2e: first error: " << all.first_error << "\n";
+
+  dpf::DpfParameters key_params;
+  key_params.log_domain = dpf::LogDomainForRows(rows);
+  key_params.prg = *prg;
+  const double qps = all.lookups / duration_s;
+  const double lookups = std::max<double>(1, static_cast<double>(all.lookups));
+  JsonLine line("e2e");
+  line.Add("rows", rows)
+      .Add("words", int64_t{words})
+      .Add("clients", clients)
+      .Add("duration_s", duration_s)
+      .Add("backend", backend)
+      .Add("threads", threads)
+      .Add("lookups_per_call", per_call)
+      .Add("prg", std::string(dpf::PrgName(*prg)))
+      .Add("key_bytes", static_cast<uint64_t>(dpf::DpfKey::SerializedSize(key_params)))
+      .Add("row_bytes", static_cast<uint64_t>(words) * 4)
+      .Add("qps", qps)
+      .Add("p50_ms", Percentile(all.latency_ms, 0.50))
+      .Add("p99_ms", Percentile(all.latency_ms, 0.99))
+      .Add("bytes_up_per_lookup", all.bytes_up / lookups)
+      .Add("bytes_down_per_lookup", all.bytes_down / lookups)
+      .Add("errors", all.errors)
+      .Add("calls", static_cast<uint64_t>(all.latency_ms.size()));
+  if (server_stats.ok()) {
+    line.Add("server_mean_batch_keys", server_stats->mean_batch_keys)
+        .Add("server_p50_ms", server_stats->latency_p50_ms);
+  }
+  if (reference) {
+    line.Add("reference_qps", reference_qps).Add("serving_ratio", qps / reference_qps);
+  }
+  line.Emit();
+  std::filesystem::remove_all(dir);
+  return absl::OkStatus();
+}
+
+const char kE2eHelp[] =
+    "--rows --words --clients --duration-s --backend [--threads --lookups-per-call=8 "
+    "--warmup-s=1 --prg --reference=1 --max-batch --max-wait-us --server-bin]: two veil-server "
+    "processes on loopback and --clients client threads doing private lookups; qps (rows/s), "
+    "p50_ms/p99_ms per call, bytes per row fetched on the client sockets, errors (failed calls "
+    "and wrong rows), reference_qps (pir-answer --batch=32 --threads=1 on the same table, this "
+    "run) and serving_ratio = qps / reference_qps";
+
+SuiteRegistration e2e("e2e", kE2eHelp, E2e);
+
+}  // namespace
+}  // namespace veil::bench
