@@ -9,13 +9,20 @@
 //
 // reference_qps is `pir-answer --batch=32 --threads=1` on the same table, measured in this run
 // (one party's backend alone, in process): serving_ratio = qps / reference_qps is the share of
-// the backend's throughput that survives the serving layer.
+// the backend's throughput that survives the serving layer. On a shared machine both figures
+// depend on what else runs, so the suite also compares CPU time, which does not:
+// server_keys_per_cpu_s is keys answered per CPU second of the server processes (event loop,
+// parsing, scheduling and backend together) during the measurement, reference_keys_per_cpu_s the
+// same for the backend alone, and serving_cpu_ratio their quotient.
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <random>
 #include <thread>
@@ -42,8 +49,35 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(rank, v.size() - 1)];
 }
 
-// One party's CPU backend alone on `table`: keys per second at batch 32 on one thread.
-absl::StatusOr<double> ReferenceQps(const embedding::Table& table, dpf::Prg prg) {
+// CPU seconds (user + system) used so far by process `pid`, from /proc.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  }
+  return ticks / sysconf(_SC_CLK_TCK);
+}
+
+double SelfCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct Reference {
+  double qps = 0;
+  double keys_per_cpu_s = 0;
+};
+
+// One party's CPU backend alone on `table`: keys per second (and per CPU second) at batch 32 on
+// one thread.
+absl::StatusOr<Reference> MeasureReference(const embedding::Table& table, dpf::Prg prg) {
   constexpr int kBatch = 32;
   auto backend = pir::CreateCpuBackend(table.view(), 1);
   if (!backend.ok()) return backend.status();
@@ -58,9 +92,17 @@ absl::StatusOr<double> ReferenceQps(const embedding::Table& table, dpf::Prg prg)
   for (const auto& q : queries) keys.push_back(&q.key[0]);
   std::vector<uint32_t> out(kBatch * table.row_words());
   absl::Status status;
-  double t = MedianSeconds([&] { status = (*backend)->Answer(keys, absl::MakeSpan(out)); }, 1, 7);
+  int passes = 0;
+  double cpu_before = SelfCpuSeconds();
+  double t = MedianSeconds(
+      [&] {
+        status = (*backend)->Answer(keys, absl::MakeSpan(out));
+        ++passes;
+      },
+      1, 7);
+  double cpu = SelfCpuSeconds() - cpu_before;
   if (!status.ok()) return status;
-  return kBatch / t;
+  return Reference{kBatch / t, passes * kBatch / cpu};
 }
 
 struct ClientResult {
@@ -114,12 +156,12 @@ absl::Status E2e(const Flags& flags) {
   auto table = embedding::Table::Open(table_path);
   if (!table.ok()) return table.status();
 
-  double reference_qps = 0;
+  Reference ref;
   if (reference) {
     std::cerr << "e2e: measuring the backend alone (pir-answer --batch=32 --threads=1)\n";
-    auto r = ReferenceQps(**table, *prg);
+    auto r = MeasureReference(**table, *prg);
     if (!r.ok()) return r.status();
-    reference_qps = *r;
+    ref = *r;
   }
 
   std::unique_ptr<server::ServerProcess> servers[2];
@@ -192,6 +234,25 @@ absl::Status E2e(const Flags& flags) {
       r.bytes_down = total.bytes_down - base.bytes_down;
     });
   }
+  // Meanwhile: the servers' CPU time and keys answered over the measurement window.
+  auto monitor = Client::Connect(options);
+  if (!monitor.ok()) return monitor.status();
+  double window_cpu[2][2] = {};     // [edge][party]
+  uint64_t window_keys[2][2] = {};  // [edge][party]
+  bool window_ok = true;
+  for (int edge = 0; edge < 2; ++edge) {
+    absl::SleepFor((edge == 0 ? measure_from : end) - absl::Now());
+    for (int party = 0; party < 2; ++party) {
+      auto stats = (*monitor)->ServerStats(party);
+      window_ok = window_ok && stats.ok();
+      window_cpu[edge][party] = ProcessCpuSeconds(servers[party]->pid());
+      window_keys[edge][party] = stats.ok() ? stats->keys : 0;
+    }
+  }
+  const double server_cpu_s = window_cpu[1][0] - window_cpu[0][0] + window_cpu[1][1] -
+                              window_cpu[0][1];
+  const double server_keys = static_cast<double>(window_keys[1][0] - window_keys[0][0] +
+                                                 window_keys[1][1] - window_keys[0][1]);
   for (std::thread& t : pool) t.join();
 
   ClientResult all;
@@ -205,6 +266,7 @@ absl::Status E2e(const Flags& flags) {
   }
   auto server_stats = connected[0]->ServerStats(0);
   connected.clear();
+  monitor->reset();
   for (auto& s : servers) {
     if (absl::Status stopped = s->Stop(); !stopped.ok()) return stopped;
   }
@@ -237,8 +299,14 @@ absl::Status E2e(const Flags& flags) {
     line.Add("server_mean_batch_keys", server_stats->mean_batch_keys)
         .Add("server_p50_ms", server_stats->latency_p50_ms);
   }
+  const double server_keys_per_cpu_s =
+      window_ok ? server_keys / std::max(1e-9, server_cpu_s) : 0;
+  line.Add("server_cpu_s", server_cpu_s).Add("server_keys_per_cpu_s", server_keys_per_cpu_s);
   if (reference) {
-    line.Add("reference_qps", reference_qps).Add("serving_ratio", qps / reference_qps);
+    line.Add("reference_qps", ref.qps)
+        .Add("serving_ratio", qps / ref.qps)
+        .Add("reference_keys_per_cpu_s", ref.keys_per_cpu_s)
+        .Add("serving_cpu_ratio", server_keys_per_cpu_s / ref.keys_per_cpu_s);
   }
   line.Emit();
   std::filesystem::remove_all(dir);
