@@ -143,7 +143,8 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
     }
   }
 #if defined(VEIL_HAVE_NCCL)
-  use_nccl = true;
+  use_nccl = o.use_nccl || o.devices.size() > 1;
+  if (!use_nccl) nccl_status = "none: one device, use_nccl = false";
 #else
   if (o.devices.size() > 1) {
     return absl::UnimplementedError("GPU backend: several devices need NCCL (built without it)");
@@ -246,19 +247,21 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
     }
   }
 #if defined(VEIL_HAVE_NCCL)
-  std::vector<ncclComm_t> comms(ranks);
-  const ncclResult_t init =
-      ncclCommInitAll(comms.data(), static_cast<int>(ranks), o.devices.data());
-  if (init == ncclSuccess) {
-    for (uint64_t r = 0; r < ranks; ++r) slices[r].comm = comms[r];
-    nccl_status = absl::StrCat("nccl, ", ranks, ranks == 1 ? " rank" : " ranks");
-  } else if (ranks == 1) {
-    // One device needs no collective: answer without NCCL rather than not at all, and say why.
-    use_nccl = false;
-    nccl_status = absl::StrCat("none: ncclCommInitAll failed: ", ncclGetErrorString(init));
-  } else {
-    return absl::InternalError(
-        absl::StrCat("GPU backend: ncclCommInitAll failed: ", ncclGetErrorString(init)));
+  if (use_nccl) {
+    std::vector<ncclComm_t> comms(ranks);
+    const ncclResult_t init =
+        ncclCommInitAll(comms.data(), static_cast<int>(ranks), o.devices.data());
+    if (init == ncclSuccess) {
+      for (uint64_t r = 0; r < ranks; ++r) slices[r].comm = comms[r];
+      nccl_status = absl::StrCat("nccl, ", ranks, ranks == 1 ? " rank" : " ranks");
+    } else if (ranks == 1) {
+      // One device needs no collective: answer without NCCL rather than not at all, and say why.
+      use_nccl = false;
+      nccl_status = absl::StrCat("none: ncclCommInitAll failed: ", ncclGetErrorString(init));
+    } else {
+      return absl::InternalError(
+          absl::StrCat("GPU backend: ncclCommInitAll failed: ", ncclGetErrorString(init)));
+    }
   }
 #endif
   for (DeviceSlice& d : slices) {

@@ -25,6 +25,9 @@ struct GpuBackendOptions {
   // Devices holding a row slice each; partial answers are combined with NCCL (gpu/README.md).
   // One device with NCCL available still runs the NCCL path as a one-rank communicator.
   std::vector<int> devices = {0};
+  // With one device, still combine through a one-rank NCCL communicator (exercises the multi-GPU
+  // path). Several devices always use NCCL.
+  bool use_nccl = true;
   // Keys answered per pass; larger requests are split. Sizes the scratch memory allocated at
   // creation (nothing is allocated while answering).
   int max_batch = 1024;

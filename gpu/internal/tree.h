@@ -69,7 +69,9 @@ VEIL_HD Block WalkToLeaf(const PackedKey& key, const AesTables& t, uint64_t leaf
 }
 
 // A leaf's output words (leaf_words of them, at most 16): V(s) as dpf::ConvertLeaf, then the
-// final correction (dpf::FinishLeaf).
+// final correction (dpf::FinishLeaf). TODO(perf): their loops over a run-time word count put
+// `values` in local memory (ptxas: 128-byte stack frame per fused kernel); a variant with the
+// count as a template parameter would keep it in registers.
 VEIL_HD void LeafOutput(const PackedKey& key, const AesTables& t, Block node, uint32_t values[16]) {
   if (key.prg_id() == dpf::Prg::kAes128) {
     const Block seed = node.without_control_bit();
