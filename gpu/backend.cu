@@ -284,7 +284,11 @@ absl::Status GpuResources::LaunchGroup(DeviceSlice& d, const KeyGroup& group, ui
   base.table_i8 = d.d_table_i8;
   base.level_nodes = d.d_nodes;
   const uint64_t tiles = base.tile_end - base.tile_begin;
-  const int occupancy = d.blocks_per_sm[static_cast<int>(body)];
+  // Blocks resident at once: the occupancy at the largest shared layout, or in latency mode (one
+  // key, far less shared memory) as many as the SM's 2048 threads allow, so that one query's
+  // tiles spread over more blocks. Blocks beyond residency only queue.
+  const int occupancy =
+      one_at_a_time ? 2048 / internal::kBlockThreads : d.blocks_per_sm[static_cast<int>(body)];
   const uint64_t resident = static_cast<uint64_t>(d.sms) * occupancy;
   const uint32_t level_grid = static_cast<uint32_t>(d.sms) * 8;
   // Keys per launch: one (latency mode), the node buffer's capacity (level-by-level), or all.
