@@ -22,9 +22,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <iostream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -126,7 +126,8 @@ absl::Status E2e(const Flags& flags) {
   const bool reference = flags.Int("reference", 1) != 0;
   std::string server_bin = flags.Str("server-bin", server::ServerBinaryNextToSelf());
   std::vector<std::string> server_args;
-  if (flags.Has("max-batch")) server_args.push_back(absl::StrCat("--max_batch=", flags.Int("max-batch", 64)));
+  if (flags.Has("max-batch"))
+    server_args.push_back(absl::StrCat("--max_batch=", flags.Int("max-batch", 64)));
   if (flags.Has("max-wait-us")) {
     server_args.push_back(absl::StrCat("--max_wait_us=", flags.Int("max-wait-us", 2000)));
   }
@@ -249,8 +250,8 @@ absl::Status E2e(const Flags& flags) {
       window_keys[edge][party] = stats.ok() ? stats->keys : 0;
     }
   }
-  const double server_cpu_s = window_cpu[1][0] - window_cpu[0][0] + window_cpu[1][1] -
-                              window_cpu[0][1];
+  const double server_cpu_s =
+      window_cpu[1][0] - window_cpu[0][0] + window_cpu[1][1] - window_cpu[0][1];
   const double server_keys = static_cast<double>(window_keys[1][0] - window_keys[0][0] +
                                                  window_keys[1][1] - window_keys[0][1]);
   for (std::thread& t : pool) t.join();
@@ -299,8 +300,7 @@ absl::Status E2e(const Flags& flags) {
     line.Add("server_mean_batch_keys", server_stats->mean_batch_keys)
         .Add("server_p50_ms", server_stats->latency_p50_ms);
   }
-  const double server_keys_per_cpu_s =
-      window_ok ? server_keys / std::max(1e-9, server_cpu_s) : 0;
+  const double server_keys_per_cpu_s = window_ok ? server_keys / std::max(1e-9, server_cpu_s) : 0;
   line.Add("server_cpu_s", server_cpu_s).Add("server_keys_per_cpu_s", server_keys_per_cpu_s);
   if (reference) {
     line.Add("reference_qps", ref.qps)

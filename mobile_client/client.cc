@@ -1,5 +1,7 @@
 #include "mobile_client/client.h"
 
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
@@ -9,9 +11,7 @@
 #include <thread>
 #include <utility>
 
-#include <capnp/rpc-twoparty.h>
-#include <kj/async-io.h>
-
+#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -284,25 +284,24 @@ absl::Status Client::Impl::Connect() {
                        "; this client speaks version ", rpc::PROTOCOL_VERSION));
     }
     if (c.party != s) {
-      return absl::FailedPreconditionError(absl::StrCat(Name(s), " is party ", c.party,
-                                                        ", expected party ", s,
-                                                        " (are the addresses swapped?)"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          Name(s), " is party ", c.party, ", expected party ", s, " (are the addresses swapped?)"));
     }
     if (!Contains(c.prgs, static_cast<uint8_t>(options_.prg)) ||
         !Contains(c.outputs, static_cast<uint8_t>(options_.output)) ||
         !Contains(c.outputs, static_cast<uint8_t>(dpf::OutputType::kAdditive))) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          Name(s), " does not evaluate PRG ", std::string(dpf::PrgName(options_.prg)),
-          " with these key types"));
+      return absl::FailedPreconditionError(absl::StrCat(Name(s), " does not evaluate PRG ",
+                                                        std::string(dpf::PrgName(options_.prg)),
+                                                        " with these key types"));
     }
   }
   const TableInfo& a = configs[0].table;
   const TableInfo& b = configs[1].table;
   if (a.digest != b.digest || a.epoch != b.epoch) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the two servers serve different tables: ", Name(0), " has digest ", a.digest_hex,
-        " epoch ", a.epoch, ", ", Name(1), " has digest ", b.digest_hex, " epoch ", b.epoch,
-        "; refusing to combine their answers"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the two servers serve different tables: ", Name(0), " has digest ",
+                     a.digest_hex, " epoch ", a.epoch, ", ", Name(1), " has digest ", b.digest_hex,
+                     " epoch ", b.epoch, "; refusing to combine their answers"));
   }
   if (a.rows != b.rows || a.row_words != b.row_words || a.dim != b.dim || a.format != b.format ||
       a.frac_bits != b.frac_bits) {
@@ -311,9 +310,9 @@ absl::Status Client::Impl::Connect() {
   }
   if (a.rows == 0 || a.row_words == 0 || !embedding::IsKnownRowFormat(a.format) ||
       embedding::RowWords(a.format, a.dim) != a.row_words) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the servers describe an unusable table (", a.rows, " rows, ", a.row_words, " words, ",
-        embedding::RowFormatName(a.format), " dim ", a.dim, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the servers describe an unusable table (", a.rows, " rows, ", a.row_words,
+                     " words, ", embedding::RowFormatName(a.format), " dim ", a.dim, ")"));
   }
   table_ = a;
   table_.backend[1] = b.backend[1];
@@ -348,15 +347,15 @@ absl::Status Client::Impl::RunCalls(std::vector<PreparedCall>& calls,
           capnp::Data::Reader digest = id.getDigest();
           if (id.getEpoch() != table_.epoch || digest.size() != table_.digest.size() ||
               std::memcmp(digest.begin(), table_.digest.data(), digest.size()) != 0) {
-            return absl::FailedPreconditionError(absl::StrCat(
-                Name(s), " answered from another table (epoch ", id.getEpoch(),
-                ") than the one both servers reported at connect (epoch ", table_.epoch,
-                "); reconnect to use the new table"));
+            return absl::FailedPreconditionError(
+                absl::StrCat(Name(s), " answered from another table (epoch ", id.getEpoch(),
+                             ") than the one both servers reported at connect (epoch ",
+                             table_.epoch, "); reconnect to use the new table"));
           }
           auto list = reply.getShares();
           if (list.size() != words) {
-            return absl::InternalError(absl::StrCat(Name(s), " returned ", list.size(),
-                                                    " share words, expected ", words));
+            return absl::InternalError(
+                absl::StrCat(Name(s), " returned ", list.size(), " share words, expected ", words));
           }
           uint32_t* out = shares[s].data() + offset;
           for (size_t i = 0; i < words; ++i) out[i] = list[i];
@@ -451,9 +450,9 @@ namespace {
 
 // Splits `keys` (one pair per wanted row or bag member) into calls that fit the servers' limits:
 // at most max_keys keys and max_message_bytes bytes per call, never splitting a bag.
-absl::StatusOr<std::vector<PreparedCall>> SplitIntoCalls(
-    std::vector<pir::QueryKeys>& queries, absl::Span<const uint32_t> bag_sizes,
-    uint32_t row_words, size_t max_keys) {
+absl::StatusOr<std::vector<PreparedCall>> SplitIntoCalls(std::vector<pir::QueryKeys>& queries,
+                                                         absl::Span<const uint32_t> bag_sizes,
+                                                         uint32_t row_words, size_t max_keys) {
   std::vector<PreparedCall> calls;
   auto start_call = [&] { calls.emplace_back(); };
   auto add_key = [&](pir::QueryKeys& q) {
@@ -471,8 +470,8 @@ absl::StatusOr<std::vector<PreparedCall>> SplitIntoCalls(
   for (size_t b = 0; b < bag_sizes.size(); ++b) {
     if (bag_sizes[b] > max_keys) {
       return absl::InvalidArgumentError(absl::StrCat("bag ", b, " holds ", bag_sizes[b],
-                                                     " keys; the servers accept at most ",
-                                                     max_keys, " per call"));
+                                                     " keys; the servers accept at most ", max_keys,
+                                                     " per call"));
     }
     if (calls.empty() || calls.back().keys[0].size() + bag_sizes[b] > max_keys) start_call();
     for (uint32_t k = 0; k < bag_sizes[b]; ++k) add_key(queries[next++]);
@@ -531,8 +530,8 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupWords(absl::Span<const uint6
     return server::ExceptionToStatus(e, "lookup");
   }
   std::vector<uint32_t> rows(shares[0].size());
-  absl::Status s = pir::Reconstruct(impl_->options().output, shares[0], shares[1],
-                                    absl::MakeSpan(rows));
+  absl::Status s =
+      pir::Reconstruct(impl_->options().output, shares[0], shares[1], absl::MakeSpan(rows));
   if (!s.ok()) return s;
   stats.lookups = static_cast<uint32_t>(indices.size());
   impl_->last_call = stats;
@@ -546,10 +545,10 @@ absl::StatusOr<std::vector<float>> Client::Lookup(absl::Span<const uint64_t> ind
   const TableInfo& t = impl_->table();
   std::vector<float> values(indices.size() * t.dim);
   for (size_t i = 0; i < indices.size(); ++i) {
-    absl::Status s = embedding::DecodeRow(
-        t.format, t.frac_bits, t.dim,
-        absl::MakeConstSpan(words->data() + i * t.row_words, t.row_words),
-        absl::MakeSpan(values.data() + i * t.dim, t.dim));
+    absl::Status s =
+        embedding::DecodeRow(t.format, t.frac_bits, t.dim,
+                             absl::MakeConstSpan(words->data() + i * t.row_words, t.row_words),
+                             absl::MakeSpan(values.data() + i * t.dim, t.dim));
     if (!s.ok()) return s;
   }
   return values;
@@ -560,9 +559,9 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
     absl::Span<const int32_t> weights) {
   const TableInfo& t = impl_->table();
   if (t.format != embedding::RowFormat::kFixed32) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "pooled lookups need a fixed-point table; this one is ",
-        embedding::RowFormatName(t.format), " (build it with --format=fixed)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("pooled lookups need a fixed-point table; this one is ",
+                     embedding::RowFormatName(t.format), " (build it with --format=fixed)"));
   }
   if (bag_sizes.empty()) return absl::InvalidArgumentError("no bags requested");
   uint64_t total = 0;
@@ -575,26 +574,44 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
                                                    indices.size(), " indices were given"));
   }
   if (!weights.empty() && weights.size() != indices.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(weights.size(), " weights for ",
-                                                   indices.size(), " indices"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(weights.size(), " weights for ", indices.size(), " indices"));
   }
-  std::vector<pir::QueryKeys> queries;
-  queries.reserve(indices.size());
-  for (size_t i = 0; i < indices.size(); ++i) {
-    if (indices[i] >= t.rows) {
+  for (uint64_t index : indices) {
+    if (index >= t.rows) {
       return absl::InvalidArgumentError(
-          absl::StrCat("row ", indices[i], " is outside the table (", t.rows, " rows)"));
+          absl::StrCat("row ", index, " is outside the table (", t.rows, " rows)"));
     }
-    uint32_t weight = weights.empty() ? 1u : static_cast<uint32_t>(weights[i]);
-    auto q = pir::MakeQuery(t.rows, indices[i], weight, impl_->options().prg,
-                            dpf::OutputType::kAdditive);
-    if (!q.ok()) return q.status();
-    queries.push_back(*std::move(q));
+  }
+  const uint32_t pad = impl_->options().pad_bags_to;
+  std::vector<pir::QueryKeys> queries;
+  std::vector<uint32_t> sent_bag_sizes;
+  absl::BitGen gen;
+  size_t next = 0;
+  for (size_t b = 0; b < bag_sizes.size(); ++b) {
+    if (pad != 0 && bag_sizes[b] > pad) {
+      return absl::InvalidArgumentError(absl::StrCat("bag ", b, " holds ", bag_sizes[b],
+                                                     " rows, more than pad_bags_to (", pad, ")"));
+    }
+    for (uint32_t k = 0; k < std::max(bag_sizes[b], pad); ++k) {
+      // Padding keys select a random row with weight 0: they add nothing to the sum.
+      const bool real = k < bag_sizes[b];
+      uint64_t index = real ? indices[next + k] : absl::Uniform<uint64_t>(gen, 0, t.rows);
+      uint32_t weight = !real             ? 0u
+                        : weights.empty() ? 1u
+                                          : static_cast<uint32_t>(weights[next + k]);
+      auto q =
+          pir::MakeQuery(t.rows, index, weight, impl_->options().prg, dpf::OutputType::kAdditive);
+      if (!q.ok()) return q.status();
+      queries.push_back(*std::move(q));
+    }
+    sent_bag_sizes.push_back(std::max(bag_sizes[b], pad));
+    next += bag_sizes[b];
   }
   size_t per_key = RoundUp8(impl_->key_bytes(dpf::OutputType::kAdditive)) + 8;
   size_t max_keys = std::max<size_t>(
       1, std::min<size_t>(t.max_keys_per_call, (impl_->max_message_bytes() - 512) / per_key));
-  auto calls = SplitIntoCalls(queries, bag_sizes, t.row_words, max_keys);
+  auto calls = SplitIntoCalls(queries, sent_bag_sizes, t.row_words, max_keys);
   if (!calls.ok()) return calls.status();
 
   absl::MutexLock lock(&impl_->call_mu);
@@ -606,8 +623,8 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
     return server::ExceptionToStatus(e, "pooled lookup");
   }
   std::vector<uint32_t> sums(shares[0].size());
-  absl::Status s = pir::Reconstruct(dpf::OutputType::kAdditive, shares[0], shares[1],
-                                    absl::MakeSpan(sums));
+  absl::Status s =
+      pir::Reconstruct(dpf::OutputType::kAdditive, shares[0], shares[1], absl::MakeSpan(sums));
   if (!s.ok()) return s;
   stats.lookups = static_cast<uint32_t>(bag_sizes.size());
   impl_->last_call = stats;

@@ -35,6 +35,9 @@ struct ClientOptions {
   // Key type of Lookup(): additive (sum of shares) or XOR (smaller keys). Pooled lookups are
   // always additive.
   dpf::OutputType output = dpf::OutputType::kAdditive;
+  // Pads every pooled bag with weight-0 keys (which add nothing) up to this many keys, so that the
+  // servers see the same key count for every bag instead of the bag's size. 0: no padding.
+  uint32_t pad_bags_to = 0;
 };
 
 // The table both servers serve (from their `config` replies, which must agree).
@@ -47,7 +50,7 @@ struct TableInfo {
   uint64_t epoch = 0;
   std::array<uint8_t, 32> digest{};
   std::string digest_hex;
-  std::string backend[2];  // what each server runs ("cpu", "gpu")
+  std::string backend[2];          // what each server runs ("cpu", "gpu")
   uint32_t max_keys_per_call = 0;  // the smaller of the two servers' limits
 };
 
@@ -109,8 +112,9 @@ class Client {
   // inside the keys, hidden from the servers. kMean divides by the bag's weight sum (its size
   // without weights). Returns bag_sizes.size() * dim floats.
   // Returns FAILED_PRECONDITION for a table that is not fixed-point, INVALID_ARGUMENT for empty
-  // bags, sizes that do not add up to indices.size(), a weights span of another length, or a
-  // zero weight sum with kMean, and otherwise what Lookup returns.
+  // bags, sizes that do not add up to indices.size(), a weights span of another length, a bag
+  // larger than pad_bags_to (when set), or a zero weight sum with kMean, and otherwise what Lookup
+  // returns.
   absl::StatusOr<std::vector<float>> LookupPooled(absl::Span<const uint64_t> indices,
                                                   absl::Span<const uint32_t> bag_sizes,
                                                   absl::Span<const int32_t> weights,

@@ -1,8 +1,7 @@
 // The C ABI (veil.h) over veil::Client: converts arguments, catches everything, and keeps the
 // last error message per thread.
-#include "mobile_client/veil.h"
-
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -11,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "mobile_client/client.h"
+#include "mobile_client/veil.h"
 
 struct veil_client {
   std::unique_ptr<veil::Client> client;
@@ -25,9 +25,7 @@ int Fail(const absl::Status& status) {
   return -static_cast<int>(status.code());
 }
 
-int Fail(absl::StatusCode code, std::string message) {
-  return Fail(absl::Status(code, message));
-}
+int Fail(absl::StatusCode code, std::string message) { return Fail(absl::Status(code, message)); }
 
 // Runs `body` with the error state cleared, turning exceptions into VEIL_ERR_INTERNAL.
 template <typename Body>
@@ -44,11 +42,16 @@ int Guarded(Body&& body) {
   }
 }
 
-int CheckOut(size_t out_len, size_t needed, const char* what) {
+// Checks that out_len holds `count` items of `per_item` elements each.
+int CheckOut(size_t out_len, size_t count, size_t per_item, const char* what) {
+  if (per_item != 0 && count > SIZE_MAX / per_item) {
+    return Fail(absl::StatusCode::kInvalidArgument, absl::StrCat("count ", count, " is too large"));
+  }
+  const size_t needed = count * per_item;
   if (out_len < needed) {
-    return Fail(absl::StatusCode::kInvalidArgument,
-                absl::StrCat("output buffer holds ", out_len, " ", what, "; ", needed,
-                             " are needed"));
+    return Fail(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("output buffer holds ", out_len, " ", what, "; ", needed, " are needed"));
   }
   return VEIL_OK;
 }
@@ -66,7 +69,8 @@ int veil_client_connect(const veil_client_options* options, veil_client** out_cl
     }
     *out_client = nullptr;
     if (options == nullptr || options->server0 == nullptr || options->server1 == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "options and both server addresses are required");
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  "options and both server addresses are required");
     }
     veil::ClientOptions o;
     o.server0 = options->server0;
@@ -115,8 +119,9 @@ int veil_lookup(veil_client* client, const uint64_t* indices, size_t count, floa
     if (client == nullptr || indices == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument, "client, indices and out are required");
     }
-    size_t needed = count * client->client->table().dim;
-    if (int rc = CheckOut(out_len, needed, "floats"); rc != VEIL_OK) return rc;
+    if (int rc = CheckOut(out_len, count, client->client->table().dim, "floats"); rc != VEIL_OK) {
+      return rc;
+    }
     auto rows = client->client->Lookup(absl::MakeConstSpan(indices, count));
     if (!rows.ok()) return Fail(rows.status());
     std::copy(rows->begin(), rows->end(), out);
@@ -130,8 +135,10 @@ int veil_lookup_words(veil_client* client, const uint64_t* indices, size_t count
     if (client == nullptr || indices == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument, "client, indices and out are required");
     }
-    size_t needed = count * client->client->table().row_words;
-    if (int rc = CheckOut(out_len, needed, "words"); rc != VEIL_OK) return rc;
+    if (int rc = CheckOut(out_len, count, client->client->table().row_words, "words");
+        rc != VEIL_OK) {
+      return rc;
+    }
     auto rows = client->client->LookupWords(absl::MakeConstSpan(indices, count));
     if (!rows.ok()) return Fail(rows.status());
     std::copy(rows->begin(), rows->end(), out);
@@ -148,11 +155,12 @@ int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t coun
                   "client, indices, bag_sizes and out are required");
     }
     if (mode != VEIL_POOL_SUM && mode != VEIL_POOL_MEAN) {
-      return Fail(absl::StatusCode::kInvalidArgument,
-                  absl::StrCat("unknown pooling mode ", mode));
+      return Fail(absl::StatusCode::kInvalidArgument, absl::StrCat("unknown pooling mode ", mode));
     }
-    size_t needed = bag_count * client->client->table().dim;
-    if (int rc = CheckOut(out_len, needed, "floats"); rc != VEIL_OK) return rc;
+    if (int rc = CheckOut(out_len, bag_count, client->client->table().dim, "floats");
+        rc != VEIL_OK) {
+      return rc;
+    }
     auto rows = client->client->LookupPooled(
         absl::MakeConstSpan(indices, count), absl::MakeConstSpan(bag_sizes, bag_count),
         weights == nullptr ? absl::Span<const int32_t>() : absl::MakeConstSpan(weights, count),

@@ -3,9 +3,9 @@
 #define VEIL_SERVER_BACKEND_SELECT_H_
 
 #include <memory>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "dpf/eval.h"
 #include "pir/two_server/backend.h"
 

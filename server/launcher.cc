@@ -102,8 +102,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   if (line.find('\n') == std::string::npos ||
       !absl::SimpleAtoi(line.substr(0, line.find('\n')), &port) || port <= 0) {
     int status = process->WaitFor(absl::Milliseconds(200));
-    std::string why = status == -1 ? "did not print its port in time"
-                                   : DescribeWaitStatus(status);
+    std::string why = status == -1 ? "did not print its port in time" : DescribeWaitStatus(status);
     if (status == -1) process->Kill();
     return absl::UnavailableError(
         absl::StrCat("veil-server (", options.binary, ", party ", options.party, ") ", why));

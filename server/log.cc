@@ -21,8 +21,7 @@ void Log(absl::string_view text) {
   int party = log_party.load();
   std::string line = absl::StrCat(
       "veil-server", party >= 0 ? absl::StrCat("[party ", party, "]") : "", " ",
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), ": ", text,
-      "\n");
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), ": ", text, "\n");
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 

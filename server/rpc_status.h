@@ -4,11 +4,10 @@
 #ifndef VEIL_SERVER_RPC_STATUS_H_
 #define VEIL_SERVER_RPC_STATUS_H_
 
-#include "absl/strings/string_view.h"
-
 #include <kj/exception.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace veil::server {
 

@@ -87,9 +87,8 @@ void BatchScheduler::WorkerLoop() {
           queue_.pop_front();
         }
       } else {
-        while (!queue_.empty() &&
-               (batch.empty() ||
-                batch_keys + queue_.front().keys.size() <= limits_.max_batch_keys)) {
+        while (!queue_.empty() && (batch.empty() || batch_keys + queue_.front().keys.size() <=
+                                                        limits_.max_batch_keys)) {
           batch_keys += queue_.front().keys.size();
           batch.push_back(std::move(queue_.front()));
           queue_.pop_front();
@@ -139,8 +138,7 @@ void BatchScheduler::WorkerLoop() {
   }
 }
 
-void BatchScheduler::Deliver(std::vector<Job>& jobs,
-                             std::vector<absl::StatusOr<Shares>>& results) {
+void BatchScheduler::Deliver(std::vector<Job>& jobs, std::vector<absl::StatusOr<Shares>>& results) {
   // Stop() keeps the loop alive until the worker is done, so this always finds it running.
   loop_executor_.executeSync([&]() {
     // Moved here so that the fulfillers (bound to the loop thread) die on it.

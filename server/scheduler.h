@@ -9,13 +9,13 @@
 #ifndef VEIL_SERVER_SCHEDULER_H_
 #define VEIL_SERVER_SCHEDULER_H_
 
+#include <kj/async.h>
+#include <kj/timer.h>
+
 #include <cstdint>
 #include <deque>
 #include <thread>
 #include <vector>
-
-#include <kj/async.h>
-#include <kj/timer.h>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"

@@ -1,5 +1,8 @@
 #include "server/server.h"
 
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+#include <kj/async-unix.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -7,10 +10,6 @@
 #include <cstdio>
 #include <memory>
 #include <utility>
-
-#include <capnp/rpc-twoparty.h>
-#include <kj/async-io.h>
-#include <kj/async-unix.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -54,7 +53,10 @@ class Listener {
  public:
   Listener(kj::ConnectionReceiver& receiver, capnp::Capability::Client bootstrap,
            const ServerLimits& limits, ServerStats& stats)
-      : receiver_(receiver), bootstrap_(kj::mv(bootstrap)), limits_(limits), stats_(stats),
+      : receiver_(receiver),
+        bootstrap_(kj::mv(bootstrap)),
+        limits_(limits),
+        stats_(stats),
         tasks_(errors_) {}
 
   kj::Promise<void> AcceptLoop() {
@@ -113,8 +115,8 @@ absl::Status RunServer(const ServerOptions& options) {
 
   auto table = embedding::Table::Open(options.table_path);
   if (!table.ok()) {
-    return absl::Status(table.status().code(), absl::StrCat("table ", options.table_path, ": ",
-                                                            table.status().message()));
+    return absl::Status(table.status().code(),
+                        absl::StrCat("table ", options.table_path, ": ", table.status().message()));
   }
   const dpf::TableView view = (*table)->view();
   auto backend = CreateBackend(options.backend, view, options.threads);
@@ -145,8 +147,8 @@ absl::Status RunServer(const ServerOptions& options) {
     Log(absl::StrFormat(
         "serving %s (%d rows x %d words, %s, dim %d, epoch %d, digest %s) on %s port %d, "
         "backend %s, %d thread(s), batches up to %d keys / %s",
-        options.table_path, t.rows(), t.row_words(), embedding::RowFormatName(t.format()),
-        t.dim(), t.epoch(), t.DigestHex().substr(0, 16), options.listen, receiver->getPort(),
+        options.table_path, t.rows(), t.row_words(), embedding::RowFormatName(t.format()), t.dim(),
+        t.epoch(), t.DigestHex().substr(0, 16), options.listen, receiver->getPort(),
         (*backend)->name(), options.threads, options.limits.max_batch_keys,
         absl::FormatDuration(options.limits.max_wait)));
 

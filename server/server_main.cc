@@ -3,6 +3,7 @@
 // Prints the bound port on stdout; logs on stderr; stops cleanly on SIGTERM / SIGINT.
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -27,6 +28,21 @@ int main(int argc, char** argv) {
       "veil-server --party=0|1 --table=FILE [--listen=HOST:PORT] [--backend=cpu|gpu|auto] "
       "[--threads=N]");
   absl::ParseCommandLine(argc, argv);
+  for (auto [name, value] : {std::pair{"max_keys_per_call", absl::GetFlag(FLAGS_max_keys_per_call)},
+                             std::pair{"max_queued_keys", absl::GetFlag(FLAGS_max_queued_keys)},
+                             std::pair{"max_batch", absl::GetFlag(FLAGS_max_batch)},
+                             std::pair{"max_connections", absl::GetFlag(FLAGS_max_connections)}}) {
+    if (value < 1) {
+      std::fprintf(stderr, "veil-server: --%s must be positive\n", name);
+      return 1;
+    }
+  }
+  if (absl::GetFlag(FLAGS_max_wait_us) < 0 || absl::GetFlag(FLAGS_max_message_bytes) < 1024) {
+    std::fprintf(stderr,
+                 "veil-server: --max_wait_us must not be negative and --max_message_bytes must "
+                 "be at least 1024\n");
+    return 1;
+  }
   veil::server::ServerOptions options;
   options.party = absl::GetFlag(FLAGS_party);
   options.table_path = absl::GetFlag(FLAGS_table);

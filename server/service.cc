@@ -44,7 +44,8 @@ absl::StatusOr<std::vector<dpf::DpfKey>> PirService::ParseKeys(
   parsed.reserve(keys.size());
   for (uint32_t i = 0; i < keys.size(); ++i) {
     capnp::Data::Reader bytes = keys[i];
-    absl::StatusOr<dpf::DpfKey> key = dpf::DpfKey::Parse(absl::MakeConstSpan(bytes.begin(), bytes.size()));
+    absl::StatusOr<dpf::DpfKey> key =
+        dpf::DpfKey::Parse(absl::MakeConstSpan(bytes.begin(), bytes.size()));
     if (!key.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("key ", i, ": ", key.status().message()));
     }
@@ -56,9 +57,8 @@ absl::StatusOr<std::vector<dpf::DpfKey>> PirService::ParseKeys(
       return absl::InvalidArgumentError(absl::StrCat("key ", i, ": ", fits.message()));
     }
     if (pooled && key->params().output != dpf::OutputType::kAdditive) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("key ", i, ": pooled answers need additive keys, not ",
-                       dpf::OutputName(key->params())));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "key ", i, ": pooled answers need additive keys, not ", dpf::OutputName(key->params())));
     }
     parsed.push_back(*std::move(key));
   }
@@ -114,8 +114,8 @@ kj::Promise<void> PirService::answer(AnswerContext context) {
   size_t key_count = keys->size();
   context.releaseParams();
   return scheduler_.Submit(*std::move(keys))
-      .then([this, context, arrival, key_count](
-                absl::StatusOr<BatchScheduler::Shares> shares) mutable {
+      .then([this, context, arrival,
+             key_count](absl::StatusOr<BatchScheduler::Shares> shares) mutable {
         if (!shares.ok()) Reject(shares.status(), "answer");
         auto results = context.getResults(
             capnp::MessageSize{shares->size() / 2 + 16 + embedding::kTableDigestBytes / 8, 0});
@@ -143,8 +143,8 @@ kj::Promise<void> PirService::answerPooled(AnswerPooledContext context) {
     total += bag_sizes[b];
   }
   if (total != keys->size()) {
-    Reject(absl::InvalidArgumentError(absl::StrCat("bag sizes add up to ", total, " but the call holds ",
-                                                   keys->size(), " keys")),
+    Reject(absl::InvalidArgumentError(absl::StrCat("bag sizes add up to ", total,
+                                                   " but the call holds ", keys->size(), " keys")),
            "answerPooled");
   }
   size_t key_count = keys->size();

@@ -97,8 +97,8 @@ int main(int argc, char** argv) {
   std::string table_path = flags.work_dir + "/movielens." + flags.format + ".veil";
   veil::embedding::TableOptions table_options;
   table_options.epoch = 1;
-  if (absl::Status s = veil::embedding::WriteTable(table_path, *format, flags.dim, vectors,
-                                                  table_options);
+  if (absl::Status s =
+          veil::embedding::WriteTable(table_path, *format, flags.dim, vectors, table_options);
       !s.ok()) {
     return Fail("writing the table", s);
   }
@@ -106,7 +106,8 @@ int main(int argc, char** argv) {
   if (!table.ok()) return Fail("opening the table", table.status());
   std::printf("[2/5] wrote %s: %llu rows (movies), %s, %u words per row, digest %s...\n",
               table_path.c_str(), static_cast<unsigned long long>((*table)->rows()),
-              flags.format.c_str(), (*table)->row_words(), (*table)->DigestHex().substr(0, 16).c_str());
+              flags.format.c_str(), (*table)->row_words(),
+              (*table)->DigestHex().substr(0, 16).c_str());
 
   // 3. Two servers on loopback, one per party.
   std::unique_ptr<veil::server::ServerProcess> servers[2];
@@ -136,7 +137,8 @@ int main(int argc, char** argv) {
   for (auto [id, n] : popularity) by_count.push_back({n, id});
   std::sort(by_count.rbegin(), by_count.rend());
   std::vector<int32_t> movie_ids;
-  for (int i = 0; i < std::min<int>(5, by_count.size()); ++i) movie_ids.push_back(by_count[i].second);
+  for (int i = 0; i < std::min<int>(5, by_count.size()); ++i)
+    movie_ids.push_back(by_count[i].second);
   absl::BitGen gen;
   while (static_cast<int>(movie_ids.size()) < flags.lookups) {
     movie_ids.push_back(items.IdOf(absl::Uniform<int32_t>(gen, 0, items.size())));
@@ -158,15 +160,17 @@ int main(int argc, char** argv) {
     auto plain = (*table)->row(row);
     bool exact = std::equal(plain.begin(), plain.end(), words->begin());
     std::vector<float> got(info.dim);
-    absl::Status decoded = veil::embedding::DecodeRow(info.format, info.frac_bits, info.dim,
-                                                      *words, absl::MakeSpan(got));
+    absl::Status decoded = veil::embedding::DecodeRow(info.format, info.frac_bits, info.dim, *words,
+                                                      absl::MakeSpan(got));
     if (!exact || !decoded.ok()) ++mismatches;
     if (i < 8) {
-      std::printf("      movie %6d -> row %4d: [%+.3f %+.3f %+.3f ...] %s, %.2f ms, %llu B up, %llu B down\n",
-                  movie_ids[i], row, got[0], info.dim > 1 ? got[1] : 0.f,
-                  info.dim > 2 ? got[2] : 0.f, exact ? "matches the table" : "MISMATCH",
-                  s.latency_ms, static_cast<unsigned long long>(s.bytes_up),
-                  static_cast<unsigned long long>(s.bytes_down));
+      std::printf(
+          "      movie %6d -> row %4d: [%+.3f %+.3f %+.3f ...] %s, %.2f ms, %llu B up, %llu B "
+          "down\n",
+          movie_ids[i], row, got[0], info.dim > 1 ? got[1] : 0.f, info.dim > 2 ? got[2] : 0.f,
+          exact ? "matches the table" : "MISMATCH", s.latency_ms,
+          static_cast<unsigned long long>(s.bytes_up),
+          static_cast<unsigned long long>(s.bytes_down));
     }
   }
   // A batch of the same movies in one call: the per-call envelope is shared.
@@ -176,18 +180,20 @@ int main(int argc, char** argv) {
   if (!batched.ok()) return Fail("batched lookup", batched.status());
   for (size_t i = 0; i < batch.size(); ++i) {
     auto plain = (*table)->row(batch[i]);
-    if (!std::equal(plain.begin(), plain.end(), batched->begin() + i * info.row_words)) ++mismatches;
+    if (!std::equal(plain.begin(), plain.end(), batched->begin() + i * info.row_words))
+      ++mismatches;
   }
   veil::CallStats b = (*client)->last_call();
 
   std::printf("[5/5] results\n");
-  std::printf("      %zu single lookups: median %.2f ms, %.0f B up and %.0f B down per lookup "
-              "(row %u B; both servers)\n",
-              movie_ids.size(), Median(latency_ms), Median(up), Median(down),
-              info.row_words * 4);
-  std::printf("      1 batched call of %zu lookups: %.2f ms, %.0f B up and %.0f B down per lookup\n",
-              batch.size(), b.latency_ms, static_cast<double>(b.bytes_up) / batch.size(),
-              static_cast<double>(b.bytes_down) / batch.size());
+  std::printf(
+      "      %zu single lookups: median %.2f ms, %.0f B up and %.0f B down per lookup "
+      "(row %u B; both servers)\n",
+      movie_ids.size(), Median(latency_ms), Median(up), Median(down), info.row_words * 4);
+  std::printf(
+      "      1 batched call of %zu lookups: %.2f ms, %.0f B up and %.0f B down per lookup\n",
+      batch.size(), b.latency_ms, static_cast<double>(b.bytes_up) / batch.size(),
+      static_cast<double>(b.bytes_down) / batch.size());
   std::printf("      every row checked against the plaintext table: %s\n",
               mismatches == 0 ? "all match" : absl::StrCat(mismatches, " MISMATCHES").c_str());
 

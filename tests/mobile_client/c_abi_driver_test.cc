@@ -26,9 +26,8 @@ TEST(CAbiTest, CProgramChecksPass) {
       embedding::WriteTable(path, embedding::RowFormat::kFixed32, kDim, values, options).ok());
   auto servers = testing::StartTwoServers(path, path);
   ASSERT_TRUE(servers.ok()) << servers.status();
-  EXPECT_EQ(veil_c_abi_checks(servers->address(0).c_str(), servers->address(1).c_str(), kRows,
-                              kDim),
-            0);
+  EXPECT_EQ(
+      veil_c_abi_checks(servers->address(0).c_str(), servers->address(1).c_str(), kRows, kDim), 0);
 }
 
 }  // namespace

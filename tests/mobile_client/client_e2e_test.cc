@@ -64,7 +64,8 @@ TEST_P(LookupFormatTest, RandomLookupsAreBitExact) {
   const uint32_t w = (*table)->row_words();
   for (size_t i = 0; i < rows.size(); ++i) {
     auto plain = (*table)->row(rows[i]);
-    ASSERT_TRUE(std::equal(plain.begin(), plain.end(), words->begin() + i * w)) << "row " << rows[i];
+    ASSERT_TRUE(std::equal(plain.begin(), plain.end(), words->begin() + i * w))
+        << "row " << rows[i];
   }
   auto values = (*client)->Lookup(rows);
   ASSERT_TRUE(values.ok()) << values.status();
@@ -82,13 +83,14 @@ TEST_P(LookupFormatTest, RandomLookupsAreBitExact) {
   EXPECT_GT(stats.latency_ms, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Formats, LookupFormatTest,
-    ::testing::Values(FormatCase{embedding::RowFormat::kFp32, 1000, 16},
-                      FormatCase{embedding::RowFormat::kFp16, 777, 33},
-                      FormatCase{embedding::RowFormat::kInt8RowWise, 1, 20},
-                      FormatCase{embedding::RowFormat::kFixed32, 4097, 5}),
-    [](const auto& info) { return embedding::RowFormatName(info.param.format); });
+INSTANTIATE_TEST_SUITE_P(Formats, LookupFormatTest,
+                         ::testing::Values(FormatCase{embedding::RowFormat::kFp32, 1000, 16},
+                                           FormatCase{embedding::RowFormat::kFp16, 777, 33},
+                                           FormatCase{embedding::RowFormat::kInt8RowWise, 1, 20},
+                                           FormatCase{embedding::RowFormat::kFixed32, 4097, 5}),
+                         [](const auto& info) {
+                           return embedding::RowFormatName(info.param.format);
+                         });
 
 class TwoServerTest : public ::testing::Test {
  protected:
@@ -147,12 +149,30 @@ TEST_F(TwoServerTest, PooledSumsAreExactForFixedPointRows) {
   ASSERT_TRUE(plain_sums.ok());
   std::vector<float> expected(7);
   for (size_t b = 0; b < bags.size(); ++b) {
-    ASSERT_TRUE(embedding::DecodePooledFixed(
-                    16, absl::MakeConstSpan(plain_sums->data() + b * 7, 7), bags[b],
-                    absl::MakeSpan(expected))
+    ASSERT_TRUE(embedding::DecodePooledFixed(16, absl::MakeConstSpan(plain_sums->data() + b * 7, 7),
+                                             bags[b], absl::MakeSpan(expected))
                     .ok());
     for (int j = 0; j < 7; ++j) EXPECT_EQ((*means)[b * 7 + j], expected[j]);
   }
+}
+
+TEST_F(TwoServerTest, PaddedBagsGiveTheSameSumsAndHideBagSizes) {
+  Start(embedding::RowFormat::kFixed32, 100, 3);
+  ClientOptions options = OptionsFor(servers_);
+  auto plain = Client::Connect(options);
+  options.pad_bags_to = 6;
+  auto padded = Client::Connect(options);
+  ASSERT_TRUE(plain.ok() && padded.ok());
+  std::vector<uint64_t> indices = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<uint32_t> bags = {1, 6, 1};
+  std::vector<int32_t> weights = {1, 2, 3, 4, 5, 6, 7, -8};
+  auto a = (*plain)->LookupPooledWords(indices, bags, weights);
+  auto b = (*padded)->LookupPooledWords(indices, bags, weights);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(*a, *b);
+  EXPECT_EQ((*padded)->last_call().keys, 18u);  // 3 bags x 6 keys, whatever their sizes
+  auto too_big = (*padded)->LookupPooledWords({1, 2, 3, 4, 5, 6, 7}, {7}, {});
+  EXPECT_TRUE(absl::IsInvalidArgument(too_big.status())) << too_big.status();
 }
 
 TEST_F(TwoServerTest, PooledNeedsAFixedPointTable) {
@@ -170,9 +190,12 @@ TEST_F(TwoServerTest, BadArgumentsAreRejectedLocally) {
   ASSERT_TRUE(client.ok());
   EXPECT_TRUE(absl::IsInvalidArgument((*client)->Lookup({}).status()));
   EXPECT_TRUE(absl::IsInvalidArgument((*client)->Lookup({50}).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument((*client)->LookupPooled({1}, {2}, {}, PoolingMode::kSum).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument((*client)->LookupPooled({1}, {0, 1}, {}, PoolingMode::kSum).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument((*client)->LookupPooled({1, 2}, {2}, {1, -1}, PoolingMode::kMean).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument((*client)->LookupPooled({1}, {2}, {}, PoolingMode::kSum).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      (*client)->LookupPooled({1}, {0, 1}, {}, PoolingMode::kSum).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      (*client)->LookupPooled({1, 2}, {2}, {1, -1}, PoolingMode::kMean).status()));
   EXPECT_TRUE(absl::IsInvalidArgument((*client)->ServerStats(2).status()));
 }
 

@@ -1,9 +1,9 @@
 #include "server/scheduler.h"
 
+#include <kj/async-io.h>
+
 #include <atomic>
 #include <vector>
-
-#include <kj/async-io.h>
 
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -59,7 +59,8 @@ std::vector<dpf::DpfKey> MakeKeys(int n, uint64_t seed) {
 std::vector<uint32_t> Expected(const std::vector<dpf::DpfKey>& keys) {
   std::vector<uint32_t> out;
   for (const dpf::DpfKey& key : keys) {
-    for (uint32_t j = 0; j < kRowWords; ++j) out.push_back(static_cast<uint32_t>(key.root().lo) + j);
+    for (uint32_t j = 0; j < kRowWords; ++j)
+      out.push_back(static_cast<uint32_t>(key.root().lo) + j);
   }
   return out;
 }

@@ -1,12 +1,11 @@
 // A real veil-server process spoken to at the RPC level, with hostile calls: each gets an error
 // reply naming the problem, while a well-behaved client on another thread keeps getting correct
 // rows from the same servers.
+#include <capnp/ez-rpc.h>
 #include <signal.h>
 
 #include <atomic>
 #include <thread>
-
-#include <capnp/ez-rpc.h>
 
 #include "absl/strings/str_cat.h"
 #include "embedding/table.h"
