@@ -61,7 +61,7 @@ class Listener {
 
   kj::Promise<void> AcceptLoop() {
     return receiver_.accept().then([this](kj::Own<kj::AsyncIoStream>&& stream) {
-      if (stats_.Snapshot().connections >= limits_.max_connections) {
+      if (stats_.connections() >= limits_.max_connections) {
         Log(absl::StrCat("refused a connection: ", limits_.max_connections,
                          " connections already open"));
       } else {

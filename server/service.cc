@@ -66,8 +66,7 @@ absl::StatusOr<std::vector<dpf::DpfKey>> PirService::ParseKeys(
 }
 
 void PirService::Reject(const absl::Status& status, absl::string_view call) {
-  stats_.RecordError();
-  uint64_t errors = stats_.Snapshot().errors;
+  const uint64_t errors = stats_.RecordError();
   if (ShouldLogRejection(errors)) {
     Log(absl::StrCat("rejected ", call, " (error #", errors, "): ", status.ToString()));
   }

@@ -39,9 +39,14 @@ void ServerStats::RecordPass(size_t keys) {
   max_batch_keys_ = std::max<uint32_t>(max_batch_keys_, static_cast<uint32_t>(keys));
 }
 
-void ServerStats::RecordError() {
+uint64_t ServerStats::RecordError() {
   absl::MutexLock lock(&mu_);
-  ++errors_;
+  return ++errors_;
+}
+
+uint32_t ServerStats::connections() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<uint32_t>(std::max<int64_t>(connections_, 0));
 }
 
 void ServerStats::SetQueuedKeys(uint32_t keys) {

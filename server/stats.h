@@ -35,10 +35,13 @@ class ServerStats {
 
   void RecordCall(size_t keys, absl::Duration latency);
   void RecordPass(size_t keys);
-  void RecordError();
+  // Returns the number of errors so far, this one included.
+  uint64_t RecordError();
   void SetQueuedKeys(uint32_t keys);
   void AddConnections(int delta);
 
+  uint32_t connections() const;
+  // Counters and latency percentiles (sorts the latency window: for the `stats` call and logs).
   StatsSnapshot Snapshot() const;
 
  private:

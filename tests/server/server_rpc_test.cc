@@ -1,8 +1,12 @@
 // A real veil-server process spoken to at the RPC level, with hostile calls: each gets an error
 // reply naming the problem, while a well-behaved client on another thread keeps getting correct
 // rows from the same servers.
+#include <arpa/inet.h>
 #include <capnp/ez-rpc.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -199,6 +203,48 @@ TEST_F(ServerRpcTest, BadCallsGetErrorRepliesWhileAGoodClientKeepsWorking) {
   EXPECT_GT(stats->calls, 0u);
   EXPECT_GT(stats->passes, 0u);
   EXPECT_GT(stats->latency_p50_ms, 0);
+}
+
+TEST_F(ServerRpcTest, GarbageOnTheSocketOnlyClosesThatConnection) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(servers_.server[0]->port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  // A segment table claiming 2^31 segments, then noise.
+  std::vector<uint8_t> garbage(4096, 0xA5);
+  garbage[0] = garbage[1] = garbage[2] = 0xff;
+  garbage[3] = 0x7f;
+  ASSERT_EQ(write(fd, garbage.data(), garbage.size()), static_cast<ssize_t>(garbage.size()));
+  // The server may send an Abort message, then hangs up.
+  char buf[4096];
+  ssize_t n;
+  size_t total = 0;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) total += static_cast<size_t>(n);
+  EXPECT_LT(total, sizeof(buf));
+  close(fd);
+  EXPECT_TRUE(Answer0({GoodKey(0)}).ok());
+}
+
+TEST(ServerLimitsTest, ConnectionsBeyondTheLimitAreRefused) {
+  auto path = testing::WriteRandomTable("conn.veil", embedding::RowFormat::kFp32, 10, 4, 1);
+  ASSERT_TRUE(path.ok());
+  auto servers = testing::StartTwoServers(*path, *path, {"--max_connections=1"});
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  ClientOptions options;
+  options.server0 = servers->address(0);
+  options.server1 = servers->address(1);
+  options.timeout = absl::Seconds(2);
+  auto first = Client::Connect(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = Client::Connect(options);
+  EXPECT_FALSE(second.ok());
+  EXPECT_TRUE((*first)->Lookup({1}).ok());
+  first->reset();
+  absl::SleepFor(absl::Milliseconds(100));  // the server notices the first client left
+  EXPECT_TRUE(Client::Connect(options).ok());
 }
 
 TEST_F(ServerRpcTest, SigtermStopsCleanly) {
