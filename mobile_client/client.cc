@@ -126,6 +126,7 @@ class Client::Impl {
 
   ~Impl() {
     executor_->executeSync([this] {
+      absl::MutexLock lock(&streams_mu_);
       for (Connection& c : connections_) c = Connection();
       stop_->fulfill();
     });
@@ -133,6 +134,10 @@ class Client::Impl {
   }
 
   absl::Status Connect();
+  // Before a call: reconnects to servers whose connection was lost, accepting them only if they
+  // still serve the session's table. Returns the connection error, or FAILED_PRECONDITION if a
+  // server came back with another table.
+  absl::Status Reconnect();
   absl::Status RunCalls(std::vector<PreparedCall>& calls, std::vector<uint32_t> (&shares)[2],
                         CallStats& stats);
   absl::StatusOr<ServerStatsInfo> Stats(int party);
@@ -152,6 +157,9 @@ class Client::Impl {
   CallStats last_call;
   CallStats totals() const {
     CallStats t;
+    absl::MutexLock lock(&streams_mu_);
+    t.bytes_up = retired_up_;
+    t.bytes_down = retired_down_;
     for (const Connection& c : connections_) {
       if (c.stream) {
         t.bytes_up += c.stream->bytes_written();
@@ -190,13 +198,20 @@ class Client::Impl {
 
   std::string Name(int s) const { return absl::StrCat("server ", s, " (", addresses_[s], ")"); }
 
-  // The status of a failed request to server s, worded for the reader.
-  absl::Status ServerError(int s, const kj::Exception& e) const {
+  // The status of a failed request to server s, worded for the reader. A lost connection is
+  // marked, so that the next call reconnects.
+  absl::Status ServerError(int s, const kj::Exception& e) {
     if (e.getType() == kj::Exception::Type::DISCONNECTED) {
+      lost_[s] = true;
       return server::ExceptionToStatus(e, absl::StrCat(Name(s), " is unreachable"));
     }
     return server::ExceptionToStatus(e, Name(s));
   }
+
+  // Caller thread: (re)connects to the servers marked in `which` and reads their configurations.
+  absl::Status ConnectServers(std::array<bool, 2> which, ServerConfig (&configs)[2]);
+  // One server's configuration on its own: protocol version, party, PRG and key types.
+  absl::Status CheckServer(int s, const ServerConfig& config) const;
 
   kj::Duration Timeout() const {
     return absl::ToInt64Nanoseconds(options_.timeout) * kj::NANOSECONDS;
@@ -226,23 +241,28 @@ class Client::Impl {
   kj::AsyncIoContext* io_ = nullptr;
   kj::Own<kj::PromiseFulfiller<void>> stop_;
   Connection connections_[2];
+  std::atomic<bool> lost_[2] = {false, false};
+  // Guards replacing a connection's stream against totals() on other threads.
+  mutable absl::Mutex streams_mu_;
+  // Bytes of replaced connections, so that totals() never goes back.
+  uint64_t retired_up_ ABSL_GUARDED_BY(streams_mu_) = 0;
+  uint64_t retired_down_ ABSL_GUARDED_BY(streams_mu_) = 0;
 
   TableInfo table_;
   uint64_t max_message_bytes_ = 0;
   std::atomic<uint64_t> total_lookups_{0}, total_keys_{0}, total_calls_{0};
 };
 
-absl::Status Client::Impl::Connect() {
-  for (int s = 0; s < 2; ++s) {
-    if (addresses_[s].empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("no address for server ", s));
-    }
-  }
-  ServerConfig configs[2];
-  absl::Status status = executor_->executeSync([&]() -> kj::Promise<absl::Status> {
+absl::Status Client::Impl::ConnectServers(std::array<bool, 2> which, ServerConfig (&configs)[2]) {
+  return executor_->executeSync([&]() -> kj::Promise<absl::Status> {
     auto done = std::make_shared<std::array<bool, 2>>();
     auto statuses = kj::heapArrayBuilder<kj::Promise<absl::Status>>(2);
     for (int s = 0; s < 2; ++s) {
+      if (!which[s]) {
+        (*done)[s] = true;
+        statuses.add(absl::OkStatus());
+        continue;
+      }
       statuses.add(
           io_->provider->getNetwork()
               .parseAddress(addresses_[s])
@@ -253,6 +273,12 @@ absl::Status Client::Impl::Connect() {
                 int one = 1;
                 stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
                 Connection& c = connections_[s];
+                absl::MutexLock lock(&streams_mu_);
+                if (c.stream) {
+                  retired_up_ += c.stream->bytes_written();
+                  retired_down_ += c.stream->bytes_read();
+                }
+                c = Connection();
                 c.stream = kj::heap<CountingStream>(kj::mv(stream));
                 c.rpc = kj::heap<capnp::TwoPartyClient>(*c.stream);
                 c.cap = c.rpc->bootstrap().castAs<rpc::PirServer>();
@@ -274,26 +300,38 @@ absl::Status Client::Impl::Connect() {
     });
     return WithTimeout(kj::mv(all), done);
   });
-  if (!status.ok()) return status;
+}
 
+absl::Status Client::Impl::CheckServer(int s, const ServerConfig& c) const {
+  if (c.protocol_version != rpc::PROTOCOL_VERSION) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(Name(s), " speaks protocol version ", c.protocol_version,
+                     "; this client speaks version ", rpc::PROTOCOL_VERSION));
+  }
+  if (c.party != s) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        Name(s), " is party ", c.party, ", expected party ", s, " (are the addresses swapped?)"));
+  }
+  if (!Contains(c.prgs, static_cast<uint8_t>(options_.prg)) ||
+      !Contains(c.outputs, static_cast<uint8_t>(options_.output)) ||
+      !Contains(c.outputs, static_cast<uint8_t>(dpf::OutputType::kAdditive))) {
+    return absl::FailedPreconditionError(absl::StrCat(Name(s), " does not evaluate PRG ",
+                                                      std::string(dpf::PrgName(options_.prg)),
+                                                      " with these key types"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Client::Impl::Connect() {
   for (int s = 0; s < 2; ++s) {
-    const ServerConfig& c = configs[s];
-    if (c.protocol_version != rpc::PROTOCOL_VERSION) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(Name(s), " speaks protocol version ", c.protocol_version,
-                       "; this client speaks version ", rpc::PROTOCOL_VERSION));
+    if (addresses_[s].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("no address for server ", s));
     }
-    if (c.party != s) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          Name(s), " is party ", c.party, ", expected party ", s, " (are the addresses swapped?)"));
-    }
-    if (!Contains(c.prgs, static_cast<uint8_t>(options_.prg)) ||
-        !Contains(c.outputs, static_cast<uint8_t>(options_.output)) ||
-        !Contains(c.outputs, static_cast<uint8_t>(dpf::OutputType::kAdditive))) {
-      return absl::FailedPreconditionError(absl::StrCat(Name(s), " does not evaluate PRG ",
-                                                        std::string(dpf::PrgName(options_.prg)),
-                                                        " with these key types"));
-    }
+  }
+  ServerConfig configs[2];
+  if (absl::Status s = ConnectServers({true, true}, configs); !s.ok()) return s;
+  for (int s = 0; s < 2; ++s) {
+    if (absl::Status status = CheckServer(s, configs[s]); !status.ok()) return status;
   }
   const TableInfo& a = configs[0].table;
   const TableInfo& b = configs[1].table;
@@ -324,8 +362,31 @@ absl::Status Client::Impl::Connect() {
   return absl::OkStatus();
 }
 
+absl::Status Client::Impl::Reconnect() {
+  std::array<bool, 2> which = {lost_[0].load(), lost_[1].load()};
+  if (!which[0] && !which[1]) return absl::OkStatus();
+  ServerConfig configs[2];
+  if (absl::Status s = ConnectServers(which, configs); !s.ok()) return s;
+  for (int s = 0; s < 2; ++s) {
+    if (!which[s]) continue;
+    if (absl::Status status = CheckServer(s, configs[s]); !status.ok()) return status;
+    const TableInfo& t = configs[s].table;
+    if (t.digest != table_.digest || t.epoch != table_.epoch || t.rows != table_.rows ||
+        t.row_words != table_.row_words || t.dim != table_.dim || t.format != table_.format ||
+        t.frac_bits != table_.frac_bits) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Name(s), " came back serving another table (digest ", t.digest_hex, " epoch ", t.epoch,
+          ") than this session's (digest ", table_.digest_hex, " epoch ", table_.epoch,
+          "); connect a new client once both servers serve the same table"));
+    }
+    lost_[s] = false;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Client::Impl::RunCalls(std::vector<PreparedCall>& calls,
                                     std::vector<uint32_t> (&shares)[2], CallStats& stats) {
+  if (absl::Status s = Reconnect(); !s.ok()) return s;
   size_t total_words = 0;
   for (const PreparedCall& c : calls) total_words += c.reply_words;
   shares[0].assign(total_words, 0);
@@ -415,6 +476,7 @@ absl::Status Client::Impl::RunCalls(std::vector<PreparedCall>& calls,
 
 absl::StatusOr<ServerStatsInfo> Client::Impl::Stats(int party) {
   if (party != 0 && party != 1) return absl::InvalidArgumentError("party must be 0 or 1");
+  if (absl::Status s = Reconnect(); !s.ok()) return s;
   ServerStatsInfo info;
   absl::Status status = executor_->executeSync([&]() -> kj::Promise<absl::Status> {
     auto done = std::make_shared<std::array<bool, 2>>();

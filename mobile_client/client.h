@@ -5,7 +5,8 @@
 // about the row. Before any lookup both servers must report the same table (digest and epoch);
 // every answer is checked against it again, so rows are never built from two different tables.
 // There is no fallback to asking one server in the clear: if either server is down, every lookup
-// fails with UNAVAILABLE (or DEADLINE_EXCEEDED) naming it.
+// fails with UNAVAILABLE (or DEADLINE_EXCEEDED) naming it. A lost connection is reopened by the
+// next call, which goes ahead only if the server still serves the session's table.
 //
 // Thread-safe: calls from several threads are serialized. Network I/O runs on a thread the client
 // owns (a KJ event loop), so callers need no event loop of their own.

@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
       options.binary,
       absl::StrCat("--party=", options.party),
       absl::StrCat("--table=", options.table_path),
-      "--listen=127.0.0.1:0",
+      absl::StrCat("--listen=", options.listen),
       absl::StrCat("--backend=", options.backend),
       absl::StrCat("--threads=", options.threads),
   };

@@ -23,6 +23,7 @@ struct ServerProcessOptions {
   std::string table_path;
   std::string backend = "cpu";
   int threads = 1;
+  std::string listen = "127.0.0.1:0";   // port 0: a free port, printed by the server
   std::vector<std::string> extra_args;  // e.g. "--max_keys_per_call=8"
   // Where the server's log (stderr) goes: "" keeps this process's stderr.
   std::string log_path;
@@ -31,7 +32,7 @@ struct ServerProcessOptions {
 
 class ServerProcess {
  public:
-  // Starts the server on 127.0.0.1 with port 0 and waits until it prints its port.
+  // Starts the server and waits until it prints its port.
   // Returns INTERNAL if it cannot be started, or UNAVAILABLE (with its exit status) if it exits
   // or stays silent past start_timeout.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const ServerProcessOptions& options);

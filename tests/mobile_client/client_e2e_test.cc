@@ -256,6 +256,44 @@ TEST_F(TwoServerTest, AKilledServerIsAClearErrorWithinTheTimeout) {
   EXPECT_THAT(again.status().message(), HasSubstr("server 1"));
 }
 
+TEST_F(TwoServerTest, ARestartedServerIsUsedAgainOnlyWithTheSameTable) {
+  auto path = testing::WriteRandomTable("r.veil", embedding::RowFormat::kFp32, 100, 4, 11);
+  auto other = testing::WriteRandomTable("r2.veil", embedding::RowFormat::kFp32, 100, 4, 12);
+  ASSERT_TRUE(path.ok() && other.ok());
+  auto servers = testing::StartTwoServers(*path, *path);
+  ASSERT_TRUE(servers.ok());
+  auto table = embedding::Table::Open(*path);
+  ASSERT_TRUE(table.ok());
+  auto client = Client::Connect(OptionsFor(*servers, absl::Seconds(2)));
+  ASSERT_TRUE(client.ok());
+  const int port = servers->server[1]->port();
+  auto restart = [&](const std::string& table_path) {
+    servers->server[1]->Kill();
+    server::ServerProcessOptions o;
+    o.binary = VEIL_SERVER_BINARY;
+    o.party = 1;
+    o.table_path = table_path;
+    o.backend = "cpu";
+    o.listen = absl::StrCat("127.0.0.1:", port);
+    auto started = server::ServerProcess::Start(o);
+    ASSERT_TRUE(started.ok()) << started.status();
+    servers->server[1] = *std::move(started);
+  };
+
+  restart(*path);
+  EXPECT_TRUE(absl::IsUnavailable((*client)->Lookup({7}).status()));  // finds the old one gone
+  auto words = (*client)->LookupWords({7});                           // reconnects: same table
+  ASSERT_TRUE(words.ok()) << words.status();
+  auto plain = (*table)->row(7);
+  EXPECT_TRUE(std::equal(plain.begin(), plain.end(), words->begin()));
+
+  restart(*other);
+  EXPECT_FALSE((*client)->Lookup({7}).ok());
+  auto refused = (*client)->Lookup({7});
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("came back serving another table"));
+}
+
 TEST_F(TwoServerTest, AHungServerTimesOut) {
   Start(embedding::RowFormat::kFp32, 100, 4);
   auto client = Client::Connect(OptionsFor(servers_, absl::Milliseconds(500)));
