@@ -34,14 +34,15 @@ absl::StatusOr<DpfParameters> ParamsFromFlags(const Flags& flags, int log_domain
   return dpf::ParseOutput(flags.Str("output", "add16"), {log_domain, *prg});
 }
 
-absl::Status CheckCpuBackend(const Flags& flags) {
-  std::string backend = flags.Str("backend", "cpu");
-  if (backend != "cpu") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--backend=", backend, " is not available in this build (the GPU suites are ",
-        "roofline-gpu and pir-answer-gpu when veil is built with CUDA)"));
-  }
-  return absl::OkStatus();
+// --backend=gpu hands the run to the GPU suite of the same name (roofline-gpu, pir-answer-gpu),
+// present when veil is built with CUDA. Returns true if it did, with its status in `status`.
+bool ForwardToGpu(const std::string& suite, const Flags& flags, absl::Status& status) {
+  const std::string backend = flags.Str("backend", "cpu");
+  if (backend == "cpu") return false;
+  status = backend == "gpu" ? RunSuite(suite + "-gpu", flags)
+                            : absl::InvalidArgumentError(
+                                  absl::StrCat("--backend must be cpu or gpu, got ", backend));
+  return true;
 }
 
 // Runs fn(thread) on `threads` threads at once and returns the wall time.
@@ -138,7 +139,7 @@ double MeasureMemory(int threads) {
 }
 
 absl::Status Roofline(const Flags& flags) {
-  if (absl::Status s = CheckCpuBackend(flags); !s.ok()) return s;
+  if (absl::Status s; ForwardToGpu("roofline", flags, s)) return s;
   const int threads = static_cast<int>(flags.Int("threads", 1));
   std::cerr << "roofline: measuring PRG, multiply-add and memory ceilings on " << threads
             << " thread(s)\n";
@@ -241,7 +242,7 @@ absl::Status DpfEval(const Flags& flags) {
 }
 
 absl::Status PirAnswer(const Flags& flags) {
-  if (absl::Status s = CheckCpuBackend(flags); !s.ok()) return s;
+  if (absl::Status s; ForwardToGpu("pir-answer", flags, s)) return s;
   const uint64_t rows = flags.Int("rows", 1 << 20);
   const uint32_t words = static_cast<uint32_t>(flags.Int("words", 16));
   const int batch = static_cast<int>(flags.Int("batch", 32));

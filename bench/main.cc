@@ -23,6 +23,14 @@ SuiteRegistration::SuiteRegistration(const char* name, const char* help, SuiteFn
   Registry()[name] = {help, std::move(fn)};
 }
 
+absl::Status RunSuite(const std::string& name, const Flags& flags) {
+  auto it = Registry().find(name);
+  if (it == Registry().end()) {
+    return absl::NotFoundError("suite " + name + " is not in this build (it needs CUDA)");
+  }
+  return it->second.fn(flags);
+}
+
 }  // namespace veil::bench
 
 int main(int argc, char** argv) {

@@ -49,6 +49,10 @@ class JsonLine {
 
 using SuiteFn = std::function<absl::Status(const Flags&)>;
 
+// Runs another registered suite with the same flags (e.g. pir-answer --backend=gpu runs
+// pir-answer-gpu). Returns NOT_FOUND if that suite is not in this build.
+absl::Status RunSuite(const std::string& name, const Flags& flags);
+
 struct SuiteRegistration {
   SuiteRegistration(const char* name, const char* help, SuiteFn fn);
 };
