@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "dpf/params.h"
-#include "pir/two_server/backend.h"
 #include "server/log.h"
 #include "server/rpc_status.h"
 
@@ -27,43 +26,6 @@ PirService::PirService(int party, const embedding::Table& table, std::string bac
       limits_(limits),
       scheduler_(scheduler),
       stats_(stats) {}
-
-absl::StatusOr<std::vector<dpf::DpfKey>> PirService::ParseKeys(
-    capnp::List<capnp::Data>::Reader keys, uint64_t param_bytes, bool pooled) const {
-  if (param_bytes > limits_.max_message_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("request of ", param_bytes,
-                                                   " bytes exceeds the limit of ",
-                                                   limits_.max_message_bytes, " bytes per call"));
-  }
-  if (keys.size() == 0) return absl::InvalidArgumentError("the call holds no keys");
-  if (keys.size() > limits_.max_keys_per_call) {
-    return absl::InvalidArgumentError(absl::StrCat(keys.size(), " keys exceed the limit of ",
-                                                   limits_.max_keys_per_call, " keys per call"));
-  }
-  std::vector<dpf::DpfKey> parsed;
-  parsed.reserve(keys.size());
-  for (uint32_t i = 0; i < keys.size(); ++i) {
-    capnp::Data::Reader bytes = keys[i];
-    absl::StatusOr<dpf::DpfKey> key =
-        dpf::DpfKey::Parse(absl::MakeConstSpan(bytes.begin(), bytes.size()));
-    if (!key.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("key ", i, ": ", key.status().message()));
-    }
-    if (key->party() != party_) {
-      return absl::InvalidArgumentError(absl::StrCat("key ", i, " is for party ", key->party(),
-                                                     " but this server is party ", party_));
-    }
-    if (absl::Status fits = pir::CheckKeyFitsTable(*key, table_.rows()); !fits.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("key ", i, ": ", fits.message()));
-    }
-    if (pooled && key->params().output != dpf::OutputType::kAdditive) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "key ", i, ": pooled answers need additive keys, not ", dpf::OutputName(key->params())));
-    }
-    parsed.push_back(*std::move(key));
-  }
-  return parsed;
-}
 
 void PirService::Reject(const absl::Status& status, absl::string_view call) {
   const uint64_t errors = stats_.RecordError();
@@ -108,7 +70,8 @@ kj::Promise<void> PirService::config(ConfigContext context) {
 kj::Promise<void> PirService::answer(AnswerContext context) {
   absl::Time arrival = absl::Now();
   auto params = context.getParams();
-  auto keys = ParseKeys(params.getKeys(), params.totalSize().wordCount * 8, /*pooled=*/false);
+  auto keys = ParseKeys(params.getKeys(), params.totalSize().wordCount * 8,
+                        KeyRules{party_, table_.rows(), /*pooled=*/false}, limits_);
   if (!keys.ok()) Reject(keys.status(), "answer");
   size_t key_count = keys->size();
   context.releaseParams();
@@ -128,24 +91,12 @@ kj::Promise<void> PirService::answer(AnswerContext context) {
 kj::Promise<void> PirService::answerPooled(AnswerPooledContext context) {
   absl::Time arrival = absl::Now();
   auto params = context.getParams();
-  auto keys = ParseKeys(params.getKeys(), params.totalSize().wordCount * 8, /*pooled=*/true);
+  auto keys = ParseKeys(params.getKeys(), params.totalSize().wordCount * 8,
+                        KeyRules{party_, table_.rows(), /*pooled=*/true}, limits_);
   if (!keys.ok()) Reject(keys.status(), "answerPooled");
-  auto bag_sizes_reader = params.getBagSizes();
-  std::vector<uint32_t> bag_sizes;
-  bag_sizes.reserve(bag_sizes_reader.size());
-  for (uint32_t size : bag_sizes_reader) bag_sizes.push_back(size);
-  uint64_t total = 0;
-  for (size_t b = 0; b < bag_sizes.size(); ++b) {
-    if (bag_sizes[b] == 0) {
-      Reject(absl::InvalidArgumentError(absl::StrCat("bag ", b, " is empty")), "answerPooled");
-    }
-    total += bag_sizes[b];
-  }
-  if (total != keys->size()) {
-    Reject(absl::InvalidArgumentError(absl::StrCat("bag sizes add up to ", total,
-                                                   " but the call holds ", keys->size(), " keys")),
-           "answerPooled");
-  }
+  auto parsed_bags = ParseBagSizes(params.getBagSizes(), keys->size());
+  if (!parsed_bags.ok()) Reject(parsed_bags.status(), "answerPooled");
+  std::vector<uint32_t> bag_sizes = *std::move(parsed_bags);
   size_t key_count = keys->size();
   context.releaseParams();
   return scheduler_.Submit(*std::move(keys))

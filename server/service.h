@@ -13,6 +13,7 @@
 #include "dpf/key.h"
 #include "embedding/table.h"
 #include "server/limits.h"
+#include "server/request.h"
 #include "server/scheduler.h"
 #include "server/stats.h"
 #include "server/veil.capnp.h"
@@ -24,13 +25,6 @@ class PirService final : public rpc::PirServer::Server {
   // `table`, `scheduler` and `stats` must outlive the service.
   PirService(int party, const embedding::Table& table, std::string backend_name,
              const ServerLimits& limits, BatchScheduler& scheduler, ServerStats& stats);
-
-  // Parses and validates the keys of one call: the parameters must fit max_message_bytes
-  // (`param_bytes`), the count must be in [1, max_keys_per_call], and each key must parse, be for
-  // this server's party, fit the table's domain and (pooled) be additive.
-  // Returns INVALID_ARGUMENT naming the first bad key or the exceeded limit.
-  absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Reader keys,
-                                                     uint64_t param_bytes, bool pooled) const;
 
  protected:
   kj::Promise<void> config(ConfigContext context) override;

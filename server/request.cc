@@ -1,0 +1,69 @@
+#include "server/request.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "pir/two_server/backend.h"
+
+namespace veil::server {
+
+absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Reader keys,
+                                                   uint64_t param_bytes, const KeyRules& rules,
+                                                   const ServerLimits& limits) {
+  if (param_bytes > limits.max_message_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("request of ", param_bytes,
+                                                   " bytes exceeds the limit of ",
+                                                   limits.max_message_bytes, " bytes per call"));
+  }
+  if (keys.size() == 0) return absl::InvalidArgumentError("the call holds no keys");
+  if (keys.size() > limits.max_keys_per_call) {
+    return absl::InvalidArgumentError(absl::StrCat(keys.size(), " keys exceed the limit of ",
+                                                   limits.max_keys_per_call, " keys per call"));
+  }
+  std::vector<dpf::DpfKey> parsed;
+  parsed.reserve(keys.size());
+  for (uint32_t i = 0; i < keys.size(); ++i) {
+    capnp::Data::Reader bytes = keys[i];
+    absl::StatusOr<dpf::DpfKey> key =
+        dpf::DpfKey::Parse(absl::MakeConstSpan(bytes.begin(), bytes.size()));
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("key ", i, ": ", key.status().message()));
+    }
+    if (key->party() != rules.party) {
+      return absl::InvalidArgumentError(absl::StrCat("key ", i, " is for party ", key->party(),
+                                                     " but this server is party ", rules.party));
+    }
+    if (absl::Status fits = pir::CheckKeyFitsTable(*key, rules.rows); !fits.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("key ", i, ": ", fits.message()));
+    }
+    if (rules.pooled && key->params().output != dpf::OutputType::kAdditive) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "key ", i, ": pooled answers need additive keys, not ", dpf::OutputName(key->params())));
+    }
+    parsed.push_back(*std::move(key));
+  }
+  return parsed;
+}
+
+absl::StatusOr<std::vector<uint32_t>> ParseBagSizes(capnp::List<uint32_t>::Reader sizes,
+                                                    size_t key_count) {
+  std::vector<uint32_t> bags;
+  uint64_t total = 0;
+  for (uint32_t b = 0; b < sizes.size(); ++b) {
+    if (sizes[b] == 0) return absl::InvalidArgumentError(absl::StrCat("bag ", b, " is empty"));
+    total += sizes[b];
+    if (total > key_count) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bag sizes add up to more than the ", key_count, " keys of the call"));
+    }
+    bags.push_back(sizes[b]);
+  }
+  if (total != key_count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bag sizes add up to ", total, " but the call holds ", key_count, " keys"));
+  }
+  return bags;
+}
+
+}  // namespace veil::server

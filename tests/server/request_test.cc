@@ -1,0 +1,77 @@
+#include "server/request.h"
+
+#include <capnp/message.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pir/two_server/query.h"
+
+namespace veil::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kRows = 1000;
+
+class ParseKeysTest : public ::testing::Test {
+ protected:
+  // Sets the call's keys and returns ParseKeys' verdict on them.
+  absl::StatusOr<std::vector<dpf::DpfKey>> Parse(const std::vector<std::vector<uint8_t>>& keys,
+                                                 KeyRules rules = {0, kRows, false}) {
+    capnp::MallocMessageBuilder message;
+    auto params = message.initRoot<rpc::PirServer::AnswerParams>();
+    auto list = params.initKeys(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      list.set(i, capnp::Data::Reader(keys[i].data(), keys[i].size()));
+    }
+    auto reader = params.asReader();
+    return ParseKeys(reader.getKeys(), reader.totalSize().wordCount * 8, rules, limits_);
+  }
+
+  std::vector<uint8_t> Key(int party, uint64_t rows = kRows,
+                           dpf::OutputType output = dpf::OutputType::kAdditive) {
+    return pir::MakeQuery(rows, 3, 1, dpf::Prg::kAes128, output)->key[party].Serialize();
+  }
+
+  ServerLimits limits_;
+};
+
+TEST_F(ParseKeysTest, GoodKeysParse) {
+  auto keys = Parse({Key(0), Key(0, kRows, dpf::OutputType::kXor)});
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_EQ(keys->size(), 2u);
+  EXPECT_EQ((*keys)[1].params().output, dpf::OutputType::kXor);
+}
+
+TEST_F(ParseKeysTest, EachCheckNamesTheProblem) {
+  EXPECT_THAT(Parse({}).status().message(), HasSubstr("no keys"));
+  EXPECT_THAT(Parse({Key(0), {}}).status().message(), HasSubstr("key 1: "));
+  EXPECT_THAT(Parse({Key(1)}).status().message(),
+              HasSubstr("key 0 is for party 1 but this server is party 0"));
+  EXPECT_THAT(Parse({Key(0, kRows * 2)}).status().message(), HasSubstr("key 0: "));
+  EXPECT_THAT(Parse({Key(0, kRows, dpf::OutputType::kXor)}, {0, kRows, true}).status().message(),
+              HasSubstr("pooled answers need additive keys"));
+  limits_.max_keys_per_call = 2;
+  EXPECT_THAT(Parse({Key(0), Key(0), Key(0)}).status().message(),
+              HasSubstr("3 keys exceed the limit of 2 keys per call"));
+  limits_.max_message_bytes = 128;
+  EXPECT_THAT(Parse({Key(0)}).status().message(), HasSubstr("exceeds the limit of 128 bytes"));
+}
+
+TEST(ParseBagSizesTest, SizesMustCoverTheKeys) {
+  capnp::MallocMessageBuilder message;
+  auto list = message.initRoot<rpc::PirServer::AnswerPooledParams>().initBagSizes(3);
+  list.set(0, 2);
+  list.set(1, 1);
+  list.set(2, 4);
+  auto sizes = list.asReader();
+  EXPECT_EQ(*ParseBagSizes(sizes, 7), (std::vector<uint32_t>{2, 1, 4}));
+  EXPECT_THAT(ParseBagSizes(sizes, 8).status().message(),
+              HasSubstr("bag sizes add up to 7 but the call holds 8 keys"));
+  EXPECT_THAT(ParseBagSizes(sizes, 5).status().message(), HasSubstr("more than the 5 keys"));
+  list.set(1, 0);
+  EXPECT_THAT(ParseBagSizes(list.asReader(), 6).status().message(), HasSubstr("bag 1 is empty"));
+}
+
+}  // namespace
+}  // namespace veil::server
