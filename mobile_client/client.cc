@@ -4,6 +4,7 @@
 #include <kj/async-io.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sodium.h>
 
 #include <atomic>
 #include <cstring>
@@ -102,8 +103,19 @@ bool Contains(const std::vector<uint8_t>& ids, uint8_t id) {
 }
 
 // One RPC per server: the keys (serialized) for each server, and the bag sizes of answerPooled
-// (empty for answer). Each reply has `reply_words` words.
+// (empty for answer). Each reply has `reply_words` words. The serialized keys are secrets
+// (together they reveal the rows) and are wiped when the call is done.
+// TODO(security): the copies in Cap'n Proto's outgoing message buffers are freed unwiped.
 struct PreparedCall {
+  PreparedCall() = default;
+  PreparedCall(PreparedCall&&) = default;
+  PreparedCall& operator=(PreparedCall&&) = default;
+  ~PreparedCall() {
+    for (auto& side : keys) {
+      for (auto& key : side) sodium_memzero(key.data(), key.size());
+    }
+  }
+
   std::vector<std::vector<uint8_t>> keys[2];
   std::vector<uint32_t> bag_sizes;
   size_t reply_words = 0;
@@ -217,7 +229,7 @@ class Client::Impl {
     return absl::ToInt64Nanoseconds(options_.timeout) * kj::NANOSECONDS;
   }
 
-  // Waits for `promise` at most the client's timeout; `pending` names who has not answered yet.
+  // Waits for `promise` at most the client's timeout; `done` marks the servers that answered.
   kj::Promise<absl::Status> WithTimeout(kj::Promise<absl::Status> promise,
                                         std::shared_ptr<std::array<bool, 2>> done) {
     return promise.exclusiveJoin(
