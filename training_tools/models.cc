@@ -311,9 +311,12 @@ class WordModel : public WorkloadModel {
         torch::nn::utils::clip_grad_norm_(model_->parameters(), 1.0);
         optimizer.step();
         loss_sum += loss.item<double>();
-        ++batches;
+        if (++batches % 50 == 0) {
+          std::fprintf(stderr, "\repoch %d: %zu/%zu windows, training perplexity %.1f", epoch + 1,
+                       end, n, std::exp(loss_sum / batches));
+        }
       }
-      std::fprintf(stderr, "epoch %d: training perplexity %.2f, validation perplexity %.2f\n",
+      std::fprintf(stderr, "\repoch %d: training perplexity %.2f, validation perplexity %.2f\n",
                    epoch + 1, std::exp(loss_sum / std::max(batches, 1)),
                    Evaluate(std::vector<std::vector<int32_t>>(evaluated_.size())));
     }

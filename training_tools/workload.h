@@ -24,7 +24,7 @@ struct WorkloadOptions {
   float positive_threshold = 4;  // label ≥ threshold is a click (MovieLens: 4 stars)
   std::string text;          // plain-text file or directory
   int history_length = 20;   // recommendation: items in the user's bag
-  int vocabulary_size = 5000;  // language: rows of the word table (2 reserved)
+  int vocabulary_size = 3000;  // language: rows of the word table (2 reserved)
   int window_length = 32;    // language: tokens per inference
   int embedding_dim = 32;    // floats per row (= 32-bit words per row)
 };
