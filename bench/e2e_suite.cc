@@ -13,7 +13,8 @@
 // depend on what else runs, so the suite also compares CPU time, which does not:
 // server_keys_per_cpu_s is keys answered per CPU second of the server processes (event loop,
 // parsing, scheduling and backend together) during the measurement, reference_keys_per_cpu_s the
-// same for the backend alone, and serving_cpu_ratio their quotient.
+// same for the backend alone, and serving_cpu_ratio their quotient. client_cpu_s is this process's
+// CPU time (the clients) over the same window.
 #include <time.h>
 #include <unistd.h>
 
@@ -240,9 +241,11 @@ absl::Status E2e(const Flags& flags) {
   if (!monitor.ok()) return monitor.status();
   double window_cpu[2][2] = {};     // [edge][party]
   uint64_t window_keys[2][2] = {};  // [edge][party]
+  double client_cpu[2] = {};        // [edge]: this process (the clients)
   bool window_ok = true;
   for (int edge = 0; edge < 2; ++edge) {
     absl::SleepFor((edge == 0 ? measure_from : end) - absl::Now());
+    client_cpu[edge] = SelfCpuSeconds();
     for (int party = 0; party < 2; ++party) {
       auto stats = (*monitor)->ServerStats(party);
       window_ok = window_ok && stats.ok();
@@ -301,7 +304,9 @@ absl::Status E2e(const Flags& flags) {
         .Add("server_p50_ms", server_stats->latency_p50_ms);
   }
   const double server_keys_per_cpu_s = window_ok ? server_keys / std::max(1e-9, server_cpu_s) : 0;
-  line.Add("server_cpu_s", server_cpu_s).Add("server_keys_per_cpu_s", server_keys_per_cpu_s);
+  line.Add("server_cpu_s", server_cpu_s)
+      .Add("client_cpu_s", client_cpu[1] - client_cpu[0])
+      .Add("server_keys_per_cpu_s", server_keys_per_cpu_s);
   if (reference) {
     line.Add("reference_qps", ref.qps)
         .Add("serving_ratio", qps / ref.qps)
