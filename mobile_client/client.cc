@@ -71,6 +71,7 @@ struct ServerConfig {
   int party = -1;
   TableInfo table;
   uint64_t max_message_bytes = 0;
+  uint64_t max_queued_keys = 0;  // per connection (0 from servers that do not say)
   std::vector<uint8_t> prgs;
   std::vector<uint8_t> outputs;
 };
@@ -92,6 +93,7 @@ ServerConfig ReadConfig(rpc::Config::Reader config) {
   t.frac_bits = config.getFracBits();
   t.max_keys_per_call = config.getLimits().getMaxKeysPerCall();
   c.max_message_bytes = config.getLimits().getMaxMessageBytes();
+  c.max_queued_keys = config.getLimits().getMaxQueuedKeysPerConnection();
   for (uint8_t p : config.getPrgs()) c.prgs.push_back(p);
   for (uint8_t o : config.getOutputTypes()) c.outputs.push_back(o);
   t.backend[c.party == 1 ? 1 : 0] = config.getBackend();
@@ -152,6 +154,9 @@ class Client::Impl {
   absl::Status Reconnect();
   absl::Status RunCalls(std::vector<PreparedCall>& calls, std::vector<uint32_t> (&shares)[2],
                         CallStats& stats);
+  // Sends `calls` to both servers at once; their replies fill `shares` from word first_offset.
+  absl::Status SendWave(absl::Span<PreparedCall> calls, size_t first_offset,
+                        std::vector<uint32_t> (&shares)[2], absl::Time deadline);
   absl::StatusOr<ServerStatsInfo> Stats(int party);
 
   const ClientOptions& options() const { return options_; }
@@ -225,15 +230,15 @@ class Client::Impl {
   // One server's configuration on its own: protocol version, party, PRG and key types.
   absl::Status CheckServer(int s, const ServerConfig& config) const;
 
-  kj::Duration Timeout() const {
-    return absl::ToInt64Nanoseconds(options_.timeout) * kj::NANOSECONDS;
-  }
-
-  // Waits for `promise` at most the client's timeout; `done` marks the servers that answered.
+  // Waits for `promise` until `deadline` (by default the client's timeout from now); `done` marks
+  // the servers that answered.
   kj::Promise<absl::Status> WithTimeout(kj::Promise<absl::Status> promise,
-                                        std::shared_ptr<std::array<bool, 2>> done) {
+                                        std::shared_ptr<std::array<bool, 2>> done,
+                                        absl::Time deadline = absl::InfiniteFuture()) {
+    if (deadline == absl::InfiniteFuture()) deadline = absl::Now() + options_.timeout;
+    const int64_t left_ns = std::max<int64_t>(0, absl::ToInt64Nanoseconds(deadline - absl::Now()));
     return promise.exclusiveJoin(
-        io_->provider->getTimer().afterDelay(Timeout()).then([this, done]() {
+        io_->provider->getTimer().afterDelay(left_ns * kj::NANOSECONDS).then([this, done]() {
           std::string who;
           for (int s = 0; s < 2; ++s) {
             if (!(*done)[s]) absl::StrAppend(&who, who.empty() ? "" : " and ", Name(s));
@@ -262,6 +267,7 @@ class Client::Impl {
 
   TableInfo table_;
   uint64_t max_message_bytes_ = 0;
+  uint64_t max_queued_keys_ = 0;  // per connection, the smaller of the two; 0: no limit
   std::atomic<uint64_t> total_lookups_{0}, total_keys_{0}, total_calls_{0};
 };
 
@@ -368,6 +374,12 @@ absl::Status Client::Impl::Connect() {
   table_.backend[1] = b.backend[1];
   table_.max_keys_per_call = std::min(a.max_keys_per_call, b.max_keys_per_call);
   max_message_bytes_ = std::min(configs[0].max_message_bytes, configs[1].max_message_bytes);
+  for (const ServerConfig& c : configs) {
+    if (c.max_queued_keys != 0) {
+      max_queued_keys_ =
+          max_queued_keys_ == 0 ? c.max_queued_keys : std::min(max_queued_keys_, c.max_queued_keys);
+    }
+  }
   if (table_.max_keys_per_call == 0) {
     return absl::FailedPreconditionError("a server accepts no keys per call");
   }
@@ -405,13 +417,41 @@ absl::Status Client::Impl::RunCalls(std::vector<PreparedCall>& calls,
   shares[1].assign(total_words, 0);
   const uint64_t up_before = totals().bytes_up, down_before = totals().bytes_down;
   const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options_.timeout;
 
-  absl::Status status = executor_->executeSync([&]() -> kj::Promise<absl::Status> {
+  // Calls go out in waves that each fit the servers' per-connection queue, all within one deadline.
+  size_t first = 0, first_offset = 0;
+  while (first < calls.size()) {
+    size_t last = first, wave_keys = 0, wave_words = 0;
+    while (last < calls.size() && (last == first || max_queued_keys_ == 0 ||
+                                   wave_keys + calls[last].keys[0].size() <= max_queued_keys_)) {
+      wave_keys += calls[last].keys[0].size();
+      wave_words += calls[last].reply_words;
+      ++last;
+    }
+    absl::Status status = SendWave(absl::MakeSpan(calls.data() + first, last - first), first_offset,
+                                   shares, deadline);
+    if (!status.ok()) return status;
+    first = last;
+    first_offset += wave_words;
+  }
+  stats.latency_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  CallStats after = totals();
+  stats.bytes_up = after.bytes_up - up_before;
+  stats.bytes_down = after.bytes_down - down_before;
+  stats.calls = static_cast<uint32_t>(calls.size());
+  for (const PreparedCall& c : calls) stats.keys += static_cast<uint32_t>(c.keys[0].size());
+  return absl::OkStatus();
+}
+
+absl::Status Client::Impl::SendWave(absl::Span<PreparedCall> calls, size_t first_offset,
+                                    std::vector<uint32_t> (&shares)[2], absl::Time deadline) {
+  return executor_->executeSync([&]() -> kj::Promise<absl::Status> {
     auto done = std::make_shared<std::array<bool, 2>>();
     auto remaining = std::make_shared<std::array<size_t, 2>>();
     (*remaining)[0] = (*remaining)[1] = calls.size();
     auto statuses = kj::heapArrayBuilder<kj::Promise<absl::Status>>(2 * calls.size());
-    size_t offset = 0;
+    size_t offset = first_offset;
     for (PreparedCall& call : calls) {
       for (int s = 0; s < 2; ++s) {
         auto on_reply = [this, s, offset, words = call.reply_words, &shares, done,
@@ -472,18 +512,10 @@ absl::Status Client::Impl::RunCalls(std::vector<PreparedCall>& calls,
       return absl::OkStatus();
     });
     // evalLast: the replies' Finish messages are written in a later turn; count them here.
-    return WithTimeout(kj::mv(all), done).then([](absl::Status s) {
+    return WithTimeout(kj::mv(all), done, deadline).then([](absl::Status s) {
       return kj::evalLast([s = std::move(s)]() mutable { return std::move(s); });
     });
   });
-  if (!status.ok()) return status;
-  stats.latency_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-  CallStats after = totals();
-  stats.bytes_up = after.bytes_up - up_before;
-  stats.bytes_down = after.bytes_down - down_before;
-  stats.calls = static_cast<uint32_t>(calls.size());
-  for (const PreparedCall& c : calls) stats.keys += static_cast<uint32_t>(c.keys[0].size());
-  return absl::OkStatus();
 }
 
 absl::StatusOr<ServerStatsInfo> Client::Impl::Stats(int party) {

@@ -16,6 +16,9 @@ struct ServerLimits {
   // Keys waiting for the backend across all connections; calls beyond it get RESOURCE_EXHAUSTED
   // instead of growing the queue without bound.
   uint32_t max_queued_keys = 16384;
+  // Keys one connection may have waiting, so that a single client cannot fill the whole queue and
+  // starve the others (RESOURCE_EXHAUSTED for that connection's further calls).
+  uint32_t max_queued_keys_per_connection = 4096;
   // Keys handed to the backend in one table pass, and how long the oldest waiting key may wait for
   // more to join it (the scheduler also never waits longer than 1/8 of the previous pass, so that
   // a lone client on a small table does not pay the full wait).

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -51,10 +52,11 @@ class LoggingErrorHandler final : public kj::TaskSet::ErrorHandler {
 
 class Listener {
  public:
-  Listener(kj::ConnectionReceiver& receiver, capnp::Capability::Client bootstrap,
+  // `new_service` makes the PirServer of one new connection.
+  Listener(kj::ConnectionReceiver& receiver, std::function<capnp::Capability::Client()> new_service,
            const ServerLimits& limits, ServerStats& stats)
       : receiver_(receiver),
-        bootstrap_(kj::mv(bootstrap)),
+        new_service_(std::move(new_service)),
         limits_(limits),
         stats_(stats),
         tasks_(errors_) {}
@@ -69,7 +71,7 @@ class Listener {
         stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         capnp::ReaderOptions options;
         options.traversalLimitInWords = limits_.HardMessageWords();
-        auto connection = kj::heap<Connection>(kj::mv(stream), bootstrap_, options, stats_);
+        auto connection = kj::heap<Connection>(kj::mv(stream), new_service_(), options, stats_);
         auto disconnected = connection->network.onDisconnect();
         tasks_.add(disconnected.attach(kj::mv(connection)));
       }
@@ -79,7 +81,7 @@ class Listener {
 
  private:
   kj::ConnectionReceiver& receiver_;
-  capnp::Capability::Client bootstrap_;
+  std::function<capnp::Capability::Client()> new_service_;
   const ServerLimits& limits_;
   ServerStats& stats_;
   LoggingErrorHandler errors_;
@@ -94,10 +96,11 @@ absl::Status CheckOptions(const ServerOptions& options) {
   if (options.threads < 1) return absl::InvalidArgumentError("--threads must be at least 1");
   const ServerLimits& l = options.limits;
   if (l.max_keys_per_call < 1 || l.max_batch_keys < 1 || l.max_queued_keys < l.max_keys_per_call ||
-      l.max_message_bytes < 1024 || l.max_connections < 1) {
+      l.max_queued_keys_per_connection < l.max_keys_per_call || l.max_message_bytes < 1024 ||
+      l.max_connections < 1) {
     return absl::InvalidArgumentError(
-        "limits must be positive, max_queued_keys >= max_keys_per_call and "
-        "max_message_bytes >= 1024");
+        "limits must be positive, max_queued_keys and max_queued_keys_per_connection >= "
+        "max_keys_per_call, and max_message_bytes >= 1024");
   }
   return absl::OkStatus();
 }
@@ -134,10 +137,12 @@ absl::Status RunServer(const ServerOptions& options) {
 
   ServerStats stats;
   BatchScheduler scheduler(**backend, options.limits, stats);
-  capnp::Capability::Client bootstrap = kj::heap<PirService>(
-      options.party, **table, (*backend)->name(), options.limits, scheduler, stats);
   {
-    auto listener = std::make_unique<Listener>(*receiver, kj::mv(bootstrap), options.limits, stats);
+    auto new_service = [&]() -> capnp::Capability::Client {
+      return kj::heap<PirService>(options.party, **table, (*backend)->name(), options.limits,
+                                  scheduler, stats);
+    };
+    auto listener = std::make_unique<Listener>(*receiver, new_service, options.limits, stats);
     kj::Promise<void> accepting = listener->AcceptLoop().eagerlyEvaluate(
         [](kj::Exception&& e) { Log(absl::StrCat("accept failed: ", e.getDescription().cStr())); });
 

@@ -19,6 +19,8 @@ ABSL_FLAG(int, threads, 1, "CPU backend threads");
 ABSL_FLAG(int, max_keys_per_call, 1024, "keys accepted in one call");
 ABSL_FLAG(int64_t, max_message_bytes, 1 << 20, "bytes of parameters accepted in one call");
 ABSL_FLAG(int, max_queued_keys, 16384, "keys waiting for the backend before calls are refused");
+ABSL_FLAG(int, max_queued_keys_per_connection, 4096,
+          "keys one connection may have waiting before its calls are refused");
 ABSL_FLAG(int, max_batch, 64, "keys answered in one table pass");
 ABSL_FLAG(int, max_wait_us, 2000, "how long the oldest waiting key may wait for a fuller batch");
 ABSL_FLAG(int, max_connections, 1024, "open connections accepted");
@@ -30,6 +32,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   for (auto [name, value] : {std::pair{"max_keys_per_call", absl::GetFlag(FLAGS_max_keys_per_call)},
                              std::pair{"max_queued_keys", absl::GetFlag(FLAGS_max_queued_keys)},
+                             std::pair{"max_queued_keys_per_connection",
+                                       absl::GetFlag(FLAGS_max_queued_keys_per_connection)},
                              std::pair{"max_batch", absl::GetFlag(FLAGS_max_batch)},
                              std::pair{"max_connections", absl::GetFlag(FLAGS_max_connections)}}) {
     if (value < 1) {
@@ -53,6 +57,8 @@ int main(int argc, char** argv) {
   limits.max_keys_per_call = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_keys_per_call));
   limits.max_message_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_message_bytes));
   limits.max_queued_keys = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_queued_keys));
+  limits.max_queued_keys_per_connection =
+      static_cast<uint32_t>(absl::GetFlag(FLAGS_max_queued_keys_per_connection));
   limits.max_batch_keys = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_batch));
   limits.max_wait = absl::Microseconds(absl::GetFlag(FLAGS_max_wait_us));
   limits.max_connections = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_connections));

@@ -35,6 +35,21 @@ void PirService::Reject(const absl::Status& status, absl::string_view call) {
   kj::throwFatalException(StatusToException(status));
 }
 
+kj::Promise<absl::StatusOr<BatchScheduler::Shares>> PirService::Submit(
+    std::vector<dpf::DpfKey> keys) {
+  const size_t count = keys.size();
+  if (queued_keys_ + count > limits_.max_queued_keys_per_connection) {
+    return absl::StatusOr<BatchScheduler::Shares>(absl::ResourceExhaustedError(absl::StrCat(
+        "this connection already has ", queued_keys_, " keys waiting (limit ",
+        limits_.max_queued_keys_per_connection, " per connection); wait for answers first")));
+  }
+  queued_keys_ += count;
+  // Released when the answer comes or the call is cancelled.
+  return scheduler_.Submit(std::move(keys)).attach(kj::defer([this, count] {
+    queued_keys_ -= count;
+  }));
+}
+
 void PirService::FillTableId(rpc::TableId::Builder table_id) const {
   embedding::TableDigestBytes digest = table_.digest();
   table_id.setDigest(capnp::Data::Reader(digest.data(), digest.size()));
@@ -63,6 +78,7 @@ kj::Promise<void> PirService::config(ConfigContext context) {
   limits.setMaxKeysPerCall(limits_.max_keys_per_call);
   limits.setMaxMessageBytes(limits_.max_message_bytes);
   limits.setMaxQueuedKeys(limits_.max_queued_keys);
+  limits.setMaxQueuedKeysPerConnection(limits_.max_queued_keys_per_connection);
   config.setBackend(backend_name_);
   return kj::READY_NOW;
 }
@@ -75,7 +91,7 @@ kj::Promise<void> PirService::answer(AnswerContext context) {
   if (!keys.ok()) Reject(keys.status(), "answer");
   size_t key_count = keys->size();
   context.releaseParams();
-  return scheduler_.Submit(*std::move(keys))
+  return Submit(*std::move(keys))
       .then([this, context, arrival,
              key_count](absl::StatusOr<BatchScheduler::Shares> shares) mutable {
         if (!shares.ok()) Reject(shares.status(), "answer");
@@ -99,7 +115,7 @@ kj::Promise<void> PirService::answerPooled(AnswerPooledContext context) {
   std::vector<uint32_t> bag_sizes = *std::move(parsed_bags);
   size_t key_count = keys->size();
   context.releaseParams();
-  return scheduler_.Submit(*std::move(keys))
+  return Submit(*std::move(keys))
       .then([this, context, arrival, key_count, bag_sizes = std::move(bag_sizes)](
                 absl::StatusOr<BatchScheduler::Shares> shares) mutable {
         if (!shares.ok()) Reject(shares.status(), "answerPooled");

@@ -1,7 +1,8 @@
 // The Cap'n Proto PirServer implementation: checks every call against the limits and the table
 // before any work, queues the keys with the batching scheduler, and turns failures into error
-// replies (rpc_status.h). Runs on the event-loop thread; the table scan runs on the scheduler's
-// worker.
+// replies (rpc_status.h). One instance serves one connection (its queued keys are bounded per
+// connection); all share the scheduler. Runs on the event-loop thread; the table scan runs on the
+// scheduler's worker.
 #ifndef VEIL_SERVER_SERVICE_H_
 #define VEIL_SERVER_SERVICE_H_
 
@@ -36,6 +37,8 @@ class PirService final : public rpc::PirServer::Server {
   // Counts and logs a rejected call, then throws its error reply.
   [[noreturn]] void Reject(const absl::Status& status, absl::string_view call);
   void FillTableId(rpc::TableId::Builder table_id) const;
+  // Queues this connection's keys, within max_queued_keys_per_connection.
+  kj::Promise<absl::StatusOr<BatchScheduler::Shares>> Submit(std::vector<dpf::DpfKey> keys);
 
   const int party_;
   const embedding::Table& table_;
@@ -43,6 +46,7 @@ class PirService final : public rpc::PirServer::Server {
   const ServerLimits limits_;
   BatchScheduler& scheduler_;
   ServerStats& stats_;
+  uint64_t queued_keys_ = 0;  // this connection's keys waiting for the backend
 };
 
 }  // namespace veil::server

@@ -25,6 +25,7 @@ struct Limits {
   maxKeysPerCall @0 :UInt32;
   maxMessageBytes @1 :UInt64;   # size of one call's parameters
   maxQueuedKeys @2 :UInt32;     # keys waiting for the backend across all connections
+  maxQueuedKeysPerConnection @3 :UInt32;  # keys one connection may have waiting
 }
 
 struct Config {

@@ -199,19 +199,24 @@ TEST_F(TwoServerTest, BadArgumentsAreRejectedLocally) {
   EXPECT_TRUE(absl::IsInvalidArgument((*client)->ServerStats(2).status()));
 }
 
-TEST_F(TwoServerTest, LargeLookupsAreSplitAtTheServersKeyLimit) {
-  Start(embedding::RowFormat::kFp32, 64, 3, {"--max_keys_per_call=4"});
+TEST_F(TwoServerTest, LargeLookupsAreSplitAtTheServersLimits) {
+  // 4 keys per call and 8 waiting per connection: 30 rows go out as 8 calls in waves of 2.
+  Start(embedding::RowFormat::kFp32, 64, 3,
+        {"--max_keys_per_call=4", "--max_queued_keys_per_connection=8"});
   auto client = Client::Connect(OptionsFor(servers_));
   ASSERT_TRUE(client.ok());
   EXPECT_EQ((*client)->table().max_keys_per_call, 4u);
-  std::vector<uint64_t> rows = RandomRows(64, 10, 5);
+  std::vector<uint64_t> rows = RandomRows(64, 30, 5);
   auto words = (*client)->LookupWords(rows);
   ASSERT_TRUE(words.ok()) << words.status();
   for (size_t i = 0; i < rows.size(); ++i) {
     auto plain = table_->row(rows[i]);
     EXPECT_TRUE(std::equal(plain.begin(), plain.end(), words->begin() + i * 3));
   }
-  EXPECT_EQ((*client)->last_call().calls, 3u);
+  EXPECT_EQ((*client)->last_call().calls, 8u);
+  auto stats = (*client)->ServerStats(0);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->errors, 0u);
 }
 
 TEST_F(TwoServerTest, XorKeysAndOtherPrgsAreBitExact) {

@@ -247,6 +247,53 @@ TEST(ServerLimitsTest, ConnectionsBeyondTheLimitAreRefused) {
   EXPECT_TRUE(Client::Connect(options).ok());
 }
 
+TEST(ServerLimitsTest, OneConnectionCannotFillTheQueue) {
+  constexpr uint64_t kBigRows = 1 << 16;
+  auto path = testing::WriteRandomTable("q.veil", embedding::RowFormat::kFp32, kBigRows, 16, 1);
+  ASSERT_TRUE(path.ok());
+  auto servers = testing::StartTwoServers(
+      *path, *path, {"--max_keys_per_call=16", "--max_queued_keys_per_connection=16"});
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  capnp::EzRpcClient rpc("127.0.0.1", servers->server[0]->port());
+  auto cap = rpc.getMain<rpc::PirServer>();
+  std::vector<std::vector<uint8_t>> keys;
+  for (int i = 0; i < 16; ++i) {
+    keys.push_back(pir::MakeQuery(kBigRows, i, 1)->key[0].Serialize());
+  }
+  // Five calls sent at once: the first is queued, the others exceed this connection's share.
+  std::vector<kj::Promise<absl::Status>> replies;
+  for (int c = 0; c < 5; ++c) {
+    auto request = cap.answerRequest();
+    auto list = request.initKeys(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      list.set(i, capnp::Data::Reader(keys[i].data(), keys[i].size()));
+    }
+    replies.push_back(request.send().then(
+        [](auto) { return absl::OkStatus(); },
+        [](kj::Exception&& e) { return server::ExceptionToStatus(e, "server 0"); }));
+  }
+  // Meanwhile another client is served normally.
+  ClientOptions options;
+  options.server0 = servers->address(0);
+  options.server1 = servers->address(1);
+  auto other = Client::Connect(options);
+  ASSERT_TRUE(other.ok());
+  int ok = 0, refused = 0;
+  for (auto& reply : replies) {
+    absl::Status s = reply.wait(rpc.getWaitScope());
+    if (s.ok()) {
+      ++ok;
+    } else {
+      EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+      EXPECT_THAT(s.message(), HasSubstr("per connection"));
+      ++refused;
+    }
+  }
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(refused, 1);
+  EXPECT_TRUE((*other)->Lookup({1, 2, 3}).ok());
+}
+
 TEST_F(ServerRpcTest, SigtermStopsCleanly) {
   EXPECT_TRUE(servers_.server[0]->Stop().ok());
   EXPECT_TRUE(servers_.server[1]->Stop().ok());
