@@ -6,6 +6,11 @@
 #
 # A server only ever sees DPF key shares: one key reveals nothing about the row it selects. The
 # client talks to both parties and adds (or XORs) their shares; see DESIGN.md.
+#
+# Errors: a refused call fails with a Cap'n Proto exception whose reason starts with the absl
+# status code name, e.g. "INVALID_ARGUMENT: key 3 is for party 1 but this server is party 0"
+# (server/rpc_status.h). Calls over Limits get such a reply; messages far beyond them close the
+# connection.
 @0x8ad9d5007af62d40;
 
 using Cxx = import "/capnp/c++.capnp";
