@@ -181,17 +181,18 @@ void WriteSweepCsv(const SweepResult& result, std::ostream& out) {
   out << "hot_fraction,hot_bins,hot_rounds,cold_bins,cold_rounds,colocation,keys,words_scanned,"
          "upload_bytes,download_bytes,bytes_per_inference,latency_ms,fetched_share,"
          "complete_share,"
-      << result.metric << ",baseline,preserved,pareto,chosen\n";
+      << result.metric << ",baseline,preserved,pareto,chosen,chosen_baseline\n";
   for (size_t i = 0; i < result.points.size(); ++i) {
     const SweepPoint& p = result.points[i];
     const auto& cost = p.simulation.cost;
-    out << absl::StrFormat("%g,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.4f,%.6f,%.6f,%.6f,%d,%d,%d,%d\n",
+    out << absl::StrFormat("%g,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.4f,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d\n",
                            p.choice.hot_fraction, p.choice.hot_bins, p.choice.hot_rounds,
                            p.choice.cold_bins, p.choice.cold_rounds, p.choice.colocation,
                            cost.keys, cost.words_scanned, cost.upload_bytes, cost.download_bytes,
                            p.bytes(), p.simulation.latency_ms, p.simulation.fetched_share,
                            p.simulation.complete_share, p.quality, p.baseline, p.preserved,
-                           p.pareto, static_cast<int>(i) == result.chosen);
+                           p.pareto, static_cast<int>(i) == result.chosen,
+                           static_cast<int>(i) == result.baseline);
   }
 }
 
@@ -201,25 +202,28 @@ absl::Status PlotSweep(const SweepResult& result, const std::string& csv_path,
   {
     std::ofstream gp(script_path);
     // Columns: 8 words_scanned, 11 bytes_per_inference, 15 quality, 16 baseline, 18 pareto,
-    // 19 chosen (see WriteSweepCsv).
-    gp << "set terminal png size 1400,560\n"
+    // 19 chosen, 20 chosen_baseline (see WriteSweepCsv).
+    gp << "set terminal png size 1400,640\n"
        << "set output '" << png_path << "'\n"
        << "set datafile separator ','\n"
-       << "set key bottom right\nset grid\nset logscale x\n"
+       << "set key outside bottom center horizontal\nset grid\nset logscale x\n"
        << "set multiplot layout 1,2 title 'veil co-design sweep: " << result.metric
-       << " (all rows fetched: " << absl::StrFormat("%.4f", result.reference_quality) << ")'\n"
+       << " against cost per inference'\n"
        << "set ylabel '" << result.metric << "'\n";
     for (const auto& [column, label] :
          {std::pair{8, "server words scanned per inference"}, {11, "bytes per inference"}}) {
       gp << "set xlabel '" << label << "'\n"
-         << "plot '" << csv_path << "' every ::1 using ($16==1?$" << column
-         << ":1/0):15 title 'random bins, no hot table' pt 7 ps 0.6 lc rgb '#999999', \\\n"
-         << "  '' every ::1 using ($16==0?$" << column
-         << ":1/0):15 title 'hot table / co-location' pt 7 ps 0.6 lc rgb '#6699cc', \\\n"
+         << "plot '" << csv_path << "' every ::1 using ($16==0?$" << column
+         << ":1/0):15 title 'hot table / co-location' pt 7 ps 0.5 lc rgb '#88aadd', \\\n"
+         << "  '' every ::1 using ($16==1?$" << column
+         << ":1/0):15 title 'random bins, no hot table' pt 9 ps 1.2 lc rgb '#555555', \\\n"
          << "  '' every ::1 using ($18==1?$" << column
          << ":1/0):15 title 'Pareto' pt 6 ps 1.2 lc rgb '#cc3333', \\\n"
+         << "  '' every ::1 using ($20==1?$" << column
+         << ":1/0):15 title 'cheapest preserved baseline' pt 8 ps 2.2 lw 2 lc rgb '#000000', \\\n"
          << "  '' every ::1 using ($19==1?$" << column
-         << ":1/0):15 title 'chosen' pt 5 ps 1.8 lc rgb '#000000'\n";
+         << ":1/0):15 title 'chosen' pt 5 ps 1.8 lc rgb '#000000', \\\n"
+         << "  " << result.reference_quality << " title 'all rows fetched' dt 2 lc rgb '#339933'\n";
     }
     gp << "unset multiplot\n";
   }
