@@ -1,3 +1,5 @@
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -115,6 +117,26 @@ TEST(TextTest, TokenizesVocabularyAndWindows) {
   ASSERT_EQ(windows.size(), 2u);
   EXPECT_THAT(windows[1], ElementsAre(1, 0, 2, 1));
   EXPECT_THAT(WantedRows(windows[1]), ElementsAre(0, 1, 2));
+}
+
+TEST(TextTest, ReadsAPlainTextDirectoryInNameOrder) {
+  const std::string dir = ::testing::TempDir() + "/veil_text_corpus";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/b.txt") << "Second document.\n\nIts second line!\n";
+  std::ofstream(dir + "/a.txt") << "The first one, short.\n";
+  auto corpus = ReadTextCorpus(dir);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  ASSERT_EQ(corpus->size(), 2u);
+  EXPECT_EQ((*corpus)[0].id, "a.txt");
+  EXPECT_THAT((*corpus)[0].sentences[0], ElementsAre("the", "first", "one", ",", "short", "."));
+  EXPECT_EQ((*corpus)[1].sentences.size(), 2u);  // the blank line is no sentence
+  auto single = ReadTextCorpus(dir + "/b.txt");
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->size(), 1u);
+  EXPECT_TRUE(absl::IsNotFound(ReadTextCorpus(dir + "/missing").status()));
+  std::ofstream(dir + "/empty.txt");
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadTextCorpus(dir + "/empty.txt").status()));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
