@@ -33,8 +33,8 @@ absl::StatusOr<SlotSelection> ChooseSlots(const Layout& layout,
   std::sort(wanted.begin(), wanted.end());
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
   if (!wanted.empty() && (wanted.front() < 0 || wanted.back() >= layout.num_rows())) {
-    return absl::InvalidArgumentError(absl::StrCat("planner: wanted row out of range [0, ",
-                                                   layout.num_rows(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("planner: wanted row out of range [0, ", layout.num_rows(), ")"));
   }
   // Candidates: the slots of the wanted rows. A slot whose own row is not wanted could only
   // serve co-located copies; skipping those keeps planning linear in the request.

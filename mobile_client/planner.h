@@ -34,9 +34,9 @@ struct RowSource {
 
 // The real fetches only: what a client decides before padding with dummies. Deterministic.
 struct SlotSelection {
-  std::vector<SlotFetch> fetches;   // in order of choice; never dummies
-  std::vector<RowSource> sources;   // one per served wanted row, in increasing row order
-  std::vector<int32_t> missing;     // wanted rows not served, increasing
+  std::vector<SlotFetch> fetches;  // in order of choice; never dummies
+  std::vector<RowSource> sources;  // one per served wanted row, in increasing row order
+  std::vector<int32_t> missing;    // wanted rows not served, increasing
 };
 
 struct FetchPlan {

@@ -1,5 +1,5 @@
-// veil-codesign: profile | layout | simulate | sweep | train | synth — the co-design of batch-PIR layouts
-// from training logs (see docs/codesign-results.md for the measured points and commands).
+// veil-codesign: profile | layout | simulate | sweep | train | synth — the co-design of batch-PIR
+// layouts from training logs (see docs/codesign-results.md for the measured points and commands).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -191,8 +191,7 @@ std::string CostJson(const SimulationResult& s) {
       "\"bytes_per_inference\":%d,\"latency_ms\":%.4f,\"fetched_share\":%.6f,"
       "\"complete_share\":%.6f",
       s.cost.keys, s.cost.words_scanned, s.cost.upload_bytes, s.cost.download_bytes,
-      s.cost.upload_bytes + s.cost.download_bytes, s.latency_ms, s.fetched_share,
-      s.complete_share);
+      s.cost.upload_bytes + s.cost.download_bytes, s.latency_ms, s.fetched_share, s.complete_share);
 }
 
 absl::Status MakeLayout() {
@@ -244,18 +243,18 @@ absl::Status SimulateCommand() {
   if (!simulation.ok()) return simulation.status();
   std::string quality;
   if (model) {
-    const double reference =
-        model->Evaluate(std::vector<std::vector<int32_t>>(requests->size()));
+    const double reference = model->Evaluate(std::vector<std::vector<int32_t>>(requests->size()));
     const double measured = model->Evaluate(simulation->missing);
-    quality = absl::StrFormat(",\"metric\":\"%s\",\"quality\":%.6f,\"reference_quality\":%.6f,"
-                              "\"preserved\":%s",
-                              model->metric(), measured, reference,
-                              model->Preserved(measured, reference) ? "true" : "false");
+    quality = absl::StrFormat(
+        ",\"metric\":\"%s\",\"quality\":%.6f,\"reference_quality\":%.6f,"
+        "\"preserved\":%s",
+        model->metric(), measured, reference,
+        model->Preserved(measured, reference) ? "true" : "false");
   }
-  std::printf("{\"tool\":\"veil-codesign\",\"command\":\"simulate\",\"workload\":\"%s\","
-              "\"requests\":%zu,%s%s}\n",
-              workload->name.c_str(), requests->size(), CostJson(*simulation).c_str(),
-              quality.c_str());
+  std::printf(
+      "{\"tool\":\"veil-codesign\",\"command\":\"simulate\",\"workload\":\"%s\","
+      "\"requests\":%zu,%s%s}\n",
+      workload->name.c_str(), requests->size(), CostJson(*simulation).c_str(), quality.c_str());
   return absl::OkStatus();
 }
 
@@ -283,10 +282,9 @@ absl::Status SweepCommand() {
   auto result = Sweep(profile, workload->row_words, *requests, *grid, options, model.get());
   if (!result.ok()) return result.status();
   const std::string out_dir = absl::GetFlag(FLAGS_out).empty() ? "." : absl::GetFlag(FLAGS_out);
-  const std::string base = absl::StrCat(out_dir, "/sweep-", workload->name == "movielens" ||
-                                                                    workload->name == "brown"
-                                                                ? workload->name
-                                                                : "custom");
+  const std::string base = absl::StrCat(
+      out_dir, "/sweep-",
+      workload->name == "movielens" || workload->name == "brown" ? workload->name : "custom");
   {
     std::ofstream csv(base + ".csv");
     WriteSweepCsv(*result, csv);
@@ -308,22 +306,21 @@ absl::Status TrainCommand() {
   // Every row replaced by the default: what the embeddings contribute to the model.
   const double without_rows = (*model)->Evaluate((*model)->evaluated_requests());
   const std::string out_dir = absl::GetFlag(FLAGS_out).empty() ? "." : absl::GetFlag(FLAGS_out);
-  const std::string path = absl::StrCat(out_dir, "/", workload->name == "movielens" ||
-                                                              workload->name == "brown"
-                                                          ? workload->name
-                                                          : "custom",
-                                        ".f32");
+  const std::string path = absl::StrCat(
+      out_dir, "/",
+      workload->name == "movielens" || workload->name == "brown" ? workload->name : "custom",
+      ".f32");
   if (auto s = ExportTable((*model)->EmbeddingTable(), (*model)->rows(), (*model)->dim(),
                            workload->name, path);
       !s.ok()) {
     return s;
   }
-  std::printf("{\"tool\":\"veil-codesign\",\"command\":\"train\",\"workload\":\"%s\","
-              "\"metric\":\"%s\",\"validation_quality\":%.6f,\"quality_without_rows\":%.6f,"
-              "\"rows\":%d,\"dim\":%d,\"table\":\"%s\"}\n",
-              workload->name.c_str(), (*model)->metric().c_str(), quality, without_rows,
-              (*model)->rows(),
-              (*model)->dim(), path.c_str());
+  std::printf(
+      "{\"tool\":\"veil-codesign\",\"command\":\"train\",\"workload\":\"%s\","
+      "\"metric\":\"%s\",\"validation_quality\":%.6f,\"quality_without_rows\":%.6f,"
+      "\"rows\":%d,\"dim\":%d,\"table\":\"%s\"}\n",
+      workload->name.c_str(), (*model)->metric().c_str(), quality, without_rows, (*model)->rows(),
+      (*model)->dim(), path.c_str());
   return absl::OkStatus();
 }
 
@@ -366,7 +363,8 @@ absl::Status SynthCommand() {
   }
   if (auto s = PlotSweep(*result, base + ".csv", base + ".png"); !s.ok()) return s;
   std::printf(
-      "{\"tool\":\"veil-codesign\",\"command\":\"synth\",\"fitted_on\":\"%s\",\"zipf_exponent\":%.4f,"
+      "{\"tool\":\"veil-codesign\",\"command\":\"synth\",\"fitted_on\":\"%s\",\"zipf_exponent\":%."
+      "4f,"
       "\"zipf_r2\":%.4f,\"co_access_share\":%.4f,\"synthetic_rows\":%lld,"
       "\"synthetic_zipf_exponent\":%.4f,\"synthetic_co_access_share\":%.4f,\"sweep\":%s}\n",
       workload->name.c_str(), fit.zipf_exponent, fit.zipf_r2, fit.co_access_share,

@@ -95,9 +95,9 @@ TORCH_MODULE(Recommender);
 struct LanguageModelImpl : torch::nn::Module {
   LanguageModelImpl(int32_t rows, int32_t dim, int hidden_size)
       : table(register_module("table", torch::nn::Embedding(rows, dim))),
-        lstm(register_module("lstm", torch::nn::LSTM(torch::nn::LSTMOptions(dim, hidden_size)
-                                                         .num_layers(2)
-                                                         .batch_first(true)))),
+        lstm(register_module(
+            "lstm", torch::nn::LSTM(
+                        torch::nn::LSTMOptions(dim, hidden_size).num_layers(2).batch_first(true)))),
         projection(register_module("projection", torch::nn::Linear(hidden_size, dim))),
         bias(register_parameter("bias", torch::zeros({rows}))) {
     torch::nn::init::normal_(table->weight, 0.0, 0.1);
@@ -187,7 +187,8 @@ class RecommendationModel : public WorkloadModel {
       for (size_t i = start; i < end; ++i) batch.push_back(&workload_.validation_samples[i]);
       const RecommendationBatch input = Batch(batch, &missing[start], workload_.num_rows);
       auto logits = model_->Forward(weights, input).contiguous();
-      scores.insert(scores.end(), logits.data_ptr<float>(), logits.data_ptr<float>() + (end - start));
+      scores.insert(scores.end(), logits.data_ptr<float>(),
+                    logits.data_ptr<float>() + (end - start));
       labels.insert(labels.end(), input.labels.data_ptr<float>(),
                     input.labels.data_ptr<float>() + (end - start));
     }
@@ -215,9 +216,9 @@ class RecommendationModel : public WorkloadModel {
     }
     std::vector<int32_t> rows(workload_.num_rows);
     std::iota(rows.begin(), rows.end(), 0);
-    std::vector<float> vectors = QuickFactorize(ratings, DenseIndex::FromIds(rows),
-                                                workload_.row_words, kFactorizationEpochs,
-                                                options_.seed);
+    std::vector<float> vectors =
+        QuickFactorize(ratings, DenseIndex::FromIds(rows), workload_.row_words,
+                       kFactorizationEpochs, options_.seed);
     torch::NoGradGuard no_grad;
     model_->table->weight.copy_(
         torch::from_blob(vectors.data(), {workload_.num_rows, workload_.row_words}));
@@ -256,8 +257,12 @@ class RecommendationModel : public WorkloadModel {
     auto floats = [](std::vector<float>& v) {
       return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}).clone();
     };
-    return {ints(rows), ints(offsets), floats(row_weights), ints(items),
-            floats(mean_labels).unsqueeze(1), floats(labels)};
+    return {ints(rows),
+            ints(offsets),
+            floats(row_weights),
+            ints(items),
+            floats(mean_labels).unsqueeze(1),
+            floats(labels)};
   }
 
   const Workload& workload_;
@@ -275,7 +280,8 @@ class WordModel : public WorkloadModel {
     size_t n = workload.validation_windows.size();
     if (options.max_validation_examples) n = std::min(n, options.max_validation_examples);
     // Spread the evaluated windows over the whole validation split (every genre).
-    const size_t stride = std::max<size_t>(1, workload.validation_windows.size() / std::max<size_t>(n, 1));
+    const size_t stride =
+        std::max<size_t>(1, workload.validation_windows.size() / std::max<size_t>(n, 1));
     for (size_t i = 0; i < workload.validation_windows.size() && evaluated_index_.size() < n;
          i += stride) {
       evaluated_index_.push_back(i);

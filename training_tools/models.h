@@ -27,7 +27,7 @@ struct TrainOptions {
   int batch_size = 256;
   double learning_rate = 3e-3;
   uint64_t seed = 1;
-  int hidden = 128;                   // LSTM width
+  int hidden = 128;                    // LSTM width
   size_t max_train_examples = 0;       // 0 = all
   size_t max_validation_examples = 0;  // examples Evaluate scores (0 = all): bounds sweep time
   int threads = 2;

@@ -64,8 +64,8 @@ void WriteProfileCsv(const AccessProfile& profile, std::ostream& out) {
 absl::StatusOr<embedding::Layout> DesignLayout(const AccessProfile& profile, int32_t row_words,
                                                const LayoutChoice& choice,
                                                const std::array<uint8_t, 16>& seed) {
-  const int32_t hot_count = static_cast<int32_t>(std::lround(
-      std::clamp(choice.hot_fraction, 0.0, 1.0) * profile.num_rows));
+  const int32_t hot_count = static_cast<int32_t>(
+      std::lround(std::clamp(choice.hot_fraction, 0.0, 1.0) * profile.num_rows));
   std::vector<int32_t> by_frequency = RowsByFrequency(profile);
   std::vector<int32_t> hot(by_frequency.begin(), by_frequency.begin() + hot_count);
   const int32_t cold_count = profile.num_rows - hot_count;

@@ -48,13 +48,11 @@ std::vector<LayoutChoice> Choices(const SweepGrid& grid) {
   return choices;
 }
 
-bool Better(double a, double b, bool higher_is_better) {
-  return higher_is_better ? a > b : a < b;
-}
+bool Better(double a, double b, bool higher_is_better) { return higher_is_better ? a > b : a < b; }
 
 // Index of the cheapest point (computation, then bytes) among those `eligible`, or -1.
-int Cheapest(const std::vector<SweepPoint>& points, const std::function<bool(const SweepPoint&)>&
-                                                        eligible) {
+int Cheapest(const std::vector<SweepPoint>& points,
+             const std::function<bool(const SweepPoint&)>& eligible) {
   int best = -1;
   for (int i = 0; i < static_cast<int>(points.size()); ++i) {
     if (!eligible(points[i])) continue;
@@ -119,9 +117,8 @@ SweepGrid SweepGrid::Default(bool quick) {
 }
 
 absl::StatusOr<SweepResult> Sweep(const AccessProfile& profile, int32_t row_words,
-                                  const std::vector<RowRequest>& validation,
-                                  const SweepGrid& grid, const SweepOptions& options,
-                                  QualityModel* model) {
+                                  const std::vector<RowRequest>& validation, const SweepGrid& grid,
+                                  const SweepOptions& options, QualityModel* model) {
   SweepResult result;
   result.metric = model ? model->metric() : "fetched_share";
   result.higher_is_better = model ? model->higher_is_better() : true;
@@ -168,9 +165,8 @@ absl::StatusOr<SweepResult> Sweep(const AccessProfile& profile, int32_t row_word
     }
   }
   const int64_t budget = options.max_bytes_per_inference;
-  result.chosen = Cheapest(points, [&](const SweepPoint& p) {
-    return p.preserved && p.bytes() <= budget;
-  });
+  result.chosen =
+      Cheapest(points, [&](const SweepPoint& p) { return p.preserved && p.bytes() <= budget; });
   result.baseline = Cheapest(points, [&](const SweepPoint& p) {
     return p.baseline && p.preserved && p.bytes() <= budget;
   });
@@ -185,14 +181,13 @@ void WriteSweepCsv(const SweepResult& result, std::ostream& out) {
   for (size_t i = 0; i < result.points.size(); ++i) {
     const SweepPoint& p = result.points[i];
     const auto& cost = p.simulation.cost;
-    out << absl::StrFormat("%g,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.4f,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d\n",
-                           p.choice.hot_fraction, p.choice.hot_bins, p.choice.hot_rounds,
-                           p.choice.cold_bins, p.choice.cold_rounds, p.choice.colocation,
-                           cost.keys, cost.words_scanned, cost.upload_bytes, cost.download_bytes,
-                           p.bytes(), p.simulation.latency_ms, p.simulation.fetched_share,
-                           p.simulation.complete_share, p.quality, p.baseline, p.preserved,
-                           p.pareto, static_cast<int>(i) == result.chosen,
-                           static_cast<int>(i) == result.baseline);
+    out << absl::StrFormat(
+        "%g,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.4f,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d\n",
+        p.choice.hot_fraction, p.choice.hot_bins, p.choice.hot_rounds, p.choice.cold_bins,
+        p.choice.cold_rounds, p.choice.colocation, cost.keys, cost.words_scanned, cost.upload_bytes,
+        cost.download_bytes, p.bytes(), p.simulation.latency_ms, p.simulation.fetched_share,
+        p.simulation.complete_share, p.quality, p.baseline, p.preserved, p.pareto,
+        static_cast<int>(i) == result.chosen, static_cast<int>(i) == result.baseline);
   }
 }
 
@@ -241,21 +236,21 @@ std::string SweepSummaryJson(const std::string& workload, const SweepResult& res
       workload, result.metric, result.reference_quality, result.no_rows_quality,
       result.points.size());
   auto point = [&](int i) { return i < 0 ? std::string("null") : PointJson(result.points[i]); };
-  absl::StrAppend(&json, ",\"chosen\":", point(result.chosen), ",\"baseline\":",
-                  point(result.baseline));
+  absl::StrAppend(&json, ",\"chosen\":", point(result.chosen),
+                  ",\"baseline\":", point(result.baseline));
   if (result.chosen >= 0 && result.baseline >= 0) {
     const double reduction =
         static_cast<double>(result.points[result.baseline].simulation.cost.words_scanned) /
         static_cast<double>(result.points[result.chosen].simulation.cost.words_scanned);
-    absl::StrAppend(&json, absl::StrFormat(",\"compute_reduction_at_preserved_quality\":%.3f",
-                                           reduction));
+    absl::StrAppend(&json,
+                    absl::StrFormat(",\"compute_reduction_at_preserved_quality\":%.3f", reduction));
   } else {
     absl::StrAppend(&json, ",\"compute_reduction_at_preserved_quality\":null");
   }
-  absl::StrAppend(&json, ",\"bytes_per_inference\":",
-                  result.chosen >= 0 ? absl::StrCat(result.points[result.chosen].bytes())
-                                     : std::string("null"),
-                  "}");
+  absl::StrAppend(
+      &json, ",\"bytes_per_inference\":",
+      result.chosen >= 0 ? absl::StrCat(result.points[result.chosen].bytes()) : std::string("null"),
+      "}");
   return json;
 }
 

@@ -31,10 +31,10 @@ class QualityModel {
 };
 
 struct SimulationResult {
-  double fetched_share = 0;      // wanted rows fetched / wanted rows, over all requests
-  double complete_share = 0;     // requests with nothing missing
-  client::PlanCost cost;         // per inference (the same for every request)
-  double latency_ms = 0;         // words_scanned / backend throughput (0 if unknown)
+  double fetched_share = 0;   // wanted rows fetched / wanted rows, over all requests
+  double complete_share = 0;  // requests with nothing missing
+  client::PlanCost cost;      // per inference (the same for every request)
+  double latency_ms = 0;      // words_scanned / backend throughput (0 if unknown)
   std::vector<std::vector<int32_t>> missing;  // per request
 };
 
@@ -83,9 +83,8 @@ struct SweepResult {
 
 // Evaluates every grid point (layouts from `profile`) on `validation`. `model` may be null.
 absl::StatusOr<SweepResult> Sweep(const AccessProfile& profile, int32_t row_words,
-                                  const std::vector<RowRequest>& validation,
-                                  const SweepGrid& grid, const SweepOptions& options,
-                                  QualityModel* model);
+                                  const std::vector<RowRequest>& validation, const SweepGrid& grid,
+                                  const SweepOptions& options, QualityModel* model);
 
 // One CSV line per point, with a header.
 void WriteSweepCsv(const SweepResult& result, std::ostream& out);

@@ -72,8 +72,8 @@ SyntheticFit FitSynthetic(const AccessProfile& profile, const std::vector<RowReq
   return fit;
 }
 
-std::vector<RowRequest> GenerateRequests(const SyntheticFit& fit, int64_t num_rows,
-                                         int64_t count, uint64_t seed) {
+std::vector<RowRequest> GenerateRequests(const SyntheticFit& fit, int64_t num_rows, int64_t count,
+                                         uint64_t seed) {
   const ZipfSampler zipf(num_rows, fit.zipf_exponent);
   std::mt19937_64 rng(seed);
   std::bernoulli_distribution from_neighbour(fit.co_access_share);
@@ -81,11 +81,10 @@ std::vector<RowRequest> GenerateRequests(const SyntheticFit& fit, int64_t num_ro
   std::vector<RowRequest> requests;
   requests.reserve(count);
   for (int64_t k = 0; k < count; ++k) {
-    const size_t size =
-        fit.request_sizes.empty()
-            ? 1
-            : fit.request_sizes[std::uniform_int_distribution<size_t>(
-                  0, fit.request_sizes.size() - 1)(rng)];
+    const size_t size = fit.request_sizes.empty()
+                            ? 1
+                            : fit.request_sizes[std::uniform_int_distribution<size_t>(
+                                  0, fit.request_sizes.size() - 1)(rng)];
     RowRequest request;
     for (size_t i = 0; i < size; ++i) {
       int32_t row;

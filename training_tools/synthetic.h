@@ -13,11 +13,11 @@
 namespace veil::training {
 
 struct SyntheticFit {
-  double zipf_exponent = 0;      // frequency ∝ rank^(−s)
-  double zipf_r2 = 0;            // goodness of the log-log fit
-  double co_access_share = 0;    // rows (after a request's first) drawn from a neighbour list
+  double zipf_exponent = 0;            // frequency ∝ rank^(−s)
+  double zipf_r2 = 0;                  // goodness of the log-log fit
+  double co_access_share = 0;          // rows (after a request's first) drawn from a neighbour list
   std::vector<int32_t> request_sizes;  // empirical distribution (sampled uniformly)
-  int neighbours = 0;            // top-k of the profile the share was measured against
+  int neighbours = 0;                  // top-k of the profile the share was measured against
 };
 
 // Fits `profile` (built from `requests`). Rows never accessed are left out of the Zipf fit.
@@ -27,8 +27,8 @@ SyntheticFit FitSynthetic(const AccessProfile& profile, const std::vector<RowReq
 // (rank r → row r, so low rows are hot) or, with the fitted share, one of the `neighbours`
 // rows associated with an earlier row of the request (themselves Zipf draws seeded by that row,
 // so co-accessed rows are popular ones, as in the real data). Deterministic for a seed.
-std::vector<RowRequest> GenerateRequests(const SyntheticFit& fit, int64_t num_rows,
-                                         int64_t count, uint64_t seed);
+std::vector<RowRequest> GenerateRequests(const SyntheticFit& fit, int64_t num_rows, int64_t count,
+                                         uint64_t seed);
 
 }  // namespace veil::training
 

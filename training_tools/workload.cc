@@ -22,9 +22,8 @@ Workload FromInteractions(const std::string& name, const InteractionLog& log,
   workload.train_events = split.train;
   // Training histories see only training events; validation histories see everything before
   // the target, as the device would.
-  workload.train_samples = BuildRecommendationSamples(split.train, split.train,
-                                                      options.history_length,
-                                                      options.positive_threshold);
+  workload.train_samples = BuildRecommendationSamples(
+      split.train, split.train, options.history_length, options.positive_threshold);
   workload.validation_samples = BuildRecommendationSamples(
       log.events, split.validation, options.history_length, options.positive_threshold);
   for (const auto& s : workload.train_samples) workload.train_requests.push_back(WantedRows(s));
@@ -57,8 +56,8 @@ Workload FromDocuments(const std::string& name, std::vector<Document> documents,
 }  // namespace
 
 absl::StatusOr<Workload> LoadWorkload(const WorkloadOptions& options) {
-  const int sources = !options.preset.empty() + !options.interactions.empty() +
-                      !options.text.empty();
+  const int sources =
+      !options.preset.empty() + !options.interactions.empty() + !options.text.empty();
   if (sources != 1) {
     return absl::InvalidArgumentError(
         "give exactly one of --workload=movielens|brown, --interactions=FILE, --text=FILE");

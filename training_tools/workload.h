@@ -17,16 +17,16 @@ namespace veil::training {
 enum class WorkloadKind { kRecommendation, kLanguage };
 
 struct WorkloadOptions {
-  std::string preset;        // "movielens", "brown" or empty (then a file below)
-  std::string data_dir;      // <repo>/data: where the presets' files are
-  std::string interactions;  // CSV interaction log
-  CsvColumns columns;        // its column names
+  std::string preset;            // "movielens", "brown" or empty (then a file below)
+  std::string data_dir;          // <repo>/data: where the presets' files are
+  std::string interactions;      // CSV interaction log
+  CsvColumns columns;            // its column names
   float positive_threshold = 4;  // label ≥ threshold is a click (MovieLens: 4 stars)
-  std::string text;          // plain-text file or directory
-  int history_length = 20;   // recommendation: items in the user's bag
-  int vocabulary_size = 3000;  // language: rows of the word table (2 reserved)
-  int window_length = 32;    // language: tokens per inference
-  int embedding_dim = 32;    // floats per row (= 32-bit words per row)
+  std::string text;              // plain-text file or directory
+  int history_length = 20;       // recommendation: items in the user's bag
+  int vocabulary_size = 3000;    // language: rows of the word table (2 reserved)
+  int window_length = 32;        // language: tokens per inference
+  int embedding_dim = 32;        // floats per row (= 32-bit words per row)
 };
 
 struct Workload {

@@ -38,8 +38,8 @@ TEST(MovieLensTest, MissingDirectoryIsNotFound) {
 TEST(RSerializeTest, RejectsTruncatedAndForeignStreams) {
   EXPECT_TRUE(absl::IsInvalidArgument(UnserializeR(std::vector<uint8_t>{'A', '\n'}).status()));
   // Header of version 3 then an integer vector claiming 1000 elements with none present.
-  std::vector<uint8_t> truncated = {'X', '\n', 0, 0, 0, 2, 0, 4, 1, 1, 0, 2, 3, 0,
-                                    0, 0, 0, 13, 0, 0, 3, 0xE8};
+  std::vector<uint8_t> truncated = {'X', '\n', 0, 0, 0, 2, 0,  4, 1, 1, 0,
+                                    2,   3,    0, 0, 0, 0, 13, 0, 0, 3, 0xE8};
   auto object = UnserializeR(truncated);
   EXPECT_TRUE(absl::IsInvalidArgument(object.status())) << object.status();
   EXPECT_THAT(object.status().message(), HasSubstr("truncated"));
@@ -47,17 +47,16 @@ TEST(RSerializeTest, RejectsTruncatedAndForeignStreams) {
 
 TEST(RSerializeTest, ReadsAnIntegerVectorWithNames) {
   // c(a = 7L, b = NA) serialized by R 4 (version 2 for a fixed header).
-  std::vector<uint8_t> bytes = {'X', '\n', 0, 0, 0, 2, 0, 4, 1, 1, 0, 2, 3, 0,
-                                // INTSXP with attributes, length 2: 7, NA
-                                0, 0, 2, 13, 0, 0, 0, 2, 0, 0, 0, 7, 0x80, 0, 0, 0,
-                                // pairlist node with tag, tag = symbol "names"
-                                0, 0, 4, 2, 0, 0, 0, 1, 0, 4, 0, 9, 0, 0, 0, 5, 'n', 'a', 'm',
-                                'e', 's',
-                                // STRSXP length 2: "a", "b"
-                                0, 0, 0, 16, 0, 0, 0, 2, 0, 4, 0, 9, 0, 0, 0, 1, 'a', 0, 4, 0, 9,
-                                0, 0, 0, 1, 'b',
-                                // end of the pairlist
-                                0, 0, 0, 254};
+  std::vector<uint8_t> bytes = {
+      'X', '\n', 0, 0, 0, 2, 0, 4, 1, 1, 0, 2, 3, 0,
+      // INTSXP with attributes, length 2: 7, NA
+      0, 0, 2, 13, 0, 0, 0, 2, 0, 0, 0, 7, 0x80, 0, 0, 0,
+      // pairlist node with tag, tag = symbol "names"
+      0, 0, 4, 2, 0, 0, 0, 1, 0, 4, 0, 9, 0, 0, 0, 5, 'n', 'a', 'm', 'e', 's',
+      // STRSXP length 2: "a", "b"
+      0, 0, 0, 16, 0, 0, 0, 2, 0, 4, 0, 9, 0, 0, 0, 1, 'a', 0, 4, 0, 9, 0, 0, 0, 1, 'b',
+      // end of the pairlist
+      0, 0, 0, 254};
   auto object = UnserializeR(bytes);
   ASSERT_TRUE(object.ok()) << object.status();
   EXPECT_EQ(object->type, RType::kInteger);

@@ -17,8 +17,8 @@ using embedding::LayoutParams;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-Layout MakeLayout(int32_t rows, int32_t c, embedding::TableShape hot,
-                  embedding::TableShape cold, std::vector<int32_t> hot_rows,
+Layout MakeLayout(int32_t rows, int32_t c, embedding::TableShape hot, embedding::TableShape cold,
+                  std::vector<int32_t> hot_rows,
                   std::vector<std::vector<int32_t>> companions = {}) {
   LayoutParams params;
   params.num_rows = rows;

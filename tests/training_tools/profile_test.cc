@@ -16,8 +16,8 @@ TEST(ProfileTest, CountsFrequencyAndRepeatedCoAccess) {
   const AccessProfile profile = BuildProfile(requests, 5, 2);
   EXPECT_EQ(profile.num_requests, 5);
   EXPECT_THAT(profile.frequency, ElementsAre(1, 4, 3, 2, 1));  // 9 is outside the table
-  EXPECT_THAT(profile.co_accessed[1], ElementsAre(2, 3));  // 2 seen with 1 thrice, 3 twice
-  EXPECT_THAT(profile.co_accessed[0], ElementsAre());      // single co-occurrences are noise
+  EXPECT_THAT(profile.co_accessed[1], ElementsAre(2, 3));      // 2 seen with 1 thrice, 3 twice
+  EXPECT_THAT(profile.co_accessed[0], ElementsAre());          // single co-occurrences are noise
   EXPECT_THAT(RowsByFrequency(profile), ElementsAre(1, 2, 3, 0, 4));
   std::ostringstream csv;
   WriteProfileCsv(profile, csv);
@@ -27,8 +27,12 @@ TEST(ProfileTest, CountsFrequencyAndRepeatedCoAccess) {
 TEST(ProfileTest, DesignLayoutPutsTheMostFrequentRowsInTheHotTable) {
   const std::vector<RowRequest> requests = {{7, 8}, {7, 8}, {7, 3}, {7}};
   const AccessProfile profile = BuildProfile(requests, 10, 4);
-  const LayoutChoice choice{.hot_fraction = 0.2, .hot_bins = 5, .hot_rounds = 1,
-                            .cold_bins = 4, .cold_rounds = 1, .colocation = 1};
+  const LayoutChoice choice{.hot_fraction = 0.2,
+                            .hot_bins = 5,
+                            .hot_rounds = 1,
+                            .cold_bins = 4,
+                            .cold_rounds = 1,
+                            .colocation = 1};
   auto layout = DesignLayout(profile, 32, choice, {});
   ASSERT_TRUE(layout.ok()) << layout.status();
   EXPECT_THAT(layout->hot_rows(), ElementsAre(7, 8));

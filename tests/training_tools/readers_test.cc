@@ -60,7 +60,7 @@ TEST(InteractionsTest, SplitsEachUserByTimeAndBuildsHistories) {
   auto log = Parse(
       "user,item,timestamp\n"
       "a,i0,10\na,i1,20\na,i2,30\na,i3,40\na,i4,50\n"  // a: last one (20%) held out
-      "b,i9,5\n");                                      // b: single event stays in training
+      "b,i9,5\n");                                     // b: single event stays in training
   ASSERT_TRUE(log.ok()) << log.status();
   const InteractionSplit split = SplitByTime(*log, 0.2);
   ASSERT_EQ(split.validation.size(), 1u);

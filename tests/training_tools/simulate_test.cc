@@ -60,8 +60,12 @@ TEST(SimulateTest, CountsFetchedRowsAndTheConstantCost) {
   EXPECT_DOUBLE_EQ(result->latency_ms, 1e3 * 16 * 25 * 32 / 1e9);
 
   // A hot table with more rounds and co-located pairs fetch more for a similar cost.
-  const LayoutChoice designed{.hot_fraction = 0.025, .hot_bins = 5, .hot_rounds = 2,
-                              .cold_bins = 16, .cold_rounds = 1, .colocation = 1};
+  const LayoutChoice designed{.hot_fraction = 0.025,
+                              .hot_bins = 5,
+                              .hot_rounds = 2,
+                              .cold_bins = 16,
+                              .cold_rounds = 1,
+                              .colocation = 1};
   auto better = DesignLayout(profile, 32, designed, {});
   ASSERT_TRUE(better.ok()) << better.status();
   auto improved = Simulate(*better, requests, 0);

@@ -67,7 +67,8 @@ absl::StatusOr<InteractionLog> ParseInteractionsCsv(std::istream& in, const CsvC
   const int user_col = column_of(columns.user), item_col = column_of(columns.item),
             time_col = column_of(columns.timestamp);
   const int label_col = columns.label.empty() ? -1 : column_of(columns.label);
-  for (const auto& [name, col] : {std::pair{columns.user, user_col}, {columns.item, item_col},
+  for (const auto& [name, col] : {std::pair{columns.user, user_col},
+                                  {columns.item, item_col},
                                   {columns.timestamp, time_col}}) {
     if (col < 0) return LineError(source_name, 1, absl::StrCat("no column named \"", name, "\""));
   }

@@ -48,8 +48,8 @@ absl::StatusOr<MovieLensRatings> LoadMovieLens(const std::string& data_dir) {
   auto frame = ReadLazyLoadObject(data_dir + "/Rdata", "movielens");
   if (!frame.ok()) {
     if (absl::IsNotFound(frame.status())) {
-      return absl::NotFoundError(absl::StrCat(frame.status().message(),
-                                              " (run scripts/fetch-data to fetch MovieLens)"));
+      return absl::NotFoundError(
+          absl::StrCat(frame.status().message(), " (run scripts/fetch-data to fetch MovieLens)"));
     }
     return frame.status();
   }

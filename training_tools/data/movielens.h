@@ -19,14 +19,14 @@ namespace veil::training {
 struct Rating {
   int32_t user_id = 0;
   int32_t movie_id = 0;
-  float rating = 0;  // 0.5 … 5 stars
+  float rating = 0;       // 0.5 … 5 stars
   int64_t timestamp = 0;  // seconds since 1970
 };
 
 struct MovieLensRatings {
   std::vector<Rating> ratings;  // in the data set's order
-  int32_t num_users = 0;   // distinct user ids (671 in dslabs)
-  int32_t num_movies = 0;  // distinct movie ids (9,066 in dslabs)
+  int32_t num_users = 0;        // distinct user ids (671 in dslabs)
+  int32_t num_movies = 0;       // distinct movie ids (9,066 in dslabs)
 };
 
 // Loads `movielens` from `<data_dir>/Rdata.rdb` and `.rdx` (data_dir is usually

@@ -378,8 +378,8 @@ absl::StatusOr<std::vector<uint8_t>> Inflate(absl::Span<const uint8_t> compresse
                                                    ", ", produced, " bytes inflated)"));
   }
   if (expected_size > 0 && produced != expected_size) {
-    return absl::InvalidArgumentError(absl::StrCat("zlib: inflated ", produced,
-                                                   " bytes, the header announced ", expected_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("zlib: inflated ", produced, " bytes, the header announced ", expected_size));
   }
   out.resize(produced);
   return out;
@@ -417,8 +417,8 @@ absl::StatusOr<RObject> ReadLazyLoadObject(const std::string& base, const std::s
         absl::StrCat(base, ".rdb: entry ", name, " lies beyond the end of the file"));
   }
   const uint8_t* p = db->data() + offset;
-  const size_t inflated_size = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) |
-                               size_t{p[3]};
+  const size_t inflated_size =
+      (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | size_t{p[3]};
   auto object_stream =
       Inflate(absl::MakeConstSpan(p + 4, length - 4), /*gzip=*/false, inflated_size);
   if (!object_stream.ok()) {

@@ -50,11 +50,12 @@ absl::StatusOr<std::vector<Document>> ReadBrownCorpus(const std::string& dir) {
     while (std::getline(in, line)) {
       ++line_number;
       std::vector<std::string> sentence;
-      for (absl::string_view token : absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty())) {
+      for (absl::string_view token :
+           absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty())) {
         const size_t slash = token.rfind('/');
         if (slash == absl::string_view::npos || slash == 0) {
-          return absl::InvalidArgumentError(absl::StrCat(file.string(), ":", line_number,
-                                                         ": token \"", token, "\" has no tag"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(file.string(), ":", line_number, ": token \"", token, "\" has no tag"));
         }
         sentence.push_back(absl::AsciiStrToLower(token.substr(0, slash)));
       }

@@ -15,7 +15,7 @@
 namespace veil::training {
 
 struct Document {
-  std::string id;  // file name (Brown: "ca01")
+  std::string id;                                   // file name (Brown: "ca01")
   std::vector<std::vector<std::string>> sentences;  // lowercase tokens
 };
 
@@ -52,7 +52,6 @@ class Vocabulary {
 
   int32_t size() const { return static_cast<int32_t>(words_.size()); }
   int32_t RowOf(const std::string& word) const;
-  const std::string& WordOf(int32_t row) const { return words_[row]; }
 
  private:
   std::vector<std::string> words_;
