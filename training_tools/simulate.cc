@@ -134,6 +134,9 @@ absl::StatusOr<SweepResult> Sweep(const AccessProfile& profile, int32_t row_word
     if (!simulation.ok()) return simulation.status();
     SweepPoint point;
     point.choice = choices[i];
+    // Report the bins the layout really has (DesignLayout clamps them to the table's rows).
+    point.choice.hot_bins = layout->shape(embedding::kHotTable).bins;
+    point.choice.cold_bins = layout->shape(embedding::kColdTable).bins;
     point.baseline = choices[i].hot_fraction == 0 && choices[i].colocation == 0;
     if (model) {
       point.quality = model->Evaluate(simulation->missing);
