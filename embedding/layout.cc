@@ -136,7 +136,8 @@ absl::StatusOr<Layout> Layout::Create(const LayoutParams& params, std::vector<in
       int32_t* entry =
           &bins.entries[(static_cast<size_t>(ref.bin) * bins.slots_per_bin + ref.slot) * (1 + c)];
       entry[0] = row;
-      std::copy_n(&layout.companions_[static_cast<size_t>(row) * c], c, entry + 1);
+      // data() + offset, not operator[]: with c = 0 the companion array is empty.
+      std::copy_n(layout.companions_.data() + static_cast<size_t>(row) * c, c, entry + 1);
     }
   }
   layout.hot_rows_ = std::move(hot_rows);

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,26 @@ TEST(RSerializeTest, ReadsAnIntegerVectorWithNames) {
   const RObject* names = object->Attribute("names");
   ASSERT_NE(names, nullptr);
   EXPECT_EQ(names->strings[1], "b");
+}
+
+TEST(RSerializeTest, MutatedStreamsNeverCrash) {
+  // list(5L, "x") with names, truncated and bit-flipped: every result is a value or an error,
+  // never a crash or an unbounded allocation.
+  std::vector<uint8_t> stream = {'X', '\n', 0,   0,   0, 2, 0, 4,  1, 1, 0, 2, 3,   0, 0, 0, 2,
+                                 19,  0,    0,   0,   2,                        // list of 2, attrs
+                                 0,   0,    0,   13,  0, 0, 0, 1,  0, 0, 0, 5,  // 5L
+                                 0,   0,    0,   16,  0, 0, 0, 1,  0, 4, 0, 9, 0,   0, 0, 1, 'x',
+                                 0,   0,    4,   2,   0, 0, 0, 1,  0, 4, 0, 9, 0,   0, 0, 5, 'n',
+                                 'a', 'm',  'e', 's', 0, 0, 0, 16, 0, 0, 0, 2, 0,   4, 0, 9, 0,
+                                 0,   0,    1,   'a', 0, 4, 0, 9,  0, 0, 0, 1, 'b', 0, 0, 0, 254};
+  ASSERT_TRUE(UnserializeR(stream).ok());
+  std::mt19937_64 random(3);
+  for (int trial = 0; trial < 5000; ++trial) {
+    std::vector<uint8_t> mutated = stream;
+    mutated[random() % mutated.size()] ^= 1 << (random() % 8);
+    if (trial % 2 == 0) mutated.resize(random() % mutated.size());
+    (void)UnserializeR(mutated).ok();
+  }
 }
 
 TEST(QuickFactorizeTest, IsDeterministicAndFitsTheRatings) {

@@ -151,5 +151,20 @@ TEST(LayoutFileTest, RoundTripsAndRejectsMalformedFiles) {
   EXPECT_TRUE(absl::IsNotFound(Layout::ReadFile(path).status()));
 }
 
+TEST(LayoutFileTest, MutatedFilesAreRejectedOrValid) {
+  auto layout = Layout::Create(Params(64, 1, {2, 1}, {4, 1}), {1, 2, 3}, Companions(64, 1));
+  ASSERT_TRUE(layout.ok());
+  const std::vector<uint8_t> bytes = layout->Serialize();
+  std::mt19937_64 random(5);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<uint8_t> mutated = bytes;
+    const int flips = 1 + static_cast<int>(random() % 4);
+    for (int i = 0; i < flips; ++i) mutated[random() % mutated.size()] ^= 1 << (random() % 8);
+    if (trial % 3 == 0) mutated.resize(random() % mutated.size());
+    auto parsed = Layout::Parse(mutated);  // must not crash; the digest catches every flip
+    EXPECT_FALSE(parsed.ok() && mutated != bytes);
+  }
+}
+
 }  // namespace
 }  // namespace veil::embedding
