@@ -92,8 +92,9 @@ void JsonLine::Emit() const {
   if (!JsonOutPath().empty()) std::ofstream(JsonOutPath(), std::ios::app) << line << "\n";
 }
 
-double MedianSeconds(const std::function<void()>& run, int warmup, int max_reps,
-                     double budget_s) {
+namespace {
+std::vector<double> SortedTimes(const std::function<void()>& run, int warmup, int max_reps,
+                                double budget_s) {
   for (int i = 0; i < warmup; ++i) run();
   std::vector<double> times;
   double spent = 0;
@@ -105,7 +106,19 @@ double MedianSeconds(const std::function<void()>& run, int warmup, int max_reps,
     spent += s;
   }
   std::sort(times.begin(), times.end());
+  return times;
+}
+}  // namespace
+
+double MedianSeconds(const std::function<void()>& run, int warmup, int max_reps,
+                     double budget_s) {
+  std::vector<double> times = SortedTimes(run, warmup, max_reps, budget_s);
   return times[times.size() / 2];
+}
+
+double FastestSeconds(const std::function<void()>& run, int warmup, int max_reps,
+                      double budget_s) {
+  return SortedTimes(run, warmup, max_reps, budget_s).front();
 }
 
 }  // namespace veil::bench

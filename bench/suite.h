@@ -62,6 +62,11 @@ struct SuiteRegistration {
 double MedianSeconds(const std::function<void()>& run, int warmup = 1, int max_reps = 15,
                      double budget_s = 3.0);
 
+// Fastest of repeated timings: for ceilings (a machine's limit is its best run; interference
+// only slows a run down).
+double FastestSeconds(const std::function<void()>& run, int warmup = 1, int max_reps = 15,
+                      double budget_s = 3.0);
+
 }  // namespace veil::bench
 
 #endif  // VEIL_BENCH_SUITE_H_
