@@ -158,6 +158,12 @@ class Client::Impl {
   absl::Status SendWave(absl::Span<PreparedCall> calls, size_t first_offset,
                         std::vector<uint32_t> (&shares)[2], absl::Time deadline);
   absl::StatusOr<ServerStatsInfo> Stats(int party);
+  // Splits the queries into calls that fit a message (bags kept whole), sends them to both
+  // servers, adds the shares and records the call's statistics (`lookups` rows or bags).
+  absl::StatusOr<std::vector<uint32_t>> Exchange(std::vector<pir::QueryKeys>& queries,
+                                                 absl::Span<const uint32_t> bag_sizes,
+                                                 dpf::OutputType output, uint32_t lookups,
+                                                 const char* what);
 
   const ClientOptions& options() const { return options_; }
   const TableInfo& table() const { return table_; }
@@ -607,6 +613,34 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
 
 const TableInfo& Client::table() const { return impl_->table(); }
 
+absl::StatusOr<std::vector<uint32_t>> Client::Impl::Exchange(
+    std::vector<pir::QueryKeys>& queries, absl::Span<const uint32_t> bag_sizes,
+    dpf::OutputType output, uint32_t lookups, const char* what) {
+  const size_t per_key = RoundUp8(key_bytes(output)) + 8;
+  const size_t max_keys = std::max<size_t>(
+      1, std::min<size_t>(table_.max_keys_per_call, (max_message_bytes() - 512) / per_key));
+  auto calls = SplitIntoCalls(queries, bag_sizes, table_.row_words, max_keys);
+  if (!calls.ok()) return calls.status();
+
+  absl::MutexLock lock(&call_mu);
+  std::vector<uint32_t> shares[2];
+  CallStats stats;
+  try {
+    if (absl::Status s = RunCalls(*calls, shares, stats); !s.ok()) return s;
+  } catch (const kj::Exception& e) {
+    return server::ExceptionToStatus(e, what);
+  }
+  std::vector<uint32_t> out(shares[0].size());
+  if (absl::Status s = pir::Reconstruct(output, shares[0], shares[1], absl::MakeSpan(out));
+      !s.ok()) {
+    return s;
+  }
+  stats.lookups = lookups;
+  last_call = stats;
+  CountLookups(stats);
+  return out;
+}
+
 absl::StatusOr<std::vector<uint32_t>> Client::LookupWords(absl::Span<const uint64_t> indices) {
   const TableInfo& t = impl_->table();
   if (indices.empty()) return absl::InvalidArgumentError("no rows requested");
@@ -621,28 +655,8 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupWords(absl::Span<const uint6
     if (!q.ok()) return q.status();
     queries.push_back(*std::move(q));
   }
-  size_t per_key = RoundUp8(impl_->key_bytes(impl_->options().output)) + 8;
-  size_t max_keys = std::max<size_t>(
-      1, std::min<size_t>(t.max_keys_per_call, (impl_->max_message_bytes() - 512) / per_key));
-  auto calls = SplitIntoCalls(queries, {}, t.row_words, max_keys);
-  if (!calls.ok()) return calls.status();
-
-  absl::MutexLock lock(&impl_->call_mu);
-  std::vector<uint32_t> shares[2];
-  CallStats stats;
-  try {
-    if (absl::Status s = impl_->RunCalls(*calls, shares, stats); !s.ok()) return s;
-  } catch (const kj::Exception& e) {
-    return server::ExceptionToStatus(e, "lookup");
-  }
-  std::vector<uint32_t> rows(shares[0].size());
-  absl::Status s =
-      pir::Reconstruct(impl_->options().output, shares[0], shares[1], absl::MakeSpan(rows));
-  if (!s.ok()) return s;
-  stats.lookups = static_cast<uint32_t>(indices.size());
-  impl_->last_call = stats;
-  impl_->CountLookups(stats);
-  return rows;
+  return impl_->Exchange(queries, {}, impl_->options().output,
+                         static_cast<uint32_t>(indices.size()), "lookup");
 }
 
 absl::StatusOr<std::vector<float>> Client::Lookup(absl::Span<const uint64_t> indices) {
@@ -714,28 +728,8 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
     sent_bag_sizes.push_back(std::max(bag_sizes[b], pad));
     next += bag_sizes[b];
   }
-  size_t per_key = RoundUp8(impl_->key_bytes(dpf::OutputType::kAdditive)) + 8;
-  size_t max_keys = std::max<size_t>(
-      1, std::min<size_t>(t.max_keys_per_call, (impl_->max_message_bytes() - 512) / per_key));
-  auto calls = SplitIntoCalls(queries, sent_bag_sizes, t.row_words, max_keys);
-  if (!calls.ok()) return calls.status();
-
-  absl::MutexLock lock(&impl_->call_mu);
-  std::vector<uint32_t> shares[2];
-  CallStats stats;
-  try {
-    if (absl::Status s = impl_->RunCalls(*calls, shares, stats); !s.ok()) return s;
-  } catch (const kj::Exception& e) {
-    return server::ExceptionToStatus(e, "pooled lookup");
-  }
-  std::vector<uint32_t> sums(shares[0].size());
-  absl::Status s =
-      pir::Reconstruct(dpf::OutputType::kAdditive, shares[0], shares[1], absl::MakeSpan(sums));
-  if (!s.ok()) return s;
-  stats.lookups = static_cast<uint32_t>(bag_sizes.size());
-  impl_->last_call = stats;
-  impl_->CountLookups(stats);
-  return sums;
+  return impl_->Exchange(queries, sent_bag_sizes, dpf::OutputType::kAdditive,
+                         static_cast<uint32_t>(bag_sizes.size()), "pooled lookup");
 }
 
 absl::StatusOr<std::vector<float>> Client::LookupPooled(absl::Span<const uint64_t> indices,
