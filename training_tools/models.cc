@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "training_tools/recommender.h"
 
 namespace veil::training {
 namespace {
@@ -38,19 +39,9 @@ double Auc(const std::vector<float>& scores, const std::vector<float>& labels) {
   return (positive_rank_sum - positives * (positives + 1) / 2) / (positives * negatives);
 }
 
-// The table with the default row (mean of all rows) appended at index rows: missing rows are
-// remapped there, so a lookup needs no branch.
-torch::Tensor WithDefaultRow(const torch::Tensor& table) {
-  return torch::cat({table, table.mean(0, /*keepdim=*/true)}, 0);
-}
-
 bool IsMissing(const std::vector<int32_t>& missing, int32_t row) {
   return std::binary_search(missing.begin(), missing.end(), row);
 }
-
-struct RecommendationBatch {
-  torch::Tensor rows, offsets, row_weights, items, mean_labels, labels;
-};
 
 // 80k MovieLens examples against 9k × 32 embedding weights overfit when the rows are learned from
 // the click loss (validation AUC below that of no rows at all). So the table is a matrix
@@ -59,38 +50,8 @@ struct RecommendationBatch {
 // substitution a layout's missing rows cause — and drops embedding features, so the model does
 // not collapse when a row is not fetched.
 constexpr double kRowDropout = 0.25;
-constexpr double kFeatureDropout = 0.2;
 constexpr double kWeightDecay = 1e-5;
 constexpr int kFactorizationEpochs = 10;
-
-struct RecommenderImpl : torch::nn::Module {
-  RecommenderImpl(int32_t rows, int32_t dim)
-      : table(register_module("table", torch::nn::Embedding(rows, dim))),
-        hidden(register_module("hidden", torch::nn::Linear(5 * dim + 1, 64))),
-        out(register_module("out", torch::nn::Linear(64, 1))) {
-    torch::nn::init::normal_(table->weight, 0.0, 0.1);
-  }
-
-  // The user's bag twice — plain mean (what the user watched) and weighted by the user's
-  // centred labels (what they liked) — the candidate, their products, and the user's mean label.
-  // bag_rows/offsets are EmbeddingBag's flat form; `weights` is the table to look up (the
-  // trained one, possibly with the default row appended).
-  torch::Tensor Forward(const torch::Tensor& weights, const RecommendationBatch& batch) {
-    auto bag = std::get<0>(torch::embedding_bag(weights, batch.rows, batch.offsets, false,
-                                                /*mode=mean*/ 1));
-    auto liked = std::get<0>(torch::embedding_bag(weights, batch.rows, batch.offsets, false,
-                                                  /*mode=sum*/ 0, false, batch.row_weights));
-    auto item = torch::embedding(weights, batch.items);
-    auto embedded = torch::dropout(torch::cat({bag, liked, item, bag * item, liked * item}, 1),
-                                   kFeatureDropout, is_training());
-    auto x = torch::relu(hidden->forward(torch::cat({embedded, batch.mean_labels}, 1)));
-    return out->forward(x).squeeze(1);
-  }
-
-  torch::nn::Embedding table;
-  torch::nn::Linear hidden, out;
-};
-TORCH_MODULE(Recommender);
 
 struct LanguageModelImpl : torch::nn::Module {
   LanguageModelImpl(int32_t rows, int32_t dim, int hidden_size)
@@ -154,7 +115,7 @@ class RecommendationModel : public WorkloadModel {
         std::vector<const RecommendationSample*> batch;
         for (size_t i = start; i < end; ++i) batch.push_back(&samples[order[i]]);
         const RecommendationBatch input =
-            Batch(batch, nullptr, workload_.num_rows, &row_dropout, kRowDropout);
+            BatchRecommendations(batch, nullptr, workload_.num_rows, &row_dropout, kRowDropout);
         auto logits = model_->Forward(WithDefaultRow(model_->table->weight), input);
         auto loss = torch::binary_cross_entropy_with_logits(logits, input.labels);
         optimizer.zero_grad();
@@ -176,24 +137,37 @@ class RecommendationModel : public WorkloadModel {
   }
 
   double Evaluate(const std::vector<std::vector<int32_t>>& missing) override {
+    std::vector<float> labels;
+    const std::vector<float> scores = Scores(missing, &labels);
+    return Auc(scores, labels);
+  }
+
+  // The logits of the first min(missing.size(), evaluated) validation requests.
+  std::vector<float> Scores(const std::vector<std::vector<int32_t>>& missing,
+                            std::vector<float>* labels = nullptr) {
     torch::NoGradGuard no_grad;
     model_->eval();
     const auto weights = WithDefaultRow(model_->table->weight);
-    std::vector<float> scores, labels;
+    std::vector<float> scores;
     const size_t n = std::min(missing.size(), evaluated_.size());
     for (size_t start = 0; start < n; start += 4096) {
       const size_t end = std::min(n, start + 4096);
       std::vector<const RecommendationSample*> batch;
       for (size_t i = start; i < end; ++i) batch.push_back(&workload_.validation_samples[i]);
-      const RecommendationBatch input = Batch(batch, &missing[start], workload_.num_rows);
+      const RecommendationBatch input =
+          BatchRecommendations(batch, &missing[start], workload_.num_rows);
       auto logits = model_->Forward(weights, input).contiguous();
       scores.insert(scores.end(), logits.data_ptr<float>(),
                     logits.data_ptr<float>() + (end - start));
-      labels.insert(labels.end(), input.labels.data_ptr<float>(),
-                    input.labels.data_ptr<float>() + (end - start));
+      if (labels) {
+        labels->insert(labels->end(), input.labels.data_ptr<float>(),
+                       input.labels.data_ptr<float>() + (end - start));
+      }
     }
-    return Auc(scores, labels);
+    return scores;
   }
+
+  Recommender module() { return model_; }
 
   std::vector<float> EmbeddingTable() const override {
     auto w = model_->table->weight.detach().contiguous();
@@ -204,8 +178,6 @@ class RecommendationModel : public WorkloadModel {
   const std::vector<RowRequest>& evaluated_requests() const override { return evaluated_; }
 
  private:
-  // Flattens samples into EmbeddingBag inputs; rows in missing[i] become the default row.
-  // Labels are ratings on MovieLens' 0.5–5 scale, centred on the user's mean and scaled to ±1.
   // The table: item vectors of a matrix factorisation of the training labels, which encode
   // taste and quality and generalise to later ratings; fixed while the MLP trains.
   void InitializeFromFactorization() {
@@ -223,46 +195,6 @@ class RecommendationModel : public WorkloadModel {
     model_->table->weight.copy_(
         torch::from_blob(vectors.data(), {workload_.num_rows, workload_.row_words}));
     model_->table->weight.set_requires_grad(false);
-  }
-
-  // In training, `dropout` draws rows to replace with probability `dropout_rate`.
-  static RecommendationBatch Batch(const std::vector<const RecommendationSample*>& batch,
-                                   const std::vector<int32_t>* missing, int32_t default_row,
-                                   std::mt19937_64* dropout = nullptr, double dropout_rate = 0) {
-    std::bernoulli_distribution drop(dropout_rate);
-    std::vector<int64_t> rows, offsets, items;
-    std::vector<float> row_weights, mean_labels, labels;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const RecommendationSample& sample = *batch[i];
-      offsets.push_back(static_cast<int64_t>(rows.size()));
-      auto lookup = [&](int32_t row) -> int64_t {
-        if (dropout && drop(*dropout)) return default_row;
-        return missing && IsMissing(missing[i], row) ? default_row : row;
-      };
-      float mean = 0;
-      for (float label : sample.history_labels) mean += label;
-      mean = sample.history.empty() ? 0.0f : mean / sample.history.size();
-      const float n = static_cast<float>(std::max<size_t>(sample.history.size(), 1));
-      for (size_t k = 0; k < sample.history.size(); ++k) {
-        rows.push_back(lookup(sample.history[k]));
-        row_weights.push_back((sample.history_labels[k] - mean) / (2.0f * n));
-      }
-      items.push_back(lookup(sample.item));
-      mean_labels.push_back(mean / 5.0f);
-      labels.push_back(sample.label);
-    }
-    auto ints = [](std::vector<int64_t>& v) {
-      return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, torch::kInt64).clone();
-    };
-    auto floats = [](std::vector<float>& v) {
-      return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}).clone();
-    };
-    return {ints(rows),
-            ints(offsets),
-            floats(row_weights),
-            ints(items),
-            floats(mean_labels).unsqueeze(1),
-            floats(labels)};
   }
 
   const Workload& workload_;
@@ -395,6 +327,64 @@ class WordModel : public WorkloadModel {
 };
 
 }  // namespace
+
+RecommendationBatch BatchRecommendations(const std::vector<const RecommendationSample*>& batch,
+                                         const std::vector<int32_t>* missing, int32_t default_row,
+                                         std::mt19937_64* dropout, double dropout_rate) {
+  std::bernoulli_distribution drop(dropout_rate);
+  std::vector<int64_t> rows, offsets, items;
+  std::vector<float> row_weights, mean_labels, labels;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const RecommendationSample& sample = *batch[i];
+    offsets.push_back(static_cast<int64_t>(rows.size()));
+    auto lookup = [&](int32_t row) -> int64_t {
+      if (dropout && drop(*dropout)) return default_row;
+      return missing && IsMissing(missing[i], row) ? default_row : row;
+    };
+    float mean = 0;
+    for (float label : sample.history_labels) mean += label;
+    mean = sample.history.empty() ? 0.0f : mean / sample.history.size();
+    const float n = static_cast<float>(std::max<size_t>(sample.history.size(), 1));
+    for (size_t k = 0; k < sample.history.size(); ++k) {
+      rows.push_back(lookup(sample.history[k]));
+      row_weights.push_back((sample.history_labels[k] - mean) / (2.0f * n));
+    }
+    items.push_back(lookup(sample.item));
+    mean_labels.push_back(mean / 5.0f);
+    labels.push_back(sample.label);
+  }
+  auto ints = [](std::vector<int64_t>& v) {
+    return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, torch::kInt64).clone();
+  };
+  auto floats = [](std::vector<float>& v) {
+    return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}).clone();
+  };
+  return {ints(rows),
+          ints(offsets),
+          floats(row_weights),
+          ints(items),
+          floats(mean_labels).unsqueeze(1),
+          floats(labels)};
+}
+
+Recommender TrainedRecommender(WorkloadModel& model) {
+  auto* recommendation = dynamic_cast<RecommendationModel*>(&model);
+  return recommendation ? recommendation->module() : Recommender(nullptr);
+}
+
+absl::StatusOr<std::vector<float>> PredictRecommendations(
+    WorkloadModel& model, const std::vector<std::vector<int32_t>>& missing) {
+  auto* recommendation = dynamic_cast<RecommendationModel*>(&model);
+  if (!recommendation) {
+    return absl::InvalidArgumentError("PredictRecommendations: not a recommendation model");
+  }
+  if (missing.size() > model.evaluated_requests().size()) {
+    return absl::InvalidArgumentError(absl::StrCat("PredictRecommendations: ", missing.size(),
+                                                   " requests, the model evaluates ",
+                                                   model.evaluated_requests().size()));
+  }
+  return recommendation->Scores(missing);
+}
 
 absl::StatusOr<std::unique_ptr<WorkloadModel>> TrainModel(const Workload& workload,
                                                           const TrainOptions& options) {

@@ -49,6 +49,13 @@ class WorkloadModel : public QualityModel {
 absl::StatusOr<std::unique_ptr<WorkloadModel>> TrainModel(const Workload& workload,
                                                           const TrainOptions& options);
 
+// The recommendation model's logits (before the sigmoid) on the first missing.size() evaluated
+// validation requests, with missing[i] (sorted rows) replaced by the default row: what the
+// simulation predicts per request. Returns INVALID_ARGUMENT for a language model or more requests
+// than the model evaluates, UNIMPLEMENTED without libtorch.
+absl::StatusOr<std::vector<float>> PredictRecommendations(
+    WorkloadModel& model, const std::vector<std::vector<int32_t>>& missing);
+
 // Writes `table` as raw little-endian float32 rows (`path`) and a JSON sidecar (`path`.json:
 // rows, dim, dtype, workload) — the input of `veil table build --f32=FILE --dim=D`.
 absl::Status ExportTable(const std::vector<float>& table, int32_t rows, int32_t dim,

@@ -9,4 +9,9 @@ absl::StatusOr<std::unique_ptr<WorkloadModel>> TrainModel(const Workload&, const
   return absl::UnimplementedError("veil was built without libtorch: no model training");
 }
 
+absl::StatusOr<std::vector<float>> PredictRecommendations(
+    WorkloadModel&, const std::vector<std::vector<int32_t>>&) {
+  return absl::UnimplementedError("veil was built without libtorch: no model");
+}
+
 }  // namespace veil::training

@@ -1,0 +1,35 @@
+// The physical table of a layout: what the two servers serve so that a client can fetch a
+// layout's slots with veil::Client. Every slot of every bin of every table becomes one row of
+// entry_words() words (the slot's entry: its primary row followed by its c co-located copies,
+// zeros for -1), table-major, then bin-major, then slot-major.
+//
+// Limitation: today's server answers every key over its whole table, so a key for one bin scans
+// the slots of all bins (the DPF domain is the physical table, not the bin). The key count per
+// inference is still the layout's constant Σ bins × rounds, and the rows fetched are the same;
+// only the computation is not yet the per-bin figure that client::CostOf reports.
+#ifndef VEIL_EMBEDDING_LAYOUT_TABLE_H_
+#define VEIL_EMBEDDING_LAYOUT_TABLE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "embedding/layout.h"
+
+namespace veil::embedding {
+
+// Rows of the physical table: Σ over tables of bins × slots_per_bin.
+int64_t PhysicalRows(const Layout& layout);
+
+// The physical row of `slot` (which must be a slot of `layout`).
+int64_t PhysicalIndex(const Layout& layout, const SlotRef& slot);
+
+// Arranges `rows` (layout.num_rows() × layout.params().row_words floats, row-major) into the
+// physical table: PhysicalRows × entry_words floats. Returns INVALID_ARGUMENT if `rows` has
+// another size.
+absl::StatusOr<std::vector<float>> ArrangeRows(const Layout& layout, absl::Span<const float> rows);
+
+}  // namespace veil::embedding
+
+#endif  // VEIL_EMBEDDING_LAYOUT_TABLE_H_

@@ -1,0 +1,204 @@
+#include "mobile_client/private_embedding_bag.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "absl/random/bit_gen_ref.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "embedding/layout_table.h"
+
+namespace veil {
+namespace {
+
+// A cryptographic URBG for the planner's dummy slots.
+struct SodiumRandom {
+  using result_type = uint64_t;
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return std::numeric_limits<result_type>::max(); }
+  result_type operator()() {
+    result_type value;
+    randombytes_buf(&value, sizeof(value));
+    return value;
+  }
+};
+
+// Index of `row` in the sorted `rows`, or -1.
+int64_t Find(const std::vector<int64_t>& rows, int64_t row) {
+  auto it = std::lower_bound(rows.begin(), rows.end(), row);
+  return it != rows.end() && *it == row ? it - rows.begin() : -1;
+}
+
+}  // namespace
+
+torch::Tensor PrivateRows::Local(const torch::Tensor& input) const {
+  auto flat = input.to(torch::kInt64).contiguous().reshape(-1);
+  auto local = torch::empty_like(flat);
+  const int64_t* in = flat.data_ptr<int64_t>();
+  int64_t* out = local.data_ptr<int64_t>();
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const int64_t index = Find(rows, in[i]);
+    TORCH_CHECK(index >= 0, "PrivateEmbeddingBag: row ", in[i], " was not fetched");
+    out[i] = missing[index] ? static_cast<int64_t>(rows.size()) : index;
+  }
+  return local.reshape(input.sizes());
+}
+
+torch::Tensor PrivateRows::MissingMask(const torch::Tensor& input) const {
+  auto flat = input.to(torch::kInt64).contiguous().reshape(-1);
+  auto mask = torch::zeros({flat.numel()}, torch::kBool);
+  const int64_t* in = flat.data_ptr<int64_t>();
+  bool* out = mask.data_ptr<bool>();
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const int64_t index = Find(rows, in[i]);
+    out[i] = index < 0 || missing[index];
+  }
+  return mask.reshape(input.sizes());
+}
+
+PrivateEmbeddingBagImpl::PrivateEmbeddingBagImpl(const PrivateEmbeddingBagOptions& options_,
+                                                 std::shared_ptr<Client> client,
+                                                 std::shared_ptr<const embedding::Layout> layout,
+                                                 torch::Tensor default_row_)
+    : options(options_),
+      default_row(std::move(default_row_)),
+      client_(std::move(client)),
+      layout_(std::move(layout)) {
+  TORCH_CHECK(client_ && layout_, "PrivateEmbeddingBag: needs a client and a layout");
+  TORCH_CHECK(options.num_embeddings() == layout_->num_rows(),
+              "PrivateEmbeddingBag: ", options.num_embeddings(), " embeddings, the layout has ",
+              layout_->num_rows(), " rows");
+  TORCH_CHECK(options.embedding_dim() == layout_->params().row_words,
+              "PrivateEmbeddingBag: dimension ", options.embedding_dim(),
+              ", the layout's rows have ", layout_->params().row_words, " words");
+  const TableInfo& table = client_->table();
+  TORCH_CHECK(table.format == embedding::RowFormat::kFp32 &&
+                  table.rows == static_cast<uint64_t>(embedding::PhysicalRows(*layout_)) &&
+                  table.dim == static_cast<uint32_t>(layout_->entry_words()),
+              "PrivateEmbeddingBag: the servers' table (", table.rows, " x ", table.dim,
+              ") is not the layout's physical fp32 table (", embedding::PhysicalRows(*layout_),
+              " x ", layout_->entry_words(), ")");
+  TORCH_CHECK(sodium_init() >= 0, "PrivateEmbeddingBag: libsodium failed to initialise");
+  reset();
+}
+
+void PrivateEmbeddingBagImpl::reset() {
+  torch::Tensor row = default_row.defined()
+                          ? default_row.detach().to(torch::kFloat32).reshape(-1).clone()
+                          : torch::zeros({options.embedding_dim()});
+  TORCH_CHECK(row.numel() == options.embedding_dim(), "PrivateEmbeddingBag: the default row has ",
+              row.numel(), " values, not ", options.embedding_dim());
+  default_row = register_buffer("default_row", row);
+}
+
+void PrivateEmbeddingBagImpl::pretty_print(std::ostream& stream) const {
+  stream << "veil::PrivateEmbeddingBag(num_embeddings=" << options.num_embeddings()
+         << ", embedding_dim=" << options.embedding_dim()
+         << ", mode=" << torch::enumtype::get_enum_name(options.mode())
+         << ", keys_per_inference=" << client::CostOf(*layout_).keys << ")";
+}
+
+absl::StatusOr<PrivateRows> PrivateEmbeddingBagImpl::Fetch(absl::Span<const int64_t> wanted) {
+  PrivateRows fetched;
+  fetched.rows.assign(wanted.begin(), wanted.end());
+  std::sort(fetched.rows.begin(), fetched.rows.end());
+  fetched.rows.erase(std::unique(fetched.rows.begin(), fetched.rows.end()), fetched.rows.end());
+  std::vector<int32_t> rows32;
+  rows32.reserve(fetched.rows.size());
+  for (int64_t row : fetched.rows) {
+    if (row < 0 || row >= options.num_embeddings()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PrivateEmbeddingBag: row ", row, " outside [0, ", options.num_embeddings(), ")"));
+    }
+    rows32.push_back(static_cast<int32_t>(row));
+  }
+  SodiumRandom random;
+  auto plan = client::PlanFetch(*layout_, rows32, absl::BitGenRef(random));
+  if (!plan.ok()) return plan.status();
+  fetched.plan = std::move(*plan);
+
+  // Every key of the plan, dummies included, goes to the servers: their count is the layout's
+  // constant, whatever is wanted.
+  std::vector<float> entries;
+  if (!fetched.plan.fetches.empty()) {
+    std::vector<uint64_t> indices;
+    indices.reserve(fetched.plan.fetches.size());
+    for (const client::SlotFetch& f : fetched.plan.fetches) {
+      indices.push_back(static_cast<uint64_t>(embedding::PhysicalIndex(*layout_, f.slot)));
+    }
+    auto looked_up = client_->Lookup(indices);
+    if (!looked_up.ok()) return looked_up.status();
+    entries = std::move(*looked_up);
+    fetched.call = client_->last_call();
+  }
+
+  const int64_t dim = options.embedding_dim();
+  const int64_t n = static_cast<int64_t>(fetched.rows.size());
+  fetched.weight = default_row.reshape({1, dim}).repeat({n + 1, 1}).contiguous();
+  fetched.missing.assign(fetched.rows.size(), 1);
+  float* weight = fetched.weight.data_ptr<float>();
+  const int64_t entry_words = layout_->entry_words();
+  for (const client::RowSource& source : fetched.plan.sources) {
+    const client::SlotFetch& f = fetched.plan.fetches[source.fetch];
+    const absl::Span<const int32_t> entry = layout_->Entry(f.slot);
+    const int64_t index = Find(fetched.rows, source.row);
+    if (f.dummy || source.position < 0 || source.position >= static_cast<int32_t>(entry.size()) ||
+        entry[source.position] != source.row || index < 0) {
+      return absl::InternalError(absl::StrCat("PrivateEmbeddingBag: the plan's source of row ",
+                                              source.row, " is not in its fetched entry"));
+    }
+    std::memcpy(weight + index * dim,
+                entries.data() + source.fetch * entry_words + source.position * dim,
+                sizeof(float) * dim);
+    fetched.missing[index] = 0;
+  }
+  fetched.missing_rows = fetched.plan.missing;
+  // The planner reports every wanted row as served or missing; check that they agree.
+  for (size_t i = 0; i < fetched.rows.size(); ++i) {
+    const bool reported =
+        std::binary_search(fetched.missing_rows.begin(), fetched.missing_rows.end(),
+                           static_cast<int32_t>(fetched.rows[i]));
+    if (reported != static_cast<bool>(fetched.missing[i])) {
+      return absl::InternalError(absl::StrCat("PrivateEmbeddingBag: row ", fetched.rows[i],
+                                              " is neither fetched nor reported missing"));
+    }
+  }
+  last_call_ = fetched.call;
+  return fetched;
+}
+
+torch::Tensor PrivateEmbeddingBagImpl::Pool(
+    const PrivateRows& fetched, const torch::Tensor& input, const torch::Tensor& offsets,
+    const torch::Tensor& per_sample_weights,
+    const c10::optional<torch::nn::EmbeddingBagMode>& mode) {
+  namespace F = torch::nn::functional;
+  auto pooled = F::embedding_bag(fetched.Local(input), fetched.weight,
+                                 F::EmbeddingBagFuncOptions()
+                                     .offsets(offsets)
+                                     .mode(mode ? *mode : options.mode())
+                                     .per_sample_weights(per_sample_weights)
+                                     .include_last_offset(options.include_last_offset()));
+  last_missing_mask_ = fetched.MissingMask(input);
+  last_missing_rows_ = fetched.missing_rows;
+  return pooled;
+}
+
+torch::Tensor PrivateEmbeddingBagImpl::Embed(const PrivateRows& fetched,
+                                             const torch::Tensor& input) const {
+  return torch::embedding(fetched.weight, fetched.Local(input));
+}
+
+torch::Tensor PrivateEmbeddingBagImpl::forward(const torch::Tensor& input,
+                                               const torch::Tensor& offsets,
+                                               const torch::Tensor& per_sample_weights) {
+  auto flat = input.to(torch::kInt64).contiguous().reshape(-1);
+  auto fetched =
+      Fetch(absl::MakeConstSpan(flat.data_ptr<int64_t>(), static_cast<size_t>(flat.numel())));
+  TORCH_CHECK(fetched.ok(), fetched.status().ToString());
+  return Pool(*fetched, input, offsets, per_sample_weights);
+}
+
+}  // namespace veil

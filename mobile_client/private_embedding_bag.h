@@ -1,0 +1,120 @@
+// PrivateEmbeddingBag: torch::nn::EmbeddingBag whose rows are fetched privately from two veil
+// servers (veil::Client) through the batch-PIR layout planner, instead of being held locally.
+//
+// Each forward is one inference: the distinct rows of `input` are planned with
+// client::PlanFetch (always exactly `rounds` keys for every bin of every table, dummies included,
+// whatever is wanted), the plan's slots are fetched in one Client::Lookup over the layout's
+// physical table (embedding/layout_table.h), the wanted rows are read out of the fetched entries
+// (their own slot or a co-located copy), rows the planner could not serve are replaced by the
+// default row, and the bags are pooled like torch::nn::EmbeddingBag (sum, mean or max, with
+// per_sample_weights for sum). last_missing_mask() says which elements of the last input were
+// replaced.
+//
+// A model that looks up the same rows several ways in one inference (a mean bag, a weighted bag
+// and a single candidate row, say) calls Fetch once and then Pool / Embed on its result, so that
+// the inference is one plan and the servers see one constant-size request.
+//
+// The servers must serve the layout's physical table of the model's rows in fp32 (bit-exact).
+// Dummy slots are drawn from libsodium's randombytes (a cryptographic source).
+// Errors (a server down, a wrong table) surface as c10::Error from forward, and as absl::Status
+// from Fetch.
+#ifndef VEIL_MOBILE_CLIENT_PRIVATE_EMBEDDING_BAG_H_
+#define VEIL_MOBILE_CLIENT_PRIVATE_EMBEDDING_BAG_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "embedding/layout.h"
+#include "mobile_client/client.h"
+#include "mobile_client/planner.h"
+
+namespace veil {
+
+// torch::nn::EmbeddingBagOptions' shape options (no max_norm, sparse or padding_idx: the rows
+// are not trained on the device).
+struct PrivateEmbeddingBagOptions {
+  PrivateEmbeddingBagOptions(int64_t num_embeddings, int64_t embedding_dim)
+      : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
+  TORCH_ARG(int64_t, num_embeddings);
+  TORCH_ARG(int64_t, embedding_dim);
+  TORCH_ARG(torch::nn::EmbeddingBagMode, mode) = torch::kMean;
+  TORCH_ARG(bool, include_last_offset) = false;
+};
+
+// The rows of one inference, fetched under one plan.
+struct PrivateRows {
+  std::vector<int64_t> rows;          // the wanted rows, sorted and distinct
+  torch::Tensor weight;               // [rows.size() + 1, dim]: each wanted row (the default
+                                      // row where missing), then the default row
+  std::vector<uint8_t> missing;       // per rows[i]: 1 if not fetched
+  std::vector<int32_t> missing_rows;  // the missing rows, sorted
+  client::FetchPlan plan;             // what was sent (fetches include the dummies)
+  CallStats call;                     // the lookup's cost, both servers
+
+  // Indices of `input`'s rows in `weight` (same shape). Throws c10::Error for a row that was not
+  // wanted in this fetch.
+  torch::Tensor Local(const torch::Tensor& input) const;
+  // Whether each element of `input` is a missing row (bool, same shape).
+  torch::Tensor MissingMask(const torch::Tensor& input) const;
+};
+
+class PrivateEmbeddingBagImpl : public torch::nn::Cloneable<PrivateEmbeddingBagImpl> {
+ public:
+  // `client` must be connected to servers of the physical table of `layout` (fp32, entry_words()
+  // floats per row); `default_row` ([dim] or [1, dim]) replaces missing rows. Throws c10::Error
+  // if the shapes of the options, layout, table and default row disagree.
+  PrivateEmbeddingBagImpl(const PrivateEmbeddingBagOptions& options, std::shared_ptr<Client> client,
+                          std::shared_ptr<const embedding::Layout> layout,
+                          torch::Tensor default_row);
+
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  // EmbeddingBag's call: `input` 1-D with `offsets` (bag starts), or 2-D [bags, n] without
+  // them; `per_sample_weights` like input, sum mode only. Returns [bags, dim].
+  torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& offsets = {},
+                        const torch::Tensor& per_sample_weights = {});
+
+  // Plans and fetches `rows` (any order, duplicates allowed, each in [0, num_embeddings)) as one
+  // inference. Returns INVALID_ARGUMENT for a row out of range, the planner's and the client's
+  // errors, and INTERNAL if a fetched entry does not hold the row the plan says.
+  absl::StatusOr<PrivateRows> Fetch(absl::Span<const int64_t> rows);
+
+  // Pools already fetched rows like forward (with this module's mode unless `mode` is given),
+  // and records the missing mask of `input`.
+  torch::Tensor Pool(const PrivateRows& fetched, const torch::Tensor& input,
+                     const torch::Tensor& offsets = {},
+                     const torch::Tensor& per_sample_weights = {},
+                     const c10::optional<torch::nn::EmbeddingBagMode>& mode = c10::nullopt);
+  // Single rows (torch::nn::Embedding's call) out of a fetch: input.sizes() + [dim].
+  torch::Tensor Embed(const PrivateRows& fetched, const torch::Tensor& input) const;
+
+  // Of the last forward or Pool: which elements of its input were replaced by the default row
+  // (bool, the input's shape), and the missing rows of its fetch.
+  const torch::Tensor& last_missing_mask() const { return last_missing_mask_; }
+  const std::vector<int32_t>& last_missing_rows() const { return last_missing_rows_; }
+  // The last fetch's cost (bytes on the sockets, keys per server).
+  const CallStats& last_call() const { return last_call_; }
+
+  const embedding::Layout& layout() const { return *layout_; }
+
+  PrivateEmbeddingBagOptions options;
+  torch::Tensor default_row;  // buffer [dim]
+
+ private:
+  std::shared_ptr<Client> client_;
+  std::shared_ptr<const embedding::Layout> layout_;
+  torch::Tensor last_missing_mask_;
+  std::vector<int32_t> last_missing_rows_;
+  CallStats last_call_;
+};
+TORCH_MODULE(PrivateEmbeddingBag);
+
+}  // namespace veil
+
+#endif  // VEIL_MOBILE_CLIENT_PRIVATE_EMBEDDING_BAG_H_
