@@ -8,7 +8,9 @@
 namespace veil::embedding {
 namespace {
 
+// A table that is never queried (0 rounds) is not served.
 int64_t TableRows(const Layout& layout, int table) {
+  if (layout.shape(table).rounds == 0) return 0;
   return int64_t{layout.shape(table).bins} * layout.slots_per_bin(table);
 }
 
@@ -35,6 +37,7 @@ absl::StatusOr<std::vector<float>> ArrangeRows(const Layout& layout, absl::Span<
   std::vector<float> physical(static_cast<size_t>(PhysicalRows(layout) * layout.entry_words()),
                               0.0f);
   for (int table = 0; table < kNumLayoutTables; ++table) {
+    if (TableRows(layout, table) == 0) continue;
     for (int32_t bin = 0; bin < layout.shape(table).bins; ++bin) {
       for (int32_t slot = 0; slot < layout.slots_per_bin(table); ++slot) {
         const SlotRef ref{table, bin, slot};

@@ -1,7 +1,8 @@
 // The physical table of a layout: what the two servers serve so that a client can fetch a
-// layout's slots with veil::Client. Every slot of every bin of every table becomes one row of
-// entry_words() words (the slot's entry: its primary row followed by its c co-located copies,
-// zeros for -1), table-major, then bin-major, then slot-major.
+// layout's slots with veil::Client. Every slot of every bin of every queried table (rounds > 0;
+// a table that is never queried is not served) becomes one row of entry_words() words (the
+// slot's entry: its primary row followed by its c co-located copies, zeros for -1), table-major,
+// then bin-major, then slot-major.
 //
 // Limitation: today's server answers every key over its whole table, so a key for one bin scans
 // the slots of all bins (the DPF domain is the physical table, not the bin). The key count per
@@ -19,10 +20,10 @@
 
 namespace veil::embedding {
 
-// Rows of the physical table: Σ over tables of bins × slots_per_bin.
+// Rows of the physical table: Σ over queried tables of bins × slots_per_bin.
 int64_t PhysicalRows(const Layout& layout);
 
-// The physical row of `slot` (which must be a slot of `layout`).
+// The physical row of `slot` (which must be a slot of a queried table of `layout`).
 int64_t PhysicalIndex(const Layout& layout, const SlotRef& slot);
 
 // Arranges `rows` (layout.num_rows() × layout.params().row_words floats, row-major) into the

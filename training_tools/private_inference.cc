@@ -63,6 +63,53 @@ absl::Status WriteLayoutTable(const WorkloadModel& model, const embedding::Layou
                                static_cast<uint32_t>(layout.entry_words()), *physical, options);
 }
 
+absl::StatusOr<PooledLookup> PrivateEmbeddingBagForward(
+    std::shared_ptr<Client> client, const embedding::Layout& layout,
+    const std::vector<float>& default_row, const std::vector<int64_t>& input,
+    const std::vector<int64_t>& offsets, const std::vector<float>& per_sample_weights,
+    const std::string& mode) {
+  const int64_t dim = layout.params().row_words;
+  if (!client || static_cast<int64_t>(default_row.size()) != dim) {
+    return absl::InvalidArgumentError(
+        "PrivateEmbeddingBagForward: no client or a default row of "
+        "another size than the layout's rows");
+  }
+  if (!per_sample_weights.empty() && per_sample_weights.size() != input.size()) {
+    return absl::InvalidArgumentError("PrivateEmbeddingBagForward: one weight per input element");
+  }
+  PrivateEmbeddingBagOptions options(layout.num_rows(), dim);
+  if (mode == "sum") {
+    options.mode(torch::kSum);
+  } else if (mode == "mean") {
+    options.mode(torch::kMean);
+  } else if (mode == "max") {
+    options.mode(torch::kMax);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PrivateEmbeddingBagForward: mode \"", mode, "\" (sum, mean or max)"));
+  }
+  const auto shape = [](const auto& v) { return std::vector<int64_t>{int64_t(v.size())}; };
+  try {
+    torch::NoGradGuard no_grad;
+    PrivateEmbeddingBag bag(options, std::move(client), std::make_shared<embedding::Layout>(layout),
+                            torch::tensor(default_row));
+    auto in = torch::tensor(input, torch::kInt64).reshape(shape(input));
+    auto off = torch::tensor(offsets, torch::kInt64).reshape(shape(offsets));
+    torch::Tensor weights;
+    if (!per_sample_weights.empty()) weights = torch::tensor(per_sample_weights);
+    auto pooled = bag->forward(in, off, weights).contiguous();
+    PooledLookup result;
+    result.pooled.assign(pooled.data_ptr<float>(), pooled.data_ptr<float>() + pooled.numel());
+    auto mask = bag->last_missing_mask().to(torch::kUInt8).contiguous();
+    result.missing_mask.assign(mask.data_ptr<uint8_t>(), mask.data_ptr<uint8_t>() + mask.numel());
+    result.missing_rows = bag->last_missing_rows();
+    result.call = bag->last_call();
+    return result;
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(e.what_without_backtrace());
+  }
+}
+
 absl::StatusOr<PrivateInferenceResult> RunPrivateInference(WorkloadModel& model,
                                                            const Workload& workload,
                                                            const embedding::Layout& layout,

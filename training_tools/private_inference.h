@@ -26,6 +26,23 @@ namespace veil::training {
 absl::Status WriteLayoutTable(const WorkloadModel& model, const embedding::Layout& layout,
                               const std::string& path, uint64_t epoch = 1);
 
+// One PrivateEmbeddingBag::forward (EmbeddingBag's call: 1-D `input` with `offsets`, optional
+// `per_sample_weights` for "sum"; mode "sum", "mean" or "max") for callers without libtorch:
+// the pooled bags (offsets.size() × dim floats) and, per element of `input`, whether its row was
+// missing (replaced by `default_row`). Returns INVALID_ARGUMENT for a bad mode or shapes, and
+// the fetch's errors.
+struct PooledLookup {
+  std::vector<float> pooled;
+  std::vector<uint8_t> missing_mask;
+  std::vector<int32_t> missing_rows;
+  CallStats call;
+};
+absl::StatusOr<PooledLookup> PrivateEmbeddingBagForward(
+    std::shared_ptr<Client> client, const embedding::Layout& layout,
+    const std::vector<float>& default_row, const std::vector<int64_t>& input,
+    const std::vector<int64_t>& offsets, const std::vector<float>& per_sample_weights,
+    const std::string& mode);
+
 struct PrivateInferenceResult {
   std::vector<float> predictions;             // logits, one per request
   std::vector<std::vector<int32_t>> missing;  // per request: rows the planner could not fetch

@@ -171,6 +171,10 @@ int main(int argc, char** argv) {
     missing += device->missing[i].size();
     max_diff = std::max(max_diff, std::abs(double{device->predictions[i]} - (*simulated)[i]));
   }
+  // The device's predictions are compared with these one by one; the AUC is the simulation's.
+  const double auc_simulated = (*model)->Evaluate(simulation->missing);
+  const double auc_all_rows =
+      (*model)->Evaluate(std::vector<std::vector<int32_t>>(simulation->missing.size()));
   const client::PlanCost cost = client::CostOf(*layout);
   const bool keys_constant = std::all_of(device->keys.begin(), device->keys.end(),
                                          [&](int64_t k) { return k == cost.keys; });
@@ -178,11 +182,12 @@ int main(int argc, char** argv) {
       same_missing == requests && max_diff <= absl::GetFlag(FLAGS_tolerance) && keys_constant;
   std::printf(
       "{\"workload\":\"%s\",\"requests\":%zu,\"wanted_rows\":%zu,\"missing_rows\":%zu,"
-      "\"same_missing\":%zu,\"max_abs_logit_diff\":%.3g,\"keys_per_inference\":%lld,"
+      "\"same_missing\":%zu,\"max_abs_logit_diff\":%.3g,\"auc\":%.4f,\"auc_all_rows\":%.4f,\"keys_"
+      "per_inference\":%lld,"
       "\"keys_constant\":%s,\"bytes_up_per_inference\":%.0f,\"bytes_down_per_inference\":%.0f,"
       "\"ms_per_inference\":%.2f,\"physical_rows\":%llu,\"match\":%s}\n",
-      workload->name.c_str(), requests, wanted, missing, same_missing, max_diff,
-      static_cast<long long>(cost.keys), keys_constant ? "true" : "false",
+      workload->name.c_str(), requests, wanted, missing, same_missing, max_diff, auc_simulated,
+      auc_all_rows, static_cast<long long>(cost.keys), keys_constant ? "true" : "false",
       static_cast<double>(device->bytes_up) / requests,
       static_cast<double>(device->bytes_down) / requests, 1e3 * device->seconds / requests,
       static_cast<unsigned long long>(embedding::PhysicalRows(*layout)), ok ? "true" : "false");

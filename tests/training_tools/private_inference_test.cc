@@ -3,6 +3,8 @@
 // model with missing rows replaced by the default row) on the same layout and requests.
 #include "training_tools/private_inference.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -152,6 +154,87 @@ TEST_F(PrivateInferenceTest, DevicePredictionsEqualTheModelWhenEveryRowFits) {
   }
   EXPECT_GT(device->bytes_up, 0u);
   EXPECT_GT(device->bytes_down, 0u);
+}
+
+// PrivateEmbeddingBag::forward against EmbeddingBag computed by hand from the model's table:
+// one plan for the whole input, missing rows (the planner's) replaced by the default row, and
+// the mask says which elements those were.
+TEST_F(PrivateInferenceTest, EmbeddingBagForwardPoolsFetchedRowsAndMasksMissingOnes) {
+  const embedding::Layout layout = MakeLayout({.hot_fraction = 0.2,
+                                               .hot_bins = 4,
+                                               .hot_rounds = 1,
+                                               .cold_bins = 8,
+                                               .cold_rounds = 1,
+                                               .colocation = 1});
+  auto client = Serve(layout);
+  ASSERT_NE(client, nullptr);
+  const int32_t dim = workload_->row_words;
+  const std::vector<float> table = model_->EmbeddingTable();
+  std::vector<float> default_row(dim, 0.0f);
+  for (int32_t r = 0; r < workload_->num_rows; ++r) {
+    for (int32_t d = 0; d < dim; ++d) default_row[d] += table[r * dim + d] / workload_->num_rows;
+  }
+  // Three bags over two requests' rows (with a repeated row), and weights.
+  const auto requests = Requests();
+  std::vector<int64_t> input(requests[0].begin(), requests[0].end());
+  const std::vector<int64_t> offsets = {0, 5, static_cast<int64_t>(input.size())};
+  input.insert(input.end(), requests[1].begin(), requests[1].end());
+  input.push_back(requests[0][0]);
+  std::vector<float> weights;
+  for (size_t i = 0; i < input.size(); ++i) weights.push_back(0.25f * static_cast<float>(i % 5));
+
+  std::vector<int32_t> distinct(input.begin(), input.end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  auto selection = client::ChooseSlots(layout, distinct);
+  ASSERT_TRUE(selection.ok());
+  ASSERT_FALSE(selection->missing.empty()) << "the layout should make rows collide";
+  auto missing = [&](int64_t row) {
+    return std::binary_search(selection->missing.begin(), selection->missing.end(), row);
+  };
+  auto value = [&](int64_t row, int32_t d) {
+    return missing(row) ? default_row[d] : table[row * dim + d];
+  };
+
+  for (const std::string mode : {"sum", "mean", "max"}) {
+    SCOPED_TRACE(mode);
+    const std::vector<float> no_weights;
+    auto pooled = PrivateEmbeddingBagForward(client, layout, default_row, input, offsets,
+                                             mode == "sum" ? weights : no_weights, mode);
+    ASSERT_TRUE(pooled.ok()) << pooled.status();
+    EXPECT_EQ(pooled->missing_rows, selection->missing);
+    EXPECT_EQ(pooled->call.keys, client::CostOf(layout).keys);
+    ASSERT_EQ(pooled->missing_mask.size(), input.size());
+    for (size_t i = 0; i < input.size(); ++i) {
+      EXPECT_EQ(pooled->missing_mask[i] != 0, missing(input[i])) << "element " << i;
+    }
+    ASSERT_EQ(pooled->pooled.size(), offsets.size() * dim);
+    for (size_t b = 0; b < offsets.size(); ++b) {
+      const size_t end = b + 1 < offsets.size() ? offsets[b + 1] : input.size();
+      for (int32_t d = 0; d < dim; ++d) {
+        double expected = mode == "max" ? -1e30 : 0;
+        for (size_t i = offsets[b]; i < end; ++i) {
+          const double v = value(input[i], d);
+          if (mode == "max") {
+            expected = std::max(expected, v);
+          } else {
+            expected += mode == "sum" ? v * weights[i] : v;
+          }
+        }
+        if (mode == "mean") expected /= static_cast<double>(end - offsets[b]);
+        EXPECT_NEAR(pooled->pooled[b * dim + d], expected, 1e-5) << "bag " << b << " dim " << d;
+      }
+    }
+  }
+  EXPECT_EQ(PrivateEmbeddingBagForward(client, layout, default_row, input, offsets, {}, "median")
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      PrivateEmbeddingBagForward(client, layout, default_row, {workload_->num_rows}, {0}, {}, "sum")
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(PrivateInferenceTest, RefusesServersOfAnotherLayout) {
