@@ -40,6 +40,16 @@ namespace veil {
 struct PrivateEmbeddingBagOptions {
   PrivateEmbeddingBagOptions(int64_t num_embeddings, int64_t embedding_dim)
       : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
+  // From torch::nn::EmbeddingBagOptions (its shape, mode and include_last_offset). Throws
+  // c10::Error for max_norm, sparse or padding_idx, which have no meaning for fetched rows.
+  PrivateEmbeddingBagOptions(const torch::nn::EmbeddingBagOptions& o)  // NOLINT: implicit
+      : num_embeddings_(o.num_embeddings()),
+        embedding_dim_(o.embedding_dim()),
+        mode_(o.mode()),
+        include_last_offset_(o.include_last_offset()) {
+    TORCH_CHECK(!o.max_norm() && !o.sparse() && !o.padding_idx() && !o._weight().defined(),
+                "PrivateEmbeddingBag: max_norm, sparse, padding_idx and _weight are not supported");
+  }
   TORCH_ARG(int64_t, num_embeddings);
   TORCH_ARG(int64_t, embedding_dim);
   TORCH_ARG(torch::nn::EmbeddingBagMode, mode) = torch::kMean;

@@ -141,7 +141,7 @@ absl::StatusOr<PrivateInferenceResult> RunPrivateInference(WorkloadModel& model,
     const torch::Tensor default_row = DefaultRow(trained->table->weight).reshape(-1);
     std::shared_ptr<const embedding::Layout> shared_layout =
         std::make_shared<embedding::Layout>(layout);
-    PrivateEmbeddingBag bag(PrivateEmbeddingBagOptions(workload.num_rows, workload.row_words),
+    PrivateEmbeddingBag bag(torch::nn::EmbeddingBagOptions(workload.num_rows, workload.row_words),
                             std::move(client), shared_layout, default_row);
     device = DeviceRecommender(trained, bag);
     device->eval();
