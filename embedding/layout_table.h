@@ -4,10 +4,10 @@
 // slot's entry: its primary row followed by its c co-located copies, zeros for -1), table-major,
 // then bin-major, then slot-major.
 //
-// Limitation: today's server answers every key over its whole table, so a key for one bin scans
-// the slots of all bins (the DPF domain is the physical table, not the bin). The key count per
-// inference is still the layout's constant Σ bins × rounds, and the rows fetched are the same;
-// only the computation is not yet the per-bin figure that client::CostOf reports.
+// Each bin's slots are a contiguous range of physical rows, [PhysicalIndex(table, bin, 0),
+// + slots_per_bin(table)): PrivateEmbeddingBag sends every key over its bin's range only
+// (veil::Client::LookupInRanges), so a key's DPF domain and the server's scan are the bin's, not
+// the physical table's.
 #ifndef VEIL_EMBEDDING_LAYOUT_TABLE_H_
 #define VEIL_EMBEDDING_LAYOUT_TABLE_H_
 

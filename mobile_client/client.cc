@@ -97,6 +97,7 @@ ServerConfig ReadConfig(rpc::Config::Reader config) {
   for (uint8_t p : config.getPrgs()) c.prgs.push_back(p);
   for (uint8_t o : config.getOutputTypes()) c.outputs.push_back(o);
   t.backend[c.party == 1 ? 1 : 0] = config.getBackend();
+  t.range_queries = config.getRangeQueries();
   return c;
 }
 
@@ -120,8 +121,20 @@ struct PreparedCall {
 
   std::vector<std::vector<uint8_t>> keys[2];
   std::vector<uint32_t> bag_sizes;
+  std::vector<RowRange> ranges;  // one per key, or empty: the whole table
   size_t reply_words = 0;
 };
+
+// Fills a call's `ranges` parameter (left absent for whole-table calls).
+template <typename Request>
+void SetRanges(Request& request, const std::vector<RowRange>& ranges) {
+  if (ranges.empty()) return;
+  auto list = request.initRanges(ranges.size());
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    list[i].setFirstRow(ranges[i].first_row);
+    list[i].setRows(ranges[i].rows);
+  }
+}
 
 size_t RoundUp8(size_t n) { return (n + 7) / 8 * 8; }
 
@@ -160,8 +173,10 @@ class Client::Impl {
   absl::StatusOr<ServerStatsInfo> Stats(int party);
   // Splits the queries into calls that fit a message (bags kept whole), sends them to both
   // servers, adds the shares and records the call's statistics (`lookups` rows or bags).
+  // `ranges`: one row range per query, or empty for whole-table keys.
   absl::StatusOr<std::vector<uint32_t>> Exchange(std::vector<pir::QueryKeys>& queries,
                                                  absl::Span<const uint32_t> bag_sizes,
+                                                 absl::Span<const RowRange> ranges,
                                                  dpf::OutputType output, uint32_t lookups,
                                                  const char* what);
 
@@ -378,6 +393,7 @@ absl::Status Client::Impl::Connect() {
   }
   table_ = a;
   table_.backend[1] = b.backend[1];
+  table_.range_queries = a.range_queries && b.range_queries;
   table_.max_keys_per_call = std::min(a.max_keys_per_call, b.max_keys_per_call);
   max_message_bytes_ = std::min(configs[0].max_message_bytes, configs[1].max_message_bytes);
   for (const ServerConfig& c : configs) {
@@ -489,6 +505,7 @@ absl::Status Client::Impl::SendWave(absl::Span<PreparedCall> calls, size_t first
           for (size_t k = 0; k < call.keys[s].size(); ++k) {
             keys.set(k, capnp::Data::Reader(call.keys[s][k].data(), call.keys[s][k].size()));
           }
+          SetRanges(request, call.ranges);
           statuses.add(request.send().then(
               [on_reply](capnp::Response<rpc::PirServer::AnswerResults> r) mutable {
                 return on_reply(kj::mv(r));
@@ -502,6 +519,7 @@ absl::Status Client::Impl::SendWave(absl::Span<PreparedCall> calls, size_t first
           }
           auto bags = request.initBagSizes(call.bag_sizes.size());
           for (size_t b = 0; b < call.bag_sizes.size(); ++b) bags.set(b, call.bag_sizes[b]);
+          SetRanges(request, call.ranges);
           statuses.add(request.send().then(
               [on_reply](capnp::Response<rpc::PirServer::AnswerPooledResults> r) mutable {
                 return on_reply(kj::mv(r));
@@ -564,11 +582,15 @@ namespace {
 // at most max_keys keys and max_message_bytes bytes per call, never splitting a bag.
 absl::StatusOr<std::vector<PreparedCall>> SplitIntoCalls(std::vector<pir::QueryKeys>& queries,
                                                          absl::Span<const uint32_t> bag_sizes,
+                                                         absl::Span<const RowRange> ranges,
                                                          uint32_t row_words, size_t max_keys) {
   std::vector<PreparedCall> calls;
   auto start_call = [&] { calls.emplace_back(); };
+  size_t added = 0;
   auto add_key = [&](pir::QueryKeys& q) {
     for (int s = 0; s < 2; ++s) calls.back().keys[s].push_back(q.key[s].Serialize());
+    if (!ranges.empty()) calls.back().ranges.push_back(ranges[added]);
+    ++added;
   };
   if (bag_sizes.empty()) {
     for (size_t i = 0; i < queries.size(); ++i) {
@@ -615,11 +637,13 @@ const TableInfo& Client::table() const { return impl_->table(); }
 
 absl::StatusOr<std::vector<uint32_t>> Client::Impl::Exchange(
     std::vector<pir::QueryKeys>& queries, absl::Span<const uint32_t> bag_sizes,
-    dpf::OutputType output, uint32_t lookups, const char* what) {
-  const size_t per_key = RoundUp8(key_bytes(output)) + 8;
+    absl::Span<const RowRange> ranges, dpf::OutputType output, uint32_t lookups,
+    const char* what) {
+  // Keys over a range are no larger than whole-table keys; a range adds two words.
+  const size_t per_key = RoundUp8(key_bytes(output)) + 8 + (ranges.empty() ? 0 : 16);
   const size_t max_keys = std::max<size_t>(
       1, std::min<size_t>(table_.max_keys_per_call, (max_message_bytes() - 512) / per_key));
-  auto calls = SplitIntoCalls(queries, bag_sizes, table_.row_words, max_keys);
+  auto calls = SplitIntoCalls(queries, bag_sizes, ranges, table_.row_words, max_keys);
   if (!calls.ok()) return calls.status();
 
   absl::MutexLock lock(&call_mu);
@@ -655,8 +679,58 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupWords(absl::Span<const uint6
     if (!q.ok()) return q.status();
     queries.push_back(*std::move(q));
   }
-  return impl_->Exchange(queries, {}, impl_->options().output,
+  return impl_->Exchange(queries, {}, {}, impl_->options().output,
                          static_cast<uint32_t>(indices.size()), "lookup");
+}
+
+absl::StatusOr<std::vector<uint32_t>> Client::LookupWordsInRanges(
+    absl::Span<const uint64_t> indices, absl::Span<const RowRange> ranges) {
+  const TableInfo& t = impl_->table();
+  if (indices.empty()) return absl::InvalidArgumentError("no rows requested");
+  if (ranges.size() != indices.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ranges.size(), " row ranges for ", indices.size(), " indices"));
+  }
+  if (!t.range_queries) {
+    return absl::FailedPreconditionError(
+        "the servers do not answer range queries (an older server version); use Lookup");
+  }
+  std::vector<pir::QueryKeys> queries;
+  queries.reserve(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const RowRange& r = ranges[i];
+    if (r.rows == 0 || r.first_row >= t.rows || r.rows > t.rows - r.first_row) {
+      return absl::InvalidArgumentError(absl::StrCat("range ", i, " (rows [", r.first_row, ", ",
+                                                     r.first_row, " + ", r.rows,
+                                                     ")) is empty or outside the table (", t.rows,
+                                                     " rows)"));
+    }
+    if (indices[i] >= r.rows) {
+      return absl::InvalidArgumentError(absl::StrCat("index ", indices[i], " is outside range ", i,
+                                                     " (", r.rows, " rows)"));
+    }
+    auto q = pir::MakeQuery(r.rows, indices[i], 1, impl_->options().prg, impl_->options().output);
+    if (!q.ok()) return q.status();
+    queries.push_back(*std::move(q));
+  }
+  return impl_->Exchange(queries, {}, ranges, impl_->options().output,
+                         static_cast<uint32_t>(indices.size()), "range lookup");
+}
+
+absl::StatusOr<std::vector<float>> Client::LookupInRanges(absl::Span<const uint64_t> indices,
+                                                          absl::Span<const RowRange> ranges) {
+  auto words = LookupWordsInRanges(indices, ranges);
+  if (!words.ok()) return words.status();
+  const TableInfo& t = impl_->table();
+  std::vector<float> values(indices.size() * t.dim);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    absl::Status s =
+        embedding::DecodeRow(t.format, t.frac_bits, t.dim,
+                             absl::MakeConstSpan(words->data() + i * t.row_words, t.row_words),
+                             absl::MakeSpan(values.data() + i * t.dim, t.dim));
+    if (!s.ok()) return s;
+  }
+  return values;
 }
 
 absl::StatusOr<std::vector<float>> Client::Lookup(absl::Span<const uint64_t> indices) {
@@ -728,7 +802,7 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
     sent_bag_sizes.push_back(std::max(bag_sizes[b], pad));
     next += bag_sizes[b];
   }
-  return impl_->Exchange(queries, sent_bag_sizes, dpf::OutputType::kAdditive,
+  return impl_->Exchange(queries, sent_bag_sizes, {}, dpf::OutputType::kAdditive,
                          static_cast<uint32_t>(bag_sizes.size()), "pooled lookup");
 }
 

@@ -53,6 +53,13 @@ struct TableInfo {
   std::string digest_hex;
   std::string backend[2];          // what each server runs ("cpu", "gpu")
   uint32_t max_keys_per_call = 0;  // the smaller of the two servers' limits
+  bool range_queries = false;      // both servers answer keys over row ranges (LookupInRanges)
+};
+
+// Rows [first_row, first_row + rows) of the served table.
+struct RowRange {
+  uint64_t first_row = 0;
+  uint64_t rows = 0;
 };
 
 // One call's cost, both servers together. Bytes are counted on the sockets (RPC framing
@@ -106,6 +113,17 @@ class Client {
   absl::StatusOr<std::vector<float>> Lookup(absl::Span<const uint64_t> indices);
   // The same rows as stored: indices.size() * row_words words, bit-exact.
   absl::StatusOr<std::vector<uint32_t>> LookupWords(absl::Span<const uint64_t> indices);
+
+  // Range lookups: row first_row + indices[i] of ranges[i] (one range per index), each key built
+  // over its range only (domain LogDomainForRows(ranges[i].rows)), so the upload and the servers'
+  // work follow the range's size, not the table's. The servers learn each key's range, never the
+  // index within it. Returns INVALID_ARGUMENT if indices is empty, the spans differ in length, a
+  // range is empty or outside the table, or an index is >= its range's rows; FAILED_PRECONDITION
+  // if a server does not answer range queries; otherwise what Lookup returns.
+  absl::StatusOr<std::vector<float>> LookupInRanges(absl::Span<const uint64_t> indices,
+                                                    absl::Span<const RowRange> ranges);
+  absl::StatusOr<std::vector<uint32_t>> LookupWordsInRanges(absl::Span<const uint64_t> indices,
+                                                            absl::Span<const RowRange> ranges);
 
   // Pooled lookups (EmbeddingBag) on a fixed-point table: bag b is the next bag_sizes[b] entries
   // of `indices`; each bag comes back as one row (summed on the servers, so the download is one

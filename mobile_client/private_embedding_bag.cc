@@ -124,12 +124,20 @@ absl::StatusOr<PrivateRows> PrivateEmbeddingBagImpl::Fetch(absl::Span<const int6
   // constant, whatever is wanted.
   std::vector<float> entries;
   if (!fetched.plan.fetches.empty()) {
+    // Each key is over its slot's bin only (a contiguous range of physical rows), dummies too:
+    // every key of a table's bins has the same size, and the upload is the layout's per-bin one.
     std::vector<uint64_t> indices;
+    std::vector<RowRange> ranges;
     indices.reserve(fetched.plan.fetches.size());
+    ranges.reserve(fetched.plan.fetches.size());
     for (const client::SlotFetch& f : fetched.plan.fetches) {
-      indices.push_back(static_cast<uint64_t>(embedding::PhysicalIndex(*layout_, f.slot)));
+      const embedding::SlotRef bin_start{f.slot.table, f.slot.bin, 0};
+      ranges.push_back(
+          RowRange{static_cast<uint64_t>(embedding::PhysicalIndex(*layout_, bin_start)),
+                   static_cast<uint64_t>(layout_->slots_per_bin(f.slot.table))});
+      indices.push_back(static_cast<uint64_t>(f.slot.slot));
     }
-    auto looked_up = client_->Lookup(indices);
+    auto looked_up = client_->LookupInRanges(indices, ranges);
     if (!looked_up.ok()) return looked_up.status();
     entries = std::move(*looked_up);
     fetched.call = client_->last_call();

@@ -10,13 +10,18 @@ namespace veil::server {
 
 absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Reader keys,
                                                    uint64_t param_bytes, const KeyRules& rules,
-                                                   const ServerLimits& limits) {
+                                                   const ServerLimits& limits,
+                                                   absl::Span<const pir::RowRange> ranges) {
   if (param_bytes > limits.max_message_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("request of ", param_bytes,
                                                    " bytes exceeds the limit of ",
                                                    limits.max_message_bytes, " bytes per call"));
   }
   if (keys.size() == 0) return absl::InvalidArgumentError("the call holds no keys");
+  if (!ranges.empty() && ranges.size() != keys.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ranges.size(), " row ranges for ", keys.size(), " keys"));
+  }
   if (keys.size() > limits.max_keys_per_call) {
     return absl::InvalidArgumentError(absl::StrCat(keys.size(), " keys exceed the limit of ",
                                                    limits.max_keys_per_call, " keys per call"));
@@ -34,7 +39,8 @@ absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Rea
       return absl::InvalidArgumentError(absl::StrCat("key ", i, " is for party ", key->party(),
                                                      " but this server is party ", rules.party));
     }
-    if (absl::Status fits = pir::CheckKeyFitsTable(*key, rules.rows); !fits.ok()) {
+    const uint64_t rows = ranges.empty() ? rules.rows : ranges[i].rows;
+    if (absl::Status fits = pir::CheckKeyFitsTable(*key, rows); !fits.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("key ", i, ": ", fits.message()));
     }
     if (rules.pooled && key->params().output != dpf::OutputType::kAdditive) {
@@ -42,6 +48,25 @@ absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Rea
           "key ", i, ": pooled answers need additive keys, not ", dpf::OutputName(key->params())));
     }
     parsed.push_back(*std::move(key));
+  }
+  return parsed;
+}
+
+absl::StatusOr<std::vector<pir::RowRange>> ParseRanges(capnp::List<rpc::RowRange>::Reader ranges,
+                                                       size_t key_count, uint64_t table_rows) {
+  std::vector<pir::RowRange> parsed;
+  if (ranges.size() == 0) return parsed;
+  if (ranges.size() != key_count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ranges.size(), " row ranges for ", key_count, " keys"));
+  }
+  parsed.reserve(ranges.size());
+  for (uint32_t i = 0; i < ranges.size(); ++i) {
+    pir::RowRange range{ranges[i].getFirstRow(), ranges[i].getRows()};
+    if (absl::Status s = pir::CheckRange(range, table_rows); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("range ", i, ": ", s.message()));
+    }
+    parsed.push_back(range);
   }
   return parsed;
 }

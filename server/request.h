@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "dpf/key.h"
+#include "pir/two_server/backend.h"
 #include "server/limits.h"
 #include "server/veil.capnp.h"
 
@@ -23,11 +24,19 @@ struct KeyRules {
 
 // Parses and validates the keys of one call: the parameters (param_bytes) must fit
 // max_message_bytes, the count must be in [1, max_keys_per_call], and each key must parse, be for
-// rules.party, fit a table of rules.rows rows and (pooled) be additive.
+// rules.party, fit a table of rules.rows rows (or, when `ranges` is not empty, ranges[i].rows rows)
+// and (pooled) be additive.
 // Returns INVALID_ARGUMENT naming the exceeded limit or the first bad key ("key 3: ...").
 absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Reader keys,
                                                    uint64_t param_bytes, const KeyRules& rules,
-                                                   const ServerLimits& limits);
+                                                   const ServerLimits& limits,
+                                                   absl::Span<const pir::RowRange> ranges = {});
+
+// The row ranges of a call: empty when the call has none (every key over the whole table),
+// otherwise one per key, each inside a table of `table_rows` rows and not empty.
+// Returns INVALID_ARGUMENT naming the count mismatch or the first bad range ("range 3: ...").
+absl::StatusOr<std::vector<pir::RowRange>> ParseRanges(capnp::List<rpc::RowRange>::Reader ranges,
+                                                       size_t key_count, uint64_t table_rows);
 
 // The bag sizes of an answerPooled call: each at least 1, adding up to key_count.
 // Returns INVALID_ARGUMENT naming the empty bag or the mismatch otherwise.

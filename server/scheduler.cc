@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -26,7 +27,11 @@ BatchScheduler::~BatchScheduler() {
 }
 
 kj::Promise<absl::StatusOr<BatchScheduler::Shares>> BatchScheduler::Submit(
-    std::vector<dpf::DpfKey> keys) {
+    std::vector<dpf::DpfKey> keys, std::vector<pir::RowRange> ranges) {
+  if (!ranges.empty() && ranges.size() != keys.size()) {
+    return absl::StatusOr<Shares>(absl::InvalidArgumentError(
+        absl::StrCat(ranges.size(), " row ranges for ", keys.size(), " keys")));
+  }
   absl::MutexLock lock(&mu_);
   if (stopping_) {
     return absl::StatusOr<Shares>(absl::UnavailableError("the server is shutting down"));
@@ -39,7 +44,7 @@ kj::Promise<absl::StatusOr<BatchScheduler::Shares>> BatchScheduler::Submit(
   auto paf = kj::newPromiseAndFulfiller<absl::StatusOr<Shares>>();
   queued_keys_ += keys.size();
   stats_.SetQueuedKeys(static_cast<uint32_t>(queued_keys_));
-  queue_.push_back(Job{std::move(keys), absl::Now(), kj::mv(paf.fulfiller)});
+  queue_.push_back(Job{std::move(keys), std::move(ranges), absl::Now(), kj::mv(paf.fulfiller)});
   return kj::mv(paf.promise);
 }
 
@@ -111,13 +116,19 @@ void BatchScheduler::WorkerLoop() {
     }
 
     std::vector<const dpf::DpfKey*> keys;
+    std::vector<pir::RowRange> ranges;
     keys.reserve(batch_keys);
+    ranges.reserve(batch_keys);
+    const pir::RowRange whole{0, backend_.table().rows};
     for (const Job& job : batch) {
-      for (const dpf::DpfKey& key : job.keys) keys.push_back(&key);
+      for (size_t k = 0; k < job.keys.size(); ++k) {
+        keys.push_back(&job.keys[k]);
+        ranges.push_back(job.ranges.empty() ? whole : job.ranges[k]);
+      }
     }
     std::vector<uint32_t> out(keys.size() * row_words);
     absl::Time start = absl::Now();
-    absl::Status status = backend_.Answer(keys, absl::MakeSpan(out));
+    absl::Status status = AnswerGrouped(keys, ranges, absl::MakeSpan(out));
     absl::Duration pass = absl::Now() - start;
     stats_.RecordPass(keys.size());
     {
@@ -136,6 +147,35 @@ void BatchScheduler::WorkerLoop() {
     }
     Deliver(batch, results);
   }
+}
+
+absl::Status BatchScheduler::AnswerGrouped(const std::vector<const dpf::DpfKey*>& keys,
+                                           const std::vector<pir::RowRange>& ranges,
+                                           absl::Span<uint32_t> out) {
+  const pir::RowRange whole{0, backend_.table().rows};
+  if (std::all_of(ranges.begin(), ranges.end(),
+                  [&](const pir::RowRange& r) { return r == whole; })) {
+    return backend_.Answer(keys, out);
+  }
+  const uint32_t row_words = backend_.table().row_words;
+  std::map<pir::RowRange, std::vector<size_t>> groups;
+  for (size_t k = 0; k < keys.size(); ++k) groups[ranges[k]].push_back(k);
+  std::vector<const dpf::DpfKey*> group_keys;
+  std::vector<uint32_t> group_out;
+  for (const auto& [range, members] : groups) {
+    group_keys.clear();
+    for (size_t k : members) group_keys.push_back(keys[k]);
+    group_out.assign(members.size() * row_words, 0);
+    absl::Status status = range == whole
+                              ? backend_.Answer(group_keys, absl::MakeSpan(group_out))
+                              : backend_.AnswerRange(group_keys, range, absl::MakeSpan(group_out));
+    if (!status.ok()) return status;
+    for (size_t i = 0; i < members.size(); ++i) {
+      std::copy_n(group_out.data() + i * row_words, row_words,
+                  out.data() + members[i] * row_words);
+    }
+  }
+  return absl::OkStatus();
 }
 
 void BatchScheduler::Deliver(std::vector<Job>& jobs, std::vector<absl::StatusOr<Shares>>& results) {

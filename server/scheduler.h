@@ -5,7 +5,9 @@
 // Batching rule: when the worker is free it takes the waiting calls; if they hold fewer than
 // max_batch_keys keys it waits for more, but never past max_wait after the oldest call arrived nor
 // past 1/8 of the previous pass's duration (waiting longer than a fraction of a pass costs more
-// latency than sharing the table read saves). A call is never split across passes.
+// latency than sharing the table read saves). A call is never split across passes. Within a pass
+// the keys are grouped by row range: one Backend call per distinct range (the whole table goes to
+// Backend::Answer).
 #ifndef VEIL_SERVER_SCHEDULER_H_
 #define VEIL_SERVER_SCHEDULER_H_
 
@@ -43,7 +45,9 @@ class BatchScheduler {
   // Event-loop thread. Queues validated keys; the promise resolves on the loop thread with this
   // call's shares, or RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE when stopping, or
   // the backend's error.
-  kj::Promise<absl::StatusOr<Shares>> Submit(std::vector<dpf::DpfKey> keys);
+  // `ranges`: empty (every key over the whole table) or one validated row range per key.
+  kj::Promise<absl::StatusOr<Shares>> Submit(std::vector<dpf::DpfKey> keys,
+                                             std::vector<pir::RowRange> ranges = {});
 
   // Event-loop thread. Fails queued calls with UNAVAILABLE, lets the running pass finish and
   // deliver (the loop keeps turning meanwhile), and joins the worker.
@@ -52,11 +56,16 @@ class BatchScheduler {
  private:
   struct Job {
     std::vector<dpf::DpfKey> keys;
+    std::vector<pir::RowRange> ranges;  // empty: the whole table
     absl::Time arrival;
     kj::Own<kj::PromiseFulfiller<absl::StatusOr<Shares>>> fulfiller;  // loop thread only
   };
 
   void WorkerLoop();
+  // Worker thread: answers `keys` (with `ranges`, one per key) into `out`, one backend call per
+  // distinct range.
+  absl::Status AnswerGrouped(const std::vector<const dpf::DpfKey*>& keys,
+                             const std::vector<pir::RowRange>& ranges, absl::Span<uint32_t> out);
   // Worker thread: resolves each job's promise on the loop thread, where the jobs are destroyed.
   void Deliver(std::vector<Job>& jobs, std::vector<absl::StatusOr<Shares>>& results);
 

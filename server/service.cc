@@ -36,7 +36,7 @@ void PirService::Reject(const absl::Status& status, absl::string_view call) {
 }
 
 kj::Promise<absl::StatusOr<BatchScheduler::Shares>> PirService::Submit(
-    std::vector<dpf::DpfKey> keys) {
+    std::vector<dpf::DpfKey> keys, std::vector<pir::RowRange> ranges) {
   const size_t count = keys.size();
   if (queued_keys_ + count > limits_.max_queued_keys_per_connection) {
     return absl::StatusOr<BatchScheduler::Shares>(absl::ResourceExhaustedError(absl::StrCat(
@@ -45,7 +45,7 @@ kj::Promise<absl::StatusOr<BatchScheduler::Shares>> PirService::Submit(
   }
   queued_keys_ += count;
   // Released when the answer comes or the call is cancelled.
-  return scheduler_.Submit(std::move(keys)).attach(kj::defer([this, count] {
+  return scheduler_.Submit(std::move(keys), std::move(ranges)).attach(kj::defer([this, count] {
     queued_keys_ -= count;
   }));
 }
@@ -80,18 +80,21 @@ kj::Promise<void> PirService::config(ConfigContext context) {
   limits.setMaxQueuedKeys(limits_.max_queued_keys);
   limits.setMaxQueuedKeysPerConnection(limits_.max_queued_keys_per_connection);
   config.setBackend(backend_name_);
+  config.setRangeQueries(true);
   return kj::READY_NOW;
 }
 
 kj::Promise<void> PirService::answer(AnswerContext context) {
   absl::Time arrival = absl::Now();
   auto params = context.getParams();
+  auto ranges = ParseRanges(params.getRanges(), params.getKeys().size(), table_.rows());
+  if (!ranges.ok()) Reject(ranges.status(), "answer");
   auto keys = ParseKeys(params.getKeys(), params.totalSize().wordCount * 8,
-                        KeyRules{party_, table_.rows(), /*pooled=*/false}, limits_);
+                        KeyRules{party_, table_.rows(), /*pooled=*/false}, limits_, *ranges);
   if (!keys.ok()) Reject(keys.status(), "answer");
   size_t key_count = keys->size();
   context.releaseParams();
-  return Submit(*std::move(keys))
+  return Submit(*std::move(keys), *std::move(ranges))
       .then([this, context, arrival,
              key_count](absl::StatusOr<BatchScheduler::Shares> shares) mutable {
         if (!shares.ok()) Reject(shares.status(), "answer");
@@ -107,15 +110,17 @@ kj::Promise<void> PirService::answer(AnswerContext context) {
 kj::Promise<void> PirService::answerPooled(AnswerPooledContext context) {
   absl::Time arrival = absl::Now();
   auto params = context.getParams();
+  auto ranges = ParseRanges(params.getRanges(), params.getKeys().size(), table_.rows());
+  if (!ranges.ok()) Reject(ranges.status(), "answerPooled");
   auto keys = ParseKeys(params.getKeys(), params.totalSize().wordCount * 8,
-                        KeyRules{party_, table_.rows(), /*pooled=*/true}, limits_);
+                        KeyRules{party_, table_.rows(), /*pooled=*/true}, limits_, *ranges);
   if (!keys.ok()) Reject(keys.status(), "answerPooled");
   auto parsed_bags = ParseBagSizes(params.getBagSizes(), keys->size());
   if (!parsed_bags.ok()) Reject(parsed_bags.status(), "answerPooled");
   std::vector<uint32_t> bag_sizes = *std::move(parsed_bags);
   size_t key_count = keys->size();
   context.releaseParams();
-  return Submit(*std::move(keys))
+  return Submit(*std::move(keys), *std::move(ranges))
       .then([this, context, arrival, key_count, bag_sizes = std::move(bag_sizes)](
                 absl::StatusOr<BatchScheduler::Shares> shares) mutable {
         if (!shares.ok()) Reject(shares.status(), "answerPooled");

@@ -37,8 +37,10 @@ class PirService final : public rpc::PirServer::Server {
   // Counts and logs a rejected call, then throws its error reply.
   [[noreturn]] void Reject(const absl::Status& status, absl::string_view call);
   void FillTableId(rpc::TableId::Builder table_id) const;
-  // Queues this connection's keys, within max_queued_keys_per_connection.
-  kj::Promise<absl::StatusOr<BatchScheduler::Shares>> Submit(std::vector<dpf::DpfKey> keys);
+  // Queues this connection's keys (with their row ranges, or none for the whole table), within
+  // max_queued_keys_per_connection.
+  kj::Promise<absl::StatusOr<BatchScheduler::Shares>> Submit(std::vector<dpf::DpfKey> keys,
+                                                             std::vector<pir::RowRange> ranges);
 
   const int party_;
   const embedding::Table& table_;

@@ -47,6 +47,15 @@ struct Config {
   outputTypes @10 :List(UInt8); # dpf::OutputType wire ids ("answerPooled" needs additive)
   limits @11 :Limits;
   backend @12 :Text;            # "cpu" or "gpu", for diagnostics only
+  rangeQueries @13 :Bool;       # accepts `ranges` in answer / answerPooled (older servers: false)
+}
+
+struct RowRange {
+  # Rows [firstRow, firstRow + rows) of the table: a key with a range is evaluated over these rows
+  # only, so its DPF domain is LogDomainForRows(rows) and it selects the row at its index within
+  # the range. The range must be inside the table and not empty.
+  firstRow @0 :UInt64;
+  rows @1 :UInt64;
 }
 
 struct Stats {
@@ -67,13 +76,17 @@ struct Stats {
 interface PirServer {
   config @0 () -> (config :Config);
 
-  answer @1 (keys :List(Data)) -> (shares :List(UInt32), table :TableId);
+  answer @1 (keys :List(Data), ranges :List(RowRange)) -> (shares :List(UInt32), table :TableId);
   # One serialized dpf::DpfKey per requested row; `shares` holds rowWords words per key, in order.
+  # `ranges`: absent or empty, every key is over the whole table (domain `logDomain`); otherwise one
+  # range per key (servers reporting `rangeQueries` only).
 
-  answerPooled @2 (keys :List(Data), bagSizes :List(UInt32)) -> (shares :List(UInt32), table :TableId);
+  answerPooled @2 (keys :List(Data), bagSizes :List(UInt32), ranges :List(RowRange))
+      -> (shares :List(UInt32), table :TableId);
   # Keys grouped into consecutive bags (sizes sum to the key count); each bag's shares are summed
   # mod 2^32 and returned as one share of rowWords words, so the download shrinks by the bag size.
   # The weights live inside the keys (the DPF's beta), hidden from the server. Additive keys only.
+  # `ranges` as in `answer`.
 
   stats @3 () -> (stats :Stats);
 }

@@ -4,6 +4,7 @@
 #ifndef VEIL_PIR_TWO_SERVER_BACKEND_H_
 #define VEIL_PIR_TWO_SERVER_BACKEND_H_
 
+#include <compare>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,6 +15,21 @@
 #include "dpf/key.h"
 
 namespace veil::pir {
+
+// Rows [first_row, first_row + rows) of a table.
+struct RowRange {
+  uint64_t first_row = 0;
+  uint64_t rows = 0;
+  friend bool operator==(const RowRange&, const RowRange&) = default;
+  friend auto operator<=>(const RowRange&, const RowRange&) = default;
+};
+
+// Checks that `range` is not empty and lies inside a table of `table_rows` rows. Returns
+// INVALID_ARGUMENT naming the problem otherwise.
+absl::Status CheckRange(const RowRange& range, uint64_t table_rows);
+
+// The rows of `range` (which must pass CheckRange) as a table of their own.
+dpf::TableView RangeView(const dpf::TableView& table, const RowRange& range);
 
 class Backend {
  public:
@@ -28,6 +44,13 @@ class Backend {
   // type) or out does not hold keys.size() * row_words words.
   virtual absl::Status Answer(absl::Span<const dpf::DpfKey* const> keys,
                               absl::Span<uint32_t> out) = 0;
+
+  // As Answer, over the rows of `range` only: each key's domain must be
+  // LogDomainForRows(range.rows) and selects a row within the range. Returns INVALID_ARGUMENT for
+  // a range outside the table or empty, or as Answer. The whole table goes to Answer; the default
+  // answers other ranges on the host CPU (one thread) from table().
+  virtual absl::Status AnswerRange(absl::Span<const dpf::DpfKey* const> keys, const RowRange& range,
+                                   absl::Span<uint32_t> out);
 };
 
 // The CPU backend: EvalDotMulti over `threads` threads. The table must outlive the backend.

@@ -219,6 +219,74 @@ TEST_F(TwoServerTest, LargeLookupsAreSplitAtTheServersLimits) {
   EXPECT_EQ(stats->errors, 0u);
 }
 
+TEST_F(TwoServerTest, RangeLookupsAreBitExactAndUploadFollowsTheRange) {
+  constexpr uint64_t kRows = 2048;
+  constexpr uint32_t kDim = 8;
+  Start(embedding::RowFormat::kFp32, kRows, kDim);
+  for (dpf::OutputType output : {dpf::OutputType::kAdditive, dpf::OutputType::kXor}) {
+    ClientOptions options = OptionsFor(servers_);
+    options.output = output;
+    auto client = Client::Connect(options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    EXPECT_TRUE((*client)->table().range_queries);
+
+    // Bins of 32 rows (and odd sizes, and the whole table) mixed in one lookup.
+    std::mt19937_64 rng(5);
+    std::vector<uint64_t> indices;
+    std::vector<RowRange> ranges;
+    for (int i = 0; i < 40; ++i) {
+      const uint64_t rows = i % 10 == 9 ? kRows : (i % 3 == 0 ? 29 : 32);
+      const uint64_t first = rows == kRows ? 0 : rng() % (kRows - rows + 1);
+      ranges.push_back(RowRange{first, rows});
+      indices.push_back(i == 0 ? rows - 1 : rng() % rows);
+    }
+    auto words = (*client)->LookupWordsInRanges(indices, ranges);
+    ASSERT_TRUE(words.ok()) << words.status();
+    for (size_t i = 0; i < indices.size(); ++i) {
+      auto plain = table_->row(ranges[i].first_row + indices[i]);
+      ASSERT_TRUE(std::equal(plain.begin(), plain.end(), words->begin() + i * kDim))
+          << "key " << i;
+    }
+    auto values = (*client)->LookupInRanges(indices, ranges);
+    ASSERT_TRUE(values.ok()) << values.status();
+    std::vector<float> expected(kDim);
+    ASSERT_TRUE(table_->DecodeRow(ranges[5].first_row + indices[5], absl::MakeSpan(expected)).ok());
+    EXPECT_EQ(std::memcmp(expected.data(), values->data() + 5 * kDim, sizeof(float) * kDim), 0);
+
+    // The same number of keys over 32-row ranges uploads less than over the whole table.
+    std::vector<uint64_t> in_bin(32), whole(32);
+    std::vector<RowRange> bins(32);
+    for (uint64_t i = 0; i < 32; ++i) {
+      bins[i] = RowRange{i * 64, 32};
+      in_bin[i] = (i * 7) % 32;
+      whole[i] = bins[i].first_row + in_bin[i];
+    }
+    auto ranged = (*client)->LookupWordsInRanges(in_bin, bins);
+    ASSERT_TRUE(ranged.ok()) << ranged.status();
+    const uint64_t ranged_up = (*client)->last_call().bytes_up;
+    auto plain = (*client)->LookupWords(whole);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    const uint64_t whole_up = (*client)->last_call().bytes_up;
+    EXPECT_EQ(*ranged, *plain);
+    EXPECT_LT(ranged_up, whole_up);
+  }
+
+  // Bad arguments are refused before anything is sent.
+  auto client = Client::Connect(OptionsFor(servers_));
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      (*client)->LookupWordsInRanges({0}, {RowRange{kRows, 1}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      (*client)->LookupWordsInRanges({0}, {RowRange{kRows - 1, 2}}).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument((*client)->LookupWordsInRanges({0}, {RowRange{5, 0}}).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument((*client)->LookupWordsInRanges({32}, {RowRange{0, 32}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument((*client)->LookupWordsInRanges({0, 1}, {RowRange{0, 32}})
+                                          .status()));
+  EXPECT_TRUE(absl::IsInvalidArgument((*client)->LookupWordsInRanges({}, {}).status()));
+}
+
 TEST_F(TwoServerTest, XorKeysAndOtherPrgsAreBitExact) {
   Start(embedding::RowFormat::kFp32, 300, 6);
   for (auto [prg, output] : {std::pair{dpf::Prg::kAes128, dpf::OutputType::kXor},

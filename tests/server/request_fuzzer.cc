@@ -18,8 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()), options);
     auto params = reader.getRoot<veil::rpc::PirServer::AnswerPooledParams>();
+    auto ranges = veil::server::ParseRanges(params.getRanges(), params.getKeys().size(), 1000);
+    if (!ranges.ok()) return 0;
     auto keys = veil::server::ParseKeys(params.getKeys(), params.totalSize().wordCount * 8,
-                                        {0, 1000, true}, limits);
+                                        {0, 1000, true}, limits, *ranges);
     if (keys.ok()) (void)veil::server::ParseBagSizes(params.getBagSizes(), keys->size());
   } catch (const kj::Exception&) {
     // A malformed message: capnp reports it as an exception, which the RPC layer turns into an

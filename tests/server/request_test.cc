@@ -73,5 +73,51 @@ TEST(ParseBagSizesTest, SizesMustCoverTheKeys) {
   EXPECT_THAT(ParseBagSizes(list.asReader(), 6).status().message(), HasSubstr("bag 1 is empty"));
 }
 
+TEST(ParseRangesTest, RangesAreOnePerKeyInsideTheTableAndKeysMustFitTheirRange) {
+  auto parse = [](const std::vector<std::pair<uint64_t, uint64_t>>& ranges, size_t keys) {
+    capnp::MallocMessageBuilder message;
+    auto params = message.initRoot<rpc::PirServer::AnswerParams>();
+    auto list = params.initRanges(ranges.size());
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      list[i].setFirstRow(ranges[i].first);
+      list[i].setRows(ranges[i].second);
+    }
+    return ParseRanges(params.asReader().getRanges(), keys, kRows);
+  };
+  auto none = parse({}, 3);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  auto good = parse({{0, 32}, {968, 32}, {0, kRows}, {999, 1}}, 4);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ((*good)[1], (pir::RowRange{968, 32}));
+  EXPECT_THAT(parse({{0, 32}}, 2).status().message(), HasSubstr("1 row ranges for 2 keys"));
+  EXPECT_THAT(parse({{0, 32}, {5, 0}}, 2).status().message(),
+              HasSubstr("range 1: the row range is empty"));
+  EXPECT_THAT(parse({{kRows, 1}}, 1).status().message(), HasSubstr("range 0: "));
+  EXPECT_THAT(parse({{969, 32}}, 1).status().message(), HasSubstr("outside the table"));
+  EXPECT_THAT(parse({{~uint64_t{0}, 2}}, 1).status().message(), HasSubstr("outside the table"));
+
+  // Keys are checked against their range's rows.
+  capnp::MallocMessageBuilder message;
+  auto params = message.initRoot<rpc::PirServer::AnswerParams>();
+  std::vector<std::vector<uint8_t>> keys = {
+      pir::MakeQuery(32, 3, 1)->key[0].Serialize(), pir::MakeQuery(kRows, 3, 1)->key[0].Serialize()};
+  auto list = params.initKeys(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    list.set(i, capnp::Data::Reader(keys[i].data(), keys[i].size()));
+  }
+  auto reader = params.asReader();
+  const std::vector<pir::RowRange> fit = {{64, 32}, {0, kRows}};
+  EXPECT_TRUE(ParseKeys(reader.getKeys(), reader.totalSize().wordCount * 8, {0, kRows, false},
+                        ServerLimits(), fit)
+                  .ok());
+  const std::vector<pir::RowRange> misfit = {{64, 32}, {64, 32}};
+  EXPECT_THAT(ParseKeys(reader.getKeys(), reader.totalSize().wordCount * 8, {0, kRows, false},
+                        ServerLimits(), misfit)
+                  .status()
+                  .message(),
+              HasSubstr("key 1: "));
+}
+
 }  // namespace
 }  // namespace veil::server

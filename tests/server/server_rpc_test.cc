@@ -205,6 +205,102 @@ TEST_F(ServerRpcTest, BadCallsGetErrorRepliesWhileAGoodClientKeepsWorking) {
   EXPECT_GT(stats->latency_p50_ms, 0);
 }
 
+// Sends `keys` with `ranges` ({first_row, rows} per key) to server `party` in an `answer` call;
+// returns its shares or the error reply.
+absl::StatusOr<std::vector<uint32_t>> AnswerInRanges(
+    int port, const std::vector<std::vector<uint8_t>>& keys,
+    const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+  capnp::EzRpcClient rpc("127.0.0.1", port);
+  auto cap = rpc.getMain<rpc::PirServer>();
+  auto request = cap.answerRequest();
+  auto list = request.initKeys(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    list.set(i, capnp::Data::Reader(keys[i].data(), keys[i].size()));
+  }
+  auto r = request.initRanges(ranges.size());
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    r[i].setFirstRow(ranges[i].first);
+    r[i].setRows(ranges[i].second);
+  }
+  try {
+    auto reply = request.send().wait(rpc.getWaitScope());
+    std::vector<uint32_t> shares;
+    for (uint32_t w : reply.getShares()) shares.push_back(w);
+    return shares;
+  } catch (const kj::Exception& e) {
+    return server::ExceptionToStatus(e, "server");
+  }
+}
+
+TEST_F(ServerRpcTest, RangeKeysAreAnsweredOverTheirRangeAndBadRangesAreRefused) {
+  capnp::EzRpcClient config_rpc("127.0.0.1", servers_.server[0]->port());
+  auto config = config_rpc.getMain<rpc::PirServer>().configRequest().send().wait(
+      config_rpc.getWaitScope());
+  EXPECT_TRUE(config.getConfig().getRangeQueries());
+
+  // Good: keys over three ranges (one of them the whole table) in one call, bit-exact.
+  const std::vector<std::pair<uint64_t, uint64_t>> ranges = {
+      {100, 32}, {0, kRows}, {268, 32}, {100, 32}, {299, 1}};
+  const std::vector<uint64_t> index = {5, 250, 31, 0, 0};
+  std::vector<std::vector<uint8_t>> keys[2];
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    auto q = pir::MakeQuery(ranges[i].second, index[i], 1);
+    ASSERT_TRUE(q.ok()) << q.status();
+    for (int p = 0; p < 2; ++p) keys[p].push_back(q->key[p].Serialize());
+  }
+  auto s0 = AnswerInRanges(servers_.server[0]->port(), keys[0], ranges);
+  auto s1 = AnswerInRanges(servers_.server[1]->port(), keys[1], ranges);
+  ASSERT_TRUE(s0.ok()) << s0.status();
+  ASSERT_TRUE(s1.ok()) << s1.status();
+  ASSERT_EQ(s0->size(), ranges.size() * kDim);
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    auto plain = table_->row(ranges[i].first + index[i]);
+    for (uint32_t j = 0; j < kDim; ++j) {
+      EXPECT_EQ((*s0)[i * kDim + j] + (*s1)[i * kDim + j], plain[j]) << "key " << i;
+    }
+  }
+
+  const int port = servers_.server[0]->port();
+  // Past the end, ending past the end, empty, and a count that does not match the keys.
+  absl::Status s = AnswerInRanges(port, {GoodKey(0, 1, 32)}, {{kRows, 32}}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("range 0"));
+  s = AnswerInRanges(port, {GoodKey(0, 1, 32)}, {{kRows - 31, 32}}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("outside the table"));
+  s = AnswerInRanges(port, {GoodKey(0, 1, 32), GoodKey(0, 1, 32)}, {{0, 32}, {0, 0}}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("range 1: the row range is empty"));
+  s = AnswerInRanges(port, {GoodKey(0, 1, 32), GoodKey(0, 1, 32)}, {{0, 32}}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("1 row ranges for 2 keys"));
+  // A key whose domain does not fit its range: a whole-table key on 32 rows, a 32-row key on 64.
+  s = AnswerInRanges(port, {GoodKey(0, 1, 32), GoodKey(0, 1)}, {{0, 32}, {0, 32}}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("key 1"));
+  s = AnswerInRanges(port, {GoodKey(0, 1, 32)}, {{0, 64}}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("key 0"));
+
+  // The server keeps serving: whole-table and range lookups through the client.
+  ClientOptions options;
+  options.server0 = servers_.address(0);
+  options.server1 = servers_.address(1);
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto whole = (*client)->LookupWords({7, kRows - 1});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto a = table_->row(7);
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), whole->begin()));
+  auto ranged = (*client)->LookupWordsInRanges({3}, {RowRange{64, 32}});
+  ASSERT_TRUE(ranged.ok()) << ranged.status();
+  auto b = table_->row(67);
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), ranged->begin()));
+  auto stats = (*client)->ServerStats(0);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->errors, 6u);
+}
+
 TEST_F(ServerRpcTest, GarbageOnTheSocketOnlyClosesThatConnection) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
