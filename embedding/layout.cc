@@ -11,6 +11,18 @@
 #include "absl/strings/str_cat.h"
 
 namespace veil::embedding {
+
+std::array<uint8_t, 16> LayoutSeedFromU64(uint64_t state) {
+  std::array<uint8_t, 16> seed;
+  for (int half = 0; half < 2; ++half) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    for (int i = 0; i < 8; ++i) seed[8 * half + i] = static_cast<uint8_t>(z >> (8 * i));
+  }
+  return seed;
+}
 namespace {
 
 constexpr char kMagic[8] = {'V', 'E', 'I', 'L', 'L', 'A', 'Y', 'T'};

@@ -51,6 +51,9 @@ struct LayoutParams {
   std::array<uint8_t, 16> seed{};  // public key of the placement permutation
 };
 
+// The public placement key from a 64-bit seed (--seed of the tools): two splitmix64 outputs.
+std::array<uint8_t, 16> LayoutSeedFromU64(uint64_t seed);
+
 struct SlotRef {
   int32_t table = 0;
   int32_t bin = 0;

@@ -717,35 +717,33 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupWordsInRanges(
                          static_cast<uint32_t>(indices.size()), "range lookup");
 }
 
-absl::StatusOr<std::vector<float>> Client::LookupInRanges(absl::Span<const uint64_t> indices,
-                                                          absl::Span<const RowRange> ranges) {
-  auto words = LookupWordsInRanges(indices, ranges);
-  if (!words.ok()) return words.status();
-  const TableInfo& t = impl_->table();
-  std::vector<float> values(indices.size() * t.dim);
-  for (size_t i = 0; i < indices.size(); ++i) {
+namespace {
+// Dequantizes `count` fetched rows.
+absl::StatusOr<std::vector<float>> DecodeRows(const TableInfo& t,
+                                              const std::vector<uint32_t>& words, size_t count) {
+  std::vector<float> values(count * t.dim);
+  for (size_t i = 0; i < count; ++i) {
     absl::Status s =
         embedding::DecodeRow(t.format, t.frac_bits, t.dim,
-                             absl::MakeConstSpan(words->data() + i * t.row_words, t.row_words),
+                             absl::MakeConstSpan(words.data() + i * t.row_words, t.row_words),
                              absl::MakeSpan(values.data() + i * t.dim, t.dim));
     if (!s.ok()) return s;
   }
   return values;
 }
+}  // namespace
+
+absl::StatusOr<std::vector<float>> Client::LookupInRanges(absl::Span<const uint64_t> indices,
+                                                          absl::Span<const RowRange> ranges) {
+  auto words = LookupWordsInRanges(indices, ranges);
+  if (!words.ok()) return words.status();
+  return DecodeRows(impl_->table(), *words, indices.size());
+}
 
 absl::StatusOr<std::vector<float>> Client::Lookup(absl::Span<const uint64_t> indices) {
   auto words = LookupWords(indices);
   if (!words.ok()) return words.status();
-  const TableInfo& t = impl_->table();
-  std::vector<float> values(indices.size() * t.dim);
-  for (size_t i = 0; i < indices.size(); ++i) {
-    absl::Status s =
-        embedding::DecodeRow(t.format, t.frac_bits, t.dim,
-                             absl::MakeConstSpan(words->data() + i * t.row_words, t.row_words),
-                             absl::MakeSpan(values.data() + i * t.dim, t.dim));
-    if (!s.ok()) return s;
-  }
-  return values;
+  return DecodeRows(impl_->table(), *words, indices.size());
 }
 
 absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(

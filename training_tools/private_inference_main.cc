@@ -51,19 +51,9 @@ namespace {
 using namespace veil;            // NOLINT
 using namespace veil::training;  // NOLINT
 
-// The public placement key: the 64-bit --seed spread over 16 bytes (splitmix64), as
-// veil-codesign does.
+// The public placement key of --seed.
 std::array<uint8_t, 16> LayoutSeed() {
-  uint64_t state = absl::GetFlag(FLAGS_seed);
-  std::array<uint8_t, 16> seed;
-  for (int half = 0; half < 2; ++half) {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    for (int i = 0; i < 8; ++i) seed[8 * half + i] = static_cast<uint8_t>(z >> (8 * i));
-  }
-  return seed;
+  return embedding::LayoutSeedFromU64(absl::GetFlag(FLAGS_seed));
 }
 
 int Fail(const absl::Status& status) {

@@ -96,6 +96,16 @@ TEST(LayoutTest, PlacementDependsOnlyOnTheSeed) {
   EXPECT_GT(moved, 400);  // a fresh permutation: ~90% of rows change bin
 }
 
+TEST(LayoutTest, SeedFromU64IsSplitMix64) {
+  // splitmix64 from state 0: first output 0xe220a8397b1dcdaf (Vigna's reference generator).
+  const std::array<uint8_t, 16> seed = LayoutSeedFromU64(0);
+  uint64_t first = 0;
+  for (int i = 0; i < 8; ++i) first |= uint64_t{seed[i]} << (8 * i);
+  EXPECT_EQ(first, 0xe220a8397b1dcdafULL);
+  EXPECT_EQ(LayoutSeedFromU64(7), LayoutSeedFromU64(7));
+  EXPECT_NE(LayoutSeedFromU64(7), LayoutSeedFromU64(8));
+}
+
 TEST(LayoutTest, RejectsInconsistentParameters) {
   EXPECT_THAT(Layout::Create(Params(10, 0, {2, 1}, {2, 1}), {3, 3}, {}).status().message(),
               HasSubstr("listed twice"));
