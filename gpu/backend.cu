@@ -117,10 +117,13 @@ class GpuResources {
   }
 
   absl::Status Init(const dpf::TableView& t, const GpuBackendOptions& o);
-  absl::Status AnswerBatch(absl::Span<const PackedKey> keys, absl::Span<uint32_t> out);
+  // Answers keys over the rows of `range` (every key fits range.rows; at most max_batch keys).
+  absl::Status AnswerBatch(absl::Span<const PackedKey> keys, const pir::RowRange& range,
+                           absl::Span<uint32_t> out);
 
  private:
-  absl::Status LaunchGroup(DeviceSlice& d, const KeyGroup& group, uint64_t key_offset);
+  absl::Status LaunchGroup(DeviceSlice& d, const KeyGroup& group, uint64_t key_offset,
+                           const pir::RowRange& range);
 };
 
 absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions& o) {
@@ -271,17 +274,23 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
   return absl::OkStatus();
 }
 
-absl::Status GpuResources::LaunchGroup(DeviceSlice& d, const KeyGroup& group, uint64_t key_offset) {
-  if (d.row_begin >= d.row_end) return absl::OkStatus();  // more devices than row units
+absl::Status GpuResources::LaunchGroup(DeviceSlice& d, const KeyGroup& group, uint64_t key_offset,
+                                       const pir::RowRange& range) {
+  // The rows of the range this device holds (none if it holds no rows or other rows only).
+  const uint64_t begin = std::max(d.row_begin, range.first_row);
+  const uint64_t end = std::min(d.row_end, range.first_row + range.rows);
+  if (begin >= end) return absl::OkStatus();
   const Body body = internal::BodyFor(options.strategy);
   const TableKind kind = internal::KindFor(options.dtype, group.geo);
   const uint32_t words = table.row_words;
-  const bool one_at_a_time = table.rows >= options.single_query_rows;
-  LaunchArgs base = internal::MakeLaunchArgs(
-      group, words, kind, one_at_a_time ? 1 : options.keys_per_block, d.row_begin, d.row_end);
-  base.table = d.d_table;
+  const bool one_at_a_time = range.rows >= options.single_query_rows;
+  LaunchArgs base =
+      internal::MakeLaunchArgs(group, words, kind, one_at_a_time ? 1 : options.keys_per_block,
+                               begin - range.first_row, end - range.first_row);
+  const uint64_t local = (begin - d.row_begin) * words;  // the first row's offset in the slice
+  base.table = d.d_table ? d.d_table + local : nullptr;
   base.table_stride = words;
-  base.table_i8 = d.d_table_i8;
+  base.table_i8 = d.d_table_i8 ? d.d_table_i8 + local : nullptr;
   base.level_nodes = d.d_nodes;
   const uint64_t tiles = base.tile_end - base.tile_begin;
   // Blocks resident at once: the occupancy at the largest shared layout, or in latency mode (one
@@ -310,9 +319,10 @@ absl::Status GpuResources::LaunchGroup(DeviceSlice& d, const KeyGroup& group, ui
   return absl::OkStatus();
 }
 
-absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, absl::Span<uint32_t> out) {
+absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const pir::RowRange& range,
+                                       absl::Span<uint32_t> out) {
   const uint32_t words = table.row_words;
-  std::vector<KeyGroup> groups = internal::GroupKeys(keys, table.rows);
+  std::vector<KeyGroup> groups = internal::GroupKeys(keys, range.rows);
   uint64_t at = 0;
   for (const KeyGroup& g : groups) {
     std::memcpy(h_keys + at, g.keys.data(), g.keys.size() * sizeof(PackedKey));
@@ -326,7 +336,7 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, absl::S
     VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d.d_out, 0, count * sizeof(uint32_t), d.stream));
     uint64_t offset = 0;
     for (const KeyGroup& g : groups) {
-      VEIL_RETURN_IF_ERROR(LaunchGroup(d, g, offset));
+      VEIL_RETURN_IF_ERROR(LaunchGroup(d, g, offset, range));
       offset += g.keys.size();
     }
   }
@@ -391,6 +401,17 @@ std::string GpuBackend::collective() const { return resources_->nccl_status; }
 
 absl::Status GpuBackend::Answer(absl::Span<const dpf::DpfKey* const> keys,
                                 absl::Span<uint32_t> out) {
+  return AnswerRows(keys, {0, resources_->table.rows}, out);
+}
+
+absl::Status GpuBackend::AnswerRange(absl::Span<const dpf::DpfKey* const> keys,
+                                     const pir::RowRange& range, absl::Span<uint32_t> out) {
+  VEIL_RETURN_IF_ERROR(pir::CheckRange(range, resources_->table.rows));
+  return AnswerRows(keys, range, out);
+}
+
+absl::Status GpuBackend::AnswerRows(absl::Span<const dpf::DpfKey* const> keys,
+                                    const pir::RowRange& range, absl::Span<uint32_t> out) {
   std::lock_guard<std::mutex> lock(resources_->answering);
   const uint32_t words = resources_->table.row_words;
   if (out.size() != keys.size() * words) {
@@ -404,12 +425,13 @@ absl::Status GpuBackend::Answer(absl::Span<const dpf::DpfKey* const> keys,
     const uint64_t n = std::min<uint64_t>(max_batch, keys.size() - k0);
     packed.clear();
     for (uint64_t k = k0; k < k0 + n; ++k) {
-      VEIL_RETURN_IF_ERROR(pir::CheckKeyFitsTable(*keys[k], resources_->table.rows));
+      VEIL_RETURN_IF_ERROR(pir::CheckKeyFitsTable(*keys[k], range.rows));
       absl::StatusOr<PackedKey> p = internal::PackKey(*keys[k]);
       if (!p.ok()) return p.status();
       packed.push_back(*p);
     }
-    VEIL_RETURN_IF_ERROR(resources_->AnswerBatch(packed, out.subspan(k0 * words, n * words)));
+    VEIL_RETURN_IF_ERROR(
+        resources_->AnswerBatch(packed, range, out.subspan(k0 * words, n * words)));
   }
   return absl::OkStatus();
 }

@@ -66,6 +66,9 @@ class GpuBackend : public pir::Backend {
   // Returns INVALID_ARGUMENT as pir::Backend says; INTERNAL for a CUDA or NCCL failure. Calls
   // from several threads are answered one after the other (they share the device buffers).
   absl::Status Answer(absl::Span<const dpf::DpfKey* const> keys, absl::Span<uint32_t> out) override;
+  // On the devices too: each device multiplies the rows of the range it holds.
+  absl::Status AnswerRange(absl::Span<const dpf::DpfKey* const> keys, const pir::RowRange& range,
+                           absl::Span<uint32_t> out) override;
 
   const GpuBackendOptions& options() const;
   GpuMemoryReport memory() const;
@@ -75,6 +78,8 @@ class GpuBackend : public pir::Backend {
 
  private:
   explicit GpuBackend(std::unique_ptr<GpuResources> resources);
+  absl::Status AnswerRows(absl::Span<const dpf::DpfKey* const> keys, const pir::RowRange& range,
+                          absl::Span<uint32_t> out);
   std::unique_ptr<GpuResources> resources_;
 };
 

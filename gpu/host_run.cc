@@ -132,7 +132,14 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf
   if (table.rows == 0 || table.row_words == 0) {
     return absl::InvalidArgumentError("empty table");
   }
-  const int log_domain = dpf::LogDomainForRows(table.rows);
+  const uint64_t first = options.range_first_row;
+  const uint64_t rows = options.range_rows == 0 ? table.rows : options.range_rows;
+  if (first >= table.rows || rows > table.rows - first) {
+    return absl::InvalidArgumentError(absl::StrCat("rows [", first, ", ", first, " + ", rows,
+                                                   ") are outside the table (", table.rows,
+                                                   " rows)"));
+  }
+  const int log_domain = dpf::LogDomainForRows(rows);
   for (size_t i = 0; i < keys.size(); ++i) {
     if (keys[i].log_domain != log_domain) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -152,7 +159,7 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf
   const uint64_t slices = std::max(1, options.slices);
   const uint64_t aligned_tiles =
       (table.rows + internal::kSliceAlignRows - 1) / internal::kSliceAlignRows;
-  for (internal::KeyGroup& group : internal::GroupKeys(keys, table.rows)) {
+  for (internal::KeyGroup& group : internal::GroupKeys(keys, rows)) {
     const internal::TableKind kind = internal::KindFor(options.dtype, group.geo);
     absl::StatusOr<int> kpb = internal::ChooseKeysPerBlock(
         group.geo, table.row_words, body, kind, options.keys_per_block, options.shared_limit);
@@ -160,17 +167,19 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf
     std::vector<uint32_t> partial(group.keys.size() * table.row_words);
     std::vector<uint32_t> total(partial.size(), 0u);
     for (uint64_t s = 0; s < slices; ++s) {
-      const uint64_t row_begin =
+      // This slice's rows of the table, then of the range.
+      const uint64_t slice_begin =
           std::min(table.rows, aligned_tiles * s / slices * internal::kSliceAlignRows);
-      const uint64_t row_end =
+      const uint64_t slice_end =
           std::min(table.rows, aligned_tiles * (s + 1) / slices * internal::kSliceAlignRows);
-      if (row_begin >= row_end) continue;
-      LaunchArgs a =
-          internal::MakeLaunchArgs(group, table.row_words, kind, *kpb, row_begin, row_end);
+      const uint64_t begin = std::max(slice_begin, first), end = std::min(slice_end, first + rows);
+      if (begin >= end) continue;
+      LaunchArgs a = internal::MakeLaunchArgs(group, table.row_words, kind, *kpb, begin - first,
+                                              end - first);
       a.keys = group.keys.data();
-      a.table = table.row(row_begin);
+      a.table = table.row(begin);
       a.table_stride = table.stride();
-      a.table_i8 = table_i8.empty() ? nullptr : table_i8.data() + row_begin * table.row_words;
+      a.table_i8 = table_i8.empty() ? nullptr : table_i8.data() + begin * table.row_words;
       a.aes_table_source = kAesTables.data();
       std::fill(partial.begin(), partial.end(), 0u);
       a.out = partial.data();

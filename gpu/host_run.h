@@ -25,6 +25,11 @@ struct HostRunOptions {
   // answered on its own as one device would, and the partial answers combined (+ or ^) as the
   // NCCL reduction does.
   int slices = 1;
+  // Rows [range_first_row, range_first_row + range_rows) of the table only, as
+  // pir::Backend::AnswerRange (the keys' domain fits range_rows); range_rows = 0: the whole table.
+  // The row split still cuts the whole table, as it does on the devices.
+  uint64_t range_first_row = 0;
+  uint64_t range_rows = 0;
   // Run every simulated block on kBlockThreads host threads with real barriers (as the device
   // does) instead of item by item: checks the barrier structure, and under ThreadSanitizer
   // reports items of one phase that race. Slower.
@@ -32,8 +37,8 @@ struct HostRunOptions {
 };
 
 // out[k * row_words + j] = share of word j for keys[k], as the CUDA kernels compute it.
-// Returns INVALID_ARGUMENT if a key does not fit the table, out has the wrong size, or (INT8) a
-// table word is outside -128..127; RESOURCE_EXHAUSTED if a row does not fit the shared memory.
+// Returns INVALID_ARGUMENT if a key does not fit the table (or range), the range lies outside
+// the table, out has the wrong size, or (INT8) a table word is outside -128..127; RESOURCE_EXHAUSTED if a row does not fit the shared memory.
 absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf::TableView& table,
                            const HostRunOptions& options, absl::Span<uint32_t> out);
 

@@ -101,10 +101,12 @@ LaunchArgs MakeLaunchArgs(const KeyGroup& group, uint32_t row_words, TableKind k
   a.keys_per_block = keys_per_block;
   a.table_kind = kind;
   a.row_words = row_words;
+  a.row_end = std::min(row_end, group.geo.rows);
   a.row_offset = row_begin;
+  if (a.row_offset >= a.row_end) return a;  // nothing here: no tiles
   const uint64_t rpt = group.geo.rows_per_tile();
-  a.tile_begin = row_begin / rpt;
-  a.tile_end = std::min<uint64_t>((row_end + rpt - 1) / rpt, group.geo.tiles);
+  a.tile_begin = a.row_offset / rpt;
+  a.tile_end = (a.row_end + rpt - 1) / rpt;
   return a;
 }
 

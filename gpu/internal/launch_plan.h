@@ -45,12 +45,13 @@ absl::StatusOr<int> ChooseKeysPerBlock(const Geometry& geo, uint32_t row_words, 
 absl::StatusOr<std::vector<int8_t>> NarrowToInt8(const dpf::TableView& table);
 
 // A row split (several GPUs) cuts the table at multiples of this many rows: every geometry's
-// rows_per_tile() divides it, so every slice is a whole number of tiles for every key.
+// rows_per_tile() divides it, so a whole-table slice is a whole number of tiles for every key
+// (a row range's slices need not be: its first and last tiles may be partial).
 inline constexpr uint64_t kSliceAlignRows = uint64_t{1} << kTileRowsLog2;
 
-// Launch arguments of one key group against the table slice of rows [row_begin, row_end)
-// (row_begin a multiple of kSliceAlignRows). Table pointers, node buffer, PRG tables and output
-// are left for the caller.
+// Launch arguments of one key group against rows [row_begin, row_end) of the keys' row space
+// (empty when row_begin >= row_end; then tile_begin == tile_end). Table pointers (at row
+// row_begin), node buffer, PRG tables and output are left for the caller.
 LaunchArgs MakeLaunchArgs(const KeyGroup& group, uint32_t row_words, TableKind kind,
                           int keys_per_block, uint64_t row_begin, uint64_t row_end);
 

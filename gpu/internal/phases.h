@@ -94,12 +94,17 @@ struct LaunchArgs {
   int num_keys = 0;
   int keys_per_block = 1;  // K; gridDim.y = ceil(num_keys / K)
   TableKind table_kind = TableKind::kWords;
-  const uint32_t* table = nullptr;   // kWords: rows [row_offset, ...) of the table
+  // The rows [row_offset, row_end) of the keys' row space (row 0 = the keys' first row: the
+  // table's, or a row range's) held here; table / table_i8 point at row row_offset. A row split
+  // (several GPUs) or a row range may start and end inside a tile: the tile's rows outside are
+  // expanded with it but not multiplied.
+  const uint32_t* table = nullptr;   // kWords: rows [row_offset, row_end)
   uint64_t table_stride = 0;         // kWords: words between rows
-  const int8_t* table_i8 = nullptr;  // INT8 kinds: rows [row_offset, ...), row_words bytes each
+  const int8_t* table_i8 = nullptr;  // INT8 kinds: rows [row_offset, row_end), row_words bytes each
   uint32_t row_words = 0;            // D
-  uint64_t row_offset = 0;           // global row of the first table row held here (row split)
-  uint64_t tile_begin = 0;           // tiles of this launch: [tile_begin, tile_end)
+  uint64_t row_offset = 0;
+  uint64_t row_end = 0;     // <= geo.rows
+  uint64_t tile_begin = 0;  // tiles of this launch: [tile_begin, tile_end), covering the rows
   uint64_t tile_end = 0;
   Block* level_nodes = nullptr;  // level-by-level: num_keys x geo.leaves nodes
   // The AES tables (kAesTableWords words, aes_tables.h): a host array, or the device's constant
@@ -107,9 +112,12 @@ struct LaunchArgs {
   const uint32_t* aes_table_source = nullptr;
   uint32_t* out = nullptr;  // num_keys x row_words answers, accumulated (+ or ^)
 
-  VEIL_HD uint64_t row_limit() const {
-    uint64_t end = tile_end * geo.rows_per_tile();
-    return end < geo.rows ? end : geo.rows;
+  // Rows of `tile` to multiply: [*first, return value), relative to the tile's first row.
+  VEIL_HD uint32_t TileRows(uint64_t tile, uint32_t* first) const {
+    const uint64_t row0 = tile * geo.rows_per_tile();
+    *first = row_offset > row0 ? static_cast<uint32_t>(row_offset - row0) : 0u;
+    const uint64_t end = row_end - row0;  // row_end > row0 for every tile of the launch
+    return end < geo.rows_per_tile() ? static_cast<uint32_t>(end) : geo.rows_per_tile();
   }
 };
 
@@ -381,14 +389,15 @@ VEIL_HD void PhaseMultiplyTile(Runner& run, const LaunchArgs& a, const BlockShar
   const uint32_t cols = a.row_words < threads ? a.row_words : threads;
   const uint32_t slices = threads / cols;
   const uint64_t row0 = tile * a.geo.rows_per_tile();
-  const uint64_t limit = a.row_limit();
-  const uint32_t valid = static_cast<uint32_t>(
-      limit - row0 < a.geo.rows_per_tile() ? limit - row0 : a.geo.rows_per_tile());
+  uint32_t lo = 0;
+  const uint32_t valid = a.TileRows(tile, &lo);
   run.Phase(threads, [&](uint32_t t) {
     if (t >= slices * cols) return;
+    // This thread's first row at or after lo.
+    uint32_t first = t / cols;
+    if (first < lo) first += (lo - first + slices - 1) / slices * slices;
     for (uint32_t c = t % cols; c < a.row_words; c += cols) {
       uint32_t acc[kMaxKeysPerBlock] = {};
-      const uint32_t first = t / cols;
       if (a.table_kind == TableKind::kWords) {
         if (a.geo.xor_output) {
           MultiplyColumn<true, false>(a, s, w.keys, row0, valid, first, slices, c, acc);
@@ -424,8 +433,8 @@ VEIL_HD void PhaseStageInt8(Runner& run, const LaunchArgs& a, const BlockShared&
   const uint32_t kp = RoundUp16(rpt), n = RoundUp16(a.row_words);
   const int kpb = a.keys_per_block;
   const uint64_t row0 = tile * rpt;
-  const uint64_t limit = a.row_limit();
-  const uint32_t valid = static_cast<uint32_t>(limit - row0 < rpt ? limit - row0 : rpt);
+  uint32_t lo = 0;
+  const uint32_t valid = a.TileRows(tile, &lo);
   const uint32_t plane_items = kp * kpb;
   const uint32_t table_items = kp * n;
   run.Phase(plane_items > table_items ? plane_items : table_items, [&](uint32_t i) {
@@ -433,13 +442,15 @@ VEIL_HD void PhaseStageInt8(Runner& run, const LaunchArgs& a, const BlockShared&
       const uint32_t r = i / kpb;
       const int k = static_cast<int>(i % kpb);
       int8_t d[4] = {0, 0, 0, 0};
-      if (k < w.keys && r < valid) SignedDigits(s.shares[r * kpb + k], d);
+      if (k < w.keys && r >= lo && r < valid) SignedDigits(s.shares[r * kpb + k], d);
       for (int p = 0; p < 4; ++p) s.planes[Tiled16(p * kpb + k, r, kp)] = d[p];
     }
     if (i < table_items) {
       const uint32_t r = i / n, c = i % n;
       int8_t v = 0;
-      if (r < valid && c < a.row_words) v = a.table_i8[(row0 + r - a.row_offset) * a.row_words + c];
+      if (r >= lo && r < valid && c < a.row_words) {
+        v = a.table_i8[(row0 + r - a.row_offset) * a.row_words + c];
+      }
       s.b_tile[Tiled16(r, c, n)] = v;
     }
   });

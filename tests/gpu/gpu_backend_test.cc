@@ -212,6 +212,43 @@ TEST(GpuBackend, RowSplitAcrossAllDevices) {
   EXPECT_EQ(out, CpuAnswers(c)) << o.devices.size() << " devices";
 }
 
+// Row ranges (batch-PIR bins served as ranges of one table) on the devices: ranges that start
+// and end inside tiles, against the CPU backend's AnswerRange; a bad range is refused.
+TEST(GpuBackend, RowRangesEqualCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(TestSeed() + 8);
+  Case whole = MakeCase(70001, 6, 0, {Prg::kChaCha12}, {OutputType::kAdditive}, true, rng);
+  auto cpu = pir::CreateCpuBackend(whole.table, 2);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  for (pir::RowRange range : {pir::RowRange{0, 1}, pir::RowRange{5, 1000},
+                              pir::RowRange{1023, 4099}, pir::RowRange{70001 - 999, 999}}) {
+    // Keys for the range's rows, over the whole table's words.
+    Case keys = MakeCase(range.rows, 6, 11, {Prg::kChaCha12, Prg::kAes128},
+                         {OutputType::kAdditive, OutputType::kXor}, true, rng);
+    std::vector<uint32_t> expected(keys.keys.size() * 6);
+    for (size_t k = 0; k < keys.keys.size(); ++k) {
+      ASSERT_TRUE((*cpu)->AnswerRange(absl::MakeConstSpan(&keys.ptrs[k], 1), range,
+                                      absl::MakeSpan(expected).subspan(k * 6, 6))
+                      .ok());
+    }
+    for (Strategy s : kAllStrategies) {
+      for (TableDtype dtype : {TableDtype::kUint32, TableDtype::kInt8}) {
+        GpuBackendOptions o;
+        o.strategy = s;
+        o.dtype = dtype;
+        auto gpu = CreateGpuBackend(whole.table, o);
+        ASSERT_TRUE(gpu.ok()) << gpu.status();
+        std::vector<uint32_t> out(expected.size());
+        ASSERT_TRUE((*gpu)->AnswerRange(keys.ptrs, range, absl::MakeSpan(out)).ok());
+        EXPECT_EQ(out, expected) << "rows [" << range.first_row << ", +" << range.rows << ") "
+                                 << StrategyName(s) << " " << TableDtypeName(dtype);
+        EXPECT_EQ((*gpu)->AnswerRange(keys.ptrs, {70000, 2}, absl::MakeSpan(out)).code(),
+                  absl::StatusCode::kInvalidArgument);
+      }
+    }
+  }
+}
+
 TEST(GpuBackend, Errors) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(TestSeed() + 6);

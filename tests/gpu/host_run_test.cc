@@ -355,6 +355,71 @@ TEST(HostRun, RowSplitEqualsWholeTable) {
   }
 }
 
+// A row range (pir::Backend::AnswerRange): keys over the range's rows only, the range starting
+// and ending inside tiles and inside the row split's slices, against the CPU on the range's rows.
+TEST(HostRun, RowRangeEqualsCpuOnTheRangeRows) {
+  std::mt19937_64 rng(TestSeed() + 13);
+  const uint64_t rows = 3 * internal::kSliceAlignRows + 55;
+  Table table = RandomTable(rows, 5, rng, /*int8=*/true);
+  struct Range {
+    uint64_t first, rows;
+  };
+  const Range ranges[] = {{0, 1},
+                          {7, 1000},
+                          {internal::kSliceAlignRows - 3, 9},
+                          {333, 2 * internal::kSliceAlignRows + 1},
+                          {rows - 77, 77}};
+  for (const Range& r : ranges) {
+    dpf::TableView view = table.view;
+    view.words = table.view.row(r.first);
+    view.rows = r.rows;
+    view.stride_words = table.view.stride();
+    for (OutputType output : {OutputType::kAdditive, OutputType::kXor}) {
+      const DpfParameters params = Params(Prg::kChaCha12, output, 2);
+      Keys keys = RandomKeys(params, r.rows, 3, rng);
+      const std::vector<uint32_t> cpu = CpuAnswer(keys, view);
+      for (Strategy s : kAllStrategies) {
+        for (TableDtype dtype : {TableDtype::kUint32, TableDtype::kInt8}) {
+          for (int slices : {1, 3}) {
+            HostRunOptions options;
+            options.strategy = s;
+            options.dtype = dtype;
+            options.slices = slices;
+            options.range_first_row = r.first;
+            options.range_rows = r.rows;
+            EXPECT_EQ(HostRun(keys, table.view, options), cpu)
+                << "rows [" << r.first << ", +" << r.rows << ") "
+                << Describe(s, params, r.rows, 5) << " " << TableDtypeName(dtype)
+                << " slices=" << slices;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(HostRun, RejectsRangesOutsideTheTable) {
+  std::mt19937_64 rng(TestSeed() + 14);
+  Table table = RandomTable(100, 2, rng);
+  Keys keys = RandomKeys(Params(Prg::kChaCha12, OutputType::kAdditive), 10, 1, rng);
+  std::vector<uint32_t> out(2);
+  for (auto [first, count] : {std::pair<uint64_t, uint64_t>{100, 1}, {95, 10}, {1, 100}}) {
+    HostRunOptions options;
+    options.range_first_row = first;
+    options.range_rows = count;
+    absl::Status s = HostRunAnswer(keys.ptrs, table.view, options, absl::MakeSpan(out));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << first << " +" << count;
+    EXPECT_NE(s.message().find("outside the table"), std::string::npos) << s;
+  }
+  HostRunOptions fits;
+  fits.range_first_row = 90;
+  fits.range_rows = 10;
+  EXPECT_TRUE(HostRunAnswer(keys.ptrs, table.view, fits, absl::MakeSpan(out)).ok());
+  fits.range_rows = 3;  // the keys' domain (made for 10 rows) does not fit 3 rows
+  EXPECT_EQ(HostRunAnswer(keys.ptrs, table.view, fits, absl::MakeSpan(out)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // Every block on kBlockThreads threads with real barriers (the device's schedule): deadlocks on a
 // non-uniform phase sequence, and ThreadSanitizer builds report races between items of a phase.
 TEST(HostRun, ThreadedBlocksEqualCpu) {
