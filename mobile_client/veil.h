@@ -60,6 +60,12 @@ typedef struct veil_table_info {
   uint8_t digest[32];  /* BLAKE2b-256 of the table; both servers reported it */
 } veil_table_info;
 
+/* Rows [first_row, first_row + rows) of the served table (e.g. a batch-PIR bin). */
+typedef struct veil_row_range {
+  uint64_t first_row;
+  uint64_t rows;
+} veil_row_range;
+
 typedef struct veil_call_stats {
   uint64_t bytes_up;    /* both servers, RPC framing included */
   uint64_t bytes_down;
@@ -88,6 +94,22 @@ int veil_lookup(veil_client* client, const uint64_t* indices, size_t count, floa
 /* The same rows as stored (bit-exact words): out_len >= count * row_words. */
 int veil_lookup_words(veil_client* client, const uint64_t* indices, size_t count, uint32_t* out,
                       size_t out_len);
+
+/* Range lookups, one range per index: entry i is row ranges[i].first_row + indices[i] of the
+ * table, so indices[i] counts from the start of its range and must be < ranges[i].rows. Each key
+ * is built over its range only, so the upload and the servers' work follow the range's size, not
+ * the table's; the servers learn each key's range, never the row within it. Rows come back as
+ * veil_lookup returns them: out_len >= count * dim floats.
+ * Returns VEIL_ERR_INVALID_ARGUMENT for count 0, a range that is empty or not inside the table,
+ * or an index >= its range's rows; VEIL_ERR_FAILED_PRECONDITION if a server does not answer range
+ * queries (an older server version: use veil_lookup); otherwise what veil_lookup returns. */
+int veil_lookup_in_ranges(veil_client* client, const uint64_t* indices,
+                          const veil_row_range* ranges, size_t count, float* out, size_t out_len);
+
+/* The same rows as stored (bit-exact words): out_len >= count * row_words. */
+int veil_lookup_words_in_ranges(veil_client* client, const uint64_t* indices,
+                                const veil_row_range* ranges, size_t count, uint32_t* out,
+                                size_t out_len);
 
 /* Pooled lookups on a VEIL_FORMAT_FIXED table: bag b is the next bag_sizes[b] entries of
  * `indices` (the sizes add up to count); weights is NULL (all 1) or count int32 weights; mode is

@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -54,6 +55,34 @@ int CheckOut(size_t out_len, size_t count, size_t per_item, const char* what) {
         absl::StrCat("output buffer holds ", out_len, " ", what, "; ", needed, " are needed"));
   }
   return VEIL_OK;
+}
+
+template <typename T>
+using RangeLookupMethod = absl::StatusOr<std::vector<T>> (veil::Client::*)(
+    absl::Span<const uint64_t>, absl::Span<const veil::RowRange>);
+
+// The body of veil_lookup_in_ranges and veil_lookup_words_in_ranges: `lookup` returns
+// `row_elements` (a TableInfo field: dim or row_words) elements per index.
+template <typename T>
+int LookupInRanges(veil_client* client, const uint64_t* indices, const veil_row_range* ranges,
+                   size_t count, T* out, size_t out_len, uint32_t veil::TableInfo::*row_elements,
+                   const char* element_name, RangeLookupMethod<T> lookup) {
+  return Guarded([&]() -> int {
+    if (client == nullptr || indices == nullptr || ranges == nullptr || out == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  "client, indices, ranges and out are required");
+    }
+    if (int rc = CheckOut(out_len, count, client->client->table().*row_elements, element_name);
+        rc != VEIL_OK) {
+      return rc;
+    }
+    std::vector<veil::RowRange> row_ranges(count);
+    for (size_t i = 0; i < count; ++i) row_ranges[i] = {ranges[i].first_row, ranges[i].rows};
+    auto rows = (client->client.get()->*lookup)(absl::MakeConstSpan(indices, count), row_ranges);
+    if (!rows.ok()) return Fail(rows.status());
+    std::copy(rows->begin(), rows->end(), out);
+    return VEIL_OK;
+  });
 }
 
 }  // namespace
@@ -144,6 +173,20 @@ int veil_lookup_words(veil_client* client, const uint64_t* indices, size_t count
     std::copy(rows->begin(), rows->end(), out);
     return VEIL_OK;
   });
+}
+
+int veil_lookup_in_ranges(veil_client* client, const uint64_t* indices,
+                          const veil_row_range* ranges, size_t count, float* out, size_t out_len) {
+  return LookupInRanges<float>(client, indices, ranges, count, out, out_len, &veil::TableInfo::dim,
+                               "floats", &veil::Client::LookupInRanges);
+}
+
+int veil_lookup_words_in_ranges(veil_client* client, const uint64_t* indices,
+                                const veil_row_range* ranges, size_t count, uint32_t* out,
+                                size_t out_len) {
+  return LookupInRanges<uint32_t>(client, indices, ranges, count, out, out_len,
+                                  &veil::TableInfo::row_words, "words",
+                                  &veil::Client::LookupWordsInRanges);
 }
 
 int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t count,

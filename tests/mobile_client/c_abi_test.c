@@ -46,6 +46,92 @@ static int check_errors(const char* server0) {
   return 0;
 }
 
+/* Range lookups need rows >= 200 (the ranges below) and dim <= 16. */
+static int check_range_lookups(veil_client* client, uint64_t rows, uint32_t dim) {
+  /* A 32-row bin at the start, the table's last row, a 1-row range and the whole table. */
+  veil_row_range ranges[4] = {{0, 32}, {160, 40}, {64, 1}, {0, 0}};
+  uint64_t indices[4] = {31, 39, 0, 123};
+  veil_call_stats stats;
+  float values[4 * 16];
+  uint32_t words[4 * 16];
+  uint32_t i, j;
+
+  ranges[3].rows = rows;
+  CHECK(veil_lookup_words_in_ranges(client, indices, ranges, 4, words, 4 * dim) == VEIL_OK);
+  CHECK(strcmp(veil_last_error(), "") == 0);
+  for (i = 0; i < 4; ++i) {
+    const uint64_t row = ranges[i].first_row + indices[i];
+    for (j = 0; j < dim; ++j) CHECK(words[i * dim + j] == (uint32_t)((row * 7 + j) * 16384u));
+  }
+  CHECK(veil_last_call_stats(client, &stats) == VEIL_OK);
+  CHECK(stats.lookups == 4 && stats.keys == 4);
+  CHECK(veil_lookup_in_ranges(client, indices, ranges, 4, values, 4 * dim) == VEIL_OK);
+  for (i = 0; i < 4; ++i) {
+    for (j = 0; j < dim; ++j) {
+      CHECK(values[i * dim + j] == expected_value(ranges[i].first_row + indices[i], j));
+    }
+  }
+
+  /* Bad calls: an error code and a message, and the client keeps working. */
+  indices[0] = 32; /* one past its 32-row range (row 32 of the table exists) */
+  CHECK(veil_lookup_in_ranges(client, indices, ranges, 4, values, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "index 32 is outside range 0") != NULL);
+  indices[0] = 31;
+  ranges[1].rows = 41; /* [160, 201) ends past the table */
+  CHECK(veil_lookup_words_in_ranges(client, indices, ranges, 4, words, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "range 1") != NULL);
+  CHECK(strstr(veil_last_error(), "outside the table") != NULL);
+  ranges[1].first_row = rows;
+  ranges[1].rows = 1;
+  CHECK(veil_lookup_in_ranges(client, indices, ranges, 4, values, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "outside the table") != NULL);
+  ranges[1].first_row = 5;
+  ranges[1].rows = 0;
+  CHECK(veil_lookup_in_ranges(client, indices, ranges, 4, values, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "is empty") != NULL);
+  ranges[1].first_row = 160;
+  ranges[1].rows = 40;
+
+  CHECK(veil_lookup_in_ranges(client, indices, ranges, 4, values, 4 * dim - 1) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "output buffer holds") != NULL);
+  CHECK(veil_lookup_words_in_ranges(client, indices, ranges, 4, words, 4 * dim - 1) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "words") != NULL);
+  CHECK(veil_lookup_in_ranges(client, indices, ranges, 0, values, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "no rows requested") != NULL);
+
+  CHECK(veil_lookup_in_ranges(NULL, indices, ranges, 4, values, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "required") != NULL);
+  CHECK(veil_lookup_in_ranges(client, NULL, ranges, 4, values, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(veil_lookup_in_ranges(client, indices, NULL, 4, values, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "ranges") != NULL);
+  CHECK(veil_lookup_in_ranges(client, indices, ranges, 4, NULL, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(veil_lookup_words_in_ranges(NULL, indices, ranges, 4, words, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(veil_lookup_words_in_ranges(client, NULL, ranges, 4, words, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(veil_lookup_words_in_ranges(client, indices, NULL, 4, words, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(veil_lookup_words_in_ranges(client, indices, ranges, 4, NULL, 4 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+
+  memset(words, 0, sizeof(words));
+  CHECK(veil_lookup_words_in_ranges(client, indices, ranges, 4, words, 4 * dim) == VEIL_OK);
+  CHECK(strcmp(veil_last_error(), "") == 0);
+  CHECK(words[dim] == (uint32_t)(199 * 7 * 16384u));
+  return 0;
+}
+
 int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows, uint32_t dim) {
   veil_client* client = NULL;
   veil_client_options options;
@@ -126,6 +212,9 @@ int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows, u
   }
   CHECK(veil_last_call_stats(client, &stats) == VEIL_OK);
   CHECK(stats.lookups == 2 && stats.keys == 3);
+
+  CHECK(rows >= 200);
+  if (check_range_lookups(client, rows, dim) != 0) return 1;
 
   veil_client_close(client);
   return 0;
