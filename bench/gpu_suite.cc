@@ -87,7 +87,8 @@ PrgWork PrgWorkFor(const dpf::DpfParameters& p, uint64_t rows, const gpu::Device
   const int words = p.leaf_block_words();
   switch (p.prg) {
     case dpf::Prg::kAes128:
-      return {2 * inner + leaves * ((words + 3) / 4), r.aes_blocks_per_s};
+      // Bitsliced: two blocks per pass, so a leaf of at most 4 words still costs a pass.
+      return {2 * inner + leaves * 2 * ((words + 7) / 8), r.aes_blocks_per_s};
     case dpf::Prg::kSipHash:
       return {4 * inner + leaves * ((words + 1) / 2), r.siphash_per_s};
     case dpf::Prg::kChaCha8:

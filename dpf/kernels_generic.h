@@ -17,10 +17,10 @@ namespace {
 
 [[maybe_unused]] void GenericExpandLevel(Prg prg, const Block* parents, size_t n, Block cw_left, bool cw_right,
                         Block* children) {
-  const PrgTables tables = HostPrgTables();
+  const AesKeys aes = HostAesKeys();
   for (size_t i = 0; i < n; ++i) {
     Block left, right;
-    ExpandNode(prg, tables, parents[i], left, right);
+    ExpandNode(prg, aes, parents[i], left, right);
     CorrectChildren(parents[i], cw_left, cw_right, left, right);
     children[2 * i] = left;
     children[2 * i + 1] = right;
@@ -29,10 +29,10 @@ namespace {
 
 [[maybe_unused]] void GenericConvertLeaves(Prg prg, const Block* leaves, size_t n, int words, OutputType output,
                           bool party1, const uint32_t* final_cw, uint32_t* values) {
-  const PrgTables tables = HostPrgTables();
+  const AesKeys aes = HostAesKeys();
   for (size_t i = 0; i < n; ++i) {
     uint32_t* v = values + i * words;
-    ConvertLeaf(prg, tables, leaves[i], words, v);
+    ConvertLeaf(prg, aes, leaves[i], words, v);
     FinishLeaf(output, party1, leaves[i].control_bit(), final_cw, words, v);
   }
 }

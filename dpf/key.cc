@@ -169,7 +169,7 @@ absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& para
   if (params.output == OutputType::kXor && beta != 1) {
     return absl::InvalidArgumentError("XOR output keys encode the indicator: beta must be 1");
   }
-  const PrgTables tables = HostPrgTables();
+  const AesKeys aes = HostAesKeys();
   const int levels = params.levels();
   const int words = params.leaf_block_words();
   const uint64_t leaf = alpha >> params.leaf_points_log2();
@@ -189,7 +189,7 @@ absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& para
   for (int level = 0; level < levels; ++level) {
     const bool bit = (leaf >> (levels - 1 - level)) & 1;
     Block left[2], right[2];
-    for (int b = 0; b < 2; ++b) ExpandNode(params.prg, tables, node[b], left[b], right[b]);
+    for (int b = 0; b < 2; ++b) ExpandNode(params.prg, aes, node[b], left[b], right[b]);
     // The lose side's seeds must become equal after correction, with equal control bits; the
     // keep side's control bits must differ.
     Block lose_xor = bit ? (left[0] ^ left[1]) : (right[0] ^ right[1]);
@@ -205,7 +205,7 @@ absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& para
     }
   }
   uint32_t conv[2][16];
-  for (int b = 0; b < 2; ++b) ConvertLeaf(params.prg, tables, node[b], words, conv[b]);
+  for (int b = 0; b < 2; ++b) ConvertLeaf(params.prg, aes, node[b], words, conv[b]);
   const uint64_t offset = alpha & ((uint64_t{1} << params.leaf_points_log2()) - 1);
   std::array<uint32_t, 16> final_cw{};
   if (params.output == OutputType::kXor) {

@@ -213,7 +213,6 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
     const uint64_t rows = d.row_end - d.row_begin;
     VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
     VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
-    VEIL_RETURN_IF_ERROR(internal::UploadPrgTables());
     VEIL_CUDA_RETURN_IF_ERROR(
         cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, d.device));
     for (Body b : {Body::kBranchParallel, Body::kLevelByLevelLeaves, Body::kBoundedWindow}) {

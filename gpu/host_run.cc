@@ -1,7 +1,6 @@
 #include "gpu/host_run.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <barrier>
 #include <thread>
@@ -9,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "dpf/params.h"
-#include "gpu/internal/aes_tables.h"
 #include "gpu/internal/launch_plan.h"
 #include "gpu/internal/phases.h"
 
@@ -101,11 +99,9 @@ void RunLaunch(LaunchArgs a, internal::Body body, const HostRunOptions& options)
   if (body == internal::Body::kLevelByLevelLeaves) {
     nodes.resize(static_cast<size_t>(a.num_keys) * a.geo.leaves);
     a.level_nodes = nodes.data();
-    std::vector<uint32_t> smem(internal::kAesTableWords);
     for (int level = -1; level < a.geo.levels; ++level) {
       for (uint32_t bx = 0; bx < gx; ++bx) {
-        RunBlock(options.threaded,
-                 [&](auto& run) { internal::LevelBlock(run, a, smem.data(), level, bx, gx); });
+        RunBlock(options.threaded, [&](auto& run) { internal::LevelBlock(run, a, level, bx, gx); });
       }
     }
   }
@@ -154,8 +150,6 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf
   }
   std::fill(out.begin(), out.end(), 0u);
   const internal::Body body = internal::BodyFor(options.strategy);
-  static constexpr std::array<uint32_t, internal::kAesTableWords> kAesTables =
-      internal::HostAesTableWords();
   const uint64_t slices = std::max(1, options.slices);
   const uint64_t aligned_tiles =
       (table.rows + internal::kSliceAlignRows - 1) / internal::kSliceAlignRows;
@@ -180,7 +174,7 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf
       a.table = table.row(begin);
       a.table_stride = table.stride();
       a.table_i8 = table_i8.empty() ? nullptr : table_i8.data() + begin * table.row_words;
-      a.aes_table_source = kAesTables.data();
+      a.aes = dpf::HostAesKeys();
       std::fill(partial.begin(), partial.end(), 0u);
       a.out = partial.data();
       RunLaunch(a, body, options);

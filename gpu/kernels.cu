@@ -2,22 +2,14 @@
 // gpu/internal/phases.h (the same code CI runs on the host), their launch, and the tensor-core
 // tile product.
 //
-// AES on the GPU: the T-table and S-box (internal/aes_tables.h) are looked up with secret bytes.
-// The blocks copy them from constant memory into shared memory first: constant memory serialises
-// a warp's divergent addresses (up to 32 passes per lookup), shared memory serves them in one pass
-// unless two lanes hit different words of one bank. That residual bank-conflict delay depends on
-// the secret bytes, so table-based AES is not constant time against an attacker who shares the
-// GPU and can time it finely (the classic cache-timing attacks on T-table AES carry over to
-// shared memory). Servers should not share their GPUs with untrusted tenants; TODO(security): a
-// bitsliced AES (constant time) for deployments that must. ChaCha and SipHash have no tables.
+// AES is dpf's bitsliced AES (constant time: no table lookups); its round keys sit in constant
+// memory, read by all threads of a warp at the same address (a broadcast).
 #include <cuda_runtime.h>
 #include <mma.h>
 
-#include <array>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/internal/aes_tables.h"
 #include "gpu/internal/cuda_check.h"
 #include "gpu/internal/kernels.h"
 #include "gpu/internal/phases.h"
@@ -25,8 +17,8 @@
 namespace veil::gpu::internal {
 namespace {
 
-// The AES T-table, round keys and S-box (aes_tables.h); blocks copy them to shared memory.
-__constant__ uint32_t c_aes_tables[kAesTableWords];
+// The bitsliced AES round keys: node expansion (left/right) and leaf conversion (value). Public.
+__constant__ dpf::AesSlicedKeys c_aes_keys[2] = {dpf::kAesSlicedLeftRight, dpf::kAesSlicedValue};
 
 class DeviceRunner {
  public:
@@ -70,7 +62,7 @@ class DeviceRunner {
 };
 
 // `a` is used in place (a kernel parameter written to would be copied to local memory); its
-// aes_table_source points at c_aes_tables (set by LaunchAnswer).
+// AES keys point at c_aes_keys (set by LaunchAnswer).
 template <Body kBody>
 __global__ void __launch_bounds__(kBlockThreads) FusedKernel(const LaunchArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -79,9 +71,8 @@ __global__ void __launch_bounds__(kBlockThreads) FusedKernel(const LaunchArgs a)
 }
 
 __global__ void __launch_bounds__(kBlockThreads) LevelKernel(const LaunchArgs a, int level) {
-  __shared__ uint32_t smem[kAesTableWords];
   DeviceRunner run;
-  LevelBlock(run, a, smem, level, blockIdx.x, gridDim.x);
+  LevelBlock(run, a, level, blockIdx.x, gridDim.x);
 }
 
 __global__ void CombineKernel(const uint32_t* gathered, int ranks, uint64_t rank_stride,
@@ -113,12 +104,6 @@ absl::StatusOr<int> ConfigureOne(uint32_t shared_bytes) {
 
 }  // namespace
 
-absl::Status UploadPrgTables() {
-  static constexpr std::array<uint32_t, kAesTableWords> kWords = HostAesTableWords();
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyToSymbol(c_aes_tables, kWords.data(), sizeof(kWords)));
-  return absl::OkStatus();
-}
-
 absl::StatusOr<int> ConfigureFusedKernel(Body body, uint32_t shared_bytes) {
   switch (body) {
     case Body::kBranchParallel:
@@ -134,10 +119,11 @@ absl::StatusOr<int> ConfigureFusedKernel(Body body, uint32_t shared_bytes) {
 absl::Status LaunchAnswer(const LaunchArgs& args, Body body, uint32_t grid_x, uint32_t level_grid,
                           cudaStream_t stream) {
   if (args.num_keys <= 0 || args.tile_begin >= args.tile_end) return absl::OkStatus();
-  void* tables = nullptr;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaGetSymbolAddress(&tables, c_aes_tables));
+  void* keys = nullptr;
+  VEIL_CUDA_RETURN_IF_ERROR(cudaGetSymbolAddress(&keys, c_aes_keys));
   LaunchArgs a = args;
-  a.aes_table_source = static_cast<const uint32_t*>(tables);
+  const auto* sliced = static_cast<const dpf::AesSlicedKeys*>(keys);
+  a.aes = {sliced, sliced + 1};
   if (body == Body::kLevelByLevelLeaves) {
     for (int level = -1; level < a.geo.levels; ++level) {
       LevelKernel<<<level_grid, kBlockThreads, 0, stream>>>(a, level);

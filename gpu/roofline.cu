@@ -4,14 +4,12 @@
 #include <mma.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "dpf/prg_portable.h"
-#include "gpu/internal/aes_tables.h"
 #include "gpu/internal/cuda_check.h"
 #include "gpu/roofline.h"
 
@@ -36,15 +34,17 @@ __global__ void ChaChaKernel(int rounds, int iters, uint32_t* sink) {
   sink[id] = acc ^ key[0];
 }
 
-// sigma-MMO AES blocks with the kernels' own T-table AES (tables in shared memory).
-__global__ void AesKernel(const uint32_t* tables, int iters, uint32_t* sink) {
-  __shared__ uint32_t smem[internal::kAesTableWords];
-  for (uint32_t i = threadIdx.x; i < internal::kAesTableWords; i += blockDim.x) smem[i] = tables[i];
-  __syncthreads();
-  const internal::AesTables t = internal::AesTablesAt(smem);
+__constant__ dpf::AesSlicedKeys c_roofline_aes_keys = dpf::kAesSlicedLeftRight;
+
+// sigma-MMO AES with the kernels' bitsliced AES: two blocks (a node's children) per iteration.
+__global__ void AesKernel(int iters, uint32_t* sink) {
   const uint32_t id = blockIdx.x * blockDim.x + threadIdx.x;
   Block x{id * 0x9e3779b97f4a7c15ull, id};
-  for (int it = 0; it < iters; ++it) x = internal::MmoHashT(t, t.rk_left, x);
+  for (int it = 0; it < iters; ++it) {
+    Block left, right;
+    dpf::MmoHash2(c_roofline_aes_keys, x, x, left, right);
+    x = left ^ right;  // a dependency chain, as in a tree walk
+  }
   sink[id] = static_cast<uint32_t>(x.lo ^ x.hi);
 }
 
@@ -160,22 +160,16 @@ absl::StatusOr<DeviceRoofline> MeasureDeviceRoofline(int device, double seconds_
   const uint32_t blocks = r.sms * 8, threads = blocks * kThreads;
 
   uint32_t* d_sink = nullptr;
-  uint32_t* d_tables = nullptr;
   uint4* d_data = nullptr;
   const uint64_t read_bytes = uint64_t{4} << 30;  // 4 GiB: ~70 times the H200's L2
   VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_sink, threads * sizeof(uint32_t)));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_tables, internal::kAesTableWords * sizeof(uint32_t)));
   VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_data, read_bytes));
   struct Free {
-    void* p[3];
+    void* p[2];
     ~Free() {
       for (void* x : p) cudaFree(x);
     }
-  } free_all{{d_sink, d_tables, d_data}};
-  static constexpr std::array<uint32_t, internal::kAesTableWords> kAesWords =
-      internal::HostAesTableWords();
-  VEIL_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(d_tables, kAesWords.data(), sizeof(kAesWords), cudaMemcpyHostToDevice));
+  } free_all{{d_sink, d_data}};
   VEIL_CUDA_RETURN_IF_ERROR(cudaMemset(d_data, 0x5a, read_bytes));
 
   auto set = [](absl::StatusOr<double> v, double& field) -> absl::Status {
@@ -192,8 +186,8 @@ absl::StatusOr<DeviceRoofline> MeasureDeviceRoofline(int device, double seconds_
                       [&](int it) { ChaChaKernel<<<blocks, kThreads>>>(8, it, d_sink); }),
           r.chacha8_blocks_per_s));
   VEIL_RETURN_IF_ERROR(
-      set(MeasureRate(threads, seconds_each,
-                      [&](int it) { AesKernel<<<blocks, kThreads>>>(d_tables, it, d_sink); }),
+      set(MeasureRate(2.0 * threads, seconds_each,
+                      [&](int it) { AesKernel<<<blocks, kThreads>>>(it, d_sink); }),
           r.aes_blocks_per_s));
   VEIL_RETURN_IF_ERROR(
       set(MeasureRate(threads, seconds_each,

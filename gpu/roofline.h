@@ -14,7 +14,7 @@ struct DeviceRoofline {
   int sms = 0;
   double chacha12_blocks_per_s = 0;  // 64-byte ChaCha12 blocks, dpf's ChaChaBlock, all SMs
   double chacha8_blocks_per_s = 0;
-  double aes_blocks_per_s = 0;       // sigma-MMO AES-128 blocks (the kernels' T-table AES)
+  double aes_blocks_per_s = 0;       // sigma-MMO AES-128 blocks (the kernels' bitsliced AES)
   double siphash_per_s = 0;     // SipHash-2-4 of one 8-byte word
   double mem_read_gbps = 0;     // streaming 16-byte loads over a buffer far larger than L2
   double int32_mac_per_s = 0;   // IMAD (mod 2^32 multiply-add) on the CUDA cores

