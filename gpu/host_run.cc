@@ -29,6 +29,7 @@ void Int8TileProductScalar(Runner& run, const LaunchArgs& a, const BlockShared& 
 class SequentialRunner {
  public:
   uint32_t threads() const { return internal::kBlockThreads; }
+  dpf::AesKeys aes() const { return dpf::HostAesKeys(); }
   template <class F>
   void Phase(uint32_t items, F&& f) {
     for (uint32_t i = 0; i < items; ++i) f(i);
@@ -48,6 +49,7 @@ class ThreadedRunner {
  public:
   ThreadedRunner(uint32_t tid, std::barrier<>& barrier) : tid_(tid), barrier_(barrier) {}
   uint32_t threads() const { return internal::kBlockThreads; }
+  dpf::AesKeys aes() const { return dpf::HostAesKeys(); }
   template <class F>
   void Phase(uint32_t items, F&& f) {
     for (uint32_t i = tid_; i < items; i += internal::kBlockThreads) f(i);
@@ -174,7 +176,6 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf
       a.table = table.row(begin);
       a.table_stride = table.stride();
       a.table_i8 = table_i8.empty() ? nullptr : table_i8.data() + begin * table.row_words;
-      a.aes = dpf::HostAesKeys();
       std::fill(partial.begin(), partial.end(), 0u);
       a.out = partial.data();
       RunLaunch(a, body, options);

@@ -23,6 +23,8 @@ __constant__ dpf::AesSlicedKeys c_aes_keys[2] = {dpf::kAesSlicedLeftRight, dpf::
 class DeviceRunner {
  public:
   __device__ uint32_t threads() const { return blockDim.x; }
+  // Taken in device code, so that after inlining the loads are constant-space loads (ld.const).
+  __device__ dpf::AesKeys aes() const { return {&c_aes_keys[0], &c_aes_keys[1]}; }
 
   template <class F>
   __device__ void Phase(uint32_t items, F&& f) {
@@ -61,8 +63,7 @@ class DeviceRunner {
   }
 };
 
-// `a` is used in place (a kernel parameter written to would be copied to local memory); its
-// AES keys point at c_aes_keys (set by LaunchAnswer).
+// `a` is used in place (a kernel parameter written to would be copied to local memory).
 template <Body kBody>
 __global__ void __launch_bounds__(kBlockThreads) FusedKernel(const LaunchArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -116,14 +117,9 @@ absl::StatusOr<int> ConfigureFusedKernel(Body body, uint32_t shared_bytes) {
   return absl::InvalidArgumentError("unknown kernel body");
 }
 
-absl::Status LaunchAnswer(const LaunchArgs& args, Body body, uint32_t grid_x, uint32_t level_grid,
+absl::Status LaunchAnswer(const LaunchArgs& a, Body body, uint32_t grid_x, uint32_t level_grid,
                           cudaStream_t stream) {
-  if (args.num_keys <= 0 || args.tile_begin >= args.tile_end) return absl::OkStatus();
-  void* keys = nullptr;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaGetSymbolAddress(&keys, c_aes_keys));
-  LaunchArgs a = args;
-  const auto* sliced = static_cast<const dpf::AesSlicedKeys*>(keys);
-  a.aes = {sliced, sliced + 1};
+  if (a.num_keys <= 0 || a.tile_begin >= a.tile_end) return absl::OkStatus();
   if (body == Body::kLevelByLevelLeaves) {
     for (int level = -1; level < a.geo.levels; ++level) {
       LevelKernel<<<level_grid, kBlockThreads, 0, stream>>>(a, level);

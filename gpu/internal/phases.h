@@ -1,7 +1,9 @@
 // The kernels of the GPU backend as sequences of per-thread phases.
 //
 // A kernel body below is written once, as a template over a Runner that executes one phase for
-// all threads of a block and then synchronises:
+// all threads of a block and then synchronises, and that says where the AES round keys are
+// (run.aes(): the device's __constant__ copies, read by a warp at one address at a time, a
+// constant-cache broadcast; or dpf's host constants):
 //   - DeviceRunner (gpu/kernels.cu): each CUDA thread runs the items threadIdx.x,
 //     threadIdx.x + blockDim.x, ... of the phase, then __syncthreads().
 //   - SequentialRunner (gpu/host_run.cc): a loop runs the items one by one; the barrier is
@@ -104,9 +106,6 @@ struct LaunchArgs {
   uint64_t tile_begin = 0;  // tiles of this launch: [tile_begin, tile_end), covering the rows
   uint64_t tile_end = 0;
   Block* level_nodes = nullptr;  // level-by-level: num_keys x geo.leaves nodes
-  // The bitsliced AES round keys: dpf's host constants, or the device's __constant__ copies
-  // (every thread of a warp reads the same word at the same time: a constant-cache broadcast).
-  dpf::AesKeys aes = {nullptr, nullptr};
   uint32_t* out = nullptr;  // num_keys x row_words answers, accumulated (+ or ^)
 
   // Rows of `tile` to multiply: [*first, return value), relative to the tile's first row.
@@ -230,10 +229,10 @@ VEIL_HD void PhasePrologue(Runner& run, const LaunchArgs& a, const BlockShared& 
 }
 
 // Writes the shares of one finished leaf into the tile's shares (row-major rows x K).
-VEIL_HD void StoreLeafShares(const LaunchArgs& a, const PackedKey& key, Block node,
-                             uint32_t leaf_in_tile, int k, uint32_t* shares) {
+VEIL_HD void StoreLeafShares(const LaunchArgs& a, const dpf::AesKeys& aes, const PackedKey& key,
+                             Block node, uint32_t leaf_in_tile, int k, uint32_t* shares) {
   const uint64_t first_point = static_cast<uint64_t>(leaf_in_tile) << key.leaf_points_log2;
-  StoreLeaf(key, a.aes, node, shares + first_point * a.keys_per_block + k,
+  StoreLeaf(key, aes, node, shares + first_point * a.keys_per_block + k,
             static_cast<uint32_t>(a.keys_per_block));
 }
 
@@ -249,7 +248,7 @@ VEIL_HD void PhaseWalkLeaves(Runner& run, const LaunchArgs& a, const BlockShared
     const uint64_t leaf = tile * lpt + j;
     if (leaf >= a.geo.leaves) return;
     const PackedKey& key = a.keys[w.key0 + k];
-    StoreLeafShares(a, key, WalkToLeaf(key, a.aes, leaf), j, k, s.shares);
+    StoreLeafShares(a, run.aes(), key, WalkToLeaf(key, run.aes(), leaf), j, k, s.shares);
   });
 }
 
@@ -275,7 +274,7 @@ VEIL_HD void PhaseAdvancePath(Runner& run, const LaunchArgs& a, const BlockShare
     }
     for (int d = from; d < depth; ++d) {
       bool right = ((tile >> (depth - 1 - d)) & 1) != 0;
-      path[d + 1] = CorrectedChild(key, a.aes, path[d], d, right);
+      path[d + 1] = CorrectedChild(key, run.aes(), path[d], d, right);
     }
     s.nodes[k * a.geo.leaves_per_tile()] = path[depth];
   });
@@ -296,7 +295,7 @@ VEIL_HD void PhaseExpandTileLevel(Runner& run, const LaunchArgs& a, const BlockS
     Block* base = s.nodes + k * a.geo.leaves_per_tile();
     const uint32_t slot = i << shift;
     Block left, right;
-    ExpandCorrected(a.keys[w.key0 + k], a.aes, base[slot], level, left, right);
+    ExpandCorrected(a.keys[w.key0 + k], run.aes(), base[slot], level, left, right);
     base[slot] = left;
     base[slot + (1u << (shift - 1))] = right;
   });
@@ -311,8 +310,8 @@ VEIL_HD void PhaseConvertTileLeaves(Runner& run, const LaunchArgs& a, const Bloc
   run.Phase(lpt * w.keys, [&](uint32_t item) {
     const uint32_t k = item / lpt, j = item % lpt;
     if (tile * lpt + j >= a.geo.leaves) return;
-    StoreLeafShares(a, a.keys[w.key0 + k], s.nodes[k * lpt + j], j, static_cast<int>(k),
-                    s.shares);
+    StoreLeafShares(a, run.aes(), a.keys[w.key0 + k], s.nodes[k * lpt + j], j,
+                    static_cast<int>(k), s.shares);
   });
 }
 
@@ -327,7 +326,7 @@ VEIL_HD void PhaseConvertBufferedLeaves(Runner& run, const LaunchArgs& a, const 
     const uint64_t leaf = tile * lpt + j;
     if (leaf >= a.geo.leaves) return;
     const Block node = a.level_nodes[static_cast<uint64_t>(w.key0 + k) * a.geo.leaves + leaf];
-    StoreLeafShares(a, a.keys[w.key0 + k], node, j, static_cast<int>(k), s.shares);
+    StoreLeafShares(a, run.aes(), a.keys[w.key0 + k], node, j, static_cast<int>(k), s.shares);
   });
 }
 
@@ -522,14 +521,15 @@ VEIL_HD void FusedBlock(Runner& run, Body body, const LaunchArgs& a, uint8_t* sm
 // Level-by-level: node i of level l sits at slot i << (levels - l) of its key's buffer (the root
 // at slot 0); its children take that slot and the one half a stride further, the right one only
 // where a needed leaf lies below it. One launch per level; items run over all keys' nodes.
-VEIL_HD void ExpandBufferedItem(const LaunchArgs& a, int l, uint64_t item) {
+VEIL_HD void ExpandBufferedItem(const LaunchArgs& a, const dpf::AesKeys& aes, int l,
+                                uint64_t item) {
   const uint64_t nodes = a.geo.nodes_at_level(l);
   const uint64_t k = item / nodes, i = item % nodes;
   Block* base = a.level_nodes + k * a.geo.leaves;
   const int shift = a.geo.levels - l;
   const uint64_t slot = i << shift;
   Block left, right;
-  ExpandCorrected(a.keys[k], a.aes, base[slot], l, left, right);
+  ExpandCorrected(a.keys[k], aes, base[slot], l, left, right);
   base[slot] = left;
   if (2 * i + 1 < a.geo.nodes_at_level(l + 1)) base[slot + (uint64_t{1} << (shift - 1))] = right;
 }
@@ -547,7 +547,7 @@ VEIL_HD void LevelBlock(Runner& run, const LaunchArgs& a, int level, uint32_t bx
     if (level < 0) {
       a.level_nodes[(begin + i) * a.geo.leaves] = a.keys[begin + i].root;
     } else {
-      ExpandBufferedItem(a, level, begin + i);
+      ExpandBufferedItem(a, run.aes(), level, begin + i);
     }
   });
 }
