@@ -94,6 +94,8 @@ class GpuResources {
   uint32_t* h_out = nullptr;    // pinned: max_batch x row_words
   uint64_t level_keys = 0;      // level-by-level: keys per node-buffer fill
   bool use_nccl = false;
+  uint64_t ranks = 1;      // row slices of the whole table, over all processes
+  uint64_t first_rank = 0;  // the rank of slices[0]
   GpuMemoryReport memory;
   std::mutex answering;  // one Answer at a time: they share the staging buffers and streams
   std::string nccl_status = "none: built without NCCL";
@@ -137,6 +139,27 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
         "GPU backend: need at least one device, 1 <= max_batch <= 65535 (grid rows) and "
         "keys_per_block >= 1");
   }
+  const bool joined = !o.nccl_id.empty();
+  if (joined) {
+    if (o.devices.size() != 1 || o.ranks < 1 || o.rank < 0 || o.rank >= o.ranks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GPU backend: a process joining an NCCL communicator holds one device and a rank in "
+          "[0, ranks); got ",
+          o.devices.size(), " devices, rank ", o.rank, " of ", o.ranks));
+    }
+#if defined(VEIL_HAVE_NCCL)
+    if (o.nccl_id.size() != sizeof(ncclUniqueId)) {
+      return absl::InvalidArgumentError(absl::StrCat("GPU backend: nccl_id has ", o.nccl_id.size(),
+                                                     " bytes, NCCL ids have ",
+                                                     sizeof(ncclUniqueId)));
+    }
+#else
+    return absl::UnimplementedError("GPU backend: joining an NCCL communicator needs NCCL (built "
+                                    "without it)");
+#endif
+  }
+  ranks = joined ? static_cast<uint64_t>(o.ranks) : o.devices.size();
+  first_rank = joined ? static_cast<uint64_t>(o.rank) : 0;
   int count = 0;
   VEIL_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
   for (int dev : o.devices) {
@@ -146,7 +169,7 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
     }
   }
 #if defined(VEIL_HAVE_NCCL)
-  use_nccl = o.use_nccl || o.devices.size() > 1;
+  use_nccl = o.use_nccl || ranks > 1;
   if (!use_nccl) nccl_status = "none: one device, use_nccl = false";
 #else
   if (o.devices.size() > 1) {
@@ -202,12 +225,12 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
   VEIL_CUDA_RETURN_IF_ERROR(
       cudaMallocHost(reinterpret_cast<void**>(&h_out), batch_words * sizeof(uint32_t)));
 
-  const uint64_t ranks = o.devices.size();
   const uint64_t units = (t.rows + internal::kSliceAlignRows - 1) / internal::kSliceAlignRows;
-  slices.resize(ranks);
-  for (uint64_t r = 0; r < ranks; ++r) {
-    DeviceSlice& d = slices[r];
-    d.device = o.devices[r];
+  slices.resize(o.devices.size());
+  for (uint64_t i = 0; i < slices.size(); ++i) {
+    DeviceSlice& d = slices[i];
+    const uint64_t r = first_rank + i;  // this slice's rank
+    d.device = o.devices[i];
     d.row_begin = std::min(t.rows, units * r / ranks * internal::kSliceAlignRows);
     d.row_end = std::min(t.rows, units * (r + 1) / ranks * internal::kSliceAlignRows);
     const uint64_t rows = d.row_end - d.row_begin;
@@ -249,7 +272,14 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
     }
   }
 #if defined(VEIL_HAVE_NCCL)
-  if (use_nccl) {
+  if (joined) {
+    // One rank of a communicator spanning processes (and hosts): blocks until all ranks join.
+    ncclUniqueId id;
+    std::memcpy(&id, o.nccl_id.data(), sizeof(id));
+    VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(slices[0].device));
+    VEIL_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&slices[0].comm, o.ranks, id, o.rank));
+    nccl_status = absl::StrCat("nccl, rank ", o.rank, " of ", o.ranks);
+  } else if (use_nccl) {
     std::vector<ncclComm_t> comms(ranks);
     const ncclResult_t init =
         ncclCommInitAll(comms.data(), static_cast<int>(ranks), o.devices.data());
@@ -357,7 +387,7 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const p
         // Rank r's partial answers start at r * count; a group's words sit at the same offset
         // inside each rank's block.
         VEIL_RETURN_IF_ERROR(internal::LaunchCombine(
-            first.d_gather + offset * words, static_cast<int>(slices.size()), count,
+            first.d_gather + offset * words, static_cast<int>(ranks), count,
             g.keys.size() * words, g.geo.xor_output, first.d_out + offset * words, first.stream));
         offset += g.keys.size();
       }
@@ -440,6 +470,16 @@ absl::StatusOr<std::unique_ptr<pir::Backend>> CreateGpuBackend(const dpf::TableV
   absl::StatusOr<std::unique_ptr<GpuBackend>> backend = GpuBackend::Create(table, options);
   if (!backend.ok()) return backend.status();
   return std::unique_ptr<pir::Backend>(std::move(*backend));
+}
+
+absl::StatusOr<std::string> NewNcclId() {
+#if defined(VEIL_HAVE_NCCL)
+  ncclUniqueId id;
+  VEIL_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+  return std::string(reinterpret_cast<const char*>(&id), sizeof(id));
+#else
+  return absl::UnimplementedError("built without NCCL");
+#endif
 }
 
 int GpuDeviceCount() {

@@ -28,6 +28,15 @@ struct GpuBackendOptions {
   // With one device, still combine through a one-rank NCCL communicator (exercises the multi-GPU
   // path). Several devices always use NCCL.
   bool use_nccl = true;
+  // Several processes, one device each (on one host or several): this process is rank `rank` of
+  // `ranks`, holds the rank-th row slice of the table and joins the NCCL communicator named by
+  // `nccl_id` (NewNcclId() on one process, handed to the others out of band). Create blocks until
+  // every rank has joined. Answer and AnswerRange are then collective calls: every rank must make
+  // the same calls with the same keys in the same order, and each gets the whole answer. Empty:
+  // one process driving `devices`.
+  std::string nccl_id;
+  int rank = 0;
+  int ranks = 1;
   // Keys answered per pass; larger requests are split. Sizes the scratch memory allocated at
   // creation (nothing is allocated while answering).
   int max_batch = 1024;
@@ -86,6 +95,10 @@ class GpuBackend : public pir::Backend {
 // As GpuBackend::Create, typed as the interface.
 absl::StatusOr<std::unique_ptr<pir::Backend>> CreateGpuBackend(const dpf::TableView& table,
                                                                const GpuBackendOptions& options);
+
+// A new NCCL communicator id for GpuBackendOptions::nccl_id (ncclGetUniqueId: it also names the
+// creating host's bootstrap address). UNIMPLEMENTED when built without NCCL.
+absl::StatusOr<std::string> NewNcclId();
 
 // Number of usable CUDA devices; 0 where there is no driver or no device.
 int GpuDeviceCount();

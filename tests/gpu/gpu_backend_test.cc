@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dpf/key.h"
@@ -247,6 +248,86 @@ TEST(GpuBackend, RowRangesEqualCpu) {
       }
     }
   }
+}
+
+// One process per device (GpuBackendOptions::nccl_id): with one device, this process as rank 0 of
+// a one-rank communicator made from a fresh id.
+TEST(GpuBackend, JoinsACommunicatorAsOneRank) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(TestSeed() + 9);
+  Case c = MakeCase(40000, 5, 6, {Prg::kChaCha12, Prg::kAes128},
+                    {OutputType::kAdditive, OutputType::kXor}, false, rng);
+  absl::StatusOr<std::string> id = NewNcclId();
+  if (!id.ok()) GTEST_SKIP() << "no NCCL: " << id.status();
+  GpuBackendOptions o;
+  o.nccl_id = *id;
+  auto gpu = GpuBackend::Create(c.table, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ((*gpu)->collective(), "nccl, rank 0 of 1");
+  std::vector<uint32_t> out(c.keys.size() * c.table.row_words);
+  ASSERT_TRUE((*gpu)->Answer(c.ptrs, absl::MakeSpan(out)).ok());
+  EXPECT_EQ(out, CpuAnswers(c));
+}
+
+// Two ranks (two threads standing in for two processes, one device each): each holds half the
+// rows, and both get the whole answer. Needs two devices.
+TEST(GpuBackend, TwoRanksEachGetTheWholeAnswer) {
+  if (GpuDeviceCount() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  std::mt19937_64 rng(TestSeed() + 10);
+  Case c = MakeCase(70001, 6, 5, {Prg::kChaCha12}, {OutputType::kAdditive, OutputType::kXor},
+                    false, rng);
+  absl::StatusOr<std::string> id = NewNcclId();
+  if (!id.ok()) GTEST_SKIP() << "no NCCL: " << id.status();
+  std::vector<uint32_t> out[2];
+  absl::Status status[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      GpuBackendOptions o;
+      o.devices = {r};
+      o.nccl_id = *id;
+      o.rank = r;
+      o.ranks = 2;
+      auto gpu = GpuBackend::Create(c.table, o);
+      if (!gpu.ok()) {
+        status[r] = gpu.status();
+        return;
+      }
+      out[r].resize(c.keys.size() * c.table.row_words);
+      status[r] = (*gpu)->Answer(c.ptrs, absl::MakeSpan(out[r]));
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  const std::vector<uint32_t> cpu = CpuAnswers(c);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+    EXPECT_EQ(out[r], cpu) << "rank " << r;
+  }
+}
+
+// Bad communicator options are refused before any device is touched (runs without a GPU too).
+TEST(GpuBackend, RejectsBadCommunicatorOptions) {
+  std::vector<uint32_t> words(64);
+  const dpf::TableView table{words.data(), 16, 4, 0};
+  GpuBackendOptions two_devices;
+  two_devices.nccl_id = std::string(128, 'x');
+  two_devices.devices = {0, 1};
+  two_devices.ranks = 2;
+  GpuBackendOptions bad_rank;
+  bad_rank.nccl_id = std::string(128, 'x');
+  bad_rank.rank = 2;
+  bad_rank.ranks = 2;
+  for (const GpuBackendOptions& o : {two_devices, bad_rank}) {
+    absl::Status s = CreateGpuBackend(table, o).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  }
+  GpuBackendOptions short_id;
+  short_id.nccl_id = "abc";
+  absl::Status s = CreateGpuBackend(table, short_id).status();
+  // INVALID_ARGUMENT (wrong id size) with NCCL, UNIMPLEMENTED without it.
+  EXPECT_TRUE(s.code() == absl::StatusCode::kInvalidArgument ||
+              s.code() == absl::StatusCode::kUnimplemented)
+      << s;
 }
 
 TEST(GpuBackend, Errors) {
