@@ -7,15 +7,15 @@ pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 
 find_package(GTest)
 find_package(benchmark)
-find_package(OpenSSL)  # AES oracle for the differential tests only
+find_package(OpenSSL)  # TLS of the server and client (with kj-tls); AES oracle of the dpf tests
 
 find_path(GMP_INCLUDE_DIR gmp.h)
 find_library(GMP_LIBRARY gmp)
 
 if(VEIL_ENABLE_SERVER)
   find_package(CapnProto)
-  if(NOT CapnProto_FOUND)
-    message(STATUS "Cap'n Proto not found: server and client are not built")
+  if(NOT CapnProto_FOUND OR NOT OpenSSL_FOUND OR NOT TARGET CapnProto::kj-tls)
+    message(STATUS "Cap'n Proto (with kj-tls) or OpenSSL not found: server and client are not built")
     set(VEIL_ENABLE_SERVER OFF)
   endif()
 endif()

@@ -44,6 +44,10 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
       absl::StrCat("--backend=", options.backend),
       absl::StrCat("--threads=", options.threads),
   };
+  if (!options.tls_cert_path.empty() || !options.tls_key_path.empty()) {
+    args.push_back(absl::StrCat("--tls-cert=", options.tls_cert_path));
+    args.push_back(absl::StrCat("--tls-key=", options.tls_key_path));
+  }
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -23,7 +23,10 @@ struct ServerProcessOptions {
   std::string table_path;
   std::string backend = "cpu";
   int threads = 1;
-  std::string listen = "127.0.0.1:0";   // port 0: a free port, printed by the server
+  std::string listen = "127.0.0.1:0";  // port 0: a free port, printed by the server
+  // TLS: certificate and key PEM files (server/tls.h); empty: plaintext.
+  std::string tls_cert_path;
+  std::string tls_key_path;
   std::vector<std::string> extra_args;  // e.g. "--max_keys_per_call=8"
   // Where the server's log (stderr) goes: "" keeps this process's stderr.
   std::string log_path;

@@ -25,6 +25,9 @@ struct ServerLimits {
   uint32_t max_batch_keys = 64;
   absl::Duration max_wait = absl::Milliseconds(2);
   uint32_t max_connections = 1024;
+  // How long a new connection may take to finish its TLS handshake before it is closed, so that
+  // silent or plaintext peers do not hold a connection slot (they count in max_connections).
+  absl::Duration tls_handshake_timeout = absl::Seconds(10);
 
   // Any incoming RPC message larger than this closes its connection (capnp's
   // ReaderOptions::traversalLimitInWords, checked before the message is buffered). It sits above

@@ -3,9 +3,11 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 #include <kj/async-unix.h>
+#include <kj/compat/tls.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <cstdio>
 #include <functional>
@@ -20,6 +22,7 @@
 #include "server/scheduler.h"
 #include "server/service.h"
 #include "server/stats.h"
+#include "server/tls.h"
 
 namespace veil::server {
 namespace {
@@ -50,12 +53,29 @@ class LoggingErrorHandler final : public kj::TaskSet::ErrorHandler {
   }
 };
 
+// "ADDRESS:PORT" of a stream's peer, or "an unknown peer" (it may have gone already).
+std::string DescribePeer(kj::Network& network, kj::AsyncIoStream& stream) {
+  try {
+    sockaddr_storage address;
+    uint length = sizeof(address);
+    stream.getpeername(reinterpret_cast<sockaddr*>(&address), &length);
+    return network.getSockaddr(&address, length)->toString().cStr();
+  } catch (const kj::Exception&) {
+    return "an unknown peer";
+  }
+}
+
 class Listener {
  public:
-  // `new_service` makes the PirServer of one new connection.
-  Listener(kj::ConnectionReceiver& receiver, std::function<capnp::Capability::Client()> new_service,
+  // `new_service` makes the PirServer of one new connection. With `tls` (else null: plaintext)
+  // every accepted stream is wrapped in TLS before it is served.
+  Listener(kj::ConnectionReceiver& receiver, kj::TlsContext* tls, kj::Timer& timer,
+           kj::Network& network, std::function<capnp::Capability::Client()> new_service,
            const ServerLimits& limits, ServerStats& stats)
       : receiver_(receiver),
+        tls_(tls),
+        timer_(timer),
+        network_(network),
         new_service_(std::move(new_service)),
         limits_(limits),
         stats_(stats),
@@ -63,29 +83,68 @@ class Listener {
 
   kj::Promise<void> AcceptLoop() {
     return receiver_.accept().then([this](kj::Own<kj::AsyncIoStream>&& stream) {
-      if (stats_.connections() >= limits_.max_connections) {
+      if (stats_.connections() + handshakes_ >= limits_.max_connections) {
         Log(absl::StrCat("refused a connection: ", limits_.max_connections,
                          " connections already open"));
       } else {
         int one = 1;
         stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        capnp::ReaderOptions options;
-        options.traversalLimitInWords = limits_.HardMessageWords();
-        auto connection = kj::heap<Connection>(kj::mv(stream), new_service_(), options, stats_);
-        auto disconnected = connection->network.onDisconnect();
-        tasks_.add(disconnected.attach(kj::mv(connection)));
+        if (tls_ == nullptr) {
+          Serve(kj::mv(stream));
+        } else {
+          tasks_.add(Handshake(kj::mv(stream)));
+        }
       }
       return AcceptLoop();
     });
   }
 
  private:
+  void Serve(kj::Own<kj::AsyncIoStream> stream) {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = limits_.HardMessageWords();
+    auto connection = kj::heap<Connection>(kj::mv(stream), new_service_(), options, stats_);
+    auto disconnected = connection->network.onDisconnect();
+    tasks_.add(disconnected.attach(kj::mv(connection)));
+  }
+
+  // The TLS handshake of one accepted stream, within tls_handshake_timeout. A failure (a plaintext
+  // client, an untrusting one, a silent one) closes only that stream, and is logged.
+  kj::Promise<void> Handshake(kj::Own<kj::AsyncIoStream> stream) {
+    std::string peer = DescribePeer(network_, *stream);
+    ++handshakes_;
+    const absl::Duration limit = limits_.tls_handshake_timeout;
+    auto timeout = timer_.afterDelay(absl::ToInt64Nanoseconds(limit) * kj::NANOSECONDS)
+                       .then([limit]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+                         std::string text = absl::StrCat("no complete handshake within ",
+                                                         absl::FormatDuration(limit));
+                         return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                                              kj::heapString(text.data(), text.size()));
+                       });
+    return tls_->wrapServer(kj::mv(stream))
+        .exclusiveJoin(kj::mv(timeout))
+        .then(
+            [this](kj::Own<kj::AsyncIoStream>&& secure) {
+              --handshakes_;
+              Serve(kj::mv(secure));
+            },
+            [this, peer = std::move(peer)](kj::Exception&& e) {
+              --handshakes_;
+              Log(absl::StrCat("TLS handshake with ", peer,
+                               " failed (connection closed): ", e.getDescription().cStr()));
+            });
+  }
+
   kj::ConnectionReceiver& receiver_;
+  kj::TlsContext* tls_;
+  kj::Timer& timer_;
+  kj::Network& network_;
   std::function<capnp::Capability::Client()> new_service_;
   const ServerLimits& limits_;
   ServerStats& stats_;
+  uint32_t handshakes_ = 0;  // streams in their TLS handshake; they count against max_connections
   LoggingErrorHandler errors_;
-  kj::TaskSet tasks_;  // one per open connection; destroying it closes them
+  kj::TaskSet tasks_;  // handshakes and open connections; destroying it closes them
 };
 
 absl::Status CheckOptions(const ServerOptions& options) {
@@ -94,6 +153,16 @@ absl::Status CheckOptions(const ServerOptions& options) {
   }
   if (options.table_path.empty()) return absl::InvalidArgumentError("--table is required");
   if (options.threads < 1) return absl::InvalidArgumentError("--threads must be at least 1");
+  if (options.tls_cert_path.empty() != options.tls_key_path.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together: give both or neither");
+  }
+  if (options.insecure_plaintext && !options.tls_cert_path.empty()) {
+    return absl::InvalidArgumentError(
+        "--insecure-plaintext contradicts --tls-cert and --tls-key: give one or the other");
+  }
+  if (options.limits.tls_handshake_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the TLS handshake timeout must be positive");
+  }
   const ServerLimits& l = options.limits;
   if (l.max_keys_per_call < 1 || l.max_batch_keys < 1 || l.max_queued_keys < l.max_keys_per_call ||
       l.max_queued_keys_per_connection < l.max_keys_per_call || l.max_message_bytes < 1024 ||
@@ -116,6 +185,14 @@ absl::Status RunServer(const ServerOptions& options) {
   kj::UnixEventPort::captureSignal(SIGINT);
   signal(SIGPIPE, SIG_IGN);
 
+  // TLS files first: they are cheap to check, the table may not be.
+  std::unique_ptr<kj::TlsContext> tls;
+  if (!options.tls_cert_path.empty()) {
+    auto context = MakeServerTlsContext(options.tls_cert_path, options.tls_key_path);
+    if (!context.ok()) return context.status();
+    tls = *std::move(context);
+  }
+
   auto table = embedding::Table::Open(options.table_path);
   if (!table.ok()) {
     return absl::Status(table.status().code(),
@@ -126,13 +203,34 @@ absl::Status RunServer(const ServerOptions& options) {
   if (!backend.ok()) return backend.status();
 
   kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Network& network = io.provider->getNetwork();
   kj::Own<kj::ConnectionReceiver> receiver;
+  std::string bound;  // the address as bound, e.g. "0.0.0.0:4000"
+  bool loopback = false;
   try {
-    auto address = io.provider->getNetwork().parseAddress(options.listen).wait(io.waitScope);
+    auto address = network.parseAddress(options.listen).wait(io.waitScope);
     receiver = address->listen();
+    sockaddr_storage local;
+    uint length = sizeof(local);
+    receiver->getsockname(reinterpret_cast<sockaddr*>(&local), &length);
+    loopback = IsLoopback(reinterpret_cast<const sockaddr*>(&local), length);
+    bound = network.getSockaddr(&local, length)->toString().cStr();
   } catch (const kj::Exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen, ": ", e.getDescription().cStr()));
+  }
+  if (tls == nullptr && !loopback) {
+    if (!options.insecure_plaintext) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "refusing to serve plaintext on ", options.listen,
+          ", which is not a loopback address: ", kPlaintextRisk,
+          ". Give --tls-cert and --tls-key (veil tls-cert --out-dir=DIR makes a self-signed "
+          "pair), listen on 127.0.0.1, or pass --insecure-plaintext if this network is "
+          "protected otherwise"));
+    }
+    Log(absl::StrCat("WARNING: serving PLAINTEXT on ", bound,
+                     ", which is not a loopback address (--insecure-plaintext): ", kPlaintextRisk,
+                     ". Use --tls-cert and --tls-key unless this network is protected otherwise"));
   }
 
   ServerStats stats;
@@ -142,20 +240,25 @@ absl::Status RunServer(const ServerOptions& options) {
       return kj::heap<PirService>(options.party, **table, (*backend)->name(), options.limits,
                                   scheduler, stats);
     };
-    auto listener = std::make_unique<Listener>(*receiver, new_service, options.limits, stats);
+    auto listener = std::make_unique<Listener>(*receiver, tls.get(), io.provider->getTimer(),
+                                               network, new_service, options.limits, stats);
     kj::Promise<void> accepting = listener->AcceptLoop().eagerlyEvaluate(
         [](kj::Exception&& e) { Log(absl::StrCat("accept failed: ", e.getDescription().cStr())); });
 
-    std::printf("%u\n", receiver->getPort());
-    std::fflush(stdout);
     const embedding::Table& t = **table;
     Log(absl::StrFormat(
-        "serving %s (%d rows x %d words, %s, dim %d, epoch %d, digest %s) on %s port %d, "
+        "serving %s (%d rows x %d words, %s, dim %d, epoch %d, digest %s) on %s port %d %s, "
         "backend %s, %d thread(s), batches up to %d keys / %s",
         options.table_path, t.rows(), t.row_words(), embedding::RowFormatName(t.format()), t.dim(),
         t.epoch(), t.DigestHex().substr(0, 16), options.listen, receiver->getPort(),
+        tls != nullptr ? absl::StrCat("over TLS (certificate ", options.tls_cert_path, ")")
+        : loopback     ? std::string("in plaintext (loopback only)")
+                       : std::string("in PLAINTEXT"),
         (*backend)->name(), options.threads, options.limits.max_batch_keys,
         absl::FormatDuration(options.limits.max_wait)));
+    // After the log line, so that whoever waits for the port finds the server's log written.
+    std::printf("%u\n", receiver->getPort());
+    std::fflush(stdout);
 
     siginfo_t signal_info = io.unixEventPort.onSignal(SIGTERM)
                                 .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))

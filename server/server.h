@@ -16,14 +16,23 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free one
   std::string backend = "auto";        // cpu | gpu | auto
   int threads = 1;                     // CPU backend threads
+  // TLS (server/tls.h): the certificate (chain) and private key, PEM files; both or neither. With
+  // them every accepted connection is TLS (1.2 or newer).
+  std::string tls_cert_path;
+  std::string tls_key_path;
+  // Without TLS the server listens on loopback addresses only: elsewhere an observer of the
+  // connections to both servers reconstructs the queried rows. This lifts the rule (with a
+  // warning in the log), for networks protected otherwise.
+  bool insecure_plaintext = false;
   ServerLimits limits;
 };
 
 // Serves until SIGTERM or SIGINT, then fails queued calls, finishes the running pass, logs the
 // final statistics and returns OK. Once listening it prints the bound port as one line on stdout
 // (tests and launchers read it). Logs go to stderr.
-// Returns INVALID_ARGUMENT for bad options, and the table's, backend's or listener's error if
-// one cannot start.
+// Returns INVALID_ARGUMENT for bad options (including a plaintext listener on a non-loopback
+// address without insecure_plaintext) or unusable TLS files, the files' NOT_FOUND /
+// PERMISSION_DENIED, and the table's, backend's or listener's error if one cannot start.
 absl::Status RunServer(const ServerOptions& options);
 
 }  // namespace veil::server

@@ -1,7 +1,9 @@
 // veil-server: one party of the two-server PIR service.
 //   veil-server --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto --threads=1
+//               [--tls-cert=server.pem --tls-key=server.key | --insecure-plaintext]
 // Prints the bound port on stdout; logs on stderr; stops cleanly on SIGTERM / SIGINT.
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -24,18 +26,60 @@ ABSL_FLAG(int, max_queued_keys_per_connection, 4096,
 ABSL_FLAG(int, max_batch, 64, "keys answered in one table pass");
 ABSL_FLAG(int, max_wait_us, 2000, "how long the oldest waiting key may wait for a fuller batch");
 ABSL_FLAG(int, max_connections, 1024, "open connections accepted");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM file: this server's certificate (chain, leaf first); with --tls-key every "
+          "connection is TLS 1.2 or newer");
+ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls-cert (unencrypted)");
+ABSL_FLAG(bool, insecure_plaintext, false,
+          "serve plaintext on a non-loopback address (refused by default: an observer of the "
+          "connections to both servers learns the queried rows)");
+ABSL_FLAG(int, tls_handshake_timeout_ms, 10000,
+          "how long a new connection may take to finish its TLS handshake");
+
+namespace {
+
+constexpr char kUsage[] =
+    "veil-server --party=0|1 --table=FILE [--listen=HOST:PORT] [--backend=cpu|gpu|auto] "
+    "[--threads=N] [--tls-cert=PEM_FILE --tls-key=PEM_FILE | --insecure-plaintext]\n"
+    "\n"
+    "Transport: with --tls-cert and --tls-key every connection is TLS (1.2 or newer; 1.3 with "
+    "OpenSSL 3 clients) and clients authenticate the server by its certificate (veil tls-cert "
+    "--out-dir=DIR --hosts=NAME,IP makes a self-signed one; clients trust DIR/server.pem). "
+    "Without them the server speaks plaintext and listens on loopback addresses only "
+    "(127.0.0.1, ::1): anyone who can read the connections to both servers adds the two DPF keys "
+    "or the two answer shares and learns every queried row. --insecure-plaintext lifts that rule "
+    "for networks protected otherwise (with a warning in the log).\n"
+    "\n"
+    "Flags may be spelled with dashes or underscores (--tls-cert, --tls_cert); --helpfull lists "
+    "them all.";
+
+// Abseil flags are named with underscores, veil's other tools spell flags with dashes: rewrites
+// the dashes of each "--flag-name[=value]" name (never of its value) so that both spellings work.
+void AcceptDashedFlagNames(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    char* arg = argv[i];
+    if (std::strcmp(arg, "--") == 0) return;  // what follows is not flags
+    if (std::strncmp(arg, "--", 2) != 0) continue;
+    for (char* c = arg + 2; *c != '\0' && *c != '='; ++c) {
+      if (*c == '-') *c = '_';
+    }
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "veil-server --party=0|1 --table=FILE [--listen=HOST:PORT] [--backend=cpu|gpu|auto] "
-      "[--threads=N]");
+  absl::SetProgramUsageMessage(kUsage);
+  AcceptDashedFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
-  for (auto [name, value] : {std::pair{"max_keys_per_call", absl::GetFlag(FLAGS_max_keys_per_call)},
-                             std::pair{"max_queued_keys", absl::GetFlag(FLAGS_max_queued_keys)},
-                             std::pair{"max_queued_keys_per_connection",
-                                       absl::GetFlag(FLAGS_max_queued_keys_per_connection)},
-                             std::pair{"max_batch", absl::GetFlag(FLAGS_max_batch)},
-                             std::pair{"max_connections", absl::GetFlag(FLAGS_max_connections)}}) {
+  for (auto [name, value] :
+       {std::pair{"max_keys_per_call", absl::GetFlag(FLAGS_max_keys_per_call)},
+        std::pair{"max_queued_keys", absl::GetFlag(FLAGS_max_queued_keys)},
+        std::pair{"max_queued_keys_per_connection",
+                  absl::GetFlag(FLAGS_max_queued_keys_per_connection)},
+        std::pair{"max_batch", absl::GetFlag(FLAGS_max_batch)},
+        std::pair{"max_connections", absl::GetFlag(FLAGS_max_connections)},
+        std::pair{"tls_handshake_timeout_ms", absl::GetFlag(FLAGS_tls_handshake_timeout_ms)}}) {
     if (value < 1) {
       std::fprintf(stderr, "veil-server: --%s must be positive\n", name);
       return 1;
@@ -53,6 +97,9 @@ int main(int argc, char** argv) {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.backend = absl::GetFlag(FLAGS_backend);
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
+  options.insecure_plaintext = absl::GetFlag(FLAGS_insecure_plaintext);
   veil::server::ServerLimits& limits = options.limits;
   limits.max_keys_per_call = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_keys_per_call));
   limits.max_message_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_message_bytes));
@@ -62,6 +109,7 @@ int main(int argc, char** argv) {
   limits.max_batch_keys = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_batch));
   limits.max_wait = absl::Microseconds(absl::GetFlag(FLAGS_max_wait_us));
   limits.max_connections = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_connections));
+  limits.tls_handshake_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_tls_handshake_timeout_ms));
   absl::Status status = veil::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "veil-server: %s\n", status.ToString().c_str());

@@ -31,9 +31,15 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
   return path;
 }
 
+absl::StatusOr<server::CertificateFiles> MakeCertificate(const std::vector<std::string>& hosts) {
+  return server::WriteSelfSignedCertificate(TempPath("tls"), hosts);
+}
+
 absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std::string& table1,
-                                           const std::vector<std::string>& extra_args) {
+                                           const std::vector<std::string>& extra_args,
+                                           const server::CertificateFiles* tls) {
   TwoServers servers;
+  if (tls != nullptr) servers.tls_cert = tls->cert_path;
   for (int party = 0; party < 2; ++party) {
     server::ServerProcessOptions options;
     options.binary = VEIL_SERVER_BINARY;
@@ -41,6 +47,10 @@ absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std:
     options.table_path = party == 0 ? table0 : table1;
     options.backend = "cpu";
     options.extra_args = extra_args;
+    if (tls != nullptr) {
+      options.tls_cert_path = tls->cert_path;
+      options.tls_key_path = tls->key_path;
+    }
     auto started = server::ServerProcess::Start(options);
     if (!started.ok()) return started.status();
     servers.server[party] = *std::move(started);

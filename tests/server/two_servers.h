@@ -1,5 +1,6 @@
-// Test fixtures for the end-to-end tests: random table files and two real veil-server processes
-// on loopback (port 0), found through the build's VEIL_SERVER_BINARY path.
+// Test fixtures for the end-to-end tests: random table files, self-signed certificates, and two
+// real veil-server processes on loopback (port 0, plaintext or TLS), found through the build's
+// VEIL_SERVER_BINARY path.
 #ifndef VEIL_TESTS_SERVER_TWO_SERVERS_H_
 #define VEIL_TESTS_SERVER_TWO_SERVERS_H_
 
@@ -11,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "embedding/row_format.h"
 #include "server/launcher.h"
+#include "server/tls.h"
 
 namespace veil::testing {
 
@@ -22,13 +24,20 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
                                              uint64_t rows, uint32_t dim, uint64_t seed,
                                              uint64_t epoch = 1);
 
+// A fresh self-signed certificate and key (server/tls.h) in a new temporary folder, for `hosts`.
+absl::StatusOr<server::CertificateFiles> MakeCertificate(const std::vector<std::string>& hosts = {
+                                                             "127.0.0.1", "localhost"});
+
 // Server 0 serves table0, server 1 table1 (the same file unless a test wants a mismatch).
 struct TwoServers {
   std::unique_ptr<server::ServerProcess> server[2];
   std::string address(int party) const { return server[party]->address(); }
+  std::string tls_cert;  // the certificate both servers present (clients trust it); "": plaintext
 };
+// With `tls`, both servers serve TLS with that certificate and key.
 absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std::string& table1,
-                                           const std::vector<std::string>& extra_args = {});
+                                           const std::vector<std::string>& extra_args = {},
+                                           const server::CertificateFiles* tls = nullptr);
 
 }  // namespace veil::testing
 
