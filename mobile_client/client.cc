@@ -2,9 +2,11 @@
 
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
+#include <kj/compat/tls.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sodium.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cstring>
@@ -15,12 +17,14 @@
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "dpf/key.h"
 #include "pir/two_server/query.h"
 #include "server/rpc_status.h"
+#include "server/tls.h"
 #include "server/veil.capnp.h"
 
 namespace veil {
@@ -53,6 +57,12 @@ class CountingStream final : public kj::AsyncIoStream {
   }
   void setsockopt(int level, int option, const void* value, uint length) override {
     inner_->setsockopt(level, option, value, length);
+  }
+  void getsockname(struct sockaddr* address, uint* length) override {
+    inner_->getsockname(address, length);
+  }
+  void getpeername(struct sockaddr* address, uint* length) override {
+    inner_->getpeername(address, length);
   }
 
   uint64_t bytes_read() const { return bytes_read_.load(); }
@@ -138,13 +148,25 @@ void SetRanges(Request& request, const std::vector<RowRange>& ranges) {
 
 size_t RoundUp8(size_t n) { return (n + 7) / 8 * 8; }
 
+// Whether an exception arose on this side (a broken connection, bytes that are no RPC message)
+// rather than being a server's error reply, which arrives as a remote exception.
+bool IsLocalFailure(const kj::Exception& e) {
+  return !absl::StartsWith(e.getDescription().cStr(), "remote exception: ");
+}
+
 }  // namespace
 
 class Client::Impl {
  public:
-  explicit Impl(ClientOptions options) : options_(std::move(options)) {
+  // `tls`: null for plaintext.
+  Impl(ClientOptions options, std::unique_ptr<kj::TlsContext> tls)
+      : options_(std::move(options)), tls_(std::move(tls)) {
     addresses_[0] = options_.server0;
     addresses_[1] = options_.server1;
+    tls_names_[0] = options_.tls_server_name0.empty() ? server::HostOf(addresses_[0])
+                                                      : options_.tls_server_name0;
+    tls_names_[1] = options_.tls_server_name1.empty() ? server::HostOf(addresses_[1])
+                                                      : options_.tls_server_name1;
     io_thread_ = std::thread([this] { RunLoop(); });
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
@@ -154,7 +176,7 @@ class Client::Impl {
   ~Impl() {
     executor_->executeSync([this] {
       absl::MutexLock lock(&streams_mu_);
-      for (Connection& c : connections_) c = Connection();
+      for (Connection& c : connections_) c.Close();
       stop_->fulfill();
     });
     io_thread_.join();
@@ -199,9 +221,9 @@ class Client::Impl {
     t.bytes_up = retired_up_;
     t.bytes_down = retired_down_;
     for (const Connection& c : connections_) {
-      if (c.stream) {
-        t.bytes_up += c.stream->bytes_written();
-        t.bytes_down += c.stream->bytes_read();
+      if (c.socket != nullptr) {
+        t.bytes_up += c.socket->bytes_written();
+        t.bytes_down += c.socket->bytes_read();
       }
     }
     t.lookups = total_lookups_.load();
@@ -217,10 +239,22 @@ class Client::Impl {
 
  private:
   struct Connection {
-    kj::Own<CountingStream> stream;
+    // Releases the capability, the RPC system and the streams, each before what it uses.
+    void Close() {
+      cap = nullptr;
+      rpc = nullptr;
+      stream = nullptr;
+      socket = nullptr;
+    }
+
+    CountingStream* socket = nullptr;   // the TCP stream and its byte counts, owned by `stream`
+    kj::Own<kj::AsyncIoStream> stream;  // what the RPC system uses: `socket`, or TLS over it
     kj::Own<capnp::TwoPartyClient> rpc;
     rpc::PirServer::Client cap{nullptr};
   };
+
+  // How far a connection got, for the messages of its failures.
+  enum class ConnectStage { kConnecting, kHandshake, kConfig };
 
   void RunLoop() {
     kj::AsyncIoContext io = kj::setupAsyncIo();
@@ -251,27 +285,42 @@ class Client::Impl {
   // One server's configuration on its own: protocol version, party, PRG and key types.
   absl::Status CheckServer(int s, const ServerConfig& config) const;
 
+  // The status of a failed connection to server s that got as far as `stage`.
+  absl::Status ConnectError(int s, ConnectStage stage, const kj::Exception& e);
+  // The status of a failed TLS handshake with server s.
+  absl::Status HandshakeError(int s, const kj::Exception& e) const;
+  // Refuses plaintext to a server off this machine unless allow_plaintext (FAILED_PRECONDITION).
+  absl::Status CheckPlaintextAllowed(int s, kj::AsyncIoStream& stream) const;
+
   // Waits for `promise` until `deadline` (by default the client's timeout from now); `done` marks
-  // the servers that answered.
-  kj::Promise<absl::Status> WithTimeout(kj::Promise<absl::Status> promise,
-                                        std::shared_ptr<std::array<bool, 2>> done,
-                                        absl::Time deadline = absl::InfiniteFuture()) {
+  // the servers that answered, `stages` (if given) how far the others got.
+  kj::Promise<absl::Status> WithTimeout(
+      kj::Promise<absl::Status> promise, std::shared_ptr<std::array<bool, 2>> done,
+      absl::Time deadline = absl::InfiniteFuture(),
+      std::shared_ptr<std::array<ConnectStage, 2>> stages = nullptr) {
     if (deadline == absl::InfiniteFuture()) deadline = absl::Now() + options_.timeout;
     const int64_t left_ns = std::max<int64_t>(0, absl::ToInt64Nanoseconds(deadline - absl::Now()));
-    return promise.exclusiveJoin(
-        io_->provider->getTimer().afterDelay(left_ns * kj::NANOSECONDS).then([this, done]() {
+    auto timeout =
+        io_->provider->getTimer().afterDelay(left_ns * kj::NANOSECONDS).then([=, this]() {
           std::string who;
           for (int s = 0; s < 2; ++s) {
-            if (!(*done)[s]) absl::StrAppend(&who, who.empty() ? "" : " and ", Name(s));
+            if ((*done)[s]) continue;
+            absl::StrAppend(&who, who.empty() ? "" : " and ", Name(s));
+            if (stages != nullptr && (*stages)[s] == ConnectStage::kHandshake) {
+              absl::StrAppend(&who, " (TLS handshake unfinished)");
+            }
           }
           return absl::DeadlineExceededError(
               absl::StrCat("no answer from ", who.empty() ? "the servers" : who, " within ",
                            absl::FormatDuration(options_.timeout)));
-        }));
+        });
+    return promise.exclusiveJoin(kj::mv(timeout));
   }
 
   ClientOptions options_;
+  std::unique_ptr<kj::TlsContext> tls_;  // null: plaintext
   std::string addresses_[2];
+  std::string tls_names_[2];  // the names the servers' certificates must hold
   std::thread io_thread_;
   absl::Mutex mu_;
   const kj::Executor* executor_ = nullptr;  // set under mu_ once, before the constructor returns
@@ -295,6 +344,7 @@ class Client::Impl {
 absl::Status Client::Impl::ConnectServers(std::array<bool, 2> which, ServerConfig (&configs)[2]) {
   return executor_->executeSync([&]() -> kj::Promise<absl::Status> {
     auto done = std::make_shared<std::array<bool, 2>>();
+    auto stages = std::make_shared<std::array<ConnectStage, 2>>();
     auto statuses = kj::heapArrayBuilder<kj::Promise<absl::Status>>(2);
     for (int s = 0; s < 2; ++s) {
       if (!which[s]) {
@@ -302,34 +352,56 @@ absl::Status Client::Impl::ConnectServers(std::array<bool, 2> which, ServerConfi
         statuses.add(absl::OkStatus());
         continue;
       }
+      (*stages)[s] = ConnectStage::kConnecting;
       statuses.add(
           io_->provider->getNetwork()
               .parseAddress(addresses_[s])
               .then([](kj::Own<kj::NetworkAddress> address) {
                 return address->connect().attach(kj::mv(address));
               })
-              .then([this, s](kj::Own<kj::AsyncIoStream> stream) {
+              .then([this, s, stages](kj::Own<kj::AsyncIoStream> tcp)
+                        -> kj::Promise<std::pair<CountingStream*, kj::Own<kj::AsyncIoStream>>> {
                 int one = 1;
-                stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-                Connection& c = connections_[s];
-                absl::MutexLock lock(&streams_mu_);
-                if (c.stream) {
-                  retired_up_ += c.stream->bytes_written();
-                  retired_down_ += c.stream->bytes_read();
+                tcp->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                auto socket = kj::heap<CountingStream>(kj::mv(tcp));
+                CountingStream* counted = socket.get();
+                if (tls_ == nullptr) {
+                  if (absl::Status allowed = CheckPlaintextAllowed(s, *counted); !allowed.ok()) {
+                    return server::StatusToException(allowed);
+                  }
+                  return std::make_pair(counted, kj::Own<kj::AsyncIoStream>(kj::mv(socket)));
                 }
-                c = Connection();
-                c.stream = kj::heap<CountingStream>(kj::mv(stream));
-                c.rpc = kj::heap<capnp::TwoPartyClient>(*c.stream);
-                c.cap = c.rpc->bootstrap().castAs<rpc::PirServer>();
-                return c.cap.configRequest().send();
+                (*stages)[s] = ConnectStage::kHandshake;
+                return tls_->wrapClient(kj::mv(socket), tls_names_[s])
+                    .then([counted](kj::Own<kj::AsyncIoStream> secure) {
+                      return std::make_pair(counted, kj::mv(secure));
+                    });
               })
+              .then(
+                  [this, s, stages](std::pair<CountingStream*, kj::Own<kj::AsyncIoStream>> opened) {
+                    (*stages)[s] = ConnectStage::kConfig;
+                    Connection& c = connections_[s];
+                    absl::MutexLock lock(&streams_mu_);
+                    if (c.socket != nullptr) {
+                      retired_up_ += c.socket->bytes_written();
+                      retired_down_ += c.socket->bytes_read();
+                    }
+                    c.Close();
+                    c.socket = opened.first;
+                    c.stream = kj::mv(opened.second);
+                    c.rpc = kj::heap<capnp::TwoPartyClient>(*c.stream);
+                    c.cap = c.rpc->bootstrap().castAs<rpc::PirServer>();
+                    return c.cap.configRequest().send();
+                  })
               .then(
                   [&configs, done, s](capnp::Response<rpc::PirServer::ConfigResults> reply) {
                     configs[s] = ReadConfig(reply.getConfig());
                     (*done)[s] = true;
                     return absl::OkStatus();
                   },
-                  [this, s](kj::Exception&& e) { return ServerError(s, e); }));
+                  [this, s, stages](kj::Exception&& e) { return ConnectError(s, (*stages)[s], e); })
+              // Now, not when the join completes: `done` must name the servers that answered.
+              .eagerlyEvaluate(nullptr));
     }
     auto all = kj::joinPromises(statuses.finish()).then([](kj::Array<absl::Status> results) {
       for (absl::Status& r : results) {
@@ -337,8 +409,67 @@ absl::Status Client::Impl::ConnectServers(std::array<bool, 2> which, ServerConfi
       }
       return absl::OkStatus();
     });
-    return WithTimeout(kj::mv(all), done);
+    return WithTimeout(kj::mv(all), done, absl::InfiniteFuture(), stages);
   });
+}
+
+absl::Status Client::Impl::CheckPlaintextAllowed(int s, kj::AsyncIoStream& stream) const {
+  if (options_.allow_plaintext) return absl::OkStatus();
+  sockaddr_storage peer;
+  uint length = sizeof(peer);
+  stream.getpeername(reinterpret_cast<sockaddr*>(&peer), &length);
+  if (server::IsLoopback(reinterpret_cast<const sockaddr*>(&peer), length)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "refusing to send queries in plaintext to ", addresses_[s],
+      ", which is not a loopback address: ", server::kPlaintextRisk,
+      ". Set tls_trusted_certs (the servers' certificate or their CA), or allow_plaintext if "
+      "this network is protected otherwise"));
+}
+
+absl::Status Client::Impl::HandshakeError(int s, const kj::Exception& e) const {
+  absl::string_view text = e.getDescription().cStr();
+  // kj's wording (0.9.2): "TLS peer's certificate is not trusted; reason = <OpenSSL's reason>".
+  absl::string_view reason = text;
+  if (size_t at = text.find("reason = "); at != absl::string_view::npos) {
+    reason = text.substr(at + 9);
+  }
+  const std::string setting = absl::StrCat("tls_server_name", s);
+  if (absl::StrContains(text, "hostname mismatch")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        Name(s), ": its TLS certificate is not valid for the name \"", tls_names_[s],
+        "\" (hostname mismatch): connect by a name or IP address the certificate holds, or set ",
+        setting, " to one"));
+  }
+  if (absl::StrContains(text, "certificate is not trusted") ||
+      absl::StrContains(text, "provided no certificate")) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(Name(s), ": its TLS certificate is not trusted (", reason,
+                     "): it does not chain to a certificate in ", options_.tls_trusted_certs));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      Name(s), ": the TLS handshake failed (", text,
+      "); is the server running without TLS (no --tls-cert), or is it not a veil server?"));
+}
+
+absl::Status Client::Impl::ConnectError(int s, ConnectStage stage, const kj::Exception& e) {
+  switch (stage) {
+    case ConnectStage::kConnecting:
+      break;
+    case ConnectStage::kHandshake:
+      return HandshakeError(s, e);
+    case ConnectStage::kConfig:
+      if (tls_ == nullptr && IsLocalFailure(e)) {
+        lost_[s] = true;
+        return absl::UnavailableError(absl::StrCat(
+            Name(s), " broke the connection before answering (", e.getDescription().cStr(),
+            "); a TLS server (--tls-cert) does that to a client without TLS: set "
+            "tls_trusted_certs to its certificate"));
+      }
+      break;
+  }
+  return ServerError(s, e);
 }
 
 absl::Status Client::Impl::CheckServer(int s, const ServerConfig& c) const {
@@ -506,11 +637,14 @@ absl::Status Client::Impl::SendWave(absl::Span<PreparedCall> calls, size_t first
             keys.set(k, capnp::Data::Reader(call.keys[s][k].data(), call.keys[s][k].size()));
           }
           SetRanges(request, call.ranges);
-          statuses.add(request.send().then(
-              [on_reply](capnp::Response<rpc::PirServer::AnswerResults> r) mutable {
-                return on_reply(kj::mv(r));
-              },
-              std::move(on_error)));
+          statuses.add(
+              request.send()
+                  .then(
+                      [on_reply](capnp::Response<rpc::PirServer::AnswerResults> r) mutable {
+                        return on_reply(kj::mv(r));
+                      },
+                      std::move(on_error))
+                  .eagerlyEvaluate(nullptr));
         } else {
           auto request = cap.answerPooledRequest();
           auto keys = request.initKeys(call.keys[s].size());
@@ -520,11 +654,14 @@ absl::Status Client::Impl::SendWave(absl::Span<PreparedCall> calls, size_t first
           auto bags = request.initBagSizes(call.bag_sizes.size());
           for (size_t b = 0; b < call.bag_sizes.size(); ++b) bags.set(b, call.bag_sizes[b]);
           SetRanges(request, call.ranges);
-          statuses.add(request.send().then(
-              [on_reply](capnp::Response<rpc::PirServer::AnswerPooledResults> r) mutable {
-                return on_reply(kj::mv(r));
-              },
-              std::move(on_error)));
+          statuses.add(
+              request.send()
+                  .then(
+                      [on_reply](capnp::Response<rpc::PirServer::AnswerPooledResults> r) mutable {
+                        return on_reply(kj::mv(r));
+                      },
+                      std::move(on_error))
+                  .eagerlyEvaluate(nullptr));
         }
       }
       offset += call.reply_words;
@@ -624,7 +761,16 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the timeout must be positive");
   }
-  auto impl = std::make_unique<Impl>(options);
+  std::unique_ptr<kj::TlsContext> tls;
+  if (!options.tls_trusted_certs.empty()) {
+    auto context = server::MakeClientTlsContext(options.tls_trusted_certs);
+    if (!context.ok()) return context.status();
+    tls = *std::move(context);
+  } else if (!options.tls_server_name0.empty() || !options.tls_server_name1.empty()) {
+    return absl::InvalidArgumentError(
+        "tls_server_name0 / tls_server_name1 need tls_trusted_certs (TLS is off without it)");
+  }
+  auto impl = std::make_unique<Impl>(options, std::move(tls));
   try {
     if (absl::Status s = impl->Connect(); !s.ok()) return s;
   } catch (const kj::Exception& e) {

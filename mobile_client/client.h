@@ -8,6 +8,11 @@
 // fails with UNAVAILABLE (or DEADLINE_EXCEEDED) naming it. A lost connection is reopened by the
 // next call, which goes ahead only if the server still serves the session's table.
 //
+// Transport: whoever reads the connections to both servers learns the rows (both keys, both
+// shares), so with tls_trusted_certs every connection is TLS and each server must present a
+// certificate for its name that chains to those certificates; without TLS the client talks to
+// loopback servers only, unless allow_plaintext is set (server/tls.h).
+//
 // Thread-safe: calls from several threads are serialized. Network I/O runs on a thread the client
 // owns (a KJ event loop), so callers need no event loop of their own.
 #ifndef VEIL_MOBILE_CLIENT_CLIENT_H_
@@ -39,6 +44,18 @@ struct ClientOptions {
   // Pads every pooled bag with weight-0 keys (which add nothing) up to this many keys, so that the
   // servers see the same key count for every bag instead of the bag's size. 0: no padding.
   uint32_t pad_bags_to = 0;
+
+  // TLS: a PEM file of the certificates to trust (the servers' self-signed certificates, or the
+  // operator's CA; several may follow each other). Only these are trusted, not the system's store
+  // (give /etc/ssl/certs/ca-certificates.crt for the public CAs). Empty: plaintext.
+  std::string tls_trusted_certs;
+  // The name server s's certificate must hold (a DNS name or IP address); empty: the HOST of its
+  // "HOST:PORT" address. Only with tls_trusted_certs.
+  std::string tls_server_name0;
+  std::string tls_server_name1;
+  // Without TLS, servers at non-loopback addresses are refused (FAILED_PRECONDITION) unless this
+  // is set, for networks protected otherwise.
+  bool allow_plaintext = false;
 };
 
 // The table both servers serve (from their `config` replies, which must agree).
@@ -94,10 +111,16 @@ enum class PoolingMode { kSum, kMean };
 class Client {
  public:
   // Connects to both servers and compares their configurations.
-  // Returns INVALID_ARGUMENT for an empty or unparsable address, UNAVAILABLE naming the server
-  // that cannot be reached, DEADLINE_EXCEEDED if a server does not answer within the timeout,
-  // FAILED_PRECONDITION if the servers serve different tables (digest, epoch or shape), report the
-  // wrong party, speak another protocol version, or do not support the chosen PRG / key type.
+  // Returns INVALID_ARGUMENT for an empty or unparsable address, or a tls_server_name without
+  // tls_trusted_certs; tls_trusted_certs' error if it cannot be read (NOT_FOUND,
+  // PERMISSION_DENIED) or holds no certificate (INVALID_ARGUMENT); UNAVAILABLE naming the server
+  // that cannot be reached, whose TLS handshake fails (a server without TLS, for instance), or
+  // which closes a plaintext connection before answering (a TLS server, for instance);
+  // DEADLINE_EXCEEDED if a server does not answer (or finish its handshake) within the timeout;
+  // FAILED_PRECONDITION if a server's certificate is not trusted or does not hold its name, if a
+  // plaintext connection would leave loopback without allow_plaintext, or if the servers serve
+  // different tables (digest, epoch or shape), report the wrong party, speak another protocol
+  // version, or do not support the chosen PRG / key type.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
 
   ~Client();

@@ -339,6 +339,9 @@ absl::StatusOr<CertificateFiles> WriteSelfSignedCertificate(const std::string& d
       AddExtension(cert.get(), &ctx, NID_key_usage, "critical,digitalSignature") &&
       AddExtension(cert.get(), &ctx, NID_ext_key_usage, "serverAuth") &&
       AddExtension(cert.get(), &ctx, NID_subject_key_identifier, "hash") &&
+      // Names the signing key: certificates of the same subject (two servers' "127.0.0.1") can
+      // then share one trust file, where OpenSSL would otherwise try the first of that subject.
+      AddExtension(cert.get(), &ctx, NID_authority_key_identifier, "keyid:always") &&
       X509_add1_ext_i2d(cert.get(), NID_subject_alt_name, names.get(), 0, X509V3_ADD_DEFAULT) ==
           1 &&
       X509_sign(cert.get(), key.get(), EVP_sha256()) > 0;

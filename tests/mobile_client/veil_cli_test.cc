@@ -50,6 +50,43 @@ TEST(VeilCliTest, LookupPrintsTheStoredWords) {
   }
 }
 
+TEST(VeilCliTest, TlsCertMakesWhatServersAndLookupsUse) {
+  const std::string dir = testing::TempPath("cli_tls");
+  auto [rc, out] = RunCommand(
+      absl::StrCat(VEIL_CLI_BINARY, " tls-cert --out-dir=", dir, " --hosts=127.0.0.1 2>&1"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("--tls-cert=", dir, "/server.pem --tls-key=", dir,
+                                          "/server.key")));
+  auto path = testing::WriteRandomTable("cli_tls.veil", embedding::RowFormat::kFp32, 20, 3, 4);
+  ASSERT_TRUE(path.ok());
+  auto table = embedding::Table::Open(*path);
+  ASSERT_TRUE(table.ok());
+  const server::CertificateFiles files{dir + "/server.pem", dir + "/server.key"};
+  auto servers = testing::StartTwoServers(*path, *path, {}, &files);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  const std::string lookup =
+      absl::StrCat(VEIL_CLI_BINARY, " lookup --server0=", servers->address(0),
+                   " --server1=", servers->address(1), " --rows=7 --words --timeout-ms=2000");
+  std::tie(rc, out) =
+      RunCommand(absl::StrCat(lookup, " --tls-certs=", dir, "/server.pem 2>/dev/null"));
+  ASSERT_EQ(rc, 0) << out;
+  std::string expected = "row 7:";
+  for (uint32_t w : (*table)->row(7))
+    absl::StrAppend(&expected, " ", absl::Hex(w, absl::kZeroPad8));
+  EXPECT_EQ(out, expected + "\n");
+  std::tie(rc, out) = RunCommand(lookup + " 2>&1");  // no --tls-certs: plaintext to TLS servers
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, HasSubstr("UNAVAILABLE: server 0"));
+
+  std::tie(rc, out) = RunCommand(
+      absl::StrCat(VEIL_CLI_BINARY, " tls-cert --out-dir=", dir, " --hosts=bad_name 2>&1"));
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, HasSubstr("\"bad_name\" is neither an IP address nor a DNS name"));
+  std::tie(rc, out) = RunCommand(absl::StrCat(VEIL_CLI_BINARY, " tls-cert 2>&1"));
+  EXPECT_EQ(rc, 2);
+  EXPECT_THAT(out, HasSubstr("--out-dir is required"));
+}
+
 TEST(VeilCliTest, ErrorsAreReportedWithAStatus) {
   auto [rc, out] = RunCommand(absl::StrCat(VEIL_CLI_BINARY,
                                            " lookup --server0=127.0.0.1:1 --server1=127.0.0.1:2 "
