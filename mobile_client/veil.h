@@ -16,7 +16,11 @@
 extern "C" {
 #endif
 
-#define VEIL_ABI_VERSION 1
+/* The ABI's version. Fields are only ever appended to the structs of this header, and the version
+ * bumps whenever a struct grows (2: veil_client_options gained the TLS fields). The library reads
+ * every field its own version knows, so an app must be built with the veil.h of the library it
+ * loads: check veil_abi_version() == VEIL_ABI_VERSION at start-up. */
+#define VEIL_ABI_VERSION 2
 
 /* Return codes: the negated absl::StatusCode values. */
 #define VEIL_OK 0
@@ -26,10 +30,10 @@ extern "C" {
 #define VEIL_ERR_DEADLINE_EXCEEDED (-4) /* a server did not answer within the timeout */
 #define VEIL_ERR_NOT_FOUND (-5)
 #define VEIL_ERR_RESOURCE_EXHAUSTED (-8) /* a server is overloaded */
-#define VEIL_ERR_FAILED_PRECONDITION (-9) /* servers disagree on the table, wrong table format */
+#define VEIL_ERR_FAILED_PRECONDITION (-9) /* tables differ, wrong format, TLS trust or name */
 #define VEIL_ERR_UNIMPLEMENTED (-12)
 #define VEIL_ERR_INTERNAL (-13)
-#define VEIL_ERR_UNAVAILABLE (-14) /* a server cannot be reached */
+#define VEIL_ERR_UNAVAILABLE (-14) /* a server cannot be reached, or TLS on one side only */
 
 /* Row formats (as stored in table files). */
 #define VEIL_FORMAT_FP32 1
@@ -43,11 +47,19 @@ extern "C" {
 
 typedef struct veil_client veil_client;
 
+/* Zero it (memset) before setting fields: a zero field means its default. */
 typedef struct veil_client_options {
   const char* server0;  /* "HOST:PORT" of party 0 */
   const char* server1;  /* "HOST:PORT" of party 1 */
   uint32_t timeout_ms;  /* per call, both servers together; 0 means 5000 */
   const char* prg;      /* "aes128" (NULL), "chacha8", "chacha12", "chacha20", "siphash" */
+  /* Version 2: TLS. Whoever reads both connections learns the rows, so off loopback the
+   * connections must be TLS. tls_trusted_certs is the path of a PEM file of the certificates to
+   * trust (the servers' self-signed certificates or the operator's CA; several may follow each
+   * other; nothing else is trusted). NULL: no TLS, and servers off loopback are refused. */
+  const char* tls_trusted_certs;
+  const char* tls_server_name0; /* the name server 0's certificate must hold; NULL: its HOST */
+  const char* tls_server_name1; /* the same for server 1 */
 } veil_client_options;
 
 typedef struct veil_table_info {
@@ -78,7 +90,11 @@ typedef struct veil_call_stats {
 int veil_abi_version(void);
 
 /* Connects to both servers and checks that they serve the same table. On success *out_client
- * holds a new client (close it with veil_client_close); on failure it is set to NULL. */
+ * holds a new client (close it with veil_client_close); on failure it is set to NULL.
+ * TLS failures: VEIL_ERR_NOT_FOUND if tls_trusted_certs cannot be found, VEIL_ERR_INVALID_ARGUMENT
+ * if it holds no certificate, VEIL_ERR_FAILED_PRECONDITION if a server's certificate is not
+ * trusted or not for its name (or, without TLS, a server is not on loopback),
+ * VEIL_ERR_UNAVAILABLE if one side speaks TLS and the other does not. */
 int veil_client_connect(const veil_client_options* options, veil_client** out_client);
 
 /* Closes the connections and frees the client. NULL is ignored. */

@@ -105,6 +105,9 @@ int veil_client_connect(const veil_client_options* options, veil_client** out_cl
     o.server0 = options->server0;
     o.server1 = options->server1;
     if (options->timeout_ms != 0) o.timeout = absl::Milliseconds(options->timeout_ms);
+    if (options->tls_trusted_certs != nullptr) o.tls_trusted_certs = options->tls_trusted_certs;
+    if (options->tls_server_name0 != nullptr) o.tls_server_name0 = options->tls_server_name0;
+    if (options->tls_server_name1 != nullptr) o.tls_server_name1 = options->tls_server_name1;
     if (options->prg != nullptr) {
       auto prg = veil::dpf::ParsePrg(options->prg);
       if (!prg.ok()) return Fail(prg.status());

@@ -8,6 +8,8 @@
 #include "mobile_client/veil.h"
 
 int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows, uint32_t dim);
+int veil_c_abi_tls_checks(const char* server0, const char* server1, const char* trusted_certs,
+                          const char* other_certs, uint64_t rows, uint32_t dim);
 
 #define CHECK(cond)                                                                   \
   do {                                                                                \
@@ -216,6 +218,56 @@ int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows, u
   CHECK(rows >= 200);
   if (check_range_lookups(client, rows, dim) != 0) return 1;
 
+  veil_client_close(client);
+  return 0;
+}
+
+/* Servers serving TLS with the certificate of trusted_certs (other_certs: an unrelated one). */
+int veil_c_abi_tls_checks(const char* server0, const char* server1, const char* trusted_certs,
+                          const char* other_certs, uint64_t rows, uint32_t dim) {
+  veil_client* client = NULL;
+  veil_client_options options;
+  uint64_t indices[2];
+  float values[2 * 16];
+  uint32_t i, j;
+
+  CHECK(dim <= 16);
+  memset(&options, 0, sizeof(options));
+  options.server0 = server0;
+  options.server1 = server1;
+  options.timeout_ms = 2000;
+
+  /* Without TLS settings: the TLS servers close the connection, within the timeout. */
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_UNAVAILABLE);
+  CHECK(client == NULL);
+  CHECK(strstr(veil_last_error(), "tls_trusted_certs") != NULL);
+
+  /* Trusting another certificate. */
+  options.tls_trusted_certs = other_certs;
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_FAILED_PRECONDITION);
+  CHECK(strstr(veil_last_error(), "its TLS certificate is not trusted") != NULL);
+
+  /* Expecting another name. */
+  options.tls_trusted_certs = trusted_certs;
+  options.tls_server_name1 = "other.example";
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_FAILED_PRECONDITION);
+  CHECK(strstr(veil_last_error(), "server 1") != NULL);
+  CHECK(strstr(veil_last_error(), "hostname mismatch") != NULL);
+
+  options.tls_server_name1 = NULL;
+  options.tls_trusted_certs = "/nonexistent/veil.pem";
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_NOT_FOUND);
+
+  /* Trusted: rows over TLS as over plaintext. */
+  options.tls_trusted_certs = trusted_certs;
+  CHECK(veil_client_connect(&options, &client) == VEIL_OK);
+  CHECK(client != NULL);
+  indices[0] = rows - 1;
+  indices[1] = 3;
+  CHECK(veil_lookup(client, indices, 2, values, 2 * dim) == VEIL_OK);
+  for (i = 0; i < 2; ++i) {
+    for (j = 0; j < dim; ++j) CHECK(values[i * dim + j] == expected_value(indices[i], j));
+  }
   veil_client_close(client);
   return 0;
 }
