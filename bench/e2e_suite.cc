@@ -15,6 +15,10 @@
 // parsing, scheduling and backend together) during the measurement, reference_keys_per_cpu_s the
 // same for the backend alone, and serving_cpu_ratio their quotient. client_cpu_s is this process's
 // CPU time (the clients) over the same window.
+//
+// --tls=on runs both servers over TLS (a self-signed certificate made in the run's folder, the
+// clients trusting only it); bytes then include TLS records. The default is off, so that figures
+// stay comparable with runs from before TLS existed.
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +43,7 @@
 #include "pir/two_server/backend.h"
 #include "pir/two_server/query.h"
 #include "server/launcher.h"
+#include "server/tls.h"
 
 namespace veil::bench {
 namespace {
@@ -132,6 +137,11 @@ absl::Status E2e(const Flags& flags) {
   if (flags.Has("max-wait-us")) {
     server_args.push_back(absl::StrCat("--max_wait_us=", flags.Int("max-wait-us", 2000)));
   }
+  const std::string tls_flag = flags.Str("tls", "off");
+  if (tls_flag != "on" && tls_flag != "off") {
+    return absl::InvalidArgumentError("--tls must be on or off");
+  }
+  const bool tls = tls_flag == "on";
   auto prg = dpf::ParsePrg(flags.Str("prg", "aes128"));
   if (!prg.ok()) return prg.status();
   if (rows == 0 || words == 0 || clients < 1 || per_call < 1 || duration_s <= 0 || threads < 1) {
@@ -166,6 +176,12 @@ absl::Status E2e(const Flags& flags) {
     ref = *r;
   }
 
+  server::CertificateFiles certificate;
+  if (tls) {
+    auto made = server::WriteSelfSignedCertificate(dir + "/tls", {"127.0.0.1"});
+    if (!made.ok()) return made.status();
+    certificate = *made;
+  }
   std::unique_ptr<server::ServerProcess> servers[2];
   for (int party = 0; party < 2; ++party) {
     server::ServerProcessOptions o;
@@ -176,19 +192,23 @@ absl::Status E2e(const Flags& flags) {
     o.threads = threads;
     o.extra_args = server_args;
     o.log_path = absl::StrCat(dir, "/server", party, ".log");
+    o.tls_cert_path = certificate.cert_path;
+    o.tls_key_path = certificate.key_path;
     auto started = server::ServerProcess::Start(o);
     if (!started.ok()) return started.status();
     servers[party] = *std::move(started);
   }
   std::cerr << "e2e: servers on " << servers[0]->address() << " and " << servers[1]->address()
-            << " (logs in " << dir << "); " << clients << " client(s), " << per_call
-            << " lookups per call, " << warmup_s << " s warm-up, " << duration_s << " s\n";
+            << (tls ? " over TLS" : " in plaintext") << " (logs in " << dir << "); " << clients
+            << " client(s), " << per_call << " lookups per call, " << warmup_s << " s warm-up, "
+            << duration_s << " s\n";
 
   ClientOptions options;
   options.server0 = servers[0]->address();
   options.server1 = servers[1]->address();
   options.prg = *prg;
   options.timeout = absl::Seconds(30);
+  options.tls_trusted_certs = certificate.cert_path;
   std::vector<std::unique_ptr<Client>> connected;
   for (int c = 0; c < clients; ++c) {
     auto client = Client::Connect(options);
@@ -290,6 +310,7 @@ absl::Status E2e(const Flags& flags) {
       .Add("threads", threads)
       .Add("lookups_per_call", per_call)
       .Add("prg", std::string(dpf::PrgName(*prg)))
+      .Add("tls", tls)
       .Add("key_bytes", static_cast<uint64_t>(dpf::DpfKey::SerializedSize(key_params)))
       .Add("row_bytes", static_cast<uint64_t>(words) * 4)
       .Add("qps", qps)
@@ -320,11 +341,13 @@ absl::Status E2e(const Flags& flags) {
 
 const char kE2eHelp[] =
     "--rows --words --clients --duration-s --backend [--threads --lookups-per-call=8 "
-    "--warmup-s=1 --prg --reference=1 --max-batch --max-wait-us --server-bin]: two veil-server "
-    "processes on loopback and --clients client threads doing private lookups; qps (rows/s), "
-    "p50_ms/p99_ms per call, bytes per row fetched on the client sockets, errors (failed calls "
-    "and wrong rows), reference_qps (pir-answer --batch=32 --threads=1 on the same table, this "
-    "run) and serving_ratio = qps / reference_qps";
+    "--warmup-s=1 --prg --reference=1 --max-batch --max-wait-us --server-bin --tls=off|on]: two "
+    "veil-server processes on loopback and --clients client threads doing private lookups; qps "
+    "(rows/s), p50_ms/p99_ms per call, bytes per row fetched on the client sockets, errors "
+    "(failed calls and wrong rows), reference_qps (pir-answer --batch=32 --threads=1 on the same "
+    "table, this run) and serving_ratio = qps / reference_qps. --tls=on serves over TLS (a "
+    "self-signed certificate; bytes include TLS records); the default is off so that figures "
+    "stay comparable with earlier runs; the \"tls\" field says which";
 
 SuiteRegistration e2e("e2e", kE2eHelp, E2e);
 
