@@ -3,6 +3,7 @@
 #define VEIL_SERVER_BACKEND_SELECT_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -14,13 +15,20 @@ namespace veil::server {
 // True when this build contains the GPU backend (gpu/ built with CUDA).
 bool GpuBackendBuilt();
 
+// The devices named by a --gpus value among `present` devices: "all" (0 .. present - 1) or a
+// comma-separated list of distinct device numbers ("0,1"). Returns INVALID_ARGUMENT for anything
+// else (naming the bad entry) and UNAVAILABLE for a device that is not present.
+absl::StatusOr<std::vector<int>> ParseGpuList(absl::string_view gpus, int present);
+
 // `name` is "cpu", "gpu" or "auto" (the GPU backend where it is built and a device answers, else
-// the CPU one). The table must outlive the backend; `threads` is the CPU backend's thread count.
-// Returns INVALID_ARGUMENT for another name, UNAVAILABLE for "gpu" in a build without the GPU
-// backend (or when it cannot start), and the backend factory's error otherwise.
+// the CPU one). The table must outlive the backend; `threads` is the CPU backend's thread count;
+// `gpus` (ParseGpuList) the devices the GPU backend splits the table across.
+// Returns INVALID_ARGUMENT for another name or a bad `gpus`, UNAVAILABLE for "gpu" in a build
+// without the GPU backend (or when it cannot start), and the backend factory's error otherwise.
 absl::StatusOr<std::unique_ptr<pir::Backend>> CreateBackend(absl::string_view name,
                                                             const dpf::TableView& table,
-                                                            int threads);
+                                                            int threads,
+                                                            absl::string_view gpus = "all");
 
 }  // namespace veil::server
 

@@ -199,7 +199,7 @@ absl::Status RunServer(const ServerOptions& options) {
                         absl::StrCat("table ", options.table_path, ": ", table.status().message()));
   }
   const dpf::TableView view = (*table)->view();
-  auto backend = CreateBackend(options.backend, view, options.threads);
+  auto backend = CreateBackend(options.backend, view, options.threads, options.gpus);
   if (!backend.ok()) return backend.status();
 
   kj::AsyncIoContext io = kj::setupAsyncIo();

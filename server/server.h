@@ -16,6 +16,8 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free one
   std::string backend = "auto";        // cpu | gpu | auto
   int threads = 1;                     // CPU backend threads
+  std::string gpus = "all";            // GPU backend: "all" or a device list ("0,1"); the table
+                                       // is split by rows across them (NCCL combines)
   // TLS (server/tls.h): the certificate (chain) and private key, PEM files; both or neither. With
   // them every accepted connection is TLS (1.2 or newer).
   std::string tls_cert_path;

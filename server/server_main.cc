@@ -18,6 +18,9 @@ ABSL_FLAG(std::string, table, "", "table file (veil table build)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "HOST:PORT to listen on; port 0 picks a free port");
 ABSL_FLAG(std::string, backend, "auto", "cpu, gpu, or auto (gpu when built and present)");
 ABSL_FLAG(int, threads, 1, "CPU backend threads");
+ABSL_FLAG(std::string, gpus, "all",
+          "GPU backend: the devices that hold the table, all or a list such as 0,1 (the table is "
+          "split by rows across them and the partial answers are combined with NCCL)");
 ABSL_FLAG(int, max_keys_per_call, 1024, "keys accepted in one call");
 ABSL_FLAG(int64_t, max_message_bytes, 1 << 20, "bytes of parameters accepted in one call");
 ABSL_FLAG(int, max_queued_keys, 16384, "keys waiting for the backend before calls are refused");
@@ -40,7 +43,8 @@ namespace {
 
 constexpr char kUsage[] =
     "veil-server --party=0|1 --table=FILE [--listen=HOST:PORT] [--backend=cpu|gpu|auto] "
-    "[--threads=N] [--tls-cert=PEM_FILE --tls-key=PEM_FILE | --insecure-plaintext]\n"
+    "[--threads=N] [--gpus=all|0,1,...] [--tls-cert=PEM_FILE --tls-key=PEM_FILE | "
+    "--insecure-plaintext]\n"
     "\n"
     "Transport: with --tls-cert and --tls-key every connection is TLS (1.2 or newer; 1.3 with "
     "OpenSSL 3 clients) and clients authenticate the server by its certificate (veil tls-cert "
@@ -97,6 +101,7 @@ int main(int argc, char** argv) {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.backend = absl::GetFlag(FLAGS_backend);
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.gpus = absl::GetFlag(FLAGS_gpus);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.insecure_plaintext = absl::GetFlag(FLAGS_insecure_plaintext);
