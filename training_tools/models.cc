@@ -94,7 +94,6 @@ class RecommendationModel : public WorkloadModel {
   }
 
   void Train() {
-    torch::manual_seed(options_.seed);
     InitializeFromFactorization();
     const auto& samples = workload_.train_samples;
     size_t n = samples.size();
@@ -168,6 +167,7 @@ class RecommendationModel : public WorkloadModel {
   }
 
   Recommender module() { return model_; }
+  torch::OrderedDict<std::string, torch::Tensor> parameters() { return model_->named_parameters(); }
 
   std::vector<float> EmbeddingTable() const override {
     auto w = model_->table->weight.detach().contiguous();
@@ -222,7 +222,6 @@ class WordModel : public WorkloadModel {
   }
 
   void Train() {
-    torch::manual_seed(options_.seed);
     const auto& windows = workload_.train_windows;
     size_t n = windows.size();
     if (options_.max_train_examples) n = std::min(n, options_.max_train_examples);
@@ -299,6 +298,8 @@ class WordModel : public WorkloadModel {
   int32_t dim() const override { return workload_.row_words; }
   const std::vector<RowRequest>& evaluated_requests() const override { return evaluated_; }
 
+  torch::OrderedDict<std::string, torch::Tensor> parameters() { return model_->named_parameters(); }
+
  private:
   // Windows → inputs (all but the last token; missing rows → the default row) and targets.
   static std::pair<torch::Tensor, torch::Tensor> Batch(
@@ -324,6 +325,26 @@ class WordModel : public WorkloadModel {
   LanguageModel model_;
   std::vector<size_t> evaluated_index_;
   std::vector<RowRequest> evaluated_;
+};
+
+// While it lives, torch throws (c10::Error) on any operation that has no deterministic
+// implementation, instead of running it. Every operation training uses on the CPU is
+// deterministic; this keeps a later change from silently losing that.
+class DeterministicAlgorithmsGuard {
+ public:
+  DeterministicAlgorithmsGuard()
+      : enabled_(at::globalContext().deterministicAlgorithms()),
+        warn_only_(at::globalContext().deterministicAlgorithmsWarnOnly()) {
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  }
+  ~DeterministicAlgorithmsGuard() {
+    at::globalContext().setDeterministicAlgorithms(enabled_, warn_only_);
+  }
+  DeterministicAlgorithmsGuard(const DeterministicAlgorithmsGuard&) = delete;
+  DeterministicAlgorithmsGuard& operator=(const DeterministicAlgorithmsGuard&) = delete;
+
+ private:
+  const bool enabled_, warn_only_;
 };
 
 }  // namespace
@@ -372,6 +393,13 @@ Recommender TrainedRecommender(WorkloadModel& model) {
   return recommendation ? recommendation->module() : Recommender(nullptr);
 }
 
+torch::OrderedDict<std::string, torch::Tensor> TrainedParameters(WorkloadModel& model) {
+  if (auto* recommendation = dynamic_cast<RecommendationModel*>(&model)) {
+    return recommendation->parameters();
+  }
+  return dynamic_cast<WordModel&>(model).parameters();
+}
+
 absl::StatusOr<std::vector<float>> PredictRecommendations(
     WorkloadModel& model, const std::vector<std::vector<int32_t>>& missing) {
   auto* recommendation = dynamic_cast<RecommendationModel*>(&model);
@@ -388,7 +416,6 @@ absl::StatusOr<std::vector<float>> PredictRecommendations(
 
 absl::StatusOr<std::unique_ptr<WorkloadModel>> TrainModel(const Workload& workload,
                                                           const TrainOptions& options) {
-  torch::set_num_threads(options.threads);
   if (workload.kind == WorkloadKind::kRecommendation) {
     bool positive = false, negative = false;
     for (const auto& s : workload.train_samples) (s.label > 0.5f ? positive : negative) = true;
@@ -397,16 +424,31 @@ absl::StatusOr<std::unique_ptr<WorkloadModel>> TrainModel(const Workload& worklo
           "recommendation model: the training split needs both clicks and non-clicks (give "
           "--label_column and --positive_threshold)");
     }
-    auto model = std::make_unique<RecommendationModel>(workload, options);
-    model->Train();
-    return model;
-  }
-  if (workload.train_windows.empty() || workload.validation_windows.empty()) {
+  } else if (workload.train_windows.empty() || workload.validation_windows.empty()) {
     return absl::InvalidArgumentError("language model: no training or validation windows");
   }
-  auto model = std::make_unique<WordModel>(workload, options);
-  model->Train();
-  return model;
+  // The thread count changes the speed, not the model: each output of every reduction training
+  // runs is computed by one thread in a fixed order (embedding bags, softmax rows, column sums,
+  // each tensor's norm; Debian's reference BLAS is single-threaded). A torch reduction of a
+  // large tensor to one scalar (`sum()`) is not — it adds per-thread partial sums — and
+  // ModelsTest.SameModelForAnyThreadCount fails if one enters training.
+  torch::set_num_threads(options.threads);
+  // Seeded before the model is built, whose initial parameters come from this generator:
+  // unseeded, it starts from a random seed in every process.
+  torch::manual_seed(options.seed);
+  DeterministicAlgorithmsGuard deterministic;
+  try {
+    if (workload.kind == WorkloadKind::kRecommendation) {
+      auto model = std::make_unique<RecommendationModel>(workload, options);
+      model->Train();
+      return model;
+    }
+    auto model = std::make_unique<WordModel>(workload, options);
+    model->Train();
+    return model;
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("training: ", e.what_without_backtrace()));
+  }
 }
 
 }  // namespace veil::training

@@ -26,11 +26,11 @@ struct TrainOptions {
   int epochs = 4;
   int batch_size = 256;
   double learning_rate = 3e-3;
-  uint64_t seed = 1;
+  uint64_t seed = 1;                   // the same seed gives the same model, bit for bit
   int hidden = 128;                    // LSTM width
   size_t max_train_examples = 0;       // 0 = all
   size_t max_validation_examples = 0;  // examples Evaluate scores (0 = all): bounds sweep time
-  int threads = 2;
+  int threads = 2;                     // torch's intra-op threads: speed only, same model
 };
 
 class WorkloadModel : public QualityModel {
@@ -43,9 +43,12 @@ class WorkloadModel : public QualityModel {
   virtual const std::vector<RowRequest>& evaluated_requests() const = 0;
 };
 
-// Trains the workload's model, printing per-epoch loss to stderr. Returns UNIMPLEMENTED when
-// veil was built without libtorch, INVALID_ARGUMENT for a workload without training examples
-// (or, for recommendation, without both labels present).
+// Trains the workload's model, printing per-epoch loss to stderr. The model (every parameter) and
+// its metric are the same bit for bit in every run with the same workload and options, whatever
+// `threads` (on the same libtorch and BLAS). Sets torch's thread count and reseeds its global
+// generator. Returns UNIMPLEMENTED when veil was built without libtorch, INVALID_ARGUMENT for a
+// workload without training examples (or, for recommendation, without both labels present),
+// INTERNAL if training ran a torch operation that has no deterministic implementation.
 absl::StatusOr<std::unique_ptr<WorkloadModel>> TrainModel(const Workload& workload,
                                                           const TrainOptions& options);
 

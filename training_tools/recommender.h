@@ -1,6 +1,7 @@
 // The recommendation model's libtorch module, shared by training and simulation (models.cc) and
-// by private inference on the device (private_inference.cc), so that both run the same code.
-// Includes torch: include it only from those two files (each costs ~20 s to compile).
+// by private inference on the device (private_inference.cc), so that both run the same code, and
+// the trained models' parameters for tests. Includes torch: include it only from those files and
+// their tests (each costs ~20 s to compile).
 #ifndef VEIL_TRAINING_TOOLS_RECOMMENDER_H_
 #define VEIL_TRAINING_TOOLS_RECOMMENDER_H_
 
@@ -8,6 +9,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "training_tools/data/interactions.h"
@@ -77,6 +79,10 @@ TORCH_MODULE(Recommender);
 // The module of a model TrainModel made for a recommendation workload; an empty holder for any
 // other model.
 Recommender TrainedRecommender(WorkloadModel& model);
+
+// Every parameter of a model TrainModel made (either workload), by name: what the
+// reproducibility tests compare bit for bit.
+torch::OrderedDict<std::string, torch::Tensor> TrainedParameters(WorkloadModel& model);
 
 }  // namespace veil::training
 
