@@ -91,9 +91,10 @@ TEST_F(ClientTlsTest, LookupsOverTlsAreBitExact) {
   auto last = table_->row(149);
   EXPECT_TRUE(std::equal(last.begin(), last.end(), ranged->begin()));
 
-  // By DNS name as well as by IP address: the certificate holds both.
+  // By DNS name as well as by IP address: the certificate holds both. (The name is given as the
+  // expected name rather than resolved: a bare Debian root has no /etc/hosts entry for it.)
   ClientOptions by_name = TlsOptions(servers, servers.tls_cert);
-  by_name.server0 = absl::StrCat("localhost:", servers.server[0]->port());
+  by_name.tls_server_name0 = "localhost";
   auto named = Client::Connect(by_name);
   ASSERT_TRUE(named.ok()) << named.status();
   auto again = (*named)->LookupWords({rows[2]});
