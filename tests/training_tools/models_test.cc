@@ -58,8 +58,8 @@ struct Trained {
 Trained Train(const std::string& preset, uint64_t seed, int threads) {
   auto model = TrainModel(LoadPreset(preset), SmallRun(preset, seed, threads));
   EXPECT_TRUE(model.ok()) << model.status();
-  if (!model.ok()) return {};
   Trained trained;
+  if (!model.ok()) return trained;
   trained.model = std::move(*model);
   trained.parameters = TrainedParameters(*trained.model);
   trained.metric = trained.model->Evaluate(
