@@ -12,6 +12,7 @@
 #include "gpu/roofline.h"
 #include "gtest/gtest.h"
 #include "pir/two_server/backend.h"
+#include "tests/gpu/test_support.h"
 
 namespace veil::gpu {
 namespace {
@@ -20,22 +21,13 @@ using dpf::DpfParameters;
 using dpf::OutputType;
 using dpf::Prg;
 
-constexpr Prg kAllPrgs[] = {Prg::kAes128, Prg::kChaCha8, Prg::kChaCha12, Prg::kChaCha20,
-                            Prg::kSipHash};
-constexpr Strategy kAllStrategies[] = {Strategy::kBranchParallel, Strategy::kLevelByLevel,
-                                       Strategy::kBoundedWindow};
+using testing::kAllPrgs;
+using testing::kAllStrategies;
 
 #define SKIP_WITHOUT_GPU() \
   if (GpuDeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
 
-uint64_t TestSeed() {
-  static const uint64_t seed = [] {
-    uint64_t s = std::random_device{}();
-    std::printf("gpu_backend_test random seed: %llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
+uint64_t TestSeed() { return testing::TestSeed("gpu_backend_test"); }
 
 struct Case {
   std::vector<uint32_t> words;

@@ -16,6 +16,7 @@
 #include "gpu/internal/phases.h"
 #include "gpu/internal/tree.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/test_support.h"
 
 namespace veil::gpu {
 namespace {
@@ -24,19 +25,10 @@ using dpf::DpfParameters;
 using dpf::OutputType;
 using dpf::Prg;
 
-constexpr Prg kAllPrgs[] = {Prg::kAes128, Prg::kChaCha8, Prg::kChaCha12, Prg::kChaCha20,
-                            Prg::kSipHash};
-constexpr Strategy kAllStrategies[] = {Strategy::kBranchParallel, Strategy::kLevelByLevel,
-                                       Strategy::kBoundedWindow};
+using testing::kAllPrgs;
+using testing::kAllStrategies;
 
-uint64_t TestSeed() {
-  static const uint64_t seed = [] {
-    uint64_t s = std::random_device{}();
-    std::printf("host_run_test random seed: %llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
+uint64_t TestSeed() { return testing::TestSeed("host_run_test"); }
 
 struct Table {
   std::vector<uint32_t> words;
