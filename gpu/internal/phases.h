@@ -236,19 +236,30 @@ VEIL_HD void StoreLeafShares(const LaunchArgs& a, const dpf::AesKeys& aes, const
             static_cast<uint32_t>(a.keys_per_block));
 }
 
-// Branch-parallel: one item per (key, leaf of the tile) walks its own path from the root.
+// One item per (key k, leaf j of the tile) whose leaf holds rows: its finished node,
+// node_of(k, j, leaf), becomes the leaf's shares. The strategies differ only in where that node
+// comes from.
+VEIL_GPU_EXEC_CHECK_DISABLE
+template <class Runner, class NodeOf>
+VEIL_HD void PhaseStoreLeaves(Runner& run, const LaunchArgs& a, const BlockShared& s,
+                              const BlockWork& w, uint64_t tile, NodeOf&& node_of) {
+  const uint32_t lpt = a.geo.leaves_per_tile();
+  run.Phase(lpt * w.keys, [&](uint32_t item) {
+    const uint32_t k = item / lpt, j = item % lpt;
+    const uint64_t leaf = tile * lpt + j;
+    if (leaf >= a.geo.leaves) return;
+    StoreLeafShares(a, run.aes(), a.keys[w.key0 + k], node_of(k, j, leaf), j, static_cast<int>(k),
+                    s.shares);
+  });
+}
+
+// Branch-parallel: each (key, leaf) item walks its own path from the root.
 VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseWalkLeaves(Runner& run, const LaunchArgs& a, const BlockShared& s,
                              const BlockWork& w, uint64_t tile) {
-  const uint32_t lpt = a.geo.leaves_per_tile();
-  run.Phase(lpt * w.keys, [&](uint32_t item) {
-    const int k = static_cast<int>(item / lpt);
-    const uint32_t j = item % lpt;
-    const uint64_t leaf = tile * lpt + j;
-    if (leaf >= a.geo.leaves) return;
-    const PackedKey& key = a.keys[w.key0 + k];
-    StoreLeafShares(a, run.aes(), key, WalkToLeaf(key, run.aes(), leaf), j, k, s.shares);
+  PhaseStoreLeaves(run, a, s, w, tile, [&](uint32_t k, uint32_t, uint64_t leaf) {
+    return WalkToLeaf(a.keys[w.key0 + k], run.aes(), leaf);
   });
 }
 
@@ -307,12 +318,8 @@ template <class Runner>
 VEIL_HD void PhaseConvertTileLeaves(Runner& run, const LaunchArgs& a, const BlockShared& s,
                                     const BlockWork& w, uint64_t tile) {
   const uint32_t lpt = a.geo.leaves_per_tile();
-  run.Phase(lpt * w.keys, [&](uint32_t item) {
-    const uint32_t k = item / lpt, j = item % lpt;
-    if (tile * lpt + j >= a.geo.leaves) return;
-    StoreLeafShares(a, run.aes(), a.keys[w.key0 + k], s.nodes[k * lpt + j], j,
-                    static_cast<int>(k), s.shares);
-  });
+  PhaseStoreLeaves(run, a, s, w, tile,
+                   [&](uint32_t k, uint32_t j, uint64_t) { return s.nodes[k * lpt + j]; });
 }
 
 // Level-by-level, leaf kernel: leaves read from the global level buffer -> shares.
@@ -320,13 +327,8 @@ VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhaseConvertBufferedLeaves(Runner& run, const LaunchArgs& a, const BlockShared& s,
                                         const BlockWork& w, uint64_t tile) {
-  const uint32_t lpt = a.geo.leaves_per_tile();
-  run.Phase(lpt * w.keys, [&](uint32_t item) {
-    const uint32_t k = item / lpt, j = item % lpt;
-    const uint64_t leaf = tile * lpt + j;
-    if (leaf >= a.geo.leaves) return;
-    const Block node = a.level_nodes[static_cast<uint64_t>(w.key0 + k) * a.geo.leaves + leaf];
-    StoreLeafShares(a, run.aes(), a.keys[w.key0 + k], node, j, static_cast<int>(k), s.shares);
+  PhaseStoreLeaves(run, a, s, w, tile, [&](uint32_t k, uint32_t, uint64_t leaf) {
+    return a.level_nodes[static_cast<uint64_t>(w.key0 + k) * a.geo.leaves + leaf];
   });
 }
 
