@@ -150,6 +150,16 @@ void Progress(size_t done, size_t total) {
   if (done == total) std::fprintf(stderr, "\n");
 }
 
+// The sweep's seed, cost model and byte budget from the flags, with the progress bar.
+SweepOptions SweepOptionsFromFlags() {
+  SweepOptions options;
+  options.seed = LayoutSeed();
+  options.backend_words_per_s = absl::GetFlag(FLAGS_backend_words_per_s);
+  options.max_bytes_per_inference = absl::GetFlag(FLAGS_max_bytes);
+  options.progress = Progress;
+  return options;
+}
+
 absl::Status Profile() {
   auto workload = LoadFromFlags();
   if (!workload.ok()) return workload.status();
@@ -263,11 +273,7 @@ absl::Status SweepCommand() {
     model = std::move(*trained);
     requests = &model->evaluated_requests();
   }
-  SweepOptions options;
-  options.seed = LayoutSeed();
-  options.backend_words_per_s = absl::GetFlag(FLAGS_backend_words_per_s);
-  options.max_bytes_per_inference = absl::GetFlag(FLAGS_max_bytes);
-  options.progress = Progress;
+  const SweepOptions options = SweepOptionsFromFlags();
   auto grid = GridFromFlags();
   if (!grid.ok()) return grid.status();
   auto result = Sweep(profile, workload->row_words, *requests, *grid, options, model.get());
@@ -336,11 +342,7 @@ absl::Status SynthCommand() {
   const auto validation = GenerateRequests(fit, rows, std::max<int64_t>(count / 4, 1), seed + 1);
   const AccessProfile synthetic = BuildProfile(train, static_cast<int32_t>(rows), top_k);
   const SyntheticFit refit = FitSynthetic(synthetic, train);
-  SweepOptions options;
-  options.seed = LayoutSeed();
-  options.backend_words_per_s = absl::GetFlag(FLAGS_backend_words_per_s);
-  options.max_bytes_per_inference = absl::GetFlag(FLAGS_max_bytes);
-  options.progress = Progress;
+  const SweepOptions options = SweepOptionsFromFlags();
   auto grid = GridFromFlags();
   if (!grid.ok()) return grid.status();
   auto result = Sweep(synthetic, workload->row_words, validation, *grid, options, nullptr);

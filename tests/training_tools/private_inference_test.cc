@@ -100,14 +100,16 @@ class PrivateInferenceTest : public ::testing::Test {
 Workload* PrivateInferenceTest::workload_ = nullptr;
 WorkloadModel* PrivateInferenceTest::model_ = nullptr;
 
+// Small bins and one key each: many wanted rows collide; c = 1 serves some through copies.
+constexpr LayoutChoice kCollidingLayout = {.hot_fraction = 0.2,
+                                           .hot_bins = 4,
+                                           .hot_rounds = 1,
+                                           .cold_bins = 8,
+                                           .cold_rounds = 1,
+                                           .colocation = 1};
+
 TEST_F(PrivateInferenceTest, DevicePredictionsEqualTheSimulationWithCollisions) {
-  // Small bins and one key each: many wanted rows collide; c = 1 serves some through copies.
-  const embedding::Layout layout = MakeLayout({.hot_fraction = 0.2,
-                                               .hot_bins = 4,
-                                               .hot_rounds = 1,
-                                               .cold_bins = 8,
-                                               .cold_rounds = 1,
-                                               .colocation = 1});
+  const embedding::Layout layout = MakeLayout(kCollidingLayout);
   auto client = Serve(layout);
   ASSERT_NE(client, nullptr);
   auto device = RunPrivateInference(*model_, *workload_, layout, client, kRequests);
@@ -160,12 +162,7 @@ TEST_F(PrivateInferenceTest, DevicePredictionsEqualTheModelWhenEveryRowFits) {
 // one plan for the whole input, missing rows (the planner's) replaced by the default row, and
 // the mask says which elements those were.
 TEST_F(PrivateInferenceTest, EmbeddingBagForwardPoolsFetchedRowsAndMasksMissingOnes) {
-  const embedding::Layout layout = MakeLayout({.hot_fraction = 0.2,
-                                               .hot_bins = 4,
-                                               .hot_rounds = 1,
-                                               .cold_bins = 8,
-                                               .cold_rounds = 1,
-                                               .colocation = 1});
+  const embedding::Layout layout = MakeLayout(kCollidingLayout);
   auto client = Serve(layout);
   ASSERT_NE(client, nullptr);
   const int32_t dim = workload_->row_words;
