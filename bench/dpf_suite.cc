@@ -286,7 +286,6 @@ absl::Status PirAnswer(const Flags& flags) {
   const double mac_s = double(batch) * rows * words / MeasureMac(threads, words);
   const double table_bytes = double(rows) * words * 4;
   const double mem_s = table_bytes / MeasureMemory(threads);
-  const double roof_s = std::max({prg_s, mac_s, mem_s});
   const double qps = batch / t;
   JsonLine("pir-answer")
       .Add("backend", "cpu")
@@ -301,11 +300,7 @@ absl::Status PirAnswer(const Flags& flags) {
       .Add("table_bytes", table_bytes)
       .Add("ms_per_batch", t * 1e3)
       .Add("qps", qps)
-      .Add("prg_ms", prg_s * 1e3)
-      .Add("mac_ms", mac_s * 1e3)
-      .Add("mem_ms", mem_s * 1e3)
-      .Add("roofline_qps", batch / roof_s)
-      .Add("roofline_ratio", qps / (batch / roof_s))
+      .AddRoofline(batch, qps, prg_s, mac_s, mem_s)
       .Emit();
   return absl::OkStatus();
 }

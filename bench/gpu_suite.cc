@@ -218,7 +218,6 @@ absl::Status PirAnswerGpu(const Flags& flags) {
       const double mac_s = int8 ? 4.0 * batch * rows * words / roof->int8_mac_per_s
                                 : double(batch) * rows * words / roof->int32_mac_per_s;
       const double mem_s = table_bytes * (latency_mode ? batch : 1) / (roof->mem_read_gbps * 1e9);
-      const double roof_s = std::max({prg_s, mac_s, mem_s});
       const double qps = batch / t;
       JsonLine("pir-answer")
           .Add("backend", "gpu")
@@ -239,11 +238,7 @@ absl::Status PirAnswerGpu(const Flags& flags) {
           .Add("shared_bytes_per_block", int64_t{mem.shared_bytes_per_block})
           .Add("ms_per_batch", t * 1e3)
           .Add("qps", qps)
-          .Add("prg_ms", prg_s * 1e3)
-          .Add("mac_ms", mac_s * 1e3)
-          .Add("mem_ms", mem_s * 1e3)
-          .Add("roofline_qps", batch / roof_s)
-          .Add("roofline_ratio", qps / (batch / roof_s))
+          .AddRoofline(batch, qps, prg_s, mac_s, mem_s)
           .Add("verified_keys", compare)
           .Add("verified", verified)
           .Emit();

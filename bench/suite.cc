@@ -81,6 +81,16 @@ JsonLine& JsonLine::Add(const std::string& key, bool value) {
   return *this;
 }
 
+JsonLine& JsonLine::AddRoofline(double batch, double qps, double prg_s, double mac_s,
+                                double mem_s) {
+  const double roofline_qps = batch / std::max({prg_s, mac_s, mem_s});
+  return Add("prg_ms", prg_s * 1e3)
+      .Add("mac_ms", mac_s * 1e3)
+      .Add("mem_ms", mem_s * 1e3)
+      .Add("roofline_qps", roofline_qps)
+      .Add("roofline_ratio", qps / roofline_qps);
+}
+
 void JsonLine::Emit() const {
   std::string line = "{";
   for (size_t i = 0; i < fields_.size(); ++i) {

@@ -40,6 +40,10 @@ class JsonLine {
   JsonLine& Add(const std::string& key, int value) { return Add(key, int64_t{value}); }
   JsonLine& Add(const std::string& key, uint64_t value) { return Add(key, int64_t(value)); }
   JsonLine& Add(const std::string& key, bool value);
+  // The roofline fields of a pir-answer line: the seconds a batch of `batch` keys needs at the
+  // measured ceilings for PRG work, multiply-accumulates and table reads, the bound they give
+  // (the largest of the three) and how close `qps` comes to it.
+  JsonLine& AddRoofline(double batch, double qps, double prg_s, double mac_s, double mem_s);
   // Prints to stdout (and appends to --json-out, if given).
   void Emit() const;
 
