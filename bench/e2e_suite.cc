@@ -1,5 +1,5 @@
 // The e2e suite: two veil-server processes on loopback serving a synthetic random table, and
-// --clients client threads (one veil::Client each) doing private lookups for --duration-s.
+// --clients client threads (one veil::client::Client each) doing private lookups for --duration-s.
 //
 // A client call fetches --lookups-per-call rows (the per-call RPC envelope is shared by them, as
 // an app batching the ids of one inference would). qps counts rows per second (each needs one
@@ -42,11 +42,16 @@
 #include "mobile_client/client.h"
 #include "pir/two_server/backend.h"
 #include "pir/two_server/query.h"
-#include "server/launcher.h"
-#include "server/tls.h"
+#include "tools/launcher.h"
+#include "rpc/tls.h"
+#include "tools/tls_cert.h"
 
 namespace veil::bench {
 namespace {
+
+using client::CallStats;
+using client::Client;
+using client::ClientOptions;
 
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -130,7 +135,7 @@ absl::Status E2e(const Flags& flags) {
   const int threads = static_cast<int>(flags.Int("threads", 1));
   const int per_call = static_cast<int>(flags.Int("lookups-per-call", 8));
   const bool reference = flags.Int("reference", 1) != 0;
-  std::string server_bin = flags.Str("server-bin", server::ServerBinaryNextToSelf());
+  std::string server_bin = flags.Str("server-bin", tools::ServerBinaryNextToSelf());
   std::vector<std::string> server_args;
   if (flags.Has("max-batch"))
     server_args.push_back(absl::StrCat("--max_batch=", flags.Int("max-batch", 64)));
@@ -176,15 +181,15 @@ absl::Status E2e(const Flags& flags) {
     ref = *r;
   }
 
-  server::CertificateFiles certificate;
+  tools::CertificateFiles certificate;
   if (tls) {
-    auto made = server::WriteSelfSignedCertificate(dir + "/tls", {"127.0.0.1"});
+    auto made = tools::WriteSelfSignedCertificate(dir + "/tls", {"127.0.0.1"});
     if (!made.ok()) return made.status();
     certificate = *made;
   }
-  std::unique_ptr<server::ServerProcess> servers[2];
+  std::unique_ptr<tools::ServerProcess> servers[2];
   for (int party = 0; party < 2; ++party) {
-    server::ServerProcessOptions o;
+    tools::ServerProcessOptions o;
     o.binary = server_bin;
     o.party = party;
     o.table_path = table_path;
@@ -194,7 +199,7 @@ absl::Status E2e(const Flags& flags) {
     o.log_path = absl::StrCat(dir, "/server", party, ".log");
     o.tls_cert_path = certificate.cert_path;
     o.tls_key_path = certificate.key_path;
-    auto started = server::ServerProcess::Start(o);
+    auto started = tools::ServerProcess::Start(o);
     if (!started.ok()) return started.status();
     servers[party] = *std::move(started);
   }

@@ -196,14 +196,9 @@ absl::Status EvalDotMulti(absl::Span<const DpfKey* const> keys, const TableView&
   }
   if (threads < 1) return absl::InvalidArgumentError("EvalDot: threads must be at least 1");
   const DpfParameters& params = keys[0]->params();
-  const int needed = LogDomainForRows(table.rows);
   for (const DpfKey* key : keys) {
     const DpfParameters& p = key->params();
-    if (p.log_domain != needed) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "key's log domain %d does not fit a table of %d rows (needs %d)", p.log_domain,
-          table.rows, needed));
-    }
+    if (absl::Status fits = CheckDomainFitsRows(p, table.rows); !fits.ok()) return fits;
     if (p.output != params.output || p.leaf_words_log2 != params.leaf_words_log2) {
       return absl::InvalidArgumentError("EvalDot: keys of one batch must share the output type");
     }

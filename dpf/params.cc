@@ -42,6 +42,16 @@ int LogDomainForRows(uint64_t rows) {
   return log;
 }
 
+absl::Status CheckDomainFitsRows(const DpfParameters& params, uint64_t rows) {
+  const int needed = LogDomainForRows(rows);
+  if (params.log_domain != needed) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("key's log domain %d does not fit a table of %d rows (needs %d)",
+                        params.log_domain, rows, needed));
+  }
+  return absl::OkStatus();
+}
+
 std::string_view PrgName(Prg prg) {
   switch (prg) {
     case Prg::kAes128:

@@ -54,6 +54,11 @@ absl::Status ValidateParameters(const DpfParameters& params);
 // Smallest log domain that covers `rows` points (at least 1).
 int LogDomainForRows(uint64_t rows);
 
+// Checks that keys of `params` select among `rows` rows: their log domain must be
+// LogDomainForRows(rows). Returns INVALID_ARGUMENT naming the mismatch otherwise. The one place
+// this rule is checked: by EvalDot before any work, and by servers when a call arrives.
+absl::Status CheckDomainFitsRows(const DpfParameters& params, uint64_t rows);
+
 std::string_view PrgName(Prg prg);
 // Parses "aes128", "chacha8", "chacha12", "chacha20", "siphash".
 absl::StatusOr<Prg> ParsePrg(std::string_view name);

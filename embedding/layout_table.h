@@ -1,12 +1,12 @@
 // The physical table of a layout: what the two servers serve so that a client can fetch a
-// layout's slots with veil::Client. Every slot of every bin of every queried table (rounds > 0;
+// layout's slots with veil::client::Client. Every slot of every bin of every queried table (rounds > 0;
 // a table that is never queried is not served) becomes one row of entry_words() words (the
 // slot's entry: its primary row followed by its c co-located copies, zeros for -1), table-major,
 // then bin-major, then slot-major.
 //
 // Each bin's slots are a contiguous range of physical rows, [PhysicalIndex(table, bin, 0),
 // + slots_per_bin(table)): PrivateEmbeddingBag sends every key over its bin's range only
-// (veil::Client::LookupInRanges), so a key's DPF domain and the server's scan are the bin's, not
+// (veil::client::Client::LookupInRanges), so a key's DPF domain and the server's scan are the bin's, not
 // the physical table's.
 #ifndef VEIL_EMBEDDING_LAYOUT_TABLE_H_
 #define VEIL_EMBEDDING_LAYOUT_TABLE_H_

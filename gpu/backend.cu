@@ -454,7 +454,7 @@ absl::Status GpuBackend::AnswerRows(absl::Span<const dpf::DpfKey* const> keys,
     const uint64_t n = std::min<uint64_t>(max_batch, keys.size() - k0);
     packed.clear();
     for (uint64_t k = k0; k < k0 + n; ++k) {
-      VEIL_RETURN_IF_ERROR(pir::CheckKeyFitsTable(*keys[k], range.rows));
+      VEIL_RETURN_IF_ERROR(dpf::CheckDomainFitsRows(keys[k]->params(), range.rows));
       absl::StatusOr<PackedKey> p = internal::PackKey(*keys[k]);
       if (!p.ok()) return p.status();
       packed.push_back(*p);

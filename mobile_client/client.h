@@ -1,4 +1,5 @@
-// veil::Client: private lookups of embedding-table rows through two non-colluding PIR servers.
+// veil::client::Client: private lookups of embedding-table rows through two non-colluding PIR
+// servers (protocol "dpf2").
 //
 // For each wanted row the client makes a pair of DPF keys (pir::MakeQuery), sends key b to server
 // b, and adds the two answer shares; a single server only ever sees one key, which reveals nothing
@@ -8,10 +9,14 @@
 // fails with UNAVAILABLE (or DEADLINE_EXCEEDED) naming it. A lost connection is reopened by the
 // next call, which goes ahead only if the server still serves the session's table.
 //
-// Transport: whoever reads the connections to both servers learns the rows (both keys, both
-// shares), so with tls_trusted_certs every connection is TLS and each server must present a
+// Layout lookups (LookupLayout) fetch the rows an inference wants through a batch-PIR layout
+// (embedding/layout.h, pir/batch/): always the same number of keys to every bin, whatever is
+// wanted, with rows that collide reported as missing, never replaced by wrong rows.
+//
+// Transport (mobile_client/transport.h): whoever reads the connections to both servers learns the
+// rows, so with tls_trusted_certs every connection is TLS and each server must present a
 // certificate for its name that chains to those certificates; without TLS the client talks to
-// loopback servers only, unless allow_plaintext is set (server/tls.h).
+// loopback servers only, unless allow_plaintext is set (rpc/tls.h).
 //
 // Thread-safe: calls from several threads are serialized. Network I/O runs on a thread the client
 // owns (a KJ event loop), so callers need no event loop of their own.
@@ -28,9 +33,17 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "dpf/params.h"
+#include "embedding/layout.h"
 #include "embedding/row_format.h"
+#include "pir/batch/planner.h"
+#include "pir/two_server/row_range.h"
+#include "rpc/stats.h"
 
-namespace veil {
+namespace veil::client {
+
+using pir::RowRange;
+
+class ShareExchange;  // mobile_client/share_exchange.h
 
 struct ClientOptions {
   std::string server0;  // "HOST:PORT" of party 0
@@ -73,40 +86,27 @@ struct TableInfo {
   bool range_queries = false;      // both servers answer keys over row ranges (LookupInRanges)
 };
 
-// Rows [first_row, first_row + rows) of the served table.
-struct RowRange {
-  uint64_t first_row = 0;
-  uint64_t rows = 0;
-};
-
 // One call's cost, both servers together. Bytes are counted on the sockets (RPC framing
 // included).
 struct CallStats {
   uint64_t bytes_up = 0;
   uint64_t bytes_down = 0;
   double latency_ms = 0;
-  uint32_t lookups = 0;  // rows (Lookup) or bags (LookupPooled) returned
+  uint32_t lookups = 0;  // rows (Lookup), bags (LookupPooled) or keys (LookupLayout) returned
   uint32_t keys = 0;     // keys sent to each server
   uint32_t calls = 0;    // RPC calls per server (a lookup is split at max_keys_per_call)
 };
 
-// A server's `stats` reply.
-struct ServerStatsInfo {
-  uint64_t calls = 0;
-  uint64_t keys = 0;
-  uint64_t passes = 0;
-  double mean_batch_keys = 0;
-  uint32_t max_batch_keys = 0;
-  double latency_p50_ms = 0;
-  double latency_p90_ms = 0;
-  double latency_p99_ms = 0;
-  uint32_t queued_keys = 0;
-  uint64_t errors = 0;
-  uint32_t connections = 0;
-  double uptime_s = 0;
-};
-
 enum class PoolingMode { kSum, kMean };
+
+// The rows of one inference, fetched through a layout.
+struct LayoutLookup {
+  std::vector<int32_t> rows;     // the distinct wanted rows, increasing
+  std::vector<float> values;     // rows.size() x the layout's row_words values; zeros if missing
+  std::vector<uint8_t> missing;  // per rows[i]: 1 if the plan could not serve it
+  batch::FetchPlan plan;         // what was sent (fetches include the dummies)
+  CallStats call;                // the lookup's cost, both servers
+};
 
 class Client {
  public:
@@ -119,8 +119,8 @@ class Client {
   // DEADLINE_EXCEEDED if a server does not answer (or finish its handshake) within the timeout;
   // FAILED_PRECONDITION if a server's certificate is not trusted or does not hold its name, if a
   // plaintext connection would leave loopback without allow_plaintext, or if the servers serve
-  // different tables (digest, epoch or shape), report the wrong party, speak another protocol
-  // version, or do not support the chosen PRG / key type.
+  // different tables (digest, epoch or shape), report the wrong party, speak another protocol or
+  // protocol version, or do not support the chosen PRG / key type.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
 
   ~Client();
@@ -167,20 +167,29 @@ class Client {
                                                           absl::Span<const uint32_t> bag_sizes,
                                                           absl::Span<const int32_t> weights);
 
+  // Layout lookup: the rows `rows` (any order, duplicates allowed, each in [0,
+  // layout.num_rows())) of the table `layout` arranges, fetched as one inference. The servers
+  // must serve the layout's physical table (embedding/layout_table.h) with row_words values per
+  // row of each entry; every bin gets its constant number of keys, each over its bin's rows.
+  // Returns INVALID_ARGUMENT for a row out of range, FAILED_PRECONDITION if the servers' table is
+  // not the layout's physical table or does not answer range queries, INTERNAL if a fetched entry
+  // does not hold the row the plan says, and otherwise what LookupInRanges returns.
+  absl::StatusOr<LayoutLookup> LookupLayout(const embedding::Layout& layout,
+                                            absl::Span<const int32_t> rows);
+
   // Server `party`'s statistics. Returns INVALID_ARGUMENT for a party other than 0 or 1.
-  absl::StatusOr<ServerStatsInfo> ServerStats(int party);
+  absl::StatusOr<rpc::StatsSnapshot> ServerStats(int party);
 
   // The last successful lookup's cost, and the totals since Connect (connection set-up included).
   CallStats last_call() const;
   CallStats totals() const;
 
-  class Impl;
+  explicit Client(std::unique_ptr<ShareExchange> exchange);
 
  private:
-  explicit Client(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<ShareExchange> exchange_;
 };
 
-}  // namespace veil
+}  // namespace veil::client
 
 #endif  // VEIL_MOBILE_CLIENT_CLIENT_H_

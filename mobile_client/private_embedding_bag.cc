@@ -1,30 +1,15 @@
 #include "mobile_client/private_embedding_bag.h"
 
-#include <sodium.h>
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
-#include "absl/random/bit_gen_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "embedding/layout_table.h"
 
-namespace veil {
+namespace veil::client {
 namespace {
-
-// A cryptographic URBG for the planner's dummy slots.
-struct SodiumRandom {
-  using result_type = uint64_t;
-  static constexpr result_type min() { return 0; }
-  static constexpr result_type max() { return std::numeric_limits<result_type>::max(); }
-  result_type operator()() {
-    result_type value;
-    randombytes_buf(&value, sizeof(value));
-    return value;
-  }
-};
 
 // Index of `row` in the sorted `rows`, or -1.
 int64_t Find(const std::vector<int64_t>& rows, int64_t row) {
@@ -81,7 +66,6 @@ PrivateEmbeddingBagImpl::PrivateEmbeddingBagImpl(const PrivateEmbeddingBagOption
               "PrivateEmbeddingBag: the servers' table (", table.rows, " x ", table.dim,
               ") is not the layout's physical fp32 table (", embedding::PhysicalRows(*layout_),
               " x ", layout_->entry_words(), ")");
-  TORCH_CHECK(sodium_init() >= 0, "PrivateEmbeddingBag: libsodium failed to initialise");
   reset();
 }
 
@@ -95,84 +79,37 @@ void PrivateEmbeddingBagImpl::reset() {
 }
 
 void PrivateEmbeddingBagImpl::pretty_print(std::ostream& stream) const {
-  stream << "veil::PrivateEmbeddingBag(num_embeddings=" << options.num_embeddings()
+  stream << "veil::client::PrivateEmbeddingBag(num_embeddings=" << options.num_embeddings()
          << ", embedding_dim=" << options.embedding_dim()
          << ", mode=" << torch::enumtype::get_enum_name(options.mode())
-         << ", keys_per_inference=" << client::CostOf(*layout_).keys << ")";
+         << ", keys_per_inference=" << batch::CostOf(*layout_).keys << ")";
 }
 
 absl::StatusOr<PrivateRows> PrivateEmbeddingBagImpl::Fetch(absl::Span<const int64_t> wanted) {
-  PrivateRows fetched;
-  fetched.rows.assign(wanted.begin(), wanted.end());
-  std::sort(fetched.rows.begin(), fetched.rows.end());
-  fetched.rows.erase(std::unique(fetched.rows.begin(), fetched.rows.end()), fetched.rows.end());
   std::vector<int32_t> rows32;
-  rows32.reserve(fetched.rows.size());
-  for (int64_t row : fetched.rows) {
+  rows32.reserve(wanted.size());
+  for (int64_t row : wanted) {
     if (row < 0 || row >= options.num_embeddings()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "PrivateEmbeddingBag: row ", row, " outside [0, ", options.num_embeddings(), ")"));
     }
     rows32.push_back(static_cast<int32_t>(row));
   }
-  SodiumRandom random;
-  auto plan = client::PlanFetch(*layout_, rows32, absl::BitGenRef(random));
-  if (!plan.ok()) return plan.status();
-  fetched.plan = std::move(*plan);
-
-  // Every key of the plan, dummies included, goes to the servers: their count is the layout's
-  // constant, whatever is wanted.
-  std::vector<float> entries;
-  if (!fetched.plan.fetches.empty()) {
-    // Each key is over its slot's bin only (a contiguous range of physical rows), dummies too:
-    // every key of a table's bins has the same size, and the upload is the layout's per-bin one.
-    std::vector<uint64_t> indices;
-    std::vector<RowRange> ranges;
-    indices.reserve(fetched.plan.fetches.size());
-    ranges.reserve(fetched.plan.fetches.size());
-    for (const client::SlotFetch& f : fetched.plan.fetches) {
-      const embedding::SlotRef bin_start{f.slot.table, f.slot.bin, 0};
-      ranges.push_back(
-          RowRange{static_cast<uint64_t>(embedding::PhysicalIndex(*layout_, bin_start)),
-                   static_cast<uint64_t>(layout_->slots_per_bin(f.slot.table))});
-      indices.push_back(static_cast<uint64_t>(f.slot.slot));
-    }
-    auto looked_up = client_->LookupInRanges(indices, ranges);
-    if (!looked_up.ok()) return looked_up.status();
-    entries = std::move(*looked_up);
-    fetched.call = client_->last_call();
-  }
-
+  auto looked_up = client_->LookupLayout(*layout_, rows32);
+  if (!looked_up.ok()) return looked_up.status();
+  PrivateRows fetched;
+  fetched.rows.assign(looked_up->rows.begin(), looked_up->rows.end());
+  fetched.missing = std::move(looked_up->missing);
+  fetched.plan = std::move(looked_up->plan);
+  fetched.call = looked_up->call;
+  fetched.missing_rows = fetched.plan.missing;
   const int64_t dim = options.embedding_dim();
   const int64_t n = static_cast<int64_t>(fetched.rows.size());
   fetched.weight = default_row.reshape({1, dim}).repeat({n + 1, 1}).contiguous();
-  fetched.missing.assign(fetched.rows.size(), 1);
   float* weight = fetched.weight.data_ptr<float>();
-  const int64_t entry_words = layout_->entry_words();
-  for (const client::RowSource& source : fetched.plan.sources) {
-    const client::SlotFetch& f = fetched.plan.fetches[source.fetch];
-    const absl::Span<const int32_t> entry = layout_->Entry(f.slot);
-    const int64_t index = Find(fetched.rows, source.row);
-    if (f.dummy || source.position < 0 || source.position >= static_cast<int32_t>(entry.size()) ||
-        entry[source.position] != source.row || index < 0) {
-      return absl::InternalError(absl::StrCat("PrivateEmbeddingBag: the plan's source of row ",
-                                              source.row, " is not in its fetched entry"));
-    }
-    std::memcpy(weight + index * dim,
-                entries.data() + source.fetch * entry_words + source.position * dim,
-                sizeof(float) * dim);
-    fetched.missing[index] = 0;
-  }
-  fetched.missing_rows = fetched.plan.missing;
-  // The planner reports every wanted row as served or missing; check that they agree.
-  for (size_t i = 0; i < fetched.rows.size(); ++i) {
-    const bool reported =
-        std::binary_search(fetched.missing_rows.begin(), fetched.missing_rows.end(),
-                           static_cast<int32_t>(fetched.rows[i]));
-    if (reported != static_cast<bool>(fetched.missing[i])) {
-      return absl::InternalError(absl::StrCat("PrivateEmbeddingBag: row ", fetched.rows[i],
-                                              " is neither fetched nor reported missing"));
-    }
+  for (int64_t i = 0; i < n; ++i) {
+    if (fetched.missing[i]) continue;
+    std::memcpy(weight + i * dim, looked_up->values.data() + i * dim, sizeof(float) * dim);
   }
   last_call_ = fetched.call;
   return fetched;
@@ -209,4 +146,4 @@ torch::Tensor PrivateEmbeddingBagImpl::forward(const torch::Tensor& input,
   return Pool(*fetched, input, offsets, per_sample_weights);
 }
 
-}  // namespace veil
+}  // namespace veil::client

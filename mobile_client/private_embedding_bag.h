@@ -1,21 +1,17 @@
 // PrivateEmbeddingBag: torch::nn::EmbeddingBag whose rows are fetched privately from two veil
-// servers (veil::Client) through the batch-PIR layout planner, instead of being held locally.
+// servers instead of being held locally: a thin torch module over Client::LookupLayout.
 //
-// Each forward is one inference: the distinct rows of `input` are planned with
-// client::PlanFetch (always exactly `rounds` keys for every bin of every table, dummies included,
-// whatever is wanted), the plan's slots are fetched in one Client::Lookup over the layout's
-// physical table (embedding/layout_table.h), the wanted rows are read out of the fetched entries
-// (their own slot or a co-located copy), rows the planner could not serve are replaced by the
-// default row, and the bags are pooled like torch::nn::EmbeddingBag (sum, mean or max, with
-// per_sample_weights for sum). last_missing_mask() says which elements of the last input were
-// replaced.
+// Each forward is one inference: the distinct rows of `input` are fetched with one layout lookup
+// (always exactly `rounds` keys for every bin of every table, dummies included, whatever is
+// wanted; pir/batch/), rows the planner could not serve are replaced by the default row, and the
+// bags are pooled like torch::nn::EmbeddingBag (sum, mean or max, with per_sample_weights for
+// sum). last_missing_mask() says which elements of the last input were replaced.
 //
 // A model that looks up the same rows several ways in one inference (a mean bag, a weighted bag
 // and a single candidate row, say) calls Fetch once and then Pool / Embed on its result, so that
 // the inference is one plan and the servers see one constant-size request.
 //
 // The servers must serve the layout's physical table of the model's rows in fp32 (bit-exact).
-// Dummy slots are drawn from libsodium's randombytes (a cryptographic source).
 // Errors (a server down, a wrong table) surface as c10::Error from forward, and as absl::Status
 // from Fetch.
 #ifndef VEIL_MOBILE_CLIENT_PRIVATE_EMBEDDING_BAG_H_
@@ -31,9 +27,9 @@
 #include "absl/types/span.h"
 #include "embedding/layout.h"
 #include "mobile_client/client.h"
-#include "mobile_client/planner.h"
+#include "pir/batch/planner.h"
 
-namespace veil {
+namespace veil::client {
 
 // torch::nn::EmbeddingBagOptions' shape options (no max_norm, sparse or padding_idx: the rows
 // are not trained on the device).
@@ -63,7 +59,7 @@ struct PrivateRows {
                                       // row where missing), then the default row
   std::vector<uint8_t> missing;       // per rows[i]: 1 if not fetched
   std::vector<int32_t> missing_rows;  // the missing rows, sorted
-  client::FetchPlan plan;             // what was sent (fetches include the dummies)
+  batch::FetchPlan plan;             // what was sent (fetches include the dummies)
   CallStats call;                     // the lookup's cost, both servers
 
   // Indices of `input`'s rows in `weight` (same shape). Throws c10::Error for a row that was not
@@ -125,6 +121,6 @@ class PrivateEmbeddingBagImpl : public torch::nn::Cloneable<PrivateEmbeddingBagI
 };
 TORCH_MODULE(PrivateEmbeddingBag);
 
-}  // namespace veil
+}  // namespace veil::client
 
 #endif  // VEIL_MOBILE_CLIENT_PRIVATE_EMBEDDING_BAG_H_

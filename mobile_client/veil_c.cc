@@ -1,4 +1,4 @@
-// The C ABI (veil.h) over veil::Client: converts arguments, catches everything, and keeps the
+// The C ABI (veil.h) over veil::client::Client: converts arguments, catches everything, and keeps the
 // last error message per thread.
 #include <algorithm>
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include "mobile_client/veil.h"
 
 struct veil_client {
-  std::unique_ptr<veil::Client> client;
+  std::unique_ptr<veil::client::Client> client;
 };
 
 namespace {
@@ -58,14 +58,14 @@ int CheckOut(size_t out_len, size_t count, size_t per_item, const char* what) {
 }
 
 template <typename T>
-using RangeLookupMethod = absl::StatusOr<std::vector<T>> (veil::Client::*)(
-    absl::Span<const uint64_t>, absl::Span<const veil::RowRange>);
+using RangeLookupMethod = absl::StatusOr<std::vector<T>> (veil::client::Client::*)(
+    absl::Span<const uint64_t>, absl::Span<const veil::client::RowRange>);
 
 // The body of veil_lookup_in_ranges and veil_lookup_words_in_ranges: `lookup` returns
 // `row_elements` (a TableInfo field: dim or row_words) elements per index.
 template <typename T>
 int LookupInRanges(veil_client* client, const uint64_t* indices, const veil_row_range* ranges,
-                   size_t count, T* out, size_t out_len, uint32_t veil::TableInfo::*row_elements,
+                   size_t count, T* out, size_t out_len, uint32_t veil::client::TableInfo::*row_elements,
                    const char* element_name, RangeLookupMethod<T> lookup) {
   return Guarded([&]() -> int {
     if (client == nullptr || indices == nullptr || ranges == nullptr || out == nullptr) {
@@ -76,7 +76,7 @@ int LookupInRanges(veil_client* client, const uint64_t* indices, const veil_row_
         rc != VEIL_OK) {
       return rc;
     }
-    std::vector<veil::RowRange> row_ranges(count);
+    std::vector<veil::client::RowRange> row_ranges(count);
     for (size_t i = 0; i < count; ++i) row_ranges[i] = {ranges[i].first_row, ranges[i].rows};
     auto rows = (client->client.get()->*lookup)(absl::MakeConstSpan(indices, count), row_ranges);
     if (!rows.ok()) return Fail(rows.status());
@@ -101,7 +101,7 @@ int veil_client_connect(const veil_client_options* options, veil_client** out_cl
       return Fail(absl::StatusCode::kInvalidArgument,
                   "options and both server addresses are required");
     }
-    veil::ClientOptions o;
+    veil::client::ClientOptions o;
     o.server0 = options->server0;
     o.server1 = options->server1;
     if (options->timeout_ms != 0) o.timeout = absl::Milliseconds(options->timeout_ms);
@@ -113,7 +113,7 @@ int veil_client_connect(const veil_client_options* options, veil_client** out_cl
       if (!prg.ok()) return Fail(prg.status());
       o.prg = *prg;
     }
-    auto client = veil::Client::Connect(o);
+    auto client = veil::client::Client::Connect(o);
     if (!client.ok()) return Fail(client.status());
     *out_client = new veil_client{*std::move(client)};
     return VEIL_OK;
@@ -133,7 +133,7 @@ int veil_client_table_info(const veil_client* client, veil_table_info* out_info)
     if (client == nullptr || out_info == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument, "client and out_info are required");
     }
-    const veil::TableInfo& t = client->client->table();
+    const veil::client::TableInfo& t = client->client->table();
     out_info->rows = t.rows;
     out_info->dim = t.dim;
     out_info->row_words = t.row_words;
@@ -180,16 +180,16 @@ int veil_lookup_words(veil_client* client, const uint64_t* indices, size_t count
 
 int veil_lookup_in_ranges(veil_client* client, const uint64_t* indices,
                           const veil_row_range* ranges, size_t count, float* out, size_t out_len) {
-  return LookupInRanges<float>(client, indices, ranges, count, out, out_len, &veil::TableInfo::dim,
-                               "floats", &veil::Client::LookupInRanges);
+  return LookupInRanges<float>(client, indices, ranges, count, out, out_len, &veil::client::TableInfo::dim,
+                               "floats", &veil::client::Client::LookupInRanges);
 }
 
 int veil_lookup_words_in_ranges(veil_client* client, const uint64_t* indices,
                                 const veil_row_range* ranges, size_t count, uint32_t* out,
                                 size_t out_len) {
   return LookupInRanges<uint32_t>(client, indices, ranges, count, out, out_len,
-                                  &veil::TableInfo::row_words, "words",
-                                  &veil::Client::LookupWordsInRanges);
+                                  &veil::client::TableInfo::row_words, "words",
+                                  &veil::client::Client::LookupWordsInRanges);
 }
 
 int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t count,
@@ -210,7 +210,7 @@ int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t coun
     auto rows = client->client->LookupPooled(
         absl::MakeConstSpan(indices, count), absl::MakeConstSpan(bag_sizes, bag_count),
         weights == nullptr ? absl::Span<const int32_t>() : absl::MakeConstSpan(weights, count),
-        mode == VEIL_POOL_SUM ? veil::PoolingMode::kSum : veil::PoolingMode::kMean);
+        mode == VEIL_POOL_SUM ? veil::client::PoolingMode::kSum : veil::client::PoolingMode::kMean);
     if (!rows.ok()) return Fail(rows.status());
     std::copy(rows->begin(), rows->end(), out);
     return VEIL_OK;
@@ -222,7 +222,7 @@ int veil_last_call_stats(const veil_client* client, veil_call_stats* out_stats) 
     if (client == nullptr || out_stats == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument, "client and out_stats are required");
     }
-    veil::CallStats s = client->client->last_call();
+    veil::client::CallStats s = client->client->last_call();
     out_stats->bytes_up = s.bytes_up;
     out_stats->bytes_down = s.bytes_down;
     out_stats->latency_ms = s.latency_ms;

@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "pir/two_server/backend.h"
+#include "dpf/params.h"
 
 namespace veil::server {
 
@@ -18,10 +18,6 @@ absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Rea
                                                    limits.max_message_bytes, " bytes per call"));
   }
   if (keys.size() == 0) return absl::InvalidArgumentError("the call holds no keys");
-  if (!ranges.empty() && ranges.size() != keys.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ranges.size(), " row ranges for ", keys.size(), " keys"));
-  }
   if (keys.size() > limits.max_keys_per_call) {
     return absl::InvalidArgumentError(absl::StrCat(keys.size(), " keys exceed the limit of ",
                                                    limits.max_keys_per_call, " keys per call"));
@@ -40,7 +36,7 @@ absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Rea
                                                      " but this server is party ", rules.party));
     }
     const uint64_t rows = ranges.empty() ? rules.rows : ranges[i].rows;
-    if (absl::Status fits = pir::CheckKeyFitsTable(*key, rows); !fits.ok()) {
+    if (absl::Status fits = dpf::CheckDomainFitsRows(key->params(), rows); !fits.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("key ", i, ": ", fits.message()));
     }
     if (rules.pooled && key->params().output != dpf::OutputType::kAdditive) {

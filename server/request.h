@@ -1,5 +1,5 @@
-// Validation of one call's parameters, before any work: the checks every answer/answerPooled call
-// passes through (sizes, counts, then each key against the server's party and table). Free
+// Validation of one dpf2 call's parameters, before any work: the checks every answer/answerPooled
+// call passes through (sizes, counts, then each key against the server's party and table). Free
 // functions, so that tests and the fuzzer reach them without a server.
 #ifndef VEIL_SERVER_REQUEST_H_
 #define VEIL_SERVER_REQUEST_H_
@@ -9,9 +9,9 @@
 
 #include "absl/status/statusor.h"
 #include "dpf/key.h"
-#include "pir/two_server/backend.h"
+#include "pir/two_server/row_range.h"
 #include "server/limits.h"
-#include "server/veil.capnp.h"
+#include "rpc/veil.capnp.h"
 
 namespace veil::server {
 
@@ -25,7 +25,8 @@ struct KeyRules {
 // Parses and validates the keys of one call: the parameters (param_bytes) must fit
 // max_message_bytes, the count must be in [1, max_keys_per_call], and each key must parse, be for
 // rules.party, fit a table of rules.rows rows (or, when `ranges` is not empty, ranges[i].rows rows)
-// and (pooled) be additive.
+// and (pooled) be additive. `ranges` is what ParseRanges returned for the same call: empty or one
+// range per key.
 // Returns INVALID_ARGUMENT naming the exceeded limit or the first bad key ("key 3: ...").
 absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Reader keys,
                                                    uint64_t param_bytes, const KeyRules& rules,

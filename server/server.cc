@@ -17,12 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "embedding/table.h"
-#include "server/backend_select.h"
+#include "rpc/tls.h"
 #include "server/log.h"
-#include "server/scheduler.h"
-#include "server/service.h"
+#include "server/protocol.h"
 #include "server/stats.h"
-#include "server/tls.h"
 
 namespace veil::server {
 namespace {
@@ -67,7 +65,7 @@ std::string DescribePeer(kj::Network& network, kj::AsyncIoStream& stream) {
 
 class Listener {
  public:
-  // `new_service` makes the PirServer of one new connection. With `tls` (else null: plaintext)
+  // `new_service` makes the service of one new connection. With `tls` (else null: plaintext)
   // every accepted stream is wrapped in TLS before it is served.
   Listener(kj::ConnectionReceiver& receiver, kj::TlsContext* tls, kj::Timer& timer,
            kj::Network& network, std::function<capnp::Capability::Client()> new_service,
@@ -148,9 +146,6 @@ class Listener {
 };
 
 absl::Status CheckOptions(const ServerOptions& options) {
-  if (options.party != 0 && options.party != 1) {
-    return absl::InvalidArgumentError("--party must be 0 or 1");
-  }
   if (options.table_path.empty()) return absl::InvalidArgumentError("--table is required");
   if (options.threads < 1) return absl::InvalidArgumentError("--threads must be at least 1");
   if (options.tls_cert_path.empty() != options.tls_key_path.empty()) {
@@ -188,7 +183,7 @@ absl::Status RunServer(const ServerOptions& options) {
   // TLS files first: they are cheap to check, the table may not be.
   std::unique_ptr<kj::TlsContext> tls;
   if (!options.tls_cert_path.empty()) {
-    auto context = MakeServerTlsContext(options.tls_cert_path, options.tls_key_path);
+    auto context = rpc::MakeServerTlsContext(options.tls_cert_path, options.tls_key_path);
     if (!context.ok()) return context.status();
     tls = *std::move(context);
   }
@@ -198,10 +193,6 @@ absl::Status RunServer(const ServerOptions& options) {
     return absl::Status(table.status().code(),
                         absl::StrCat("table ", options.table_path, ": ", table.status().message()));
   }
-  const dpf::TableView view = (*table)->view();
-  auto backend = CreateBackend(options.backend, view, options.threads, options.gpus);
-  if (!backend.ok()) return backend.status();
-
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Network& network = io.provider->getNetwork();
   kj::Own<kj::ConnectionReceiver> receiver;
@@ -213,7 +204,7 @@ absl::Status RunServer(const ServerOptions& options) {
     sockaddr_storage local;
     uint length = sizeof(local);
     receiver->getsockname(reinterpret_cast<sockaddr*>(&local), &length);
-    loopback = IsLoopback(reinterpret_cast<const sockaddr*>(&local), length);
+    loopback = rpc::IsLoopback(reinterpret_cast<const sockaddr*>(&local), length);
     bound = network.getSockaddr(&local, length)->toString().cStr();
   } catch (const kj::Exception& e) {
     return absl::UnavailableError(
@@ -223,22 +214,22 @@ absl::Status RunServer(const ServerOptions& options) {
     if (!options.insecure_plaintext) {
       return absl::InvalidArgumentError(absl::StrCat(
           "refusing to serve plaintext on ", options.listen,
-          ", which is not a loopback address: ", kPlaintextRisk,
+          ", which is not a loopback address: ", rpc::kPlaintextRisk,
           ". Give --tls-cert and --tls-key (veil tls-cert --out-dir=DIR makes a self-signed "
           "pair), listen on 127.0.0.1, or pass --insecure-plaintext if this network is "
           "protected otherwise"));
     }
     Log(absl::StrCat("WARNING: serving PLAINTEXT on ", bound,
-                     ", which is not a loopback address (--insecure-plaintext): ", kPlaintextRisk,
+                     ", which is not a loopback address (--insecure-plaintext): ", rpc::kPlaintextRisk,
                      ". Use --tls-cert and --tls-key unless this network is protected otherwise"));
   }
 
   ServerStats stats;
-  BatchScheduler scheduler(**backend, options.limits, stats);
+  auto protocol = CreateProtocol(options.protocol, ProtocolEnv{options, **table, stats});
+  if (!protocol.ok()) return protocol.status();
   {
     auto new_service = [&]() -> capnp::Capability::Client {
-      return kj::heap<PirService>(options.party, **table, (*backend)->name(), options.limits,
-                                  scheduler, stats);
+      return (*protocol)->NewConnection();
     };
     auto listener = std::make_unique<Listener>(*receiver, tls.get(), io.provider->getTimer(),
                                                network, new_service, options.limits, stats);
@@ -247,15 +238,13 @@ absl::Status RunServer(const ServerOptions& options) {
 
     const embedding::Table& t = **table;
     Log(absl::StrFormat(
-        "serving %s (%d rows x %d words, %s, dim %d, epoch %d, digest %s) on %s port %d %s, "
-        "backend %s, %d thread(s), batches up to %d keys / %s",
+        "serving %s (%d rows x %d words, %s, dim %d, epoch %d, digest %s) on %s port %d %s, %s",
         options.table_path, t.rows(), t.row_words(), embedding::RowFormatName(t.format()), t.dim(),
         t.epoch(), t.DigestHex().substr(0, 16), options.listen, receiver->getPort(),
         tls != nullptr ? absl::StrCat("over TLS (certificate ", options.tls_cert_path, ")")
         : loopback     ? std::string("in plaintext (loopback only)")
                        : std::string("in PLAINTEXT"),
-        (*backend)->name(), options.threads, options.limits.max_batch_keys,
-        absl::FormatDuration(options.limits.max_wait)));
+        (*protocol)->Describe()));
     // After the log line, so that whoever waits for the port finds the server's log written.
     std::printf("%u\n", receiver->getPort());
     std::fflush(stdout);
@@ -265,7 +254,7 @@ absl::Status RunServer(const ServerOptions& options) {
                                 .wait(io.waitScope);
     Log(absl::StrCat("received ", signal_info.si_signo == SIGTERM ? "SIGTERM" : "SIGINT",
                      ": stopping (queued calls get UNAVAILABLE, the running pass finishes)"));
-    scheduler.Stop(io.waitScope, io.provider->getTimer());
+    (*protocol)->Stop(io.waitScope, io.provider->getTimer());
     // Let the last replies reach their sockets before the connections close.
     io.provider->getTimer().afterDelay(20 * kj::MILLISECONDS).wait(io.waitScope);
   }

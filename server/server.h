@@ -1,5 +1,6 @@
-// A whole veil server process: opens the table, starts the backend and the batching scheduler,
-// accepts Cap'n Proto connections, and stops cleanly on SIGTERM or SIGINT.
+// A whole veil server process: opens the table, starts its protocol (server/protocol.h: the
+// backend and the batching scheduler), accepts Cap'n Proto connections, and stops cleanly on
+// SIGTERM or SIGINT.
 #ifndef VEIL_SERVER_SERVER_H_
 #define VEIL_SERVER_SERVER_H_
 
@@ -11,14 +12,15 @@
 namespace veil::server {
 
 struct ServerOptions {
-  int party = -1;  // 0 or 1
+  std::string protocol = "dpf2";  // what the server speaks (server/protocol.h)
+  int party = -1;                 // dpf2: 0 or 1
   std::string table_path;
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free one
   std::string backend = "auto";        // cpu | gpu | auto
   int threads = 1;                     // CPU backend threads
   std::string gpus = "all";            // GPU backend: "all" or a device list ("0,1"); the table
                                        // is split by rows across them (NCCL combines)
-  // TLS (server/tls.h): the certificate (chain) and private key, PEM files; both or neither. With
+  // TLS (rpc/tls.h): the certificate (chain) and private key, PEM files; both or neither. With
   // them every accepted connection is TLS (1.2 or newer).
   std::string tls_cert_path;
   std::string tls_key_path;

@@ -1,5 +1,6 @@
 // Serving statistics shared by the RPC thread and the backend worker: counters, batch sizes and
-// recent call latencies (reported as percentiles by the `stats` call and in the shutdown log).
+// recent call latencies (reported as percentiles by the `stats` call, rpc/stats.h, and in the
+// shutdown log).
 #ifndef VEIL_SERVER_STATS_H_
 #define VEIL_SERVER_STATS_H_
 
@@ -8,23 +9,11 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "rpc/stats.h"
 
 namespace veil::server {
 
-struct StatsSnapshot {
-  uint64_t calls = 0;
-  uint64_t keys = 0;
-  uint64_t passes = 0;
-  double mean_batch_keys = 0;
-  uint32_t max_batch_keys = 0;
-  double latency_p50_ms = 0;
-  double latency_p90_ms = 0;
-  double latency_p99_ms = 0;
-  uint32_t queued_keys = 0;
-  uint64_t errors = 0;
-  uint32_t connections = 0;
-  double uptime_s = 0;
-};
+using rpc::StatsSnapshot;
 
 class ServerStats {
  public:

@@ -205,7 +205,7 @@ absl::Status MakeLayout() {
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return absl::InvalidArgumentError("layout: give --out=FILE");
   if (auto s = layout->WriteFile(out); !s.ok()) return s;
-  const auto cost = client::CostOf(*layout);
+  const auto cost = batch::CostOf(*layout);
   std::printf(
       "{\"tool\":\"veil-codesign\",\"command\":\"layout\",\"workload\":\"%s\",\"file\":\"%s\","
       "\"rows\":%d,\"hot_rows\":%zu,\"keys\":%lld,\"words_scanned\":%lld}\n",

@@ -16,6 +16,11 @@
 namespace veil::training {
 namespace {
 
+using client::PrivateEmbeddingBag;
+using client::PrivateEmbeddingBagOptions;
+using client::PrivateRows;
+using client::TableInfo;
+
 // The client's model: the trained head (shared with the trained module, not copied) and a
 // PrivateEmbeddingBag in place of the embedding table, which stays on the servers.
 struct DeviceRecommenderImpl : torch::nn::Module {

@@ -19,6 +19,9 @@
 
 namespace veil::training {
 
+using client::CallStats;
+using client::Client;
+
 // Writes the table the servers of `layout` serve: the model's embedding table arranged into the
 // layout's bins and co-located entries (embedding/layout_table.h), fp32 rows (bit-exact).
 // Returns INVALID_ARGUMENT if the layout's rows or dimension are not the model's, and the table

@@ -21,7 +21,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "embedding/layout_table.h"
-#include "server/launcher.h"
+#include "tools/launcher.h"
 #include "training_tools/private_inference.h"
 #include "training_tools/simulate.h"
 
@@ -50,6 +50,7 @@ namespace {
 
 using namespace veil;            // NOLINT
 using namespace veil::training;  // NOLINT
+using namespace veil::client;    // NOLINT
 
 // The public placement key of --seed.
 std::array<uint8_t, 16> LayoutSeed() {
@@ -123,14 +124,14 @@ int main(int argc, char** argv) {
     return Fail(status);
   }
 
-  std::unique_ptr<server::ServerProcess> servers[2];
+  std::unique_ptr<tools::ServerProcess> servers[2];
   for (int party = 0; party < 2; ++party) {
-    server::ServerProcessOptions o;
-    o.binary = server::ServerBinaryNextToSelf();
+    tools::ServerProcessOptions o;
+    o.binary = tools::ServerBinaryNextToSelf();
     o.party = party;
     o.table_path = table_path;
     o.log_path = absl::StrFormat("%s/server%d.log", work_dir, party);
-    auto started = server::ServerProcess::Start(o);
+    auto started = tools::ServerProcess::Start(o);
     if (!started.ok()) return Fail(started.status());
     servers[party] = std::move(*started);
   }
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
   const double auc_simulated = (*model)->Evaluate(simulation->missing);
   const double auc_all_rows =
       (*model)->Evaluate(std::vector<std::vector<int32_t>>(simulation->missing.size()));
-  const client::PlanCost cost = client::CostOf(*layout);
+  const batch::PlanCost cost = batch::CostOf(*layout);
   const bool keys_constant = std::all_of(device->keys.begin(), device->keys.end(),
                                          [&](int64_t k) { return k == cost.keys; });
   const bool ok =

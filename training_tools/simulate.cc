@@ -89,14 +89,14 @@ absl::StatusOr<SimulationResult> Simulate(const embedding::Layout& layout,
                                           const std::vector<RowRequest>& requests,
                                           double backend_words_per_s) {
   SimulationResult result;
-  result.cost = client::CostOf(layout);
+  result.cost = batch::CostOf(layout);
   if (backend_words_per_s > 0) {
     result.latency_ms = 1e3 * static_cast<double>(result.cost.words_scanned) / backend_words_per_s;
   }
   int64_t wanted = 0, fetched = 0, complete = 0;
   result.missing.reserve(requests.size());
   for (const RowRequest& request : requests) {
-    auto selection = client::ChooseSlots(layout, request);
+    auto selection = batch::ChooseSlots(layout, request);
     if (!selection.ok()) return selection.status();
     wanted += static_cast<int64_t>(selection->sources.size() + selection->missing.size());
     fetched += static_cast<int64_t>(selection->sources.size());

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "embedding/layout.h"
-#include "mobile_client/planner.h"
+#include "pir/batch/planner.h"
 #include "training_tools/profile.h"
 
 namespace veil::training {
@@ -33,7 +33,7 @@ class QualityModel {
 struct SimulationResult {
   double fetched_share = 0;   // wanted rows fetched / wanted rows, over all requests
   double complete_share = 0;  // requests with nothing missing
-  client::PlanCost cost;      // per inference (the same for every request)
+  batch::PlanCost cost;      // per inference (the same for every request)
   double latency_ms = 0;      // words_scanned / backend throughput (0 if unknown)
   std::vector<std::vector<int32_t>> missing;  // per request
 };

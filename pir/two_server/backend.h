@@ -4,7 +4,6 @@
 #ifndef VEIL_PIR_TWO_SERVER_BACKEND_H_
 #define VEIL_PIR_TWO_SERVER_BACKEND_H_
 
-#include <compare>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,20 +12,9 @@
 #include "absl/types/span.h"
 #include "dpf/eval.h"
 #include "dpf/key.h"
+#include "pir/two_server/row_range.h"
 
 namespace veil::pir {
-
-// Rows [first_row, first_row + rows) of a table.
-struct RowRange {
-  uint64_t first_row = 0;
-  uint64_t rows = 0;
-  friend bool operator==(const RowRange&, const RowRange&) = default;
-  friend auto operator<=>(const RowRange&, const RowRange&) = default;
-};
-
-// Checks that `range` is not empty and lies inside a table of `table_rows` rows. Returns
-// INVALID_ARGUMENT naming the problem otherwise.
-absl::Status CheckRange(const RowRange& range, uint64_t table_rows);
 
 // The rows of `range` (which must pass CheckRange) as a table of their own.
 dpf::TableView RangeView(const dpf::TableView& table, const RowRange& range);
@@ -56,10 +44,6 @@ class Backend {
 // The CPU backend: EvalDotMulti over `threads` threads. The table must outlive the backend.
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const dpf::TableView& table,
                                                           int threads);
-
-// Checks that a key can be answered against a table of `rows` rows: its domain must be
-// LogDomainForRows(rows). Returns INVALID_ARGUMENT naming the mismatch otherwise.
-absl::Status CheckKeyFitsTable(const dpf::DpfKey& key, uint64_t rows);
 
 }  // namespace veil::pir
 

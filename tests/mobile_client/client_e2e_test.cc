@@ -1,4 +1,4 @@
-// veil::Client against two real veil-server processes on loopback.
+// veil::client::Client against two real veil-server processes on loopback.
 #include <signal.h>
 
 #include <atomic>
@@ -13,7 +13,7 @@
 #include "mobile_client/client.h"
 #include "tests/server/two_servers.h"
 
-namespace veil {
+namespace veil::client {
 namespace {
 
 using ::testing::HasSubstr;
@@ -342,13 +342,13 @@ TEST_F(TwoServerTest, ARestartedServerIsUsedAgainOnlyWithTheSameTable) {
   const int port = servers->server[1]->port();
   auto restart = [&](const std::string& table_path) {
     servers->server[1]->Kill();
-    server::ServerProcessOptions o;
+    tools::ServerProcessOptions o;
     o.binary = VEIL_SERVER_BINARY;
     o.party = 1;
     o.table_path = table_path;
     o.backend = "cpu";
     o.listen = absl::StrCat("127.0.0.1:", port);
-    auto started = server::ServerProcess::Start(o);
+    auto started = tools::ServerProcess::Start(o);
     ASSERT_TRUE(started.ok()) << started.status();
     servers->server[1] = *std::move(started);
   };
@@ -463,4 +463,4 @@ TEST_F(TwoServerTest, ManyConcurrentClientsGetCorrectRows) {
 }
 
 }  // namespace
-}  // namespace veil
+}  // namespace veil::client

@@ -1,4 +1,4 @@
-// veil::Client over TLS against two real veil-server processes: rows stay bit-exact, and every
+// veil::client::Client over TLS against two real veil-server processes: rows stay bit-exact, and every
 // mismatch between what the client trusts and what the servers present (another certificate,
 // another name, plaintext on either side, a silent peer) fails with a clear status within the
 // timeout. Also the client's half of the loopback rule for plaintext.
@@ -20,7 +20,7 @@
 #include "mobile_client/client.h"
 #include "tests/server/two_servers.h"
 
-namespace veil {
+namespace veil::client {
 namespace {
 
 using ::testing::HasSubstr;
@@ -50,7 +50,7 @@ class ClientTlsTest : public ::testing::Test {
   }
 
   // Both servers over TLS with `cert` (by default the fixture's, for 127.0.0.1 and localhost).
-  testing::TwoServers StartTls(const server::CertificateFiles* cert = nullptr) {
+  testing::TwoServers StartTls(const tools::CertificateFiles* cert = nullptr) {
     auto servers = testing::StartTwoServers(path_, path_, {}, cert != nullptr ? cert : &cert_);
     EXPECT_TRUE(servers.ok()) << servers.status();
     return servers.ok() ? *std::move(servers) : testing::TwoServers();
@@ -58,7 +58,7 @@ class ClientTlsTest : public ::testing::Test {
 
   std::string path_;
   std::unique_ptr<embedding::Table> table_;
-  server::CertificateFiles cert_;
+  tools::CertificateFiles cert_;
 };
 
 TEST_F(ClientTlsTest, LookupsOverTlsAreBitExact) {
@@ -250,13 +250,13 @@ TEST_F(ClientTlsTest, PlaintextOffLoopbackIsRefusedUnlessAllowed) {
   if (ip.empty()) GTEST_SKIP() << "this machine has no non-loopback IPv4 address";
   testing::TwoServers servers;
   for (int party = 0; party < 2; ++party) {
-    server::ServerProcessOptions o;
+    tools::ServerProcessOptions o;
     o.binary = VEIL_SERVER_BINARY;
     o.party = party;
     o.table_path = path_;
     o.listen = ip + ":0";
     o.extra_args = {"--insecure-plaintext"};
-    auto started = server::ServerProcess::Start(o);
+    auto started = tools::ServerProcess::Start(o);
     ASSERT_TRUE(started.ok()) << started.status();
     servers.server[party] = *std::move(started);
   }
@@ -275,4 +275,4 @@ TEST_F(ClientTlsTest, PlaintextOffLoopbackIsRefusedUnlessAllowed) {
 }
 
 }  // namespace
-}  // namespace veil
+}  // namespace veil::client

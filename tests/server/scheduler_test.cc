@@ -1,4 +1,4 @@
-#include "server/scheduler.h"
+#include "server/key_batcher.h"
 
 #include <kj/async-io.h>
 
@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pir/two_server/query.h"
 
 namespace veil::server {
 namespace {
@@ -65,16 +66,16 @@ std::vector<uint32_t> Expected(const std::vector<dpf::DpfKey>& keys) {
   return out;
 }
 
-TEST(BatchSchedulerTest, CallsGatheredWithinTheWaitShareOnePass) {
+TEST(KeyBatcherTest, CallsGatheredWithinTheWaitShareOnePass) {
   auto io = kj::setupAsyncIo();
   FakeBackend backend;
   ServerStats stats;
   ServerLimits limits;
   limits.max_batch_keys = 12;
   limits.max_wait = absl::Seconds(5);
-  BatchScheduler scheduler(backend, limits, stats);
+  KeyBatcher scheduler(backend, limits, stats);
   std::vector<std::vector<dpf::DpfKey>> calls;
-  auto promises = kj::heapArrayBuilder<kj::Promise<absl::StatusOr<BatchScheduler::Shares>>>(4);
+  auto promises = kj::heapArrayBuilder<kj::Promise<absl::StatusOr<KeyBatcher::Shares>>>(4);
   for (int c = 0; c < 4; ++c) {
     calls.push_back(MakeKeys(3, 100 + c));
     promises.add(scheduler.Submit(calls.back()));
@@ -94,7 +95,7 @@ TEST(BatchSchedulerTest, CallsGatheredWithinTheWaitShareOnePass) {
   EXPECT_EQ(stats.Snapshot().passes, backend.batches.size());
 }
 
-TEST(BatchSchedulerTest, CallsQueuedDuringAPassAreBatchedTogether) {
+TEST(KeyBatcherTest, CallsQueuedDuringAPassAreBatchedTogether) {
   auto io = kj::setupAsyncIo();
   FakeBackend backend;
   absl::Notification gate;
@@ -102,13 +103,13 @@ TEST(BatchSchedulerTest, CallsQueuedDuringAPassAreBatchedTogether) {
   ServerStats stats;
   ServerLimits limits;
   limits.max_batch_keys = 64;
-  BatchScheduler scheduler(backend, limits, stats);
+  KeyBatcher scheduler(backend, limits, stats);
   auto first_keys = MakeKeys(1, 1);
   auto first = scheduler.Submit(first_keys);
   // Let the worker take the first call and block in the backend.
   io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
   std::vector<std::vector<dpf::DpfKey>> calls;
-  auto promises = kj::heapArrayBuilder<kj::Promise<absl::StatusOr<BatchScheduler::Shares>>>(5);
+  auto promises = kj::heapArrayBuilder<kj::Promise<absl::StatusOr<KeyBatcher::Shares>>>(5);
   for (int c = 0; c < 5; ++c) {
     calls.push_back(MakeKeys(2, 10 + c));
     promises.add(scheduler.Submit(calls.back()));
@@ -125,7 +126,7 @@ TEST(BatchSchedulerTest, CallsQueuedDuringAPassAreBatchedTogether) {
   EXPECT_EQ(backend.batches, (std::vector<size_t>{1, 10}));
 }
 
-TEST(BatchSchedulerTest, FullQueueIsRefusedAndStopFailsQueuedCalls) {
+TEST(KeyBatcherTest, FullQueueIsRefusedAndStopFailsQueuedCalls) {
   auto io = kj::setupAsyncIo();
   FakeBackend backend;
   absl::Notification gate;
@@ -134,7 +135,7 @@ TEST(BatchSchedulerTest, FullQueueIsRefusedAndStopFailsQueuedCalls) {
   ServerLimits limits;
   limits.max_queued_keys = 4;
   limits.max_batch_keys = 2;
-  BatchScheduler scheduler(backend, limits, stats);
+  KeyBatcher scheduler(backend, limits, stats);
   auto running = scheduler.Submit(MakeKeys(2, 1));
   io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
   auto queued = scheduler.Submit(MakeKeys(4, 2));
@@ -151,6 +152,73 @@ TEST(BatchSchedulerTest, FullQueueIsRefusedAndStopFailsQueuedCalls) {
   EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
   auto late = scheduler.Submit(MakeKeys(1, 4)).wait(io.waitScope);
   EXPECT_TRUE(absl::IsUnavailable(late.status()));
+}
+
+// The CPU backend, whose first pass waits for `gate` (so that later calls queue up together).
+class GatedCpuBackend final : public pir::Backend {
+ public:
+  GatedCpuBackend(std::unique_ptr<pir::Backend> cpu, absl::Notification& gate)
+      : cpu_(std::move(cpu)), gate_(gate) {}
+  std::string name() const override { return "gated-cpu"; }
+  const dpf::TableView& table() const override { return cpu_->table(); }
+  absl::Status Answer(absl::Span<const dpf::DpfKey* const> keys,
+                      absl::Span<uint32_t> out) override {
+    gate_.WaitForNotification();
+    ++passes;
+    return cpu_->Answer(keys, out);
+  }
+  std::atomic<int> passes{0};
+
+ private:
+  std::unique_ptr<pir::Backend> cpu_;
+  absl::Notification& gate_;
+};
+
+TEST(KeyBatcherTest, KeysThatCannotShareABackendCallDoNotFailEachOther) {
+  // One pass holds additive AES keys, XOR keys and ChaCha keys of both parties (a first call
+  // holds the worker until all are queued): each kind is answered as its own group, bit-exact.
+  auto io = kj::setupAsyncIo();
+  constexpr uint64_t kRows = 100;
+  std::vector<uint32_t> data(kRows * kRowWords);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint32_t>(i * 2654435761u);
+  auto cpu = pir::CreateCpuBackend(dpf::TableView{data.data(), kRows, kRowWords, 0}, 1);
+  ASSERT_TRUE(cpu.ok());
+  absl::Notification gate;
+  GatedCpuBackend backend(*std::move(cpu), gate);
+  ServerStats stats;
+  ServerLimits limits;
+  limits.max_batch_keys = 64;
+  KeyBatcher batcher(backend, limits, stats);
+  const std::pair<dpf::Prg, dpf::OutputType> kinds[] = {
+      {dpf::Prg::kAes128, dpf::OutputType::kAdditive},
+      {dpf::Prg::kAes128, dpf::OutputType::kXor},
+      {dpf::Prg::kChaCha12, dpf::OutputType::kAdditive}};
+  auto first = batcher.Submit({pir::MakeQuery(kRows, 0, 1)->key[0]});
+  io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
+  std::vector<pir::QueryKeys> queries;
+  auto promises = kj::heapArrayBuilder<kj::Promise<absl::StatusOr<KeyBatcher::Shares>>>(6);
+  for (int c = 0; c < 3; ++c) {
+    auto q = pir::MakeQuery(kRows, 7 * c + 1, 1, kinds[c].first, kinds[c].second);
+    ASSERT_TRUE(q.ok());
+    queries.push_back(*std::move(q));
+    for (int party = 0; party < 2; ++party) promises.add(batcher.Submit({queries[c].key[party]}));
+  }
+  gate.Notify();
+  ASSERT_TRUE(first.wait(io.waitScope).ok());
+  auto answers = kj::joinPromises(promises.finish()).wait(io.waitScope);
+  batcher.Stop(io.waitScope, io.provider->getTimer());
+  EXPECT_EQ(stats.Snapshot().passes, 2u) << "the six calls shared one pass";
+  for (int c = 0; c < 3; ++c) {
+    ASSERT_TRUE(answers[2 * c].ok() && answers[2 * c + 1].ok()) << answers[2 * c].status();
+    std::vector<uint32_t> row(kRowWords);
+    ASSERT_TRUE(pir::Reconstruct(kinds[c].second, *answers[2 * c], *answers[2 * c + 1],
+                                 absl::MakeSpan(row))
+                    .ok());
+    const uint64_t wanted = 7 * c + 1;
+    EXPECT_EQ(row, std::vector<uint32_t>(data.begin() + wanted * kRowWords,
+                                         data.begin() + (wanted + 1) * kRowWords))
+        << "call " << c;
+  }
 }
 
 }  // namespace

@@ -17,14 +17,17 @@
 #include "gtest/gtest.h"
 #include "mobile_client/client.h"
 #include "pir/two_server/query.h"
-#include "server/rpc_status.h"
-#include "server/veil.capnp.h"
+#include "rpc/status.h"
+#include "rpc/veil.capnp.h"
 #include "tests/server/two_servers.h"
 
 namespace veil {
 namespace {
 
 using ::testing::HasSubstr;
+using client::Client;
+using client::ClientOptions;
+using client::RowRange;
 
 constexpr uint64_t kRows = 300;
 constexpr uint32_t kDim = 8;
@@ -60,7 +63,7 @@ class ServerRpcTest : public ::testing::Test {
       EXPECT_EQ(reply.getShares().size(), keys.size() * kDim);
       return absl::OkStatus();
     } catch (const kj::Exception& e) {
-      return server::ExceptionToStatus(e, "server 0");
+      return rpc::ExceptionToStatus(e, "server 0");
     }
   }
 
@@ -78,7 +81,9 @@ TEST_F(ServerRpcTest, ConfigDescribesTheTableAndLimits) {
   capnp::EzRpcClient rpc("127.0.0.1", servers_.server[1]->port());
   auto reply = rpc.getMain<rpc::PirServer>().configRequest().send().wait(rpc.getWaitScope());
   rpc::Config::Reader c = reply.getConfig();
-  EXPECT_EQ(c.getProtocolVersion(), rpc::PROTOCOL_VERSION);
+  auto hello = rpc.getMain<rpc::VeilServer>().helloRequest().send().wait(rpc.getWaitScope());
+  EXPECT_EQ(hello.getHello().getProtocolVersion(), rpc::PROTOCOL_VERSION);
+  EXPECT_EQ(std::string(hello.getHello().getProtocol().cStr()), "dpf2");
   EXPECT_EQ(c.getParty(), 1);
   EXPECT_EQ(c.getRows(), kRows);
   EXPECT_EQ(c.getDim(), kDim);
@@ -172,7 +177,7 @@ TEST_F(ServerRpcTest, BadCallsGetErrorRepliesWhileAGoodClientKeepsWorking) {
         request.send().wait(rpc.getWaitScope());
         return absl::OkStatus();
       } catch (const kj::Exception& e) {
-        return server::ExceptionToStatus(e, "server 0");
+        return rpc::ExceptionToStatus(e, "server 0");
       }
     };
     s = pooled({GoodKey(0, 1, kRows, dpf::OutputType::kXor)}, {1});
@@ -228,7 +233,7 @@ absl::StatusOr<std::vector<uint32_t>> AnswerInRanges(
     for (uint32_t w : reply.getShares()) shares.push_back(w);
     return shares;
   } catch (const kj::Exception& e) {
-    return server::ExceptionToStatus(e, "server");
+    return rpc::ExceptionToStatus(e, "server");
   }
 }
 
@@ -366,7 +371,7 @@ TEST(ServerLimitsTest, OneConnectionCannotFillTheQueue) {
     }
     replies.push_back(request.send().then(
         [](auto) { return absl::OkStatus(); },
-        [](kj::Exception&& e) { return server::ExceptionToStatus(e, "server 0"); }));
+        [](kj::Exception&& e) { return rpc::ExceptionToStatus(e, "server 0"); }));
   }
   // Meanwhile another client is served normally.
   ClientOptions options;
@@ -396,19 +401,19 @@ TEST_F(ServerRpcTest, SigtermStopsCleanly) {
 }
 
 TEST(ServerStartTest, BadOptionsFailWithAMessage) {
-  server::ServerProcessOptions options;
+  tools::ServerProcessOptions options;
   options.binary = VEIL_SERVER_BINARY;
   options.party = 0;
   options.table_path = testing::TempPath("missing.veil");
-  EXPECT_FALSE(server::ServerProcess::Start(options).ok());
+  EXPECT_FALSE(tools::ServerProcess::Start(options).ok());
   auto path = testing::WriteRandomTable("ok.veil", embedding::RowFormat::kFp32, 10, 4, 1);
   ASSERT_TRUE(path.ok());
   options.table_path = *path;
   options.backend = "tpu";
-  EXPECT_FALSE(server::ServerProcess::Start(options).ok());
+  EXPECT_FALSE(tools::ServerProcess::Start(options).ok());
   options.backend = "cpu";
   options.party = 2;
-  EXPECT_FALSE(server::ServerProcess::Start(options).ok());
+  EXPECT_FALSE(tools::ServerProcess::Start(options).ok());
 }
 
 }  // namespace

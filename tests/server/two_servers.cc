@@ -31,17 +31,17 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
   return path;
 }
 
-absl::StatusOr<server::CertificateFiles> MakeCertificate(const std::vector<std::string>& hosts) {
-  return server::WriteSelfSignedCertificate(TempPath("tls"), hosts);
+absl::StatusOr<tools::CertificateFiles> MakeCertificate(const std::vector<std::string>& hosts) {
+  return tools::WriteSelfSignedCertificate(TempPath("tls"), hosts);
 }
 
 absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std::string& table1,
                                            const std::vector<std::string>& extra_args,
-                                           const server::CertificateFiles* tls) {
+                                           const tools::CertificateFiles* tls) {
   TwoServers servers;
   if (tls != nullptr) servers.tls_cert = tls->cert_path;
   for (int party = 0; party < 2; ++party) {
-    server::ServerProcessOptions options;
+    tools::ServerProcessOptions options;
     options.binary = VEIL_SERVER_BINARY;
     options.party = party;
     options.table_path = party == 0 ? table0 : table1;
@@ -51,7 +51,7 @@ absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std:
       options.tls_cert_path = tls->cert_path;
       options.tls_key_path = tls->key_path;
     }
-    auto started = server::ServerProcess::Start(options);
+    auto started = tools::ServerProcess::Start(options);
     if (!started.ok()) return started.status();
     servers.server[party] = *std::move(started);
   }

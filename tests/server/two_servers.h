@@ -11,8 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "embedding/row_format.h"
-#include "server/launcher.h"
-#include "server/tls.h"
+#include "tools/launcher.h"
+#include "rpc/tls.h"
+#include "tools/tls_cert.h"
 
 namespace veil::testing {
 
@@ -24,20 +25,20 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
                                              uint64_t rows, uint32_t dim, uint64_t seed,
                                              uint64_t epoch = 1);
 
-// A fresh self-signed certificate and key (server/tls.h) in a new temporary folder, for `hosts`.
-absl::StatusOr<server::CertificateFiles> MakeCertificate(const std::vector<std::string>& hosts = {
+// A fresh self-signed certificate and key (tools/tls_cert.h) in a new temporary folder, for `hosts`.
+absl::StatusOr<tools::CertificateFiles> MakeCertificate(const std::vector<std::string>& hosts = {
                                                              "127.0.0.1", "localhost"});
 
 // Server 0 serves table0, server 1 table1 (the same file unless a test wants a mismatch).
 struct TwoServers {
-  std::unique_ptr<server::ServerProcess> server[2];
+  std::unique_ptr<tools::ServerProcess> server[2];
   std::string address(int party) const { return server[party]->address(); }
   std::string tls_cert;  // the certificate both servers present (clients trust it); "": plaintext
 };
 // With `tls`, both servers serve TLS with that certificate and key.
 absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std::string& table1,
                                            const std::vector<std::string>& extra_args = {},
-                                           const server::CertificateFiles* tls = nullptr);
+                                           const tools::CertificateFiles* tls = nullptr);
 
 }  // namespace veil::testing
 

@@ -13,12 +13,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "mobile_client/planner.h"
+#include "pir/batch/planner.h"
 #include "tests/server/two_servers.h"
 #include "training_tools/simulate.h"
 
 namespace veil::training {
 namespace {
+
+using client::ClientOptions;
 
 constexpr size_t kRequests = 12;
 
@@ -125,7 +127,7 @@ TEST_F(PrivateInferenceTest, DevicePredictionsEqualTheSimulationWithCollisions) 
   for (size_t i = 0; i < kRequests; ++i) {
     EXPECT_EQ(device->missing[i], simulation->missing[i]) << "request " << i;
     EXPECT_NEAR(device->predictions[i], (*simulated)[i], 1e-5) << "request " << i;
-    EXPECT_EQ(device->keys[i], client::CostOf(layout).keys) << "constant keys, request " << i;
+    EXPECT_EQ(device->keys[i], batch::CostOf(layout).keys) << "constant keys, request " << i;
     missing += device->missing[i].size();
   }
   EXPECT_GT(missing, 0u) << "the layout should make rows collide";
@@ -183,7 +185,7 @@ TEST_F(PrivateInferenceTest, EmbeddingBagForwardPoolsFetchedRowsAndMasksMissingO
   std::vector<int32_t> distinct(input.begin(), input.end());
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  auto selection = client::ChooseSlots(layout, distinct);
+  auto selection = batch::ChooseSlots(layout, distinct);
   ASSERT_TRUE(selection.ok());
   ASSERT_FALSE(selection->missing.empty()) << "the layout should make rows collide";
   auto missing = [&](int64_t row) {
@@ -200,7 +202,7 @@ TEST_F(PrivateInferenceTest, EmbeddingBagForwardPoolsFetchedRowsAndMasksMissingO
                                              mode == "sum" ? weights : no_weights, mode);
     ASSERT_TRUE(pooled.ok()) << pooled.status();
     EXPECT_EQ(pooled->missing_rows, selection->missing);
-    EXPECT_EQ(pooled->call.keys, client::CostOf(layout).keys);
+    EXPECT_EQ(pooled->call.keys, batch::CostOf(layout).keys);
     ASSERT_EQ(pooled->missing_mask.size(), input.size());
     for (size_t i = 0; i < input.size(); ++i) {
       EXPECT_EQ(pooled->missing_mask[i] != 0, missing(input[i])) << "element " << i;

@@ -55,7 +55,7 @@ TEST(SimulateTest, CountsFetchedRowsAndTheConstantCost) {
     ASSERT_LE(requests[i].size() - result->missing[i].size(), 16u) << "one row per bin";
   }
   EXPECT_DOUBLE_EQ(result->fetched_share, 1.0 - static_cast<double>(missing) / wanted);
-  EXPECT_EQ(result->cost.words_scanned, client::CostOf(*layout).words_scanned);
+  EXPECT_EQ(result->cost.words_scanned, batch::CostOf(*layout).words_scanned);
   EXPECT_EQ(result->cost.words_scanned, 16 * 25 * 32);  // every row scanned once
   EXPECT_DOUBLE_EQ(result->latency_ms, 1e3 * 16 * 25 * 32 / 1e9);
 

@@ -1,0 +1,84 @@
+// The dpf2 protocol's client core, below the lookup API (client.h): connects to both parties over
+// the transport, checks that they serve the same table and accept the client's keys, and
+// exchanges key shares for answer shares. A lookup's keys are split into calls that fit both
+// servers' limits (bags kept whole), sent in waves that fit their per-connection queues, and every
+// answer is checked against the session's table before its shares are added.
+#ifndef VEIL_MOBILE_CLIENT_SHARE_EXCHANGE_H_
+#define VEIL_MOBILE_CLIENT_SHARE_EXCHANGE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "mobile_client/client.h"
+#include "mobile_client/transport.h"
+#include "pir/two_server/query.h"
+
+namespace veil::client {
+
+class ShareExchange {
+ public:
+  // Connects to both servers and checks their configurations (see Client::Connect).
+  static absl::StatusOr<std::unique_ptr<ShareExchange>> Connect(const ClientOptions& options);
+
+  const TableInfo& table() const { return table_; }
+  const ClientOptions& options() const { return options_; }
+
+  // Sends `queries` (one key pair per row or bag member; `ranges`: one row range per query, or
+  // empty for whole-table keys; `bag_sizes`: empty, or the bags of an answerPooled lookup) to both
+  // servers and returns the reconstructed words: row_words per query, or per bag. Records the
+  // call's statistics with `lookups` rows or bags. Serialized with the other calls.
+  absl::StatusOr<std::vector<uint32_t>> Exchange(std::vector<pir::QueryKeys>& queries,
+                                                 absl::Span<const uint32_t> bag_sizes,
+                                                 absl::Span<const RowRange> ranges,
+                                                 dpf::OutputType output, uint32_t lookups,
+                                                 const char* what);
+
+  absl::StatusOr<rpc::StatsSnapshot> Stats(int party);
+  CallStats last_call() const;
+  CallStats totals() const;
+
+  struct PreparedCall;
+  struct ServerConfig;
+
+ private:
+  explicit ShareExchange(ClientOptions options, std::unique_ptr<Transport> transport);
+
+  // Loop thread: reads server s's `config` into configs[s].
+  kj::Promise<absl::Status> ReadConfig(int s, rpc::VeilServer::Client server,
+                                       std::vector<ServerConfig>& configs);
+  // One server's configuration on its own: party, PRG and key types.
+  absl::Status CheckServer(int s, const ServerConfig& config) const;
+  // Both servers' configurations: the same usable table; the session's limits.
+  absl::Status Adopt(const std::vector<ServerConfig>& configs);
+  // Before a call: reconnects to servers whose connection was lost, accepting them only if they
+  // still serve the session's table (FAILED_PRECONDITION otherwise).
+  absl::Status Reconnect();
+  // `what` names the lookup in errors that arise on this side.
+  absl::Status RunCalls(std::vector<PreparedCall>& calls, std::vector<uint32_t> (&shares)[2],
+                        CallStats& stats, const char* what);
+  // Sends `calls` to both servers at once; their replies fill `shares` from word first_offset.
+  absl::Status SendWave(absl::Span<PreparedCall> calls, size_t first_offset,
+                        std::vector<uint32_t> (&shares)[2], absl::Time deadline, const char* what);
+  // The status of a reply of `words` share words from server s (`expected` asked): its table and
+  // its size.
+  absl::Status CheckReply(int s, rpc::TableId::Reader table, size_t words, size_t expected) const;
+
+  const ClientOptions options_;
+  std::unique_ptr<Transport> transport_;
+  TableInfo table_;
+  uint64_t max_message_bytes_ = 0;
+  uint64_t max_queued_keys_ = 0;  // per connection, the smaller of the two; 0: no limit
+
+  mutable absl::Mutex call_mu_;  // serializes the calls
+  CallStats last_call_ ABSL_GUARDED_BY(call_mu_);
+  std::atomic<uint64_t> total_lookups_{0}, total_keys_{0}, total_calls_{0};
+};
+
+}  // namespace veil::client
+
+#endif  // VEIL_MOBILE_CLIENT_SHARE_EXCHANGE_H_

@@ -1,0 +1,108 @@
+# The wire protocols between a veil client and a veil server.
+#
+# A server process speaks one protocol (veil-server --protocol): its bootstrap capability is that
+# protocol's interface, which extends `VeilServer`. A client first calls `hello` and refuses a server
+# of another protocol or another version, with a clear error, before any protocol call.
+#
+# Versioning: `protocolVersion` below is reported by `hello`; a client refuses a server whose
+# version it does not know. Fields are only ever added (new ordinals), never renumbered or
+# reinterpreted; a change that old clients would misread bumps the version (2: `hello`, `stats`
+# moved to `VeilServer`).
+#
+# Protocol "dpf2" (PirServer): two non-colluding servers; a server only ever sees DPF key shares,
+# and one key reveals nothing about the row it selects. The client talks to both parties and adds
+# (or XORs) their shares; see DESIGN.md.
+#
+# Errors: a refused call fails with a Cap'n Proto exception whose reason starts with the absl
+# status code name, e.g. "INVALID_ARGUMENT: key 3 is for party 1 but this server is party 0"
+# (rpc/status.h). Calls over Limits get such a reply; messages far beyond them close the
+# connection.
+@0x8ad9d5007af62d40;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("veil::rpc");
+
+const protocolVersion :UInt16 = 2;
+
+struct TableId {
+  # Which table version produced a share. Both servers must report the same one; a client never
+  # combines shares from different tables.
+  digest @0 :Data;    # BLAKE2b-256 of the table contents (32 bytes)
+  epoch @1 :UInt64;   # deployment-chosen version counter stored in the table file
+}
+
+struct Limits {
+  # Checked by the server before any work; a call over a limit gets an error reply.
+  maxKeysPerCall @0 :UInt32;
+  maxMessageBytes @1 :UInt64;   # size of one call's parameters
+  maxQueuedKeys @2 :UInt32;     # keys waiting for the backend across all connections
+  maxQueuedKeysPerConnection @3 :UInt32;  # keys one connection may have waiting
+}
+
+struct Hello {
+  protocol @0 :Text;            # "dpf2", ...: the interface the bootstrap capability implements
+  protocolVersion @1 :UInt16;
+}
+
+struct Config {
+  # Protocol "dpf2": the table this party serves and how to query it.
+  party @0 :UInt8;              # 0 or 1: the keys this server accepts
+  table @1 :TableId;
+  rows @2 :UInt64;
+  rowWords @3 :UInt32;          # 32-bit words per row (W): the size of one share
+  dim @4 :UInt32;               # embedding dimension (values per row once decoded)
+  rowFormat @5 :UInt8;          # embedding::RowFormat wire id
+  fracBits @6 :UInt8;           # fixed-point rows: value = int32 / 2^fracBits
+  logDomain @7 :UInt8;          # DPF domain the keys must have: ceil(log2(rows)), at least 1
+  prgs @8 :List(UInt8);         # dpf::Prg wire ids the server evaluates
+  outputTypes @9 :List(UInt8);  # dpf::OutputType wire ids ("answerPooled" needs additive)
+  limits @10 :Limits;
+  backend @11 :Text;            # "cpu" or "gpu", for diagnostics only
+  rangeQueries @12 :Bool;       # accepts `ranges` in answer / answerPooled
+}
+
+struct RowRange {
+  # Rows [firstRow, firstRow + rows) of the table: a key with a range is evaluated over these rows
+  # only, so its DPF domain is LogDomainForRows(rows) and it selects the row at its index within
+  # the range. The range must be inside the table and not empty.
+  firstRow @0 :UInt64;
+  rows @1 :UInt64;
+}
+
+struct Stats {
+  calls @0 :UInt64;             # answer + answerPooled calls accepted
+  keys @1 :UInt64;              # keys answered
+  passes @2 :UInt64;            # backend passes (batches)
+  meanBatchKeys @3 :Float64;
+  maxBatchKeys @4 :UInt32;
+  latencyP50Ms @5 :Float64;     # call arrival to reply, over the most recent calls
+  latencyP90Ms @6 :Float64;
+  latencyP99Ms @7 :Float64;
+  queuedKeys @8 :UInt32;        # waiting for the backend now
+  errors @9 :UInt64;            # calls rejected with an error reply
+  connections @10 :UInt32;      # open now
+  uptimeS @11 :Float64;
+}
+
+interface VeilServer {
+  # What every veil server answers, whatever its protocol.
+  hello @0 () -> (hello :Hello);
+  stats @1 () -> (stats :Stats);
+}
+
+interface PirServer extends(VeilServer) {
+  # Protocol "dpf2".
+  config @0 () -> (config :Config);
+
+  answer @1 (keys :List(Data), ranges :List(RowRange)) -> (shares :List(UInt32), table :TableId);
+  # One serialized dpf::DpfKey per requested row; `shares` holds rowWords words per key, in order.
+  # `ranges`: absent or empty, every key is over the whole table (domain `logDomain`); otherwise one
+  # range per key (servers reporting `rangeQueries` only).
+
+  answerPooled @2 (keys :List(Data), bagSizes :List(UInt32), ranges :List(RowRange))
+      -> (shares :List(UInt32), table :TableId);
+  # Keys grouped into consecutive bags (sizes sum to the key count); each bag's shares are summed
+  # mod 2^32 and returned as one share of rowWords words, so the download shrinks by the bag size.
+  # The weights live inside the keys (the DPF's beta), hidden from the server. Additive keys only.
+  # `ranges` as in `answer`.
+}

@@ -1,0 +1,54 @@
+#include "server/protocol.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/dpf2.h"
+#include "server/log.h"
+
+namespace veil::server {
+namespace {
+
+using Factory = absl::StatusOr<std::unique_ptr<Protocol>> (*)(const ProtocolEnv&);
+
+struct Entry {
+  const char* name;
+  Factory create;
+};
+
+constexpr Entry kProtocols[] = {
+    {"dpf2", CreateDpf2Protocol},
+};
+
+// Rejected calls are logged, but a flood of bad calls must not flood the log: the first 100, then
+// every 1000th.
+bool ShouldLogRejection(uint64_t errors) { return errors <= 100 || errors % 1000 == 0; }
+
+}  // namespace
+
+std::vector<std::string> ProtocolNames() {
+  std::vector<std::string> names;
+  for (const Entry& e : kProtocols) names.push_back(e.name);
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<Protocol>> CreateProtocol(absl::string_view name,
+                                                         const ProtocolEnv& env) {
+  for (const Entry& e : kProtocols) {
+    if (name == e.name) return e.create(env);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown protocol \"", name,
+                                                 "\"; this server speaks ",
+                                                 absl::StrJoin(ProtocolNames(), ", ")));
+}
+
+void RejectCall(ServerStats& stats, const absl::Status& status, absl::string_view call) {
+  const uint64_t errors = stats.RecordError();
+  if (ShouldLogRejection(errors)) {
+    Log(absl::StrCat("rejected ", call, " (error #", errors, "): ", status.ToString()));
+  }
+  kj::throwFatalException(rpc::StatusToException(status));
+}
+
+}  // namespace veil::server

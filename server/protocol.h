@@ -1,0 +1,92 @@
+// The protocol a server process speaks (veil-server --protocol). The process owns what every
+// protocol shares: the listener (TLS, the loopback rule, connection limits), the limits, the
+// statistics, the table file and shutdown; a Protocol owns its backend, its batching and the
+// service each connection gets. A protocol with another query/answer shape or an offline download
+// (a single-server protocol's hint, say) is a new Protocol and a new interface in rpc/veil.capnp
+// extending `VeilServer`; nothing of dpf2 changes.
+#ifndef VEIL_SERVER_PROTOCOL_H_
+#define VEIL_SERVER_PROTOCOL_H_
+
+#include <capnp/capability.h>
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "embedding/table.h"
+#include "rpc/stats_wire.h"
+#include "rpc/status.h"
+#include "rpc/veil.capnp.h"
+#include "server/server.h"
+#include "server/stats.h"
+
+namespace veil::server {
+
+class Protocol {
+ public:
+  virtual ~Protocol() = default;
+
+  // For the start-up log: the backend and whatever else the protocol chose.
+  virtual std::string Describe() const = 0;
+  // Event-loop thread: the bootstrap capability of one new connection.
+  virtual capnp::Capability::Client NewConnection() = 0;
+  // Event-loop thread, at shutdown: fails queued calls and lets the running pass finish.
+  virtual void Stop(kj::WaitScope& wait_scope, kj::Timer& timer) = 0;
+};
+
+// What a protocol is made from; all of it outlives the protocol. Made on the event-loop thread.
+struct ProtocolEnv {
+  const ServerOptions& options;
+  const embedding::Table& table;
+  ServerStats& stats;
+};
+
+// The --protocol names this build serves.
+std::vector<std::string> ProtocolNames();
+
+// Returns INVALID_ARGUMENT for a name not in ProtocolNames(), else the protocol's factory's result.
+absl::StatusOr<std::unique_ptr<Protocol>> CreateProtocol(absl::string_view name,
+                                                         const ProtocolEnv& env);
+
+// Counts and logs (throttled) a rejected call, then throws its error reply.
+[[noreturn]] void RejectCall(ServerStats& stats, const absl::Status& status,
+                             absl::string_view call);
+
+// The `VeilServer` methods every protocol's service answers alike: derive a protocol's per-connection
+// service from ServiceBase<rpc::TheProtocolsInterface>.
+template <typename Interface>
+class ServiceBase : public Interface::Server {
+ public:
+  ServiceBase(std::string protocol, ServerStats& stats)
+      : protocol_(std::move(protocol)), stats_(stats) {}
+
+ protected:
+  using HelloContext = rpc::VeilServer::Server::HelloContext;
+  using StatsContext = rpc::VeilServer::Server::StatsContext;
+
+  kj::Promise<void> hello(HelloContext context) override {
+    rpc::Hello::Builder hello = context.getResults().initHello();
+    hello.setProtocol(protocol_);
+    hello.setProtocolVersion(rpc::PROTOCOL_VERSION);
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> stats(StatsContext context) override {
+    rpc::WriteStats(stats_.Snapshot(), context.getResults().initStats());
+    return kj::READY_NOW;
+  }
+
+  [[noreturn]] void Reject(const absl::Status& status, absl::string_view call) {
+    RejectCall(stats_, status, call);
+  }
+
+  const std::string protocol_;
+  ServerStats& stats_;
+};
+
+}  // namespace veil::server
+
+#endif  // VEIL_SERVER_PROTOCOL_H_

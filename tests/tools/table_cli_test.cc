@@ -1,0 +1,111 @@
+#include "tools/table_cli.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/embedding/test_util.h"
+
+namespace veil::tools {
+namespace {
+
+using ::testing::HasSubstr;
+using embedding::testing::ReadBytes;
+using embedding::testing::ScratchDir;
+using embedding::testing::WriteBytes;
+
+struct CliResult {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliResult RunCli(std::vector<std::string> args) {
+  args.insert(args.begin(), "veil-table");
+  std::ostringstream out, err;
+  const int code = RunTableCli(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+TEST(TableCliTest, BuildInspectVerify) {
+  ScratchDir dir;
+  WriteBytes(dir.File("in.csv"), "id0,id1,id2\n1,2,3\n-1,0.5,0.25\n");
+  const std::string table = dir.File("t.veil");
+  CliResult build = RunCli({"build", "--csv=" + dir.File("in.csv"), "--dim=3", "--format=fixed",
+                            "--frac-bits=8", "--epoch=7", "--out=" + table});
+  ASSERT_EQ(build.code, 0) << build.err;
+  EXPECT_THAT(build.out, HasSubstr("2 rows, dim 3, fixed, digest "));
+
+  CliResult inspect = RunCli({"inspect", table, "--rows=5"});
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  EXPECT_THAT(inspect.out, HasSubstr("rows:         2\n"));
+  EXPECT_THAT(inspect.out, HasSubstr("format:       fixed\n"));
+  EXPECT_THAT(inspect.out, HasSubstr("frac_bits:    8\n"));
+  EXPECT_THAT(inspect.out, HasSubstr("epoch:        7\n"));
+  EXPECT_THAT(inspect.out, HasSubstr("row 1: -1 0.5 0.25\n"));
+
+  CliResult verify = RunCli({"verify", table});
+  EXPECT_EQ(verify.code, 0) << verify.err;
+  EXPECT_THAT(verify.out, HasSubstr(": OK, digest "));
+
+  std::string bytes = ReadBytes(table);
+  bytes.back() ^= 0x40;  // padding of the last row, still covered by the digest
+  WriteBytes(table, bytes);
+  verify = RunCli({"verify", table});
+  EXPECT_EQ(verify.code, 1);
+  EXPECT_THAT(verify.err, HasSubstr("digest mismatch"));
+}
+
+TEST(TableCliTest, BuildFromF32AndInspectLongRows) {
+  ScratchDir dir;
+  std::vector<float> values(2 * 10);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  WriteBytes(dir.File("in.f32"),
+             std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4));
+  CliResult build = RunCli({"build", "--f32=" + dir.File("in.f32"), "--dim=10", "--format=fp16",
+                            "--out=" + dir.File("t")});
+  ASSERT_EQ(build.code, 0) << build.err;
+  CliResult inspect = RunCli({"inspect", dir.File("t")});
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  EXPECT_THAT(inspect.out, HasSubstr("row 1: 10 11 12 13 14 15 16 17 ...\n"));
+}
+
+TEST(TableCliTest, UsageErrorsExitTwo) {
+  const std::vector<std::vector<std::string>> cases = {
+      {},
+      {"frobnicate"},
+      {"build", "--format=fp32", "--out=x"},
+      {"build", "--csv=a", "--f32=b", "--format=fp32", "--out=x"},
+      {"build", "--f32=a", "--format=fp32", "--out=x"},
+      {"build", "--csv=a", "--format=bf16", "--out=x"},
+      {"build", "--csv=a", "--format=fp32", "--out=x", "--dim=three"},
+      {"build", "--csv=a", "--format=fp32", "--out=x", "--colour=red"},
+      {"build", "--csv", "--format=fp32", "--out=x"},
+      {"inspect"},
+      {"verify", "a", "b"},
+  };
+  for (const auto& args : cases) {
+    CliResult result = RunCli(args);
+    EXPECT_EQ(result.code, 2) << ::testing::PrintToString(args);
+    EXPECT_THAT(result.err, HasSubstr("usage:"));
+  }
+}
+
+TEST(TableCliTest, FailuresExitOne) {
+  ScratchDir dir;
+  WriteBytes(dir.File("bad.csv"), "1,2\n3\n");
+  CliResult build =
+      RunCli({"build", "--csv=" + dir.File("bad.csv"), "--format=fp32", "--out=" + dir.File("t")});
+  EXPECT_EQ(build.code, 1);
+  EXPECT_THAT(build.err, HasSubstr("bad.csv:2: expected 2 values, got 1"));
+  WriteBytes(dir.File("junk"), "not a table");
+  EXPECT_EQ(RunCli({"inspect", dir.File("junk")}).code, 1);
+  CliResult verify = RunCli({"verify", dir.File("junk")});
+  EXPECT_EQ(verify.code, 1);
+  EXPECT_THAT(verify.err, HasSubstr("truncated"));
+}
+
+}  // namespace
+}  // namespace veil::tools

@@ -1,0 +1,70 @@
+// Runs veil-server as a child process: used by the end-to-end tests, the e2e benchmark and the
+// demo, which all need two real servers on loopback. Not part of a deployment (use a supervisor).
+#ifndef VEIL_TOOLS_LAUNCHER_H_
+#define VEIL_TOOLS_LAUNCHER_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace veil::tools {
+
+// The veil-server executable in the folder of the running program (build/bin/ holds both).
+std::string ServerBinaryNextToSelf();
+
+struct ServerProcessOptions {
+  std::string binary;  // path of veil-server
+  int party = 0;
+  std::string table_path;
+  std::string backend = "cpu";
+  int threads = 1;
+  std::string listen = "127.0.0.1:0";  // port 0: a free port, printed by the server
+  // TLS: certificate and key PEM files (server/tls.h); empty: plaintext.
+  std::string tls_cert_path;
+  std::string tls_key_path;
+  std::vector<std::string> extra_args;  // e.g. "--max_keys_per_call=8"
+  // Where the server's log (stderr) goes: "" keeps this process's stderr.
+  std::string log_path;
+  absl::Duration start_timeout = absl::Seconds(30);
+};
+
+class ServerProcess {
+ public:
+  // Starts the server and waits until it prints its port.
+  // Returns INTERNAL if it cannot be started, or UNAVAILABLE (with its exit status) if it exits
+  // or stays silent past start_timeout.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const ServerProcessOptions& options);
+
+  // Stops the server (SIGTERM, then SIGKILL after 10 s) if it still runs.
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  std::string address() const;  // "127.0.0.1:PORT"
+
+  // SIGTERM, then waits up to `timeout` (SIGKILL after it). Returns INTERNAL unless the server
+  // exited with status 0 before the timeout.
+  absl::Status Stop(absl::Duration timeout = absl::Seconds(10));
+  // SIGKILL and reap: a server that dies without warning.
+  void Kill();
+
+ private:
+  ServerProcess(pid_t pid, int port) : pid_(pid), port_(port) {}
+  // Waits for the child up to `timeout`; returns its wait status or -1 if still running.
+  int WaitFor(absl::Duration timeout);
+
+  pid_t pid_;
+  int port_;
+  bool reaped_ = false;
+};
+
+}  // namespace veil::tools
+
+#endif  // VEIL_TOOLS_LAUNCHER_H_
