@@ -6,19 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "dpf/internal/key_generation.h"
 #include "dpf/prg_portable.h"
 
 namespace veil::dpf {
 namespace {
-
-class SodiumRandom : public RandomSource {
- public:
-  SodiumRandom() {
-    // sodium_init is idempotent and thread safe; a failure leaves no safe source of keys.
-    if (sodium_init() < 0) std::abort();
-  }
-  void Fill(absl::Span<uint8_t> out) override { randombytes_buf(out.data(), out.size()); }
-};
 
 void StoreBlock(Block b, uint8_t* out) {
   for (int i = 0; i < 8; ++i) {
@@ -36,33 +28,7 @@ Block LoadBlock(const uint8_t* in) {
   return b;
 }
 
-Block RandomBlock(RandomSource& rng) {
-  uint8_t bytes[16];
-  rng.Fill(absl::MakeSpan(bytes));
-  Block b = LoadBlock(bytes);
-  sodium_memzero(bytes, sizeof(bytes));
-  return b;
-}
-
 }  // namespace
-
-RandomSource& SystemRandom() {
-  static SodiumRandom* source = new SodiumRandom();
-  return *source;
-}
-
-SeededRandomForTesting::SeededRandomForTesting(uint64_t seed) {
-  for (int i = 0; i < 8; ++i) key_[i] = static_cast<uint8_t>(seed >> (8 * i));
-}
-
-SeededRandomForTesting::~SeededRandomForTesting() { sodium_memzero(key_.data(), key_.size()); }
-
-void SeededRandomForTesting::Fill(absl::Span<uint8_t> out) {
-  uint8_t nonce[crypto_stream_chacha20_NONCEBYTES] = {};
-  std::memcpy(nonce, &nonce_, sizeof(nonce_));
-  ++nonce_;
-  crypto_stream_chacha20(out.data(), out.size(), nonce, key_.data());
-}
 
 DpfKey::~DpfKey() {
   sodium_memzero(&root_, sizeof(root_));
@@ -158,9 +124,18 @@ absl::StatusOr<DpfKey> DpfKey::Parse(absl::Span<const uint8_t> bytes) {
   return key;
 }
 
-absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& params,
-                                                      uint64_t alpha, uint32_t beta,
-                                                      RandomSource& rng) {
+namespace internal {
+
+class KeyGenerator {
+ public:
+  static absl::StatusOr<std::pair<DpfKey, DpfKey>> Generate(const DpfParameters& params,
+                                                           uint64_t alpha, uint32_t beta,
+                                                           const Block (&roots)[2]);
+};
+
+absl::StatusOr<std::pair<DpfKey, DpfKey>> KeyGenerator::Generate(const DpfParameters& params,
+                                                                 uint64_t alpha, uint32_t beta,
+                                                                 const Block (&roots)[2]) {
   if (absl::Status s = ValidateParameters(params); !s.ok()) return s;
   if (alpha >= params.domain_size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -180,7 +155,7 @@ absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& para
   for (int b = 0; b < 2; ++b) {
     key[b]->params_ = params;
     key[b]->party_ = b;
-    node[b] = RandomBlock(rng).without_control_bit();
+    node[b] = roots[b].without_control_bit();
     node[b].lo |= static_cast<uint64_t>(b);
     key[b]->root_ = node[b];
     key[b]->cw_seed_.resize(levels);
@@ -226,6 +201,26 @@ absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& para
   sodium_memzero(conv, sizeof(conv));
   sodium_memzero(node, sizeof(node));
   sodium_memzero(final_cw.data(), sizeof(final_cw));
+  return keys;
+}
+
+absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeysFromRoots(const DpfParameters& params,
+                                                               uint64_t alpha, uint32_t beta,
+                                                               const Block (&roots)[2]) {
+  return KeyGenerator::Generate(params, alpha, beta, roots);
+}
+
+}  // namespace internal
+
+absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& params,
+                                                      uint64_t alpha, uint32_t beta) {
+  // sodium_init is idempotent and thread safe; a failure leaves no safe source of seeds.
+  static const bool sodium_ready = sodium_init() >= 0;
+  if (!sodium_ready) std::abort();
+  Block roots[2];
+  randombytes_buf(roots, sizeof(roots));
+  auto keys = internal::GenerateKeysFromRoots(params, alpha, beta, roots);
+  sodium_memzero(roots, sizeof(roots));
   return keys;
 }
 

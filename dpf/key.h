@@ -17,7 +17,6 @@
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -33,27 +32,9 @@ inline constexpr uint8_t kKeyMagic1 = 'D';
 inline constexpr uint8_t kKeyVersion = 1;
 inline constexpr size_t kKeyHeaderBytes = 7;
 
-// Where key generation draws its randomness. The default is libsodium's CSPRNG.
-class RandomSource {
- public:
-  virtual ~RandomSource() = default;
-  virtual void Fill(absl::Span<uint8_t> out) = 0;
-};
-
-// libsodium's randombytes_buf: the only source for real keys.
-RandomSource& SystemRandom();
-
-// Deterministic ChaCha20 stream keyed by a 64-bit seed. For tests and benchmarks only.
-class SeededRandomForTesting : public RandomSource {
- public:
-  explicit SeededRandomForTesting(uint64_t seed);
-  ~SeededRandomForTesting() override;
-  void Fill(absl::Span<uint8_t> out) override;
-
- private:
-  std::array<uint8_t, 32> key_{};
-  uint64_t nonce_ = 0;
-};
+namespace internal {
+class KeyGenerator;  // key.cc: the constant-time construction of a key pair from two root seeds
+}  // namespace internal
 
 // One party's key. Secret: wiped on destruction.
 class DpfKey {
@@ -86,8 +67,7 @@ class DpfKey {
   }
 
  private:
-  friend absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters&, uint64_t,
-                                                               uint32_t, RandomSource&);
+  friend class internal::KeyGenerator;
   DpfParameters params_;
   int party_ = 0;
   Block root_;
@@ -98,10 +78,12 @@ class DpfKey {
 
 // Splits the point function f(alpha) = beta (0 elsewhere) into two keys. For additive output the
 // shares add to beta at alpha; for XOR output beta must be 1 and the shares XOR to the indicator.
+// The root seeds come from libsodium's randombytes_buf (the system CSPRNG): callers cannot supply
+// randomness. (Tests and benchmarks get reproducible keys from dpf/testing/seeded_keys.h, target
+// veil_dpf_testing, which production targets never link.)
 // Returns INVALID_ARGUMENT for bad parameters, alpha outside the domain, or beta != 1 with XOR.
 absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& params, uint64_t alpha,
-                                                      uint32_t beta,
-                                                      RandomSource& rng = SystemRandom());
+                                                      uint32_t beta);
 
 }  // namespace veil::dpf
 

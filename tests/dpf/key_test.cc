@@ -5,6 +5,7 @@
 
 #include "dpf/eval.h"
 #include "dpf/key.h"
+#include "dpf/testing/seeded_keys.h"
 #include "gtest/gtest.h"
 
 namespace veil::dpf {
@@ -106,6 +107,29 @@ TEST(KeyFormatTest, RandomBytesNeverCrashTheParser) {
     auto key = DpfKey::Parse(b);
     if (key.ok()) (void)EvalPoint(*key, gen() % 4096);  // accepted keys must evaluate safely
   }
+}
+
+TEST(KeyGenerationTest, ProductionKeysDrawFreshRootSeeds) {
+  DpfParameters params{10};
+  auto a = GenerateKeys(params, 7, 1);
+  auto b = GenerateKeys(params, 7, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->first.root(), b->first.root());
+  EXPECT_NE(a->second.root(), b->second.root());
+  EXPECT_NE(a->first.Serialize(), b->first.Serialize());
+}
+
+TEST(KeyGenerationTest, SeededKeysAreReproducible) {
+  DpfParameters params{10};
+  SeededRandomForTesting rng1(7), rng2(7), rng3(8);
+  auto a = GenerateKeys(params, 7, 1, rng1);
+  auto b = GenerateKeys(params, 7, 1, rng2);
+  auto c = GenerateKeys(params, 7, 1, rng3);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->first.Serialize(), b->first.Serialize());
+  EXPECT_EQ(a->second.Serialize(), b->second.Serialize());
+  EXPECT_NE(a->first.Serialize(), c->first.Serialize());
+  EXPECT_EQ(*EvalPoint(a->first, 7) + *EvalPoint(a->second, 7), 1u);
 }
 
 // Largest per-bit chi-square statistic (2x2 table, 1 degree of freedom) between two sets of
