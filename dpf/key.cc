@@ -28,6 +28,28 @@ Block LoadBlock(const uint8_t* in) {
   return b;
 }
 
+// Hides x's value from the optimiser, so that a mask built from a secret bit stays a mask: a
+// compiler that sees a mask is all zeros or all ones may select with a branch again. GCC 12 -O3
+// compiled the former `bit ? a : b` selects of key generation to conditional jumps; it keeps the
+// masks below branch-free even without the barrier, which is there for other compilers and
+// versions (tests/dpf/constant_time_test.cc checks the result, not the intent).
+uint64_t ValueBarrier(uint64_t x) {
+  __asm__("" : "+r"(x));
+  return x;
+}
+
+// bit (0 or 1) ? if_one : if_zero, without a branch.
+Block Select(uint64_t bit, Block if_one, Block if_zero) {
+  const uint64_t m = ValueBarrier(0 - bit);
+  return {(if_one.lo & m) | (if_zero.lo & ~m), (if_one.hi & m) | (if_zero.hi & ~m)};
+}
+
+// All ones if a == b, else zero, without a branch.
+uint64_t EqualMask(uint64_t a, uint64_t b) {
+  const uint64_t d = ValueBarrier(a ^ b);
+  return ((d | (0 - d)) >> 63) - 1;
+}
+
 }  // namespace
 
 DpfKey::~DpfKey() {
@@ -137,7 +159,9 @@ absl::StatusOr<std::pair<DpfKey, DpfKey>> KeyGenerator::Generate(const DpfParame
                                                                  uint64_t alpha, uint32_t beta,
                                                                  const Block (&roots)[2]) {
   if (absl::Status s = ValidateParameters(params); !s.ok()) return s;
-  if (alpha >= params.domain_size()) {
+  // Reads only alpha's bits above the domain (public zeros for a valid alpha), never the bits
+  // that choose the point.
+  if ((alpha >> params.log_domain) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "alpha %d outside the domain of 2^%d points", alpha, params.log_domain));
   }
@@ -162,43 +186,49 @@ absl::StatusOr<std::pair<DpfKey, DpfKey>> KeyGenerator::Generate(const DpfParame
     key[b]->cw_right_.resize(levels);
   }
   for (int level = 0; level < levels; ++level) {
-    const bool bit = (leaf >> (levels - 1 - level)) & 1;
+    const uint64_t bit = (leaf >> (levels - 1 - level)) & 1;
     Block left[2], right[2];
     for (int b = 0; b < 2; ++b) ExpandNode(params.prg, aes, node[b], left[b], right[b]);
     // The lose side's seeds must become equal after correction, with equal control bits; the
     // keep side's control bits must differ.
-    Block lose_xor = bit ? (left[0] ^ left[1]) : (right[0] ^ right[1]);
-    bool t_left = left[0].control_bit() ^ left[1].control_bit() ^ bit ^ 1;
-    bool t_right = right[0].control_bit() ^ right[1].control_bit() ^ bit;
+    const Block lose_xor = Select(bit, left[0] ^ left[1], right[0] ^ right[1]);
+    const uint64_t t_left = (left[0].lo ^ left[1].lo ^ bit ^ 1) & 1;
+    const uint64_t t_right = (right[0].lo ^ right[1].lo ^ bit) & 1;
     Block cw_left = lose_xor.without_control_bit();
-    cw_left.lo |= static_cast<uint64_t>(t_left);
+    cw_left.lo |= t_left;
     for (int b = 0; b < 2; ++b) {
       key[b]->cw_seed_[level] = cw_left;
-      key[b]->cw_right_[level] = t_right;
+      key[b]->cw_right_[level] = static_cast<uint8_t>(t_right);
       CorrectChildren(node[b], cw_left, t_right, left[b], right[b]);
-      node[b] = bit ? right[b] : left[b];
+      node[b] = Select(bit, right[b], left[b]);
     }
   }
   uint32_t conv[2][16];
   for (int b = 0; b < 2; ++b) ConvertLeaf(params.prg, aes, node[b], words, conv[b]);
+  // The leaf block's target value: beta (additive) or a set bit (XOR) at alpha's offset, built by
+  // comparing the offset with every point of the block rather than indexing with it.
   const uint64_t offset = alpha & ((uint64_t{1} << params.leaf_points_log2()) - 1);
+  uint32_t target[16] = {};
+  for (uint64_t point = 0; point < (uint64_t{1} << params.leaf_points_log2()); ++point) {
+    const uint64_t at_alpha = EqualMask(offset, point);
+    if (params.output == OutputType::kXor) {
+      target[point / 32] |= static_cast<uint32_t>(at_alpha & 1) << (point % 32);
+    } else {
+      target[point] = beta & static_cast<uint32_t>(at_alpha);
+    }
+  }
   std::array<uint32_t, 16> final_cw{};
   if (params.output == OutputType::kXor) {
-    for (int i = 0; i < words; ++i) {
-      uint32_t target = (offset / 32 == static_cast<uint64_t>(i)) ? 1u << (offset % 32) : 0;
-      final_cw[i] = target ^ conv[0][i] ^ conv[1][i];
-    }
+    for (int i = 0; i < words; ++i) final_cw[i] = target[i] ^ conv[0][i] ^ conv[1][i];
   } else {
     // y_b = (-1)^b (V(s_b) + t_b CW); at alpha t_0 != t_1, so CW = (-1)^t_1 (target - V_0 + V_1).
-    const uint32_t neg = 0u - static_cast<uint32_t>(node[1].control_bit());
-    for (int i = 0; i < words; ++i) {
-      uint32_t target = (offset == static_cast<uint64_t>(i)) ? beta : 0;
-      final_cw[i] = ((target - conv[0][i] + conv[1][i]) ^ neg) - neg;
-    }
+    const uint32_t neg = 0u - static_cast<uint32_t>(node[1].lo & 1);
+    for (int i = 0; i < words; ++i) final_cw[i] = ((target[i] - conv[0][i] + conv[1][i]) ^ neg) - neg;
   }
   keys.first.final_cw_ = final_cw;
   keys.second.final_cw_ = final_cw;
   sodium_memzero(conv, sizeof(conv));
+  sodium_memzero(target, sizeof(target));
   sodium_memzero(node, sizeof(node));
   sodium_memzero(final_cw.data(), sizeof(final_cw));
   return keys;

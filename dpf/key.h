@@ -79,7 +79,7 @@ class DpfKey {
 // Splits the point function f(alpha) = beta (0 elsewhere) into two keys. For additive output the
 // shares add to beta at alpha; for XOR output beta must be 1 and the shares XOR to the indicator.
 // The root seeds come from libsodium's randombytes_buf (the system CSPRNG): callers cannot supply
-// randomness. (Tests and benchmarks get reproducible keys from dpf/testing/seeded_keys.h, target
+// randomness. Constant time in alpha, beta and the seeds (no branch or memory index on them). (Tests and benchmarks get reproducible keys from dpf/testing/seeded_keys.h, target
 // veil_dpf_testing, which production targets never link.)
 // Returns INVALID_ARGUMENT for bad parameters, alpha outside the domain, or beta != 1 with XOR.
 absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& params, uint64_t alpha,
