@@ -36,14 +36,16 @@ namespace internal {
 class KeyGenerator;  // key.cc: the constant-time construction of a key pair from two root seeds
 }  // namespace internal
 
-// One party's key. Secret: wiped on destruction.
+// One party's key. Secret: every buffer it drops is wiped first. Destruction and assignment wipe
+// the key's old contents before they are freed or overwritten; a moved-from key is wiped and left
+// as a default-constructed one.
 class DpfKey {
  public:
   DpfKey() = default;
   DpfKey(const DpfKey&) = default;
-  DpfKey& operator=(const DpfKey&) = default;
-  DpfKey(DpfKey&&) = default;
-  DpfKey& operator=(DpfKey&&) = default;
+  DpfKey& operator=(const DpfKey& other);
+  DpfKey(DpfKey&& other) noexcept;
+  DpfKey& operator=(DpfKey&& other) noexcept;
   ~DpfKey();
 
   // Parses and fully validates a serialized key. Returns INVALID_ARGUMENT, with a message naming
@@ -68,6 +70,9 @@ class DpfKey {
 
  private:
   friend class internal::KeyGenerator;
+  // Wipes every secret byte and empties the key (as default-constructed).
+  void Clear();
+
   DpfParameters params_;
   int party_ = 0;
   Block root_;
@@ -79,8 +84,9 @@ class DpfKey {
 // Splits the point function f(alpha) = beta (0 elsewhere) into two keys. For additive output the
 // shares add to beta at alpha; for XOR output beta must be 1 and the shares XOR to the indicator.
 // The root seeds come from libsodium's randombytes_buf (the system CSPRNG): callers cannot supply
-// randomness. Constant time in alpha, beta and the seeds (no branch or memory index on them). (Tests and benchmarks get reproducible keys from dpf/testing/seeded_keys.h, target
-// veil_dpf_testing, which production targets never link.)
+// randomness. (Tests and benchmarks get reproducible keys from dpf/testing/seeded_keys.h, target
+// veil_dpf_testing, which production targets never link.) Constant time in alpha, beta and the
+// seeds: no branch or memory index depends on them.
 // Returns INVALID_ARGUMENT for bad parameters, alpha outside the domain, or beta != 1 with XOR.
 absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& params, uint64_t alpha,
                                                       uint32_t beta);
