@@ -1,8 +1,8 @@
 // DPF keys (BGI16 tree DPF with early termination): generation, compact wire format, validation.
 //
-// Wire format, version 1 (all integers little-endian):
+// Wire format, version 2 (all integers little-endian):
 //   0  'V' 'D'                magic
-//   2  version                1
+//   2  version                2
 //   3  prg                    Prg
 //   4  log_domain             1 .. kMaxLogDomain
 //   5  output                 low nibble: OutputType; high nibble: log2(W) (additive only, else 0)
@@ -12,6 +12,8 @@
 //      right control bits     ceil(levels / 8) bytes, level i at bit (i % 8) of byte i / 8
 //      final correction word  4 * leaf_block_words bytes
 // At log_domain 20 with W = 16 a key is 7 + 16 + 16 * 16 + 2 + 64 = 345 bytes.
+// Version 1 had the same layout but keyed ChaCha with s || s and the 256-bit-key constants: its
+// ChaCha keys evaluate to other values today, so version 1 is rejected rather than misread.
 #ifndef VEIL_DPF_KEY_H_
 #define VEIL_DPF_KEY_H_
 
@@ -29,7 +31,7 @@ namespace veil::dpf {
 
 inline constexpr uint8_t kKeyMagic0 = 'V';
 inline constexpr uint8_t kKeyMagic1 = 'D';
-inline constexpr uint8_t kKeyVersion = 1;
+inline constexpr uint8_t kKeyVersion = 2;
 inline constexpr size_t kKeyHeaderBytes = 7;
 
 namespace internal {

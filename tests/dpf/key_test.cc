@@ -69,6 +69,7 @@ TEST(KeyFormatTest, RejectsBadHeaderFields) {
   };
   ExpectInvalid(with(0, 'X'), "wrong magic");
   ExpectInvalid(with(2, 9), "version 9 is not supported");
+  ExpectInvalid(with(2, 1), "version 1 is not supported (expected 2)");
   ExpectInvalid(with(3, 0), "unknown PRG id 0");
   ExpectInvalid(with(3, 77), "unknown PRG id 77");
   ExpectInvalid(with(4, 0), "log domain 0 out of range");
