@@ -1,6 +1,6 @@
 // The PRGs of the DPF tree as plain per-block functions, shared by the CPU reference path and the
-// GPU kernels (__host__ __device__). The vectorised CPU paths (prg_aesni.cc, prg_avx512.cc) must
-// produce exactly these bits; tests compare them.
+// GPU kernels (__host__ __device__). The vectorised CPU paths (kernels_aesni.cc, kernels_avx512.cc)
+// must produce exactly these bits; tests compare them.
 //
 // Node expansion G(s) -> (left, right), each 128 bits with the child's control bit in bit 0, and
 // leaf conversion V(s) -> 16 words (additive leaves use the first W, XOR leaves the first 4):
