@@ -2,7 +2,7 @@
 
 #include <sodium.h>
 
-#include <cstring>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -191,7 +191,7 @@ absl::StatusOr<DpfKey> DpfKey::Parse(absl::Span<const uint8_t> bytes) {
 
 namespace internal {
 
-// Builds both parties' keys level by level (BGI16, Figure 1 with early termination). Every
+// Builds both parties' keys level by level (BGI16's Gen, with early termination). Every
 // intermediate secret (both parties' nodes and raw children, leaf values, the target block, the
 // final word) lives in this object and is wiped when it goes away, on every path.
 class KeyGenerator {
