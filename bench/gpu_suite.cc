@@ -26,6 +26,7 @@
 #include "bench/suite.h"
 #include "dpf/eval.h"
 #include "dpf/key.h"
+#include "dpf/testing/seeded_keys.h"
 #include "gpu/backend.h"
 #include "gpu/roofline.h"
 #include "gpu/strategy.h"

@@ -15,7 +15,7 @@
 namespace veil::dpf {
 
 enum class Isa : uint8_t {
-  kPortable = 0,  // plain C++ (table-based AES: not constant time, see prg_portable.h)
+  kPortable = 0,  // plain C++ (bitsliced AES, dpf/aes_bitsliced.h: constant time, but slower)
   kAesNiAvx2 = 1,  // AES-NI on 128-bit lanes, AVX2 ChaCha and multiply-accumulate
   kVaesAvx512 = 2,  // VAES on 512-bit vectors (4 AES blocks per instruction), AVX-512 elsewhere
 };

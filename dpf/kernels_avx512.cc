@@ -91,10 +91,11 @@ void ChaCha16(const Block* seeds, uint32_t counter, __m512i out[16]) {
   const __m512i idx = _mm512_set_epi32(60, 56, 52, 48, 44, 40, 36, 32, 28, 24, 20, 16, 12, 8, 4, 0);
   const __m512i clear = _mm512_set1_epi32(-2);
   __m512i x[16];
-  x[0] = _mm512_set1_epi32(0x61707865);
-  x[1] = _mm512_set1_epi32(0x3320646e);
-  x[2] = _mm512_set1_epi32(0x79622d32);
-  x[3] = _mm512_set1_epi32(0x6b206574);
+  // ChaChaSeedState (prg_portable.h), one seed per lane.
+  x[0] = _mm512_set1_epi32(static_cast<int>(kChaChaTau0));
+  x[1] = _mm512_set1_epi32(static_cast<int>(kChaChaTau1));
+  x[2] = _mm512_set1_epi32(static_cast<int>(kChaChaTau2));
+  x[3] = _mm512_set1_epi32(static_cast<int>(kChaChaTau3));
   for (int w = 0; w < 4; ++w) {
     x[4 + w] = _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(seeds) + w, 4);
   }

@@ -2,23 +2,15 @@
 
 #include <sodium.h>
 
-#include <cstring>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "dpf/internal/key_generation.h"
 #include "dpf/prg_portable.h"
 
 namespace veil::dpf {
 namespace {
-
-class SodiumRandom : public RandomSource {
- public:
-  SodiumRandom() {
-    // sodium_init is idempotent and thread safe; a failure leaves no safe source of keys.
-    if (sodium_init() < 0) std::abort();
-  }
-  void Fill(absl::Span<uint8_t> out) override { randombytes_buf(out.data(), out.size()); }
-};
 
 void StoreBlock(Block b, uint8_t* out) {
   for (int i = 0; i < 8; ++i) {
@@ -36,39 +28,78 @@ Block LoadBlock(const uint8_t* in) {
   return b;
 }
 
-Block RandomBlock(RandomSource& rng) {
-  uint8_t bytes[16];
-  rng.Fill(absl::MakeSpan(bytes));
-  Block b = LoadBlock(bytes);
-  sodium_memzero(bytes, sizeof(bytes));
-  return b;
+// Hides x's value from the optimiser, so that a mask built from a secret bit stays a mask: a
+// compiler that sees a mask is all zeros or all ones may select with a branch again. GCC 12 -O3
+// compiled the former `bit ? a : b` selects of key generation to conditional jumps; it keeps the
+// masks below branch-free even without the barrier, which is there for other compilers and
+// versions (tests/dpf/constant_time_test.cc checks the result, not the intent).
+uint64_t ValueBarrier(uint64_t x) {
+  __asm__("" : "+r"(x));
+  return x;
+}
+
+// bit (0 or 1) ? if_one : if_zero, without a branch.
+Block Select(uint64_t bit, Block if_one, Block if_zero) {
+  const uint64_t m = ValueBarrier(0 - bit);
+  return {(if_one.lo & m) | (if_zero.lo & ~m), (if_one.hi & m) | (if_zero.hi & ~m)};
+}
+
+// All ones if a == b, else zero, without a branch.
+uint64_t EqualMask(uint64_t a, uint64_t b) {
+  const uint64_t d = ValueBarrier(a ^ b);
+  return ((d | (0 - d)) >> 63) - 1;
 }
 
 }  // namespace
 
-RandomSource& SystemRandom() {
-  static SodiumRandom* source = new SodiumRandom();
-  return *source;
+DpfKey::DpfKey(DpfKey&& other) noexcept
+    : params_(other.params_),
+      party_(other.party_),
+      root_(other.root_),
+      cw_seed_(std::move(other.cw_seed_)),
+      cw_right_(std::move(other.cw_right_)),
+      final_cw_(other.final_cw_) {
+  other.Clear();
 }
 
-SeededRandomForTesting::SeededRandomForTesting(uint64_t seed) {
-  for (int i = 0; i < 8; ++i) key_[i] = static_cast<uint8_t>(seed >> (8 * i));
+DpfKey& DpfKey::operator=(const DpfKey& other) {
+  if (this == &other) return *this;
+  // Wiped first: the vectors' copy-assignment either reuses these buffers, leaving a stale tail
+  // when other's are shorter, or frees them.
+  Clear();
+  params_ = other.params_;
+  party_ = other.party_;
+  root_ = other.root_;
+  cw_seed_ = other.cw_seed_;
+  cw_right_ = other.cw_right_;
+  final_cw_ = other.final_cw_;
+  return *this;
 }
 
-SeededRandomForTesting::~SeededRandomForTesting() { sodium_memzero(key_.data(), key_.size()); }
-
-void SeededRandomForTesting::Fill(absl::Span<uint8_t> out) {
-  uint8_t nonce[crypto_stream_chacha20_NONCEBYTES] = {};
-  std::memcpy(nonce, &nonce_, sizeof(nonce_));
-  ++nonce_;
-  crypto_stream_chacha20(out.data(), out.size(), nonce, key_.data());
+DpfKey& DpfKey::operator=(DpfKey&& other) noexcept {
+  if (this == &other) return *this;
+  Clear();  // the move-assignments below free these buffers
+  params_ = other.params_;
+  party_ = other.party_;
+  root_ = other.root_;
+  cw_seed_ = std::move(other.cw_seed_);
+  cw_right_ = std::move(other.cw_right_);
+  final_cw_ = other.final_cw_;
+  other.Clear();
+  return *this;
 }
 
-DpfKey::~DpfKey() {
+DpfKey::~DpfKey() { Clear(); }
+
+void DpfKey::Clear() {
   sodium_memzero(&root_, sizeof(root_));
   if (!cw_seed_.empty()) sodium_memzero(cw_seed_.data(), cw_seed_.size() * sizeof(Block));
   if (!cw_right_.empty()) sodium_memzero(cw_right_.data(), cw_right_.size());
   sodium_memzero(final_cw_.data(), sizeof(final_cw_));
+  cw_seed_.clear();
+  cw_right_.clear();
+  params_ = DpfParameters();
+  party_ = 0;
 }
 
 size_t DpfKey::SerializedSize(const DpfParameters& params) {
@@ -158,74 +189,140 @@ absl::StatusOr<DpfKey> DpfKey::Parse(absl::Span<const uint8_t> bytes) {
   return key;
 }
 
-absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& params,
-                                                      uint64_t alpha, uint32_t beta,
-                                                      RandomSource& rng) {
+namespace internal {
+
+// Builds both parties' keys level by level (BGI16's Gen, with early termination). Every
+// intermediate secret (both parties' nodes and raw children, leaf values, the target block, the
+// final word) lives in this object and is wiped when it goes away, on every path.
+class KeyGenerator {
+ public:
+  KeyGenerator(const DpfParameters& params, const Block (&roots)[2], DpfKey& key0, DpfKey& key1);
+  ~KeyGenerator();
+  KeyGenerator(const KeyGenerator&) = delete;
+  KeyGenerator& operator=(const KeyGenerator&) = delete;
+
+  // Writes the correction words of f(alpha) = beta into the keys; alpha and beta are validated.
+  void Generate(uint64_t alpha, uint32_t beta);
+
+ private:
+  // One level: the correction word that keeps alpha's path (bit: which child it takes).
+  void CorrectLevel(int level, uint64_t bit);
+  // The final correction word, which turns the leaf on alpha's path into the target block.
+  void CorrectLeaf(uint64_t offset, uint32_t beta);
+
+  const DpfParameters& params_;
+  const AesKeys aes_ = HostAesKeys();
+  DpfKey* key_[2];
+  Block node_[2];
+  Block left_[2] = {}, right_[2] = {};
+  uint32_t conv_[2][16] = {};
+  uint32_t target_[16] = {};
+  std::array<uint32_t, 16> final_cw_{};
+};
+
+KeyGenerator::KeyGenerator(const DpfParameters& params, const Block (&roots)[2], DpfKey& key0,
+                           DpfKey& key1)
+    : params_(params), key_{&key0, &key1} {
+  for (int b = 0; b < 2; ++b) {
+    node_[b] = roots[b].without_control_bit();
+    node_[b].lo |= static_cast<uint64_t>(b);
+    key_[b]->params_ = params;
+    key_[b]->party_ = b;
+    key_[b]->root_ = node_[b];
+    key_[b]->cw_seed_.resize(params.levels());
+    key_[b]->cw_right_.resize(params.levels());
+  }
+}
+
+KeyGenerator::~KeyGenerator() {
+  sodium_memzero(node_, sizeof(node_));
+  sodium_memzero(left_, sizeof(left_));
+  sodium_memzero(right_, sizeof(right_));
+  sodium_memzero(conv_, sizeof(conv_));
+  sodium_memzero(target_, sizeof(target_));
+  sodium_memzero(final_cw_.data(), sizeof(final_cw_));
+}
+
+void KeyGenerator::Generate(uint64_t alpha, uint32_t beta) {
+  const int levels = params_.levels();
+  const uint64_t leaf = alpha >> params_.leaf_points_log2();
+  for (int level = 0; level < levels; ++level) {
+    CorrectLevel(level, (leaf >> (levels - 1 - level)) & 1);
+  }
+  CorrectLeaf(alpha & ((uint64_t{1} << params_.leaf_points_log2()) - 1), beta);
+}
+
+void KeyGenerator::CorrectLevel(int level, uint64_t bit) {
+  for (int b = 0; b < 2; ++b) ExpandNode(params_.prg, aes_, node_[b], left_[b], right_[b]);
+  // The lose side's seeds must become equal after correction, with equal control bits; the keep
+  // side's control bits must differ.
+  Block cw_left = Select(bit, left_[0] ^ left_[1], right_[0] ^ right_[1]).without_control_bit();
+  cw_left.lo |= (left_[0].lo ^ left_[1].lo ^ bit ^ 1) & 1;
+  const uint64_t t_right = (right_[0].lo ^ right_[1].lo ^ bit) & 1;
+  for (int b = 0; b < 2; ++b) {
+    key_[b]->cw_seed_[level] = cw_left;
+    key_[b]->cw_right_[level] = static_cast<uint8_t>(t_right);
+    CorrectChildren(node_[b], cw_left, t_right, left_[b], right_[b]);
+    node_[b] = Select(bit, right_[b], left_[b]);
+  }
+  sodium_memzero(&cw_left, sizeof(cw_left));
+}
+
+void KeyGenerator::CorrectLeaf(uint64_t offset, uint32_t beta) {
+  const int words = params_.leaf_block_words();
+  for (int b = 0; b < 2; ++b) ConvertLeaf(params_.prg, aes_, node_[b], words, conv_[b]);
+  // The target block: beta (additive) or a set bit (XOR) at alpha's offset, built by comparing the
+  // offset with every point of the block rather than indexing with it.
+  for (uint64_t point = 0; point < (uint64_t{1} << params_.leaf_points_log2()); ++point) {
+    const uint64_t at_alpha = EqualMask(offset, point);
+    if (params_.output == OutputType::kXor) {
+      target_[point / 32] |= static_cast<uint32_t>(at_alpha & 1) << (point % 32);
+    } else {
+      target_[point] = beta & static_cast<uint32_t>(at_alpha);
+    }
+  }
+  if (params_.output == OutputType::kXor) {
+    for (int i = 0; i < words; ++i) final_cw_[i] = target_[i] ^ conv_[0][i] ^ conv_[1][i];
+  } else {
+    // y_b = (-1)^b (V(s_b) + t_b CW); at alpha t_0 != t_1, so CW = (-1)^t_1 (target - V_0 + V_1).
+    const uint32_t neg = 0u - static_cast<uint32_t>(node_[1].lo & 1);
+    for (int i = 0; i < words; ++i) {
+      final_cw_[i] = ((target_[i] - conv_[0][i] + conv_[1][i]) ^ neg) - neg;
+    }
+  }
+  key_[0]->final_cw_ = final_cw_;
+  key_[1]->final_cw_ = final_cw_;
+}
+
+absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeysFromRoots(const DpfParameters& params,
+                                                               uint64_t alpha, uint32_t beta,
+                                                               const Block (&roots)[2]) {
   if (absl::Status s = ValidateParameters(params); !s.ok()) return s;
-  if (alpha >= params.domain_size()) {
+  // Reads only alpha's bits above the domain (public zeros for a valid alpha), never the bits
+  // that choose the point.
+  if ((alpha >> params.log_domain) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "alpha %d outside the domain of 2^%d points", alpha, params.log_domain));
   }
   if (params.output == OutputType::kXor && beta != 1) {
     return absl::InvalidArgumentError("XOR output keys encode the indicator: beta must be 1");
   }
-  const AesKeys aes = HostAesKeys();
-  const int levels = params.levels();
-  const int words = params.leaf_block_words();
-  const uint64_t leaf = alpha >> params.leaf_points_log2();
-
   std::pair<DpfKey, DpfKey> keys;
-  DpfKey* key[2] = {&keys.first, &keys.second};
-  Block node[2];
-  for (int b = 0; b < 2; ++b) {
-    key[b]->params_ = params;
-    key[b]->party_ = b;
-    node[b] = RandomBlock(rng).without_control_bit();
-    node[b].lo |= static_cast<uint64_t>(b);
-    key[b]->root_ = node[b];
-    key[b]->cw_seed_.resize(levels);
-    key[b]->cw_right_.resize(levels);
-  }
-  for (int level = 0; level < levels; ++level) {
-    const bool bit = (leaf >> (levels - 1 - level)) & 1;
-    Block left[2], right[2];
-    for (int b = 0; b < 2; ++b) ExpandNode(params.prg, aes, node[b], left[b], right[b]);
-    // The lose side's seeds must become equal after correction, with equal control bits; the
-    // keep side's control bits must differ.
-    Block lose_xor = bit ? (left[0] ^ left[1]) : (right[0] ^ right[1]);
-    bool t_left = left[0].control_bit() ^ left[1].control_bit() ^ bit ^ 1;
-    bool t_right = right[0].control_bit() ^ right[1].control_bit() ^ bit;
-    Block cw_left = lose_xor.without_control_bit();
-    cw_left.lo |= static_cast<uint64_t>(t_left);
-    for (int b = 0; b < 2; ++b) {
-      key[b]->cw_seed_[level] = cw_left;
-      key[b]->cw_right_[level] = t_right;
-      CorrectChildren(node[b], cw_left, t_right, left[b], right[b]);
-      node[b] = bit ? right[b] : left[b];
-    }
-  }
-  uint32_t conv[2][16];
-  for (int b = 0; b < 2; ++b) ConvertLeaf(params.prg, aes, node[b], words, conv[b]);
-  const uint64_t offset = alpha & ((uint64_t{1} << params.leaf_points_log2()) - 1);
-  std::array<uint32_t, 16> final_cw{};
-  if (params.output == OutputType::kXor) {
-    for (int i = 0; i < words; ++i) {
-      uint32_t target = (offset / 32 == static_cast<uint64_t>(i)) ? 1u << (offset % 32) : 0;
-      final_cw[i] = target ^ conv[0][i] ^ conv[1][i];
-    }
-  } else {
-    // y_b = (-1)^b (V(s_b) + t_b CW); at alpha t_0 != t_1, so CW = (-1)^t_1 (target - V_0 + V_1).
-    const uint32_t neg = 0u - static_cast<uint32_t>(node[1].control_bit());
-    for (int i = 0; i < words; ++i) {
-      uint32_t target = (offset == static_cast<uint64_t>(i)) ? beta : 0;
-      final_cw[i] = ((target - conv[0][i] + conv[1][i]) ^ neg) - neg;
-    }
-  }
-  keys.first.final_cw_ = final_cw;
-  keys.second.final_cw_ = final_cw;
-  sodium_memzero(conv, sizeof(conv));
-  sodium_memzero(node, sizeof(node));
-  sodium_memzero(final_cw.data(), sizeof(final_cw));
+  KeyGenerator(params, roots, keys.first, keys.second).Generate(alpha, beta);
+  return keys;
+}
+
+}  // namespace internal
+
+absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& params,
+                                                      uint64_t alpha, uint32_t beta) {
+  // sodium_init is idempotent and thread safe; a failure leaves no safe source of seeds.
+  static const bool sodium_ready = sodium_init() >= 0;
+  if (!sodium_ready) std::abort();
+  Block roots[2];
+  randombytes_buf(roots, sizeof(roots));
+  auto keys = internal::GenerateKeysFromRoots(params, alpha, beta, roots);
+  sodium_memzero(roots, sizeof(roots));
   return keys;
 }
 

@@ -1,8 +1,8 @@
 // DPF keys (BGI16 tree DPF with early termination): generation, compact wire format, validation.
 //
-// Wire format, version 1 (all integers little-endian):
+// Wire format, version 2 (all integers little-endian):
 //   0  'V' 'D'                magic
-//   2  version                1
+//   2  version                2
 //   3  prg                    Prg
 //   4  log_domain             1 .. kMaxLogDomain
 //   5  output                 low nibble: OutputType; high nibble: log2(W) (additive only, else 0)
@@ -12,12 +12,13 @@
 //      right control bits     ceil(levels / 8) bytes, level i at bit (i % 8) of byte i / 8
 //      final correction word  4 * leaf_block_words bytes
 // At log_domain 20 with W = 16 a key is 7 + 16 + 16 * 16 + 2 + 64 = 345 bytes.
+// Version 1 had the same layout but keyed ChaCha with s || s and the 256-bit-key constants: its
+// ChaCha keys evaluate to other values today, so version 1 is rejected rather than misread.
 #ifndef VEIL_DPF_KEY_H_
 #define VEIL_DPF_KEY_H_
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -30,39 +31,23 @@ namespace veil::dpf {
 
 inline constexpr uint8_t kKeyMagic0 = 'V';
 inline constexpr uint8_t kKeyMagic1 = 'D';
-inline constexpr uint8_t kKeyVersion = 1;
+inline constexpr uint8_t kKeyVersion = 2;
 inline constexpr size_t kKeyHeaderBytes = 7;
 
-// Where key generation draws its randomness. The default is libsodium's CSPRNG.
-class RandomSource {
- public:
-  virtual ~RandomSource() = default;
-  virtual void Fill(absl::Span<uint8_t> out) = 0;
-};
+namespace internal {
+class KeyGenerator;  // key.cc: the constant-time construction of a key pair from two root seeds
+}  // namespace internal
 
-// libsodium's randombytes_buf: the only source for real keys.
-RandomSource& SystemRandom();
-
-// Deterministic ChaCha20 stream keyed by a 64-bit seed. For tests and benchmarks only.
-class SeededRandomForTesting : public RandomSource {
- public:
-  explicit SeededRandomForTesting(uint64_t seed);
-  ~SeededRandomForTesting() override;
-  void Fill(absl::Span<uint8_t> out) override;
-
- private:
-  std::array<uint8_t, 32> key_{};
-  uint64_t nonce_ = 0;
-};
-
-// One party's key. Secret: wiped on destruction.
+// One party's key. Secret: every buffer it drops is wiped first. Destruction and assignment wipe
+// the key's old contents before they are freed or overwritten; a moved-from key is wiped and left
+// as a default-constructed one.
 class DpfKey {
  public:
   DpfKey() = default;
   DpfKey(const DpfKey&) = default;
-  DpfKey& operator=(const DpfKey&) = default;
-  DpfKey(DpfKey&&) = default;
-  DpfKey& operator=(DpfKey&&) = default;
+  DpfKey& operator=(const DpfKey& other);
+  DpfKey(DpfKey&& other) noexcept;
+  DpfKey& operator=(DpfKey&& other) noexcept;
   ~DpfKey();
 
   // Parses and fully validates a serialized key. Returns INVALID_ARGUMENT, with a message naming
@@ -86,8 +71,10 @@ class DpfKey {
   }
 
  private:
-  friend absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters&, uint64_t,
-                                                               uint32_t, RandomSource&);
+  friend class internal::KeyGenerator;
+  // Wipes every secret byte and empties the key (as default-constructed).
+  void Clear();
+
   DpfParameters params_;
   int party_ = 0;
   Block root_;
@@ -98,10 +85,13 @@ class DpfKey {
 
 // Splits the point function f(alpha) = beta (0 elsewhere) into two keys. For additive output the
 // shares add to beta at alpha; for XOR output beta must be 1 and the shares XOR to the indicator.
+// The root seeds come from libsodium's randombytes_buf (the system CSPRNG): callers cannot supply
+// randomness. (Tests and benchmarks get reproducible keys from dpf/testing/seeded_keys.h, target
+// veil_dpf_testing, which production targets never link.) Constant time in alpha, beta and the
+// seeds: no branch or memory index depends on them.
 // Returns INVALID_ARGUMENT for bad parameters, alpha outside the domain, or beta != 1 with XOR.
 absl::StatusOr<std::pair<DpfKey, DpfKey>> GenerateKeys(const DpfParameters& params, uint64_t alpha,
-                                                      uint32_t beta,
-                                                      RandomSource& rng = SystemRandom());
+                                                      uint32_t beta);
 
 }  // namespace veil::dpf
 

@@ -1,6 +1,6 @@
 // The PRGs of the DPF tree as plain per-block functions, shared by the CPU reference path and the
-// GPU kernels (__host__ __device__). The vectorised CPU paths (prg_aesni.cc, prg_avx512.cc) must
-// produce exactly these bits; tests compare them.
+// GPU kernels (__host__ __device__). The vectorised CPU paths (kernels_aesni.cc, kernels_avx512.cc)
+// must produce exactly these bits; tests compare them.
 //
 // Node expansion G(s) -> (left, right), each 128 bits with the child's control bit in bit 0, and
 // leaf conversion V(s) -> 16 words (additive leaves use the first W, XOR leaves the first 4):
@@ -8,8 +8,9 @@
 //            H_k(x) = AES_k(sigma(x)) ^ sigma(x) and sigma(xL || xR) = (xL ^ xR) || xL is the
 //            orthomorphism of Guo-Katz-Wang-Yu (S&P 2020): fixed-key AES in this form is circular
 //            correlation robust. kL, kR, kV are public: BLAKE2b-128 of "veil/dpf/aes128/left" etc.
-//   chacha*  key = s || s, nonce 0: block 0 gives left (words 0..3) and right (words 4..7);
-//            block 1 gives V. (The remaining half of block 0 is unused: one block per node.)
+//   chacha*  ChaCha with s as a 16-byte key (ChaChaSeedState): block 0 gives left (words 0..3)
+//            and right (words 4..7); block 1 gives V. (The rest of block 0 is unused: one block
+//            per node.)
 //   siphash  SipHash-2-4 keyed by s on the 8-byte counters 0..3 (children) and 4..11 (V).
 // Seeds are always used with their control bit cleared.
 //
@@ -41,14 +42,11 @@ inline AesKeys HostAesKeys() { return {&kAesSlicedLeftRight, &kAesSlicedValue}; 
 VEIL_HD uint32_t Rotl32(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
 VEIL_HD uint64_t Rotl64(uint64_t x, int n) { return (x << n) | (x >> (64 - n)); }
 
-// ChaCha block function (RFC 8439 layout) with a 256-bit key, 32-bit counter and 96-bit nonce.
-VEIL_HD void ChaChaBlock(int rounds, const uint32_t key[8], uint32_t counter, const uint32_t nonce[3],
-                         uint32_t out[16]) {
-  uint32_t x[16] = {0x61707865, 0x3320646e, 0x79622d32, 0x6b206574, key[0],  key[1],
-                    key[2],     key[3],     key[4],     key[5],     key[6],  key[7],
-                    counter,    nonce[0],   nonce[1],   nonce[2]};
-  uint32_t in[16];
-  for (int i = 0; i < 16; ++i) in[i] = x[i];
+// ChaCha block function (Bernstein, "ChaCha, a variant of Salsa20", 2008; RFC 8439 section 2.3):
+// `rounds` rounds (8, 12 or 20) on the 16-word input state, then the input added back.
+VEIL_HD void ChaChaBlock(int rounds, const uint32_t in[16], uint32_t out[16]) {
+  uint32_t x[16];
+  for (int i = 0; i < 16; ++i) x[i] = in[i];
 #define VEIL_QR(a, b, c, d)         \
   x[a] += x[b];                     \
   x[d] = Rotl32(x[d] ^ x[a], 16);   \
@@ -66,17 +64,33 @@ VEIL_HD void ChaChaBlock(int rounds, const uint32_t key[8], uint32_t counter, co
   for (int i = 0; i < 16; ++i) out[i] = x[i] + in[i];
 }
 
-VEIL_HD int ChaChaRounds(Prg prg) {
-  return prg == Prg::kChaCha8 ? 8 : prg == Prg::kChaCha12 ? 12 : 20;
+// "expand 16-byte k" in little-endian words: the constants of ChaCha's 16-byte-key form.
+inline constexpr uint32_t kChaChaTau0 = 0x61707865, kChaChaTau1 = 0x3120646e,
+                          kChaChaTau2 = 0x79622d36, kChaChaTau3 = 0x6b206574;
+
+// The ChaCha input state for block `counter` of a seed (control bit cleared by the caller): the
+// 16-byte-key form Bernstein defines for ChaCha, as for Salsa20 - constants "expand 16-byte k",
+// the key in words 4..7 and again in 8..11 - with the 64-bit block counter in words 12..13 and a
+// zero nonce in 14..15 (the node's blocks 0 and 1 are the first 128 bytes of its keystream; the
+// Strombergson test vectors for 128-bit keys check them). Why not a 256-bit key: a seed carries
+// 127 bits (lambda = 128, control bit cleared), so a 256-bit key derived from it (a hash per node)
+// would cost time and add no security, and the seed copied into both halves of a 256-bit key
+// ("expand 32-byte k"), the former keying, is a structured key no analysis or test vector covers.
+VEIL_HD void ChaChaSeedState(Block seed, uint32_t counter, uint32_t state[16]) {
+  state[0] = kChaChaTau0;
+  state[1] = kChaChaTau1;
+  state[2] = kChaChaTau2;
+  state[3] = kChaChaTau3;
+  state[4] = state[8] = static_cast<uint32_t>(seed.lo);
+  state[5] = state[9] = static_cast<uint32_t>(seed.lo >> 32);
+  state[6] = state[10] = static_cast<uint32_t>(seed.hi);
+  state[7] = state[11] = static_cast<uint32_t>(seed.hi >> 32);
+  state[12] = counter;
+  state[13] = state[14] = state[15] = 0;
 }
 
-// The ChaCha key of a seed: s || s (control bit cleared by the caller).
-VEIL_HD void ChaChaSeedKey(Block seed, uint32_t key[8]) {
-  key[0] = static_cast<uint32_t>(seed.lo);
-  key[1] = static_cast<uint32_t>(seed.lo >> 32);
-  key[2] = static_cast<uint32_t>(seed.hi);
-  key[3] = static_cast<uint32_t>(seed.hi >> 32);
-  for (int i = 0; i < 4; ++i) key[4 + i] = key[i];
+VEIL_HD int ChaChaRounds(Prg prg) {
+  return prg == Prg::kChaCha8 ? 8 : prg == Prg::kChaCha12 ? 12 : 20;
 }
 
 // SipHash-2-4 of one 8-byte message m under key (k0, k1).
@@ -110,10 +124,9 @@ VEIL_HD void ExpandNode(Prg prg, const AesKeys& aes, Block node, Block& left, Bl
     left = {SipHash24(seed.lo, seed.hi, 0), SipHash24(seed.lo, seed.hi, 1)};
     right = {SipHash24(seed.lo, seed.hi, 2), SipHash24(seed.lo, seed.hi, 3)};
   } else {
-    uint32_t key[8], out[16];
-    const uint32_t nonce[3] = {0, 0, 0};
-    ChaChaSeedKey(seed, key);
-    ChaChaBlock(ChaChaRounds(prg), key, 0, nonce, out);
+    uint32_t state[16], out[16];
+    ChaChaSeedState(seed, 0, state);
+    ChaChaBlock(ChaChaRounds(prg), state, out);
     left = {out[0] | uint64_t{out[1]} << 32, out[2] | uint64_t{out[3]} << 32};
     right = {out[4] | uint64_t{out[5]} << 32, out[6] | uint64_t{out[7]} << 32};
   }
@@ -141,10 +154,9 @@ VEIL_HD void ConvertLeaf(Prg prg, const AesKeys& aes, Block node, int words, uin
       if (2 * i + 1 < words) out[2 * i + 1] = uint32_t(v >> 32);
     }
   } else {
-    uint32_t key[8], block[16];
-    const uint32_t nonce[3] = {0, 0, 0};
-    ChaChaSeedKey(seed, key);
-    ChaChaBlock(ChaChaRounds(prg), key, 1, nonce, block);
+    uint32_t state[16], block[16];
+    ChaChaSeedState(seed, 1, state);
+    ChaChaBlock(ChaChaRounds(prg), state, block);
     for (int i = 0; i < words; ++i) out[i] = block[i];
   }
 }

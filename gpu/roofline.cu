@@ -21,17 +21,17 @@ using dpf::Block;
 constexpr int kThreads = 256;
 
 __global__ void ChaChaKernel(int rounds, int iters, uint32_t* sink) {
-  uint32_t key[8], out[16];
-  const uint32_t nonce[3] = {0, 0, 0};
+  uint32_t state[16], out[16];
   const uint32_t id = blockIdx.x * blockDim.x + threadIdx.x;
-  for (int i = 0; i < 8; ++i) key[i] = id * 0x9e3779b9u + i;
+  dpf::ChaChaSeedState({id * 0x9e3779b97f4a7c15ull, id}, 0, state);
   uint32_t acc = 0;
   for (int it = 0; it < iters; ++it) {
-    dpf::ChaChaBlock(rounds, key, static_cast<uint32_t>(it), nonce, out);
-    key[0] ^= out[0];  // a dependency chain, as in a tree walk
+    state[12] = static_cast<uint32_t>(it);
+    dpf::ChaChaBlock(rounds, state, out);
+    state[4] ^= out[0];  // a dependency chain, as in a tree walk
     acc ^= out[5];
   }
-  sink[id] = acc ^ key[0];
+  sink[id] = acc ^ state[4];
 }
 
 __constant__ dpf::AesSlicedKeys c_roofline_aes_keys = dpf::kAesSlicedLeftRight;

@@ -5,7 +5,7 @@
 namespace veil::pir {
 
 absl::StatusOr<QueryKeys> MakeQuery(uint64_t rows, uint64_t index, uint32_t weight, dpf::Prg prg,
-                                    dpf::OutputType output, dpf::RandomSource& rng) {
+                                    dpf::OutputType output) {
   if (index >= rows) {
     return absl::InvalidArgumentError(
         absl::StrFormat("row %d outside a table of %d rows", index, rows));
@@ -15,7 +15,7 @@ absl::StatusOr<QueryKeys> MakeQuery(uint64_t rows, uint64_t index, uint32_t weig
   params.prg = prg;
   params.output = output;
   params.leaf_words_log2 = output == dpf::OutputType::kXor ? 0 : 4;
-  auto keys = dpf::GenerateKeys(params, index, weight, rng);
+  auto keys = dpf::GenerateKeys(params, index, weight);
   if (!keys.ok()) return keys.status();
   QueryKeys query;
   query.key[0] = std::move(keys->first);

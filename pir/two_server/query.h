@@ -16,11 +16,11 @@ struct QueryKeys {
 };
 
 // Keys for row `index` of a table of `rows` rows (domain LogDomainForRows(rows)), weight `weight`
-// (additive; must be 1 for XOR). Returns INVALID_ARGUMENT if index >= rows.
+// (additive; must be 1 for XOR), from the system CSPRNG (dpf::GenerateKeys).
+// Returns INVALID_ARGUMENT if index >= rows.
 absl::StatusOr<QueryKeys> MakeQuery(uint64_t rows, uint64_t index, uint32_t weight,
                                     dpf::Prg prg = dpf::Prg::kAes128,
-                                    dpf::OutputType output = dpf::OutputType::kAdditive,
-                                    dpf::RandomSource& rng = dpf::SystemRandom());
+                                    dpf::OutputType output = dpf::OutputType::kAdditive);
 
 // out[j] = share0[j] + share1[j] (additive) or share0[j] ^ share1[j] (XOR).
 // Returns INVALID_ARGUMENT if the three spans differ in length.

@@ -6,6 +6,7 @@
 #include "dpf/eval.h"
 #include "dpf/kernels.h"
 #include "dpf/key.h"
+#include "dpf/testing/seeded_keys.h"
 #include "gtest/gtest.h"
 
 namespace veil::dpf {

@@ -1,10 +1,10 @@
-// Key wire format, validation of hostile input, and the privacy property: the key one server
-// receives does not depend on alpha.
-#include <cmath>
+// Key wire format, validation of hostile input, and where key generation gets its randomness.
+// (The privacy property, that a server's key does not depend on alpha or beta: privacy_test.cc.)
 #include <random>
 
 #include "dpf/eval.h"
 #include "dpf/key.h"
+#include "dpf/testing/seeded_keys.h"
 #include "gtest/gtest.h"
 
 namespace veil::dpf {
@@ -68,6 +68,7 @@ TEST(KeyFormatTest, RejectsBadHeaderFields) {
   };
   ExpectInvalid(with(0, 'X'), "wrong magic");
   ExpectInvalid(with(2, 9), "version 9 is not supported");
+  ExpectInvalid(with(2, 1), "version 1 is not supported (expected 2)");
   ExpectInvalid(with(3, 0), "unknown PRG id 0");
   ExpectInvalid(with(3, 77), "unknown PRG id 77");
   ExpectInvalid(with(4, 0), "log domain 0 out of range");
@@ -108,55 +109,27 @@ TEST(KeyFormatTest, RandomBytesNeverCrashTheParser) {
   }
 }
 
-// Largest per-bit chi-square statistic (2x2 table, 1 degree of freedom) between two sets of
-// serialized keys: a bit whose frequency depends on alpha shows up as a large value.
-double MaxBitChiSquare(const std::vector<std::vector<uint8_t>>& a,
-                       const std::vector<std::vector<uint8_t>>& b) {
-  const size_t bits = a[0].size() * 8;
-  double worst = 0;
-  for (size_t bit = kKeyHeaderBytes * 8; bit < bits; ++bit) {
-    double ones_a = 0, ones_b = 0;
-    for (const auto& k : a) ones_a += (k[bit / 8] >> (bit % 8)) & 1;
-    for (const auto& k : b) ones_b += (k[bit / 8] >> (bit % 8)) & 1;
-    const double na = a.size(), nb = b.size(), n = na + nb;
-    const double ones = ones_a + ones_b, zeros = n - ones;
-    if (ones == 0 || zeros == 0) continue;  // a constant bit (e.g. the root control bit)
-    double chi = 0;
-    const double obs[4] = {ones_a, na - ones_a, ones_b, nb - ones_b};
-    const double exp[4] = {na * ones / n, na * zeros / n, nb * ones / n, nb * zeros / n};
-    for (int i = 0; i < 4; ++i) chi += (obs[i] - exp[i]) * (obs[i] - exp[i]) / exp[i];
-    worst = std::max(worst, chi);
-  }
-  return worst;
+TEST(KeyGenerationTest, ProductionKeysDrawFreshRootSeeds) {
+  DpfParameters params{10};
+  auto a = GenerateKeys(params, 7, 1);
+  auto b = GenerateKeys(params, 7, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->first.root(), b->first.root());
+  EXPECT_NE(a->second.root(), b->second.root());
+  EXPECT_NE(a->first.Serialize(), b->first.Serialize());
 }
 
-TEST(KeyPrivacyTest, ServerKeyDoesNotDependOnAlpha) {
-  // Two very different alphas; if any key bit's frequency depended on alpha the chi-square of
-  // that bit would grow with the number of keys. 1e-7 per-bit false-alarm level, Bonferroni over
-  // the ~1,500 bits of a key: critical value 28.4.
-  constexpr int kKeys = 3000;
-  constexpr double kCritical = 28.4;
-  for (const char* out : {"add16", "xor"}) {
-    for (int party = 0; party < 2; ++party) {
-      DpfParameters params = *ParseOutput(out, {12, Prg::kAes128});
-      SeededRandomForTesting rng(42 + party);
-      std::vector<std::vector<uint8_t>> a, b, leaky;
-      for (int i = 0; i < kKeys; ++i) {
-        auto ka = GenerateKeys(params, 5, 1, rng);
-        auto kb = GenerateKeys(params, 4000, 1, rng);
-        a.push_back(party ? ka->second.Serialize() : ka->first.Serialize());
-        b.push_back(party ? kb->second.Serialize() : kb->first.Serialize());
-        // A deliberately leaky variant: in 60% of the keys the last bit of the final word is
-        // forced to alpha's top bit (1 for alpha = 4000), otherwise it is left as generated.
-        std::vector<uint8_t> l = b.back();
-        if (i % 10 < 6) l.back() |= 0x80;
-        leaky.push_back(l);
-      }
-      const double honest = MaxBitChiSquare(a, b);
-      EXPECT_LT(honest, kCritical) << out << " party " << party;
-      EXPECT_GT(MaxBitChiSquare(a, leaky), kCritical) << "the test failed to see a leak";
-    }
-  }
+TEST(KeyGenerationTest, SeededKeysAreReproducible) {
+  DpfParameters params{10};
+  SeededRandomForTesting rng1(7), rng2(7), rng3(8);
+  auto a = GenerateKeys(params, 7, 1, rng1);
+  auto b = GenerateKeys(params, 7, 1, rng2);
+  auto c = GenerateKeys(params, 7, 1, rng3);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->first.Serialize(), b->first.Serialize());
+  EXPECT_EQ(a->second.Serialize(), b->second.Serialize());
+  EXPECT_NE(a->first.Serialize(), c->first.Serialize());
+  EXPECT_EQ(*EvalPoint(a->first, 7) + *EvalPoint(a->second, 7), 1u);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 
 #include <cstring>
 #include <random>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "dpf/kernels.h"
 #include "dpf/prg_portable.h"
@@ -89,15 +92,23 @@ TEST(AesTest, MatchesOpenSslOnRandomInputs) {
 }
 #endif
 
+// The RFC 8439 state for a 256-bit key: "expand 32-byte k", key, counter, 96-bit nonce.
+void Rfc8439State(const uint8_t key[32], uint32_t counter, const uint32_t nonce[3],
+                  uint32_t state[16]) {
+  const uint32_t sigma[4] = {0x61707865, 0x3320646e, 0x79622d32, 0x6b206574};
+  for (int i = 0; i < 4; ++i) state[i] = sigma[i];
+  std::memcpy(state + 4, key, 32);
+  state[12] = counter;
+  for (int i = 0; i < 3; ++i) state[13 + i] = nonce[i];
+}
+
 TEST(ChaChaTest, Rfc8439Section232) {
-  uint32_t key[8];
-  for (int i = 0; i < 8; ++i) {
-    key[i] = uint32_t(4 * i) | uint32_t(4 * i + 1) << 8 | uint32_t(4 * i + 2) << 16 |
-             uint32_t(4 * i + 3) << 24;
-  }
+  uint8_t key[32];
+  for (int i = 0; i < 32; ++i) key[i] = static_cast<uint8_t>(i);
   const uint32_t nonce[3] = {0x09000000, 0x4a000000, 0x00000000};
-  uint32_t out[16];
-  ChaChaBlock(20, key, 1, nonce, out);
+  uint32_t state[16], out[16];
+  Rfc8439State(key, 1, nonce, state);
+  ChaChaBlock(20, state, out);
   const uint32_t expected[4] = {0xe4e7f110, 0x15593bd1, 0x1fdd0f50, 0xc47120a3};
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], expected[i]) << i;
   EXPECT_EQ(out[15], 0x4e3c50a2u);
@@ -107,18 +118,128 @@ TEST(ChaChaTest, MatchesLibsodiumOnRandomKeys) {
   ASSERT_GE(sodium_init(), 0);
   std::mt19937_64 rng(777);
   for (int i = 0; i < 100; ++i) {
-    uint8_t key_bytes[32];
-    for (auto& b : key_bytes) b = static_cast<uint8_t>(rng());
+    uint8_t key[32];
+    for (auto& b : key) b = static_cast<uint8_t>(rng());
     uint32_t counter = static_cast<uint32_t>(rng() % 1000);
     uint8_t expected[64];
     const uint8_t nonce_bytes[12] = {};
     crypto_stream_chacha20_ietf_xor_ic(expected, std::vector<uint8_t>(64, 0).data(), 64,
-                                       nonce_bytes, counter, key_bytes);
-    uint32_t key[8], out[16];
-    std::memcpy(key, key_bytes, 32);
+                                       nonce_bytes, counter, key);
     const uint32_t nonce[3] = {0, 0, 0};
-    ChaChaBlock(20, key, counter, nonce, out);
+    uint32_t state[16], out[16];
+    Rfc8439State(key, counter, nonce, state);
+    ChaChaBlock(20, state, out);
     EXPECT_EQ(0, std::memcmp(out, expected, 64));
+  }
+}
+
+std::vector<uint8_t> FromHex(std::string_view hex) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<uint8_t>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  }
+  return out;
+}
+
+Block BlockFromHex(std::string_view hex) { return BlockFromBytes(FromHex(hex).data()); }
+
+// Strombergson, "Test Vectors for the Stream Cipher ChaCha" (draft-strombergson-chacha-test-
+// vectors-01), 128-bit keys, first 64 keystream bytes (block 0) and, for TC1, the next 64.
+struct StrombergsonVector {
+  int rounds;
+  const char* key;
+  const char* iv;
+  const char* block0;
+  const char* block1;  // TC1 only
+};
+const StrombergsonVector kStrombergson128[] = {
+    {8, "00000000000000000000000000000000", "0000000000000000",
+     "e28a5fa4a67f8c5defed3e6fb7303486aa8427d31419a729572d777953491120"
+     "b64ab8e72b8deb85cd6aea7cb6089a101824beeb08814a428aab1fa2c816081b",
+     "8a26af448a1ba906368fd8c83831c18cec8ced811a028e675b8d2be8fce08116"
+     "5ceae9f1d1b7a975497749480569ceb83de6a0a587d4984f19925f5d338e430d"},
+    {12, "00000000000000000000000000000000", "0000000000000000",
+     "e1047ba9476bf8ff312c01b4345a7d8ca5792b0ad467313f1dc412b5fdce3241"
+     "0dea8b68bd774c36a920f092a04d3f95274fbeff97bc8491fcef37f85970b450",
+     "1d43b61a8f7e19fceddef368ae6bfb11101bd9fd3e4d127de30db2db1b472e76"
+     "426803a45e15b962751986ef1d9d50f598a5dcdc9fa529a28357991e784ea20f"},
+    {20, "00000000000000000000000000000000", "0000000000000000",
+     "89670952608364fd00b2f90936f031c8e756e15dba04b8493d00429259b20f46"
+     "cc04f111246b6c2ce066be3bfb32d9aa0fddfbc12123d4b9e44f34dca05a103f",
+     "6cd135c2878c832b5896b134f6142a9d4d8d0d8f1026d20a0a81512cbce6e975"
+     "8a7143d021978022a384141a80cea3062f41f67a752e66ad3411984c787e30ad"},
+    {8, "00112233445566778899aabbccddeeff", "0f1e2d3c4b5a6978",
+     "29560d280b4528400a8f4b795369fb3a01105599e9f1ed58279cfc9ece2dc5f9"
+     "9f1c2e52c98238f542a5c0a881d850b615d3acd9fbdb026e9368565da50e0d49", nullptr},
+    {12, "00112233445566778899aabbccddeeff", "0f1e2d3c4b5a6978",
+     "5eddc2d9428fceeec50a52a964eae0ffb04b2de006a9b04cff368ffa921116b2"
+     "e8e264babd2efa0de43ef2e3b6d065e8f7c0a17837b0a40eb0e2c7a3742c8753", nullptr},
+    {20, "00112233445566778899aabbccddeeff", "0f1e2d3c4b5a6978",
+     "d1abf630467eb4f67f1cfb47cd626aae8afedbbe4ff8fc5fe9cfae307e74ed45"
+     "1f1404425ad2b54569d5f18148939971abb8fafc88ce4ac7fe1c3d1f7a1eb7ca", nullptr},
+    {8, "c46ec1b18ce8a878725a37e780dfb735", "1ada31d5cf688221",
+     "6a870108859f679118f3e205e2a56a6826ef5a60a4102ac8d4770059fcb7c7ba"
+     "e02f5ce004a6bfbbea53014dd82107c0aa1c7ce11b7d78f2d50bd3602bbd2594", nullptr},
+    {12, "c46ec1b18ce8a878725a37e780dfb735", "1ada31d5cf688221",
+     "b02bd81eb55c8f68b5e9ca4e307079bc225bd22007eddc6702801820709ce098"
+     "07046a0d2aa552bfdbb49466176d56e32d519e10f5ad5f2746e241e09bdf9959", nullptr},
+    {20, "c46ec1b18ce8a878725a37e780dfb735", "1ada31d5cf688221",
+     "826abdd84460e2e9349f0ef4af5b179b426e4b2d109a9c5bb44000ae51bea90a"
+     "496beeef62a76850ff3f0402c4ddc99f6db07f151c1c0dfac2e56565d6289625", nullptr},
+};
+
+TEST(ChaChaTest, SeedStateIsTheSixteenByteKeyForm) {
+  for (const StrombergsonVector& v : kStrombergson128) {
+    uint32_t state[16], out[16];
+    ChaChaSeedState(BlockFromHex(v.key), 0, state);
+    const std::vector<uint8_t> iv = FromHex(v.iv);  // the 64-bit nonce: words 14 and 15
+    std::memcpy(state + 14, iv.data(), 8);
+    ChaChaBlock(v.rounds, state, out);
+    EXPECT_EQ(0, std::memcmp(out, FromHex(v.block0).data(), 64)) << v.rounds << " " << v.key;
+  }
+}
+
+// A node's children and leaf words are blocks 0 and 1 of its seed's keystream (nonce zero), on
+// every instruction set's kernels (16 nodes: the AVX-512 kernels' 16-lane path).
+TEST(ChaChaTest, NodeExpansionIsTheSeedsKeystreamOnEveryIsa) {
+  for (const StrombergsonVector& v : kStrombergson128) {
+    if (v.block1 == nullptr) continue;
+    const Prg prg = v.rounds == 8 ? Prg::kChaCha8 : v.rounds == 12 ? Prg::kChaCha12 : Prg::kChaCha20;
+    const std::vector<uint8_t> block0 = FromHex(v.block0), block1 = FromHex(v.block1);
+    for (Isa isa : AvailableIsas()) {
+      const Kernels& kernels = KernelsFor(isa);
+      std::vector<Block> nodes(16, BlockFromHex(v.key)), children(32);
+      kernels.expand_level(prg, nodes.data(), nodes.size(), Block{}, false, children.data());
+      std::vector<uint32_t> words(16 * 16);
+      const uint32_t final_cw[16] = {};
+      kernels.convert_leaves(prg, nodes.data(), nodes.size(), 16, OutputType::kAdditive, false,
+                             final_cw, words.data());
+      for (int n = 0; n < 16; ++n) {
+        EXPECT_EQ(children[2 * n], BlockFromBytes(block0.data())) << IsaName(isa) << v.rounds;
+        EXPECT_EQ(children[2 * n + 1], BlockFromBytes(block0.data() + 16)) << IsaName(isa);
+        EXPECT_EQ(0, std::memcmp(words.data() + 16 * n, block1.data(), 64)) << IsaName(isa);
+      }
+    }
+  }
+}
+
+// An independent ChaCha20: libsodium's HChaCha20 with the 16-byte-key constants gives state words
+// 0..3 and 12..15 after the 20 rounds, before the input is added back.
+TEST(ChaChaTest, SeedStateMatchesLibsodiumHChaCha20) {
+  ASSERT_GE(sodium_init(), 0);
+  const uint8_t tau[17] = "expand 16-byte k";
+  std::mt19937_64 rng(4242);
+  for (int i = 0; i < 100; ++i) {
+    uint32_t state[16], out[16];
+    ChaChaSeedState({rng() & ~uint64_t{1}, rng()}, static_cast<uint32_t>(rng() % 2), state);
+    uint8_t hchacha[32];
+    crypto_core_hchacha20(hchacha, reinterpret_cast<const uint8_t*>(state + 12),
+                          reinterpret_cast<const uint8_t*>(state + 4), tau);
+    ChaChaBlock(20, state, out);
+    uint32_t rounds_only[8];
+    for (int w = 0; w < 4; ++w) rounds_only[w] = out[w] - state[w];
+    for (int w = 0; w < 4; ++w) rounds_only[4 + w] = out[12 + w] - state[12 + w];
+    EXPECT_EQ(0, std::memcmp(rounds_only, hchacha, 32)) << i;
   }
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dpf/key.h"
+#include "dpf/testing/seeded_keys.h"
 #include "gpu/backend.h"
 #include "gpu/roofline.h"
 #include "gtest/gtest.h"

@@ -12,6 +12,7 @@
 #include "dpf/eval.h"
 #include "dpf/key.h"
 #include "dpf/prg_portable.h"
+#include "dpf/testing/seeded_keys.h"
 #include "gpu/internal/launch_plan.h"
 #include "gpu/internal/phases.h"
 #include "gpu/internal/tree.h"

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "dpf/testing/seeded_keys.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pir/two_server/query.h"
