@@ -1,0 +1,35 @@
+// Hybrid key switching with one special prime P (internal to pir/he): the pieces that
+// relinearisation, rotations and the hoisted baby steps of the matrix-vector product share.
+#ifndef VEIL_PIR_HE_KEYSWITCH_H_
+#define VEIL_PIR_HE_KEYSWITCH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "pir/he/bfv.h"
+#include "pir/he/bfv_context.h"
+
+namespace veil::he::internal {
+
+// The RNS digits of d (coefficient form, k rows): digit i = row i as integers in [0, q_i),
+// lifted to every QP row and transformed. k x (k + 1) x N residues.
+std::vector<uint64_t> DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d);
+
+// out0, out1 (QP rows, NTT form) = sum_i digit_i o (b_i, a_i), the digits read through `perm`
+// (digit_i[perm[c]] at slot c: the Galois automorphism in the NTT domain), or directly when
+// perm is null.
+void KeySwitchInnerProduct(const BfvContext& ctx, const uint64_t* digits, const KeySwitchKey& key,
+                           const uint32_t* perm, uint64_t* out0, uint64_t* out1);
+
+// round(c / P) for c over QP in NTT form (c is overwritten): out gets k rows, in coefficient
+// form, or in NTT form when to_ntt.
+void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out);
+
+// Key switching of a whole polynomial d (coefficient form): (ks0, ks1) over Q in coefficient
+// form with ks0 + ks1 s = d s' + small, for a key from s' to s.
+void SwitchKey(const BfvContext& ctx, const uint64_t* d, const KeySwitchKey& key, uint64_t* ks0,
+               uint64_t* ks1);
+
+}  // namespace veil::he::internal
+
+#endif  // VEIL_PIR_HE_KEYSWITCH_H_
