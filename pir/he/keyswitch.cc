@@ -86,6 +86,17 @@ void SwitchKey(const BfvContext& ctx, const uint64_t* d, const KeySwitchKey& key
   ModDown(ctx, acc1.data(), false, ks1);
 }
 
+absl::StatusOr<const KeySwitchKey*> FindGaloisKey(const BfvContext& ctx, const GaloisKeys& gk,
+                                                  uint32_t galois) {
+  if (absl::Status s = ctx.CheckId(gk.params_id, "Galois keys"); !s.ok()) return s;
+  auto it = gk.keys.find(galois);
+  if (it == gk.keys.end()) {
+    return absl::NotFoundError(absl::StrCat("no Galois key for element ", galois));
+  }
+  if (absl::Status s = CheckKeySwitchKey(ctx, it->second, "Galois key"); !s.ok()) return s;
+  return &it->second;
+}
+
 }  // namespace internal
 
 namespace {
@@ -109,17 +120,6 @@ Ciphertext RotateFromDigits(const BfvContext& ctx, const Ciphertext& ct,
     for (size_t c = 0; c < n; ++c) row[c] = AddMod(row[c], rotated[c], ctx.modulus(j).value());
   }
   return out;
-}
-
-absl::StatusOr<const KeySwitchKey*> FindGaloisKey(const BfvContext& ctx, const GaloisKeys& gk,
-                                                  uint32_t galois) {
-  if (absl::Status s = ctx.CheckId(gk.params_id, "Galois keys"); !s.ok()) return s;
-  auto it = gk.keys.find(galois);
-  if (it == gk.keys.end()) {
-    return absl::NotFoundError(absl::StrCat("no Galois key for element ", galois));
-  }
-  if (absl::Status s = CheckKeySwitchKey(ctx, it->second, "Galois key"); !s.ok()) return s;
-  return &it->second;
 }
 
 absl::Status CheckSize2(const BfvContext& ctx, const Ciphertext& ct) {
@@ -155,7 +155,7 @@ absl::StatusOr<Ciphertext> Relinearize(const BfvContext& ctx, const Ciphertext& 
 absl::StatusOr<Ciphertext> ApplyGalois(const BfvContext& ctx, const Ciphertext& ct,
                                        uint32_t galois, const GaloisKeys& gk) {
   if (absl::Status s = CheckSize2(ctx, ct); !s.ok()) return s;
-  absl::StatusOr<const KeySwitchKey*> key = FindGaloisKey(ctx, gk, galois);
+  absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, galois);
   if (!key.ok()) return key.status();
   const std::vector<uint64_t> digits =
       internal::DecomposeForKeySwitch(ctx, ct.poly(1, ctx.q_size() * ctx.n()));
@@ -191,7 +191,7 @@ absl::StatusOr<std::vector<Ciphertext>> RotateRowsHoisted(const BfvContext& ctx,
     }
     absl::StatusOr<uint32_t> galois = GaloisElementForStep(ctx.log_n(), step);
     if (!galois.ok()) return galois.status();
-    absl::StatusOr<const KeySwitchKey*> key = FindGaloisKey(ctx, gk, *galois);
+    absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, *galois);
     if (!key.ok()) return key.status();
     plan.emplace_back(*galois, *key);
   }

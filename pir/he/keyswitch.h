@@ -30,6 +30,11 @@ void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out);
 void SwitchKey(const BfvContext& ctx, const uint64_t* d, const KeySwitchKey& key, uint64_t* ks0,
                uint64_t* ks1);
 
+// The key of `galois` in gk, checked. INVALID_ARGUMENT for keys of other parameters or sizes,
+// NOT_FOUND if gk has no key for `galois`.
+absl::StatusOr<const KeySwitchKey*> FindGaloisKey(const BfvContext& ctx, const GaloisKeys& gk,
+                                                  uint32_t galois);
+
 }  // namespace veil::he::internal
 
 #endif  // VEIL_PIR_HE_KEYSWITCH_H_
