@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pir/he/multiword.h"
+#include "pir/he/poly.h"
 
 namespace veil::he {
 
@@ -24,6 +25,16 @@ absl::Status BfvContext::CheckId(uint64_t object_id, const char* what) const {
   if (object_id == id_) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s belongs to parameters %016x, not to these (%016x)", what, object_id, id_));
+}
+
+const std::vector<uint32_t>& BfvContext::GaloisPermutation(uint32_t galois) const {
+  std::lock_guard<std::mutex> lock(galois_mutex_);
+  std::unique_ptr<const std::vector<uint32_t>>& perm = galois_perms_[galois];
+  if (!perm) {
+    perm = std::make_unique<const std::vector<uint32_t>>(
+        internal::GaloisNttPermutation(log_n(), galois));
+  }
+  return *perm;
 }
 
 absl::Status BfvContext::Init() {

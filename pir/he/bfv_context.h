@@ -8,7 +8,9 @@
 #define VEIL_PIR_HE_BFV_CONTEXT_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -89,6 +91,10 @@ class BfvContext {
   // evaluation at psi^(3^i) in row 0 and psi^(-3^i) in row 1 (SEAL's matrix_reps_index_map).
   const std::vector<uint32_t>& slot_index() const { return slot_index_; }
 
+  // The NTT-domain permutation of Galois element g (internal::GaloisNttPermutation), computed on
+  // first use and cached; thread-safe. g must be odd and below 2N.
+  const std::vector<uint32_t>& GaloisPermutation(uint32_t galois) const;
+
   const internal::EncodeConstants& encode() const { return encode_; }
   const internal::DecryptConstants& decrypt() const { return decrypt_; }
   const internal::KeySwitchConstants& key_switch() const { return key_switch_; }
@@ -113,6 +119,8 @@ class BfvContext {
   internal::DecryptConstants decrypt_;
   internal::KeySwitchConstants key_switch_;
   internal::MultiplyConstants multiply_;
+  mutable std::mutex galois_mutex_;
+  mutable std::map<uint32_t, std::unique_ptr<const std::vector<uint32_t>>> galois_perms_;
 };
 
 }  // namespace veil::he

@@ -112,7 +112,7 @@ absl::StatusOr<GaloisKeys> GenerateGaloisKeys(const BfvContext& ctx, const Secre
     if (absl::Status s = CheckGaloisElement(ctx, g); !s.ok()) return s;
     if (gk.keys.count(g)) continue;
     // s(X^g) in the NTT domain is a permutation of the slots of s.
-    const std::vector<uint32_t> perm = internal::GaloisNttPermutation(ctx.log_n(), g);
+    const std::vector<uint32_t>& perm = ctx.GaloisPermutation(g);
     WipedWords rotated(sk.ntt.size());
     for (size_t j = 0; j <= ctx.q_size(); ++j) {
       for (size_t c = 0; c < n; ++c) rotated.words[j * n + c] = sk.ntt[j * n + perm[c]];

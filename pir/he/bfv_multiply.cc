@@ -10,21 +10,25 @@
 #include "absl/strings/str_cat.h"
 #include "pir/he/bfv.h"
 #include "pir/he/poly.h"
+#include "pir/he/scratch.h"
 
 namespace veil::he {
 namespace {
 
-// A polynomial over Q u R: k rows mod q_i, then l rows mod r_j.
+// A polynomial over Q u R: k rows mod q_i, then l rows mod r_j, in caller-provided memory.
 class ExtendedPoly {
  public:
-  explicit ExtendedPoly(const BfvContext& ctx) : ctx_(ctx), data_((ctx.q_size() + aux().size()) * ctx.n()) {}
+  ExtendedPoly(const BfvContext& ctx, uint64_t* data) : ctx_(ctx), data_(data) {}
+  static size_t Words(const BfvContext& ctx) {
+    return (ctx.q_size() + ctx.multiply().aux.size()) * ctx.n();
+  }
 
   const internal::MultiplyConstants& aux_constants() const { return ctx_.multiply(); }
   const RnsBase& aux() const { return ctx_.multiply().aux; }
-  uint64_t* q_rows() { return data_.data(); }
-  uint64_t* aux_rows() { return data_.data() + ctx_.q_size() * ctx_.n(); }
-  const uint64_t* q_rows() const { return data_.data(); }
-  const uint64_t* aux_rows() const { return data_.data() + ctx_.q_size() * ctx_.n(); }
+  uint64_t* q_rows() { return data_; }
+  uint64_t* aux_rows() { return data_ + ctx_.q_size() * ctx_.n(); }
+  const uint64_t* q_rows() const { return data_; }
+  const uint64_t* aux_rows() const { return data_ + ctx_.q_size() * ctx_.n(); }
 
   // From a polynomial over Q (coefficient form), extended exactly, then transformed.
   void ExtendAndTransform(const uint64_t* poly) {
@@ -58,13 +62,13 @@ class ExtendedPoly {
 
  private:
   const BfvContext& ctx_;
-  std::vector<uint64_t> data_;
+  uint64_t* data_;
 };
 
 void ExtendedPoly::ScaleDown(uint64_t* out) const {
   const internal::MultiplyConstants& m = aux_constants();
   const size_t n = ctx_.n(), k = ctx_.q_size(), l = aux().size();
-  std::vector<uint64_t> scaled(l * n);
+  uint64_t* scaled = internal::GetScratch(internal::Scratch::kPoly, l * n);
   uint64_t a[kMaxRnsPrimes];
   for (size_t c = 0; c < n; ++c) {
     double fraction = 0;
@@ -73,7 +77,7 @@ void ExtendedPoly::ScaleDown(uint64_t* out) const {
                       ctx_.modulus(i).value());
       fraction += double(a[i]) * m.theta[i];
     }
-    const uint64_t rounded = static_cast<uint64_t>(std::llround(fraction));
+    const uint64_t rounded = static_cast<uint64_t>(fraction + 0.5);  // fraction >= 0
     for (size_t j = 0; j < l; ++j) {
       const Modulus& r = aux()[j];
       uint128_t acc = static_cast<uint128_t>(aux_rows()[j * n + c]) * m.t_inv_q_mod_aux[j];
@@ -81,7 +85,7 @@ void ExtendedPoly::ScaleDown(uint64_t* out) const {
       scaled[j * n + c] = r.Reduce(acc + rounded);
     }
   }
-  m.aux_to_q.ExactConvert(scaled.data(), n, out);
+  m.aux_to_q.ExactConvert(scaled, n, out);
 }
 
 }  // namespace
@@ -94,13 +98,17 @@ absl::StatusOr<Ciphertext> Multiply(const BfvContext& ctx, const Ciphertext& a,
     return absl::InvalidArgumentError(
         absl::StrCat("multiplication takes ciphertexts of size 2, got ", a.size, " and ", b.size));
   }
-  const size_t words = ctx.q_size() * ctx.n();
-  ExtendedPoly a0(ctx), a1(ctx), b0(ctx), b1(ctx);
+  const size_t words = ctx.q_size() * ctx.n(), extended = ExtendedPoly::Words(ctx);
+  // Seven extended polynomials live at once; they come from this thread's scratch.
+  uint64_t* memory = internal::GetScratch(internal::Scratch::kMultiply, 7 * extended);
+  ExtendedPoly a0(ctx, memory), a1(ctx, memory + extended), b0(ctx, memory + 2 * extended),
+      b1(ctx, memory + 3 * extended);
   a0.ExtendAndTransform(a.poly(0, words));
   a1.ExtendAndTransform(a.poly(1, words));
   b0.ExtendAndTransform(b.poly(0, words));
   b1.ExtendAndTransform(b.poly(1, words));
-  ExtendedPoly c0(ctx), c1(ctx), c2(ctx);
+  ExtendedPoly c0(ctx, memory + 4 * extended), c1(ctx, memory + 5 * extended),
+      c2(ctx, memory + 6 * extended);
   c0.Tensor(a0, b0);
   c1.Tensor(a0, b1, &a1, &b0);
   c2.Tensor(a1, b1);

@@ -4,17 +4,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "pir/he/poly.h"
+#include "pir/he/scratch.h"
 
 namespace veil::he {
 namespace internal {
 
-std::vector<uint64_t> DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d) {
+void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* digits) {
   const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1;
-  std::vector<uint64_t> digits(k * rows * n);
   for (size_t i = 0; i < k; ++i) {
     const uint64_t* digit = d + i * n;
     for (size_t j = 0; j < rows; ++j) {
-      uint64_t* out = digits.data() + (i * rows + j) * n;
+      uint64_t* out = digits + (i * rows + j) * n;
       if (j == i) {
         std::copy_n(digit, n, out);
       } else {
@@ -24,6 +24,12 @@ std::vector<uint64_t> DecomposeForKeySwitch(const BfvContext& ctx, const uint64_
       ctx.ntt(j).Forward(out);
     }
   }
+}
+
+uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d) {
+  const size_t k = ctx.q_size();
+  uint64_t* digits = GetScratch(Scratch::kDigits, k * (k + 1) * ctx.n());
+  DecomposeForKeySwitch(ctx, d, digits);
   return digits;
 }
 
@@ -53,7 +59,7 @@ void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out) {
   uint64_t* last = c + k * n;
   ctx.ntt(k).Inverse(last);
   const uint64_t half_p = p.value() / 2;
-  std::vector<uint64_t> r(n);
+  uint64_t* r = GetScratch(Scratch::kModDown, n);
   for (size_t j = 0; j < k; ++j) {
     const Modulus& q = ctx.modulus(j);
     const uint64_t p_mod_q = ctx.key_switch().p_mod_q[j];
@@ -64,7 +70,7 @@ void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out) {
     }
     uint64_t* row = c + j * n;
     if (to_ntt) {
-      ctx.ntt(j).Forward(r.data());
+      ctx.ntt(j).Forward(r);
     } else {
       ctx.ntt(j).Inverse(row);
     }
@@ -79,11 +85,29 @@ void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out) {
 void SwitchKey(const BfvContext& ctx, const uint64_t* d, const KeySwitchKey& key, uint64_t* ks0,
                uint64_t* ks1) {
   const size_t qp_words = (ctx.q_size() + 1) * ctx.n();
-  const std::vector<uint64_t> digits = DecomposeForKeySwitch(ctx, d);
-  std::vector<uint64_t> acc0(qp_words), acc1(qp_words);
-  KeySwitchInnerProduct(ctx, digits.data(), key, nullptr, acc0.data(), acc1.data());
-  ModDown(ctx, acc0.data(), false, ks0);
-  ModDown(ctx, acc1.data(), false, ks1);
+  const uint64_t* digits = DecomposeToScratch(ctx, d);
+  uint64_t* acc0 = GetScratch(Scratch::kKeySwitch0, qp_words);
+  uint64_t* acc1 = GetScratch(Scratch::kKeySwitch1, qp_words);
+  KeySwitchInnerProduct(ctx, digits, key, nullptr, acc0, acc1);
+  ModDown(ctx, acc0, false, ks0);
+  ModDown(ctx, acc1, false, ks1);
+}
+
+void RotateFromDigits(const BfvContext& ctx, const uint64_t* c0, const uint64_t* digits,
+                      uint32_t galois, const KeySwitchKey& key, uint64_t* out0, uint64_t* out1) {
+  const size_t n = ctx.n(), k = ctx.q_size();
+  const std::vector<uint32_t>& perm = ctx.GaloisPermutation(galois);
+  uint64_t* acc0 = GetScratch(Scratch::kKeySwitch0, (k + 1) * n);
+  uint64_t* acc1 = GetScratch(Scratch::kKeySwitch1, (k + 1) * n);
+  KeySwitchInnerProduct(ctx, digits, key, perm.data(), acc0, acc1);
+  ModDown(ctx, acc0, false, out0);
+  ModDown(ctx, acc1, false, out1);
+  uint64_t* rotated = GetScratch(Scratch::kPoly, n);
+  for (size_t j = 0; j < k; ++j) {
+    ApplyGaloisCoefficients(ctx.modulus(j), ctx.log_n(), galois, c0 + j * n, rotated);
+    uint64_t* row = out0 + j * n;
+    for (size_t c = 0; c < n; ++c) row[c] = AddMod(row[c], rotated[c], ctx.modulus(j).value());
+  }
 }
 
 absl::StatusOr<const KeySwitchKey*> FindGaloisKey(const BfvContext& ctx, const GaloisKeys& gk,
@@ -100,27 +124,6 @@ absl::StatusOr<const KeySwitchKey*> FindGaloisKey(const BfvContext& ctx, const G
 }  // namespace internal
 
 namespace {
-
-// A rotation of ct (size 2) by `galois` from its precomputed digits: (sigma(c0) + ks0, ks1).
-Ciphertext RotateFromDigits(const BfvContext& ctx, const Ciphertext& ct,
-                            const std::vector<uint64_t>& digits, uint32_t galois,
-                            const KeySwitchKey& key) {
-  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
-  const std::vector<uint32_t> perm = internal::GaloisNttPermutation(ctx.log_n(), galois);
-  std::vector<uint64_t> acc0((k + 1) * n), acc1((k + 1) * n);
-  internal::KeySwitchInnerProduct(ctx, digits.data(), key, perm.data(), acc0.data(), acc1.data());
-  Ciphertext out{ctx.id(), 2, std::vector<uint64_t>(2 * words), std::nullopt};
-  internal::ModDown(ctx, acc0.data(), false, out.poly(0, words));
-  internal::ModDown(ctx, acc1.data(), false, out.poly(1, words));
-  std::vector<uint64_t> rotated(n);
-  for (size_t j = 0; j < k; ++j) {
-    internal::ApplyGaloisCoefficients(ctx.modulus(j), ctx.log_n(), galois, ct.poly(0, words) + j * n,
-                                      rotated.data());
-    uint64_t* row = out.poly(0, words) + j * n;
-    for (size_t c = 0; c < n; ++c) row[c] = AddMod(row[c], rotated[c], ctx.modulus(j).value());
-  }
-  return out;
-}
 
 absl::Status CheckSize2(const BfvContext& ctx, const Ciphertext& ct) {
   if (absl::Status s = CheckCiphertext(ctx, ct, "ciphertext"); !s.ok()) return s;
@@ -145,10 +148,11 @@ absl::StatusOr<Ciphertext> Relinearize(const BfvContext& ctx, const Ciphertext& 
   const size_t words = ctx.q_size() * ctx.n();
   Ciphertext out{ctx.id(), 2, std::vector<uint64_t>(ct.data.begin(), ct.data.begin() + 2 * words),
                  std::nullopt};
-  std::vector<uint64_t> ks0(words), ks1(words);
-  internal::SwitchKey(ctx, ct.poly(2, words), rk.key, ks0.data(), ks1.data());
-  internal::AddRows(ctx.q_ntt(), out.poly(0, words), ks0.data(), out.poly(0, words));
-  internal::AddRows(ctx.q_ntt(), out.poly(1, words), ks1.data(), out.poly(1, words));
+  uint64_t* ks0 = internal::GetScratch(internal::Scratch::kOut0, words);
+  uint64_t* ks1 = internal::GetScratch(internal::Scratch::kOut1, words);
+  internal::SwitchKey(ctx, ct.poly(2, words), rk.key, ks0, ks1);
+  internal::AddRows(ctx.q_ntt(), out.poly(0, words), ks0, out.poly(0, words));
+  internal::AddRows(ctx.q_ntt(), out.poly(1, words), ks1, out.poly(1, words));
   return out;
 }
 
@@ -157,9 +161,12 @@ absl::StatusOr<Ciphertext> ApplyGalois(const BfvContext& ctx, const Ciphertext& 
   if (absl::Status s = CheckSize2(ctx, ct); !s.ok()) return s;
   absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, galois);
   if (!key.ok()) return key.status();
-  const std::vector<uint64_t> digits =
-      internal::DecomposeForKeySwitch(ctx, ct.poly(1, ctx.q_size() * ctx.n()));
-  return RotateFromDigits(ctx, ct, digits, galois, **key);
+  const size_t words = ctx.q_size() * ctx.n();
+  const uint64_t* digits = internal::DecomposeToScratch(ctx, ct.poly(1, words));
+  Ciphertext out{ctx.id(), 2, std::vector<uint64_t>(2 * words), std::nullopt};
+  internal::RotateFromDigits(ctx, ct.poly(0, words), digits, galois, **key, out.poly(0, words),
+                             out.poly(1, words));
+  return out;
 }
 
 absl::StatusOr<Ciphertext> RotateRows(const BfvContext& ctx, const Ciphertext& ct, int step,
@@ -195,12 +202,15 @@ absl::StatusOr<std::vector<Ciphertext>> RotateRowsHoisted(const BfvContext& ctx,
     if (!key.ok()) return key.status();
     plan.emplace_back(*galois, *key);
   }
-  const std::vector<uint64_t> digits =
-      internal::DecomposeForKeySwitch(ctx, ct.poly(1, ctx.q_size() * ctx.n()));
-  std::vector<Ciphertext> out;
-  for (const auto& [galois, key] : plan) {
-    out.push_back(key ? RotateFromDigits(ctx, ct, digits, galois, *key)
-                      : Ciphertext{ctx.id(), 2, ct.data, std::nullopt});
+  const size_t words = ctx.q_size() * ctx.n();
+  const uint64_t* digits = internal::DecomposeToScratch(ctx, ct.poly(1, words));
+  std::vector<Ciphertext> out(plan.size(), Ciphertext{ctx.id(), 2, ct.data, std::nullopt});
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const auto& [galois, key] = plan[i];
+    if (key) {
+      internal::RotateFromDigits(ctx, ct.poly(0, words), digits, galois, *key,
+                                 out[i].poly(0, words), out[i].poly(1, words));
+    }
   }
   return out;
 }

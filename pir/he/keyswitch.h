@@ -12,8 +12,10 @@
 namespace veil::he::internal {
 
 // The RNS digits of d (coefficient form, k rows): digit i = row i as integers in [0, q_i),
-// lifted to every QP row and transformed. k x (k + 1) x N residues.
-std::vector<uint64_t> DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d);
+// lifted to every QP row and transformed, into `digits` (k x (k + 1) x N residues).
+void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* digits);
+// The same into this thread's Scratch::kDigits buffer (scratch.h), returned.
+uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d);
 
 // out0, out1 (QP rows, NTT form) = sum_i digit_i o (b_i, a_i), the digits read through `perm`
 // (digit_i[perm[c]] at slot c: the Galois automorphism in the NTT domain), or directly when
@@ -29,6 +31,11 @@ void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out);
 // form with ks0 + ks1 s = d s' + small, for a key from s' to s.
 void SwitchKey(const BfvContext& ctx, const uint64_t* d, const KeySwitchKey& key, uint64_t* ks0,
                uint64_t* ks1);
+
+// The rotation by `galois` of (c0, c1) (coefficient form, k rows each) whose c1 was decomposed
+// into `digits`: out0 = sigma(c0) + ks0, out1 = ks1 (coefficient form). out may not alias c0.
+void RotateFromDigits(const BfvContext& ctx, const uint64_t* c0, const uint64_t* digits,
+                      uint32_t galois, const KeySwitchKey& key, uint64_t* out0, uint64_t* out1);
 
 // The key of `galois` in gk, checked. INVALID_ARGUMENT for keys of other parameters or sizes,
 // NOT_FOUND if gk has no key for `galois`.

@@ -10,6 +10,7 @@
 #include "pir/he/keyswitch.h"
 #include "pir/he/parallel.h"
 #include "pir/he/poly.h"
+#include "pir/he/scratch.h"
 
 namespace veil::he {
 namespace {
@@ -20,20 +21,20 @@ size_t NextPowerOfTwo(size_t x) {
   return p;
 }
 
-// A size-2 ciphertext in NTT form (k rows per half).
-struct NttCiphertext {
-  std::vector<uint64_t> c0, c1;
-};
-
 // Slots handled per pass of the giant-step products: the baby steps' slices stay in L2.
 constexpr size_t kSlotChunk = 512;
 
-// rot_j(x) for j < b in NTT form, hoisted: one decomposition of c_1, then per rotation the
-// permuted inner product and a division by P that ends in the NTT domain.
-absl::StatusOr<std::vector<NttCiphertext>> BabySteps(const BfvContext& ctx, const Ciphertext& x,
-                                                     size_t b, const GaloisKeys& gk,
-                                                     int threads) {
-  const size_t n = ctx.n(), words = ctx.q_size() * n;
+// Baby steps live in one buffer: step (block, j), half h at ((block * b + j) * 2 + h) * words.
+uint64_t* BabyHalf(uint64_t* baby, size_t words, size_t b, size_t block, size_t j, size_t h) {
+  return baby + ((block * b + j) * 2 + h) * words;
+}
+
+// rot_j(x) for j < b in NTT form into `out` (the block's b steps), hoisted: one decomposition of
+// c_1, then per rotation the permuted inner product and a division by P that ends in the NTT
+// domain; sigma_j(c_0) is a permutation of NTT(c_0).
+absl::Status BabySteps(const BfvContext& ctx, const Ciphertext& x, size_t b, const GaloisKeys& gk,
+                       int threads, uint64_t* out) {
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
   std::vector<const KeySwitchKey*> keys(b, nullptr);
   std::vector<uint32_t> elements(b, 1);
   for (size_t j = 1; j < b; ++j) {
@@ -44,31 +45,43 @@ absl::StatusOr<std::vector<NttCiphertext>> BabySteps(const BfvContext& ctx, cons
     elements[j] = *g;
     keys[j] = *key;
   }
-  const std::vector<uint64_t> digits = internal::DecomposeForKeySwitch(ctx, x.poly(1, words));
-  std::vector<NttCiphertext> out(b);
-  out[0].c0.assign(x.poly(0, words), x.poly(0, words) + words);
-  out[0].c1.assign(x.poly(1, words), x.poly(1, words) + words);
-  internal::ForwardNtt(ctx.q_ntt(), out[0].c0.data());
-  internal::ForwardNtt(ctx.q_ntt(), out[0].c1.data());
+  const uint64_t* digits = internal::DecomposeToScratch(ctx, x.poly(1, words));
+  uint64_t* c0 = BabyHalf(out, words, b, 0, 0, 0);
+  std::copy_n(x.data.data(), 2 * words, c0);  // both halves of step 0
+  internal::ForwardNtt(ctx.q_ntt(), c0);
+  internal::ForwardNtt(ctx.q_ntt(), c0 + words);
   internal::ParallelFor(threads, b - 1, [&](size_t index) {
     const size_t j = index + 1;
-    const std::vector<uint32_t> perm = internal::GaloisNttPermutation(ctx.log_n(), elements[j]);
-    std::vector<uint64_t> acc0((ctx.q_size() + 1) * n), acc1(acc0.size());
-    internal::KeySwitchInnerProduct(ctx, digits.data(), *keys[j], perm.data(), acc0.data(),
-                                    acc1.data());
-    NttCiphertext& r = out[j];
-    r.c0.resize(words);
-    r.c1.resize(words);
-    internal::ModDown(ctx, acc0.data(), true, r.c0.data());
-    internal::ModDown(ctx, acc1.data(), true, r.c1.data());
-    for (size_t row = 0; row < ctx.q_size(); ++row) {
+    const std::vector<uint32_t>& perm = ctx.GaloisPermutation(elements[j]);
+    uint64_t* acc0 = internal::GetScratch(internal::Scratch::kKeySwitch0, (k + 1) * n);
+    uint64_t* acc1 = internal::GetScratch(internal::Scratch::kKeySwitch1, (k + 1) * n);
+    internal::KeySwitchInnerProduct(ctx, digits, *keys[j], perm.data(), acc0, acc1);
+    uint64_t* r0 = BabyHalf(out, words, b, 0, j, 0);
+    internal::ModDown(ctx, acc0, true, r0);
+    internal::ModDown(ctx, acc1, true, r0 + words);
+    for (size_t row = 0; row < k; ++row) {
       const uint64_t q = ctx.modulus(row).value();
-      const uint64_t* c0 = out[0].c0.data() + row * n;
-      uint64_t* dst = r.c0.data() + row * n;
-      for (size_t c = 0; c < n; ++c) dst[c] = AddMod(dst[c], c0[perm[c]], q);
+      const uint64_t* from = c0 + row * n;
+      uint64_t* dst = r0 + row * n;
+      for (size_t c = 0; c < n; ++c) dst[c] = AddMod(dst[c], from[perm[c]], q);
     }
   });
-  return out;
+  return absl::OkStatus();
+}
+
+// y += rot(y, galois) (y: size 2, coefficient form).
+absl::Status AddRotation(const BfvContext& ctx, Ciphertext& y, uint32_t galois,
+                         const GaloisKeys& gk) {
+  absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, galois);
+  if (!key.ok()) return key.status();
+  const size_t words = ctx.q_size() * ctx.n();
+  const uint64_t* digits = internal::DecomposeToScratch(ctx, y.poly(1, words));
+  uint64_t* r0 = internal::GetScratch(internal::Scratch::kOut0, words);
+  uint64_t* r1 = internal::GetScratch(internal::Scratch::kOut1, words);
+  internal::RotateFromDigits(ctx, y.poly(0, words), digits, galois, **key, r0, r1);
+  internal::AddRows(ctx.q_ntt(), y.poly(0, words), r0, y.poly(0, words));
+  internal::AddRows(ctx.q_ntt(), y.poly(1, words), r1, y.poly(1, words));
+  return absl::OkStatus();
 }
 
 absl::Status CheckInputs(const BfvContext& ctx, const MatVecPlan& plan,
@@ -232,16 +245,16 @@ absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>
   if (absl::Status s = CheckInputs(ctx, plan_, x); !s.ok()) return s;
   const size_t n = ctx.n(), k_rows = ctx.q_size(), words = k_rows * n;
   const size_t b = plan_.baby(), g = plan_.giant(), blocks = plan_.blocks();
-  std::vector<std::vector<NttCiphertext>> baby;
-  for (const Ciphertext& ct : x) {
-    absl::StatusOr<std::vector<NttCiphertext>> steps = BabySteps(ctx, ct, b, gk, threads);
-    if (!steps.ok()) return steps.status();
-    baby.push_back(*std::move(steps));
+  // The baby steps and the giant steps' sums come from the calling thread's scratch: tens of
+  // MiB that would otherwise be allocated and faulted in on every product.
+  uint64_t* baby = internal::GetScratch(internal::Scratch::kBabySteps, blocks * b * 2 * words);
+  uint64_t* inner = internal::GetScratch(internal::Scratch::kGiantSteps, g * 2 * words);
+  for (size_t blk = 0; blk < blocks; ++blk) {
+    absl::Status s = BabySteps(ctx, x[blk], b, gk, threads, BabyHalf(baby, words, b, blk, 0, 0));
+    if (!s.ok()) return s;
   }
-  // inner_k for every giant step, computed slice by slice of slots so that the baby steps'
-  // slices are read from cache by all g giant steps.
-  std::vector<Ciphertext> inner(g, Ciphertext{ctx.id(), 2, std::vector<uint64_t>(2 * words),
-                                             std::nullopt});
+  // inner_k for every giant step, slice by slice of slots so that the baby steps' slices are
+  // read from cache by all g giant steps.
   const size_t chunks = (n + kSlotChunk - 1) / kSlotChunk;
   internal::ParallelFor(threads, k_rows * chunks, [&](size_t task) {
     const size_t row = task / chunks, first = task % chunks * kSlotChunk;
@@ -249,41 +262,53 @@ absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>
     std::vector<const uint64_t*> plain(blocks * b), c0(blocks * b), c1(blocks * b);
     for (size_t blk = 0; blk < blocks; ++blk) {
       for (size_t j = 0; j < b; ++j) {
-        c0[blk * b + j] = baby[blk][j].c0.data() + offset;
-        c1[blk * b + j] = baby[blk][j].c1.data() + offset;
+        c0[blk * b + j] = BabyHalf(baby, words, b, blk, j, 0) + offset;
+        c1[blk * b + j] = BabyHalf(baby, words, b, blk, j, 1) + offset;
       }
     }
     for (size_t k = 0; k < g; ++k) {
       for (size_t blk = 0; blk < blocks; ++blk) {
         for (size_t j = 0; j < b; ++j) plain[blk * b + j] = Plain(blk, k, j) + offset;
       }
+      uint64_t* out = inner + 2 * k * words + offset;
       internal::PlainDotProduct({&ctx.modulus(row), blocks * b, len, plain.data(), c0.data(),
-                                 c1.data(), inner[k].poly(0, words) + offset,
-                                 inner[k].poly(1, words) + offset});
+                                 c1.data(), out, out + words});
     }
   });
-  // y = sum_k rot_{kb}(inner_k).
-  std::vector<absl::StatusOr<Ciphertext>> parts(g, absl::UnknownError("not computed"));
+  // y = sum_k rot_{kb}(inner_k), each rotation added as soon as it is made.
+  Ciphertext y{ctx.id(), 2, std::vector<uint64_t>(2 * words, 0), std::nullopt};
+  std::mutex y_mutex;
+  absl::Status status;
   internal::ParallelFor(threads, g, [&](size_t k) {
-    internal::InverseNtt(ctx.q_ntt(), inner[k].poly(0, words));
-    internal::InverseNtt(ctx.q_ntt(), inner[k].poly(1, words));
-    if (k > 0) parts[k] = RotateRows(ctx, inner[k], static_cast<int>(k * b), gk);
+    uint64_t* c0 = inner + 2 * k * words;
+    internal::InverseNtt(ctx.q_ntt(), c0);
+    internal::InverseNtt(ctx.q_ntt(), c0 + words);
+    const uint64_t* add = c0;
+    if (k > 0) {
+      const uint32_t galois = *GaloisElementForStep(ctx.log_n(), static_cast<int>(k * b));
+      absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, galois);
+      if (!key.ok()) {
+        std::lock_guard<std::mutex> lock(y_mutex);
+        status = key.status();
+        return;
+      }
+      uint64_t* r = internal::GetScratch(internal::Scratch::kOut0, 2 * words);
+      internal::RotateFromDigits(ctx, c0, internal::DecomposeToScratch(ctx, c0 + words), galois,
+                                 **key, r, r + words);
+      add = r;
+    }
+    std::lock_guard<std::mutex> lock(y_mutex);
+    internal::AddRows(ctx.q_ntt(), y.poly(0, words), add, y.poly(0, words));
+    internal::AddRows(ctx.q_ntt(), y.poly(1, words), add + words, y.poly(1, words));
   });
-  Ciphertext y = inner[0];
-  for (size_t k = 1; k < g; ++k) {
-    if (!parts[k].ok()) return parts[k].status();
-    absl::StatusOr<Ciphertext> sum = Add(ctx, y, *parts[k]);
-    if (!sum.ok()) return sum.status();
-    y = *std::move(sum);
-  }
+  if (!status.ok()) return status;
   for (size_t s = plan_.padded_rows(); s < plan_.lane_cols(); s *= 2) {
-    absl::StatusOr<Ciphertext> rotated = RotateRows(ctx, y, static_cast<int>(s), gk);
-    if (!rotated.ok()) return rotated.status();
-    y = *Add(ctx, y, *rotated);
+    absl::Status st = AddRotation(ctx, y, *GaloisElementForStep(ctx.log_n(), static_cast<int>(s)), gk);
+    if (!st.ok()) return st;
   }
-  absl::StatusOr<Ciphertext> swapped = RotateColumns(ctx, y, gk);
-  if (!swapped.ok()) return swapped.status();
-  return Add(ctx, y, *swapped);
+  absl::Status st = AddRotation(ctx, y, static_cast<uint32_t>(2 * n - 1), gk);
+  if (!st.ok()) return st;
+  return y;
 }
 
 std::vector<uint64_t> MatVecPlain(const Modulus& t, size_t rows, size_t cols,

@@ -137,6 +137,15 @@ void NttTables::Inverse(uint64_t* a, NttKernel kernel) const {
   }
 }
 
+void NttTables::MultiplyAdd(uint64_t w, const uint64_t* b, uint64_t* acc, size_t count,
+                            NttKernel kernel) const {
+  if (!Runs(kernel) || kernel == NttKernel::kReference || kernel == NttKernel::kScalar) {
+    internal::MultiplyAddScalar(*this, w, b, acc, count);
+  } else {
+    internal::MultiplyAddAvx512(*this, kernel, w, b, acc, count);
+  }
+}
+
 std::vector<uint64_t> NttByDefinition(const NttTables& tables, const std::vector<uint64_t>& a) {
   const Modulus& q = tables.modulus();
   const size_t n = tables.n();

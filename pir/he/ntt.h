@@ -58,6 +58,13 @@ class NttTables {
   void Forward(uint64_t* a, NttKernel kernel) const;
   void Inverse(uint64_t* a, NttKernel kernel) const;
 
+  // acc[i] = acc[i] + w b[i] mod q for i < count (inputs below q, w below q), with the Shoup
+  // product of `kernel`'s lanes (kAvx512U32 uses the 64-bit lanes: the data are 64-bit words):
+  // the arithmetic of one butterfly, without its data movement. veil-bench he measures its rate
+  // as the NTT's multiply-add roofline.
+  void MultiplyAdd(uint64_t w, const uint64_t* b, uint64_t* acc, size_t count,
+                   NttKernel kernel) const;
+
   // The kernels this CPU runs for this table (reference first, the best last).
   std::vector<NttKernel> Kernels() const;
   NttKernel best() const { return best_; }
@@ -98,6 +105,10 @@ void ForwardReference(const NttTables& t, uint64_t* a);
 void InverseReference(const NttTables& t, uint64_t* a);
 void ForwardScalar(const NttTables& t, uint64_t* a);
 void InverseScalar(const NttTables& t, uint64_t* a);
+void MultiplyAddScalar(const NttTables& t, uint64_t w, const uint64_t* b, uint64_t* acc,
+                       size_t count);
+void MultiplyAddAvx512(const NttTables& t, NttKernel kernel, uint64_t w, const uint64_t* b,
+                       uint64_t* acc, size_t count);
 void ForwardAvx512(const NttTables& t, NttKernel kernel, uint64_t* a);
 void InverseAvx512(const NttTables& t, NttKernel kernel, uint64_t* a);
 // Lanes of a vector for an AVX-512 kernel (the smallest N it handles is two vectors).

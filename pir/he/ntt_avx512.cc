@@ -275,7 +275,34 @@ void Run32(const NttTables& t, uint64_t* a) {
   }
 }
 
+template <class L>
+void MultiplyAdd(uint64_t qv, uint64_t w, const typename L::Elem* b, typename L::Elem* acc,
+                 size_t count) {
+  const L ops(qv);
+  const V q = L::Set1(static_cast<typename L::Elem>(qv));
+  const V wv = L::Set1(static_cast<typename L::Elem>(w));
+  const V ws = L::Set1(L::ShoupOfScalar(w, qv));
+  for (size_t i = 0; i + L::kLanes <= count; i += L::kLanes) {
+    const V product = L::ReduceOnce(ops.MulShoupLazy(Load(b + i), wv, ws), q);
+    Store(acc + i, L::ReduceOnce(L::Add(Load(acc + i), product), q));
+  }
+}
+
 }  // namespace
+
+void MultiplyAddAvx512(const NttTables& t, NttKernel kernel, uint64_t w, const uint64_t* b,
+                       uint64_t* acc, size_t count) {
+  const uint64_t q = t.modulus().value();
+  const size_t vectors = count / 8 * 8;
+  switch (kernel) {
+    case NttKernel::kAvx512Ifma:
+      MultiplyAdd<IfmaLanes>(q, w, b, acc, vectors);
+      break;
+    default:
+      MultiplyAdd<U64Lanes>(q, w, b, acc, vectors);
+  }
+  MultiplyAddScalar(t, w, b + vectors, acc + vectors, count - vectors);
+}
 
 void ForwardAvx512(const NttTables& t, NttKernel kernel, uint64_t* a) {
   switch (kernel) {

@@ -52,4 +52,10 @@ void InverseScalar(const NttTables& t, uint64_t* a) {
   for (size_t j = 0; j < n; ++j) a[j] = MulShoup(a[j], ni, nis, q);
 }
 
+void MultiplyAddScalar(const NttTables& t, uint64_t w, const uint64_t* b, uint64_t* acc,
+                       size_t count) {
+  const uint64_t q = t.modulus().value(), ws = t.modulus().ShoupOf(w);
+  for (size_t i = 0; i < count; ++i) acc[i] = AddMod(acc[i], MulShoup(b[i], w, ws, q), q);
+}
+
 }  // namespace veil::he::internal

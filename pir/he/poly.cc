@@ -76,11 +76,14 @@ std::vector<uint32_t> GaloisNttPermutation(int log_n, uint32_t galois) {
   // Slot k holds the evaluation at psi^e, e = 2 bitrev(k) + 1; after X -> X^g it holds the
   // evaluation at psi^(g e), found in slot bitrev((g e mod 2N - 1) / 2).
   const uint32_t n = 1u << log_n, mask = 2 * n - 1;
-  std::vector<uint32_t> perm(n);
+  std::vector<uint32_t> reversed(n, 0), perm(n);
+  for (uint32_t i = 1; i < n; ++i) {
+    reversed[i] = (reversed[i >> 1] >> 1) | ((i & 1) << (log_n - 1));
+  }
   for (uint32_t k = 0; k < n; ++k) {
-    const uint32_t e = 2 * ReverseBits(k, log_n) + 1;
+    const uint32_t e = 2 * reversed[k] + 1;
     const uint32_t ge = static_cast<uint32_t>((uint64_t{galois} * e) & mask);
-    perm[k] = ReverseBits((ge - 1) / 2, log_n);
+    perm[k] = reversed[(ge - 1) / 2];
   }
   return perm;
 }

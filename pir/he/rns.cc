@@ -122,7 +122,7 @@ void BaseConverter::Convert(const uint64_t* in, size_t n, uint64_t* out) const {
     }
     // sum_i y_i Q/q_i = x + a Q with a = floor(sum_i y_i / q_i); rounding instead of flooring
     // subtracts one more Q when x > Q/2: the centered representative.
-    const uint64_t v = kExact ? static_cast<uint64_t>(std::llround(fraction)) : 0;
+    const uint64_t v = kExact ? static_cast<uint64_t>(fraction + 0.5) : 0;  // fraction >= 0
     for (size_t j = 0; j < to_.size(); ++j) {
       const Modulus& p = to_[j];
       const uint64_t* row = punctured_mod_to_.data() + j * k;

@@ -102,6 +102,26 @@ TEST(Ntt, EveryKernelMatchesTheReference) {
   }
 }
 
+TEST(Ntt, MultiplyAddMatchesScalar) {
+  std::mt19937_64 rng = Rng(13);
+  for (int bits : {29, 49, 60, 62}) {
+    const NttTables t = Tables(10, (*GenerateNttPrimes(bits, 2048, 1))[0]);
+    const uint64_t q = t.modulus().value();
+    for (size_t count : {size_t{1}, size_t{7}, size_t{8}, size_t{17}, size_t{1024}}) {
+      const std::vector<uint64_t> b = RandomResidues(count, q, rng);
+      const std::vector<uint64_t> acc = RandomResidues(count, q, rng);
+      const uint64_t w = rng() % q;
+      std::vector<uint64_t> expect = acc;
+      for (size_t i = 0; i < count; ++i) expect[i] = t.modulus().Add(acc[i], t.modulus().Mul(w, b[i]));
+      for (NttKernel k : t.Kernels()) {
+        std::vector<uint64_t> got = acc;
+        t.MultiplyAdd(w, b.data(), got.data(), count, k);
+        ASSERT_EQ(got, expect) << NttKernelName(k) << " " << bits << " bits, " << count;
+      }
+    }
+  }
+}
+
 TEST(Ntt, KernelsAvailableOnThisCpu) {
   // Not an assertion on the CPU: a record of what the comparisons above covered.
   const NttTables t = Tables(12, (*GenerateNttPrimes(29, 8192, 1))[0]);
