@@ -251,19 +251,23 @@ absl::StatusOr<Ciphertext> Sub(const BfvContext& ctx, const Ciphertext& a, const
   return AddOrSub(ctx, a, b, true);
 }
 
-absl::StatusOr<PlaintextNtt> PrepareForMultiply(const BfvContext& ctx, const Plaintext& m) {
-  if (absl::Status s = CheckPlaintext(ctx, m); !s.ok()) return s;
+void internal::LiftForMultiply(const BfvContext& ctx, const uint64_t* coeffs, uint64_t* out) {
   const size_t n = ctx.n();
   const uint64_t t = ctx.params().t;
-  PlaintextNtt out{ctx.id(), std::vector<uint64_t>(ctx.q_size() * n)};
   for (size_t j = 0; j < ctx.q_size(); ++j) {
     const Modulus& q = ctx.modulus(j);
     for (size_t c = 0; c < n; ++c) {
-      const uint64_t v = m.coeffs[c];
-      out.ntt[j * n + c] = v <= t / 2 ? q.Reduce(v) : q.Neg(q.Reduce(t - v));
+      const uint64_t v = coeffs[c];
+      out[j * n + c] = v <= t / 2 ? q.Reduce(v) : q.Neg(q.Reduce(t - v));
     }
   }
-  internal::ForwardNtt(ctx.q_ntt(), out.ntt.data());
+  internal::ForwardNtt(ctx.q_ntt(), out);
+}
+
+absl::StatusOr<PlaintextNtt> PrepareForMultiply(const BfvContext& ctx, const Plaintext& m) {
+  if (absl::Status s = CheckPlaintext(ctx, m); !s.ok()) return s;
+  PlaintextNtt out{ctx.id(), std::vector<uint64_t>(ctx.q_size() * ctx.n())};
+  internal::LiftForMultiply(ctx, m.coeffs.data(), out.ntt.data());
   return out;
 }
 

@@ -161,6 +161,8 @@ namespace internal {
 void ExpandCiphertextC1(const BfvContext& ctx, const Seed& seed, uint64_t* c1);
 void ExpandPublicKeyP1(const BfvContext& ctx, const Seed& seed, uint64_t* p1);
 void ExpandKeySwitchA(const BfvContext& ctx, const Seed& seed, uint64_t* a);
+// PrepareForMultiply's work on N coefficients below t, into out (k x N).
+void LiftForMultiply(const BfvContext& ctx, const uint64_t* coeffs, uint64_t* out);
 }  // namespace internal
 
 }  // namespace veil::he

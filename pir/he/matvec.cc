@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "pir/he/dot_product.h"
-#include "pir/he/encoder.h"
 #include "pir/he/keyswitch.h"
 #include "pir/he/parallel.h"
 #include "pir/he/poly.h"
@@ -197,17 +196,18 @@ absl::StatusOr<EncodedMatrix> EncodedMatrix::Create(std::shared_ptr<const BfvCon
   const size_t lane = plan.slots_per_lane(), n_lane = plan.lane_cols(), m_pad = plan.padded_rows();
   const size_t b = plan.baby(), g = plan.giant(), words = ctx->q_size() * ctx->n();
   const size_t count = plan.blocks() * g * b;
-  m.plain_.resize(count * words);
+  m.plain_words_ = count * words;
+  m.plain_.reset(new uint64_t[m.plain_words_]);
   // Entry of the lane's matrix (zero outside M).
   auto entry = [&](size_t block, size_t lane_index, size_t r, size_t c) -> uint64_t {
     const size_t col = (2 * block + lane_index) * n_lane + c;
     return r < rows && col < cols ? matrix[r * cols + col] : 0;
   };
-  absl::Status status;
-  std::mutex status_mutex;
+  const uint32_t* slot_index = ctx->slot_index().data();
   internal::ParallelFor(threads, count, [&](size_t index) {
     const size_t block = index / (g * b), k = index / b % g, j = index % b, i = k * b + j;
-    std::vector<uint64_t> slots(2 * lane);
+    // Slot values straight into NTT positions mod t (EncodeSlots without its checks and copies).
+    uint64_t* coeffs = internal::GetScratch(internal::Scratch::kPoly, 2 * lane);
     for (size_t l = 0; l < 2; ++l) {
       for (size_t s = 0; s < lane; ++s) {
         const size_t from = (s + lane - (k * b) % lane) % lane;  // rot_{-kb}
@@ -217,26 +217,18 @@ absl::StatusOr<EncodedMatrix> EncodedMatrix::Create(std::shared_ptr<const BfvCon
         } else {
           v = entry(block, l, from % m_pad, (from + i) % n_lane);
         }
-        slots[l * lane + s] = v;
+        coeffs[slot_index[l * lane + s]] = v;
       }
     }
-    absl::StatusOr<Plaintext> pt = EncodeSlots(*ctx, slots);
-    absl::StatusOr<PlaintextNtt> prepared =
-        pt.ok() ? PrepareForMultiply(*ctx, *pt) : absl::StatusOr<PlaintextNtt>(pt.status());
-    if (!prepared.ok()) {
-      std::lock_guard<std::mutex> lock(status_mutex);
-      status = prepared.status();
-      return;
-    }
-    std::copy(prepared->ntt.begin(), prepared->ntt.end(), m.plain_.begin() + index * words);
+    ctx->plain_ntt().Inverse(coeffs);
+    internal::LiftForMultiply(*ctx, coeffs, m.plain_.get() + index * words);
   });
-  if (!status.ok()) return status;
   return m;
 }
 
 const uint64_t* EncodedMatrix::Plain(size_t block, size_t k, size_t j) const {
   const size_t words = ctx_->q_size() * ctx_->n();
-  return plain_.data() + ((block * plan_.giant() + k) * plan_.baby() + j) * words;
+  return plain_.get() + ((block * plan_.giant() + k) * plan_.baby() + j) * words;
 }
 
 absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>& x,

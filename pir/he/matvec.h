@@ -81,7 +81,7 @@ class EncodedMatrix {
                                               absl::Span<const uint64_t> matrix, int threads = 1);
 
   const MatVecPlan& plan() const { return plan_; }
-  size_t bytes() const { return plain_.size() * sizeof(uint64_t); }
+  size_t bytes() const { return plain_words_ * sizeof(uint64_t); }
 
   // Enc(M x) from the blocks' ciphertexts (encryptions of PackInput). Returns INVALID_ARGUMENT for
   // the wrong number of ciphertexts, other parameters or sizes, NOT_FOUND for a missing Galois
@@ -97,7 +97,9 @@ class EncodedMatrix {
 
   std::shared_ptr<const BfvContext> ctx_;
   MatVecPlan plan_;
-  std::vector<uint64_t> plain_;
+  // Uninitialised until encoded: the encoding threads fault its pages in, in parallel.
+  std::unique_ptr<uint64_t[]> plain_;
+  size_t plain_words_ = 0;
 };
 
 // The plain product y = M x mod t (the reference the tests compare with).
