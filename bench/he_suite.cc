@@ -14,6 +14,8 @@
 //   bfv_bag       one bfv-bag lookup: server_ms, bytes up / down, Galois key bytes, errors (0 if
 //                 the decoded pooled sum equals the plaintext one).
 // --backend=gpu runs he-gpu (the GPU NTT) where veil is built with CUDA.
+#include <malloc.h>
+
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -32,6 +34,8 @@ namespace veil::bench {
 namespace {
 
 using namespace veil::he;  // NOLINT: the suite exercises the whole namespace
+
+constexpr int kTrimThresholdMb = 1024;
 
 int LogN(int64_t n) {
   int log_n = 0;
@@ -123,15 +127,21 @@ JsonLine OpLine(const Fixture& f, const char* op, double us) {
       .Add("q_primes", uint64_t{f.ctx->q_size()})
       .Add("log2_q", f.ctx->q_base().product_bits())
       .Add("plain_bits", f.ctx->plain_modulus().bits())
+      .Add("malloc_trim_threshold_mb", kTrimThresholdMb)
       .Add("us_per_op", us);
   return line;
 }
 
 double Micros(const std::function<void()>& run) { return 1e6 * MedianSeconds(run, 1, 15, 2.0); }
 
+// Each timed call assigns its result over the previous one, as a server loop does: the new
+// result is allocated while the old one still lives, so freed ciphertexts are reused rather than
+// returned to the OS and faulted back in (which costs more than a rotation on this VM).
 void EvaluatorLines(const Fixture& f) {
   const BfvContext& ctx = *f.ctx;
-  const double pcmul = Micros([&] { *MultiplyPlain(ctx, f.a, f.plain); });
+  Ciphertext r;
+  std::vector<Ciphertext> rs;
+  const double pcmul = Micros([&] { r = *MultiplyPlain(ctx, f.a, f.plain); });
   const size_t words = ctx.q_size() * ctx.n();
   Ciphertext scratch = f.a;
   const double pointwise = Micros([&] {
@@ -141,11 +151,11 @@ void EvaluatorLines(const Fixture& f) {
     }
   });
   OpLine(f, "pcmul", pcmul).Add("ntt_domain_us", pointwise).Emit();
-  OpLine(f, "ccadd", Micros([&] { *Add(ctx, f.a, f.b); })).Emit();
+  OpLine(f, "ccadd", Micros([&] { r = *Add(ctx, f.a, f.b); })).Emit();
   const RelinKey rk = *GenerateRelinKey(ctx, f.sk);
-  const double multiply = Micros([&] { *Multiply(ctx, f.a, f.b); });
+  const double multiply = Micros([&] { r = *Multiply(ctx, f.a, f.b); });
   const Ciphertext three = *Multiply(ctx, f.a, f.b);
-  const double relin = Micros([&] { *Relinearize(ctx, three, rk); });
+  const double relin = Micros([&] { r = *Relinearize(ctx, three, rk); });
   OpLine(f, "ccmul", multiply + relin).Add("multiply_us", multiply).Add("relin_us", relin).Emit();
   std::vector<int> steps;
   std::vector<uint32_t> elements;
@@ -154,8 +164,9 @@ void EvaluatorLines(const Fixture& f) {
     elements.push_back(*GaloisElementForStep(ctx.log_n(), s));
   }
   const GaloisKeys gk = *GenerateGaloisKeys(ctx, f.sk, elements);
-  const double rotate = Micros([&] { *RotateRows(ctx, f.a, 1, gk); });
-  const double hoisted = Micros([&] { *RotateRowsHoisted(ctx, f.a, steps, gk); }) / steps.size();
+  const double rotate = Micros([&] { r = *RotateRows(ctx, f.a, 1, gk); });
+  const double hoisted =
+      Micros([&] { rs = *RotateRowsHoisted(ctx, f.a, steps, gk); }) / steps.size();
   OpLine(f, "rotate", rotate)
       .Add("rotate_over_pcmul", rotate / pcmul)
       .Add("hoisted_us", hoisted)
@@ -250,6 +261,12 @@ absl::Status He(const Flags& flags) {
   if (backend != "cpu") {
     return absl::InvalidArgumentError(absl::StrCat("--backend must be cpu or gpu, got ", backend));
   }
+  // glibc returns freed memory at the top of the heap to the OS (trim threshold ~2x the largest
+  // freed block) and faults it back in on the next allocation; ciphertexts are hundreds of KiB,
+  // and on this VM a rotation's worth of page faults costs more than the rotation. A serving
+  // process sets the same policy (lines carry malloc_trim_threshold_mb).
+  mallopt(M_TRIM_THRESHOLD, kTrimThresholdMb << 20);
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
   const int log_n = LogN(flags.Int("n", 8192));
   if (log_n < 12 || log_n > 14) {
     return absl::InvalidArgumentError("--n must be 4096, 8192 or 16384");

@@ -204,13 +204,16 @@ absl::StatusOr<std::vector<Ciphertext>> RotateRowsHoisted(const BfvContext& ctx,
   }
   const size_t words = ctx.q_size() * ctx.n();
   const uint64_t* digits = internal::DecomposeToScratch(ctx, ct.poly(1, words));
-  std::vector<Ciphertext> out(plan.size(), Ciphertext{ctx.id(), 2, ct.data, std::nullopt});
-  for (size_t i = 0; i < plan.size(); ++i) {
-    const auto& [galois, key] = plan[i];
-    if (key) {
-      internal::RotateFromDigits(ctx, ct.poly(0, words), digits, galois, *key,
-                                 out[i].poly(0, words), out[i].poly(1, words));
+  std::vector<Ciphertext> out;
+  out.reserve(plan.size());
+  for (const auto& [galois, key] : plan) {
+    if (!key) {
+      out.push_back(Ciphertext{ctx.id(), 2, ct.data, std::nullopt});
+      continue;
     }
+    out.push_back(Ciphertext{ctx.id(), 2, std::vector<uint64_t>(2 * words), std::nullopt});
+    internal::RotateFromDigits(ctx, ct.poly(0, words), digits, galois, *key,
+                               out.back().poly(0, words), out.back().poly(1, words));
   }
   return out;
 }
