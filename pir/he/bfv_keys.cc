@@ -19,8 +19,8 @@ struct WipedWords {
   std::vector<uint64_t> words;
 };
 
-// A key from `target` (s', NTT form over QP) to sk.
-KeySwitchKey MakeKeySwitchKey(const BfvContext& ctx, const SecretKey& sk, const uint64_t* target) {
+// A key from `from` (s', NTT form over QP) to `under` (the key the result decrypts under).
+KeySwitchKey MakeKeySwitchKey(const BfvContext& ctx, const uint64_t* under, const uint64_t* from) {
   const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1, words = rows * n;
   KeySwitchKey key;
   key.seed = RandomSeed();
@@ -34,16 +34,21 @@ KeySwitchKey MakeKeySwitchKey(const BfvContext& ctx, const SecretKey& sk, const 
     internal::ForwardNtt(ctx.qp_ntt(), b);
     // b = e - a s
     WipedWords as(words);
-    internal::MultiplyRows(ctx.qp_ntt(), a, sk.ntt.data(), as.data());
+    internal::MultiplyRows(ctx.qp_ntt(), a, under, as.data());
     internal::SubRows(ctx.qp_ntt(), b, as.data(), b);
     // + P s' in row i only (the CRT basis vector of q_i is 1 mod q_i, 0 mod the others and P).
     const Modulus& q = ctx.modulus(i);
     const uint64_t p = ctx.key_switch().p_mod_q[i];
     for (size_t c = 0; c < n; ++c) {
-      b[i * n + c] = q.Add(b[i * n + c], q.Mul(p, target[i * n + c]));
+      b[i * n + c] = q.Add(b[i * n + c], q.Mul(p, from[i * n + c]));
     }
   }
   return key;
+}
+
+// g^-1 mod 2N (g odd; 2N divides 2^64).
+uint32_t InverseGaloisElement(const BfvContext& ctx, uint32_t g) {
+  return static_cast<uint32_t>(InverseMod2Pow64(g) & (2 * ctx.n() - 1));
 }
 
 absl::Status CheckGaloisElement(const BfvContext& ctx, uint32_t galois) {
@@ -99,7 +104,7 @@ absl::StatusOr<RelinKey> GenerateRelinKey(const BfvContext& ctx, const SecretKey
   if (absl::Status s = CheckSecretKey(ctx, sk); !s.ok()) return s;
   WipedWords square(sk.ntt.size());
   internal::MultiplyRows(ctx.qp_ntt(), sk.ntt.data(), sk.ntt.data(), square.data());
-  return RelinKey{ctx.id(), MakeKeySwitchKey(ctx, sk, square.data())};
+  return RelinKey{ctx.id(), MakeKeySwitchKey(ctx, sk.ntt.data(), square.data())};
 }
 
 absl::StatusOr<GaloisKeys> GenerateGaloisKeys(const BfvContext& ctx, const SecretKey& sk,
@@ -111,13 +116,14 @@ absl::StatusOr<GaloisKeys> GenerateGaloisKeys(const BfvContext& ctx, const Secre
   for (uint32_t g : elements) {
     if (absl::Status s = CheckGaloisElement(ctx, g); !s.ok()) return s;
     if (gk.keys.count(g)) continue;
-    // s(X^g) in the NTT domain is a permutation of the slots of s.
-    const std::vector<uint32_t>& perm = ctx.GaloisPermutation(g);
+    // Rotations switch keys before the automorphism (keyswitch.cc): the key takes s to
+    // s(X^(g^-1)), a permutation of the NTT slots of s.
+    const std::vector<uint32_t>& perm = ctx.GaloisPermutation(InverseGaloisElement(ctx, g));
     WipedWords rotated(sk.ntt.size());
     for (size_t j = 0; j <= ctx.q_size(); ++j) {
       for (size_t c = 0; c < n; ++c) rotated.words[j * n + c] = sk.ntt[j * n + perm[c]];
     }
-    gk.keys.emplace(g, MakeKeySwitchKey(ctx, sk, rotated.data()));
+    gk.keys.emplace(g, MakeKeySwitchKey(ctx, rotated.data(), sk.ntt.data()));
   }
   return gk;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/dot_product.h"
 #include "pir/he/poly.h"
 #include "pir/he/scratch.h"
 
@@ -34,22 +35,18 @@ uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d) {
 }
 
 void KeySwitchInnerProduct(const BfvContext& ctx, const uint64_t* digits, const KeySwitchKey& key,
-                           const uint32_t* perm, uint64_t* out0, uint64_t* out1) {
+                           uint64_t* out0, uint64_t* out1) {
   const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1;
+  std::vector<const uint64_t*> d(k), b(k), a(k);
   for (size_t j = 0; j < rows; ++j) {
-    const Modulus& q = ctx.modulus(j);
-    for (size_t c = 0; c < n; ++c) {
-      const size_t from = perm ? perm[c] : c;
-      uint128_t acc0 = 0, acc1 = 0;  // k products below 2^124 each: no overflow (k <= 15)
-      for (size_t i = 0; i < k; ++i) {
-        const size_t row = (i * rows + j) * n;
-        const uint64_t x = digits[row + from];
-        acc0 += static_cast<uint128_t>(x) * key.b[row + c];
-        acc1 += static_cast<uint128_t>(x) * key.a[row + c];
-      }
-      out0[j * n + c] = q.Reduce(acc0);
-      out1[j * n + c] = q.Reduce(acc1);
+    for (size_t i = 0; i < k; ++i) {
+      const size_t row = (i * rows + j) * n;
+      d[i] = digits + row;
+      b[i] = key.b.data() + row;
+      a[i] = key.a.data() + row;
     }
+    PlainDotProduct({&ctx.modulus(j), k, n, d.data(), b.data(), a.data(), out0 + j * n,
+                     out1 + j * n});
   }
 }
 
@@ -88,25 +85,33 @@ void SwitchKey(const BfvContext& ctx, const uint64_t* d, const KeySwitchKey& key
   const uint64_t* digits = DecomposeToScratch(ctx, d);
   uint64_t* acc0 = GetScratch(Scratch::kKeySwitch0, qp_words);
   uint64_t* acc1 = GetScratch(Scratch::kKeySwitch1, qp_words);
-  KeySwitchInnerProduct(ctx, digits, key, nullptr, acc0, acc1);
+  KeySwitchInnerProduct(ctx, digits, key, acc0, acc1);
   ModDown(ctx, acc0, false, ks0);
   ModDown(ctx, acc1, false, ks1);
 }
 
 void RotateFromDigits(const BfvContext& ctx, const uint64_t* c0, const uint64_t* digits,
-                      uint32_t galois, const KeySwitchKey& key, uint64_t* out0, uint64_t* out1) {
-  const size_t n = ctx.n(), k = ctx.q_size();
-  const std::vector<uint32_t>& perm = ctx.GaloisPermutation(galois);
+                      uint32_t galois, const KeySwitchKey& key, bool ntt, uint64_t* out0,
+                      uint64_t* out1) {
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
   uint64_t* acc0 = GetScratch(Scratch::kKeySwitch0, (k + 1) * n);
   uint64_t* acc1 = GetScratch(Scratch::kKeySwitch1, (k + 1) * n);
-  KeySwitchInnerProduct(ctx, digits, key, perm.data(), acc0, acc1);
-  ModDown(ctx, acc0, false, out0);
-  ModDown(ctx, acc1, false, out1);
-  uint64_t* rotated = GetScratch(Scratch::kPoly, n);
-  for (size_t j = 0; j < k; ++j) {
-    ApplyGaloisCoefficients(ctx.modulus(j), ctx.log_n(), galois, c0 + j * n, rotated);
-    uint64_t* row = out0 + j * n;
-    for (size_t c = 0; c < n; ++c) row[c] = AddMod(row[c], rotated[c], ctx.modulus(j).value());
+  KeySwitchInnerProduct(ctx, digits, key, acc0, acc1);
+  uint64_t* d = GetScratch(Scratch::kRotate, 2 * words);
+  ModDown(ctx, acc0, ntt, d);
+  ModDown(ctx, acc1, ntt, d + words);
+  AddRows(ctx.q_ntt(), d, c0, d);
+  const std::vector<uint32_t>& perm = ctx.GaloisPermutation(galois);
+  for (size_t h = 0; h < 2; ++h) {
+    for (size_t j = 0; j < k; ++j) {
+      const uint64_t* in = d + h * words + j * n;
+      uint64_t* out = (h == 0 ? out0 : out1) + j * n;
+      if (ntt) {
+        for (size_t c = 0; c < n; ++c) out[c] = in[perm[c]];
+      } else {
+        ApplyGaloisCoefficients(ctx.modulus(j), ctx.log_n(), galois, in, out);
+      }
+    }
   }
 }
 
@@ -164,8 +169,8 @@ absl::StatusOr<Ciphertext> ApplyGalois(const BfvContext& ctx, const Ciphertext& 
   const size_t words = ctx.q_size() * ctx.n();
   const uint64_t* digits = internal::DecomposeToScratch(ctx, ct.poly(1, words));
   Ciphertext out{ctx.id(), 2, std::vector<uint64_t>(2 * words), std::nullopt};
-  internal::RotateFromDigits(ctx, ct.poly(0, words), digits, galois, **key, out.poly(0, words),
-                             out.poly(1, words));
+  internal::RotateFromDigits(ctx, ct.poly(0, words), digits, galois, **key, false,
+                             out.poly(0, words), out.poly(1, words));
   return out;
 }
 
@@ -212,7 +217,7 @@ absl::StatusOr<std::vector<Ciphertext>> RotateRowsHoisted(const BfvContext& ctx,
       continue;
     }
     out.push_back(Ciphertext{ctx.id(), 2, std::vector<uint64_t>(2 * words), std::nullopt});
-    internal::RotateFromDigits(ctx, ct.poly(0, words), digits, galois, *key,
+    internal::RotateFromDigits(ctx, ct.poly(0, words), digits, galois, *key, false,
                                out.back().poly(0, words), out.back().poly(1, words));
   }
   return out;

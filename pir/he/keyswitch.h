@@ -17,11 +17,9 @@ void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* d
 // The same into this thread's Scratch::kDigits buffer (scratch.h), returned.
 uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d);
 
-// out0, out1 (QP rows, NTT form) = sum_i digit_i o (b_i, a_i), the digits read through `perm`
-// (digit_i[perm[c]] at slot c: the Galois automorphism in the NTT domain), or directly when
-// perm is null.
+// out0, out1 (QP rows, NTT form) = sum_i digit_i o (b_i, a_i) (dot_product.h kernels).
 void KeySwitchInnerProduct(const BfvContext& ctx, const uint64_t* digits, const KeySwitchKey& key,
-                           const uint32_t* perm, uint64_t* out0, uint64_t* out1);
+                           uint64_t* out0, uint64_t* out1);
 
 // round(c / P) for c over QP in NTT form (c is overwritten): out gets k rows, in coefficient
 // form, or in NTT form when to_ntt.
@@ -32,10 +30,14 @@ void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out);
 void SwitchKey(const BfvContext& ctx, const uint64_t* d, const KeySwitchKey& key, uint64_t* ks0,
                uint64_t* ks1);
 
-// The rotation by `galois` of (c0, c1) (coefficient form, k rows each) whose c1 was decomposed
-// into `digits`: out0 = sigma(c0) + ks0, out1 = ks1 (coefficient form). out may not alias c0.
+// The rotation by sigma = `galois` of (c0, c1) (k rows each) whose c1 was decomposed into
+// `digits`, with its Galois key (which switches s to sigma^-1(s)): key switching first,
+// (d0, d1) with d0 + d1 sigma^-1(s) ~ c1 s, then the automorphism, out = (sigma(c0 + d0),
+// sigma(d1)). The digits need no permutation, so every rotation of one ciphertext shares them
+// (hoisting). ntt: c0 and out in NTT form (else coefficient form). out may not alias c0.
 void RotateFromDigits(const BfvContext& ctx, const uint64_t* c0, const uint64_t* digits,
-                      uint32_t galois, const KeySwitchKey& key, uint64_t* out0, uint64_t* out1);
+                      uint32_t galois, const KeySwitchKey& key, bool ntt, uint64_t* out0,
+                      uint64_t* out1);
 
 // The key of `galois` in gk, checked. INVALID_ARGUMENT for keys of other parameters or sizes,
 // NOT_FOUND if gk has no key for `galois`.

@@ -29,8 +29,8 @@ uint64_t* BabyHalf(uint64_t* baby, size_t words, size_t b, size_t block, size_t 
 }
 
 // rot_j(x) for j < b in NTT form into `out` (the block's b steps), hoisted: one decomposition of
-// c_1, then per rotation the permuted inner product and a division by P that ends in the NTT
-// domain; sigma_j(c_0) is a permutation of NTT(c_0).
+// c_1 shared by all rotations, each then an inner product with its key, a division by P that
+// ends in the NTT domain, and the automorphism as a permutation of NTT slots.
 absl::Status BabySteps(const BfvContext& ctx, const Ciphertext& x, size_t b, const GaloisKeys& gk,
                        int threads, uint64_t* out) {
   const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
@@ -51,19 +51,8 @@ absl::Status BabySteps(const BfvContext& ctx, const Ciphertext& x, size_t b, con
   internal::ForwardNtt(ctx.q_ntt(), c0 + words);
   internal::ParallelFor(threads, b - 1, [&](size_t index) {
     const size_t j = index + 1;
-    const std::vector<uint32_t>& perm = ctx.GaloisPermutation(elements[j]);
-    uint64_t* acc0 = internal::GetScratch(internal::Scratch::kKeySwitch0, (k + 1) * n);
-    uint64_t* acc1 = internal::GetScratch(internal::Scratch::kKeySwitch1, (k + 1) * n);
-    internal::KeySwitchInnerProduct(ctx, digits, *keys[j], perm.data(), acc0, acc1);
     uint64_t* r0 = BabyHalf(out, words, b, 0, j, 0);
-    internal::ModDown(ctx, acc0, true, r0);
-    internal::ModDown(ctx, acc1, true, r0 + words);
-    for (size_t row = 0; row < k; ++row) {
-      const uint64_t q = ctx.modulus(row).value();
-      const uint64_t* from = c0 + row * n;
-      uint64_t* dst = r0 + row * n;
-      for (size_t c = 0; c < n; ++c) dst[c] = AddMod(dst[c], from[perm[c]], q);
-    }
+    internal::RotateFromDigits(ctx, c0, digits, elements[j], *keys[j], true, r0, r0 + words);
   });
   return absl::OkStatus();
 }
@@ -77,7 +66,7 @@ absl::Status AddRotation(const BfvContext& ctx, Ciphertext& y, uint32_t galois,
   const uint64_t* digits = internal::DecomposeToScratch(ctx, y.poly(1, words));
   uint64_t* r0 = internal::GetScratch(internal::Scratch::kOut0, words);
   uint64_t* r1 = internal::GetScratch(internal::Scratch::kOut1, words);
-  internal::RotateFromDigits(ctx, y.poly(0, words), digits, galois, **key, r0, r1);
+  internal::RotateFromDigits(ctx, y.poly(0, words), digits, galois, **key, false, r0, r1);
   internal::AddRows(ctx.q_ntt(), y.poly(0, words), r0, y.poly(0, words));
   internal::AddRows(ctx.q_ntt(), y.poly(1, words), r1, y.poly(1, words));
   return absl::OkStatus();
@@ -286,7 +275,7 @@ absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>
       }
       uint64_t* r = internal::GetScratch(internal::Scratch::kOut0, 2 * words);
       internal::RotateFromDigits(ctx, c0, internal::DecomposeToScratch(ctx, c0 + words), galois,
-                                 **key, r, r + words);
+                                 **key, false, r, r + words);
       add = r;
     }
     std::lock_guard<std::mutex> lock(y_mutex);

@@ -15,6 +15,7 @@ enum class Scratch : int {
   kKeySwitch0,     // KeySwitchInnerProduct outputs (QP rows)
   kKeySwitch1,
   kModDown,        // ModDown's centered remainders
+  kRotate,         // a rotation's key-switched halves before the automorphism
   kOut0,           // key-switched halves (Q rows)
   kOut1,
   kPoly,           // one polynomial
