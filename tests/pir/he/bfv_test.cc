@@ -270,6 +270,17 @@ TEST(BfvErrors, MismatchedParametersAndSizes) {
   Plaintext bad{a->id(), std::vector<uint64_t>(a->n(), a->params().t)};
   EXPECT_EQ(EncryptSymmetric(*a, sk_a, bad).status().message(),
             "plaintext coefficient 1032193 is not below t = 1032193");
+  // Keys of the wrong shape or parameters.
+  GaloisKeys short_key = *GenerateGaloisKeys(*a, sk_a, {3});
+  short_key.keys.at(3).b.resize(10);
+  EXPECT_NE(RotateRows(*a, ct, 1, short_key).status().message().find("Galois key has 10 + "),
+            std::string::npos);
+  const SecretKey sk_b = GenerateSecretKey(*b);
+  EXPECT_NE(GenerateRelinKey(*a, sk_b).status().message().find("secret key belongs to"),
+            std::string::npos);
+  RelinKey foreign_rk = rk;
+  foreign_rk.params_id = b->id();
+  EXPECT_EQ(Relinearize(*a, three, foreign_rk).status().code(), absl::StatusCode::kInvalidArgument);
   SecretKey forged = sk_a;
   forged.ntt[5] = a->modulus(0).value();
   EXPECT_NE(Decrypt(*a, forged, ct).status().message().find("secret key: residue"),
