@@ -31,8 +31,8 @@ absl::Status HeGpu(const Flags& flags) {
       inverse ? tables.Inverse(expect.data() + p * tables.n())
               : tables.Forward(expect.data() + p * tables.n());
     }
-    absl::Status s = inverse ? (*ntt)->Inverse(absl::MakeSpan(polys))
-                             : (*ntt)->Forward(absl::MakeSpan(polys));
+    absl::Status s =
+        inverse ? (*ntt)->Inverse(absl::MakeSpan(polys)) : (*ntt)->Forward(absl::MakeSpan(polys));
     if (!s.ok()) return s;
     absl::StatusOr<gpu::GpuNtt::Throughput> t = (*ntt)->Measure(batch, reps, inverse);
     if (!t.ok()) return t.status();
@@ -45,7 +45,8 @@ absl::Status HeGpu(const Flags& flags) {
         .Add("transforms_per_s", t->transforms_per_s)
         .Add("us_per_op", 1e6 / t->transforms_per_s)
         .Add("mul_add_per_s", t->mul_add_per_s)
-        .Add("roofline_ratio", t->transforms_per_s * t->butterflies_per_transform / t->mul_add_per_s)
+        .Add("roofline_ratio",
+             t->transforms_per_s * t->butterflies_per_transform / t->mul_add_per_s)
         .Add("verified", polys == expect)
         .Emit();
   }

@@ -66,8 +66,9 @@ double TransformMicros(const NttTables& t, NttKernel kernel, bool inverse) {
   std::vector<uint64_t> a = Random(t.n(), t.modulus().value(), rng);
   constexpr int kReps = 200;
   return 1e6 / kReps * MedianSeconds([&] {
-    for (int r = 0; r < kReps; ++r) inverse ? t.Inverse(a.data(), kernel) : t.Forward(a.data(), kernel);
-  });
+           for (int r = 0; r < kReps; ++r)
+             inverse ? t.Inverse(a.data(), kernel) : t.Forward(a.data(), kernel);
+         });
 }
 
 void NttLines(int log_n) {
@@ -227,14 +228,16 @@ void BagLine(int log_n, size_t rows, size_t dim, size_t bag, int threads) {
   }
   const BagQuery query = *client->Query(bag_rows, weights);
   Ciphertext answer;
-  const double ms = 1e3 * MedianSeconds([&] { answer = *server->Answer(query, gk, threads); }, 1, 7, 5.0);
+  const double ms =
+      1e3 * MedianSeconds([&] { answer = *server->Answer(query, gk, threads); }, 1, 7, 5.0);
   std::vector<int64_t> expect(dim, 0);
   for (size_t i = 0; i < bag_rows.size(); ++i) {
     for (size_t j = 0; j < dim; ++j) expect[j] += weights[i] * table[bag_rows[i] * dim + j];
   }
   const std::vector<int64_t> got = *client->Decode(answer);
   int64_t max_abs_error = 0;
-  for (size_t j = 0; j < dim; ++j) max_abs_error = std::max(max_abs_error, std::abs(got[j] - expect[j]));
+  for (size_t j = 0; j < dim; ++j)
+    max_abs_error = std::max(max_abs_error, std::abs(got[j] - expect[j]));
   const BagSizes sizes = client->Sizes();
   JsonLine("he")
       .Add("backend", "cpu")

@@ -118,12 +118,12 @@ absl::Status GpuNtt::Run(absl::Span<uint64_t> polys, bool inverse) {
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->device));
   if (absl::Status s = impl_->Reserve(polys.size()); !s.ok()) return s;
   const size_t bytes = polys.size() * sizeof(uint64_t);
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(impl_->d_data, polys.data(), bytes,
-                                            cudaMemcpyHostToDevice, impl_->stream));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(impl_->d_data, polys.data(), bytes, cudaMemcpyHostToDevice, impl_->stream));
   const uint32_t batch = static_cast<uint32_t>(polys.size() >> impl_->tables.log_n);
   if (absl::Status s = impl_->Launch(inverse, batch); !s.ok()) return s;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(polys.data(), impl_->d_data, bytes,
-                                            cudaMemcpyDeviceToHost, impl_->stream));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(polys.data(), impl_->d_data, bytes, cudaMemcpyDeviceToHost, impl_->stream));
   VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
   return absl::OkStatus();
 }
@@ -143,8 +143,8 @@ absl::StatusOr<GpuNtt::Throughput> GpuNtt::Measure(uint32_t batch, int reps, boo
     return s;
   }
   // Residues below q: any fill works, the transform's cost does not depend on the values.
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl_->d_data, 0, batch * n * sizeof(uint64_t),
-                                            impl_->stream));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(impl_->d_data, 0, batch * n * sizeof(uint64_t), impl_->stream));
   cudaEvent_t start, stop;
   VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));

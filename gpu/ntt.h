@@ -29,8 +29,8 @@ class GpuNtt {
   absl::Status Inverse(absl::Span<uint64_t> polys);
 
   struct Throughput {
-    double transforms_per_s = 0;      // device-resident batches, launch to launch (CUDA events)
-    double mul_add_per_s = 0;         // Montgomery multiply-adds per second, same device, same run
+    double transforms_per_s = 0;  // device-resident batches, launch to launch (CUDA events)
+    double mul_add_per_s = 0;     // Montgomery multiply-adds per second, same device, same run
     double butterflies_per_transform = 0;
   };
   // `reps` launches of `batch` transforms (forward or inverse) on device-resident data.

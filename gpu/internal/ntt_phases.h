@@ -29,8 +29,8 @@ inline constexpr uint32_t kNttBlockThreads = 512;
 struct NttArgs {
   const uint64_t* roots = nullptr;  // roots[m + i] of stage m (forward or inverse), Montgomery form
   uint64_t q = 0;
-  uint64_t q_inv = 0;        // q^{-1} mod 2^64
-  uint64_t n_inv_mont = 0;   // N^{-1} R mod q (inverse)
+  uint64_t q_inv = 0;       // q^{-1} mod 2^64
+  uint64_t n_inv_mont = 0;  // N^{-1} R mod q (inverse)
   int log_n = 0;
   bool inverse = false;
   uint64_t* data = nullptr;  // batch polynomials of N residues, transformed in place

@@ -6,8 +6,8 @@ namespace veil::gpu::internal {
 
 absl::StatusOr<MontgomeryNttTables> MakeMontgomeryNttTables(const he::NttTables& tables) {
   if (tables.log_n() > kNttMaxLogN) {
-    return absl::InvalidArgumentError(absl::StrCat("the GPU NTT handles N up to 2^", kNttMaxLogN,
-                                                   ", not 2^", tables.log_n()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the GPU NTT handles N up to 2^", kNttMaxLogN, ", not 2^", tables.log_n()));
   }
   const he::Modulus& q = tables.modulus();
   MontgomeryNttTables t;
@@ -24,8 +24,8 @@ absl::StatusOr<MontgomeryNttTables> MakeMontgomeryNttTables(const he::NttTables&
 
 absl::Status CheckNttPolys(const he::NttTables& tables, absl::Span<const uint64_t> polys) {
   if (polys.size() % tables.n() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(polys.size(), " residues are not whole ",
-                                                   "polynomials of N = ", tables.n()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(polys.size(), " residues are not whole ", "polynomials of N = ", tables.n()));
   }
   for (uint64_t v : polys) {
     if (v >= tables.modulus().value()) {

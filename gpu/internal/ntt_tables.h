@@ -20,8 +20,14 @@ struct MontgomeryNttTables {
 
   // The kernel arguments for a transform of `batch` polynomials at `data`.
   NttArgs Args(bool inverse, uint64_t* data, uint32_t batch) const {
-    return NttArgs{inverse ? inverse_roots.data() : roots.data(), q, q_inv, n_inv_mont, log_n,
-                   inverse, data, batch};
+    return NttArgs{inverse ? inverse_roots.data() : roots.data(),
+                   q,
+                   q_inv,
+                   n_inv_mont,
+                   log_n,
+                   inverse,
+                   data,
+                   batch};
   }
 };
 

@@ -59,7 +59,8 @@ absl::StatusOr<BagTableInfo> ParseBagTableInfo(absl::Span<const uint8_t> bytes) 
     return absl::InvalidArgumentError("not a bag table info (bad magic)");
   }
   if (bytes[3] != kBagVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("unsupported bag table info version ", bytes[3]));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported bag table info version ", bytes[3]));
   }
   BagTableInfo info{GetLe(bytes, 4, 8), GetLe(bytes, 12, 8), GetLe(bytes, 20, 8),
                     static_cast<uint32_t>(GetLe(bytes, 28, 4))};
@@ -114,8 +115,7 @@ absl::StatusOr<BagQuery> ParseBagQuery(const BfvContext& ctx, absl::Span<const u
 
 absl::StatusOr<std::unique_ptr<BagServer>> BagServer::Create(std::shared_ptr<const BfvContext> ctx,
                                                              absl::Span<const int32_t> table,
-                                                             size_t rows, size_t dim,
-                                                             int threads) {
+                                                             size_t rows, size_t dim, int threads) {
   if (rows == 0 || dim == 0 || table.size() != rows * dim) {
     return absl::InvalidArgumentError(absl::StrCat("a table of ", rows, " x ", dim, " needs ",
                                                    rows * dim, " values, got ", table.size()));
@@ -190,9 +190,9 @@ absl::StatusOr<BagQuery> BagClient::Query(absl::Span<const uint64_t> rows,
         weights[i] >= 0 ? uint64_t(weights[i]) : uint64_t{0} - uint64_t(weights[i]);
     l1 += magnitude;
     if (magnitude > half || l1 * info_.max_abs > half) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the bag's weights times the table's largest |value| (", info_.max_abs,
-          ") exceed (t - 1) / 2 = ", half, ": the pooled sum would not be exact"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the bag's weights times the table's largest |value| (", info_.max_abs,
+                       ") exceed (t - 1) / 2 = ", half, ": the pooled sum would not be exact"));
     }
     w[rows[i]] = ToResidue(weights[i], t);
   }

@@ -96,8 +96,7 @@ class BagServer {
                                     int threads = 1) const;
 
  private:
-  BagServer(BagTableInfo info, EncodedMatrix matrix)
-      : info_(info), matrix_(std::move(matrix)) {}
+  BagServer(BagTableInfo info, EncodedMatrix matrix) : info_(info), matrix_(std::move(matrix)) {}
 
   BagTableInfo info_;
   EncodedMatrix matrix_;

@@ -67,8 +67,8 @@ Ciphertext NewCiphertext(const BfvContext& ctx, size_t size) {
                     std::nullopt};
 }
 
-absl::StatusOr<Ciphertext> AddOrSub(const BfvContext& ctx, const Ciphertext& a,
-                                    const Ciphertext& b, bool subtract) {
+absl::StatusOr<Ciphertext> AddOrSub(const BfvContext& ctx, const Ciphertext& a, const Ciphertext& b,
+                                    bool subtract) {
   if (absl::Status s = CheckCiphertext(ctx, a, "first operand"); !s.ok()) return s;
   if (absl::Status s = CheckCiphertext(ctx, b, "second operand"); !s.ok()) return s;
   if (a.size != b.size) {
@@ -93,8 +93,8 @@ absl::Status CheckResidues(const BfvContext& ctx, const std::vector<uint64_t>& v
     const uint64_t q = ctx.modulus(j).value();
     for (size_t c = 0; c < ctx.n(); ++c) {
       if (v[j * ctx.n() + c] >= q) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": residue ", v[j * ctx.n() + c], " in row ", j, " is not below ", q));
+        return absl::InvalidArgumentError(absl::StrCat(what, ": residue ", v[j * ctx.n() + c],
+                                                       " in row ", j, " is not below ", q));
       }
     }
   }
@@ -106,9 +106,9 @@ absl::Status CheckResidues(const BfvContext& ctx, const std::vector<uint64_t>& v
 absl::Status CheckCiphertext(const BfvContext& ctx, const Ciphertext& ct, const char* what) {
   if (absl::Status s = ctx.CheckId(ct.params_id, what); !s.ok()) return s;
   if (ct.size < 2 || ct.size > 3 || ct.data.size() != ct.size * ctx.q_size() * ctx.n()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " has size ", ct.size, " and ",
-                                                   ct.data.size(), " residues; expected size 2 or 3 of ",
-                                                   ctx.q_size() * ctx.n()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has size ", ct.size, " and ", ct.data.size(),
+                     " residues; expected size 2 or 3 of ", ctx.q_size() * ctx.n()));
   }
   return absl::OkStatus();
 }
@@ -116,9 +116,8 @@ absl::Status CheckCiphertext(const BfvContext& ctx, const Ciphertext& ct, const 
 absl::Status CheckSecretKey(const BfvContext& ctx, const SecretKey& sk) {
   if (absl::Status s = ctx.CheckId(sk.params_id, "secret key"); !s.ok()) return s;
   if (sk.ntt.size() != (ctx.q_size() + 1) * ctx.n()) {
-    return absl::InvalidArgumentError(absl::StrCat("secret key has ", sk.ntt.size(),
-                                                   " residues, expected ",
-                                                   (ctx.q_size() + 1) * ctx.n()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "secret key has ", sk.ntt.size(), " residues, expected ", (ctx.q_size() + 1) * ctx.n()));
   }
   return CheckResidues(ctx, sk.ntt, ctx.q_size() + 1, "secret key");
 }
@@ -126,15 +125,13 @@ absl::Status CheckSecretKey(const BfvContext& ctx, const SecretKey& sk) {
 absl::Status CheckKeySwitchKey(const BfvContext& ctx, const KeySwitchKey& key, const char* what) {
   const size_t words = ctx.q_size() * (ctx.q_size() + 1) * ctx.n();
   if (key.a.size() != words || key.b.size() != words) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " has ", key.b.size(), " + ",
-                                                   key.a.size(), " residues, expected ", words,
-                                                   " each"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", key.b.size(), " + ", key.a.size(),
+                                                   " residues, expected ", words, " each"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<Ciphertext> Encrypt(const BfvContext& ctx, const PublicKey& pk,
-                                   const Plaintext& m) {
+absl::StatusOr<Ciphertext> Encrypt(const BfvContext& ctx, const PublicKey& pk, const Plaintext& m) {
   if (absl::Status s = ctx.CheckId(pk.params_id, "public key"); !s.ok()) return s;
   const size_t n = ctx.n(), words = ctx.q_size() * n;
   if (pk.p0.size() != words || pk.p1.size() != words) {
@@ -195,7 +192,8 @@ absl::StatusOr<Plaintext> Decrypt(const BfvContext& ctx, const SecretKey& sk,
   for (size_t j = 0; j < k; ++j) {
     const Modulus& q = ctx.modulus(j);
     for (size_t c = 0; c < n; ++c) {
-      x[j * n + c] = MulShoup(x[j * n + c], d.t_gamma_mod_q[j], d.t_gamma_mod_q_shoup[j], q.value());
+      x[j * n + c] =
+          MulShoup(x[j * n + c], d.t_gamma_mod_q[j], d.t_gamma_mod_q_shoup[j], q.value());
     }
   }
   std::vector<uint64_t> tg(2 * n);

@@ -111,14 +111,12 @@ absl::StatusOr<GaloisKeys> GenerateGaloisKeys(const BfvContext& ctx, const Secre
 absl::StatusOr<uint32_t> GaloisElementForStep(int log_n, int step);
 
 // Encryption of m (coefficients mod t) as c(s) = round(Q m / t) + e.
-absl::StatusOr<Ciphertext> Encrypt(const BfvContext& ctx, const PublicKey& pk,
-                                   const Plaintext& m);
+absl::StatusOr<Ciphertext> Encrypt(const BfvContext& ctx, const PublicKey& pk, const Plaintext& m);
 // Symmetric, seeded: c_1 = ExpandUniform(fresh seed), c_0 = -c_1 s + e + round(Q m / t).
 absl::StatusOr<Ciphertext> EncryptSymmetric(const BfvContext& ctx, const SecretKey& sk,
                                             const Plaintext& m);
 // Ciphertexts of size 2 or 3.
-absl::StatusOr<Plaintext> Decrypt(const BfvContext& ctx, const SecretKey& sk,
-                                  const Ciphertext& ct);
+absl::StatusOr<Plaintext> Decrypt(const BfvContext& ctx, const SecretKey& sk, const Ciphertext& ct);
 // The invariant noise budget in bits, max(0, log2 Q - log2 ||t [c(s)]_Q|| - 1), as SEAL reports.
 absl::StatusOr<int> NoiseBudget(const BfvContext& ctx, const SecretKey& sk, const Ciphertext& ct);
 
@@ -135,8 +133,8 @@ absl::StatusOr<Ciphertext> Multiply(const BfvContext& ctx, const Ciphertext& a,
 absl::StatusOr<Ciphertext> Relinearize(const BfvContext& ctx, const Ciphertext& ct,
                                        const RelinKey& rk);
 // Size-2 inputs only (relinearise first). NOT_FOUND if the Galois key is missing.
-absl::StatusOr<Ciphertext> ApplyGalois(const BfvContext& ctx, const Ciphertext& ct,
-                                       uint32_t galois, const GaloisKeys& gk);
+absl::StatusOr<Ciphertext> ApplyGalois(const BfvContext& ctx, const Ciphertext& ct, uint32_t galois,
+                                       const GaloisKeys& gk);
 // Rotates each row of slots left by `step` (slot i takes slot i + step), or swaps the rows
 // (RotateColumns). Errors of GaloisElementForStep and ApplyGalois.
 absl::StatusOr<Ciphertext> RotateRows(const BfvContext& ctx, const Ciphertext& ct, int step,

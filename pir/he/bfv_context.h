@@ -36,13 +36,13 @@ struct DecryptConstants {
   Modulus gamma;
   BaseConverter q_to_t_gamma;
   std::vector<uint64_t> t_gamma_mod_q, t_gamma_mod_q_shoup;  // [t gamma]_{q_i}
-  uint64_t neg_inv_q_mod_t = 0, neg_inv_q_mod_gamma = 0;      // [-Q^{-1}]
+  uint64_t neg_inv_q_mod_t = 0, neg_inv_q_mod_gamma = 0;     // [-Q^{-1}]
   uint64_t inv_gamma_mod_t = 0;
 };
 
 // Hybrid key switching with one special prime (SEAL's scheme; digits are the RNS residues).
 struct KeySwitchConstants {
-  std::vector<uint64_t> p_mod_q;                        // [P]_{q_i}
+  std::vector<uint64_t> p_mod_q;                         // [P]_{q_i}
   std::vector<uint64_t> p_inv_mod_q, p_inv_mod_q_shoup;  // [P^{-1}]_{q_i}
 };
 
@@ -60,7 +60,7 @@ struct MultiplyConstants {
   std::vector<uint64_t> qr_inv_mod_q, qr_inv_mod_q_shoup;  // [(QR/q_i)^{-1}]_{q_i}
   std::vector<uint64_t> omega;                             // [omega_i]_{r_j} at j * k + i
   std::vector<double> theta;
-  std::vector<uint64_t> t_inv_q_mod_aux;                   // [t Q^{-1}]_{r_j}
+  std::vector<uint64_t> t_inv_q_mod_aux;  // [t Q^{-1}]_{r_j}
 };
 
 }  // namespace internal

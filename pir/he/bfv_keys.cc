@@ -53,8 +53,8 @@ uint32_t InverseGaloisElement(const BfvContext& ctx, uint32_t g) {
 
 absl::Status CheckGaloisElement(const BfvContext& ctx, uint32_t galois) {
   if (galois % 2 == 0 || galois >= 2 * ctx.n()) {
-    return absl::InvalidArgumentError(absl::StrCat("Galois element ", galois,
-                                                   " must be odd and below 2N = ", 2 * ctx.n()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Galois element ", galois, " must be odd and below 2N = ", 2 * ctx.n()));
   }
   return absl::OkStatus();
 }

@@ -13,7 +13,7 @@ namespace {
 
 struct StandardSet {
   int log_n;
-  int max_qp_bits;  // HomomorphicEncryption.org standard, Table 1, 128-bit classical
+  int max_qp_bits;               // HomomorphicEncryption.org standard, Table 1, 128-bit classical
   std::vector<uint64_t> primes;  // SEAL's list; the last one is the special prime
 };
 
@@ -21,9 +21,10 @@ const std::vector<StandardSet>& StandardSets() {
   static const std::vector<StandardSet> sets = {
       {12, 109, {0xffffee001, 0xffffc4001, 0x1ffffe0001}},
       {13, 218, {0x7fffffd8001, 0x7fffffc8001, 0xfffffffc001, 0xffffff6c001, 0xfffffebc001}},
-      {14, 438, {0xfffffffd8001, 0xfffffffa0001, 0xfffffff00001, 0x1fffffff68001,
-                 0x1fffffff50001, 0x1ffffffee8001, 0x1ffffffea0001, 0x1ffffffe88001,
-                 0x1ffffffe48001}},
+      {14,
+       438,
+       {0xfffffffd8001, 0xfffffffa0001, 0xfffffff00001, 0x1fffffff68001, 0x1fffffff50001,
+        0x1ffffffee8001, 0x1ffffffea0001, 0x1ffffffe88001, 0x1ffffffe48001}},
   };
   return sets;
 }
@@ -52,8 +53,9 @@ absl::StatusOr<BfvParams> BfvParams::Create(int log_n, std::vector<uint64_t> q, 
   all.push_back(special);
   all.push_back(t);
   for (size_t i = 0; i < all.size(); ++i) {
-    const char* what = i < q.size() ? "ciphertext prime" : i == q.size() ? "special prime"
-                                                                          : "plaintext modulus";
+    const char* what = i < q.size()    ? "ciphertext prime"
+                       : i == q.size() ? "special prime"
+                                       : "plaintext modulus";
     if (absl::Status s = CheckPrime(what, all[i], two_n); !s.ok()) return s;
     if (std::count(all.begin(), all.end(), all[i]) > 1) {
       return absl::InvalidArgumentError(absl::StrCat("prime ", all[i], " appears twice"));
@@ -85,8 +87,8 @@ absl::StatusOr<BfvParams> BfvParams::Standard(int log_n, int plain_bits) {
 }
 
 uint64_t BfvParams::Id() const {
-  std::vector<uint64_t> words = {0x7665696c2d626676ULL /* "veil-bfv" */, uint64_t(log_n),
-                                 q.size(), special, t};
+  std::vector<uint64_t> words = {0x7665696c2d626676ULL /* "veil-bfv" */, uint64_t(log_n), q.size(),
+                                 special, t};
   words.insert(words.end(), q.begin(), q.end());
   std::vector<uint8_t> bytes;
   for (uint64_t w : words) {
@@ -104,9 +106,11 @@ std::string BfvParams::SecuritySource() const {
     std::vector<uint64_t> primes = q;
     primes.push_back(special);
     if (s.log_n == log_n && s.primes == primes) {
-      return absl::StrCat("HomomorphicEncryption.org standard (2018), Table 1: 128-bit classical "
-                          "security for N = ", n(), " with log2(QP) <= ", s.max_qp_bits,
-                          " (ternary secret, sigma 3.2); SEAL's default coefficient modulus");
+      return absl::StrCat(
+          "HomomorphicEncryption.org standard (2018), Table 1: 128-bit classical "
+          "security for N = ",
+          n(), " with log2(QP) <= ", s.max_qp_bits,
+          " (ternary secret, sigma 3.2); SEAL's default coefficient modulus");
     }
   }
   return "custom parameters: no security claim";

@@ -8,8 +8,8 @@ void PlainDotProductReference(const DotProductArgs& a) {
   const Modulus& q = *a.q;
   const uint128_t square = static_cast<uint128_t>(q.value() - 1) * (q.value() - 1);
   // Terms a 128-bit sum takes before it could overflow (at least 16 below 2^62).
-  const size_t batch = static_cast<size_t>(
-      std::min<uint128_t>(~static_cast<uint128_t>(0) / std::max<uint128_t>(square, 1) - 1, 1 << 20));
+  const size_t batch = static_cast<size_t>(std::min<uint128_t>(
+      ~static_cast<uint128_t>(0) / std::max<uint128_t>(square, 1) - 1, 1 << 20));
   for (size_t c = 0; c < a.n; ++c) {
     uint64_t r0 = 0, r1 = 0;
     for (size_t first = 0; first < a.terms; first += batch) {

@@ -7,8 +7,7 @@ namespace veil::he {
 absl::StatusOr<Plaintext> EncodeSlots(const BfvContext& ctx, absl::Span<const uint64_t> values) {
   const size_t n = ctx.n();
   if (values.size() > n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(values.size(), " slot values given, N = ", n));
+    return absl::InvalidArgumentError(absl::StrCat(values.size(), " slot values given, N = ", n));
   }
   Plaintext m{ctx.id(), std::vector<uint64_t>(n, 0)};
   for (size_t i = 0; i < values.size(); ++i) {

@@ -45,8 +45,8 @@ void KeySwitchInnerProduct(const BfvContext& ctx, const uint64_t* digits, const 
       b[i] = key.b.data() + row;
       a[i] = key.a.data() + row;
     }
-    PlainDotProduct({&ctx.modulus(j), k, n, d.data(), b.data(), a.data(), out0 + j * n,
-                     out1 + j * n});
+    PlainDotProduct(
+        {&ctx.modulus(j), k, n, d.data(), b.data(), a.data(), out0 + j * n, out1 + j * n});
   }
 }
 
@@ -161,8 +161,8 @@ absl::StatusOr<Ciphertext> Relinearize(const BfvContext& ctx, const Ciphertext& 
   return out;
 }
 
-absl::StatusOr<Ciphertext> ApplyGalois(const BfvContext& ctx, const Ciphertext& ct,
-                                       uint32_t galois, const GaloisKeys& gk) {
+absl::StatusOr<Ciphertext> ApplyGalois(const BfvContext& ctx, const Ciphertext& ct, uint32_t galois,
+                                       const GaloisKeys& gk) {
   if (absl::Status s = CheckSize2(ctx, ct); !s.ok()) return s;
   absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, galois);
   if (!key.ok()) return key.status();

@@ -75,8 +75,8 @@ absl::Status AddRotation(const BfvContext& ctx, Ciphertext& y, uint32_t galois,
 absl::Status CheckInputs(const BfvContext& ctx, const MatVecPlan& plan,
                          const std::vector<Ciphertext>& x) {
   if (x.size() != plan.blocks()) {
-    return absl::InvalidArgumentError(absl::StrCat("the product takes ", plan.blocks(),
-                                                   " input ciphertexts, got ", x.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the product takes ", plan.blocks(), " input ciphertexts, got ", x.size()));
   }
   for (const Ciphertext& ct : x) {
     if (absl::Status s = CheckCiphertext(ctx, ct, "input ciphertext"); !s.ok()) return s;
@@ -174,8 +174,8 @@ absl::StatusOr<EncodedMatrix> EncodedMatrix::Create(std::shared_ptr<const BfvCon
     return absl::InvalidArgumentError("the plan was made for other parameters");
   }
   if (matrix.size() != rows * cols) {
-    return absl::InvalidArgumentError(absl::StrCat("the matrix has ", matrix.size(),
-                                                   " entries, expected ", rows, " x ", cols));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the matrix has ", matrix.size(), " entries, expected ", rows, " x ", cols));
   }
   const uint64_t t = ctx->params().t;
   for (uint64_t v : matrix) {
@@ -284,7 +284,8 @@ absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>
   });
   if (!status.ok()) return status;
   for (size_t s = plan_.padded_rows(); s < plan_.lane_cols(); s *= 2) {
-    absl::Status st = AddRotation(ctx, y, *GaloisElementForStep(ctx.log_n(), static_cast<int>(s)), gk);
+    absl::Status st =
+        AddRotation(ctx, y, *GaloisElementForStep(ctx.log_n(), static_cast<int>(s)), gk);
     if (!st.ok()) return st;
   }
   absl::Status st = AddRotation(ctx, y, static_cast<uint32_t>(2 * n - 1), gk);

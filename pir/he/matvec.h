@@ -45,11 +45,11 @@ class MatVecPlan {
   size_t cols() const { return cols_; }
   size_t slots_per_lane() const { return lane_; }
   size_t padded_rows() const { return rows_padded_; }  // m'
-  size_t lane_cols() const { return lane_cols_; }       // n_lane
-  size_t blocks() const { return blocks_; }             // input ciphertexts
-  size_t diagonals() const { return diagonals_; }       // d
-  size_t baby() const { return baby_; }                 // b
-  size_t giant() const { return diagonals_ / baby_; }   // g
+  size_t lane_cols() const { return lane_cols_; }      // n_lane
+  size_t blocks() const { return blocks_; }            // input ciphertexts
+  size_t diagonals() const { return diagonals_; }      // d
+  size_t baby() const { return baby_; }                // b
+  size_t giant() const { return diagonals_ / baby_; }  // g
   bool wide() const { return rows_padded_ < lane_cols_; }
   // Rotations of one product (blocks x (b - 1) + g - 1 + fold + 1).
   size_t rotations() const;

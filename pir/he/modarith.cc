@@ -32,9 +32,8 @@ uint64_t Modulus::Reduce(uint128_t x) const {
   const uint128_t lo_hi = static_cast<uint128_t>(x_lo) * ratio_hi_;
   const uint128_t hi_lo = static_cast<uint128_t>(x_hi) * ratio_lo_;
   const uint128_t mid = (lo_lo >> 64) + static_cast<uint64_t>(lo_hi) + static_cast<uint64_t>(hi_lo);
-  const uint64_t quotient =
-      x_hi * ratio_hi_ + static_cast<uint64_t>(lo_hi >> 64) + static_cast<uint64_t>(hi_lo >> 64) +
-      static_cast<uint64_t>(mid >> 64);
+  const uint64_t quotient = x_hi * ratio_hi_ + static_cast<uint64_t>(lo_hi >> 64) +
+                            static_cast<uint64_t>(hi_lo >> 64) + static_cast<uint64_t>(mid >> 64);
   uint64_t r = x_lo - quotient * q_;
   while (r >= q_) r -= q_;
   return r;

@@ -64,9 +64,7 @@ VEIL_HD uint64_t AddMod(uint64_t a, uint64_t b, uint64_t q) {
   return s >= q ? s - q : s;
 }
 
-VEIL_HD uint64_t SubMod(uint64_t a, uint64_t b, uint64_t q) {
-  return a >= b ? a - b : a - b + q;
-}
+VEIL_HD uint64_t SubMod(uint64_t a, uint64_t b, uint64_t q) { return a >= b ? a - b : a - b + q; }
 
 }  // namespace veil::he
 

@@ -51,9 +51,9 @@ struct U64Lanes {
     const V a_hi = _mm512_srli_epi64(a, 32), b_hi = _mm512_srli_epi64(b, 32);
     const V ll = _mm512_mul_epu32(a, b), lh = _mm512_mul_epu32(a, b_hi);
     const V hl = _mm512_mul_epu32(a_hi, b), hh = _mm512_mul_epu32(a_hi, b_hi);
-    const V mid = _mm512_add_epi64(_mm512_srli_epi64(ll, 32),
-                                   _mm512_add_epi64(_mm512_and_si512(lh, low32),
-                                                    _mm512_and_si512(hl, low32)));
+    const V mid = _mm512_add_epi64(
+        _mm512_srli_epi64(ll, 32),
+        _mm512_add_epi64(_mm512_and_si512(lh, low32), _mm512_and_si512(hl, low32)));
     return _mm512_add_epi64(
         _mm512_add_epi64(hh, _mm512_srli_epi64(lh, 32)),
         _mm512_add_epi64(_mm512_srli_epi64(hl, 32), _mm512_srli_epi64(mid, 32)));

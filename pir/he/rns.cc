@@ -11,8 +11,8 @@ namespace veil::he {
 
 absl::StatusOr<RnsBase> RnsBase::Create(const std::vector<uint64_t>& moduli) {
   if (moduli.empty() || moduli.size() > kMaxRnsPrimes) {
-    return absl::InvalidArgumentError(absl::StrCat("an RNS base holds 1 to ", kMaxRnsPrimes,
-                                                   " moduli, got ", moduli.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("an RNS base holds 1 to ", kMaxRnsPrimes, " moduli, got ", moduli.size()));
   }
   RnsBase b;
   for (size_t i = 0; i < moduli.size(); ++i) {
@@ -72,7 +72,8 @@ void RnsBase::Compose(const uint64_t* residues, size_t stride, absl::Span<uint64
 }
 
 void RnsBase::Decompose(absl::Span<const uint64_t> x, uint64_t* residues, size_t stride) const {
-  for (size_t i = 0; i < size(); ++i) residues[i * stride] = multiword::ModWord(x, moduli_[i].value());
+  for (size_t i = 0; i < size(); ++i)
+    residues[i * stride] = multiword::ModWord(x, moduli_[i].value());
 }
 
 absl::StatusOr<uint128_t> RnsBase::ComposeU128(const uint64_t* residues, size_t stride) const {

@@ -75,9 +75,7 @@ void ExpandUniform(const Seed& seed, uint32_t domain, absl::Span<const Modulus> 
 
 void SampleTernary(absl::Span<const Modulus> moduli, size_t n, uint64_t* out) {
   // floor(r * 3 / 2^64) is uniform on {0, 1, 2} up to a bias below 2^-62.
-  SampleSigned(moduli, n, out, [](uint64_t r) {
-    return static_cast<int64_t>(MulHi64(r, 3)) - 1;
-  });
+  SampleSigned(moduli, n, out, [](uint64_t r) { return static_cast<int64_t>(MulHi64(r, 3)) - 1; });
 }
 
 void SampleError(absl::Span<const Modulus> moduli, size_t n, uint64_t* out) {

@@ -11,17 +11,17 @@
 namespace veil::he::internal {
 
 enum class Scratch : int {
-  kDigits = 0,     // DecomposeForKeySwitch output
-  kKeySwitch0,     // KeySwitchInnerProduct outputs (QP rows)
+  kDigits = 0,  // DecomposeForKeySwitch output
+  kKeySwitch0,  // KeySwitchInnerProduct outputs (QP rows)
   kKeySwitch1,
-  kModDown,        // ModDown's centered remainders
-  kRotate,         // a rotation's key-switched halves before the automorphism
-  kOut0,           // key-switched halves (Q rows)
+  kModDown,  // ModDown's centered remainders
+  kRotate,   // a rotation's key-switched halves before the automorphism
+  kOut0,     // key-switched halves (Q rows)
   kOut1,
-  kPoly,           // one polynomial
-  kMultiply,       // the extended polynomials of Multiply
-  kBabySteps,      // EncodedMatrix::Multiply: the baby steps in NTT form
-  kGiantSteps,     // and the giant steps' sums
+  kPoly,        // one polynomial
+  kMultiply,    // the extended polynomials of Multiply
+  kBabySteps,   // EncodedMatrix::Multiply: the baby steps in NTT form
+  kGiantSteps,  // and the giant steps' sums
   kCount,
 };
 

@@ -63,9 +63,8 @@ class Reader {
   explicit Reader(absl::Span<const uint8_t> in) : in_(in) {}
   absl::Status Need(size_t n, const char* what) const {
     if (in_.size() - pos_ < n) {
-      return absl::InvalidArgumentError(absl::StrCat("truncated ", what, ": ", n,
-                                                     " more bytes needed, ", in_.size() - pos_,
-                                                     " left"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "truncated ", what, ": ", n, " more bytes needed, ", in_.size() - pos_, " left"));
     }
     return absl::OkStatus();
   }
@@ -93,8 +92,8 @@ class Reader {
       return absl::InvalidArgumentError(absl::StrCat("unsupported HE object version ", v));
     }
     if (const uint8_t k = U8(); k != static_cast<uint8_t>(kind)) {
-      return absl::InvalidArgumentError(absl::StrCat("object kind ", k, " where kind ",
-                                                     static_cast<int>(kind), " was expected"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("object kind ", k, " where kind ", static_cast<int>(kind), " was expected"));
     }
     return ctx.CheckId(U64(), "serialized object");
   }
@@ -114,8 +113,8 @@ class Reader {
         acc >>= bits;
         filled -= bits;
         if (v >= q) {
-          return absl::InvalidArgumentError(absl::StrCat(what, ": residue ", v, " in row ", j,
-                                                         " is not below ", q));
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, ": residue ", v, " in row ", j, " is not below ", q));
         }
         p[j * ctx.n() + c] = v;
       }
@@ -149,8 +148,8 @@ absl::StatusOr<KeySwitchKey> ReadKeySwitchKey(const BfvContext& ctx, Reader& r) 
   r.Bytes(key.seed.data(), key.seed.size());
   key.b.resize(ctx.q_size() * words);
   for (size_t i = 0; i < ctx.q_size(); ++i) {
-    if (absl::Status s = r.Poly(ctx, key.b.data() + i * words, ctx.q_size() + 1,
-                                "key-switching key");
+    if (absl::Status s =
+            r.Poly(ctx, key.b.data() + i * words, ctx.q_size() + 1, "key-switching key");
         !s.ok()) {
       return s;
     }
@@ -202,7 +201,8 @@ absl::StatusOr<Ciphertext> ParseCiphertext(const BfvContext& ctx, absl::Span<con
   if (ct.size < 2 || ct.size > 3) {
     return absl::InvalidArgumentError(absl::StrCat("ciphertext size ", ct.size, " (2 or 3)"));
   }
-  if (flags > 1) return absl::InvalidArgumentError(absl::StrCat("unknown ciphertext flags ", flags));
+  if (flags > 1)
+    return absl::InvalidArgumentError(absl::StrCat("unknown ciphertext flags ", flags));
   const size_t words = ctx.q_size() * ctx.n();
   ct.data.resize(ct.size * words);
   for (size_t i = 0; i < ct.size; ++i) {
@@ -221,7 +221,8 @@ absl::StatusOr<Ciphertext> ParseCiphertext(const BfvContext& ctx, absl::Span<con
   return ct;
 }
 
-absl::StatusOr<std::vector<uint8_t>> SerializePublicKey(const BfvContext& ctx, const PublicKey& pk) {
+absl::StatusOr<std::vector<uint8_t>> SerializePublicKey(const BfvContext& ctx,
+                                                        const PublicKey& pk) {
   if (absl::Status s = ctx.CheckId(pk.params_id, "public key"); !s.ok()) return s;
   if (pk.p0.size() != ctx.q_size() * ctx.n()) {
     return absl::InvalidArgumentError("public key has the wrong size");
@@ -312,7 +313,8 @@ absl::StatusOr<GaloisKeys> ParseGaloisKeys(const BfvContext& ctx, absl::Span<con
   return gk;
 }
 
-absl::StatusOr<std::vector<uint8_t>> SerializeSecretKey(const BfvContext& ctx, const SecretKey& sk) {
+absl::StatusOr<std::vector<uint8_t>> SerializeSecretKey(const BfvContext& ctx,
+                                                        const SecretKey& sk) {
   if (absl::Status s = CheckSecretKey(ctx, sk); !s.ok()) return s;
   const size_t n = ctx.n();
   std::vector<uint64_t> s0(sk.ntt.begin(), sk.ntt.begin() + n);

@@ -17,9 +17,9 @@
 //   secret key      N ternary coefficients, 2 bits each (0, 1, 3 = -1; 2 is rejected)
 // Seeded halves (the uniform a of symmetric ciphertexts, public and key-switching keys) travel
 // as their seeds: half the size. At N = 8192 (k = 4, 174-bit Q, 218-bit QP) a seeded ciphertext
-// is 178,222 bytes (a full one 356,366), a Galois key 892,964 bytes. Parsing is strict: truncated or over-long input, a wrong magic, version,
-// kind or parameter id, an out-of-range residue or field all return INVALID_ARGUMENT naming
-// the problem.
+// is 178,222 bytes (a full one 356,366), a Galois key 892,964 bytes. Parsing is strict: truncated
+// or over-long input, a wrong magic, version, kind or parameter id, an out-of-range residue or
+// field all return INVALID_ARGUMENT naming the problem.
 #ifndef VEIL_PIR_HE_SERIALIZATION_H_
 #define VEIL_PIR_HE_SERIALIZATION_H_
 

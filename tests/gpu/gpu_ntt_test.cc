@@ -34,8 +34,8 @@ TEST(GpuNtt, MatchesTheCpuNtt) {
           for (size_t p = 0; p < batch; ++p) {
             inverse ? t.Inverse(expect.data() + p * t.n()) : t.Forward(expect.data() + p * t.n());
           }
-          const absl::Status s = inverse ? gpu->Inverse(absl::MakeSpan(got))
-                                         : gpu->Forward(absl::MakeSpan(got));
+          const absl::Status s =
+              inverse ? gpu->Inverse(absl::MakeSpan(got)) : gpu->Forward(absl::MakeSpan(got));
           ASSERT_TRUE(s.ok()) << s;
           ASSERT_EQ(got, expect) << "N = " << t.n() << ", " << bits << " bits, batch " << batch;
         }

@@ -38,8 +38,8 @@ TEST(GpuNttHostRun, MatchesTheCpuNtt) {
 }
 
 TEST(GpuNttHostRun, RejectsBadInput) {
-  const he::NttTables big = *he::NttTables::Create(13, *he::Modulus::Create(
-                                                            (*he::GenerateNttPrimes(50, 1 << 14, 1))[0]));
+  const he::NttTables big =
+      *he::NttTables::Create(13, *he::Modulus::Create((*he::GenerateNttPrimes(50, 1 << 14, 1))[0]));
   std::vector<uint64_t> polys(8192, 0);
   EXPECT_EQ(HostRunNtt(big, false, absl::MakeSpan(polys)).message(),
             "the GPU NTT handles N up to 2^12, not 2^13");

@@ -51,7 +51,8 @@ TEST(Bag, AnswerIsThePooledSumExactly) {
     EXPECT_EQ(server->info().max_abs, uint32_t{1} << 31);
     const std::unique_ptr<BagClient> client =
         *BagClient::Create(ctx, *ParseBagTableInfo(SerializeBagTableInfo(server->info())));
-    const GaloisKeys gk = *ParseGaloisKeys(*ctx, *SerializeGaloisKeys(*ctx, *client->MakeGaloisKeys()));
+    const GaloisKeys gk =
+        *ParseGaloisKeys(*ctx, *SerializeGaloisKeys(*ctx, *client->MakeGaloisKeys()));
     std::vector<uint64_t> rows;
     std::vector<int64_t> weights;
     for (uint64_t r = 0; r < c.rows && rows.size() < c.bag; r += 1 + rng() % 3) {
@@ -75,8 +76,13 @@ TEST(Bag, ExactAtTheLargestAllowedWeights) {
   const auto ctx = BagContext();
   const size_t rows = 4, dim = 2;
   const std::vector<int32_t> table = {std::numeric_limits<int32_t>::min(),
-                                      std::numeric_limits<int32_t>::max(), -1, 1,
-                                      std::numeric_limits<int32_t>::min(), 7, 0, -5};
+                                      std::numeric_limits<int32_t>::max(),
+                                      -1,
+                                      1,
+                                      std::numeric_limits<int32_t>::min(),
+                                      7,
+                                      0,
+                                      -5};
   const std::unique_ptr<BagServer> server = *BagServer::Create(ctx, table, rows, dim);
   const std::unique_ptr<BagClient> client = *BagClient::Create(ctx, server->info());
   const GaloisKeys gk = *client->MakeGaloisKeys();
@@ -116,7 +122,8 @@ TEST(Bag, RejectsBadInput) {
   EXPECT_EQ(BagClient::Create(ctx, foreign).status().code(), absl::StatusCode::kInvalidArgument);
 
   const std::vector<uint8_t> q = *SerializeBagQuery(*ctx, *client->Query({0}, {1}));
-  EXPECT_EQ(ParseBagQuery(*ctx, q, 0).status().message(), "bag query with 1 blocks, 1 to 0 allowed");
+  EXPECT_EQ(ParseBagQuery(*ctx, q, 0).status().message(),
+            "bag query with 1 blocks, 1 to 0 allowed");
   EXPECT_EQ(ParseBagQuery(*ctx, absl::MakeConstSpan(q).first(q.size() - 1), 4).status().message(),
             "truncated bag query");
 

@@ -53,7 +53,8 @@ class BfvOps : public ::testing::TestWithParam<int> {
     std::vector<uint64_t> out(v.size());
     const int64_t r = static_cast<int64_t>(row());
     for (size_t i = 0; i < v.size(); ++i) {
-      const int64_t base = static_cast<int64_t>(i / row()) * r, col = static_cast<int64_t>(i % row());
+      const int64_t base = static_cast<int64_t>(i / row()) * r,
+                    col = static_cast<int64_t>(i % row());
       out[i] = v[base + ((col + step) % r + r) % r];
     }
     return out;
@@ -97,7 +98,8 @@ TEST_P(BfvOps, AddAndSubtract) {
 TEST_P(BfvOps, MultiplyPlain) {
   const std::vector<uint64_t> a = RandomSlots(), b = RandomSlots();
   const Ciphertext ca = Encrypt(a);
-  const Ciphertext product = *MultiplyPlain(ctx(), ca, *PrepareForMultiply(ctx(), *EncodeSlots(ctx(), b)));
+  const Ciphertext product =
+      *MultiplyPlain(ctx(), ca, *PrepareForMultiply(ctx(), *EncodeSlots(ctx(), b)));
   const std::vector<uint64_t> got = DecryptSlots(product);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(got[i], MulT(a[i], b[i])) << i;
   const NoiseModel model(ctx());
@@ -162,10 +164,9 @@ TEST(BfvParams, StandardSetsAndValidation) {
   EXPECT_EQ(BfvParams::Standard(13, 30)->Id(), BfvParams::Standard(13, 30)->Id());
   EXPECT_EQ(BfvParams::Standard(11, 20).status().message(),
             "standard BFV sets exist for N = 4096, 8192, 16384, not 2^11");
-  EXPECT_EQ(BfvParams::Create(12, {0xffffee001, 0xffffee001}, 0x1ffffe0001, 1032193)
-                .status()
-                .message(),
-            "prime 68719403009 appears twice");
+  EXPECT_EQ(
+      BfvParams::Create(12, {0xffffee001, 0xffffee001}, 0x1ffffe0001, 1032193).status().message(),
+      "prime 68719403009 appears twice");
   EXPECT_EQ(BfvParams::Create(12, {0xffffee001}, 0x1ffffe0001, 12289).status().message(),
             "plaintext modulus 12289 is not a prime = 1 mod 8192 below 2^62");
   EXPECT_EQ(BfvParams::Create(12, {0xffffee003}, 0x1ffffe0001, 1032193).status().code(),
@@ -193,8 +194,8 @@ TEST(Galois, NttPermutationMatchesCoefficientAutomorphism) {
   std::mt19937_64 rng = Rng(20);
   for (int log_n : {3, 10, 13}) {
     const size_t n = size_t{1} << log_n;
-    const NttTables t = *NttTables::Create(log_n, *Modulus::Create(
-                                                      (*GenerateNttPrimes(50, 2 * n, 1))[0]));
+    const NttTables t =
+        *NttTables::Create(log_n, *Modulus::Create((*GenerateNttPrimes(50, 2 * n, 1))[0]));
     for (uint32_t g : {3u, 5u, static_cast<uint32_t>(2 * n - 1), static_cast<uint32_t>(n + 1)}) {
       const std::vector<uint64_t> a = testing::RandomResidues(n, t.modulus().value(), rng);
       std::vector<uint64_t> sigma(n), a_ntt = a;

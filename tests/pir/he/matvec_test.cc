@@ -37,10 +37,10 @@ TEST(DotProduct, FastPathMatchesReference) {
           b.push_back(data[3 * i + 2].data());
         }
         std::vector<uint64_t> r0(n), r1(n), f0(n), f1(n), naive(n, 0);
-        internal::PlainDotProductReference({&q, terms, n, p.data(), a.data(), b.data(), r0.data(),
-                                            r1.data()});
-        internal::PlainDotProduct({&q, terms, n, p.data(), a.data(), b.data(), f0.data(),
-                                   f1.data()});
+        internal::PlainDotProductReference(
+            {&q, terms, n, p.data(), a.data(), b.data(), r0.data(), r1.data()});
+        internal::PlainDotProduct(
+            {&q, terms, n, p.data(), a.data(), b.data(), f0.data(), f1.data()});
         for (size_t c = 0; c < n; ++c) {
           for (size_t i = 0; i < terms; ++i) naive[c] = q.Add(naive[c], q.Mul(p[i][c], a[i][c]));
         }
@@ -83,8 +83,8 @@ TEST(MatVec, EqualsThePlainProduct) {
   const SecretKey sk = GenerateSecretKey(*ctx);
   std::mt19937_64 rng = Rng(31);
   const uint64_t t = ctx->params().t;
-  const Shape shapes[] = {{64, 64}, {16, 1000}, {1000, 16}, {1, 300}, {300, 1}, {37, 53},
-                          {5, 5000}, {2048, 4096}};
+  const Shape shapes[] = {{64, 64}, {16, 1000}, {1000, 16}, {1, 300},
+                          {300, 1}, {37, 53},   {5, 5000},  {2048, 4096}};
   for (const Shape& s : shapes) {
     SCOPED_TRACE(::testing::Message() << s.rows << " x " << s.cols);
     const MatVecPlan plan = *MatVecPlan::Create(*ctx, s.rows, s.cols);
@@ -114,8 +114,8 @@ TEST(MatVec, RejectsBadInputs) {
             "the matrix has 31 entries, expected 4 x 8");
   const EncodedMatrix encoded = *EncodedMatrix::Create(ctx, plan, matrix);
   const GaloisKeys none = *GenerateGaloisKeys(*ctx, sk, {});
-  const Ciphertext ct =
-      *EncryptSymmetric(*ctx, sk, *EncodeSlots(*ctx, (*plan.PackInput(std::vector<uint64_t>(8, 1)))[0]));
+  const Ciphertext ct = *EncryptSymmetric(
+      *ctx, sk, *EncodeSlots(*ctx, (*plan.PackInput(std::vector<uint64_t>(8, 1)))[0]));
   EXPECT_EQ(encoded.Multiply({ct, ct}, none).status().message(),
             "the product takes 1 input ciphertexts, got 2");
   EXPECT_EQ(encoded.Multiply({ct}, none).status().code(), absl::StatusCode::kNotFound);

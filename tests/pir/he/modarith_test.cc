@@ -18,8 +18,8 @@ using testing::Rng;
 
 // Moduli of every size the library accepts, odd, prime or not.
 std::vector<uint64_t> SomeModuli(std::mt19937_64& rng) {
-  std::vector<uint64_t> moduli = {3, 17, 113, 4194353, 0xffffee001, 0xffffffffffc0001,
-                                  (uint64_t{1} << 62) - 57};
+  std::vector<uint64_t> moduli = {
+      3, 17, 113, 4194353, 0xffffee001, 0xffffffffffc0001, (uint64_t{1} << 62) - 57};
   for (int bits = 2; bits <= kMaxModulusBits; ++bits) {
     moduli.push_back(((rng() >> (64 - bits)) | (uint64_t{1} << (bits - 1)) | 1));
   }
@@ -27,8 +27,8 @@ std::vector<uint64_t> SomeModuli(std::mt19937_64& rng) {
 }
 
 TEST(Modulus, RejectsBadModuli) {
-  for (uint64_t q : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{1000},
-                     uint64_t{1} << 62, (uint64_t{1} << 62) + 1, ~uint64_t{0}}) {
+  for (uint64_t q : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{1000}, uint64_t{1} << 62,
+                     (uint64_t{1} << 62) + 1, ~uint64_t{0}}) {
     absl::StatusOr<Modulus> m = Modulus::Create(q);
     ASSERT_FALSE(m.ok()) << q;
     EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
@@ -50,8 +50,7 @@ TEST(Modulus, ReductionsMatchPlainArithmetic) {
       const uint64_t x = a % qv, y = b % qv;
       const uint64_t product = static_cast<uint64_t>(static_cast<uint128_t>(x) * y % qv);
       // Montgomery: to, multiply, from.
-      ASSERT_EQ(q.FromMontgomery(q.MontgomeryMul(q.ToMontgomery(x), q.ToMontgomery(y))),
-                product);
+      ASSERT_EQ(q.FromMontgomery(q.MontgomeryMul(q.ToMontgomery(x), q.ToMontgomery(y))), product);
       // Shoup: exact and lazy (any 64-bit a).
       ASSERT_EQ(MulShoup(y, x, q.ShoupOf(x), qv), product);
       const uint64_t lazy = MulShoupLazy(a, x, q.ShoupOf(x), qv);
@@ -145,8 +144,8 @@ std::vector<uint64_t> RandomBelow(const RnsBase& base, std::mt19937_64& rng) {
 
 TEST(Rns, ComposeDecomposeRoundTrip) {
   std::mt19937_64 rng = Rng(3);
-  const RnsBase base = *RnsBase::Create(
-      {0x7fffffd8001, 0x7fffffc8001, 0xfffffffc001, 0xffffff6c001, 0xfffffebc001});
+  const RnsBase base =
+      *RnsBase::Create({0x7fffffd8001, 0x7fffffc8001, 0xfffffffc001, 0xffffff6c001, 0xfffffebc001});
   EXPECT_EQ(base.product_bits(), 218);  // SEAL's N = 8192 set: 43 + 43 + 44 + 44 + 44
   std::vector<uint64_t> residues(base.size()), back(base.size());
   for (int i = 0; i < 500; ++i) {

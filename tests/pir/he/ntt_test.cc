@@ -38,7 +38,9 @@ TEST(Ntt, KnownAnswers) {
   };
   const Case cases[] = {
       {1, 0xffffffffffc0001, {1, 1}, {288794978602139553, 864126526004445282}},
-      {3, 4194353, {1, 1, 0, 0, 0, 0, 0, 0},
+      {3,
+       4194353,
+       {1, 1, 0, 0, 0, 0, 0, 0},
        {132171, 4062184, 2675172, 1519183, 462763, 3731592, 1824324, 2370031}},
       {2, 113, {94, 109, 11, 18}, {82, 2, 81, 98}},
   };
@@ -112,7 +114,8 @@ TEST(Ntt, MultiplyAddMatchesScalar) {
       const std::vector<uint64_t> acc = RandomResidues(count, q, rng);
       const uint64_t w = rng() % q;
       std::vector<uint64_t> expect = acc;
-      for (size_t i = 0; i < count; ++i) expect[i] = t.modulus().Add(acc[i], t.modulus().Mul(w, b[i]));
+      for (size_t i = 0; i < count; ++i)
+        expect[i] = t.modulus().Add(acc[i], t.modulus().Mul(w, b[i]));
       for (NttKernel k : t.Kernels()) {
         std::vector<uint64_t> got = acc;
         t.MultiplyAdd(w, b.data(), got.data(), count, k);

@@ -49,7 +49,8 @@ TEST_F(Serialization, CiphertextsRoundTripSeededAndFull) {
 }
 
 TEST_F(Serialization, KeysRoundTripAndStillWork) {
-  const PublicKey pk = *ParsePublicKey(ctx(), *SerializePublicKey(ctx(), *GeneratePublicKey(ctx(), sk_)));
+  const PublicKey pk =
+      *ParsePublicKey(ctx(), *SerializePublicKey(ctx(), *GeneratePublicKey(ctx(), sk_)));
   const Ciphertext ct = *Encrypt(ctx(), pk, m_);
   EXPECT_EQ(Slots(ct, sk_), *DecodeSlots(ctx(), m_));
 
@@ -58,7 +59,8 @@ TEST_F(Serialization, KeysRoundTripAndStillWork) {
   const SecretKey sk = *ParseSecretKey(ctx(), sk_bytes);
   EXPECT_EQ(sk.ntt, sk_.ntt);
 
-  const RelinKey rk = *ParseRelinKey(ctx(), *SerializeRelinKey(ctx(), *GenerateRelinKey(ctx(), sk_)));
+  const RelinKey rk =
+      *ParseRelinKey(ctx(), *SerializeRelinKey(ctx(), *GenerateRelinKey(ctx(), sk_)));
   const Ciphertext squared = *Relinearize(ctx(), *Multiply(ctx(), ct, ct), rk);
   EXPECT_EQ(Slots(squared, sk)[4], 25u);
 
@@ -79,8 +81,7 @@ TEST_F(Serialization, RejectsMalformedBytes) {
   const std::vector<uint8_t> good = *SerializeCiphertext(ctx(), *EncryptSymmetric(ctx(), sk_, m_));
   for (size_t len : {size_t{0}, size_t{1}, size_t{11}, size_t{12}, size_t{13}, size_t{14},
                      good.size() / 2, good.size() - 1}) {
-    absl::StatusOr<Ciphertext> r =
-        ParseCiphertext(ctx(), absl::MakeConstSpan(good).first(len));
+    absl::StatusOr<Ciphertext> r = ParseCiphertext(ctx(), absl::MakeConstSpan(good).first(len));
     ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << len;
     EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status();
   }

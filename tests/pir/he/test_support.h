@@ -24,7 +24,9 @@ inline uint64_t TestSeed() {
 }
 
 // A generator seeded from the run's seed and a per-test salt.
-inline std::mt19937_64 Rng(uint64_t salt) { return std::mt19937_64(TestSeed() ^ (salt * 0x9e3779b97f4a7c15ULL)); }
+inline std::mt19937_64 Rng(uint64_t salt) {
+  return std::mt19937_64(TestSeed() ^ (salt * 0x9e3779b97f4a7c15ULL));
+}
 
 inline std::vector<uint64_t> RandomResidues(size_t n, uint64_t q, std::mt19937_64& rng) {
   std::vector<uint64_t> v(n);
