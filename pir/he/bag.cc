@@ -1,0 +1,225 @@
+#include "pir/he/bag.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "pir/he/encoder.h"
+#include "pir/he/serialization.h"
+
+namespace veil::he {
+namespace {
+
+constexpr uint8_t kInfoMagic[3] = {'V', 'B', 'T'};
+constexpr uint8_t kQueryMagic[3] = {'V', 'B', 'Q'};
+constexpr uint8_t kBagVersion = 1;
+constexpr size_t kInfoBytes = 36;
+
+void PutLe(std::vector<uint8_t>& out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+uint64_t GetLe(absl::Span<const uint8_t> in, size_t at, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t{in[at + i]} << (8 * i);
+  return v;
+}
+
+uint64_t ToResidue(int64_t v, uint64_t t) {
+  return v >= 0 ? static_cast<uint64_t>(v) % t : t - static_cast<uint64_t>(-v) % t;
+}
+
+}  // namespace
+
+absl::StatusOr<BfvParams> BagParams(int log_n) {
+  if (log_n != 13 && log_n != 14) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bfv-bag runs at N = 8192 or 16384, not 2^", log_n));
+  }
+  return BfvParams::Standard(log_n, kBagPlainBits);
+}
+
+std::vector<uint8_t> SerializeBagTableInfo(const BagTableInfo& info) {
+  std::vector<uint8_t> out(kInfoMagic, kInfoMagic + 3);
+  out.push_back(kBagVersion);
+  PutLe(out, info.params_id, 8);
+  PutLe(out, info.rows, 8);
+  PutLe(out, info.dim, 8);
+  PutLe(out, info.max_abs, 4);
+  PutLe(out, 0, 4);
+  return out;
+}
+
+absl::StatusOr<BagTableInfo> ParseBagTableInfo(absl::Span<const uint8_t> bytes) {
+  if (bytes.size() != kInfoBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bag table info has ", bytes.size(), " bytes, expected ", kInfoBytes));
+  }
+  if (!std::equal(kInfoMagic, kInfoMagic + 3, bytes.begin())) {
+    return absl::InvalidArgumentError("not a bag table info (bad magic)");
+  }
+  if (bytes[3] != kBagVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported bag table info version ", bytes[3]));
+  }
+  BagTableInfo info{GetLe(bytes, 4, 8), GetLe(bytes, 12, 8), GetLe(bytes, 20, 8),
+                    static_cast<uint32_t>(GetLe(bytes, 28, 4))};
+  if (info.rows == 0 || info.dim == 0 || GetLe(bytes, 32, 4) != 0) {
+    return absl::InvalidArgumentError("bag table info: empty shape or nonzero padding");
+  }
+  return info;
+}
+
+absl::StatusOr<std::vector<uint8_t>> SerializeBagQuery(const BfvContext& ctx, const BagQuery& q) {
+  std::vector<uint8_t> out(kQueryMagic, kQueryMagic + 3);
+  out.push_back(kBagVersion);
+  PutLe(out, q.blocks.size(), 4);
+  for (const Ciphertext& ct : q.blocks) {
+    absl::StatusOr<std::vector<uint8_t>> bytes = SerializeCiphertext(ctx, ct);
+    if (!bytes.ok()) return bytes.status();
+    PutLe(out, bytes->size(), 4);
+    out.insert(out.end(), bytes->begin(), bytes->end());
+  }
+  return out;
+}
+
+absl::StatusOr<BagQuery> ParseBagQuery(const BfvContext& ctx, absl::Span<const uint8_t> bytes,
+                                       size_t max_blocks) {
+  if (bytes.size() < 8 || !std::equal(kQueryMagic, kQueryMagic + 3, bytes.begin()) ||
+      bytes[3] != kBagVersion) {
+    return absl::InvalidArgumentError("not a version 1 bag query");
+  }
+  const uint64_t count = GetLe(bytes, 4, 4);
+  if (count == 0 || count > max_blocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bag query with ", count, " blocks, 1 to ", max_blocks, " allowed"));
+  }
+  BagQuery q;
+  size_t at = 8;
+  for (uint64_t i = 0; i < count; ++i) {
+    if (bytes.size() - at < 4) return absl::InvalidArgumentError("truncated bag query");
+    const uint64_t len = GetLe(bytes, at, 4);
+    at += 4;
+    if (bytes.size() - at < len) return absl::InvalidArgumentError("truncated bag query");
+    absl::StatusOr<Ciphertext> ct = ParseCiphertext(ctx, bytes.subspan(at, len));
+    if (!ct.ok()) return ct.status();
+    q.blocks.push_back(*std::move(ct));
+    at += len;
+  }
+  if (at != bytes.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(bytes.size() - at, " bytes after the end of the bag query"));
+  }
+  return q;
+}
+
+absl::StatusOr<std::unique_ptr<BagServer>> BagServer::Create(std::shared_ptr<const BfvContext> ctx,
+                                                             absl::Span<const int32_t> table,
+                                                             size_t rows, size_t dim, int threads) {
+  if (rows == 0 || dim == 0 || table.size() != rows * dim) {
+    return absl::InvalidArgumentError(absl::StrCat("a table of ", rows, " x ", dim, " needs ",
+                                                   rows * dim, " values, got ", table.size()));
+  }
+  const uint64_t t = ctx->params().t;
+  if (t <= (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("t = ", t, " cannot hold 32-bit table entries exactly"));
+  }
+  absl::StatusOr<MatVecPlan> plan = MatVecPlan::Create(*ctx, dim, rows);
+  if (!plan.ok()) return plan.status();
+  // The product's matrix is T^T: dim x rows.
+  std::vector<uint64_t> transposed(rows * dim);
+  uint32_t max_abs = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t j = 0; j < dim; ++j) {
+      const int32_t v = table[r * dim + j];
+      transposed[j * rows + r] = ToResidue(v, t);
+      max_abs = std::max(max_abs, static_cast<uint32_t>(std::abs(int64_t{v})));
+    }
+  }
+  const uint64_t id = ctx->id();
+  absl::StatusOr<EncodedMatrix> matrix = EncodedMatrix::Create(ctx, *plan, transposed, threads);
+  if (!matrix.ok()) return matrix.status();
+  return std::unique_ptr<BagServer>(
+      new BagServer(BagTableInfo{id, rows, dim, max_abs}, *std::move(matrix)));
+}
+
+absl::StatusOr<Ciphertext> BagServer::Answer(const BagQuery& query, const GaloisKeys& gk,
+                                             int threads) const {
+  return matrix_.Multiply(query.blocks, gk, threads);
+}
+
+absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Create(std::shared_ptr<const BfvContext> ctx,
+                                                             const BagTableInfo& info) {
+  if (absl::Status s = ctx->CheckId(info.params_id, "bag table info"); !s.ok()) return s;
+  absl::StatusOr<MatVecPlan> plan = MatVecPlan::Create(*ctx, info.dim, info.rows);
+  if (!plan.ok()) return plan.status();
+  return std::unique_ptr<BagClient>(new BagClient(std::move(ctx), info, *plan));
+}
+
+BagSizes BagClient::Sizes() const {
+  BagSizes s;
+  s.query_bytes = 8 + plan_.blocks() * (4 + CiphertextBytes(*ctx_, 2, true));
+  s.answer_bytes = CiphertextBytes(*ctx_, 2, false);
+  s.galois_keys = plan_.RotationSteps().size();
+  s.galois_key_bytes = kHeHeaderBytes + 4 + s.galois_keys * GaloisKeyBytes(*ctx_);
+  return s;
+}
+
+absl::StatusOr<GaloisKeys> BagClient::MakeGaloisKeys() const {
+  return GenerateGaloisKeys(*ctx_, sk_, plan_.GaloisElements());
+}
+
+absl::StatusOr<BagQuery> BagClient::Query(absl::Span<const uint64_t> rows,
+                                          absl::Span<const int64_t> weights) const {
+  if (rows.size() != weights.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(rows.size(), " rows but ", weights.size(), " weights"));
+  }
+  const uint64_t t = ctx_->params().t, half = (t - 1) / 2;
+  std::vector<uint64_t> w(info_.rows, 0);
+  std::vector<bool> seen(info_.rows, false);
+  uint128_t l1 = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] >= info_.rows || seen[rows[i]]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bag row ", rows[i], rows[i] >= info_.rows ? " is outside the table" : " repeats"));
+    }
+    seen[rows[i]] = true;
+    const uint64_t magnitude =
+        weights[i] >= 0 ? uint64_t(weights[i]) : uint64_t{0} - uint64_t(weights[i]);
+    l1 += magnitude;
+    if (magnitude > half || l1 * info_.max_abs > half) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the bag's weights times the table's largest |value| (", info_.max_abs,
+                       ") exceed (t - 1) / 2 = ", half, ": the pooled sum would not be exact"));
+    }
+    w[rows[i]] = ToResidue(weights[i], t);
+  }
+  absl::StatusOr<std::vector<std::vector<uint64_t>>> packed = plan_.PackInput(w);
+  if (!packed.ok()) return packed.status();
+  BagQuery q;
+  for (const std::vector<uint64_t>& slots : *packed) {
+    absl::StatusOr<Plaintext> m = EncodeSlots(*ctx_, slots);
+    if (!m.ok()) return m.status();
+    absl::StatusOr<Ciphertext> ct = EncryptSymmetric(*ctx_, sk_, *m);
+    if (!ct.ok()) return ct.status();
+    q.blocks.push_back(*std::move(ct));
+  }
+  return q;
+}
+
+absl::StatusOr<std::vector<int64_t>> BagClient::Decode(const Ciphertext& answer) const {
+  absl::StatusOr<int> budget = NoiseBudget(*ctx_, sk_, answer);
+  if (!budget.ok()) return budget.status();
+  if (*budget == 0) {
+    return absl::DataLossError("the answer's noise budget is exhausted: it cannot be decrypted");
+  }
+  absl::StatusOr<Plaintext> m = Decrypt(*ctx_, sk_, answer);
+  if (!m.ok()) return m.status();
+  absl::StatusOr<std::vector<int64_t>> slots = DecodeSignedSlots(*ctx_, *m);
+  if (!slots.ok()) return slots.status();
+  return std::vector<int64_t>(slots->begin(), slots->begin() + info_.dim);
+}
+
+}  // namespace veil::he

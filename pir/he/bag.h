@@ -1,0 +1,136 @@
+// bfv-bag: single-server private pooled embedding lookup (EmbeddingBag with private weights).
+// The protocol logic without sockets; the server and client wire these types.
+//
+//   table   T: rows x dim signed 32-bit fixed-point values (e.g. embedding/table.h kFixed32
+//           rows); the server publishes BagTableInfo (shape and max |T|) and keeps T in the clear.
+//   client  w: one signed weight per row (zero outside its bag), packed in slots and encrypted
+//           symmetrically (seeded: half the upload); Galois keys uploaded once per session.
+//   server  Enc(T^T w) with the baby-step giant-step product (matvec.h) of the dim x rows
+//           matrix T^T: one ciphertext down, no hint, one server.
+//   client  decrypts and reads the exact pooled sum sum_r w_r T[r][j] as int64.
+//
+// Exactness: one plaintext modulus t, large enough (no CRT): the client refuses a bag unless
+// sum_r |w_r| max|T| <= (t - 1) / 2, so the centered residue is the integer sum. With the
+// default t of kBagPlainBits = 58 bits and max|T| < 2^31, the weights' L1 norm may reach 2^26
+// (e.g. 1024 rows of weight 1.0 in 16.16 fixed point). The noise budget left after the product
+// at N = 8192 is about 33 bits (measured: fresh 111, after the product 33, for 64 x 8192 and
+// 256 x 20000), so decryption is correct with a wide margin; a larger t would shrink it by
+// about two bits per bit of t.
+//
+// Blocks: a ciphertext holds 2 lanes x N/2 slots, so a table of more than N rows (8192 at
+// N = 8192) is split into blocks of N rows, one query ciphertext each. The server sums the
+// blocks' products before the giant-step rotations, so each extra block costs (b - 1) hoisted
+// rotations and dim plaintext products (plus one query ciphertext up, ~174 KiB); the giant
+// steps, the fold and the download are shared. dim may be up to N/2.
+//
+// Privacy: the server sees only ciphertexts under the client's key (RLWE, 128-bit standard
+// parameters). The answer is not re-randomised and its other slots hold other sums of T, so the
+// table is not protected from the client (no circuit privacy) -- this protocol hides the query.
+#ifndef VEIL_PIR_HE_BAG_H_
+#define VEIL_PIR_HE_BAG_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pir/he/bfv.h"
+#include "pir/he/matvec.h"
+
+namespace veil::he {
+
+inline constexpr int kBagPlainBits = 58;
+
+// SEAL's 128-bit set for N = 2^log_n (13 or 14) with the bag's plaintext modulus.
+absl::StatusOr<BfvParams> BagParams(int log_n = 13);
+
+// What the server publishes about its table.
+struct BagTableInfo {
+  uint64_t params_id = 0;
+  uint64_t rows = 0;
+  uint64_t dim = 0;
+  uint32_t max_abs = 0;  // max |T[r][j]|
+};
+
+// 36 bytes: 'V' 'B' 'T' version(1), params id (8), rows (8), dim (8), max_abs (4), 4 zero bytes.
+std::vector<uint8_t> SerializeBagTableInfo(const BagTableInfo& info);
+// INVALID_ARGUMENT for a wrong length, magic, version, zero shape or nonzero padding.
+absl::StatusOr<BagTableInfo> ParseBagTableInfo(absl::Span<const uint8_t> bytes);
+
+// The encrypted weights: one ciphertext per block of N rows.
+struct BagQuery {
+  std::vector<Ciphertext> blocks;
+};
+
+// 'V' 'B' 'Q' version(1), count (4 bytes), then per block its length (4 bytes) and its
+// serialized ciphertext (serialization.h).
+absl::StatusOr<std::vector<uint8_t>> SerializeBagQuery(const BfvContext& ctx, const BagQuery& q);
+// INVALID_ARGUMENT for malformed bytes (as ParseCiphertext) or more than max_blocks blocks.
+absl::StatusOr<BagQuery> ParseBagQuery(const BfvContext& ctx, absl::Span<const uint8_t> bytes,
+                                       size_t max_blocks);
+
+// Bytes of one lookup and of the session's keys.
+struct BagSizes {
+  size_t query_bytes = 0;       // up, per lookup
+  size_t answer_bytes = 0;      // down, per lookup
+  size_t galois_keys = 0;       // how many
+  size_t galois_key_bytes = 0;  // up, once per session
+};
+
+class BagServer {
+ public:
+  // table: rows x dim values, row-major. Returns INVALID_ARGUMENT if the shape is empty, does not
+  // match the table's length, dim > N/2, or the context's t is too small for 32-bit entries.
+  static absl::StatusOr<std::unique_ptr<BagServer>> Create(std::shared_ptr<const BfvContext> ctx,
+                                                           absl::Span<const int32_t> table,
+                                                           size_t rows, size_t dim,
+                                                           int threads = 1);
+
+  const BagTableInfo& info() const { return info_; }
+  const MatVecPlan& plan() const { return matrix_.plan(); }
+  // Bytes the encoded table occupies (the pre-rotated diagonals, NTT form).
+  size_t encoded_bytes() const { return matrix_.bytes(); }
+  // Enc(T^T w). Errors of EncodedMatrix::Multiply (wrong block count, parameters, missing keys).
+  absl::StatusOr<Ciphertext> Answer(const BagQuery& query, const GaloisKeys& gk,
+                                    int threads = 1) const;
+
+ private:
+  BagServer(BagTableInfo info, EncodedMatrix matrix) : info_(info), matrix_(std::move(matrix)) {}
+
+  BagTableInfo info_;
+  EncodedMatrix matrix_;
+};
+
+class BagClient {
+ public:
+  // Returns INVALID_ARGUMENT if info belongs to other parameters or its shape cannot be served.
+  static absl::StatusOr<std::unique_ptr<BagClient>> Create(std::shared_ptr<const BfvContext> ctx,
+                                                           const BagTableInfo& info);
+
+  const SecretKey& secret_key() const { return sk_; }
+  BagSizes Sizes() const;
+  // The Galois keys the server needs (upload once per session).
+  absl::StatusOr<GaloisKeys> MakeGaloisKeys() const;
+  // A bag: rows (each below info.rows, no repeats) and their weights. Returns INVALID_ARGUMENT for
+  // a row out of range or repeated, lengths that differ, or weights too large for an exact sum
+  // (sum |w| max|T| > (t - 1) / 2).
+  absl::StatusOr<BagQuery> Query(absl::Span<const uint64_t> rows,
+                                 absl::Span<const int64_t> weights) const;
+  // The pooled sum sum_r w_r T[r][.] (dim values). INVALID_ARGUMENT for a ciphertext of other
+  // parameters; DATA_LOSS if its noise budget is exhausted (the result would be wrong).
+  absl::StatusOr<std::vector<int64_t>> Decode(const Ciphertext& answer) const;
+
+ private:
+  BagClient(std::shared_ptr<const BfvContext> ctx, BagTableInfo info, MatVecPlan plan)
+      : ctx_(std::move(ctx)), info_(info), plan_(plan), sk_(GenerateSecretKey(*ctx_)) {}
+
+  std::shared_ptr<const BfvContext> ctx_;
+  BagTableInfo info_;
+  MatVecPlan plan_;
+  SecretKey sk_;
+};
+
+}  // namespace veil::he
+
+#endif  // VEIL_PIR_HE_BAG_H_

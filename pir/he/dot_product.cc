@@ -1,0 +1,45 @@
+#include "pir/he/dot_product.h"
+
+#include <algorithm>
+
+namespace veil::he::internal {
+
+void PlainDotProductReference(const DotProductArgs& a) {
+  const Modulus& q = *a.q;
+  const uint128_t square = static_cast<uint128_t>(q.value() - 1) * (q.value() - 1);
+  // Terms a 128-bit sum takes before it could overflow (at least 16 below 2^62).
+  const size_t batch = static_cast<size_t>(std::min<uint128_t>(
+      ~static_cast<uint128_t>(0) / std::max<uint128_t>(square, 1) - 1, 1 << 20));
+  for (size_t c = 0; c < a.n; ++c) {
+    uint64_t r0 = 0, r1 = 0;
+    for (size_t first = 0; first < a.terms; first += batch) {
+      uint128_t s0 = r0, s1 = r1;
+      for (size_t i = first; i < std::min(a.terms, first + batch); ++i) {
+        s0 += static_cast<uint128_t>(a.plain[i][c]) * a.c0[i][c];
+        s1 += static_cast<uint128_t>(a.plain[i][c]) * a.c1[i][c];
+      }
+      r0 = q.Reduce(s0);
+      r1 = q.Reduce(s1);
+    }
+    a.out0[c] = r0;
+    a.out1[c] = r1;
+  }
+}
+
+bool PlainDotProductUsesIfma(const Modulus& q) {
+  static const bool ifma = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
+  }();
+  return ifma && q.bits() <= 50;
+}
+
+void PlainDotProduct(const DotProductArgs& a) {
+  if (PlainDotProductUsesIfma(*a.q)) {
+    PlainDotProductIfma(a);
+  } else {
+    PlainDotProductReference(a);
+  }
+}
+
+}  // namespace veil::he::internal

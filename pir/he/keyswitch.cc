@@ -1,0 +1,226 @@
+#include "pir/he/keyswitch.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "pir/he/dot_product.h"
+#include "pir/he/poly.h"
+#include "pir/he/scratch.h"
+
+namespace veil::he {
+namespace internal {
+
+void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* digits) {
+  const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1;
+  for (size_t i = 0; i < k; ++i) {
+    const uint64_t* digit = d + i * n;
+    for (size_t j = 0; j < rows; ++j) {
+      uint64_t* out = digits + (i * rows + j) * n;
+      if (j == i) {
+        std::copy_n(digit, n, out);
+      } else {
+        const Modulus& q = ctx.modulus(j);
+        for (size_t c = 0; c < n; ++c) out[c] = q.Reduce(digit[c]);
+      }
+      ctx.ntt(j).Forward(out);
+    }
+  }
+}
+
+uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d) {
+  const size_t k = ctx.q_size();
+  uint64_t* digits = GetScratch(Scratch::kDigits, k * (k + 1) * ctx.n());
+  DecomposeForKeySwitch(ctx, d, digits);
+  return digits;
+}
+
+void KeySwitchInnerProduct(const BfvContext& ctx, const uint64_t* digits, const KeySwitchKey& key,
+                           uint64_t* out0, uint64_t* out1) {
+  const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1;
+  std::vector<const uint64_t*> d(k), b(k), a(k);
+  for (size_t j = 0; j < rows; ++j) {
+    for (size_t i = 0; i < k; ++i) {
+      const size_t row = (i * rows + j) * n;
+      d[i] = digits + row;
+      b[i] = key.b.data() + row;
+      a[i] = key.a.data() + row;
+    }
+    PlainDotProduct(
+        {&ctx.modulus(j), k, n, d.data(), b.data(), a.data(), out0 + j * n, out1 + j * n});
+  }
+}
+
+void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out) {
+  const size_t n = ctx.n(), k = ctx.q_size();
+  const Modulus& p = ctx.modulus(k);
+  uint64_t* last = c + k * n;
+  ctx.ntt(k).Inverse(last);
+  const uint64_t half_p = p.value() / 2;
+  uint64_t* r = GetScratch(Scratch::kModDown, n);
+  for (size_t j = 0; j < k; ++j) {
+    const Modulus& q = ctx.modulus(j);
+    const uint64_t p_mod_q = ctx.key_switch().p_mod_q[j];
+    // The centered residue r - P (r > P/2) taken mod q_j.
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t v = q.Reduce(last[i]);
+      r[i] = last[i] > half_p ? q.Sub(v, p_mod_q) : v;
+    }
+    uint64_t* row = c + j * n;
+    if (to_ntt) {
+      ctx.ntt(j).Forward(r);
+    } else {
+      ctx.ntt(j).Inverse(row);
+    }
+    const uint64_t inv = ctx.key_switch().p_inv_mod_q[j];
+    const uint64_t inv_shoup = ctx.key_switch().p_inv_mod_q_shoup[j];
+    for (size_t i = 0; i < n; ++i) {
+      out[j * n + i] = MulShoup(q.Sub(row[i], r[i]), inv, inv_shoup, q.value());
+    }
+  }
+}
+
+void SwitchKey(const BfvContext& ctx, const uint64_t* d, const KeySwitchKey& key, uint64_t* ks0,
+               uint64_t* ks1) {
+  const size_t qp_words = (ctx.q_size() + 1) * ctx.n();
+  const uint64_t* digits = DecomposeToScratch(ctx, d);
+  uint64_t* acc0 = GetScratch(Scratch::kKeySwitch0, qp_words);
+  uint64_t* acc1 = GetScratch(Scratch::kKeySwitch1, qp_words);
+  KeySwitchInnerProduct(ctx, digits, key, acc0, acc1);
+  ModDown(ctx, acc0, false, ks0);
+  ModDown(ctx, acc1, false, ks1);
+}
+
+void RotateFromDigits(const BfvContext& ctx, const uint64_t* c0, const uint64_t* digits,
+                      uint32_t galois, const KeySwitchKey& key, bool ntt, uint64_t* out0,
+                      uint64_t* out1) {
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
+  uint64_t* acc0 = GetScratch(Scratch::kKeySwitch0, (k + 1) * n);
+  uint64_t* acc1 = GetScratch(Scratch::kKeySwitch1, (k + 1) * n);
+  KeySwitchInnerProduct(ctx, digits, key, acc0, acc1);
+  uint64_t* d = GetScratch(Scratch::kRotate, 2 * words);
+  ModDown(ctx, acc0, ntt, d);
+  ModDown(ctx, acc1, ntt, d + words);
+  AddRows(ctx.q_ntt(), d, c0, d);
+  const std::vector<uint32_t>& perm = ctx.GaloisPermutation(galois);
+  for (size_t h = 0; h < 2; ++h) {
+    for (size_t j = 0; j < k; ++j) {
+      const uint64_t* in = d + h * words + j * n;
+      uint64_t* out = (h == 0 ? out0 : out1) + j * n;
+      if (ntt) {
+        for (size_t c = 0; c < n; ++c) out[c] = in[perm[c]];
+      } else {
+        ApplyGaloisCoefficients(ctx.modulus(j), ctx.log_n(), galois, in, out);
+      }
+    }
+  }
+}
+
+absl::StatusOr<const KeySwitchKey*> FindGaloisKey(const BfvContext& ctx, const GaloisKeys& gk,
+                                                  uint32_t galois) {
+  if (absl::Status s = ctx.CheckId(gk.params_id, "Galois keys"); !s.ok()) return s;
+  auto it = gk.keys.find(galois);
+  if (it == gk.keys.end()) {
+    return absl::NotFoundError(absl::StrCat("no Galois key for element ", galois));
+  }
+  if (absl::Status s = CheckKeySwitchKey(ctx, it->second, "Galois key"); !s.ok()) return s;
+  return &it->second;
+}
+
+}  // namespace internal
+
+namespace {
+
+absl::Status CheckSize2(const BfvContext& ctx, const Ciphertext& ct) {
+  if (absl::Status s = CheckCiphertext(ctx, ct, "ciphertext"); !s.ok()) return s;
+  if (ct.size != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rotations take ciphertexts of size 2 (relinearise first), got ", ct.size));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Ciphertext> Relinearize(const BfvContext& ctx, const Ciphertext& ct,
+                                       const RelinKey& rk) {
+  if (absl::Status s = CheckCiphertext(ctx, ct, "ciphertext"); !s.ok()) return s;
+  if (absl::Status s = ctx.CheckId(rk.params_id, "relinearisation key"); !s.ok()) return s;
+  if (absl::Status s = CheckKeySwitchKey(ctx, rk.key, "relinearisation key"); !s.ok()) return s;
+  if (ct.size != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("relinearisation takes a ciphertext of size 3, got ", ct.size));
+  }
+  const size_t words = ctx.q_size() * ctx.n();
+  Ciphertext out{ctx.id(), 2, std::vector<uint64_t>(ct.data.begin(), ct.data.begin() + 2 * words),
+                 std::nullopt};
+  uint64_t* ks0 = internal::GetScratch(internal::Scratch::kOut0, words);
+  uint64_t* ks1 = internal::GetScratch(internal::Scratch::kOut1, words);
+  internal::SwitchKey(ctx, ct.poly(2, words), rk.key, ks0, ks1);
+  internal::AddRows(ctx.q_ntt(), out.poly(0, words), ks0, out.poly(0, words));
+  internal::AddRows(ctx.q_ntt(), out.poly(1, words), ks1, out.poly(1, words));
+  return out;
+}
+
+absl::StatusOr<Ciphertext> ApplyGalois(const BfvContext& ctx, const Ciphertext& ct, uint32_t galois,
+                                       const GaloisKeys& gk) {
+  if (absl::Status s = CheckSize2(ctx, ct); !s.ok()) return s;
+  absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, galois);
+  if (!key.ok()) return key.status();
+  const size_t words = ctx.q_size() * ctx.n();
+  const uint64_t* digits = internal::DecomposeToScratch(ctx, ct.poly(1, words));
+  Ciphertext out{ctx.id(), 2, std::vector<uint64_t>(2 * words), std::nullopt};
+  internal::RotateFromDigits(ctx, ct.poly(0, words), digits, galois, **key, false,
+                             out.poly(0, words), out.poly(1, words));
+  return out;
+}
+
+absl::StatusOr<Ciphertext> RotateRows(const BfvContext& ctx, const Ciphertext& ct, int step,
+                                      const GaloisKeys& gk) {
+  if (step == 0) {
+    if (absl::Status s = CheckSize2(ctx, ct); !s.ok()) return s;
+    return Ciphertext{ctx.id(), ct.size, ct.data, std::nullopt};
+  }
+  absl::StatusOr<uint32_t> galois = GaloisElementForStep(ctx.log_n(), step);
+  if (!galois.ok()) return galois.status();
+  return ApplyGalois(ctx, ct, *galois, gk);
+}
+
+absl::StatusOr<Ciphertext> RotateColumns(const BfvContext& ctx, const Ciphertext& ct,
+                                         const GaloisKeys& gk) {
+  return ApplyGalois(ctx, ct, static_cast<uint32_t>(2 * ctx.n() - 1), gk);
+}
+
+absl::StatusOr<std::vector<Ciphertext>> RotateRowsHoisted(const BfvContext& ctx,
+                                                          const Ciphertext& ct,
+                                                          const std::vector<int>& steps,
+                                                          const GaloisKeys& gk) {
+  if (absl::Status s = CheckSize2(ctx, ct); !s.ok()) return s;
+  std::vector<std::pair<uint32_t, const KeySwitchKey*>> plan;
+  for (int step : steps) {
+    if (step == 0) {
+      plan.emplace_back(1, nullptr);
+      continue;
+    }
+    absl::StatusOr<uint32_t> galois = GaloisElementForStep(ctx.log_n(), step);
+    if (!galois.ok()) return galois.status();
+    absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, *galois);
+    if (!key.ok()) return key.status();
+    plan.emplace_back(*galois, *key);
+  }
+  const size_t words = ctx.q_size() * ctx.n();
+  const uint64_t* digits = internal::DecomposeToScratch(ctx, ct.poly(1, words));
+  std::vector<Ciphertext> out;
+  out.reserve(plan.size());
+  for (const auto& [galois, key] : plan) {
+    if (!key) {
+      out.push_back(Ciphertext{ctx.id(), 2, ct.data, std::nullopt});
+      continue;
+    }
+    out.push_back(Ciphertext{ctx.id(), 2, std::vector<uint64_t>(2 * words), std::nullopt});
+    internal::RotateFromDigits(ctx, ct.poly(0, words), digits, galois, *key, false,
+                               out.back().poly(0, words), out.back().poly(1, words));
+  }
+  return out;
+}
+
+}  // namespace veil::he

@@ -1,0 +1,49 @@
+// Hybrid key switching with one special prime P (internal to pir/he): the pieces that
+// relinearisation, rotations and the hoisted baby steps of the matrix-vector product share.
+#ifndef VEIL_PIR_HE_KEYSWITCH_H_
+#define VEIL_PIR_HE_KEYSWITCH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "pir/he/bfv.h"
+#include "pir/he/bfv_context.h"
+
+namespace veil::he::internal {
+
+// The RNS digits of d (coefficient form, k rows): digit i = row i as integers in [0, q_i),
+// lifted to every QP row and transformed, into `digits` (k x (k + 1) x N residues).
+void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* digits);
+// The same into this thread's Scratch::kDigits buffer (scratch.h), returned.
+uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d);
+
+// out0, out1 (QP rows, NTT form) = sum_i digit_i o (b_i, a_i) (dot_product.h kernels).
+void KeySwitchInnerProduct(const BfvContext& ctx, const uint64_t* digits, const KeySwitchKey& key,
+                           uint64_t* out0, uint64_t* out1);
+
+// round(c / P) for c over QP in NTT form (c is overwritten): out gets k rows, in coefficient
+// form, or in NTT form when to_ntt.
+void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out);
+
+// Key switching of a whole polynomial d (coefficient form): (ks0, ks1) over Q in coefficient
+// form with ks0 + ks1 s = d s' + small, for a key from s' to s.
+void SwitchKey(const BfvContext& ctx, const uint64_t* d, const KeySwitchKey& key, uint64_t* ks0,
+               uint64_t* ks1);
+
+// The rotation by sigma = `galois` of (c0, c1) (k rows each) whose c1 was decomposed into
+// `digits`, with its Galois key (which switches s to sigma^-1(s)): key switching first,
+// (d0, d1) with d0 + d1 sigma^-1(s) ~ c1 s, then the automorphism, out = (sigma(c0 + d0),
+// sigma(d1)). The digits need no permutation, so every rotation of one ciphertext shares them
+// (hoisting). ntt: c0 and out in NTT form (else coefficient form). out may not alias c0.
+void RotateFromDigits(const BfvContext& ctx, const uint64_t* c0, const uint64_t* digits,
+                      uint32_t galois, const KeySwitchKey& key, bool ntt, uint64_t* out0,
+                      uint64_t* out1);
+
+// The key of `galois` in gk, checked. INVALID_ARGUMENT for keys of other parameters or sizes,
+// NOT_FOUND if gk has no key for `galois`.
+absl::StatusOr<const KeySwitchKey*> FindGaloisKey(const BfvContext& ctx, const GaloisKeys& gk,
+                                                  uint32_t galois);
+
+}  // namespace veil::he::internal
+
+#endif  // VEIL_PIR_HE_KEYSWITCH_H_

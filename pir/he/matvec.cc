@@ -1,0 +1,305 @@
+#include "pir/he/matvec.h"
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "pir/he/dot_product.h"
+#include "pir/he/keyswitch.h"
+#include "pir/he/parallel.h"
+#include "pir/he/poly.h"
+#include "pir/he/scratch.h"
+
+namespace veil::he {
+namespace {
+
+size_t NextPowerOfTwo(size_t x) {
+  size_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+// Slots handled per pass of the giant-step products: the baby steps' slices stay in L2.
+constexpr size_t kSlotChunk = 512;
+
+// Baby steps live in one buffer: step (block, j), half h at ((block * b + j) * 2 + h) * words.
+uint64_t* BabyHalf(uint64_t* baby, size_t words, size_t b, size_t block, size_t j, size_t h) {
+  return baby + ((block * b + j) * 2 + h) * words;
+}
+
+// rot_j(x) for j < b in NTT form into `out` (the block's b steps), hoisted: one decomposition of
+// c_1 shared by all rotations, each then an inner product with its key, a division by P that
+// ends in the NTT domain, and the automorphism as a permutation of NTT slots.
+absl::Status BabySteps(const BfvContext& ctx, const Ciphertext& x, size_t b, const GaloisKeys& gk,
+                       int threads, uint64_t* out) {
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
+  std::vector<const KeySwitchKey*> keys(b, nullptr);
+  std::vector<uint32_t> elements(b, 1);
+  for (size_t j = 1; j < b; ++j) {
+    absl::StatusOr<uint32_t> g = GaloisElementForStep(ctx.log_n(), static_cast<int>(j));
+    if (!g.ok()) return g.status();
+    absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, *g);
+    if (!key.ok()) return key.status();
+    elements[j] = *g;
+    keys[j] = *key;
+  }
+  const uint64_t* digits = internal::DecomposeToScratch(ctx, x.poly(1, words));
+  uint64_t* c0 = BabyHalf(out, words, b, 0, 0, 0);
+  std::copy_n(x.data.data(), 2 * words, c0);  // both halves of step 0
+  internal::ForwardNtt(ctx.q_ntt(), c0);
+  internal::ForwardNtt(ctx.q_ntt(), c0 + words);
+  internal::ParallelFor(threads, b - 1, [&](size_t index) {
+    const size_t j = index + 1;
+    uint64_t* r0 = BabyHalf(out, words, b, 0, j, 0);
+    internal::RotateFromDigits(ctx, c0, digits, elements[j], *keys[j], true, r0, r0 + words);
+  });
+  return absl::OkStatus();
+}
+
+// y += rot(y, galois) (y: size 2, coefficient form).
+absl::Status AddRotation(const BfvContext& ctx, Ciphertext& y, uint32_t galois,
+                         const GaloisKeys& gk) {
+  absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, galois);
+  if (!key.ok()) return key.status();
+  const size_t words = ctx.q_size() * ctx.n();
+  const uint64_t* digits = internal::DecomposeToScratch(ctx, y.poly(1, words));
+  uint64_t* r0 = internal::GetScratch(internal::Scratch::kOut0, words);
+  uint64_t* r1 = internal::GetScratch(internal::Scratch::kOut1, words);
+  internal::RotateFromDigits(ctx, y.poly(0, words), digits, galois, **key, false, r0, r1);
+  internal::AddRows(ctx.q_ntt(), y.poly(0, words), r0, y.poly(0, words));
+  internal::AddRows(ctx.q_ntt(), y.poly(1, words), r1, y.poly(1, words));
+  return absl::OkStatus();
+}
+
+absl::Status CheckInputs(const BfvContext& ctx, const MatVecPlan& plan,
+                         const std::vector<Ciphertext>& x) {
+  if (x.size() != plan.blocks()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the product takes ", plan.blocks(), " input ciphertexts, got ", x.size()));
+  }
+  for (const Ciphertext& ct : x) {
+    if (absl::Status s = CheckCiphertext(ctx, ct, "input ciphertext"); !s.ok()) return s;
+    if (ct.size != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input ciphertexts must have size 2, got ", ct.size));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<MatVecPlan> MatVecPlan::Create(const BfvContext& ctx, size_t rows, size_t cols) {
+  MatVecPlan p;
+  p.log_n_ = ctx.log_n();
+  p.t_ = ctx.params().t;
+  p.lane_ = ctx.n() / 2;
+  if (rows == 0 || cols == 0 || rows > p.lane_) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", rows, " x ", cols,
+                                                   " matrix needs 1 to N/2 = ", p.lane_,
+                                                   " rows and at least one column"));
+  }
+  p.rows_ = rows;
+  p.cols_ = cols;
+  p.rows_padded_ = NextPowerOfTwo(rows);
+  p.blocks_ = (cols + 2 * p.lane_ - 1) / (2 * p.lane_);
+  p.lane_cols_ = p.blocks_ > 1 ? p.lane_ : NextPowerOfTwo((cols + 1) / 2);
+  p.diagonals_ = std::min(p.rows_padded_, p.lane_cols_);
+  // A baby step (hoisted, NTT output) costs about a third of a giant step (a full rotation):
+  // minimise blocks (b - 1) + 3 (d / b - 1) over powers of two b dividing d.
+  double best = 0;
+  for (size_t b = 1; b <= p.diagonals_; b *= 2) {
+    const double cost = double(p.blocks_ * (b - 1)) + 3.0 * double(p.diagonals_ / b - 1);
+    if (b == 1 || cost < best) {
+      best = cost;
+      p.baby_ = b;
+    }
+  }
+  return p;
+}
+
+size_t MatVecPlan::rotations() const {
+  size_t fold = 0;
+  for (size_t s = rows_padded_; s < lane_cols_; s *= 2) ++fold;
+  return blocks_ * (baby_ - 1) + (giant() - 1) + fold + 1;
+}
+
+std::vector<int> MatVecPlan::RotationSteps() const {
+  std::set<int> steps = {0};
+  for (size_t j = 1; j < baby_; ++j) steps.insert(static_cast<int>(j));
+  for (size_t k = 1; k < giant(); ++k) steps.insert(static_cast<int>(k * baby_));
+  for (size_t s = rows_padded_; s < lane_cols_; s *= 2) steps.insert(static_cast<int>(s));
+  return std::vector<int>(steps.begin(), steps.end());
+}
+
+std::vector<uint32_t> MatVecPlan::GaloisElements() const {
+  std::vector<uint32_t> elements;
+  for (int step : RotationSteps()) elements.push_back(*GaloisElementForStep(log_n_, step));
+  return elements;
+}
+
+absl::StatusOr<std::vector<std::vector<uint64_t>>> MatVecPlan::PackInput(
+    absl::Span<const uint64_t> x) const {
+  if (x.size() != cols_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the vector has ", x.size(), " entries, the matrix ", cols_, " columns"));
+  }
+  for (uint64_t v : x) {
+    if (v >= t_) return absl::InvalidArgumentError(absl::StrCat("entry ", v, " is not below t"));
+  }
+  std::vector<std::vector<uint64_t>> blocks(blocks_, std::vector<uint64_t>(2 * lane_, 0));
+  for (size_t b = 0; b < blocks_; ++b) {
+    for (size_t lane = 0; lane < 2; ++lane) {
+      const size_t col0 = (2 * b + lane) * lane_cols_;
+      for (size_t s = 0; s < lane_; ++s) {
+        const size_t col = col0 + s % lane_cols_;
+        if (col < cols_) blocks[b][lane * lane_ + s] = x[col];
+      }
+    }
+  }
+  return blocks;
+}
+
+std::vector<uint64_t> MatVecPlan::UnpackOutput(absl::Span<const uint64_t> slots) const {
+  return std::vector<uint64_t>(slots.begin(), slots.begin() + rows_);
+}
+
+absl::StatusOr<EncodedMatrix> EncodedMatrix::Create(std::shared_ptr<const BfvContext> ctx,
+                                                    const MatVecPlan& plan,
+                                                    absl::Span<const uint64_t> matrix,
+                                                    int threads) {
+  const size_t rows = plan.rows(), cols = plan.cols();
+  if (plan.slots_per_lane() != ctx->n() / 2) {
+    return absl::InvalidArgumentError("the plan was made for other parameters");
+  }
+  if (matrix.size() != rows * cols) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the matrix has ", matrix.size(), " entries, expected ", rows, " x ", cols));
+  }
+  const uint64_t t = ctx->params().t;
+  for (uint64_t v : matrix) {
+    if (v >= t) return absl::InvalidArgumentError(absl::StrCat("entry ", v, " is not below t"));
+  }
+  EncodedMatrix m(ctx, plan);
+  const size_t lane = plan.slots_per_lane(), n_lane = plan.lane_cols(), m_pad = plan.padded_rows();
+  const size_t b = plan.baby(), g = plan.giant(), words = ctx->q_size() * ctx->n();
+  const size_t count = plan.blocks() * g * b;
+  m.plain_words_ = count * words;
+  m.plain_.reset(new uint64_t[m.plain_words_]);
+  // Entry of the lane's matrix (zero outside M).
+  auto entry = [&](size_t block, size_t lane_index, size_t r, size_t c) -> uint64_t {
+    const size_t col = (2 * block + lane_index) * n_lane + c;
+    return r < rows && col < cols ? matrix[r * cols + col] : 0;
+  };
+  const uint32_t* slot_index = ctx->slot_index().data();
+  internal::ParallelFor(threads, count, [&](size_t index) {
+    const size_t block = index / (g * b), k = index / b % g, j = index % b, i = k * b + j;
+    // Slot values straight into NTT positions mod t (EncodeSlots without its checks and copies).
+    uint64_t* coeffs = internal::GetScratch(internal::Scratch::kPoly, 2 * lane);
+    for (size_t l = 0; l < 2; ++l) {
+      for (size_t s = 0; s < lane; ++s) {
+        const size_t from = (s + lane - (k * b) % lane) % lane;  // rot_{-kb}
+        uint64_t v;
+        if (!plan.wide()) {
+          v = from < m_pad ? entry(block, l, from, (from + i) % n_lane) : 0;
+        } else {
+          v = entry(block, l, from % m_pad, (from + i) % n_lane);
+        }
+        coeffs[slot_index[l * lane + s]] = v;
+      }
+    }
+    ctx->plain_ntt().Inverse(coeffs);
+    internal::LiftForMultiply(*ctx, coeffs, m.plain_.get() + index * words);
+  });
+  return m;
+}
+
+const uint64_t* EncodedMatrix::Plain(size_t block, size_t k, size_t j) const {
+  const size_t words = ctx_->q_size() * ctx_->n();
+  return plain_.get() + ((block * plan_.giant() + k) * plan_.baby() + j) * words;
+}
+
+absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>& x,
+                                                   const GaloisKeys& gk, int threads) const {
+  const BfvContext& ctx = *ctx_;
+  if (absl::Status s = CheckInputs(ctx, plan_, x); !s.ok()) return s;
+  const size_t n = ctx.n(), k_rows = ctx.q_size(), words = k_rows * n;
+  const size_t b = plan_.baby(), g = plan_.giant(), blocks = plan_.blocks();
+  // The baby steps and the giant steps' sums come from the calling thread's scratch: tens of
+  // MiB that would otherwise be allocated and faulted in on every product.
+  uint64_t* baby = internal::GetScratch(internal::Scratch::kBabySteps, blocks * b * 2 * words);
+  uint64_t* inner = internal::GetScratch(internal::Scratch::kGiantSteps, g * 2 * words);
+  for (size_t blk = 0; blk < blocks; ++blk) {
+    absl::Status s = BabySteps(ctx, x[blk], b, gk, threads, BabyHalf(baby, words, b, blk, 0, 0));
+    if (!s.ok()) return s;
+  }
+  // inner_k for every giant step, slice by slice of slots so that the baby steps' slices are
+  // read from cache by all g giant steps.
+  const size_t chunks = (n + kSlotChunk - 1) / kSlotChunk;
+  internal::ParallelFor(threads, k_rows * chunks, [&](size_t task) {
+    const size_t row = task / chunks, first = task % chunks * kSlotChunk;
+    const size_t len = std::min(kSlotChunk, n - first), offset = row * n + first;
+    std::vector<const uint64_t*> plain(blocks * b), c0(blocks * b), c1(blocks * b);
+    for (size_t blk = 0; blk < blocks; ++blk) {
+      for (size_t j = 0; j < b; ++j) {
+        c0[blk * b + j] = BabyHalf(baby, words, b, blk, j, 0) + offset;
+        c1[blk * b + j] = BabyHalf(baby, words, b, blk, j, 1) + offset;
+      }
+    }
+    for (size_t k = 0; k < g; ++k) {
+      for (size_t blk = 0; blk < blocks; ++blk) {
+        for (size_t j = 0; j < b; ++j) plain[blk * b + j] = Plain(blk, k, j) + offset;
+      }
+      uint64_t* out = inner + 2 * k * words + offset;
+      internal::PlainDotProduct({&ctx.modulus(row), blocks * b, len, plain.data(), c0.data(),
+                                 c1.data(), out, out + words});
+    }
+  });
+  // y = sum_k rot_{kb}(inner_k), each rotation added as soon as it is made.
+  Ciphertext y{ctx.id(), 2, std::vector<uint64_t>(2 * words, 0), std::nullopt};
+  std::mutex y_mutex;
+  absl::Status status;
+  internal::ParallelFor(threads, g, [&](size_t k) {
+    uint64_t* c0 = inner + 2 * k * words;
+    internal::InverseNtt(ctx.q_ntt(), c0);
+    internal::InverseNtt(ctx.q_ntt(), c0 + words);
+    const uint64_t* add = c0;
+    if (k > 0) {
+      const uint32_t galois = *GaloisElementForStep(ctx.log_n(), static_cast<int>(k * b));
+      absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, galois);
+      if (!key.ok()) {
+        std::lock_guard<std::mutex> lock(y_mutex);
+        status = key.status();
+        return;
+      }
+      uint64_t* r = internal::GetScratch(internal::Scratch::kOut0, 2 * words);
+      internal::RotateFromDigits(ctx, c0, internal::DecomposeToScratch(ctx, c0 + words), galois,
+                                 **key, false, r, r + words);
+      add = r;
+    }
+    std::lock_guard<std::mutex> lock(y_mutex);
+    internal::AddRows(ctx.q_ntt(), y.poly(0, words), add, y.poly(0, words));
+    internal::AddRows(ctx.q_ntt(), y.poly(1, words), add + words, y.poly(1, words));
+  });
+  if (!status.ok()) return status;
+  for (size_t s = plan_.padded_rows(); s < plan_.lane_cols(); s *= 2) {
+    absl::Status st =
+        AddRotation(ctx, y, *GaloisElementForStep(ctx.log_n(), static_cast<int>(s)), gk);
+    if (!st.ok()) return st;
+  }
+  absl::Status st = AddRotation(ctx, y, static_cast<uint32_t>(2 * n - 1), gk);
+  if (!st.ok()) return st;
+  return y;
+}
+
+std::vector<uint64_t> MatVecPlain(const Modulus& t, size_t rows, size_t cols,
+                                  absl::Span<const uint64_t> matrix, absl::Span<const uint64_t> x) {
+  std::vector<uint64_t> y(rows, 0);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < cols; ++c) y[r] = t.Add(y[r], t.Mul(matrix[r * cols + c], x[c]));
+  }
+  return y;
+}
+
+}  // namespace veil::he

@@ -1,0 +1,111 @@
+// Encrypted matrix-vector product y = M x (mod t) for a plaintext m x n matrix M and an encrypted
+// x, by the diagonal method (Halevi and Shoup, "Algorithms in HElib", CRYPTO 2014) with baby-step
+// giant-step (Halevi and Shoup, CRYPTO 2018, Sec. 4): d diagonals as b baby steps times g giant
+// steps, b g = d, costing (b - 1) + (g - 1) rotations instead of d - 1.
+//
+// Layout. Slots form two lanes (rows) of S = N/2, each rotated cyclically by RotateRows. The
+// columns of M are cut into blocks of two lanes, each lane holding n_lane = the next power of
+// two of its columns (all of S when n > 2S), repeated S / n_lane times so that a rotation
+// within the lane is a rotation mod n_lane. One input ciphertext per block. Rows are padded to
+// m' = next power of two of m (m' <= S). Per lane and block, with d = min(m', n_lane):
+//   tall or square (m' >= n_lane): diag_i[s] = M[s][(s + i) mod n_lane] for s < m', 0 beyond;
+//   wide (m' < n_lane):           diag_i[s] = M[s mod m'][(s + i) mod n_lane], and after the
+//                                 sum the n_lane / m' partial results of a row are folded with
+//                                 log2(n_lane / m') rotate-and-adds (steps m', 2m', ...).
+// Each giant step k accumulates sum_blocks sum_{j < b} rot_{-kb}(diag_{kb+j}) o rot_j(x_block)
+// with the baby steps of all blocks hoisted and left in NTT form, the products summed lazily
+// (dot_product.h); then y = sum_k rot_{kb}(inner_k), folded, and the lanes summed with one row
+// swap. y sits in slots [0, m) of lane 0.
+// Cost: blocks x (b - 1) hoisted rotations + (g - 1) rotations + fold + 1 swap, and
+// blocks x d plaintext products (each over both lanes). The encoded matrix holds blocks x d
+// plaintexts of k x N residues (8 k N bytes each).
+//
+// Privacy: x stays encrypted; the result is not re-randomised (no noise flooding), and in the
+// wide case the slots beyond m hold other partial sums of M: the product protects the client's
+// vector, not the matrix.
+#ifndef VEIL_PIR_HE_MATVEC_H_
+#define VEIL_PIR_HE_MATVEC_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pir/he/bfv.h"
+
+namespace veil::he {
+
+class MatVecPlan {
+ public:
+  // Returns INVALID_ARGUMENT if rows or cols is 0 or rows > N/2.
+  static absl::StatusOr<MatVecPlan> Create(const BfvContext& ctx, size_t rows, size_t cols);
+
+  size_t rows() const { return rows_; }
+  size_t cols() const { return cols_; }
+  size_t slots_per_lane() const { return lane_; }
+  size_t padded_rows() const { return rows_padded_; }  // m'
+  size_t lane_cols() const { return lane_cols_; }      // n_lane
+  size_t blocks() const { return blocks_; }            // input ciphertexts
+  size_t diagonals() const { return diagonals_; }      // d
+  size_t baby() const { return baby_; }                // b
+  size_t giant() const { return diagonals_ / baby_; }  // g
+  bool wide() const { return rows_padded_ < lane_cols_; }
+  // Rotations of one product (blocks x (b - 1) + g - 1 + fold + 1).
+  size_t rotations() const;
+  // The row rotation steps whose Galois keys Multiply needs (0: the row swap).
+  std::vector<int> RotationSteps() const;
+  // Their Galois elements, for GenerateGaloisKeys.
+  std::vector<uint32_t> GaloisElements() const;
+
+  // The slot vectors (N values) of the blocks' input ciphertexts. x: cols values mod t.
+  // Returns INVALID_ARGUMENT for another length or a value not below t.
+  absl::StatusOr<std::vector<std::vector<uint64_t>>> PackInput(absl::Span<const uint64_t> x) const;
+  // y (rows values) from the decrypted result's slots.
+  std::vector<uint64_t> UnpackOutput(absl::Span<const uint64_t> slots) const;
+
+ private:
+  int log_n_ = 0;
+  uint64_t t_ = 0;
+  size_t rows_ = 0, cols_ = 0, lane_ = 0, rows_padded_ = 0, lane_cols_ = 0, blocks_ = 0;
+  size_t diagonals_ = 0, baby_ = 0;
+};
+
+// M encoded for one plan: the pre-rotated diagonals as prepared plaintexts.
+class EncodedMatrix {
+ public:
+  // matrix: rows x cols values mod t, row-major. Returns INVALID_ARGUMENT for another size or a
+  // value not below t, or a context that is not the plan's. Encodes on `threads` threads.
+  static absl::StatusOr<EncodedMatrix> Create(std::shared_ptr<const BfvContext> ctx,
+                                              const MatVecPlan& plan,
+                                              absl::Span<const uint64_t> matrix, int threads = 1);
+
+  const MatVecPlan& plan() const { return plan_; }
+  size_t bytes() const { return plain_words_ * sizeof(uint64_t); }
+
+  // Enc(M x) from the blocks' ciphertexts (encryptions of PackInput). Returns INVALID_ARGUMENT for
+  // the wrong number of ciphertexts, other parameters or sizes, NOT_FOUND for a missing Galois
+  // key. Runs on `threads` threads.
+  absl::StatusOr<Ciphertext> Multiply(const std::vector<Ciphertext>& x, const GaloisKeys& gk,
+                                      int threads = 1) const;
+
+ private:
+  EncodedMatrix(std::shared_ptr<const BfvContext> ctx, MatVecPlan plan)
+      : ctx_(std::move(ctx)), plan_(plan) {}
+  // Plaintext (block, giant k, baby j): k x N residues.
+  const uint64_t* Plain(size_t block, size_t k, size_t j) const;
+
+  std::shared_ptr<const BfvContext> ctx_;
+  MatVecPlan plan_;
+  // Uninitialised until encoded: the encoding threads fault its pages in, in parallel.
+  std::unique_ptr<uint64_t[]> plain_;
+  size_t plain_words_ = 0;
+};
+
+// The plain product y = M x mod t (the reference the tests compare with).
+std::vector<uint64_t> MatVecPlain(const Modulus& t, size_t rows, size_t cols,
+                                  absl::Span<const uint64_t> matrix, absl::Span<const uint64_t> x);
+
+}  // namespace veil::he
+
+#endif  // VEIL_PIR_HE_MATVEC_H_

@@ -1,0 +1,329 @@
+// AVX-512 NTT kernels (compiled with -mavx512f/dq/bw/vl/ifma; called only after the CPU check
+// in ntt.cc). One stage loop serves three lane types:
+//   U64   8 x 64-bit lanes: Shoup's quotient = high word of a * w', built from four 32 x 32-bit
+//         products (AVX-512 has no 64 x 64 -> 128-bit multiply); q < 2^62;
+//   Ifma  8 x 52-bit lanes: vpmadd52huq gives the quotient floor(a * w'' / 2^52) with
+//         w'' = floor(w * 2^52 / q) = w' >> 12, and the remainder is exact mod 2^52 (HEXL's
+//         AVX512IFMA butterflies); q < 2^50 so that lazy values below 4q fit in 52 bits;
+//   U32   16 x 32-bit lanes: the quotient from two vpmuludq (even and odd lanes), products mod
+//         2^32 with vpmulld; q < 2^30 so that 4q < 2^32. The data are narrowed to 32 bits for
+//         the transform and widened back.
+// Stages whose butterfly distance `half` is at least a vector use whole vectors; the last (first,
+// for the inverse) log2(lanes) stages gather the X and Y halves of two vectors with permutes,
+// and take each lane's root from consecutive table entries (roots[m + b / (2 half) + k / half]).
+#include <immintrin.h>
+
+#include <vector>
+
+#include "pir/he/ntt.h"
+
+namespace veil::he::internal {
+namespace {
+
+using V = __m512i;
+
+struct U64Lanes {
+  using Elem = uint64_t;
+  static constexpr size_t kLanes = 8;
+  explicit U64Lanes(uint64_t q) : q(_mm512_set1_epi64(q)) {}
+
+  static V Set1(Elem x) { return _mm512_set1_epi64(static_cast<int64_t>(x)); }
+  static V Add(V a, V b) { return _mm512_add_epi64(a, b); }
+  static V Sub(V a, V b) { return _mm512_sub_epi64(a, b); }
+  static V ReduceOnce(V a, V m) { return _mm512_min_epu64(a, _mm512_sub_epi64(a, m)); }
+  static V Permute2(V a, V idx, V b) { return _mm512_permutex2var_epi64(a, idx, b); }
+  static V Permute(V idx, V a) { return _mm512_permutexvar_epi64(idx, a); }
+  static V Index(const int* idx) {
+    return _mm512_setr_epi64(idx[0], idx[1], idx[2], idx[3], idx[4], idx[5], idx[6], idx[7]);
+  }
+  static const Elem* Roots(const NttTables& t, bool inverse) {
+    return (inverse ? t.inverse_roots() : t.roots()).data();
+  }
+  static const Elem* RootsShoup(const NttTables& t, bool inverse) {
+    return (inverse ? t.inverse_roots_shoup() : t.roots_shoup()).data();
+  }
+  static Elem ShoupScalar(uint64_t w_shoup) { return w_shoup; }
+  static V ShoupVector(V w_shoup) { return w_shoup; }
+  static Elem ShoupOfScalar(uint64_t w, uint64_t q) { return ShoupPrecompute(w, q); }
+
+  static V MulHi(V a, V b) {
+    const V low32 = _mm512_set1_epi64(0xffffffff);
+    const V a_hi = _mm512_srli_epi64(a, 32), b_hi = _mm512_srli_epi64(b, 32);
+    const V ll = _mm512_mul_epu32(a, b), lh = _mm512_mul_epu32(a, b_hi);
+    const V hl = _mm512_mul_epu32(a_hi, b), hh = _mm512_mul_epu32(a_hi, b_hi);
+    const V mid = _mm512_add_epi64(
+        _mm512_srli_epi64(ll, 32),
+        _mm512_add_epi64(_mm512_and_si512(lh, low32), _mm512_and_si512(hl, low32)));
+    return _mm512_add_epi64(
+        _mm512_add_epi64(hh, _mm512_srli_epi64(lh, 32)),
+        _mm512_add_epi64(_mm512_srli_epi64(hl, 32), _mm512_srli_epi64(mid, 32)));
+  }
+  // a * w mod q in [0, 2q) for a < 2^64.
+  V MulShoupLazy(V a, V w, V w_shoup) const {
+    const V quotient = MulHi(a, w_shoup);
+    return _mm512_sub_epi64(_mm512_mullo_epi64(a, w), _mm512_mullo_epi64(quotient, q));
+  }
+
+  V q;
+};
+
+struct IfmaLanes : U64Lanes {
+  explicit IfmaLanes(uint64_t q)
+      : U64Lanes(q),
+        neg_q(_mm512_set1_epi64(-static_cast<int64_t>(q))),
+        mask52(_mm512_set1_epi64((int64_t{1} << 52) - 1)) {}
+
+  static Elem ShoupScalar(uint64_t w_shoup) { return w_shoup >> 12; }
+  static V ShoupVector(V w_shoup) { return _mm512_srli_epi64(w_shoup, 12); }
+  static Elem ShoupOfScalar(uint64_t w, uint64_t q) { return ShoupPrecompute(w, q) >> 12; }
+  // a * w mod q in [0, 2q) for a < 2^52.
+  V MulShoupLazy(V a, V w, V w_shoup52) const {
+    const V zero = _mm512_setzero_si512();
+    const V quotient = _mm512_madd52hi_epu64(zero, a, w_shoup52);
+    const V r = _mm512_madd52lo_epu64(_mm512_madd52lo_epu64(zero, a, w), quotient, neg_q);
+    return _mm512_and_si512(r, mask52);
+  }
+
+  V neg_q, mask52;
+};
+
+struct U32Lanes {
+  using Elem = uint32_t;
+  static constexpr size_t kLanes = 16;
+  explicit U32Lanes(uint64_t q) : q(_mm512_set1_epi32(static_cast<int32_t>(q))) {}
+
+  static V Set1(Elem x) { return _mm512_set1_epi32(static_cast<int32_t>(x)); }
+  static V Add(V a, V b) { return _mm512_add_epi32(a, b); }
+  static V Sub(V a, V b) { return _mm512_sub_epi32(a, b); }
+  static V ReduceOnce(V a, V m) { return _mm512_min_epu32(a, _mm512_sub_epi32(a, m)); }
+  static V Permute2(V a, V idx, V b) { return _mm512_permutex2var_epi32(a, idx, b); }
+  static V Permute(V idx, V a) { return _mm512_permutexvar_epi32(idx, a); }
+  static V Index(const int* idx) { return _mm512_loadu_si512(idx); }
+  static const Elem* Roots(const NttTables& t, bool inverse) {
+    return (inverse ? t.inverse_roots32() : t.roots32()).data();
+  }
+  static const Elem* RootsShoup(const NttTables& t, bool inverse) {
+    return (inverse ? t.inverse_roots_shoup32() : t.roots_shoup32()).data();
+  }
+  static Elem ShoupScalar(Elem w_shoup) { return w_shoup; }
+  static V ShoupVector(V w_shoup) { return w_shoup; }
+  static Elem ShoupOfScalar(uint64_t w, uint64_t q) { return static_cast<Elem>((w << 32) / q); }
+
+  // a * w mod q in [0, 2q) for a < 2^32: quotient = floor(a * w' / 2^32) lane by lane.
+  V MulShoupLazy(V a, V w, V w_shoup) const {
+    const V even = _mm512_srli_epi64(_mm512_mul_epu32(a, w_shoup), 32);
+    const V odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(w_shoup, 32));
+    const V quotient = _mm512_mask_blend_epi32(0xAAAA, even, odd);
+    return _mm512_sub_epi32(_mm512_mullo_epi32(a, w), _mm512_mullo_epi32(quotient, q));
+  }
+
+  V q;
+};
+
+V Load(const void* p) { return _mm512_loadu_si512(p); }
+void Store(void* p, V v) { _mm512_storeu_si512(p, v); }
+
+// Permutes of a small-distance stage over two vectors (positions 0 .. 2L-1): lane k of X is
+// position (k / half) * 2 half + k % half, of Y that plus half; `back0`/`back1` undo it; lane k
+// takes root k / half of the loaded roots.
+template <class L>
+struct StagePermutes {
+  explicit StagePermutes(size_t half) {
+    constexpr size_t kL = L::kLanes;
+    int x[kL], y[kL], b0[kL], b1[kL], r[kL];
+    for (size_t k = 0; k < kL; ++k) {
+      x[k] = static_cast<int>((k / half) * 2 * half + k % half);
+      y[k] = x[k] + static_cast<int>(half);
+      r[k] = static_cast<int>(k / half);
+    }
+    for (size_t p = 0; p < 2 * kL; ++p) {
+      const size_t lane = (p / (2 * half)) * half + p % half;
+      const int source = static_cast<int>(p % (2 * half) < half ? lane : kL + lane);
+      (p < kL ? b0[p] : b1[p - kL]) = source;
+    }
+    to_x = L::Index(x);
+    to_y = L::Index(y);
+    back0 = L::Index(b0);
+    back1 = L::Index(b1);
+    root = L::Index(r);
+  }
+  V to_x, to_y, back0, back1, root;
+};
+
+template <class L>
+void ForwardButterfly(const L& ops, V two_q, V w, V ws, V& x, V& y) {
+  const V u = L::ReduceOnce(x, two_q);
+  const V v = ops.MulShoupLazy(y, w, ws);
+  x = L::Add(u, v);
+  y = L::Add(L::Sub(u, v), two_q);
+}
+
+template <class L>
+void InverseButterfly(const L& ops, V two_q, V w, V ws, V& x, V& y) {
+  const V s = L::ReduceOnce(L::Add(x, y), two_q);
+  y = ops.MulShoupLazy(L::Add(L::Sub(x, y), two_q), w, ws);
+  x = s;
+}
+
+// One stage of distance half < L over the whole polynomial: groups of 2 half elements, root
+// table entries starting at roots + m.
+template <class L, bool kInverse>
+void SmallStage(const L& ops, V two_q, const typename L::Elem* roots,
+                const typename L::Elem* roots_shoup, size_t n, size_t m, size_t half,
+                typename L::Elem* a) {
+  constexpr size_t kL = L::kLanes;
+  const StagePermutes<L> p(half);
+  for (size_t b = 0; b < n; b += 2 * kL) {
+    const V v0 = Load(a + b), v1 = Load(a + b + kL);
+    V x = L::Permute2(v0, p.to_x, v1), y = L::Permute2(v0, p.to_y, v1);
+    const size_t first_root = m + b / (2 * half);
+    const V w = L::Permute(p.root, Load(roots + first_root));
+    const V ws = L::ShoupVector(L::Permute(p.root, Load(roots_shoup + first_root)));
+    if (kInverse) {
+      InverseButterfly(ops, two_q, w, ws, x, y);
+    } else {
+      ForwardButterfly(ops, two_q, w, ws, x, y);
+    }
+    Store(a + b, L::Permute2(x, p.back0, y));
+    Store(a + b + kL, L::Permute2(x, p.back1, y));
+  }
+}
+
+// One stage of distance half >= L: whole vectors, one broadcast root per group.
+template <class L, bool kInverse>
+void WideStage(const L& ops, V two_q, const typename L::Elem* roots,
+               const typename L::Elem* roots_shoup, size_t m, size_t half, typename L::Elem* a) {
+  for (size_t i = 0; i < m; ++i) {
+    const V w = L::Set1(roots[m + i]), ws = L::Set1(L::ShoupScalar(roots_shoup[m + i]));
+    typename L::Elem* x = a + 2 * i * half;
+    typename L::Elem* y = x + half;
+    for (size_t j = 0; j < half; j += L::kLanes) {
+      V u = Load(x + j), v = Load(y + j);
+      if (kInverse) {
+        InverseButterfly(ops, two_q, w, ws, u, v);
+      } else {
+        ForwardButterfly(ops, two_q, w, ws, u, v);
+      }
+      Store(x + j, u);
+      Store(y + j, v);
+    }
+  }
+}
+
+template <class L>
+void Forward(const NttTables& t, typename L::Elem* a) {
+  const uint64_t qv = t.modulus().value();
+  const L ops(qv);
+  const V q = L::Set1(static_cast<typename L::Elem>(qv));
+  const V two_q = L::Set1(static_cast<typename L::Elem>(2 * qv));
+  const auto* roots = L::Roots(t, false);
+  const auto* roots_shoup = L::RootsShoup(t, false);
+  const size_t n = t.n();
+  size_t m = 1, half = n / 2;
+  for (; half >= L::kLanes; m *= 2, half /= 2) {
+    WideStage<L, false>(ops, two_q, roots, roots_shoup, m, half, a);
+  }
+  for (; half >= 1; m *= 2, half /= 2) {
+    SmallStage<L, false>(ops, two_q, roots, roots_shoup, n, m, half, a);
+  }
+  for (size_t j = 0; j < n; j += L::kLanes) {
+    Store(a + j, L::ReduceOnce(L::ReduceOnce(Load(a + j), two_q), q));
+  }
+}
+
+template <class L>
+void Inverse(const NttTables& t, typename L::Elem* a) {
+  const uint64_t qv = t.modulus().value();
+  const L ops(qv);
+  const V q = L::Set1(static_cast<typename L::Elem>(qv));
+  const V two_q = L::Set1(static_cast<typename L::Elem>(2 * qv));
+  const auto* roots = L::Roots(t, true);
+  const auto* roots_shoup = L::RootsShoup(t, true);
+  const size_t n = t.n();
+  size_t m = n / 2, half = 1;
+  for (; half < L::kLanes; m /= 2, half *= 2) {
+    SmallStage<L, true>(ops, two_q, roots, roots_shoup, n, m, half, a);
+  }
+  for (; m >= 1; m /= 2, half *= 2) {
+    WideStage<L, true>(ops, two_q, roots, roots_shoup, m, half, a);
+  }
+  const V n_inv = L::Set1(static_cast<typename L::Elem>(t.n_inverse()));
+  const V n_inv_shoup = L::Set1(L::ShoupOfScalar(t.n_inverse(), qv));
+  for (size_t j = 0; j < n; j += L::kLanes) {
+    Store(a + j, L::ReduceOnce(ops.MulShoupLazy(Load(a + j), n_inv, n_inv_shoup), q));
+  }
+}
+
+// The 32-bit kernels work on a narrowed copy (values < q < 2^30).
+template <bool kInverse>
+void Run32(const NttTables& t, uint64_t* a) {
+  thread_local std::vector<uint32_t> narrow;
+  const size_t n = t.n();
+  narrow.resize(n);
+  for (size_t j = 0; j < n; j += 8) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(narrow.data() + j),
+                        _mm512_cvtepi64_epi32(Load(a + j)));
+  }
+  if (kInverse) {
+    Inverse<U32Lanes>(t, narrow.data());
+  } else {
+    Forward<U32Lanes>(t, narrow.data());
+  }
+  for (size_t j = 0; j < n; j += 8) {
+    Store(a + j, _mm512_cvtepu32_epi64(
+                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(narrow.data() + j))));
+  }
+}
+
+template <class L>
+void MultiplyAdd(uint64_t qv, uint64_t w, const typename L::Elem* b, typename L::Elem* acc,
+                 size_t count) {
+  const L ops(qv);
+  const V q = L::Set1(static_cast<typename L::Elem>(qv));
+  const V wv = L::Set1(static_cast<typename L::Elem>(w));
+  const V ws = L::Set1(L::ShoupOfScalar(w, qv));
+  for (size_t i = 0; i + L::kLanes <= count; i += L::kLanes) {
+    const V product = L::ReduceOnce(ops.MulShoupLazy(Load(b + i), wv, ws), q);
+    Store(acc + i, L::ReduceOnce(L::Add(Load(acc + i), product), q));
+  }
+}
+
+}  // namespace
+
+void MultiplyAddAvx512(const NttTables& t, NttKernel kernel, uint64_t w, const uint64_t* b,
+                       uint64_t* acc, size_t count) {
+  const uint64_t q = t.modulus().value();
+  const size_t vectors = count / 8 * 8;
+  switch (kernel) {
+    case NttKernel::kAvx512Ifma:
+      MultiplyAdd<IfmaLanes>(q, w, b, acc, vectors);
+      break;
+    default:
+      MultiplyAdd<U64Lanes>(q, w, b, acc, vectors);
+  }
+  MultiplyAddScalar(t, w, b + vectors, acc + vectors, count - vectors);
+}
+
+void ForwardAvx512(const NttTables& t, NttKernel kernel, uint64_t* a) {
+  switch (kernel) {
+    case NttKernel::kAvx512Ifma:
+      return Forward<IfmaLanes>(t, a);
+    case NttKernel::kAvx512U32:
+      return Run32<false>(t, a);
+    default:
+      return Forward<U64Lanes>(t, a);
+  }
+}
+
+void InverseAvx512(const NttTables& t, NttKernel kernel, uint64_t* a) {
+  switch (kernel) {
+    case NttKernel::kAvx512Ifma:
+      return Inverse<IfmaLanes>(t, a);
+    case NttKernel::kAvx512U32:
+      return Run32<true>(t, a);
+    default:
+      return Inverse<U64Lanes>(t, a);
+  }
+}
+
+}  // namespace veil::he::internal

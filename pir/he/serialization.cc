@@ -1,0 +1,363 @@
+#include "pir/he/serialization.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "pir/he/poly.h"
+
+namespace veil::he {
+namespace {
+
+// Bits of row j's residues: the QP moduli's sizes.
+size_t PolyBytes(const BfvContext& ctx, size_t rows) {
+  size_t bits = 0;
+  for (size_t j = 0; j < rows; ++j) bits += ctx.modulus(j).bits() * ctx.n();
+  return (bits + 7) / 8;
+}
+
+class Writer {
+ public:
+  explicit Writer(std::vector<uint8_t>& out) : out_(out) {}
+  void Bytes(const uint8_t* p, size_t n) { out_.insert(out_.end(), p, p + n); }
+  void U8(uint8_t v) { out_.push_back(v); }
+  void U32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  void U64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  void Header(const BfvContext& ctx, HeObjectKind kind) {
+    U8(kHeMagic0);
+    U8(kHeMagic1);
+    U8(kHeVersion);
+    U8(static_cast<uint8_t>(kind));
+    U64(ctx.id());
+  }
+  // rows residue rows of N, bit-packed.
+  void Poly(const BfvContext& ctx, const uint64_t* p, size_t rows) {
+    uint128_t acc = 0;
+    int filled = 0;
+    for (size_t j = 0; j < rows; ++j) {
+      const int bits = ctx.modulus(j).bits();
+      for (size_t c = 0; c < ctx.n(); ++c) {
+        acc |= static_cast<uint128_t>(p[j * ctx.n() + c]) << filled;
+        filled += bits;
+        while (filled >= 8) {
+          out_.push_back(static_cast<uint8_t>(acc));
+          acc >>= 8;
+          filled -= 8;
+        }
+      }
+    }
+    if (filled > 0) out_.push_back(static_cast<uint8_t>(acc));
+  }
+
+ private:
+  std::vector<uint8_t>& out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(absl::Span<const uint8_t> in) : in_(in) {}
+  absl::Status Need(size_t n, const char* what) const {
+    if (in_.size() - pos_ < n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "truncated ", what, ": ", n, " more bytes needed, ", in_.size() - pos_, " left"));
+    }
+    return absl::OkStatus();
+  }
+  uint8_t U8() { return in_[pos_++]; }
+  uint32_t U32() {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= uint32_t{in_[pos_++]} << (8 * i);
+    return v;
+  }
+  uint64_t U64() {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= uint64_t{in_[pos_++]} << (8 * i);
+    return v;
+  }
+  void Bytes(uint8_t* p, size_t n) {
+    std::copy_n(in_.begin() + pos_, n, p);
+    pos_ += n;
+  }
+  absl::Status Header(const BfvContext& ctx, HeObjectKind kind) {
+    if (absl::Status s = Need(kHeHeaderBytes, "header"); !s.ok()) return s;
+    if (U8() != kHeMagic0 || U8() != kHeMagic1) {
+      return absl::InvalidArgumentError("not a veil HE object (bad magic)");
+    }
+    if (const uint8_t v = U8(); v != kHeVersion) {
+      return absl::InvalidArgumentError(absl::StrCat("unsupported HE object version ", v));
+    }
+    if (const uint8_t k = U8(); k != static_cast<uint8_t>(kind)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("object kind ", k, " where kind ", static_cast<int>(kind), " was expected"));
+    }
+    return ctx.CheckId(U64(), "serialized object");
+  }
+  absl::Status Poly(const BfvContext& ctx, uint64_t* p, size_t rows, const char* what) {
+    if (absl::Status s = Need(PolyBytes(ctx, rows), what); !s.ok()) return s;
+    uint128_t acc = 0;
+    int filled = 0;
+    for (size_t j = 0; j < rows; ++j) {
+      const int bits = ctx.modulus(j).bits();
+      const uint64_t q = ctx.modulus(j).value();
+      for (size_t c = 0; c < ctx.n(); ++c) {
+        while (filled < bits) {
+          acc |= static_cast<uint128_t>(in_[pos_++]) << filled;
+          filled += 8;
+        }
+        const uint64_t v = static_cast<uint64_t>(acc) & ((uint64_t{1} << bits) - 1);
+        acc >>= bits;
+        filled -= bits;
+        if (v >= q) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, ": residue ", v, " in row ", j, " is not below ", q));
+        }
+        p[j * ctx.n() + c] = v;
+      }
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Done(const char* what) const {
+    if (pos_ != in_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(in_.size() - pos_, " bytes after the end of the ", what));
+    }
+    return absl::OkStatus();
+  }
+  size_t left() const { return in_.size() - pos_; }
+
+ private:
+  absl::Span<const uint8_t> in_;
+  size_t pos_ = 0;
+};
+
+void WriteKeySwitchKey(const BfvContext& ctx, const KeySwitchKey& key, Writer& w) {
+  const size_t words = (ctx.q_size() + 1) * ctx.n();
+  w.Bytes(key.seed.data(), key.seed.size());
+  for (size_t i = 0; i < ctx.q_size(); ++i) w.Poly(ctx, key.b.data() + i * words, ctx.q_size() + 1);
+}
+
+absl::StatusOr<KeySwitchKey> ReadKeySwitchKey(const BfvContext& ctx, Reader& r) {
+  const size_t words = (ctx.q_size() + 1) * ctx.n();
+  KeySwitchKey key;
+  if (absl::Status s = r.Need(key.seed.size(), "key-switching key"); !s.ok()) return s;
+  r.Bytes(key.seed.data(), key.seed.size());
+  key.b.resize(ctx.q_size() * words);
+  for (size_t i = 0; i < ctx.q_size(); ++i) {
+    if (absl::Status s =
+            r.Poly(ctx, key.b.data() + i * words, ctx.q_size() + 1, "key-switching key");
+        !s.ok()) {
+      return s;
+    }
+  }
+  key.a.resize(key.b.size());
+  internal::ExpandKeySwitchA(ctx, key.seed, key.a.data());
+  return key;
+}
+
+size_t KeySwitchKeyBytes(const BfvContext& ctx) {
+  return sizeof(Seed) + ctx.q_size() * PolyBytes(ctx, ctx.q_size() + 1);
+}
+
+}  // namespace
+
+size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded) {
+  const size_t poly = PolyBytes(ctx, ctx.q_size());
+  return kHeHeaderBytes + 2 + size * poly - (seeded ? poly - sizeof(Seed) : 0);
+}
+
+size_t GaloisKeyBytes(const BfvContext& ctx) { return 4 + KeySwitchKeyBytes(ctx); }
+
+absl::StatusOr<std::vector<uint8_t>> SerializeCiphertext(const BfvContext& ctx,
+                                                         const Ciphertext& ct) {
+  if (absl::Status s = CheckCiphertext(ctx, ct, "ciphertext"); !s.ok()) return s;
+  std::vector<uint8_t> out;
+  out.reserve(CiphertextBytes(ctx, ct.size, ct.seed.has_value()));
+  Writer w(out);
+  w.Header(ctx, HeObjectKind::kCiphertext);
+  w.U8(static_cast<uint8_t>(ct.size));
+  w.U8(ct.seed ? 1 : 0);
+  const size_t words = ctx.q_size() * ctx.n();
+  for (size_t i = 0; i < ct.size; ++i) {
+    if (i == 1 && ct.seed) {
+      w.Bytes(ct.seed->data(), ct.seed->size());
+    } else {
+      w.Poly(ctx, ct.poly(i, words), ctx.q_size());
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Ciphertext> ParseCiphertext(const BfvContext& ctx, absl::Span<const uint8_t> bytes) {
+  Reader r(bytes);
+  if (absl::Status s = r.Header(ctx, HeObjectKind::kCiphertext); !s.ok()) return s;
+  if (absl::Status s = r.Need(2, "ciphertext"); !s.ok()) return s;
+  Ciphertext ct{ctx.id(), r.U8(), {}, std::nullopt};
+  const uint8_t flags = r.U8();
+  if (ct.size < 2 || ct.size > 3) {
+    return absl::InvalidArgumentError(absl::StrCat("ciphertext size ", ct.size, " (2 or 3)"));
+  }
+  if (flags > 1)
+    return absl::InvalidArgumentError(absl::StrCat("unknown ciphertext flags ", flags));
+  const size_t words = ctx.q_size() * ctx.n();
+  ct.data.resize(ct.size * words);
+  for (size_t i = 0; i < ct.size; ++i) {
+    if (i == 1 && flags == 1) {
+      Seed seed;
+      if (absl::Status s = r.Need(seed.size(), "ciphertext seed"); !s.ok()) return s;
+      r.Bytes(seed.data(), seed.size());
+      internal::ExpandCiphertextC1(ctx, seed, ct.poly(1, words));
+      ct.seed = seed;
+    } else if (absl::Status s = r.Poly(ctx, ct.poly(i, words), ctx.q_size(), "ciphertext");
+               !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = r.Done("ciphertext"); !s.ok()) return s;
+  return ct;
+}
+
+absl::StatusOr<std::vector<uint8_t>> SerializePublicKey(const BfvContext& ctx,
+                                                        const PublicKey& pk) {
+  if (absl::Status s = ctx.CheckId(pk.params_id, "public key"); !s.ok()) return s;
+  if (pk.p0.size() != ctx.q_size() * ctx.n()) {
+    return absl::InvalidArgumentError("public key has the wrong size");
+  }
+  std::vector<uint8_t> out;
+  Writer w(out);
+  w.Header(ctx, HeObjectKind::kPublicKey);
+  w.Poly(ctx, pk.p0.data(), ctx.q_size());
+  w.Bytes(pk.seed.data(), pk.seed.size());
+  return out;
+}
+
+absl::StatusOr<PublicKey> ParsePublicKey(const BfvContext& ctx, absl::Span<const uint8_t> bytes) {
+  Reader r(bytes);
+  if (absl::Status s = r.Header(ctx, HeObjectKind::kPublicKey); !s.ok()) return s;
+  PublicKey pk;
+  pk.params_id = ctx.id();
+  pk.p0.resize(ctx.q_size() * ctx.n());
+  if (absl::Status s = r.Poly(ctx, pk.p0.data(), ctx.q_size(), "public key"); !s.ok()) return s;
+  if (absl::Status s = r.Need(pk.seed.size(), "public key seed"); !s.ok()) return s;
+  r.Bytes(pk.seed.data(), pk.seed.size());
+  if (absl::Status s = r.Done("public key"); !s.ok()) return s;
+  pk.p1.resize(pk.p0.size());
+  internal::ExpandPublicKeyP1(ctx, pk.seed, pk.p1.data());
+  return pk;
+}
+
+absl::StatusOr<std::vector<uint8_t>> SerializeRelinKey(const BfvContext& ctx, const RelinKey& rk) {
+  if (absl::Status s = ctx.CheckId(rk.params_id, "relinearisation key"); !s.ok()) return s;
+  if (absl::Status s = CheckKeySwitchKey(ctx, rk.key, "relinearisation key"); !s.ok()) return s;
+  std::vector<uint8_t> out;
+  Writer w(out);
+  w.Header(ctx, HeObjectKind::kRelinKey);
+  WriteKeySwitchKey(ctx, rk.key, w);
+  return out;
+}
+
+absl::StatusOr<RelinKey> ParseRelinKey(const BfvContext& ctx, absl::Span<const uint8_t> bytes) {
+  Reader r(bytes);
+  if (absl::Status s = r.Header(ctx, HeObjectKind::kRelinKey); !s.ok()) return s;
+  absl::StatusOr<KeySwitchKey> key = ReadKeySwitchKey(ctx, r);
+  if (!key.ok()) return key.status();
+  if (absl::Status s = r.Done("relinearisation key"); !s.ok()) return s;
+  return RelinKey{ctx.id(), *std::move(key)};
+}
+
+absl::StatusOr<std::vector<uint8_t>> SerializeGaloisKeys(const BfvContext& ctx,
+                                                         const GaloisKeys& gk) {
+  if (absl::Status s = ctx.CheckId(gk.params_id, "Galois keys"); !s.ok()) return s;
+  std::vector<uint8_t> out;
+  out.reserve(kHeHeaderBytes + 4 + gk.keys.size() * GaloisKeyBytes(ctx));
+  Writer w(out);
+  w.Header(ctx, HeObjectKind::kGaloisKeys);
+  w.U32(static_cast<uint32_t>(gk.keys.size()));
+  for (const auto& [element, key] : gk.keys) {  // std::map: increasing elements
+    if (absl::Status s = CheckKeySwitchKey(ctx, key, "Galois key"); !s.ok()) return s;
+    w.U32(element);
+    WriteKeySwitchKey(ctx, key, w);
+  }
+  return out;
+}
+
+absl::StatusOr<GaloisKeys> ParseGaloisKeys(const BfvContext& ctx, absl::Span<const uint8_t> bytes) {
+  Reader r(bytes);
+  if (absl::Status s = r.Header(ctx, HeObjectKind::kGaloisKeys); !s.ok()) return s;
+  if (absl::Status s = r.Need(4, "Galois keys"); !s.ok()) return s;
+  const uint32_t count = r.U32();
+  if (count > ctx.n()) {
+    return absl::InvalidArgumentError(absl::StrCat(count, " Galois keys: at most N = ", ctx.n()));
+  }
+  // The whole length is known before anything is allocated.
+  if (absl::Status s = r.Need(count * GaloisKeyBytes(ctx), "Galois keys"); !s.ok()) return s;
+  GaloisKeys gk;
+  gk.params_id = ctx.id();
+  uint32_t previous = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t element = r.U32();
+    if (element % 2 == 0 || element >= 2 * ctx.n() || element <= previous) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Galois element ", element, " must be odd, below 2N and above the previous one"));
+    }
+    previous = element;
+    absl::StatusOr<KeySwitchKey> key = ReadKeySwitchKey(ctx, r);
+    if (!key.ok()) return key.status();
+    gk.keys.emplace(element, *std::move(key));
+  }
+  if (absl::Status s = r.Done("Galois keys"); !s.ok()) return s;
+  return gk;
+}
+
+absl::StatusOr<std::vector<uint8_t>> SerializeSecretKey(const BfvContext& ctx,
+                                                        const SecretKey& sk) {
+  if (absl::Status s = CheckSecretKey(ctx, sk); !s.ok()) return s;
+  const size_t n = ctx.n();
+  std::vector<uint64_t> s0(sk.ntt.begin(), sk.ntt.begin() + n);
+  ctx.ntt(0).Inverse(s0.data());
+  std::vector<uint8_t> out;
+  Writer w(out);
+  w.Header(ctx, HeObjectKind::kSecretKey);
+  for (size_t c = 0; c < n; c += 4) {
+    uint8_t byte = 0;
+    for (size_t i = 0; i < 4 && c + i < n; ++i) {
+      // 0 -> 0, 1 -> 1, q - 1 -> 3 (q - 1 is even), without branching on the secret.
+      const uint64_t v = s0[c + i];
+      const uint8_t code = static_cast<uint8_t>((v & 1) | (3 & (0 - static_cast<uint64_t>(v > 1))));
+      byte |= static_cast<uint8_t>(code << (2 * i));
+    }
+    w.U8(byte);
+  }
+  sodium_memzero(s0.data(), s0.size() * sizeof(uint64_t));
+  return out;
+}
+
+absl::StatusOr<SecretKey> ParseSecretKey(const BfvContext& ctx, absl::Span<const uint8_t> bytes) {
+  Reader r(bytes);
+  if (absl::Status s = r.Header(ctx, HeObjectKind::kSecretKey); !s.ok()) return s;
+  const size_t n = ctx.n();
+  if (absl::Status s = r.Need((n + 3) / 4, "secret key"); !s.ok()) return s;
+  SecretKey sk;
+  sk.params_id = ctx.id();
+  sk.ntt.assign((ctx.q_size() + 1) * n, 0);
+  for (size_t c = 0; c < n; c += 4) {
+    const uint8_t byte = r.U8();
+    for (size_t i = 0; i < 4 && c + i < n; ++i) {
+      const uint8_t code = (byte >> (2 * i)) & 3;
+      if (code == 2) return absl::InvalidArgumentError("secret key: invalid ternary code 2");
+      for (size_t j = 0; j <= ctx.q_size(); ++j) {
+        const uint64_t q = ctx.modulus(j).value();
+        sk.ntt[j * n + c + i] = (code & 1) + ((q - 2) & (0 - static_cast<uint64_t>(code >> 1)));
+      }
+    }
+  }
+  if (absl::Status s = r.Done("secret key"); !s.ok()) return s;
+  internal::ForwardNtt(ctx.qp_ntt(), sk.ntt.data());
+  return sk;
+}
+
+}  // namespace veil::he

@@ -1,0 +1,70 @@
+// Wire formats of BFV objects, version 1 (integers little-endian):
+//    0  'V' 'H'        magic
+//    2  version        1
+//    3  kind           1 ciphertext, 2 public key, 3 relinearisation key, 4 Galois keys,
+//                      5 secret key
+//    4  params id      8 bytes (BfvParams::Id); must equal the reading context's
+//   12  body
+// A polynomial is its residue rows bit-packed one after the other, row j at bits(q_j) bits per
+// residue (LSB first), padded to a whole byte; every residue is checked below q_j on reading.
+//   ciphertext      size (1 byte, 2 or 3), flags (1 byte; bit 0: seeded), c_0, then c_1 or, if
+//                   seeded, the 32-byte seed c_1 is expanded from, then c_2 (size 3)
+//   public key      p_0 (k rows), 32-byte seed of p_1
+//   key switching   32-byte seed of the a_i, then b_0 .. b_{k-1} (k + 1 rows each)
+//   relin key       one key-switching key
+//   Galois keys     count (4 bytes, at most N), then per key: element (4 bytes; odd, below 2N,
+//                   strictly increasing) and a key-switching key
+//   secret key      N ternary coefficients, 2 bits each (0, 1, 3 = -1; 2 is rejected)
+// Seeded halves (the uniform a of symmetric ciphertexts, public and key-switching keys) travel
+// as their seeds: half the size. At N = 8192 (k = 4, 174-bit Q, 218-bit QP) a seeded ciphertext
+// is 178,222 bytes (a full one 356,366), a Galois key 892,964 bytes. Parsing is strict: truncated
+// or over-long input, a wrong magic, version, kind or parameter id, an out-of-range residue or
+// field all return INVALID_ARGUMENT naming the problem.
+#ifndef VEIL_PIR_HE_SERIALIZATION_H_
+#define VEIL_PIR_HE_SERIALIZATION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pir/he/bfv.h"
+
+namespace veil::he {
+
+inline constexpr uint8_t kHeMagic0 = 'V';
+inline constexpr uint8_t kHeMagic1 = 'H';
+inline constexpr uint8_t kHeVersion = 1;
+inline constexpr size_t kHeHeaderBytes = 12;
+
+enum class HeObjectKind : uint8_t {
+  kCiphertext = 1,
+  kPublicKey = 2,
+  kRelinKey = 3,
+  kGaloisKeys = 4,
+  kSecretKey = 5,
+};
+
+// Each Serialize returns the errors of the object's checks (other parameters, wrong sizes).
+absl::StatusOr<std::vector<uint8_t>> SerializeCiphertext(const BfvContext& ctx,
+                                                         const Ciphertext& ct);
+absl::StatusOr<Ciphertext> ParseCiphertext(const BfvContext& ctx, absl::Span<const uint8_t> bytes);
+absl::StatusOr<std::vector<uint8_t>> SerializePublicKey(const BfvContext& ctx, const PublicKey& pk);
+absl::StatusOr<PublicKey> ParsePublicKey(const BfvContext& ctx, absl::Span<const uint8_t> bytes);
+absl::StatusOr<std::vector<uint8_t>> SerializeRelinKey(const BfvContext& ctx, const RelinKey& rk);
+absl::StatusOr<RelinKey> ParseRelinKey(const BfvContext& ctx, absl::Span<const uint8_t> bytes);
+absl::StatusOr<std::vector<uint8_t>> SerializeGaloisKeys(const BfvContext& ctx,
+                                                         const GaloisKeys& gk);
+absl::StatusOr<GaloisKeys> ParseGaloisKeys(const BfvContext& ctx, absl::Span<const uint8_t> bytes);
+// The secret key's bytes are secret: the caller wipes them (sodium_memzero) after use.
+absl::StatusOr<std::vector<uint8_t>> SerializeSecretKey(const BfvContext& ctx, const SecretKey& sk);
+absl::StatusOr<SecretKey> ParseSecretKey(const BfvContext& ctx, absl::Span<const uint8_t> bytes);
+
+// Bytes of a serialized ciphertext of `size` polynomials (seeded: c_1 as a seed), and of one
+// Galois key inside a GaloisKeys message (element and key).
+size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded);
+size_t GaloisKeyBytes(const BfvContext& ctx);
+
+}  // namespace veil::he
+
+#endif  // VEIL_PIR_HE_SERIALIZATION_H_

@@ -1,0 +1,55 @@
+// The GPU NTT kernel's phases run on the host (CI) against pir/he's NTT, bit for bit: every N up
+// to 2^12, moduli of 20 to 62 bits, random inputs (printed seed) and edge inputs, forward and
+// inverse, single polynomials and batches.
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "gpu/ntt.h"
+#include "gtest/gtest.h"
+#include "pir/he/ntt.h"
+#include "tests/gpu/test_support.h"
+
+namespace veil::gpu {
+namespace {
+
+TEST(GpuNttHostRun, MatchesTheCpuNtt) {
+  std::mt19937_64 rng(testing::TestSeed("gpu_ntt_host_run_test"));
+  for (int log_n = 1; log_n <= 12; ++log_n) {
+    for (int bits : {20, 30, 50, 60, 62}) {
+      absl::StatusOr<std::vector<uint64_t>> primes = he::GenerateNttPrimes(bits, 2 << log_n, 1);
+      if (!primes.ok()) continue;
+      const he::NttTables t = *he::NttTables::Create(log_n, *he::Modulus::Create((*primes)[0]));
+      const uint64_t q = t.modulus().value();
+      const size_t batch = log_n == 12 ? 3 : 5;
+      std::vector<uint64_t> polys(batch * t.n());
+      for (uint64_t& v : polys) v = rng() % q;
+      std::fill(polys.begin(), polys.begin() + t.n(), q - 1);  // an edge polynomial
+      for (bool inverse : {false, true}) {
+        std::vector<uint64_t> expect = polys, got = polys;
+        for (size_t p = 0; p < batch; ++p) {
+          inverse ? t.Inverse(expect.data() + p * t.n()) : t.Forward(expect.data() + p * t.n());
+        }
+        ASSERT_TRUE(HostRunNtt(t, inverse, absl::MakeSpan(got)).ok());
+        ASSERT_EQ(got, expect) << "N = " << t.n() << ", q = " << q << (inverse ? " inverse" : "");
+      }
+    }
+  }
+}
+
+TEST(GpuNttHostRun, RejectsBadInput) {
+  const he::NttTables big =
+      *he::NttTables::Create(13, *he::Modulus::Create((*he::GenerateNttPrimes(50, 1 << 14, 1))[0]));
+  std::vector<uint64_t> polys(8192, 0);
+  EXPECT_EQ(HostRunNtt(big, false, absl::MakeSpan(polys)).message(),
+            "the GPU NTT handles N up to 2^12, not 2^13");
+  const he::NttTables t = *he::NttTables::Create(4, *he::Modulus::Create(97));
+  std::vector<uint64_t> odd(17, 0);
+  EXPECT_EQ(HostRunNtt(t, false, absl::MakeSpan(odd)).message(),
+            "17 residues are not whole polynomials of N = 16");
+  std::vector<uint64_t> high(16, 97);
+  EXPECT_EQ(HostRunNtt(t, false, absl::MakeSpan(high)).message(), "residue 97 is not below q = 97");
+}
+
+}  // namespace
+}  // namespace veil::gpu

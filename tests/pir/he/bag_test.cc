@@ -1,0 +1,140 @@
+// bfv-bag: the decoded answer equals the plaintext pooled sum exactly, for several table shapes
+// (one block and several), extreme 32-bit values and signed weights; the exactness bound is
+// enforced; the wire formats round-trip and reject malformed bytes; an exhausted answer is
+// reported, not decoded.
+#include "pir/he/bag.h"
+
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "pir/he/serialization.h"
+#include "tests/pir/he/test_support.h"
+
+namespace veil::he {
+namespace {
+
+using testing::Rng;
+
+std::shared_ptr<const BfvContext> BagContext() {
+  static const auto* ctx = new std::shared_ptr<const BfvContext>(*BfvContext::Create(*BagParams()));
+  return *ctx;
+}
+
+std::vector<int64_t> PlainPooledSum(const std::vector<int32_t>& table, size_t dim,
+                                    const std::vector<uint64_t>& rows,
+                                    const std::vector<int64_t>& weights) {
+  std::vector<int64_t> sum(dim, 0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t j = 0; j < dim; ++j) sum[j] += weights[i] * table[rows[i] * dim + j];
+  }
+  return sum;
+}
+
+struct Case {
+  size_t rows, dim, bag;
+};
+
+TEST(Bag, AnswerIsThePooledSumExactly) {
+  const auto ctx = BagContext();
+  std::mt19937_64 rng = Rng(40);
+  // One block, a wide 64-dim table, several blocks (20000 rows > N = 8192), odd shapes.
+  for (const Case& c : {Case{100, 8, 5}, Case{4096, 64, 32}, Case{20000, 16, 40}, Case{1, 1, 1},
+                        Case{37, 300, 10}}) {
+    SCOPED_TRACE(::testing::Message() << c.rows << " x " << c.dim);
+    std::vector<int32_t> table(c.rows * c.dim);
+    for (int32_t& v : table) v = static_cast<int32_t>(rng());
+    table[0] = std::numeric_limits<int32_t>::min();
+    const std::unique_ptr<BagServer> server = *BagServer::Create(ctx, table, c.rows, c.dim, 2);
+    EXPECT_EQ(server->info().max_abs, uint32_t{1} << 31);
+    const std::unique_ptr<BagClient> client =
+        *BagClient::Create(ctx, *ParseBagTableInfo(SerializeBagTableInfo(server->info())));
+    const GaloisKeys gk =
+        *ParseGaloisKeys(*ctx, *SerializeGaloisKeys(*ctx, *client->MakeGaloisKeys()));
+    std::vector<uint64_t> rows;
+    std::vector<int64_t> weights;
+    for (uint64_t r = 0; r < c.rows && rows.size() < c.bag; r += 1 + rng() % 3) {
+      rows.push_back(r);
+      weights.push_back(static_cast<int64_t>(rng() % 131072) - 65536);  // 16.16 in [-1, 1)
+    }
+    const BagQuery query = *client->Query(rows, weights);
+    const std::vector<uint8_t> up = *SerializeBagQuery(*ctx, query);
+    EXPECT_EQ(up.size(), client->Sizes().query_bytes);
+    const Ciphertext answer = *server->Answer(*ParseBagQuery(*ctx, up, 16), gk, 2);
+    const std::vector<uint8_t> down = *SerializeCiphertext(*ctx, answer);
+    EXPECT_EQ(down.size(), client->Sizes().answer_bytes);
+    EXPECT_EQ(*client->Decode(*ParseCiphertext(*ctx, down)),
+              PlainPooledSum(table, c.dim, rows, weights));
+    // The budget left is wide (bag.h: about 33 bits).
+    EXPECT_GE(*NoiseBudget(*ctx, client->secret_key(), answer), 20);
+  }
+}
+
+TEST(Bag, ExactAtTheLargestAllowedWeights) {
+  const auto ctx = BagContext();
+  const size_t rows = 4, dim = 2;
+  const std::vector<int32_t> table = {std::numeric_limits<int32_t>::min(),
+                                      std::numeric_limits<int32_t>::max(),
+                                      -1,
+                                      1,
+                                      std::numeric_limits<int32_t>::min(),
+                                      7,
+                                      0,
+                                      -5};
+  const std::unique_ptr<BagServer> server = *BagServer::Create(ctx, table, rows, dim);
+  const std::unique_ptr<BagClient> client = *BagClient::Create(ctx, server->info());
+  const GaloisKeys gk = *client->MakeGaloisKeys();
+  // sum |w| 2^31 <= (t - 1) / 2 with t ~ 2^58: |w| sums to just under 2^26.
+  const uint64_t half = (ctx->params().t - 1) / 2;
+  const int64_t limit = static_cast<int64_t>(half >> 31);
+  const std::vector<uint64_t> bag = {0, 2, 3};
+  const std::vector<int64_t> weights = {limit - 2, -1, 1};
+  const Ciphertext answer = *server->Answer(*client->Query(bag, weights), gk);
+  EXPECT_EQ(*client->Decode(answer), PlainPooledSum(table, dim, bag, weights));
+  // One more unit of weight and the sum could wrap mod t: refused.
+  absl::StatusOr<BagQuery> too_much = client->Query(bag, {limit, -1, 1});
+  ASSERT_EQ(too_much.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_much.status().message().find("the pooled sum would not be exact"),
+            std::string::npos);
+}
+
+TEST(Bag, RejectsBadInput) {
+  const auto ctx = BagContext();
+  const std::vector<int32_t> table(6, 3);
+  EXPECT_EQ(BagServer::Create(ctx, table, 4, 2).status().message(),
+            "a table of 4 x 2 needs 8 values, got 6");
+  const std::unique_ptr<BagServer> server = *BagServer::Create(ctx, table, 3, 2);
+  const std::unique_ptr<BagClient> client = *BagClient::Create(ctx, server->info());
+  EXPECT_EQ(client->Query({3}, {1}).status().message(), "bag row 3 is outside the table");
+  EXPECT_EQ(client->Query({1, 1}, {1, 1}).status().message(), "bag row 1 repeats");
+  EXPECT_EQ(client->Query({1}, {1, 2}).status().message(), "1 rows but 2 weights");
+
+  std::vector<uint8_t> info = SerializeBagTableInfo(server->info());
+  EXPECT_EQ(info.size(), 36u);
+  info[3] = 2;
+  EXPECT_EQ(ParseBagTableInfo(info).status().message(), "unsupported bag table info version 2");
+  EXPECT_EQ(ParseBagTableInfo(absl::MakeConstSpan(info).first(35)).status().message(),
+            "bag table info has 35 bytes, expected 36");
+  BagTableInfo foreign = server->info();
+  foreign.params_id ^= 1;
+  EXPECT_EQ(BagClient::Create(ctx, foreign).status().code(), absl::StatusCode::kInvalidArgument);
+
+  const std::vector<uint8_t> q = *SerializeBagQuery(*ctx, *client->Query({0}, {1}));
+  EXPECT_EQ(ParseBagQuery(*ctx, q, 0).status().message(),
+            "bag query with 1 blocks, 1 to 0 allowed");
+  EXPECT_EQ(ParseBagQuery(*ctx, absl::MakeConstSpan(q).first(q.size() - 1), 4).status().message(),
+            "truncated bag query");
+
+  // An answer whose budget was spent is reported, not decoded into wrong numbers.
+  const GaloisKeys gk = *client->MakeGaloisKeys();
+  Ciphertext answer = *server->Answer(*client->Query({0}, {1}), gk);
+  Plaintext scalar{ctx->id(), std::vector<uint64_t>(ctx->n(), 0)};
+  scalar.coeffs[0] = ctx->params().t / 3;
+  answer = *MultiplyPlain(*ctx, answer, *PrepareForMultiply(*ctx, scalar));
+  EXPECT_EQ(client->Decode(answer).status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace veil::he

@@ -1,0 +1,127 @@
+// The baby-step giant-step matrix-vector product: the IFMA dot-product kernel against its
+// reference bit for bit, plans (rotation counts g + b instead of g b), and decrypt(M x) = M x
+// for random matrices of several shapes (square, wide, tall, one row, one column, odd sizes,
+// several input blocks) on random vectors.
+#include "pir/he/matvec.h"
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "pir/he/dot_product.h"
+#include "pir/he/encoder.h"
+#include "tests/pir/he/test_support.h"
+
+namespace veil::he {
+namespace {
+
+using testing::RandomResidues;
+using testing::Rng;
+
+TEST(DotProduct, FastPathMatchesReference) {
+  std::mt19937_64 rng = Rng(30);
+  for (int bits : {20, 30, 44, 49, 50, 60}) {
+    const Modulus q = *Modulus::Create((*GenerateNttPrimes(bits, 64, 1))[0]);
+    for (size_t terms : {size_t{1}, size_t{7}, size_t{64}, size_t{2050}}) {
+      for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{64}}) {
+        std::vector<std::vector<uint64_t>> data;
+        for (size_t i = 0; i < 3 * terms; ++i) {
+          data.push_back(i < 3 ? std::vector<uint64_t>(n, q.value() - 1)
+                               : RandomResidues(n, q.value(), rng));
+        }
+        std::vector<const uint64_t*> p, a, b;
+        for (size_t i = 0; i < terms; ++i) {
+          p.push_back(data[3 * i].data());
+          a.push_back(data[3 * i + 1].data());
+          b.push_back(data[3 * i + 2].data());
+        }
+        std::vector<uint64_t> r0(n), r1(n), f0(n), f1(n), naive(n, 0);
+        internal::PlainDotProductReference(
+            {&q, terms, n, p.data(), a.data(), b.data(), r0.data(), r1.data()});
+        internal::PlainDotProduct(
+            {&q, terms, n, p.data(), a.data(), b.data(), f0.data(), f1.data()});
+        for (size_t c = 0; c < n; ++c) {
+          for (size_t i = 0; i < terms; ++i) naive[c] = q.Add(naive[c], q.Mul(p[i][c], a[i][c]));
+        }
+        ASSERT_EQ(r0, naive) << bits << " bits, " << terms << " terms";
+        ASSERT_EQ(f0, r0) << bits << " bits, " << terms << " terms, n " << n;
+        ASSERT_EQ(f1, r1) << bits << " bits, " << terms << " terms, n " << n;
+      }
+    }
+  }
+}
+
+TEST(MatVecPlan, BabyStepGiantStepCounts) {
+  const auto ctx = *BfvContext::Create(*BfvParams::Standard(13, 30));
+  // 4096 x 4096 at N = 8192: two lanes of 2048 columns, 2048 diagonals = 64 x 32.
+  const MatVecPlan square = *MatVecPlan::Create(*ctx, 4096, 4096);
+  EXPECT_EQ(square.blocks(), 1u);
+  EXPECT_EQ(square.lane_cols(), 2048u);
+  EXPECT_EQ(square.diagonals(), 2048u);
+  EXPECT_EQ(square.baby() * square.giant(), 2048u);
+  EXPECT_EQ(square.rotations(), square.baby() - 1 + square.giant() - 1 + 1);
+  EXPECT_LE(square.rotations(), 100u);  // instead of 2047
+  // 64 x 4096 (a bag over 4096 rows of dimension 64): 64 diagonals, fold 2048 -> 64.
+  const MatVecPlan wide = *MatVecPlan::Create(*ctx, 64, 4096);
+  EXPECT_TRUE(wide.wide());
+  EXPECT_EQ(wide.diagonals(), 64u);
+  EXPECT_EQ(wide.rotations(), wide.baby() - 1 + wide.giant() - 1 + 5 + 1);
+  EXPECT_EQ(wide.RotationSteps().size(), wide.rotations());  // distinct steps, swap included
+  // More columns than two lanes hold: blocks.
+  EXPECT_EQ(MatVecPlan::Create(*ctx, 64, 20000)->blocks(), 3u);
+  EXPECT_EQ(MatVecPlan::Create(*ctx, 4097, 10).status().message(),
+            "a 4097 x 10 matrix needs 1 to N/2 = 4096 rows and at least one column");
+}
+
+struct Shape {
+  size_t rows, cols;
+};
+
+TEST(MatVec, EqualsThePlainProduct) {
+  const auto ctx = *BfvContext::Create(*BfvParams::Standard(12, 20));
+  const SecretKey sk = GenerateSecretKey(*ctx);
+  std::mt19937_64 rng = Rng(31);
+  const uint64_t t = ctx->params().t;
+  const Shape shapes[] = {{64, 64}, {16, 1000}, {1000, 16}, {1, 300},
+                          {300, 1}, {37, 53},   {5, 5000},  {2048, 4096}};
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << s.rows << " x " << s.cols);
+    const MatVecPlan plan = *MatVecPlan::Create(*ctx, s.rows, s.cols);
+    const std::vector<uint64_t> matrix = RandomResidues(s.rows * s.cols, t, rng);
+    const std::vector<uint64_t> x = RandomResidues(s.cols, t, rng);
+    const EncodedMatrix encoded = *EncodedMatrix::Create(ctx, plan, matrix, 2);
+    const GaloisKeys gk = *GenerateGaloisKeys(*ctx, sk, plan.GaloisElements());
+    std::vector<Ciphertext> inputs;
+    const std::vector<std::vector<uint64_t>> packed = *plan.PackInput(x);
+    for (const std::vector<uint64_t>& slots : packed) {
+      inputs.push_back(*EncryptSymmetric(*ctx, sk, *EncodeSlots(*ctx, slots)));
+    }
+    const Ciphertext y = *encoded.Multiply(inputs, gk, 2);
+    EXPECT_GT(*NoiseBudget(*ctx, sk, y), 0);
+    const std::vector<uint64_t> slots = *DecodeSlots(*ctx, *Decrypt(*ctx, sk, y));
+    EXPECT_EQ(plan.UnpackOutput(slots),
+              MatVecPlain(ctx->plain_modulus(), s.rows, s.cols, matrix, x));
+  }
+}
+
+TEST(MatVec, RejectsBadInputs) {
+  const auto ctx = *BfvContext::Create(*BfvParams::Standard(12, 20));
+  const SecretKey sk = GenerateSecretKey(*ctx);
+  const MatVecPlan plan = *MatVecPlan::Create(*ctx, 4, 8);
+  const std::vector<uint64_t> matrix(32, 1);
+  EXPECT_EQ(EncodedMatrix::Create(ctx, plan, std::vector<uint64_t>(31, 1)).status().message(),
+            "the matrix has 31 entries, expected 4 x 8");
+  const EncodedMatrix encoded = *EncodedMatrix::Create(ctx, plan, matrix);
+  const GaloisKeys none = *GenerateGaloisKeys(*ctx, sk, {});
+  const Ciphertext ct = *EncryptSymmetric(
+      *ctx, sk, *EncodeSlots(*ctx, (*plan.PackInput(std::vector<uint64_t>(8, 1)))[0]));
+  EXPECT_EQ(encoded.Multiply({ct, ct}, none).status().message(),
+            "the product takes 1 input ciphertexts, got 2");
+  EXPECT_EQ(encoded.Multiply({ct}, none).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(plan.PackInput(std::vector<uint64_t>(7, 1)).status().message(),
+            "the vector has 7 entries, the matrix 8 columns");
+}
+
+}  // namespace
+}  // namespace veil::he

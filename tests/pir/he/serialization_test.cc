@@ -1,0 +1,135 @@
+// Wire formats: round trips of every object (and that the parsed keys still work), the sizes the
+// header promises (seeded halves travel as seeds), and clear errors for truncated, over-long,
+// foreign or corrupted bytes.
+#include "pir/he/serialization.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "pir/he/encoder.h"
+
+namespace veil::he {
+namespace {
+
+class Serialization : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ctx_ = *BfvContext::Create(*BfvParams::Standard(12, 20));
+    sk_ = GenerateSecretKey(*ctx_);
+    m_ = *EncodeSlots(*ctx_, {1, 2, 3, 4, 5});
+  }
+  const BfvContext& ctx() { return *ctx_; }
+  std::vector<uint64_t> Slots(const Ciphertext& ct, const SecretKey& sk) {
+    return *DecodeSlots(ctx(), *Decrypt(ctx(), sk, ct));
+  }
+  std::shared_ptr<const BfvContext> ctx_;
+  SecretKey sk_;
+  Plaintext m_;
+};
+
+TEST_F(Serialization, CiphertextsRoundTripSeededAndFull) {
+  const Ciphertext seeded = *EncryptSymmetric(ctx(), sk_, m_);
+  const std::vector<uint8_t> small = *SerializeCiphertext(ctx(), seeded);
+  EXPECT_EQ(small.size(), CiphertextBytes(ctx(), 2, true));
+  const Ciphertext back = *ParseCiphertext(ctx(), small);
+  EXPECT_EQ(back.data, seeded.data);
+  EXPECT_EQ(back.seed, seeded.seed);
+  // After an operation the seed is gone and both halves travel.
+  const Ciphertext sum = *Add(ctx(), seeded, seeded);
+  const std::vector<uint8_t> full = *SerializeCiphertext(ctx(), sum);
+  EXPECT_EQ(full.size(), CiphertextBytes(ctx(), 2, false));
+  EXPECT_LT(small.size() * 2, full.size() + 100);
+  EXPECT_EQ(ParseCiphertext(ctx(), full)->data, sum.data);
+  // 72 bits per coefficient at N = 4096: 36,864 bytes a polynomial.
+  EXPECT_EQ(full.size(), kHeHeaderBytes + 2 + 2 * 36864);
+  const Ciphertext three = *Multiply(ctx(), seeded, seeded);
+  EXPECT_EQ(ParseCiphertext(ctx(), *SerializeCiphertext(ctx(), three))->data, three.data);
+}
+
+TEST_F(Serialization, KeysRoundTripAndStillWork) {
+  const PublicKey pk =
+      *ParsePublicKey(ctx(), *SerializePublicKey(ctx(), *GeneratePublicKey(ctx(), sk_)));
+  const Ciphertext ct = *Encrypt(ctx(), pk, m_);
+  EXPECT_EQ(Slots(ct, sk_), *DecodeSlots(ctx(), m_));
+
+  std::vector<uint8_t> sk_bytes = *SerializeSecretKey(ctx(), sk_);
+  EXPECT_EQ(sk_bytes.size(), kHeHeaderBytes + 4096 / 4);
+  const SecretKey sk = *ParseSecretKey(ctx(), sk_bytes);
+  EXPECT_EQ(sk.ntt, sk_.ntt);
+
+  const RelinKey rk =
+      *ParseRelinKey(ctx(), *SerializeRelinKey(ctx(), *GenerateRelinKey(ctx(), sk_)));
+  const Ciphertext squared = *Relinearize(ctx(), *Multiply(ctx(), ct, ct), rk);
+  EXPECT_EQ(Slots(squared, sk)[4], 25u);
+
+  const std::vector<uint32_t> elements = {*GaloisElementForStep(12, 1),
+                                          *GaloisElementForStep(12, 0)};
+  const GaloisKeys original = *GenerateGaloisKeys(ctx(), sk_, elements);
+  const std::vector<uint8_t> gk_bytes = *SerializeGaloisKeys(ctx(), original);
+  EXPECT_EQ(gk_bytes.size(), kHeHeaderBytes + 4 + 2 * GaloisKeyBytes(ctx()));
+  const GaloisKeys gk = *ParseGaloisKeys(ctx(), gk_bytes);
+  for (const auto& [g, key] : original.keys) {
+    EXPECT_EQ(gk.keys.at(g).b, key.b);
+    EXPECT_EQ(gk.keys.at(g).a, key.a);  // re-expanded from the seed
+  }
+  EXPECT_EQ(Slots(*RotateRows(ctx(), ct, 1, gk), sk)[0], 2u);
+}
+
+TEST_F(Serialization, RejectsMalformedBytes) {
+  const std::vector<uint8_t> good = *SerializeCiphertext(ctx(), *EncryptSymmetric(ctx(), sk_, m_));
+  for (size_t len : {size_t{0}, size_t{1}, size_t{11}, size_t{12}, size_t{13}, size_t{14},
+                     good.size() / 2, good.size() - 1}) {
+    absl::StatusOr<Ciphertext> r = ParseCiphertext(ctx(), absl::MakeConstSpan(good).first(len));
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << len;
+    EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status();
+  }
+  auto corrupt = [&](size_t at, uint8_t value) {
+    std::vector<uint8_t> b = good;
+    b[at] = value;
+    return ParseCiphertext(ctx(), b).status();
+  };
+  EXPECT_EQ(corrupt(0, 'X').message(), "not a veil HE object (bad magic)");
+  EXPECT_EQ(corrupt(2, 9).message(), "unsupported HE object version 9");
+  EXPECT_EQ(corrupt(3, 4).message(), "object kind 4 where kind 1 was expected");
+  EXPECT_NE(corrupt(4, good[4] ^ 1).message().find("serialized object belongs to parameters"),
+            std::string::npos);
+  EXPECT_EQ(corrupt(12, 4).message(), "ciphertext size 4 (2 or 3)");
+  EXPECT_EQ(corrupt(13, 2).message(), "unknown ciphertext flags 2");
+  std::vector<uint8_t> longer = good;
+  longer.push_back(0);
+  EXPECT_EQ(ParseCiphertext(ctx(), longer).status().message(),
+            "1 bytes after the end of the ciphertext");
+  // The first residue all ones: 36 bits of 1 exceed q_0 = 0xffffee001.
+  std::vector<uint8_t> high = good;
+  for (size_t i = 14; i < 14 + 5; ++i) high[i] = 0xff;
+  EXPECT_NE(ParseCiphertext(ctx(), high).status().message().find("ciphertext: residue"),
+            std::string::npos);
+
+  // Another parameter set's context refuses the bytes.
+  const auto other = *BfvContext::Create(*BfvParams::Standard(12, 21));
+  EXPECT_EQ(ParseCiphertext(*other, good).status().code(), absl::StatusCode::kInvalidArgument);
+
+  std::vector<uint8_t> sk = *SerializeSecretKey(ctx(), sk_);
+  sk[kHeHeaderBytes] = 0x02;
+  EXPECT_EQ(ParseSecretKey(ctx(), sk).status().message(), "secret key: invalid ternary code 2");
+
+  const GaloisKeys two =
+      *GenerateGaloisKeys(ctx(), sk_, {*GaloisElementForStep(12, 1), *GaloisElementForStep(12, 2)});
+  std::vector<uint8_t> gk = *SerializeGaloisKeys(ctx(), two);
+  std::vector<uint8_t> many = gk;
+  many[kHeHeaderBytes + 1] = 0xff;  // count 65282 > N
+  EXPECT_EQ(ParseGaloisKeys(ctx(), many).status().message(), "65282 Galois keys: at most N = 4096");
+  std::vector<uint8_t> even = gk;
+  even[kHeHeaderBytes + 4] = 2;  // first element 2
+  EXPECT_NE(ParseGaloisKeys(ctx(), even).status().message().find("Galois element 2 must be odd"),
+            std::string::npos);
+  std::vector<uint8_t> missing = gk;
+  missing.resize(gk.size() - 1);
+  EXPECT_NE(ParseGaloisKeys(ctx(), missing).status().message().find("truncated Galois keys"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace veil::he
