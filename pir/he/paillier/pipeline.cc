@@ -1,0 +1,118 @@
+#include "pir/he/paillier/pipeline.h"
+
+namespace veil::he {
+
+absl::StatusOr<std::unique_ptr<PipelinedEncryptor>> PipelinedEncryptor::Create(
+    const PublicKey& key, Randomizer& randomness, const PipelineOptions& options) {
+  return Create([key, &randomness](const Mpz& m) { return Encrypt(key, m, randomness); }, options);
+}
+
+absl::StatusOr<std::unique_ptr<PipelinedEncryptor>> PipelinedEncryptor::Create(
+    EncryptFn encrypt, const PipelineOptions& options) {
+  if (options.workers < 1 || options.capacity < 1) {
+    return absl::InvalidArgumentError("pipeline: workers and capacity must be >= 1");
+  }
+  return std::unique_ptr<PipelinedEncryptor>(new PipelinedEncryptor(std::move(encrypt), options));
+}
+
+PipelinedEncryptor::PipelinedEncryptor(EncryptFn encrypt, const PipelineOptions& options)
+    : encrypt_(std::move(encrypt)), options_(options) {
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+PipelinedEncryptor::~PipelinedEncryptor() {
+  Cancel();
+  for (std::thread& t : workers_) t.join();
+}
+
+void PipelinedEncryptor::Work() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    changed_.wait(lock, [&] { return cancelled_ || closed_ || !queue_.empty(); });
+    if (cancelled_ || queue_.empty()) return;  // cancelled, or closed with nothing left
+    auto [seq, plaintext] = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    absl::StatusOr<Ciphertext> result = encrypt_(plaintext);
+    lock.lock();
+    if (!result.ok() && seq < failed_at_) {
+      failed_at_ = seq;
+      failure_ = result.status();
+      queue_.clear();  // everything queued comes after seq (FIFO)
+    }
+    done_.emplace(seq, std::move(result));
+    changed_.notify_all();
+  }
+}
+
+absl::Status PipelinedEncryptor::Submit(Mpz plaintext) {
+  std::unique_lock lock(mu_);
+  changed_.wait(lock, [&] {
+    return cancelled_ || closed_ || failed_at_ != UINT64_MAX ||
+           submitted_ - taken_ < options_.capacity;
+  });
+  if (cancelled_) return absl::CancelledError("pipeline cancelled");
+  if (failed_at_ != UINT64_MAX) return failure_;
+  if (closed_) return absl::FailedPreconditionError("pipeline: Submit after Close");
+  queue_.emplace_back(submitted_++, std::move(plaintext));
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Ciphertext> PipelinedEncryptor::Next() {
+  std::unique_lock lock(mu_);
+  changed_.wait(lock, [&] {
+    return cancelled_ || done_.count(taken_) != 0 || taken_ > failed_at_ ||
+           (closed_ && taken_ == submitted_);
+  });
+  if (cancelled_) return absl::CancelledError("pipeline cancelled");
+  if (taken_ > failed_at_) return failure_;
+  if (auto it = done_.find(taken_); it != done_.end()) {
+    absl::StatusOr<Ciphertext> result = std::move(it->second);
+    done_.erase(it);
+    ++taken_;
+    changed_.notify_all();  // a slot is free for Submit
+    return result;
+  }
+  return absl::OutOfRangeError("pipeline: closed and every result taken");
+}
+
+void PipelinedEncryptor::Close() {
+  std::lock_guard lock(mu_);
+  closed_ = true;
+  changed_.notify_all();
+}
+
+void PipelinedEncryptor::Cancel() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+  queue_.clear();
+  changed_.notify_all();
+}
+
+absl::StatusOr<std::vector<Ciphertext>> EncryptAll(PipelinedEncryptor& pipeline,
+                                                   absl::Span<const Mpz> plaintexts) {
+  std::thread producer([&] {
+    for (const Mpz& m : plaintexts) {
+      if (!pipeline.Submit(m).ok()) return;  // Next() reports why
+    }
+    pipeline.Close();
+  });
+  std::vector<Ciphertext> out;
+  out.reserve(plaintexts.size());
+  absl::Status status;
+  while (out.size() < plaintexts.size()) {
+    auto c = pipeline.Next();
+    if (!c.ok()) {
+      status = c.status();
+      pipeline.Cancel();  // unblocks a producer waiting for room
+      break;
+    }
+    out.push_back(*std::move(c));
+  }
+  producer.join();
+  if (!status.ok()) return status;
+  return out;
+}
+
+}  // namespace veil::he
