@@ -28,7 +28,7 @@ PipelinedEncryptor::~PipelinedEncryptor() {
 void PipelinedEncryptor::Work() {
   std::unique_lock lock(mu_);
   for (;;) {
-    changed_.wait(lock, [&] { return cancelled_ || closed_ || !queue_.empty(); });
+    work_.wait(lock, [&] { return cancelled_ || closed_ || !queue_.empty(); });
     if (cancelled_ || queue_.empty()) return;  // cancelled, or closed with nothing left
     auto [seq, plaintext] = std::move(queue_.front());
     queue_.pop_front();
@@ -39,15 +39,17 @@ void PipelinedEncryptor::Work() {
       failed_at_ = seq;
       failure_ = result.status();
       queue_.clear();  // everything queued comes after seq (FIFO)
+      space_.notify_all();
     }
     done_.emplace(seq, std::move(result));
-    changed_.notify_all();
+    // The consumer waits for the oldest outstanding result only.
+    if (seq == taken_ || seq == failed_at_) results_.notify_one();
   }
 }
 
 absl::Status PipelinedEncryptor::Submit(Mpz plaintext) {
   std::unique_lock lock(mu_);
-  changed_.wait(lock, [&] {
+  space_.wait(lock, [&] {
     return cancelled_ || closed_ || failed_at_ != UINT64_MAX ||
            submitted_ - taken_ < options_.capacity;
   });
@@ -55,13 +57,13 @@ absl::Status PipelinedEncryptor::Submit(Mpz plaintext) {
   if (failed_at_ != UINT64_MAX) return failure_;
   if (closed_) return absl::FailedPreconditionError("pipeline: Submit after Close");
   queue_.emplace_back(submitted_++, std::move(plaintext));
-  changed_.notify_all();
+  work_.notify_one();
   return absl::OkStatus();
 }
 
 absl::StatusOr<Ciphertext> PipelinedEncryptor::Next() {
   std::unique_lock lock(mu_);
-  changed_.wait(lock, [&] {
+  results_.wait(lock, [&] {
     return cancelled_ || done_.count(taken_) != 0 || taken_ > failed_at_ ||
            (closed_ && taken_ == submitted_);
   });
@@ -71,7 +73,9 @@ absl::StatusOr<Ciphertext> PipelinedEncryptor::Next() {
     absl::StatusOr<Ciphertext> result = std::move(it->second);
     done_.erase(it);
     ++taken_;
-    changed_.notify_all();  // a slot is free for Submit
+    // A blocked producer waits at `capacity` in flight; waking it at half that lets it refill
+    // in one go instead of once per result.
+    if (submitted_ - taken_ == options_.capacity / 2) space_.notify_one();
     return result;
   }
   return absl::OutOfRangeError("pipeline: closed and every result taken");
@@ -80,14 +84,20 @@ absl::StatusOr<Ciphertext> PipelinedEncryptor::Next() {
 void PipelinedEncryptor::Close() {
   std::lock_guard lock(mu_);
   closed_ = true;
-  changed_.notify_all();
+  WakeAll();
 }
 
 void PipelinedEncryptor::Cancel() {
   std::lock_guard lock(mu_);
   cancelled_ = true;
   queue_.clear();
-  changed_.notify_all();
+  WakeAll();
+}
+
+void PipelinedEncryptor::WakeAll() {
+  work_.notify_all();
+  results_.notify_all();
+  space_.notify_all();
 }
 
 absl::StatusOr<std::vector<Ciphertext>> EncryptAll(PipelinedEncryptor& pipeline,

@@ -62,11 +62,14 @@ class PipelinedEncryptor {
  private:
   PipelinedEncryptor(EncryptFn encrypt, const PipelineOptions& options);
   void Work();
+  void WakeAll();  // with mu_ held
 
   EncryptFn encrypt_;
   PipelineOptions options_;
   std::mutex mu_;
-  std::condition_variable changed_;  // any state change; waiters re-check their condition
+  std::condition_variable work_;     // workers: the queue has items, or closed or cancelled
+  std::condition_variable results_;  // Next: a result is done, or the pipeline stopped
+  std::condition_variable space_;    // Submit: fewer than capacity items in flight, or stopped
   std::deque<std::pair<uint64_t, Mpz>> queue_;
   std::map<uint64_t, absl::StatusOr<Ciphertext>> done_;
   uint64_t submitted_ = 0;  // sequence number of the next submission
