@@ -120,7 +120,7 @@ void MeasureEncryption(const PublicKey& key, int threads, size_t count) {
   const double pipe_s = MedianSeconds(
       [&] {
         auto pipeline = he::PipelinedEncryptor::Create(key, *fixed, {.workers = threads});
-        if (!he::EncryptAll(**pipeline, plaintexts).ok()) std::abort();
+        if (!(*pipeline)->EncryptAll(plaintexts).ok()) std::abort();
       },
       1, kReps, 1e9);
   Line("pipeline", key, threads)

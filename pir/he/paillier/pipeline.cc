@@ -100,28 +100,35 @@ void PipelinedEncryptor::WakeAll() {
   space_.notify_all();
 }
 
-absl::StatusOr<std::vector<Ciphertext>> EncryptAll(PipelinedEncryptor& pipeline,
-                                                   absl::Span<const Mpz> plaintexts) {
-  std::thread producer([&] {
-    for (const Mpz& m : plaintexts) {
-      if (!pipeline.Submit(m).ok()) return;  // Next() reports why
-    }
-    pipeline.Close();
-  });
+absl::StatusOr<std::vector<Ciphertext>> PipelinedEncryptor::EncryptAll(
+    absl::Span<const Mpz> plaintexts) {
   std::vector<Ciphertext> out;
   out.reserve(plaintexts.size());
-  absl::Status status;
-  while (out.size() < plaintexts.size()) {
-    auto c = pipeline.Next();
+  auto take = [&]() -> absl::Status {
+    auto c = Next();
     if (!c.ok()) {
-      status = c.status();
-      pipeline.Cancel();  // unblocks a producer waiting for room
-      break;
+      Cancel();
+      return c.status();
     }
     out.push_back(*std::move(c));
+    return absl::OkStatus();
+  };
+  size_t submitted = 0;
+  for (const Mpz& m : plaintexts) {
+    // Never let Submit block: this thread is also the consumer.
+    while (submitted - out.size() >= options_.capacity) {
+      if (auto s = take(); !s.ok()) return s;
+    }
+    if (auto s = Submit(m); !s.ok()) {
+      Cancel();
+      return s;
+    }
+    ++submitted;
   }
-  producer.join();
-  if (!status.ok()) return status;
+  Close();
+  while (out.size() < plaintexts.size()) {
+    if (auto s = take(); !s.ok()) return s;
+  }
   return out;
 }
 

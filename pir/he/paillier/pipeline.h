@@ -59,6 +59,11 @@ class PipelinedEncryptor {
   void Close();
   void Cancel();
 
+  // On a fresh pipeline, producer and consumer in the calling thread: submits `plaintexts`,
+  // taking results whenever `capacity` are in flight, then closes and takes the rest. Returns the
+  // ciphertexts in order, or the pipeline's first error (then cancels it).
+  absl::StatusOr<std::vector<Ciphertext>> EncryptAll(absl::Span<const Mpz> plaintexts);
+
  private:
   PipelinedEncryptor(EncryptFn encrypt, const PipelineOptions& options);
   void Work();
@@ -80,11 +85,6 @@ class PipelinedEncryptor {
   bool cancelled_ = false;
   std::vector<std::thread> workers_;
 };
-
-// Submits `plaintexts` from a producer thread and collects the ciphertexts in order (then closes
-// the pipeline). Returns the pipeline's first error.
-absl::StatusOr<std::vector<Ciphertext>> EncryptAll(PipelinedEncryptor& pipeline,
-                                                   absl::Span<const Mpz> plaintexts);
 
 }  // namespace veil::he
 

@@ -48,7 +48,7 @@ TEST(PaillierPipeline, ResultsComeInSubmissionOrder) {
   auto pipeline = PipelinedEncryptor::Create(work.Fn(TestSeed()), {.workers = 4, .capacity = 8});
   ASSERT_TRUE(pipeline.ok());
   const std::vector<Mpz> in = Counting(200);
-  auto out = EncryptAll(**pipeline, in);
+  auto out = (*pipeline)->EncryptAll(in);
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), in.size());
   for (size_t i = 0; i < in.size(); ++i) EXPECT_EQ((*out)[i].value, in[i]) << i;
@@ -63,7 +63,7 @@ TEST(PaillierPipeline, EncryptsWithARealKey) {
   auto pipeline = PipelinedEncryptor::Create(keys.public_key, **fixed, {.workers = 3});
   ASSERT_TRUE(pipeline.ok());
   const std::vector<Mpz> in = Counting(25);
-  auto out = EncryptAll(**pipeline, in);
+  auto out = (*pipeline)->EncryptAll(in);
   ASSERT_TRUE(out.ok()) << out.status();
   for (size_t i = 0; i < in.size(); ++i) EXPECT_EQ(*Decrypt(keys, (*out)[i]), in[i]);
 }
@@ -153,7 +153,7 @@ TEST(PaillierPipeline, AnEmptyPoolFailsEncryptAll) {
   auto pipeline =
       PipelinedEncryptor::Create(keys.public_key, **pool, {.workers = 2, .capacity = 2});
   ASSERT_TRUE(pipeline.ok());
-  auto out = EncryptAll(**pipeline, Counting(8));
+  auto out = (*pipeline)->EncryptAll(Counting(8));
   EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
