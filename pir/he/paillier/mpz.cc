@@ -2,6 +2,7 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -52,6 +53,36 @@ Mpz FromBytes(absl::Span<const uint8_t> bytes) {
   Mpz x;
   if (!bytes.empty()) mpz_import(x.get(), bytes.size(), 1, 1, 1, 0, bytes.data());
   return x;
+}
+
+void ToLimbs(const Mpz& x, mp_limb_t* out, size_t limbs) {
+  const size_t size = mpz_size(x.get());
+  const mp_limb_t* in = mpz_limbs_read(x.get());
+  for (size_t i = 0; i < limbs; ++i) out[i] = i < size ? in[i] : 0;
+}
+
+void FromLimbs(const mp_limb_t* limbs, size_t count, Mpz& x) {
+  mp_limb_t* dst = mpz_limbs_write(x.get(), count);
+  std::copy(limbs, limbs + count, dst);
+  mpz_limbs_finish(x.get(), count);
+}
+
+SecureModMul::SecureModMul(const Mpz& modulus)
+    : modulus_(mpz_limbs_read(modulus.get())),
+      limbs_(mpz_size(modulus.get())),
+      product_(2 * limbs_),
+      scratch_(std::max(mpn_sec_mul_itch(limbs_, limbs_), mpn_sec_div_r_itch(2 * limbs_, limbs_))) {
+}
+
+SecureModMul::~SecureModMul() {
+  sodium_memzero(product_.data(), product_.size() * sizeof(mp_limb_t));
+  sodium_memzero(scratch_.data(), scratch_.size() * sizeof(mp_limb_t));
+}
+
+void SecureModMul::Mul(const mp_limb_t* a, const mp_limb_t* b, mp_limb_t* out) {
+  mpn_sec_mul(product_.data(), a, limbs_, b, limbs_, scratch_.data());
+  mpn_sec_div_r(product_.data(), 2 * limbs_, modulus_, limbs_, scratch_.data());
+  std::copy(product_.begin(), product_.begin() + limbs_, out);
 }
 
 SecretMpz RandomBits(size_t bits) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -71,6 +72,31 @@ class SecretMpz : public Mpz {
 bool ToFixedBytes(const Mpz& x, absl::Span<uint8_t> out);
 // The non-negative integer of big-endian `bytes`.
 Mpz FromBytes(absl::Span<const uint8_t> bytes);
+
+// x as exactly `limbs` little-endian limbs (zero-padded; x must be non-negative and fit), and
+// back. The copy touches every limb whatever x's length.
+void ToLimbs(const Mpz& x, mp_limb_t* out, size_t limbs);
+void FromLimbs(const mp_limb_t* limbs, size_t count, Mpz& x);
+
+// Multiplication modulo a fixed odd modulus with GMP's side-channel silent mpn_sec_mul and
+// mpn_sec_div_r: for secret operands, no branch or memory address depends on their values.
+// Holds scratch space (wiped on destruction): one instance per thread.
+class SecureModMul {
+ public:
+  explicit SecureModMul(const Mpz& modulus);
+  ~SecureModMul();
+  SecureModMul(const SecureModMul&) = delete;
+  SecureModMul& operator=(const SecureModMul&) = delete;
+
+  size_t limbs() const { return limbs_; }
+  // out = a b mod modulus for a, b of limbs() limbs below the modulus; out may alias a or b.
+  void Mul(const mp_limb_t* a, const mp_limb_t* b, mp_limb_t* out);
+
+ private:
+  const mp_limb_t* modulus_;
+  size_t limbs_;
+  std::vector<mp_limb_t> product_, scratch_;
+};
 
 // Uniform in [0, bound) from libsodium's randombytes_buf (64 extra bits then a reduction: the
 // bias is below 2^-64). bound must be positive. Secret (randomness of encryptions, primes).

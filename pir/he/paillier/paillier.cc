@@ -1,5 +1,10 @@
 #include "pir/he/paillier/paillier.h"
 
+#include <sodium.h>
+
+#include <algorithm>
+#include <vector>
+
 namespace veil::he {
 namespace {
 
@@ -17,14 +22,24 @@ absl::Status CheckCiphertext(const PublicKey& key, const Ciphertext& c) {
   return absl::OkStatus();
 }
 
-// out = (1 + m n) rn mod n^2.
+// out = (1 + m n) rn mod n^2 with fixed-size, side-channel silent limb arithmetic: m and rn are
+// secret. n^2 has exactly twice n's limbs for every accepted size (multiples of 64 bits).
 void Combine(const PublicKey& key, const Mpz& m, const Mpz& rn, Mpz& out) {
-  Mpz t;
-  mpz_mul(t.get(), m.get(), key.n().get());
-  mpz_add_ui(t.get(), t.get(), 1);
-  mpz_mul(out.get(), t.get(), rn.get());
-  mpz_mod(out.get(), out.get(), key.n_squared().get());
-  Wipe(t.get());
+  const size_t ln = mpz_size(key.n().get());
+  SecureModMul mul(key.n_squared());
+  const size_t lsq = mul.limbs();
+  std::vector<mp_limb_t> mp(ln), np(ln), t(lsq), r(lsq),
+      scratch(std::max(mpn_sec_mul_itch(ln, ln), mpn_sec_add_1_itch(lsq)));
+  ToLimbs(m, mp.data(), ln);
+  ToLimbs(key.n(), np.data(), ln);
+  mpn_sec_mul(t.data(), mp.data(), ln, np.data(), ln, scratch.data());  // m n < n^2: no reduction
+  mpn_sec_add_1(t.data(), t.data(), lsq, 1, scratch.data());
+  ToLimbs(rn, r.data(), lsq);
+  mul.Mul(t.data(), r.data(), t.data());
+  FromLimbs(t.data(), lsq, out);
+  for (auto* v : {&mp, &t, &r, &scratch}) {
+    sodium_memzero(v->data(), v->size() * sizeof(mp_limb_t));
+  }
 }
 
 // m_p = L_p(c^(p-1) mod p^2) h_p mod p: the plaintext modulo one prime (Paillier, Section 7).

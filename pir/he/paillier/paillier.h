@@ -6,9 +6,11 @@
 // (Paillier, Section 7); DecryptPlain, the textbook L(c^lambda mod n^2) mu mod n, is its
 // reference and returns the same plaintext for every ciphertext.
 //
-// Side channels: every exponentiation with a secret exponent or modulus uses mpz_powm_sec. The
-// divisions by p and reductions modulo p around it are GMP's ordinary ones, whose running time
-// depends on operand sizes (fixed by the key), not on their values.
+// Side channels: every exponentiation with a secret exponent or modulus uses mpz_powm_sec, and
+// encryption's (1 + m n) r^n (secret m and r^n) uses GMP's side-channel silent mpn_sec_* limb
+// functions (SecureModMul). The divisions by p and reductions modulo p around decryption's
+// exponentiations are GMP's ordinary ones, whose running time depends on operand sizes (fixed by
+// the key) rather than values, though GMP does not promise it.
 #ifndef VEIL_PIR_HE_PAILLIER_PAILLIER_H_
 #define VEIL_PIR_HE_PAILLIER_PAILLIER_H_
 

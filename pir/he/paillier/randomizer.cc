@@ -9,12 +9,6 @@
 namespace veil::he {
 namespace {
 
-// Copies x (< 2^(64 limbs)) into `limbs` words, zero-padded.
-void ToLimbs(const Mpz& x, mp_limb_t* out, size_t limbs) {
-  const size_t size = mpz_size(x.get());
-  for (size_t i = 0; i < limbs; ++i) out[i] = i < size ? mpz_getlimbn(x.get(), i) : 0;
-}
-
 // The digits of a little-endian bit string: digit i holds bits [w i, w i + w).
 void Digits(const uint8_t* bits, size_t nbits, int w, uint32_t* digits, int windows) {
   for (int i = 0; i < windows; ++i) {
@@ -124,24 +118,20 @@ void FixedBaseRandomizer::Power(const Mpz& alpha, Mpz& out) const {
 void FixedBaseRandomizer::PowerOfBits(const uint8_t* bits, Mpz& out) const {
   std::vector<uint32_t> digits(windows_);
   Digits(bits, options_.exponent_bits, options_.window_bits, digits.data(), windows_);
-  // Fixed-size mpn arithmetic: the selected entry and the product never change length with
-  // the (secret) digits.
+  // Fixed-size, side-channel silent arithmetic: the table entry of each secret digit is read
+  // with mpn_sec_tabselect, and the products are SecureModMul's.
   const size_t digit_count = size_t{1} << options_.window_bits;
-  std::vector<mp_limb_t> acc(limbs_), sel(limbs_), product(2 * limbs_), quotient(limbs_ + 1);
-  mp_srcptr modulus = mpz_limbs_read(key_.n_squared().get());
+  SecureModMul mul(key_.n_squared());
+  std::vector<mp_limb_t> acc(limbs_), sel(limbs_);
   mpn_sec_tabselect(acc.data(), table_.data(), limbs_, digit_count, digits[0]);
   for (int i = 1; i < windows_; ++i) {
     mpn_sec_tabselect(sel.data(), &table_[static_cast<size_t>(i) * digit_count * limbs_], limbs_,
                       digit_count, digits[i]);
-    mpn_mul_n(product.data(), acc.data(), sel.data(), limbs_);
-    mpn_tdiv_qr(quotient.data(), acc.data(), 0, product.data(), 2 * limbs_, modulus, limbs_);
+    mul.Mul(acc.data(), sel.data(), acc.data());
   }
-  mp_limb_t* dst = mpz_limbs_write(out.get(), limbs_);
-  std::copy(acc.begin(), acc.end(), dst);
-  mpz_limbs_finish(out.get(), limbs_);
-  for (auto* v : {&acc, &sel, &product, &quotient}) {
-    sodium_memzero(v->data(), v->size() * sizeof(mp_limb_t));
-  }
+  FromLimbs(acc.data(), limbs_, out);
+  sodium_memzero(acc.data(), acc.size() * sizeof(mp_limb_t));
+  sodium_memzero(sel.data(), sel.size() * sizeof(mp_limb_t));
   sodium_memzero(digits.data(), digits.size() * sizeof(uint32_t));
 }
 

@@ -229,6 +229,29 @@ TEST(PaillierRandomizer, EverySourceGivesNthResidues) {
   }
 }
 
+// The side-channel silent product against GMP's ordinary one, on random and edge operands.
+TEST(PaillierSecrets, SecureModMulEqualsMpzMulMod) {
+  uint64_t state = TestSeed() + 4;
+  for (int bits : kAllSizes) {
+    const Mpz& modulus = TestKeys(bits).public_key.n_squared();
+    SecureModMul mul(modulus);
+    const size_t limbs = mul.limbs();
+    for (int i = 0; i < 20; ++i) {
+      const Mpz a = i == 0 ? Minus1(modulus) : SeededBelow(modulus, state);
+      const Mpz b = i == 1 ? Mpz(0) : i == 2 ? Mpz(1) : SeededBelow(modulus, state);
+      std::vector<mp_limb_t> la(limbs), lb(limbs);
+      ToLimbs(a, la.data(), limbs);
+      ToLimbs(b, lb.data(), limbs);
+      mul.Mul(la.data(), lb.data(), la.data());
+      Mpz secure, reference;
+      FromLimbs(la.data(), limbs, secure);
+      mpz_mul(reference.get(), a.get(), b.get());
+      mpz_mod(reference.get(), reference.get(), modulus.get());
+      EXPECT_EQ(secure, reference) << bits << " bits, case " << i;
+    }
+  }
+}
+
 TEST(PaillierSecrets, WipeZeroesEveryAllocatedLimb) {
   SecretMpz x;
   mpz_set_str(x.get(), "123456789abcdef0123456789abcdef0123456789abcdef", 16);
