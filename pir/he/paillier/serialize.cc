@@ -82,16 +82,26 @@ class Reader {
   } while (0)
 
 // The common start of the key formats: version, modulus bits, the width of what follows.
-// `bits_divisor` is 1 for n, 2 for one prime.
+// Bytes of each big integer after a key header: n (parts = 1) or each prime (parts = 2).
+uint32_t KeyIntegerBytes(int modulus_bits, int parts) { return (modulus_bits / parts + 7) / 8; }
+
+// The common start of the key formats: version, modulus bits, the width of what follows.
+void WriteKeyHeader(Writer& w, const char (&magic)[4], int modulus_bits, int parts) {
+  w.Magic(magic);
+  w.Int(kPaillierFormatVersion);
+  w.Int(static_cast<uint16_t>(modulus_bits));
+  w.Int(KeyIntegerBytes(modulus_bits, parts));
+}
+
 absl::Status ReadKeyHeader(Reader& r, const char (&magic)[4], uint16_t& bits, uint32_t& width,
-                           uint32_t bits_divisor) {
+                           int parts) {
   uint16_t version = 0;
   PAILLIER_RETURN_IF_ERROR(r.Magic(magic));
   PAILLIER_RETURN_IF_ERROR(r.Int(version, "version"));
   if (version != kPaillierFormatVersion) return r.Error("unsupported version ", version);
   PAILLIER_RETURN_IF_ERROR(r.Int(bits, "modulus_bits"));
   PAILLIER_RETURN_IF_ERROR(r.Int(width, "length"));
-  const uint32_t expected = (bits / bits_divisor + 7) / 8;
+  const uint32_t expected = KeyIntegerBytes(bits, parts);
   if (width != expected) {
     return r.Error("integer length ", width, " does not match ", bits, "-bit modulus (", expected,
                    ")");
@@ -150,11 +160,8 @@ absl::Status ReadBatchHeader(Reader& r, const PublicKey& key, CiphertextBatch& b
 std::string SerializePublicKey(const PublicKey& key) {
   std::string out;
   Writer w(out);
-  w.Magic(kPublicKeyMagic);
-  w.Int(kPaillierFormatVersion);
-  w.Int(static_cast<uint16_t>(key.modulus_bits()));
-  w.Int(static_cast<uint32_t>(key.modulus_bytes()));
-  w.Big(key.n(), key.modulus_bytes());
+  WriteKeyHeader(w, kPublicKeyMagic, key.modulus_bits(), 1);
+  w.Big(key.n(), KeyIntegerBytes(key.modulus_bits(), 1));
   return out;
 }
 
@@ -173,13 +180,10 @@ absl::StatusOr<PublicKey> ParsePublicKey(std::string_view bytes, bool insecure_f
 }
 
 std::string SerializeKeyPair(const KeyPair& keys) {
-  const size_t prime_bytes = (keys.public_key.modulus_bits() / 2 + 7) / 8;
+  const size_t prime_bytes = KeyIntegerBytes(keys.public_key.modulus_bits(), 2);
   std::string out;
   Writer w(out);
-  w.Magic(kKeyPairMagic);
-  w.Int(kPaillierFormatVersion);
-  w.Int(static_cast<uint16_t>(keys.public_key.modulus_bits()));
-  w.Int(static_cast<uint32_t>(prime_bytes));
+  WriteKeyHeader(w, kKeyPairMagic, keys.public_key.modulus_bits(), 2);
   w.Big(keys.secret_key.p, prime_bytes);
   w.Big(keys.secret_key.q, prime_bytes);
   return out;
