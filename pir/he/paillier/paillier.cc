@@ -23,12 +23,12 @@ absl::Status CheckCiphertext(const PublicKey& key, const Ciphertext& c) {
 }
 
 // out = (1 + m n) rn mod n^2 with fixed-size, side-channel silent limb arithmetic: m and rn are
-// secret. n^2 has exactly twice n's limbs for every accepted size (multiples of 64 bits).
+// secret. (For the accepted sizes, multiples of 64 bits, n^2 has exactly twice n's limbs.)
 void Combine(const PublicKey& key, const Mpz& m, const Mpz& rn, Mpz& out) {
   const size_t ln = mpz_size(key.n().get());
   SecureModMul mul(key.n_squared());
   const size_t lsq = mul.limbs();
-  std::vector<mp_limb_t> mp(ln), np(ln), t(lsq), r(lsq),
+  std::vector<mp_limb_t> mp(ln), np(ln), t(std::max(lsq, 2 * ln)), r(lsq),
       scratch(std::max(mpn_sec_mul_itch(ln, ln), mpn_sec_add_1_itch(lsq)));
   ToLimbs(m, mp.data(), ln);
   ToLimbs(key.n(), np.data(), ln);

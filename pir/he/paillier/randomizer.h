@@ -11,10 +11,11 @@
 //                        with a short uniform alpha of 2*lambda = 256 bits. h^n is fixed, so its
 //                        powers h^(n * d * 2^(w i)) sit in a precomputed table and one encryption
 //                        costs ceil(256 / w) multiplications. The table entry of each secret
-//                        digit is read with GMP's mpn_sec_tabselect (every entry is touched), and
-//                        zero digits are multiplied like any other: no branch or address depends
-//                        on alpha. Its security rests on DJN's assumption that h^alpha with short
-//                        alpha is indistinguishable from a random element of <h>.
+//                        digit is read with GMP's mpn_sec_tabselect (every entry is touched),
+//                        zero digits are multiplied like any other, and the products are
+//                        SecureModMul's (mpn_sec_*): no branch or address depends on alpha. Its
+//                        security rests on DJN's assumption that h^alpha with short alpha is
+//                        indistinguishable from a random element of <h>.
 #ifndef VEIL_PIR_HE_PAILLIER_RANDOMIZER_H_
 #define VEIL_PIR_HE_PAILLIER_RANDOMIZER_H_
 
