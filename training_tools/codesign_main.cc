@@ -1,9 +1,12 @@
 // veil-codesign: profile | layout | simulate | sweep | train | synth — the co-design of batch-PIR
 // layouts from training logs (see docs/codesign-results.md for the measured points and commands).
+// With --private, profile, layout, simulate and sweep count the training accesses from the
+// clients' Paillier-encrypted reports instead (training_tools/private_profile.h).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "embedding/layout.h"
 #include "training_tools/models.h"
+#include "training_tools/private_profile.h"
 #include "training_tools/profile.h"
 #include "training_tools/simulate.h"
 #include "training_tools/synthetic.h"
@@ -37,6 +41,13 @@ ABSL_FLAG(int, vocab, 3000, "language: vocabulary rows");
 ABSL_FLAG(int, window, 32, "language: tokens per inference");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the layout permutation, training and sampling");
 ABSL_FLAG(int, top_k, 8, "co-accessed rows kept per row in the profile");
+ABSL_FLAG(bool, private, false,
+          "profile from Paillier-encrypted client reports (each user or document a client): only "
+          "the totals are decrypted; frequencies only, no co-access (training_tools/"
+          "private_profile.h)");
+ABSL_FLAG(int, paillier_bits, 2048, "--private: Paillier modulus bits (2048 or 3072)");
+ABSL_FLAG(bool, insecure_for_comparison, false, "--private: also accept --paillier_bits=1024");
+ABSL_FLAG(int, report_value_bits, 16, "--private: bits of one client's per-row count");
 ABSL_FLAG(double, hot_fraction, 0.1, "layout: share of rows in the hot table");
 ABSL_FLAG(int, hot_bins, 16, "layout: bins of the hot table");
 ABSL_FLAG(int, hot_rounds, 2, "layout: keys per hot bin per inference");
@@ -58,7 +69,7 @@ ABSL_FLAG(std::vector<std::string>, grid_cold_rounds, {}, "sweep: override the g
 ABSL_FLAG(std::vector<std::string>, grid_colocations, {}, "sweep: override the grid's values");
 ABSL_FLAG(bool, model, true, "simulate/sweep: train the model and measure its quality");
 ABSL_FLAG(int, epochs, 0, "training epochs (0: the workload's default)");
-ABSL_FLAG(int, threads, 2, "torch threads");
+ABSL_FLAG(int, threads, 2, "torch threads; --private: clients and aggregation threads");
 ABSL_FLAG(int64_t, synthetic_rows, 1000000, "synth: rows of the synthetic table");
 ABSL_FLAG(int64_t, synthetic_requests, 20000, "synth: training requests (validation: a quarter)");
 
@@ -160,11 +171,63 @@ SweepOptions SweepOptionsFromFlags() {
   return options;
 }
 
+// The training split's profile: counted in the clear, or with --private from the clients'
+// encrypted reports (then without co-access).
+absl::StatusOr<AccessProfile> ProfileFromFlags(const Workload& workload,
+                                               PrivateProfileFigures* figures = nullptr) {
+  if (!absl::GetFlag(FLAGS_private)) {
+    return BuildProfile(workload.train_requests, workload.num_rows, absl::GetFlag(FLAGS_top_k));
+  }
+  PrivateProfileOptions options;
+  options.key = {absl::GetFlag(FLAGS_paillier_bits), absl::GetFlag(FLAGS_insecure_for_comparison)};
+  options.value_bits = static_cast<uint32_t>(absl::GetFlag(FLAGS_report_value_bits));
+  options.threads = absl::GetFlag(FLAGS_threads);
+  std::fprintf(stderr, "private profile: %d-bit Paillier, one report per client...\n",
+               options.key.modulus_bits);
+  return BuildPrivateProfile(workload.train_requests, workload.train_clients, workload.num_rows,
+                             options, figures);
+}
+
+// The --private figures of `profile` command, and whether the private profile (and the layout
+// the flags build from it) equal those of the plaintext counts without co-access, byte for byte.
+absl::StatusOr<std::string> PrivateProfileJson(const Workload& workload,
+                                               const AccessProfile& private_profile,
+                                               const PrivateProfileFigures& f) {
+  const AccessProfile clear = BuildProfile(workload.train_requests, workload.num_rows, 0);
+  std::ostringstream private_csv, clear_csv;
+  WriteProfileCsv(private_profile, private_csv);
+  WriteProfileCsv(clear, clear_csv);
+  auto private_layout =
+      DesignLayout(private_profile, workload.row_words, ChoiceFromFlags(), LayoutSeed());
+  auto clear_layout = DesignLayout(clear, workload.row_words, ChoiceFromFlags(), LayoutSeed());
+  if (!private_layout.ok()) return private_layout.status();
+  if (!clear_layout.ok()) return clear_layout.status();
+  return absl::StrFormat(
+      ",\"private\":true,\"paillier_bits\":%d,\"clients\":%d,\"values_per_ciphertext\":%d,"
+      "\"slot_bits\":%d,\"ciphertexts_per_report\":%d,\"report_bytes\":%d,"
+      "\"keygen_ms\":%.1f,\"table_ms\":%.1f,\"report_ms_mean\":%.2f,\"report_ms_max\":%.2f,"
+      "\"all_reports_s\":%.2f,\"aggregate_ms\":%.1f,\"decrypt_ms\":%.1f,"
+      "\"profile_equal_to_plaintext\":%s,\"layout_equal_to_plaintext\":%s",
+      absl::GetFlag(FLAGS_paillier_bits), f.clients, f.values_per_ciphertext, f.slot_bits,
+      f.ciphertexts_per_report, f.report_bytes, f.keygen_s * 1e3, f.table_s * 1e3,
+      f.report_s_mean * 1e3, f.report_s_max * 1e3, f.reports_s, f.aggregate_s * 1e3,
+      f.decrypt_s * 1e3, private_csv.str() == clear_csv.str() ? "true" : "false",
+      private_layout->Serialize() == clear_layout->Serialize() ? "true" : "false");
+}
+
 absl::Status Profile() {
   auto workload = LoadFromFlags();
   if (!workload.ok()) return workload.status();
-  const AccessProfile profile =
-      BuildProfile(workload->train_requests, workload->num_rows, absl::GetFlag(FLAGS_top_k));
+  PrivateProfileFigures figures;
+  auto computed = ProfileFromFlags(*workload, &figures);
+  if (!computed.ok()) return computed.status();
+  const AccessProfile& profile = *computed;
+  std::string private_json;
+  if (absl::GetFlag(FLAGS_private)) {
+    auto json = PrivateProfileJson(*workload, profile, figures);
+    if (!json.ok()) return json.status();
+    private_json = *json;
+  }
   const std::string out = absl::GetFlag(FLAGS_out);
   if (!out.empty()) {
     std::ofstream csv(out);
@@ -180,9 +243,10 @@ absl::Status Profile() {
   }
   std::printf(
       "{\"tool\":\"veil-codesign\",\"command\":\"profile\",\"workload\":\"%s\",\"rows\":%d,"
-      "\"train_requests\":%lld,\"validation_requests\":%zu,\"top10pct_access_share\":%.4f}\n",
+      "\"train_requests\":%lld,\"validation_requests\":%zu,\"top10pct_access_share\":%.4f%s}\n",
       workload->name.c_str(), workload->num_rows, static_cast<long long>(profile.num_requests),
-      workload->validation_requests.size(), total ? static_cast<double>(top) / total : 0.0);
+      workload->validation_requests.size(), total ? static_cast<double>(top) / total : 0.0,
+      private_json.c_str());
   return absl::OkStatus();
 }
 
@@ -198,9 +262,9 @@ std::string CostJson(const SimulationResult& s) {
 absl::Status MakeLayout() {
   auto workload = LoadFromFlags();
   if (!workload.ok()) return workload.status();
-  const AccessProfile profile =
-      BuildProfile(workload->train_requests, workload->num_rows, absl::GetFlag(FLAGS_top_k));
-  auto layout = DesignLayout(profile, workload->row_words, ChoiceFromFlags(), LayoutSeed());
+  auto profile = ProfileFromFlags(*workload);
+  if (!profile.ok()) return profile.status();
+  auto layout = DesignLayout(*profile, workload->row_words, ChoiceFromFlags(), LayoutSeed());
   if (!layout.ok()) return layout.status();
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return absl::InvalidArgumentError("layout: give --out=FILE");
@@ -227,9 +291,9 @@ absl::Status SimulateCommand() {
           " words; the workload has ", workload->num_rows, " of ", workload->row_words));
     }
   } else {
-    const AccessProfile profile =
-        BuildProfile(workload->train_requests, workload->num_rows, absl::GetFlag(FLAGS_top_k));
-    layout = DesignLayout(profile, workload->row_words, ChoiceFromFlags(), LayoutSeed());
+    auto profile = ProfileFromFlags(*workload);
+    if (!profile.ok()) return profile.status();
+    layout = DesignLayout(*profile, workload->row_words, ChoiceFromFlags(), LayoutSeed());
   }
   if (!layout.ok()) return layout.status();
   std::unique_ptr<WorkloadModel> model;
@@ -263,8 +327,8 @@ absl::Status SweepCommand() {
   auto workload = LoadFromFlags();
   if (!workload.ok()) return workload.status();
   const bool quick = absl::GetFlag(FLAGS_quick);
-  const AccessProfile profile =
-      BuildProfile(workload->train_requests, workload->num_rows, absl::GetFlag(FLAGS_top_k));
+  auto profile = ProfileFromFlags(*workload);
+  if (!profile.ok()) return profile.status();
   std::unique_ptr<WorkloadModel> model;
   const std::vector<RowRequest>* requests = &workload->validation_requests;
   if (absl::GetFlag(FLAGS_model)) {
@@ -276,7 +340,7 @@ absl::Status SweepCommand() {
   const SweepOptions options = SweepOptionsFromFlags();
   auto grid = GridFromFlags();
   if (!grid.ok()) return grid.status();
-  auto result = Sweep(profile, workload->row_words, *requests, *grid, options, model.get());
+  auto result = Sweep(*profile, workload->row_words, *requests, *grid, options, model.get());
   if (!result.ok()) return result.status();
   const std::string out_dir = absl::GetFlag(FLAGS_out).empty() ? "." : absl::GetFlag(FLAGS_out);
   const std::string base = absl::StrCat(

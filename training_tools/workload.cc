@@ -27,6 +27,7 @@ Workload FromInteractions(const std::string& name, const InteractionLog& log,
   workload.validation_samples = BuildRecommendationSamples(
       log.events, split.validation, options.history_length, options.positive_threshold);
   for (const auto& s : workload.train_samples) workload.train_requests.push_back(WantedRows(s));
+  for (const Interaction& e : split.train) workload.train_clients.push_back(e.user);
   for (const auto& s : workload.validation_samples) {
     workload.validation_requests.push_back(WantedRows(s));
   }
@@ -42,8 +43,13 @@ Workload FromDocuments(const std::string& name, std::vector<Document> documents,
   workload.kind = WorkloadKind::kLanguage;
   workload.num_rows = vocabulary.size();
   workload.row_words = options.embedding_dim;
-  workload.train_windows =
-      TokenWindows(EncodeDocuments(split.train, vocabulary), options.window_length);
+  const auto train_streams = EncodeDocuments(split.train, vocabulary);
+  for (size_t d = 0; d < train_streams.size(); ++d) {
+    for (auto& window : TokenWindows({train_streams[d]}, options.window_length)) {
+      workload.train_windows.push_back(std::move(window));
+      workload.train_clients.push_back(static_cast<int32_t>(d));
+    }
+  }
   workload.validation_windows =
       TokenWindows(EncodeDocuments(split.validation, vocabulary), options.window_length);
   for (const auto& w : workload.train_windows) workload.train_requests.push_back(WantedRows(w));

@@ -35,6 +35,9 @@ struct Workload {
   int32_t num_rows = 0;
   int32_t row_words = 0;
   std::vector<RowRequest> train_requests;
+  // Who makes each training request (same order): the user, or the document's index among the
+  // training documents. Private profiles treat each as one reporting client.
+  std::vector<int32_t> train_clients;
   std::vector<RowRequest> validation_requests;
   // Recommendation: the training split's events, and one sample per request, same order.
   std::vector<Interaction> train_events;
