@@ -17,10 +17,11 @@ extern "C" {
 #endif
 
 /* The ABI's version. Fields are only ever appended to the structs of this header, and the version
- * bumps whenever a struct grows (2: veil_client_options gained the TLS fields). The library reads
+ * bumps whenever a struct grows or functions are added (2: veil_client_options gained the TLS
+ * fields; 3: layout lookups). The library reads
  * every field its own version knows, so an app must be built with the veil.h of the library it
  * loads: check veil_abi_version() == VEIL_ABI_VERSION at start-up. */
-#define VEIL_ABI_VERSION 2
+#define VEIL_ABI_VERSION 3
 
 /* Return codes: the negated absl::StatusCode values. */
 #define VEIL_OK 0
@@ -46,6 +47,7 @@ extern "C" {
 #define VEIL_POOL_MEAN 1
 
 typedef struct veil_client veil_client;
+typedef struct veil_layout veil_layout;
 
 /* Zero it (memset) before setting fields: a zero field means its default. */
 typedef struct veil_client_options {
@@ -126,6 +128,37 @@ int veil_lookup_in_ranges(veil_client* client, const uint64_t* indices,
 int veil_lookup_words_in_ranges(veil_client* client, const uint64_t* indices,
                                 const veil_row_range* ranges, size_t count, uint32_t* out,
                                 size_t out_len);
+
+/* A batch-PIR layout file (veil-codesign layout --out=FILE): which rows are hot, how the tables
+ * are split into bins, which rows are stored together. It is public: ship it with the app. On
+ * success *out_layout holds it (close it with veil_layout_close); on failure it is set to NULL.
+ * Returns VEIL_ERR_NOT_FOUND if the file cannot be opened, VEIL_ERR_INVALID_ARGUMENT if it is not
+ * a valid layout file. */
+int veil_layout_open(const char* path, veil_layout** out_layout);
+
+/* Frees a layout. NULL is ignored. */
+void veil_layout_close(veil_layout* layout);
+
+typedef struct veil_layout_info {
+  uint32_t rows;        /* rows of the table the layout arranges */
+  uint32_t row_values;  /* floats per row returned by veil_lookup_layout */
+  uint32_t keys;        /* keys sent to each server per veil_lookup_layout, whatever is wanted */
+} veil_layout_info;
+
+int veil_layout_get_info(const veil_layout* layout, veil_layout_info* out_info);
+
+/* Layout lookup: the rows rows[0..count) of the table `layout` arranges (any order, duplicates
+ * allowed), fetched as one inference from servers that serve the layout's physical table. Every
+ * bin gets its constant number of keys, whatever is wanted, so the servers learn nothing from
+ * counts. out holds count * row_values floats: rows[i]'s values at i * row_values. A row whose
+ * bin's keys were all taken by other wanted rows is not fetched: missing[i] is set to 1 and its
+ * values to 0 (never another row's); otherwise missing[i] is 0. missing_len >= count.
+ * Returns VEIL_ERR_INVALID_ARGUMENT for a row out of range or short buffers,
+ * VEIL_ERR_FAILED_PRECONDITION if the servers' table is not the layout's physical table, and
+ * otherwise what veil_lookup_in_ranges returns. */
+int veil_lookup_layout(veil_client* client, const veil_layout* layout, const int32_t* rows,
+                       size_t count, float* out, size_t out_len, uint8_t* missing,
+                       size_t missing_len);
 
 /* Pooled lookups on a VEIL_FORMAT_FIXED table: bag b is the next bag_sizes[b] entries of
  * `indices` (the sizes add up to count); weights is NULL (all 1) or count int32 weights; mode is

@@ -1,5 +1,5 @@
-// The C ABI (veil.h) over veil::client::Client: converts arguments, catches everything, and keeps the
-// last error message per thread.
+// The C ABI (veil.h) over veil::client::Client: converts arguments, catches everything, and keeps
+// the last error message per thread.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +15,10 @@
 
 struct veil_client {
   std::unique_ptr<veil::client::Client> client;
+};
+
+struct veil_layout {
+  veil::embedding::Layout layout;
 };
 
 namespace {
@@ -65,8 +69,9 @@ using RangeLookupMethod = absl::StatusOr<std::vector<T>> (veil::client::Client::
 // `row_elements` (a TableInfo field: dim or row_words) elements per index.
 template <typename T>
 int LookupInRanges(veil_client* client, const uint64_t* indices, const veil_row_range* ranges,
-                   size_t count, T* out, size_t out_len, uint32_t veil::client::TableInfo::*row_elements,
-                   const char* element_name, RangeLookupMethod<T> lookup) {
+                   size_t count, T* out, size_t out_len,
+                   uint32_t veil::client::TableInfo::*row_elements, const char* element_name,
+                   RangeLookupMethod<T> lookup) {
   return Guarded([&]() -> int {
     if (client == nullptr || indices == nullptr || ranges == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
@@ -180,8 +185,9 @@ int veil_lookup_words(veil_client* client, const uint64_t* indices, size_t count
 
 int veil_lookup_in_ranges(veil_client* client, const uint64_t* indices,
                           const veil_row_range* ranges, size_t count, float* out, size_t out_len) {
-  return LookupInRanges<float>(client, indices, ranges, count, out, out_len, &veil::client::TableInfo::dim,
-                               "floats", &veil::client::Client::LookupInRanges);
+  return LookupInRanges<float>(client, indices, ranges, count, out, out_len,
+                               &veil::client::TableInfo::dim, "floats",
+                               &veil::client::Client::LookupInRanges);
 }
 
 int veil_lookup_words_in_ranges(veil_client* client, const uint64_t* indices,
@@ -190,6 +196,58 @@ int veil_lookup_words_in_ranges(veil_client* client, const uint64_t* indices,
   return LookupInRanges<uint32_t>(client, indices, ranges, count, out, out_len,
                                   &veil::client::TableInfo::row_words, "words",
                                   &veil::client::Client::LookupWordsInRanges);
+}
+
+int veil_layout_open(const char* path, veil_layout** out_layout) {
+  return Guarded([&]() -> int {
+    if (out_layout == nullptr)
+      return Fail(absl::StatusCode::kInvalidArgument, "out_layout is NULL");
+    *out_layout = nullptr;
+    if (path == nullptr) return Fail(absl::StatusCode::kInvalidArgument, "path is NULL");
+    auto layout = veil::embedding::Layout::ReadFile(path);
+    if (!layout.ok()) return Fail(layout.status());
+    *out_layout = new veil_layout{*std::move(layout)};
+    return VEIL_OK;
+  });
+}
+
+void veil_layout_close(veil_layout* layout) { delete layout; }
+
+int veil_layout_get_info(const veil_layout* layout, veil_layout_info* out_info) {
+  return Guarded([&]() -> int {
+    if (layout == nullptr || out_info == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "layout and out_info are required");
+    }
+    out_info->rows = static_cast<uint32_t>(layout->layout.num_rows());
+    out_info->row_values = static_cast<uint32_t>(layout->layout.params().row_words);
+    out_info->keys = static_cast<uint32_t>(veil::batch::CostOf(layout->layout).keys);
+    return VEIL_OK;
+  });
+}
+
+int veil_lookup_layout(veil_client* client, const veil_layout* layout, const int32_t* rows,
+                       size_t count, float* out, size_t out_len, uint8_t* missing,
+                       size_t missing_len) {
+  return Guarded([&]() -> int {
+    if (client == nullptr || layout == nullptr || rows == nullptr || out == nullptr ||
+        missing == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  "client, layout, rows, out and missing are required");
+    }
+    const size_t row_values = static_cast<size_t>(layout->layout.params().row_words);
+    if (int rc = CheckOut(out_len, count, row_values, "floats"); rc != VEIL_OK) return rc;
+    if (int rc = CheckOut(missing_len, count, 1, "missing flags"); rc != VEIL_OK) return rc;
+    auto looked_up = client->client->LookupLayout(layout->layout, absl::MakeConstSpan(rows, count));
+    if (!looked_up.ok()) return Fail(looked_up.status());
+    // Back in the caller's order: rows[i] is at its place among the distinct sorted rows.
+    for (size_t i = 0; i < count; ++i) {
+      const auto it = std::lower_bound(looked_up->rows.begin(), looked_up->rows.end(), rows[i]);
+      const size_t index = static_cast<size_t>(it - looked_up->rows.begin());
+      missing[i] = looked_up->missing[index];
+      std::copy_n(looked_up->values.begin() + index * row_values, row_values, out + i * row_values);
+    }
+    return VEIL_OK;
+  });
 }
 
 int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t count,

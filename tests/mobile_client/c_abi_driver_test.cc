@@ -1,8 +1,11 @@
 // Starts two servers on a known fixed-point table and runs the C checks of c_abi_test.c.
+#include <algorithm>
 #include <vector>
 
+#include "embedding/layout_table.h"
 #include "embedding/table_builder.h"
 #include "gtest/gtest.h"
+#include "mobile_client/client.h"
 #include "tests/server/two_servers.h"
 
 extern "C" int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows,
@@ -10,6 +13,11 @@ extern "C" int veil_c_abi_checks(const char* server0, const char* server1, uint6
 extern "C" int veil_c_abi_tls_checks(const char* server0, const char* server1,
                                      const char* trusted_certs, const char* other_certs,
                                      uint64_t rows, uint32_t dim);
+
+extern "C" int veil_c_abi_layout_checks(const char* server0, const char* server1,
+                                        const char* layout_path, const char* not_a_layout,
+                                        const int32_t* rows, size_t count, const float* expected,
+                                        const uint8_t* expected_missing);
 
 namespace veil {
 namespace {
@@ -49,6 +57,52 @@ TEST(CAbiTest, CProgramConnectsOverTls) {
   ASSERT_TRUE(servers.ok()) << servers.status();
   EXPECT_EQ(veil_c_abi_tls_checks(servers->address(0).c_str(), servers->address(1).c_str(),
                                   cert->cert_path.c_str(), other->cert_path.c_str(), kRows, kDim),
+            0);
+}
+
+TEST(CAbiTest, CProgramDoesLayoutLookups) {
+  // A layout of 300 rows of 3 values, one key per bin: the 20 wanted rows collide in places.
+  embedding::LayoutParams params;
+  params.num_rows = 300;
+  params.row_words = 3;
+  params.hot = {2, 1};
+  params.cold = {6, 1};
+  std::vector<int32_t> hot = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  auto layout = embedding::Layout::Create(params, hot, {});
+  ASSERT_TRUE(layout.ok());
+  std::vector<float> rows(300 * 3);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i) / 8;
+  const std::string table = testing::TempPath("layout_c.veil");
+  ASSERT_TRUE(embedding::WriteTable(table, embedding::RowFormat::kFp32,
+                                    static_cast<uint32_t>(layout->entry_words()),
+                                    *embedding::ArrangeRows(*layout, rows),
+                                    embedding::TableOptions())
+                  .ok());
+  const std::string layout_path = testing::TempPath("c.veillayout");
+  ASSERT_TRUE(layout->WriteFile(layout_path).ok());
+  auto servers = testing::StartTwoServers(table, table);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+
+  const std::vector<int32_t> wanted = {3, 250, 17, 3, 99, 100, 101, 299, 0, 5,
+                                       42, 43, 44, 45, 46, 200, 201, 202, 7, 150};
+  client::ClientOptions options;
+  options.server0 = servers->address(0);
+  options.server1 = servers->address(1);
+  auto client = client::Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto looked_up = (*client)->LookupLayout(*layout, wanted);
+  ASSERT_TRUE(looked_up.ok()) << looked_up.status();
+  std::vector<float> expected;
+  std::vector<uint8_t> expected_missing;
+  for (int32_t row : wanted) {
+    const size_t index = std::lower_bound(looked_up->rows.begin(), looked_up->rows.end(), row) -
+                         looked_up->rows.begin();
+    expected_missing.push_back(looked_up->missing[index]);
+    for (int j = 0; j < 3; ++j) expected.push_back(looked_up->values[index * 3 + j]);
+  }
+  EXPECT_EQ(veil_c_abi_layout_checks(servers->address(0).c_str(), servers->address(1).c_str(),
+                                     layout_path.c_str(), table.c_str(), wanted.data(),
+                                     wanted.size(), expected.data(), expected_missing.data()),
             0);
 }
 

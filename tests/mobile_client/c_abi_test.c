@@ -271,3 +271,50 @@ int veil_c_abi_tls_checks(const char* server0, const char* server1, const char* 
   veil_client_close(client);
   return 0;
 }
+
+/* Layout lookups from C: a bad layout file is a clear error; wanted rows come back in the caller's
+ * order with the values and missing flags the C++ driver computed with the client library. */
+int veil_c_abi_layout_checks(const char* server0, const char* server1, const char* layout_path,
+                             const char* not_a_layout, const int32_t* rows, size_t count,
+                             const float* expected, const uint8_t* expected_missing);
+
+int veil_c_abi_layout_checks(const char* server0, const char* server1, const char* layout_path,
+                             const char* not_a_layout, const int32_t* rows, size_t count,
+                             const float* expected, const uint8_t* expected_missing) {
+  veil_layout* layout = (veil_layout*)&layout; /* must be reset to NULL on failure */
+  veil_layout_info info;
+  veil_client_options options;
+  veil_client* client = NULL;
+  float values[64 * 16];
+  uint8_t missing[64];
+  size_t i;
+
+  CHECK(veil_layout_open("/nonexistent.veillayout", &layout) == VEIL_ERR_NOT_FOUND);
+  CHECK(layout == NULL);
+  CHECK(veil_layout_open(not_a_layout, &layout) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(veil_layout_open(NULL, &layout) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(veil_layout_open(layout_path, &layout) == VEIL_OK);
+  CHECK(veil_layout_get_info(layout, &info) == VEIL_OK);
+  CHECK(count <= 64 && info.row_values <= 16);
+
+  memset(&options, 0, sizeof(options));
+  options.server0 = server0;
+  options.server1 = server1;
+  CHECK(veil_client_connect(&options, &client) == VEIL_OK);
+  CHECK(veil_lookup_layout(client, layout, rows, count, values, count * info.row_values - 1,
+                           missing, count) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(veil_lookup_layout(client, NULL, rows, count, values, sizeof(values) / sizeof(float),
+                           missing, count) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(veil_lookup_layout(client, layout, rows, count, values, sizeof(values) / sizeof(float),
+                           missing, count) == VEIL_OK);
+  for (i = 0; i < count; ++i) {
+    CHECK(missing[i] == expected_missing[i]);
+  }
+  for (i = 0; i < count * info.row_values; ++i) {
+    CHECK(values[i] == expected[i]);
+  }
+  veil_client_close(client);
+  veil_layout_close(layout);
+  veil_layout_close(NULL);
+  return 0;
+}

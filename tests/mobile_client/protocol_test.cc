@@ -1,0 +1,88 @@
+// A client refuses a server that speaks another protocol or another protocol version, with an
+// error that says so, before any protocol call. The servers here are stand-ins that answer only
+// `hello` (protocol "dpf2" clients must never send them a key).
+#include <capnp/ez-rpc.h>
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mobile_client/client.h"
+#include "rpc/veil.capnp.h"
+
+namespace veil::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+class HelloOnly final : public rpc::VeilServer::Server {
+ public:
+  HelloOnly(std::string protocol, uint16_t version)
+      : protocol_(std::move(protocol)), version_(version) {}
+
+ protected:
+  kj::Promise<void> hello(HelloContext context) override {
+    auto hello = context.getResults().initHello();
+    hello.setProtocol(protocol_);
+    hello.setProtocolVersion(version_);
+    return kj::READY_NOW;
+  }
+
+ private:
+  std::string protocol_;
+  uint16_t version_;
+};
+
+// Serves a HelloOnly on a loopback port from a thread of its own until destroyed.
+class StandIn {
+ public:
+  StandIn(std::string protocol, uint16_t version) {
+    thread_ = std::thread([this, protocol, version] {
+      capnp::EzRpcServer server(kj::heap<HelloOnly>(protocol, version), "127.0.0.1", 0);
+      port_ = server.getPort().wait(server.getWaitScope());
+      auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
+      stop_ = kj::mv(stop.fulfiller);
+      started_.Notify();
+      stop.promise.wait(server.getWaitScope());
+    });
+    started_.WaitForNotification();
+  }
+  ~StandIn() {
+    stop_->fulfill();
+    thread_.join();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::thread thread_;
+  absl::Notification started_;
+  unsigned port_ = 0;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;
+};
+
+TEST(ProtocolTest, AServerOfAnotherProtocolIsRefusedClearly) {
+  StandIn lattice("lwe-simple", rpc::PROTOCOL_VERSION);
+  ClientOptions options;
+  options.server0 = lattice.address();
+  options.server1 = lattice.address();
+  auto client = Client::Connect(options);
+  ASSERT_FALSE(client.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(client.status())) << client.status();
+  EXPECT_THAT(client.status().message(),
+              HasSubstr("speaks protocol \"lwe-simple\"; this client speaks \"dpf2\""));
+}
+
+TEST(ProtocolTest, AServerOfAnotherProtocolVersionIsRefusedClearly) {
+  StandIn future("dpf2", rpc::PROTOCOL_VERSION + 1);
+  ClientOptions options;
+  options.server0 = future.address();
+  options.server1 = future.address();
+  auto client = Client::Connect(options);
+  ASSERT_FALSE(client.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(client.status())) << client.status();
+  EXPECT_THAT(client.status().message(), HasSubstr("speaks protocol version"));
+}
+
+}  // namespace
+}  // namespace veil::client
