@@ -124,13 +124,18 @@ class GpuResources {
                            absl::Span<uint32_t> out);
 
  private:
+  // Init's steps: the options (and ranks), the shared-memory layout every key layout fits (sets
+  // keys_per_block; returns the largest block's shared bytes), one device's slice of the table and
+  // its buffers, and the NCCL communicator.
+  absl::Status CheckOptions(const dpf::TableView& t, const GpuBackendOptions& o);
+  absl::StatusOr<uint32_t> ChooseSharedLayout();
+  absl::Status InitSlice(uint64_t i, absl::Span<const int8_t> narrowed, uint32_t shared_max);
+  absl::Status JoinNccl();
   absl::Status LaunchGroup(DeviceSlice& d, const KeyGroup& group, uint64_t key_offset,
                            const pir::RowRange& range);
 };
 
-absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions& o) {
-  table = t;
-  options = o;
+absl::Status GpuResources::CheckOptions(const dpf::TableView& t, const GpuBackendOptions& o) {
   if (t.words == nullptr || t.rows == 0 || t.row_words == 0) {
     return absl::InvalidArgumentError("GPU backend: empty table");
   }
@@ -176,12 +181,12 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
     return absl::UnimplementedError("GPU backend: several devices need NCCL (built without it)");
   }
 #endif
-  std::vector<int8_t> narrowed;
-  if (o.dtype == TableDtype::kInt8) {
-    absl::StatusOr<std::vector<int8_t>> n = internal::NarrowToInt8(t);
-    if (!n.ok()) return n.status();
-    narrowed = *std::move(n);
-  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> GpuResources::ChooseSharedLayout() {
+  const dpf::TableView& t = table;
+  const GpuBackendOptions& o = options;
   // K must fit every key layout this table can meet: additive leaves of 1 to 16 words and XOR
   // leaves (their shares tiles and bounded-window node buffers differ in size).
   const Body body = internal::BodyFor(o.strategy);
@@ -212,67 +217,64 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
   }
   options.keys_per_block = kpb;
   memory.keys_per_block = kpb;
+  return shared_max;
+}
 
-  // Level-by-level holds up to `rows` leaves per key (1-word leaves); fill it level_keys at a time.
-  if (o.strategy == Strategy::kLevelByLevel) {
-    level_keys = std::clamp<uint64_t>(o.level_buffer_bytes / (t.rows * sizeof(dpf::Block)), 1,
-                                      static_cast<uint64_t>(o.max_batch));
-  }
-
+absl::Status GpuResources::InitSlice(uint64_t i, absl::Span<const int8_t> narrowed,
+                                     uint32_t shared_max) {
+  const dpf::TableView& t = table;
+  const GpuBackendOptions& o = options;
   const uint64_t batch_words = static_cast<uint64_t>(o.max_batch) * t.row_words;
-  VEIL_CUDA_RETURN_IF_ERROR(
-      cudaMallocHost(reinterpret_cast<void**>(&h_keys), o.max_batch * sizeof(PackedKey)));
-  VEIL_CUDA_RETURN_IF_ERROR(
-      cudaMallocHost(reinterpret_cast<void**>(&h_out), batch_words * sizeof(uint32_t)));
-
   const uint64_t units = (t.rows + internal::kSliceAlignRows - 1) / internal::kSliceAlignRows;
-  slices.resize(o.devices.size());
-  for (uint64_t i = 0; i < slices.size(); ++i) {
-    DeviceSlice& d = slices[i];
-    const uint64_t r = first_rank + i;  // this slice's rank
-    d.device = o.devices[i];
-    d.row_begin = std::min(t.rows, units * r / ranks * internal::kSliceAlignRows);
-    d.row_end = std::min(t.rows, units * (r + 1) / ranks * internal::kSliceAlignRows);
-    const uint64_t rows = d.row_end - d.row_begin;
-    VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
-    VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
-    VEIL_CUDA_RETURN_IF_ERROR(
-        cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, d.device));
-    for (Body b : {Body::kBranchParallel, Body::kLevelByLevelLeaves, Body::kBoundedWindow}) {
-      absl::StatusOr<int> blocks = internal::ConfigureFusedKernel(b, shared_max);
-      if (!blocks.ok()) return blocks.status();
-      d.blocks_per_sm[static_cast<int>(b)] = *blocks;
-    }
-    if (o.dtype == TableDtype::kInt8) {
-      VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_table_i8, rows * t.row_words));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.d_table_i8,
-                                           narrowed.data() + d.row_begin * t.row_words,
-                                           rows * t.row_words, cudaMemcpyHostToDevice));
-      memory.table_bytes += rows * t.row_words;
-    } else {
-      VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_table, rows * t.row_words));
-      if (rows > 0) {
-        VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy2D(d.d_table, t.row_words * sizeof(uint32_t),
-                                               t.row(d.row_begin), t.stride() * sizeof(uint32_t),
-                                               t.row_words * sizeof(uint32_t), rows,
-                                               cudaMemcpyHostToDevice));
-      }
-      memory.table_bytes += rows * t.row_words * sizeof(uint32_t);
-    }
-    VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_keys, o.max_batch));
-    VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_out, batch_words));
-    memory.staging_bytes += o.max_batch * sizeof(PackedKey) + batch_words * sizeof(uint32_t);
-    if (use_nccl) {
-      VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_gather, ranks * batch_words));
-      memory.staging_bytes += ranks * batch_words * sizeof(uint32_t);
-    }
-    if (level_keys > 0) {
-      VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_nodes, level_keys * t.rows));
-      memory.node_buffer_bytes += level_keys * t.rows * sizeof(dpf::Block);
-    }
+  DeviceSlice& d = slices[i];
+  const uint64_t r = first_rank + i;  // this slice's rank
+  d.device = o.devices[i];
+  d.row_begin = std::min(t.rows, units * r / ranks * internal::kSliceAlignRows);
+  d.row_end = std::min(t.rows, units * (r + 1) / ranks * internal::kSliceAlignRows);
+  const uint64_t rows = d.row_end - d.row_begin;
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, d.device));
+  for (Body b : {Body::kBranchParallel, Body::kLevelByLevelLeaves, Body::kBoundedWindow}) {
+    absl::StatusOr<int> blocks = internal::ConfigureFusedKernel(b, shared_max);
+    if (!blocks.ok()) return blocks.status();
+    d.blocks_per_sm[static_cast<int>(b)] = *blocks;
   }
+  if (o.dtype == TableDtype::kInt8) {
+    VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_table_i8, rows * t.row_words));
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.d_table_i8,
+                                         narrowed.data() + d.row_begin * t.row_words,
+                                         rows * t.row_words, cudaMemcpyHostToDevice));
+    memory.table_bytes += rows * t.row_words;
+  } else {
+    VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_table, rows * t.row_words));
+    if (rows > 0) {
+      VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy2D(d.d_table, t.row_words * sizeof(uint32_t),
+                                             t.row(d.row_begin), t.stride() * sizeof(uint32_t),
+                                             t.row_words * sizeof(uint32_t), rows,
+                                             cudaMemcpyHostToDevice));
+    }
+    memory.table_bytes += rows * t.row_words * sizeof(uint32_t);
+  }
+  VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_keys, o.max_batch));
+  VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_out, batch_words));
+  memory.staging_bytes += o.max_batch * sizeof(PackedKey) + batch_words * sizeof(uint32_t);
+  if (use_nccl) {
+    VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_gather, ranks * batch_words));
+    memory.staging_bytes += ranks * batch_words * sizeof(uint32_t);
+  }
+  if (level_keys > 0) {
+    VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_nodes, level_keys * t.rows));
+    memory.node_buffer_bytes += level_keys * t.rows * sizeof(dpf::Block);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuResources::JoinNccl() {
+  [[maybe_unused]] const GpuBackendOptions& o = options;
 #if defined(VEIL_HAVE_NCCL)
-  if (joined) {
+  if (!o.nccl_id.empty()) {
     // One rank of a communicator spanning processes (and hosts): blocks until all ranks join.
     ncclUniqueId id;
     std::memcpy(&id, o.nccl_id.data(), sizeof(id));
@@ -296,6 +298,37 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
     }
   }
 #endif
+  return absl::OkStatus();
+}
+
+absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions& o) {
+  table = t;
+  options = o;
+  VEIL_RETURN_IF_ERROR(CheckOptions(t, o));
+  std::vector<int8_t> narrowed;
+  if (o.dtype == TableDtype::kInt8) {
+    absl::StatusOr<std::vector<int8_t>> n = internal::NarrowToInt8(t);
+    if (!n.ok()) return n.status();
+    narrowed = *std::move(n);
+  }
+  absl::StatusOr<uint32_t> shared_max = ChooseSharedLayout();
+  if (!shared_max.ok()) return shared_max.status();
+
+  // Level-by-level holds up to `rows` leaves per key (1-word leaves); fill it level_keys at a time.
+  if (o.strategy == Strategy::kLevelByLevel) {
+    level_keys = std::clamp<uint64_t>(o.level_buffer_bytes / (t.rows * sizeof(dpf::Block)), 1,
+                                      static_cast<uint64_t>(o.max_batch));
+  }
+  const uint64_t batch_words = static_cast<uint64_t>(o.max_batch) * t.row_words;
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMallocHost(reinterpret_cast<void**>(&h_keys), o.max_batch * sizeof(PackedKey)));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMallocHost(reinterpret_cast<void**>(&h_out), batch_words * sizeof(uint32_t)));
+  slices.resize(o.devices.size());
+  for (uint64_t i = 0; i < slices.size(); ++i) {
+    VEIL_RETURN_IF_ERROR(InitSlice(i, narrowed, *shared_max));
+  }
+  VEIL_RETURN_IF_ERROR(JoinNccl());
   for (DeviceSlice& d : slices) {
     VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
     VEIL_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());

@@ -1,19 +1,21 @@
-// veil-server: one party of the two-server PIR service.
-//   veil-server --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto --threads=1
+// veil-server: one veil server process, speaking one protocol (--protocol; dpf2: one party of the
+// two-server PIR service).
+//   veil-server [--protocol=dpf2] --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto
+//   --threads=1
 //               [--tls-cert=server.pem --tls-key=server.key | --insecure-plaintext]
 // Prints the bound port on stdout; logs on stderr; stops cleanly on SIGTERM / SIGINT.
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <utility>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/time/time.h"
 #include "server/server.h"
+#include "tools/flags.h"
 
-ABSL_FLAG(int, party, -1, "which key shares this server answers: 0 or 1");
+ABSL_FLAG(std::string, protocol, "dpf2",
+          "what the server speaks: dpf2 (one party of two-server DPF-PIR; needs --party)");
+ABSL_FLAG(int, party, -1, "dpf2: which key shares this server answers, 0 or 1");
 ABSL_FLAG(std::string, table, "", "table file (veil table build)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "HOST:PORT to listen on; port 0 picks a free port");
 ABSL_FLAG(std::string, backend, "auto", "cpu, gpu, or auto (gpu when built and present)");
@@ -42,7 +44,8 @@ ABSL_FLAG(int, tls_handshake_timeout_ms, 10000,
 namespace {
 
 constexpr char kUsage[] =
-    "veil-server --party=0|1 --table=FILE [--listen=HOST:PORT] [--backend=cpu|gpu|auto] "
+    "veil-server [--protocol=dpf2] --party=0|1 --table=FILE [--listen=HOST:PORT] "
+    "[--backend=cpu|gpu|auto] "
     "[--threads=N] [--gpus=all|0,1,...] [--tls-cert=PEM_FILE --tls-key=PEM_FILE | "
     "--insecure-plaintext]\n"
     "\n"
@@ -57,25 +60,10 @@ constexpr char kUsage[] =
     "Flags may be spelled with dashes or underscores (--tls-cert, --tls_cert); --helpfull lists "
     "them all.";
 
-// Abseil flags are named with underscores, veil's other tools spell flags with dashes: rewrites
-// the dashes of each "--flag-name[=value]" name (never of its value) so that both spellings work.
-void AcceptDashedFlagNames(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    char* arg = argv[i];
-    if (std::strcmp(arg, "--") == 0) return;  // what follows is not flags
-    if (std::strncmp(arg, "--", 2) != 0) continue;
-    for (char* c = arg + 2; *c != '\0' && *c != '='; ++c) {
-      if (*c == '-') *c = '_';
-    }
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  AcceptDashedFlagNames(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  veil::tools::ParseFlags(argc, argv, kUsage);
   for (auto [name, value] :
        {std::pair{"max_keys_per_call", absl::GetFlag(FLAGS_max_keys_per_call)},
         std::pair{"max_queued_keys", absl::GetFlag(FLAGS_max_queued_keys)},
@@ -96,6 +84,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   veil::server::ServerOptions options;
+  options.protocol = absl::GetFlag(FLAGS_protocol);
   options.party = absl::GetFlag(FLAGS_party);
   options.table_path = absl::GetFlag(FLAGS_table);
   options.listen = absl::GetFlag(FLAGS_listen);

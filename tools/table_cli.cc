@@ -3,20 +3,20 @@
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
 #include "embedding/row_format.h"
 #include "embedding/table.h"
 #include "embedding/table_builder.h"
+#include "tools/veil_flags.h"
 
 namespace veil::tools {
 namespace {
@@ -37,99 +37,39 @@ constexpr int kUsage = 2;
 // Values shown per row by inspect: enough to recognise a row, short enough for a terminal line.
 constexpr uint32_t kInspectValuesPerRow = 8;
 
-// The arguments after the subcommand: --name=value flags and positional operands.
-struct ParsedArgs {
-  std::map<std::string, std::string, std::less<>> flags;
-  std::vector<std::string> operands;
-};
-
-absl::StatusOr<ParsedArgs> ParseArgs(absl::Span<const std::string> args,
-                                     absl::Span<const absl::string_view> known_flags) {
-  ParsedArgs parsed;
-  for (const std::string& arg : args) {
-    absl::string_view rest = arg;
-    if (!absl::ConsumePrefix(&rest, "--")) {
-      parsed.operands.push_back(arg);
-      continue;
-    }
-    const size_t equals = rest.find('=');
-    if (equals == absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("flag ", arg, " needs a value (--name=value)"));
-    }
-    const absl::string_view name = rest.substr(0, equals);
-    if (std::find(known_flags.begin(), known_flags.end(), name) == known_flags.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
-    }
-    parsed.flags[std::string(name)] = std::string(rest.substr(equals + 1));
-  }
-  return parsed;
-}
-
-// Reads an integer flag, leaving `value` unchanged when the flag is absent.
-template <typename Int>
-absl::Status IntFlag(const ParsedArgs& args, absl::string_view name, Int& value) {
-  const auto it = args.flags.find(name);
-  if (it == args.flags.end()) return absl::OkStatus();
-  if (!absl::SimpleAtoi(it->second, &value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, "=", it->second, " is not a valid number"));
-  }
-  return absl::OkStatus();
-}
-
-std::string Usage(absl::string_view program) {
-  return absl::StrCat("usage:\n  ", program,
-                      " build (--csv=FILE | --f32=FILE) --dim=D --format=fp32|fp16|int8|fixed\n"
-                      "        [--frac-bits=16] [--epoch=N] --out=FILE\n  ",
-                      program, " inspect FILE [--rows=N]\n  ", program, " verify FILE\n");
-}
-
 // A usage error: the message, then the usage text.
-int UsageError(absl::string_view program, absl::string_view message, std::ostream& err) {
-  err << program << ": " << message << "\n" << Usage(program);
+int UsageError(absl::string_view message, std::ostream& err) {
+  err << "veil table: " << message << "\n" << kTableUsage;
   return kUsage;
 }
 
-int Build(absl::string_view program, absl::Span<const std::string> args, std::ostream& out,
-          std::ostream& err) {
-  static constexpr absl::string_view kFlags[] = {"csv",       "f32",   "dim", "format",
-                                                 "frac-bits", "epoch", "out"};
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, kFlags);
-  if (!parsed.ok()) return UsageError(program, parsed.status().message(), err);
-  if (!parsed->operands.empty()) {
-    return UsageError(program, absl::StrCat("unexpected operand ", parsed->operands[0]), err);
+int Build(absl::Span<const std::string> operands, std::ostream& out, std::ostream& err) {
+  if (!operands.empty()) return UsageError(absl::StrCat("unexpected operand ", operands[0]), err);
+  const std::string csv = absl::GetFlag(FLAGS_csv), f32 = absl::GetFlag(FLAGS_f32);
+  const std::string format_name = absl::GetFlag(FLAGS_format);
+  const std::string out_path = absl::GetFlag(FLAGS_out);
+  const uint32_t dim = absl::GetFlag(FLAGS_dim);
+  if (csv.empty() == f32.empty())
+    return UsageError("build needs exactly one of --csv and --f32", err);
+  if (format_name.empty() || out_path.empty()) {
+    return UsageError("build needs --format and --out", err);
   }
-  const auto& flags = parsed->flags;
-  const bool csv = flags.contains("csv");
-  if (csv == flags.contains("f32")) {
-    return UsageError(program, "build needs exactly one of --csv and --f32", err);
-  }
-  if (!flags.contains("format") || !flags.contains("out")) {
-    return UsageError(program, "build needs --format and --out", err);
-  }
-  if (!csv && !flags.contains("dim")) return UsageError(program, "--f32 needs --dim", err);
-  absl::StatusOr<RowFormat> format = ParseRowFormat(flags.at("format"));
-  if (!format.ok()) return UsageError(program, format.status().message(), err);
-  uint32_t dim = 0;
+  if (!f32.empty() && dim == 0) return UsageError("--f32 needs --dim", err);
+  absl::StatusOr<RowFormat> format = ParseRowFormat(format_name);
+  if (!format.ok()) return UsageError(format.status().message(), err);
   TableOptions options;
-  for (absl::Status status :
-       {IntFlag(*parsed, "dim", dim), IntFlag(*parsed, "epoch", options.epoch),
-        IntFlag(*parsed, "frac-bits", options.frac_bits)}) {
-    if (!status.ok()) return UsageError(program, status.message(), err);
-  }
-
-  const std::string& out_path = flags.at("out");
-  const absl::Status status =
-      csv ? WriteTableFromCsv(flags.at("csv"), out_path, *format, dim, options)
-          : WriteTableFromF32File(flags.at("f32"), out_path, *format, dim, options);
+  options.epoch = absl::GetFlag(FLAGS_epoch);
+  options.frac_bits = absl::GetFlag(FLAGS_frac_bits);
+  const absl::Status status = !csv.empty()
+                                  ? WriteTableFromCsv(csv, out_path, *format, dim, options)
+                                  : WriteTableFromF32File(f32, out_path, *format, dim, options);
   if (!status.ok()) {
-    err << program << ": build failed: " << status << "\n";
+    err << "veil table: build failed: " << status << "\n";
     return kFailed;
   }
   absl::StatusOr<std::unique_ptr<Table>> table = Table::Open(out_path);
   if (!table.ok()) {
-    err << program << ": cannot reopen " << out_path << ": " << table.status() << "\n";
+    err << "veil table: cannot reopen " << out_path << ": " << table.status() << "\n";
     return kFailed;
   }
   out << "wrote " << out_path << ": " << (*table)->rows() << " rows, dim " << (*table)->dim()
@@ -137,24 +77,21 @@ int Build(absl::string_view program, absl::Span<const std::string> args, std::os
   return kOk;
 }
 
-int Inspect(absl::string_view program, absl::Span<const std::string> args, std::ostream& out,
-            std::ostream& err) {
-  static constexpr absl::string_view kFlags[] = {"rows"};
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, kFlags);
-  if (!parsed.ok()) return UsageError(program, parsed.status().message(), err);
-  if (parsed->operands.size() != 1) return UsageError(program, "inspect needs one FILE", err);
+int Inspect(absl::Span<const std::string> operands, std::ostream& out, std::ostream& err) {
+  if (operands.size() != 1) return UsageError("inspect needs one FILE", err);
   uint64_t rows_shown = 3;
-  if (absl::Status status = IntFlag(*parsed, "rows", rows_shown); !status.ok()) {
-    return UsageError(program, status.message(), err);
+  if (const std::string rows = absl::GetFlag(FLAGS_rows);
+      !rows.empty() && !absl::SimpleAtoi(rows, &rows_shown)) {
+    return UsageError(absl::StrCat("--rows=", rows, " is not a number"), err);
   }
-  absl::StatusOr<std::unique_ptr<Table>> opened = Table::Open(parsed->operands[0]);
+  absl::StatusOr<std::unique_ptr<Table>> opened = Table::Open(operands[0]);
   if (!opened.ok()) {
-    err << program << ": " << opened.status() << "\n";
+    err << "veil table: " << opened.status() << "\n";
     return kFailed;
   }
   const Table& table = **opened;
   const TableHeader& header = table.header();
-  out << "file:         " << parsed->operands[0] << "\n"
+  out << "file:         " << operands[0] << "\n"
       << "version:      " << header.version << "\n"
       << "rows:         " << table.rows() << "\n"
       << "dim:          " << table.dim() << "\n"
@@ -168,7 +105,7 @@ int Inspect(absl::string_view program, absl::Span<const std::string> args, std::
   const uint32_t shown_values = std::min(table.dim(), kInspectValuesPerRow);
   for (uint64_t i = 0; i < std::min(rows_shown, table.rows()); ++i) {
     if (absl::Status status = table.DecodeRow(i, absl::MakeSpan(values)); !status.ok()) {
-      err << program << ": row " << i << ": " << status << "\n";
+      err << "veil table: row " << i << ": " << status << "\n";
       return kFailed;
     }
     out << "row " << i << ": " << absl::StrJoin(values.begin(), values.begin() + shown_values, " ")
@@ -177,37 +114,40 @@ int Inspect(absl::string_view program, absl::Span<const std::string> args, std::
   return kOk;
 }
 
-int Verify(absl::string_view program, absl::Span<const std::string> args, std::ostream& out,
-           std::ostream& err) {
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, {});
-  if (!parsed.ok()) return UsageError(program, parsed.status().message(), err);
-  if (parsed->operands.size() != 1) return UsageError(program, "verify needs one FILE", err);
-  absl::StatusOr<std::unique_ptr<Table>> opened = Table::Open(parsed->operands[0]);
+int Verify(absl::Span<const std::string> operands, std::ostream& out, std::ostream& err) {
+  if (operands.size() != 1) return UsageError("verify needs one FILE", err);
+  absl::StatusOr<std::unique_ptr<Table>> opened = Table::Open(operands[0]);
   absl::Status status = opened.ok() ? (*opened)->Verify() : opened.status();
   if (!status.ok()) {
-    err << program << ": " << parsed->operands[0] << ": " << status << "\n";
+    err << "veil table: " << operands[0] << ": " << status << "\n";
     return kFailed;
   }
-  out << parsed->operands[0] << ": OK, digest " << (*opened)->DigestHex() << "\n";
+  out << operands[0] << ": OK, digest " << (*opened)->DigestHex() << "\n";
   return kOk;
 }
 
 }  // namespace
 
-int RunTableCli(absl::Span<const std::string> args, std::ostream& out, std::ostream& err) {
-  const std::string program = args.empty() ? "table" : args[0];
-  if (args.size() < 2) return UsageError(program, "missing subcommand", err);
-  const std::string& command = args[1];
-  const absl::Span<const std::string> rest = args.subspan(2);
-  if (command == "build") return Build(program, rest, out, err);
-  if (command == "inspect") return Inspect(program, rest, out, err);
-  if (command == "verify") return Verify(program, rest, out, err);
-  return UsageError(program, absl::StrCat("unknown subcommand '", command, "'"), err);
-}
+const char kTableUsage[] =
+    "usage:\n"
+    "  veil table build (--csv=FILE | --f32=FILE) --dim=D --format=fp32|fp16|int8|fixed\n"
+    "        [--frac-bits=16] [--epoch=N] --out=FILE\n"
+    "      --dim may be left out for CSV input (taken from the first row).\n"
+    "  veil table inspect FILE [--rows=N]\n"
+    "      Header fields, the digest (not recomputed) and the first N rows dequantized.\n"
+    "  veil table verify FILE\n"
+    "      Validates the header and recomputes the digest.\n"
+    "example:\n"
+    "  veil table build --csv=rows.csv --format=fixed --out=t.veil && veil table verify t.veil\n";
 
-int RunTableCli(int argc, char** argv) {
-  const std::vector<std::string> args(argv, argv + argc);
-  return RunTableCli(args, std::cout, std::cerr);
+int RunTableCommand(absl::Span<const std::string> args, std::ostream& out, std::ostream& err) {
+  if (args.empty()) return UsageError("missing subcommand", err);
+  const std::string& command = args[0];
+  const absl::Span<const std::string> operands = args.subspan(1);
+  if (command == "build") return Build(operands, out, err);
+  if (command == "inspect") return Inspect(operands, out, err);
+  if (command == "verify") return Verify(operands, out, err);
+  return UsageError(absl::StrCat("unknown subcommand '", command, "'"), err);
 }
 
 }  // namespace veil::tools

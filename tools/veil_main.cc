@@ -1,38 +1,45 @@
-// `veil`: the command line of the client side.
-//   veil lookup --server0=HOST:PORT --server1=HOST:PORT --rows=3,17,42 [--timeout-ms=5000]
-//               [--prg=aes128] [--words] [--bags=2,1 --mode=sum|mean]
-//               [--tls-certs=PEM_FILE [--tls-name0=NAME --tls-name1=NAME]] [--allow-plaintext]
-//   veil table build|inspect|verify ...   (embedding/table_cli.h)
+// `veil`: the command line of the client side and of table and certificate housekeeping.
+//   veil lookup --server0=HOST:PORT --server1=HOST:PORT --rows=3,17,42 [...]
+//   veil table build|inspect|verify ...   (tools/table_cli.h)
 //   veil tls-cert --out-dir=DIR [--hosts=127.0.0.1,::1,localhost] [--days=365]
-#include <cstdio>
+// Flags: tools/veil_flags.h; each subcommand refuses the others' flags.
 #include <iostream>
-#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "tools/table_cli.h"
 #include "mobile_client/client.h"
-#include "rpc/tls.h"
+#include "tools/flags.h"
+#include "tools/table_cli.h"
 #include "tools/tls_cert.h"
+#include "tools/veil_flags.h"
 
 namespace {
 
 constexpr char kUsage[] =
+    "veil lookup | table | tls-cert: private lookups, table files and TLS certificates.\n"
+    "\n"
     "usage:\n"
     "  veil lookup --server0=HOST:PORT --server1=HOST:PORT --rows=I,J,... [--timeout-ms=5000]\n"
     "              [--prg=aes128|chacha8|chacha12|chacha20|siphash] [--words]\n"
     "              [--bags=N,M,... [--mode=sum|mean]]   (pooled, fixed-point tables)\n"
     "              [--tls-certs=PEM_FILE [--tls-name0=NAME] [--tls-name1=NAME]]\n"
     "              [--allow-plaintext]   (plaintext to a non-loopback server)\n"
-    "  veil table build|inspect|verify ...\n"
+    "      Fetches rows privately from two veil-server parties and prints them.\n"
+    "  veil table build|inspect|verify ...   (veil table for its usage)\n"
     "  veil tls-cert --out-dir=DIR [--hosts=127.0.0.1,::1,localhost] [--days=365]\n"
-    "              an ECDSA P-256 key (DIR/server.key, mode 0600) and a self-signed certificate\n"
-    "              for those names and IP addresses (DIR/server.pem) for veil-server\n"
-    "              --tls-cert/--tls-key; clients trust DIR/server.pem (--tls-certs)\n";
+    "      An ECDSA P-256 key (DIR/server.key, mode 0600) and a self-signed certificate for those\n"
+    "      names and IP addresses (DIR/server.pem) for veil-server --tls-cert/--tls-key; clients\n"
+    "      trust DIR/server.pem (--tls-certs).\n"
+    "\n"
+    "example:\n"
+    "  veil lookup --server0=127.0.0.1:4000 --server1=127.0.0.1:4001 --rows=3,17\n"
+    "\n"
+    "Flags may be spelled with dashes or underscores; --helpfull lists them all.";
 
 template <typename T>
 bool ParseList(const std::string& text, std::vector<T>* out) {
@@ -44,49 +51,18 @@ bool ParseList(const std::string& text, std::vector<T>* out) {
   return !out->empty();
 }
 
-// The "--name=value" (or "--name") arguments after the command; false after printing why not.
-bool ParseFlags(int argc, char** argv, const char* command,
-                std::map<std::string, std::string>* flags) {
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0) {
-      std::cerr << "veil " << command << ": unexpected argument " << arg << "\n" << kUsage;
-      return false;
-    }
-    size_t eq = arg.find('=');
-    (*flags)[arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
-        eq == std::string::npos ? "" : arg.substr(eq + 1);
-  }
-  return true;
+int UsageError(const std::string& command, const std::string& message) {
+  std::cerr << "veil " << command << ": " << message << "\n\n" << kUsage << "\n";
+  return 2;
 }
 
-// Removes and returns flag `name`'s value (`fallback` if absent).
-std::string Take(std::map<std::string, std::string>& flags, const std::string& name,
-                 const std::string& fallback) {
-  auto it = flags.find(name);
-  if (it == flags.end()) return fallback;
-  std::string v = it->second;
-  flags.erase(it);
-  return v;
-}
-
-int TlsCert(int argc, char** argv) {
-  std::map<std::string, std::string> flags;
-  if (!ParseFlags(argc, argv, "tls-cert", &flags)) return 2;
-  const std::string dir = Take(flags, "out-dir", "");
-  const std::string hosts_text = Take(flags, "hosts", "127.0.0.1,::1,localhost");
-  int64_t days = 0;
-  if (!absl::SimpleAtoi(Take(flags, "days", "365"), &days) || days < 1) {
-    std::cerr << "veil tls-cert: --days must be a positive integer\n";
-    return 2;
-  }
-  if (!flags.empty() || dir.empty()) {
-    std::cerr << (flags.empty() ? "veil tls-cert: --out-dir is required\n"
-                                : "veil tls-cert: unknown flag --" + flags.begin()->first + "\n")
-              << kUsage;
-    return 2;
-  }
-  std::vector<std::string> hosts = absl::StrSplit(hosts_text, ',', absl::SkipEmpty());
+int TlsCert() {
+  const std::string dir = absl::GetFlag(FLAGS_out_dir);
+  const int64_t days = absl::GetFlag(FLAGS_days);
+  if (dir.empty()) return UsageError("tls-cert", "--out-dir is required");
+  if (days < 1) return UsageError("tls-cert", "--days must be a positive integer");
+  std::vector<std::string> hosts =
+      absl::StrSplit(absl::GetFlag(FLAGS_hosts), ',', absl::SkipEmpty());
   auto files = veil::tools::WriteSelfSignedCertificate(dir, hosts, absl::Hours(24 * days));
   if (!files.ok()) {
     std::cerr << "veil tls-cert: " << files.status() << "\n";
@@ -101,47 +77,33 @@ int TlsCert(int argc, char** argv) {
   return 0;
 }
 
-int Lookup(int argc, char** argv) {
-  std::map<std::string, std::string> flags;
-  if (!ParseFlags(argc, argv, "lookup", &flags)) return 2;
-  auto take = [&](const std::string& name, const std::string& fallback) {
-    return Take(flags, name, fallback);
-  };
+int Lookup() {
   veil::client::ClientOptions options;
-  options.server0 = take("server0", "");
-  options.server1 = take("server1", "");
-  std::string rows_text = take("rows", "");
-  std::string bags_text = take("bags", "");
-  std::string mode = take("mode", "sum");
-  bool words = flags.count("words") != 0;
-  take("words", "");
-  options.tls_trusted_certs = take("tls-certs", "");
-  options.tls_server_name0 = take("tls-name0", "");
-  options.tls_server_name1 = take("tls-name1", "");
-  options.allow_plaintext = flags.count("allow-plaintext") != 0;
-  take("allow-plaintext", "");
-  int64_t timeout_ms = 5000;
-  if (!absl::SimpleAtoi(take("timeout-ms", "5000"), &timeout_ms) || timeout_ms <= 0) {
-    std::cerr << "veil lookup: --timeout-ms must be a positive integer\n";
-    return 2;
-  }
+  options.server0 = absl::GetFlag(FLAGS_server0);
+  options.server1 = absl::GetFlag(FLAGS_server1);
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  const bool words = absl::GetFlag(FLAGS_words);
+  options.tls_trusted_certs = absl::GetFlag(FLAGS_tls_certs);
+  options.tls_server_name0 = absl::GetFlag(FLAGS_tls_name0);
+  options.tls_server_name1 = absl::GetFlag(FLAGS_tls_name1);
+  options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
+  const int64_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  if (timeout_ms <= 0) return UsageError("lookup", "--timeout-ms must be a positive integer");
   options.timeout = absl::Milliseconds(timeout_ms);
-  auto prg = veil::dpf::ParsePrg(take("prg", "aes128"));
-  if (!prg.ok()) {
-    std::cerr << "veil lookup: " << prg.status().message() << "\n";
-    return 2;
-  }
+  auto prg = veil::dpf::ParsePrg(absl::GetFlag(FLAGS_prg));
+  if (!prg.ok()) return UsageError("lookup", std::string(prg.status().message()));
   options.prg = *prg;
-  if (!flags.empty()) {
-    std::cerr << "veil lookup: unknown flag --" << flags.begin()->first << "\n" << kUsage;
-    return 2;
-  }
   std::vector<uint64_t> rows;
   std::vector<uint32_t> bags;
-  if (options.server0.empty() || options.server1.empty() || !ParseList(rows_text, &rows) ||
-      (!bags_text.empty() && !ParseList(bags_text, &bags)) || (mode != "sum" && mode != "mean")) {
-    std::cerr << kUsage;
-    return 2;
+  const std::string bags_text = absl::GetFlag(FLAGS_bags);
+  if (options.server0.empty() || options.server1.empty()) {
+    return UsageError("lookup", "--server0 and --server1 are required");
+  }
+  if (!ParseList(absl::GetFlag(FLAGS_rows), &rows)) {
+    return UsageError("lookup", "--rows must list the rows to fetch (I,J,...)");
+  }
+  if ((!bags_text.empty() && !ParseList(bags_text, &bags)) || (mode != "sum" && mode != "mean")) {
+    return UsageError("lookup", "--bags must list bag sizes and --mode be sum or mean");
   }
 
   auto client = veil::client::Client::Connect(options);
@@ -158,7 +120,8 @@ int Lookup(int argc, char** argv) {
   std::vector<std::string> lines;
   if (!bags.empty()) {
     auto pooled = (*client)->LookupPooled(
-        rows, bags, {}, mode == "sum" ? veil::client::PoolingMode::kSum : veil::client::PoolingMode::kMean);
+        rows, bags, {},
+        mode == "sum" ? veil::client::PoolingMode::kSum : veil::client::PoolingMode::kMean);
     if (!pooled.ok()) {
       std::cerr << "veil lookup: " << pooled.status() << "\n";
       return 1;
@@ -203,11 +166,28 @@ int Lookup(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "lookup") return Lookup(argc, argv);
-  if (argc >= 2 && std::string(argv[1]) == "tls-cert") return TlsCert(argc, argv);
-  if (argc >= 2 && std::string(argv[1]) == "table") {
-    return veil::tools::RunTableCli(argc - 1, argv + 1);
+  const std::vector<std::string> args = veil::tools::ParseFlags(argc, argv, kUsage);
+  const std::string command = args.size() >= 2 ? args[1] : "";
+  const std::vector<std::string> operands(args.begin() + std::min<size_t>(2, args.size()),
+                                          args.end());
+  absl::Status flags = absl::OkStatus();
+  if (command == "lookup") {
+    flags =
+        veil::tools::CheckFlags({"server0", "server1", "rows", "bags", "mode", "words", "tls_certs",
+                                 "tls_name0", "tls_name1", "allow_plaintext", "timeout_ms", "prg"});
+    if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
+    if (flags.ok()) return Lookup();
+  } else if (command == "tls-cert") {
+    flags = veil::tools::CheckFlags({"out_dir", "hosts", "days"});
+    if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
+    if (flags.ok()) return TlsCert();
+  } else if (command == "table") {
+    flags = veil::tools::CheckFlags(
+        {"csv", "f32", "dim", "format", "frac_bits", "epoch", "out", "rows"});
+    if (flags.ok()) return veil::tools::RunTableCommand(operands, std::cout, std::cerr);
+  } else {
+    std::cerr << kUsage << "\n";
+    return 2;
   }
-  std::cerr << kUsage;
-  return 2;
+  return UsageError(command, std::string(flags.message()));
 }

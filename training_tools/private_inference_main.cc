@@ -17,10 +17,9 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "embedding/layout_table.h"
+#include "tools/flags.h"
 #include "tools/launcher.h"
 #include "training_tools/private_inference.h"
 #include "training_tools/simulate.h"
@@ -65,10 +64,12 @@ int Fail(const absl::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Runs the recommendation model on the client with its embeddings fetched privately from "
-      "two veil servers under a batch-PIR layout, and checks it against the simulation.");
-  absl::ParseCommandLine(argc, argv);
+  veil::tools::ParseFlags(
+      argc, argv,
+      "veil-private-inference: runs the recommendation model on the client with its embeddings "
+      "fetched privately from two veil servers under a batch-PIR layout, and checks it against "
+      "the simulation.\n\nexample:\n  veil-private-inference --workload=movielens "
+      "--requests=200");
 
   WorkloadOptions workload_options;
   if (absl::GetFlag(FLAGS_interactions).empty()) {

@@ -1,6 +1,9 @@
-#include "tools/table_cli.h"
+// `veil table` (tools/table_cli.h), run as a user runs it.
+#include <sys/wait.h>
 
-#include <sstream>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -22,11 +25,20 @@ struct CliResult {
   std::string err;
 };
 
-CliResult RunCli(std::vector<std::string> args) {
-  args.insert(args.begin(), "veil-table");
-  std::ostringstream out, err;
-  const int code = RunTableCli(args, out, err);
-  return {code, out.str(), err.str()};
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Runs `veil table ARGS...` (arguments single-quoted for the shell).
+CliResult RunCli(const std::vector<std::string>& args) {
+  ScratchDir dir;
+  std::string command = std::string(VEIL_CLI_BINARY) + " table";
+  for (const std::string& arg : args) command += " '" + arg + "'";
+  command += " >" + dir.File("out") + " 2>" + dir.File("err");
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(dir.File("out")),
+          ReadFile(dir.File("err"))};
 }
 
 TEST(TableCliTest, BuildInspectVerify) {
@@ -80,16 +92,29 @@ TEST(TableCliTest, UsageErrorsExitTwo) {
       {"build", "--csv=a", "--f32=b", "--format=fp32", "--out=x"},
       {"build", "--f32=a", "--format=fp32", "--out=x"},
       {"build", "--csv=a", "--format=bf16", "--out=x"},
-      {"build", "--csv=a", "--format=fp32", "--out=x", "--dim=three"},
-      {"build", "--csv=a", "--format=fp32", "--out=x", "--colour=red"},
-      {"build", "--csv", "--format=fp32", "--out=x"},
+      {"build", "--csv=a", "--format=fp32", "--out=x", "--server0=h:1"},
+      {"build", "--csv", "--format=fp32", "--out=x"},  // --csv takes "--format=fp32" as its file
       {"inspect"},
+      {"inspect", "t.veil", "--rows=many"},
       {"verify", "a", "b"},
   };
   for (const auto& args : cases) {
     CliResult result = RunCli(args);
     EXPECT_EQ(result.code, 2) << ::testing::PrintToString(args);
     EXPECT_THAT(result.err, HasSubstr("usage:"));
+  }
+}
+
+TEST(TableCliTest, FlagsThatDoNotParseExitOneNamingTheFlag) {
+  // The flag parser (Abseil) refuses these before the command runs.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"build", "--csv=a", "--format=fp32", "--out=x", "--dim=three"}, "dim"},
+      {{"build", "--csv=a", "--format=fp32", "--out=x", "--colour=red"}, "colour"},
+  };
+  for (const auto& [args, flag] : cases) {
+    CliResult result = RunCli(args);
+    EXPECT_EQ(result.code, 1) << ::testing::PrintToString(args);
+    EXPECT_THAT(result.err, HasSubstr("'" + flag + "'")) << result.err;
   }
 }
 

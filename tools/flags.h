@@ -1,0 +1,28 @@
+// The command-line convention of every veil binary: Abseil flags, spelled with dashes or with
+// underscores (--tls-cert, --tls_cert), --help listing each flag with its default.
+#ifndef VEIL_TOOLS_FLAGS_H_
+#define VEIL_TOOLS_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace veil::tools {
+
+// Sets `usage` as the program's usage message and parses argv with absl::ParseCommandLine after
+// turning the dashes of each "--flag-name[=value]" name (never of its value) into underscores.
+// Returns the positional arguments, argv[0] first. An unknown flag or a bad value ends the
+// program with absl's message (exit status 1).
+std::vector<std::string> ParseFlags(int argc, char** argv, const std::string& usage);
+
+// For a command with subcommands sharing one set of flags: returns INVALID_ARGUMENT naming the
+// first flag set to a non-default value that is not among `allowed` (e.g. a `veil lookup` flag
+// given to `veil tls-cert`). Abseil's own flags (--help, --flagfile, ...) always pass.
+absl::Status CheckFlags(absl::Span<const absl::string_view> allowed);
+
+}  // namespace veil::tools
+
+#endif  // VEIL_TOOLS_FLAGS_H_

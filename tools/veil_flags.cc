@@ -1,0 +1,30 @@
+#include "tools/veil_flags.h"
+
+#include "absl/flags/flag.h"
+
+ABSL_FLAG(std::string, server0, "", "lookup: HOST:PORT of party 0");
+ABSL_FLAG(std::string, server1, "", "lookup: HOST:PORT of party 1");
+ABSL_FLAG(std::string, bags, "",
+          "lookup: pooled lookup of a fixed-point table: the bag sizes N,M,... over --rows");
+ABSL_FLAG(std::string, mode, "sum", "lookup: pooling of --bags: sum or mean");
+ABSL_FLAG(bool, words, false, "lookup: print the rows as stored (hex words), not dequantized");
+ABSL_FLAG(std::string, tls_certs, "",
+          "lookup: PEM file of the certificates to trust (TLS); empty: plaintext (loopback only)");
+ABSL_FLAG(std::string, tls_name0, "", "lookup: the name server 0's certificate must hold");
+ABSL_FLAG(std::string, tls_name1, "", "lookup: the name server 1's certificate must hold");
+ABSL_FLAG(bool, allow_plaintext, false, "lookup: allow plaintext to a non-loopback server");
+ABSL_FLAG(int64_t, timeout_ms, 5000, "lookup: bound on connecting and on the lookup");
+ABSL_FLAG(std::string, prg, "aes128", "lookup: aes128, chacha8, chacha12, chacha20 or siphash");
+ABSL_FLAG(std::string, rows, "",
+          "lookup: the rows to fetch, I,J,...; table inspect: how many rows to show (3)");
+ABSL_FLAG(std::string, csv, "", "table build: input CSV, one row of values per line");
+ABSL_FLAG(std::string, f32, "", "table build: input of raw little-endian float32 values");
+ABSL_FLAG(uint32_t, dim, 0, "table build: values per row (0: from the CSV's first row)");
+ABSL_FLAG(std::string, format, "", "table build: fp32, fp16, int8 or fixed");
+ABSL_FLAG(int, frac_bits, 16, "table build: fractional bits of fixed-point rows");
+ABSL_FLAG(uint64_t, epoch, 0, "table build: the table's version counter");
+ABSL_FLAG(std::string, out, "", "table build: the table file to write");
+ABSL_FLAG(std::string, out_dir, "", "tls-cert: the folder for server.pem and server.key");
+ABSL_FLAG(std::string, hosts, "127.0.0.1,::1,localhost",
+          "tls-cert: DNS names and IP addresses the certificate is for");
+ABSL_FLAG(int64_t, days, 365, "tls-cert: validity in days");

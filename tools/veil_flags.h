@@ -1,0 +1,38 @@
+// The flags of the `veil` command, one set for all its subcommands (lookup, table, tls-cert);
+// each subcommand refuses flags that are not its own (tools/flags.h, CheckFlags).
+#ifndef VEIL_TOOLS_VEIL_FLAGS_H_
+#define VEIL_TOOLS_VEIL_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/flags/declare.h"
+
+// lookup
+ABSL_DECLARE_FLAG(std::string, server0);
+ABSL_DECLARE_FLAG(std::string, server1);
+ABSL_DECLARE_FLAG(std::string, bags);
+ABSL_DECLARE_FLAG(std::string, mode);
+ABSL_DECLARE_FLAG(bool, words);
+ABSL_DECLARE_FLAG(std::string, tls_certs);
+ABSL_DECLARE_FLAG(std::string, tls_name0);
+ABSL_DECLARE_FLAG(std::string, tls_name1);
+ABSL_DECLARE_FLAG(bool, allow_plaintext);
+ABSL_DECLARE_FLAG(int64_t, timeout_ms);
+ABSL_DECLARE_FLAG(std::string, prg);
+// lookup and table inspect
+ABSL_DECLARE_FLAG(std::string, rows);
+// table build
+ABSL_DECLARE_FLAG(std::string, csv);
+ABSL_DECLARE_FLAG(std::string, f32);
+ABSL_DECLARE_FLAG(uint32_t, dim);
+ABSL_DECLARE_FLAG(std::string, format);
+ABSL_DECLARE_FLAG(int, frac_bits);
+ABSL_DECLARE_FLAG(uint64_t, epoch);
+ABSL_DECLARE_FLAG(std::string, out);
+// tls-cert
+ABSL_DECLARE_FLAG(std::string, out_dir);
+ABSL_DECLARE_FLAG(std::string, hosts);
+ABSL_DECLARE_FLAG(int64_t, days);
+
+#endif  // VEIL_TOOLS_VEIL_FLAGS_H_
