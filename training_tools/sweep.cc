@@ -366,7 +366,8 @@ absl::StatusOr<UnseenRowsPolicy> ParseUnseenRowsPolicy(absl::string_view name) {
 
 SweepGrid SweepGrid::Default(bool quick) {
   if (quick) {
-    return Grid({0, 0.05, 0.1, 0.2}, {16, 64}, {1, 2, 4}, {16, 64, 256}, {0, 1, 2}, {0, 1, 2});
+    // 256 hot bins: one row per bin for small hot tables (clamped to the hot rows).
+    return Grid({0, 0.05, 0.1, 0.2}, {16, 64, 256}, {1, 2, 4}, {16, 64, 256}, {0, 1, 2}, {0, 1, 2});
   }
   return Grid({0, 0.02, 0.05, 0.1, 0.2, 0.3}, {8, 16, 32, 64, 128}, {1, 2, 3, 4, 6},
               {8, 16, 32, 64, 128, 256, 512}, {0, 1, 2, 3}, {0, 1, 2, 4});
