@@ -233,7 +233,10 @@ absl::Status SimulateCommand(const CodesignFlags& flags) {
   auto models = ModelsFor(flags, *workload);
   if (!models.ok()) return models.status();
   SweepOptions options = SweepOptionsFor(flags);
-  options.reachable = ReachablePolicy::kOptIn;  // the given layout, whatever it leaves out
+  // The given layout is evaluated whatever it leaves out; the policy reported is what it needs.
+  options.reachable = LeavesATableUnqueried(ChoiceOf(*layout), layout->num_rows())
+                          ? ReachablePolicy::kOptIn
+                          : ReachablePolicy::kAll;
   auto result = EvaluateLayouts(
       *profile, workload->row_words, {ChoiceOf(*layout)}, [&](size_t) { return layout; },
       models->validation, options, models->models);

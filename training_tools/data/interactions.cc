@@ -72,10 +72,10 @@ absl::StatusOr<InteractionLog> ParseInteractionsCsv(std::istream& in, const CsvC
                                         {columns.timestamp, time_col, "timestamp"},
                                         {columns.label, label_col, "label"}}) {
     if (col < 0 && !name.empty()) {
-      return LineError(source_name, 1,
-                       absl::StrCat("no column named \"", name, "\" for the ", what,
-                                    " (the header has: ", absl::StripTrailingAsciiWhitespace(line),
-                                    ")"));
+      return LineError(
+          source_name, 1,
+          absl::StrCat("no column named \"", name, "\" for the ", what,
+                       " (the header has: ", absl::StripTrailingAsciiWhitespace(line), ")"));
     }
   }
 
