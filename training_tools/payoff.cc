@@ -14,6 +14,9 @@ absl::StatusOr<Payoff> FindPayoff(const SyntheticFit& fit, const PayoffOptions& 
   grid.colocations = {0};
   SweepOptions sweep = options.sweep;
   sweep.reachable = ReachablePolicy::kAll;
+  // Every generated row is a real row of the synthetic table: its training sample only ranks the
+  // rows, and would leave most of a large table's tail unseen.
+  sweep.unseen = UnseenRowsPolicy::kFetch;
   sweep.min_fetched_share = options.bar;
   sweep.tolerance = 0;
   for (int64_t rows : options.sizes) {
