@@ -336,7 +336,8 @@ absl::Status SweepCommand(const CodesignFlags& flags) {
       Sweep(*profile, workload->row_words, models->validation, *grid, options, models->models);
   if (!result.ok()) return result.status();
   PrintChoice(*result);
-  if (auto s = WriteSweepFiles(flags, "sweep-" + OutputName(*workload), workload->name, *result);
+  if (auto s = WriteSweepFiles(flags, "sweep-" + OutputName(*workload),
+                               std::filesystem::path(workload->name).filename().string(), *result);
       !s.ok()) {
     return s;
   }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 
 namespace veil::training {
 namespace {
@@ -23,6 +24,11 @@ std::string EstimateJson(const std::string& name, const Estimate& e) {
 
 std::string PointJson(const SweepResult& result, int i) {
   return i < 0 ? "null" : absl::StrCat("{", PointFieldsJson(result, i), "}");
+}
+
+// `text` inside a double-quoted gnuplot string in enhanced mode, underscores printed as such.
+std::string GnuplotText(absl::string_view text) {
+  return absl::StrReplaceAll(text, {{"_", "\\\\_"}, {"\"", "'"}});
 }
 
 // The y range of the loss panels: the tolerance band and the chosen and baseline points'
@@ -121,15 +127,16 @@ absl::Status PlotSweep(const SweepResult& result, const std::string& title,
               "set multiplot layout 1,2 title \"veil co-design sweep, %s: paired %s loss "
               "against cost, %d seed%s, 95%% intervals; %s\\nshaded: within the tolerance "
               "(%g); embeddings' worth (all rows vs none) %.4g [%.4g, %.4g]%s\"\n",
-              title, MetricName(result.metric), result.seeds, result.seeds == 1 ? "" : "s",
-              opt_in ? "--allow_unreachable_rows: x = a table left unqueried (its rows "
-                       "unreachable)"
+              GnuplotText(title), GnuplotText(MetricName(result.metric)), result.seeds,
+              result.seeds == 1 ? "" : "s",
+              opt_in ? GnuplotText("--allow_unreachable_rows: x = a table left unqueried (its "
+                                   "rows unreachable)")
                      : "every row reachable (every table queried)",
               result.tolerance, result.worth.value, result.worth.low, result.worth.high,
               result.claim_supported ? "" : ": TOO SMALL TO SUPPORT A CLAIM")
-       << "set ylabel '" << MetricName(result.metric)
-       << (result.metric == Metric::kPerplexity ? " loss (relative to all rows)'\n"
-                                                : " loss (all rows minus layout)'\n");
+       << "set ylabel \"" << GnuplotText(MetricName(result.metric))
+       << (result.metric == Metric::kPerplexity ? " loss (relative to all rows)\"\n"
+                                                : " loss (all rows minus layout)\"\n");
     for (const auto& [column, label] :
          {std::pair{8, "server words scanned per inference"}, {11, "bytes per inference"}}) {
       gp << "set xlabel '" << label << "'\nunset label\nunset arrow\n";
@@ -145,8 +152,10 @@ absl::Status PlotSweep(const SweepResult& result, const std::string& title,
            {std::pair{result.chosen, "chosen"}, {result.baseline, "baseline"}}) {
         if (index < 0) continue;
         const SweepPoint& p = result.points[index];
-        gp << absl::StrFormat("set label '%s' at %d,%g offset 1.5,1.2 font ',13'\n", name,
-                              column == 8 ? p.cost.words_scanned : p.bytes(), p.loss.value);
+        // The baseline's label below its point, the chosen point's above: they may coincide.
+        gp << absl::StrFormat("set label '%s' at %d,%g offset 1.5,%s font ',13'\n", name,
+                              column == 8 ? p.cost.words_scanned : p.bytes(), p.loss.value,
+                              std::string(name) == "chosen" ? "1.2" : "-1.2");
       }
       auto series = [&](const std::string& condition, const std::string& style,
                         const std::string& name) {
