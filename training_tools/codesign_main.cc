@@ -193,6 +193,12 @@ absl::StatusOr<Models> ModelsFor(const CodesignFlags& flags, const Workload& wor
     return m;
   }
   const std::vector<uint64_t> seeds = TrainingSeeds(flags);
+  if (seeds.size() < 3) {
+    std::fprintf(stderr,
+                 "note: with %zu seed%s the intervals leave out much of the variation between "
+                 "trained models; reported results use --seeds=3 or more\n",
+                 seeds.size(), seeds.size() == 1 ? "" : "s");
+  }
   std::fprintf(stderr, "training %zu model%s (seeds %llu to %llu)...\n", seeds.size(),
                seeds.size() == 1 ? "" : "s", static_cast<unsigned long long>(seeds.front()),
                static_cast<unsigned long long>(seeds.back()));
