@@ -1,196 +1,104 @@
 // veil-codesign: profile | layout | simulate | sweep | train | synth — the co-design of batch-PIR
-// layouts from training logs (see docs/codesign-results.md for the measured points and commands).
-// With --private, profile, layout, simulate and sweep count the training accesses from the
-// clients' Paillier-encrypted reports instead (training_tools/private_profile.h).
+// layouts from training logs (see docs/codesign-results.md for the measured points and commands,
+// and `veil-codesign --help`). With --private, profile, layout, simulate and sweep count the
+// training accesses from the clients' Paillier-encrypted reports instead
+// (training_tools/private_profile.h).
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
-#include <type_traits>
 #include <vector>
 
-#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "embedding/layout.h"
+#include "training_tools/codesign_flags.h"
+#include "training_tools/codesign_help.h"
 #include "training_tools/models.h"
+#include "training_tools/payoff.h"
 #include "training_tools/private_profile.h"
 #include "training_tools/profile.h"
 #include "training_tools/simulate.h"
+#include "training_tools/sweep.h"
+#include "training_tools/sweep_report.h"
 #include "training_tools/synthetic.h"
 #include "training_tools/workload.h"
-
-ABSL_FLAG(std::string, workload, "", "preset: movielens or brown (data under --data_dir)");
-ABSL_FLAG(std::string, interactions, "", "CSV interaction log (user,item,timestamp[,label])");
-ABSL_FLAG(std::string, text, "", "plain-text corpus: a file or a directory of files");
-ABSL_FLAG(std::string, user_column, "user", "CSV column of the user id");
-ABSL_FLAG(std::string, item_column, "item", "CSV column of the item id");
-ABSL_FLAG(std::string, time_column, "timestamp", "CSV column of the integer timestamp");
-ABSL_FLAG(std::string, label_column, "", "CSV column of the label or rating (optional)");
-ABSL_FLAG(double, positive_threshold, 4, "label at or above which an interaction is a click");
-ABSL_FLAG(std::string, data_dir, VEIL_DEFAULT_DATA_DIR, "where scripts/fetch-data put the data");
-ABSL_FLAG(int, dim, 32, "embedding dimension (32-bit words per row)");
-ABSL_FLAG(int, history, 20, "recommendation: items of the user's history per inference");
-ABSL_FLAG(int, vocab, 3000, "language: vocabulary rows");
-ABSL_FLAG(int, window, 32, "language: tokens per inference");
-ABSL_FLAG(uint64_t, seed, 1, "seed of the layout permutation, training and sampling");
-ABSL_FLAG(int, top_k, 8, "co-accessed rows kept per row in the profile");
-ABSL_FLAG(bool, private, false,
-          "profile from Paillier-encrypted client reports (each user or document a client): only "
-          "the totals are decrypted; frequencies only, no co-access (training_tools/"
-          "private_profile.h)");
-ABSL_FLAG(int, paillier_bits, 2048, "--private: Paillier modulus bits (2048 or 3072)");
-ABSL_FLAG(bool, insecure_for_comparison, false, "--private: also accept --paillier_bits=1024");
-ABSL_FLAG(int, report_value_bits, 16, "--private: bits of one client's per-row count");
-ABSL_FLAG(double, hot_fraction, 0.1, "layout: share of rows in the hot table");
-ABSL_FLAG(int, hot_bins, 16, "layout: bins of the hot table");
-ABSL_FLAG(int, hot_rounds, 2, "layout: keys per hot bin per inference");
-ABSL_FLAG(int, cold_bins, 64, "layout: bins of the cold table");
-ABSL_FLAG(int, cold_rounds, 1, "layout: keys per cold bin per inference");
-ABSL_FLAG(int, colocation, 1, "layout: co-located rows per entry (c)");
-ABSL_FLAG(std::string, layout, "", "simulate: layout file to use (else built from the flags)");
-ABSL_FLAG(std::string, out, "", "output file (profile CSV, layout file) or folder (sweep, train)");
-ABSL_FLAG(double, backend_words_per_s, 0,
-          "one server's scan throughput in 32-bit words/s (veil-bench pir-answer: "
-          "qps x rows x words); 0 leaves latency out");
-ABSL_FLAG(int64_t, max_bytes, 300000, "upload + download budget per inference");
-ABSL_FLAG(bool, quick, false, "sweep: small grid and model (< 10 minutes on 2 cores)");
-ABSL_FLAG(std::vector<std::string>, grid_hot_fractions, {}, "sweep: override the grid's values");
-ABSL_FLAG(std::vector<std::string>, grid_hot_bins, {}, "sweep: override the grid's values");
-ABSL_FLAG(std::vector<std::string>, grid_hot_rounds, {}, "sweep: override the grid's values");
-ABSL_FLAG(std::vector<std::string>, grid_cold_bins, {}, "sweep: override the grid's values");
-ABSL_FLAG(std::vector<std::string>, grid_cold_rounds, {}, "sweep: override the grid's values");
-ABSL_FLAG(std::vector<std::string>, grid_colocations, {}, "sweep: override the grid's values");
-ABSL_FLAG(bool, model, true, "simulate/sweep: train the model and measure its quality");
-ABSL_FLAG(int, epochs, 0, "training epochs (0: the workload's default)");
-ABSL_FLAG(int, threads, 2, "torch threads; --private: clients and aggregation threads");
-ABSL_FLAG(int64_t, synthetic_rows, 1000000, "synth: rows of the synthetic table");
-ABSL_FLAG(int64_t, synthetic_requests, 20000, "synth: training requests (validation: a quarter)");
 
 namespace veil::training {
 namespace {
 
-absl::StatusOr<Workload> LoadFromFlags() {
-  WorkloadOptions options;
-  options.preset = absl::GetFlag(FLAGS_workload);
-  options.data_dir = absl::GetFlag(FLAGS_data_dir);
-  options.interactions = absl::GetFlag(FLAGS_interactions);
-  options.columns = {absl::GetFlag(FLAGS_user_column), absl::GetFlag(FLAGS_item_column),
-                     absl::GetFlag(FLAGS_time_column), absl::GetFlag(FLAGS_label_column)};
-  options.positive_threshold = static_cast<float>(absl::GetFlag(FLAGS_positive_threshold));
-  options.text = absl::GetFlag(FLAGS_text);
-  options.history_length = absl::GetFlag(FLAGS_history);
-  options.vocabulary_size = absl::GetFlag(FLAGS_vocab);
-  options.window_length = absl::GetFlag(FLAGS_window);
-  options.embedding_dim = absl::GetFlag(FLAGS_dim);
-  std::fprintf(stderr, "loading workload...\n");
-  return LoadWorkload(options);
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The public placement key of --seed.
-std::array<uint8_t, 16> LayoutSeed() {
-  return embedding::LayoutSeedFromU64(absl::GetFlag(FLAGS_seed));
-}
-
-LayoutChoice ChoiceFromFlags() {
-  return {absl::GetFlag(FLAGS_hot_fraction), absl::GetFlag(FLAGS_hot_bins),
-          absl::GetFlag(FLAGS_hot_rounds),   absl::GetFlag(FLAGS_cold_bins),
-          absl::GetFlag(FLAGS_cold_rounds),  absl::GetFlag(FLAGS_colocation)};
-}
-
-TrainOptions TrainOptionsFor(const Workload& workload, bool quick) {
-  TrainOptions options;
-  options.seed = absl::GetFlag(FLAGS_seed);
-  options.threads = absl::GetFlag(FLAGS_threads);
-  if (workload.kind == WorkloadKind::kLanguage) {
-    // An LSTM epoch over Brown (~0.9M training tokens) takes minutes on 2 cores: a narrow LSTM,
-    // a high learning rate, and the sweep's layouts scored on a fixed, genre-spread sample of
-    // validation windows.
-    options.epochs = quick ? 1 : 3;
-    options.batch_size = 64;
-    options.hidden = 64;
-    options.learning_rate = 5e-3;
-    options.max_train_examples = quick ? 12000 : 0;
-    options.max_validation_examples = quick ? 150 : 600;
-  } else {
-    options.epochs = 5;
+void Progress(const char* stage, size_t done, size_t total) {
+  if (total == 0) {
+    std::fprintf(stderr, "%s\n", stage);
+    return;
   }
-  if (absl::GetFlag(FLAGS_epochs) > 0) options.epochs = absl::GetFlag(FLAGS_epochs);
-  return options;
-}
-
-// The default grid (quick or full) with the lists given by --grid_* flags in place of its own.
-absl::StatusOr<SweepGrid> GridFromFlags() {
-  SweepGrid grid = SweepGrid::Default(absl::GetFlag(FLAGS_quick));
-  auto parse = [](const std::vector<std::string>& values, auto& target,
-                  const char* name) -> absl::Status {
-    if (values.empty()) return absl::OkStatus();
-    target.clear();
-    for (const std::string& v : values) {
-      double number;
-      if (!absl::SimpleAtod(v, &number) || number < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, ": bad value \"", v, "\""));
-      }
-      target.push_back(static_cast<typename std::decay_t<decltype(target)>::value_type>(number));
-    }
-    return absl::OkStatus();
-  };
-  for (absl::Status s :
-       {parse(absl::GetFlag(FLAGS_grid_hot_fractions), grid.hot_fractions, "grid_hot_fractions"),
-        parse(absl::GetFlag(FLAGS_grid_hot_bins), grid.hot_bins, "grid_hot_bins"),
-        parse(absl::GetFlag(FLAGS_grid_hot_rounds), grid.hot_rounds, "grid_hot_rounds"),
-        parse(absl::GetFlag(FLAGS_grid_cold_bins), grid.cold_bins, "grid_cold_bins"),
-        parse(absl::GetFlag(FLAGS_grid_cold_rounds), grid.cold_rounds, "grid_cold_rounds"),
-        parse(absl::GetFlag(FLAGS_grid_colocations), grid.colocations, "grid_colocations")}) {
-    if (!s.ok()) return s;
-  }
-  return grid;
-}
-
-void Progress(size_t done, size_t total) {
   constexpr int kWidth = 40;
-  const int filled = total ? static_cast<int>(kWidth * done / total) : kWidth;
-  std::fprintf(stderr, "\r[%s%s] %zu/%zu layouts", std::string(filled, '#').c_str(),
-               std::string(kWidth - filled, '.').c_str(), done, total);
+  const int filled = static_cast<int>(kWidth * done / total);
+  std::fprintf(stderr, "\r[%s%s] %zu/%zu %s", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), done, total, stage);
   if (done == total) std::fprintf(stderr, "\n");
 }
 
-// The sweep's seed, cost model and byte budget from the flags, with the progress bar.
-SweepOptions SweepOptionsFromFlags() {
-  SweepOptions options;
-  options.seed = LayoutSeed();
-  options.backend_words_per_s = absl::GetFlag(FLAGS_backend_words_per_s);
-  options.max_bytes_per_inference = absl::GetFlag(FLAGS_max_bytes);
-  options.progress = Progress;
-  return options;
+// The workload, with the flags to set named when a CSV log's column is missing.
+absl::StatusOr<Workload> Load(const CodesignFlags& flags) {
+  std::error_code ec;
+  if (!flags.workload.preset.empty() &&
+      !std::filesystem::is_directory(flags.workload.data_dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("--data_dir=", flags.workload.data_dir,
+                                            " is not a directory (scripts/fetch-data fills "
+                                            "<repository>/data)"));
+  }
+  std::fprintf(stderr, "loading workload...\n");
+  auto workload = LoadWorkload(flags.workload);
+  if (!workload.ok()) {
+    if (absl::StrContains(workload.status().message(), "no column named")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          workload.status().message(),
+          "; name the columns with --user_column (default user), --item_column (item), "
+          "--time_column (timestamp), --label_column (none)"));
+    }
+    return workload.status();
+  }
+  std::fprintf(stderr, "%s: %s\n", workload->name.c_str(), workload->description.c_str());
+  return workload;
+}
+
+std::string OutputName(const Workload& workload) {
+  return workload.name == "movielens" || workload.name == "brown" ? workload.name : "custom";
 }
 
 // The training split's profile: counted in the clear, or with --private from the clients'
 // encrypted reports (then without co-access).
-absl::StatusOr<AccessProfile> ProfileFromFlags(const Workload& workload,
-                                               PrivateProfileFigures* figures = nullptr) {
-  if (!absl::GetFlag(FLAGS_private)) {
-    return BuildProfile(workload.train_requests, workload.num_rows, absl::GetFlag(FLAGS_top_k));
+absl::StatusOr<AccessProfile> ProfileOf(const CodesignFlags& flags, const Workload& workload,
+                                        PrivateProfileFigures* figures = nullptr) {
+  if (!flags.private_profile) {
+    return BuildProfile(workload.train_requests, workload.num_rows, flags.top_k);
   }
   PrivateProfileOptions options;
-  options.key = {absl::GetFlag(FLAGS_paillier_bits), absl::GetFlag(FLAGS_insecure_for_comparison)};
-  options.value_bits = static_cast<uint32_t>(absl::GetFlag(FLAGS_report_value_bits));
-  options.threads = absl::GetFlag(FLAGS_threads);
+  options.key = {flags.paillier_bits, flags.insecure_for_comparison};
+  options.value_bits = static_cast<uint32_t>(flags.report_value_bits);
+  options.threads = flags.threads;
   std::fprintf(stderr, "private profile: %d-bit Paillier, one report per client...\n",
                options.key.modulus_bits);
   return BuildPrivateProfile(workload.train_requests, workload.train_clients, workload.num_rows,
                              options, figures);
 }
 
-// The --private figures of `profile` command, and whether the private profile (and the layout
-// the flags build from it) equal those of the plaintext counts without co-access, byte for byte.
-absl::StatusOr<std::string> PrivateProfileJson(const Workload& workload,
+// The --private figures of the `profile` command, and whether the private profile (and the
+// layout the flags build from it) equal those of the plaintext counts without co-access, byte for
+// byte.
+absl::StatusOr<std::string> PrivateProfileJson(const CodesignFlags& flags, const Workload& workload,
                                                const AccessProfile& private_profile,
                                                const PrivateProfileFigures& f) {
   const AccessProfile clear = BuildProfile(workload.train_requests, workload.num_rows, 0);
@@ -198,8 +106,8 @@ absl::StatusOr<std::string> PrivateProfileJson(const Workload& workload,
   WriteProfileCsv(private_profile, private_csv);
   WriteProfileCsv(clear, clear_csv);
   auto private_layout =
-      DesignLayout(private_profile, workload.row_words, ChoiceFromFlags(), LayoutSeed());
-  auto clear_layout = DesignLayout(clear, workload.row_words, ChoiceFromFlags(), LayoutSeed());
+      DesignLayout(private_profile, workload.row_words, flags.choice, LayoutSeed(flags));
+  auto clear_layout = DesignLayout(clear, workload.row_words, flags.choice, LayoutSeed(flags));
   if (!private_layout.ok()) return private_layout.status();
   if (!clear_layout.ok()) return clear_layout.status();
   return absl::StrFormat(
@@ -208,31 +116,32 @@ absl::StatusOr<std::string> PrivateProfileJson(const Workload& workload,
       "\"keygen_ms\":%.1f,\"table_ms\":%.1f,\"report_ms_mean\":%.2f,\"report_ms_max\":%.2f,"
       "\"all_reports_s\":%.2f,\"aggregate_ms\":%.1f,\"decrypt_ms\":%.1f,"
       "\"profile_equal_to_plaintext\":%s,\"layout_equal_to_plaintext\":%s",
-      absl::GetFlag(FLAGS_paillier_bits), f.clients, f.values_per_ciphertext, f.slot_bits,
+      flags.paillier_bits, f.clients, f.values_per_ciphertext, f.slot_bits,
       f.ciphertexts_per_report, f.report_bytes, f.keygen_s * 1e3, f.table_s * 1e3,
       f.report_s_mean * 1e3, f.report_s_max * 1e3, f.reports_s, f.aggregate_s * 1e3,
       f.decrypt_s * 1e3, private_csv.str() == clear_csv.str() ? "true" : "false",
       private_layout->Serialize() == clear_layout->Serialize() ? "true" : "false");
 }
 
-absl::Status Profile() {
-  auto workload = LoadFromFlags();
+absl::Status ProfileCommand(const CodesignFlags& flags) {
+  auto workload = Load(flags);
   if (!workload.ok()) return workload.status();
   PrivateProfileFigures figures;
-  auto computed = ProfileFromFlags(*workload, &figures);
+  auto computed = ProfileOf(flags, *workload, &figures);
   if (!computed.ok()) return computed.status();
   const AccessProfile& profile = *computed;
   std::string private_json;
-  if (absl::GetFlag(FLAGS_private)) {
-    auto json = PrivateProfileJson(*workload, profile, figures);
+  if (flags.private_profile) {
+    auto json = PrivateProfileJson(flags, *workload, profile, figures);
     if (!json.ok()) return json.status();
     private_json = *json;
   }
-  const std::string out = absl::GetFlag(FLAGS_out);
-  if (!out.empty()) {
-    std::ofstream csv(out);
+  if (!flags.out.empty()) {
+    auto out = OutputFile(flags, "the profile CSV");
+    if (!out.ok()) return out.status();
+    std::ofstream csv(*out);
     WriteProfileCsv(profile, csv);
-    if (!csv) return absl::InternalError(absl::StrCat("cannot write ", out));
+    if (!csv) return absl::InternalError(absl::StrCat("cannot write ", *out));
   }
   // Skew summary: the share of accesses that the most frequent 10% of rows receive.
   const auto by_frequency = RowsByFrequency(profile);
@@ -250,40 +159,73 @@ absl::Status Profile() {
   return absl::OkStatus();
 }
 
-std::string CostJson(const SimulationResult& s) {
-  return absl::StrFormat(
-      "\"keys\":%d,\"words_scanned\":%d,\"upload_bytes\":%d,\"download_bytes\":%d,"
-      "\"bytes_per_inference\":%d,\"latency_ms\":%.4f,\"fetched_share\":%.6f,"
-      "\"complete_share\":%.6f",
-      s.cost.keys, s.cost.words_scanned, s.cost.upload_bytes, s.cost.download_bytes,
-      s.cost.upload_bytes + s.cost.download_bytes, s.latency_ms, s.fetched_share, s.complete_share);
-}
-
-absl::Status MakeLayout() {
-  auto workload = LoadFromFlags();
+absl::Status LayoutCommand(const CodesignFlags& flags) {
+  auto out = OutputFile(flags, "the layout file");
+  if (!out.ok()) return out.status();
+  auto workload = Load(flags);
   if (!workload.ok()) return workload.status();
-  auto profile = ProfileFromFlags(*workload);
+  auto profile = ProfileOf(flags, *workload);
   if (!profile.ok()) return profile.status();
-  auto layout = DesignLayout(*profile, workload->row_words, ChoiceFromFlags(), LayoutSeed());
+  auto layout = DesignLayout(*profile, workload->row_words, flags.choice, LayoutSeed(flags));
   if (!layout.ok()) return layout.status();
-  const std::string out = absl::GetFlag(FLAGS_out);
-  if (out.empty()) return absl::InvalidArgumentError("layout: give --out=FILE");
-  if (auto s = layout->WriteFile(out); !s.ok()) return s;
+  if (auto s = layout->WriteFile(*out); !s.ok()) return s;
   const auto cost = batch::CostOf(*layout);
   std::printf(
       "{\"tool\":\"veil-codesign\",\"command\":\"layout\",\"workload\":\"%s\",\"file\":\"%s\","
-      "\"rows\":%d,\"hot_rows\":%zu,\"keys\":%lld,\"words_scanned\":%lld}\n",
-      workload->name.c_str(), out.c_str(), layout->num_rows(), layout->hot_rows().size(),
-      static_cast<long long>(cost.keys), static_cast<long long>(cost.words_scanned));
+      "\"rows\":%d,\"hot_rows\":%zu,\"keys\":%lld,\"words_scanned\":%lld,\"reachable\":%s}\n",
+      workload->name.c_str(), out->c_str(), layout->num_rows(), layout->hot_rows().size(),
+      static_cast<long long>(cost.keys), static_cast<long long>(cost.words_scanned),
+      LeavesATableUnqueried(ChoiceOf(*layout), layout->num_rows()) ? "false" : "true");
   return absl::OkStatus();
 }
 
-absl::Status SimulateCommand() {
-  auto workload = LoadFromFlags();
+// The models of --seeds (none with --model=false) and the validation examples they score.
+struct Models {
+  std::vector<std::unique_ptr<WorkloadModel>> owned;
+  std::vector<QualityModel*> models;
+  ValidationSet validation;
+};
+
+absl::StatusOr<Models> ModelsFor(const CodesignFlags& flags, const Workload& workload) {
+  Models m;
+  if (!flags.model) {
+    m.validation = {workload.validation_requests, workload.validation_clients};
+    return m;
+  }
+  const std::vector<uint64_t> seeds = TrainingSeeds(flags);
+  if (seeds.size() < 3) {
+    std::fprintf(stderr,
+                 "note: with %zu seed%s the intervals leave out much of the variation between "
+                 "trained models; reported results use --seeds=3 or more\n",
+                 seeds.size(), seeds.size() == 1 ? "" : "s");
+  }
+  std::fprintf(stderr, "training %zu model%s (seeds %llu to %llu)...\n", seeds.size(),
+               seeds.size() == 1 ? "" : "s", static_cast<unsigned long long>(seeds.front()),
+               static_cast<unsigned long long>(seeds.back()));
+  auto trained = TrainModels(workload, TrainOptionsFor(flags, workload), seeds);
+  if (!trained.ok()) return trained.status();
+  m.owned = std::move(*trained);
+  for (const auto& model : m.owned) m.models.push_back(model.get());
+  for (size_t i : m.owned.front()->evaluated_examples()) {
+    m.validation.requests.push_back(workload.validation_requests[i]);
+    m.validation.clients.push_back(workload.validation_clients[i]);
+  }
+  return m;
+}
+
+absl::Status SimulateCommand(const CodesignFlags& flags) {
+  std::error_code ec;
+  if (!flags.layout_file.empty() && std::filesystem::is_directory(flags.layout_file, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--layout=", flags.layout_file, " is a directory; give the layout file"));
+  }
+  auto workload = Load(flags);
   if (!workload.ok()) return workload.status();
+  auto profile = ProfileOf(flags, *workload);
+  if (!profile.ok()) return profile.status();
   absl::StatusOr<embedding::Layout> layout = absl::InternalError("unset");
-  if (!absl::GetFlag(FLAGS_layout).empty()) {
-    layout = embedding::Layout::ReadFile(absl::GetFlag(FLAGS_layout));
+  if (!flags.layout_file.empty()) {
+    layout = embedding::Layout::ReadFile(flags.layout_file);
     if (layout.ok() && (layout->num_rows() != workload->num_rows ||
                         layout->params().row_words != workload->row_words)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -291,175 +233,270 @@ absl::Status SimulateCommand() {
           " words; the workload has ", workload->num_rows, " of ", workload->row_words));
     }
   } else {
-    auto profile = ProfileFromFlags(*workload);
-    if (!profile.ok()) return profile.status();
-    layout = DesignLayout(*profile, workload->row_words, ChoiceFromFlags(), LayoutSeed());
+    layout = DesignLayout(*profile, workload->row_words, flags.choice, LayoutSeed(flags));
   }
   if (!layout.ok()) return layout.status();
-  std::unique_ptr<WorkloadModel> model;
-  const std::vector<RowRequest>* requests = &workload->validation_requests;
-  if (absl::GetFlag(FLAGS_model)) {
-    auto trained = TrainModel(*workload, TrainOptionsFor(*workload, absl::GetFlag(FLAGS_quick)));
-    if (!trained.ok()) return trained.status();
-    model = std::move(*trained);
-    requests = &model->evaluated_requests();
-  }
-  auto simulation = Simulate(*layout, *requests, absl::GetFlag(FLAGS_backend_words_per_s));
-  if (!simulation.ok()) return simulation.status();
-  std::string quality;
-  if (model) {
-    const double reference = model->Evaluate(std::vector<std::vector<int32_t>>(requests->size()));
-    const double measured = model->Evaluate(simulation->missing);
-    quality = absl::StrFormat(
-        ",\"metric\":\"%s\",\"quality\":%.6f,\"reference_quality\":%.6f,"
-        "\"preserved\":%s",
-        model->metric(), measured, reference,
-        model->Preserved(measured, reference) ? "true" : "false");
-  }
+  auto models = ModelsFor(flags, *workload);
+  if (!models.ok()) return models.status();
+  SweepOptions options = SweepOptionsFor(flags);
+  // The given layout is evaluated whatever it leaves out; the policy reported is what it needs.
+  options.reachable = LeavesATableUnqueried(ChoiceOf(*layout), layout->num_rows())
+                          ? ReachablePolicy::kOptIn
+                          : ReachablePolicy::kAll;
+  auto result = EvaluateLayouts(
+      *profile, workload->row_words, {ChoiceOf(*layout)}, [&](size_t) { return layout; },
+      models->validation, options, models->models);
+  if (!result.ok()) return result.status();
   std::printf(
       "{\"tool\":\"veil-codesign\",\"command\":\"simulate\",\"workload\":\"%s\","
-      "\"requests\":%zu,%s%s}\n",
-      workload->name.c_str(), requests->size(), CostJson(*simulation).c_str(), quality.c_str());
+      "\"requests\":%zu,%s,%s}\n",
+      workload->name.c_str(), models->validation.requests.size(),
+      PointFieldsJson(*result, 0).c_str(), QualityContextJson(*result).c_str());
   return absl::OkStatus();
 }
 
-absl::Status SweepCommand() {
-  auto workload = LoadFromFlags();
-  if (!workload.ok()) return workload.status();
-  const bool quick = absl::GetFlag(FLAGS_quick);
-  auto profile = ProfileFromFlags(*workload);
-  if (!profile.ok()) return profile.status();
-  std::unique_ptr<WorkloadModel> model;
-  const std::vector<RowRequest>* requests = &workload->validation_requests;
-  if (absl::GetFlag(FLAGS_model)) {
-    auto trained = TrainModel(*workload, TrainOptionsFor(*workload, quick));
-    if (!trained.ok()) return trained.status();
-    model = std::move(*trained);
-    requests = &model->evaluated_requests();
+// Says when co-design cannot cut computation here, and from which table size it would.
+absl::StatusOr<std::string> CannotHelp(const CodesignFlags& flags, const Workload& workload,
+                                       const SweepResult& result) {
+  if (result.reachable != ReachablePolicy::kAll || !result.OneScanIsTheFloor()) return "";
+  const SweepPoint& baseline = result.points[result.baseline];
+  std::fprintf(stderr,
+               "co-design cannot cut computation on this table: with every row reachable each "
+               "inference scans every row at least once (%d rows x %d words = %lld words), and "
+               "plain batch PIR already keeps the quality with one scan (%d bins x %d round)\n",
+               workload.num_rows, workload.row_words, static_cast<long long>(result.one_scan_words),
+               baseline.choice.cold_bins, baseline.choice.cold_rounds);
+  if (!flags.payoff) return ",\"payoff\":null";
+  PayoffOptions options;
+  options.bar = result.FetchedShareBar();
+  options.row_words = workload.row_words;
+  options.grid = SweepGrid::Default(/*quick=*/true);
+  options.sweep = SweepOptionsFor(flags);
+  options.sweep.progress = Progress;
+  options.seed = flags.seed;
+  for (int64_t rows = int64_t{workload.num_rows} * 4;
+       rows <= std::min<int64_t>(flags.payoff_max_rows, embedding::kMaxLayoutRows); rows *= 4) {
+    options.sizes.push_back(rows);
   }
-  const SweepOptions options = SweepOptionsFromFlags();
-  auto grid = GridFromFlags();
-  if (!grid.ok()) return grid.status();
-  auto result = Sweep(*profile, workload->row_words, *requests, *grid, options, model.get());
-  if (!result.ok()) return result.status();
-  const std::string out_dir = absl::GetFlag(FLAGS_out).empty() ? "." : absl::GetFlag(FLAGS_out);
-  const std::string base = absl::StrCat(
-      out_dir, "/sweep-",
-      workload->name == "movielens" || workload->name == "brown" ? workload->name : "custom");
+  auto payoff =
+      FindPayoff(FitSynthetic(BuildProfile(workload.train_requests, workload.num_rows, flags.top_k),
+                              workload.train_requests),
+                 options);
+  if (!payoff.ok()) return payoff.status();
+  std::fprintf(stderr, "%s\n", PayoffInWords(*payoff, options.goal).c_str());
+  return PayoffJson(*payoff);
+}
+
+// Writes OUT/<base>.csv and .png.
+absl::Status WriteSweepFiles(const CodesignFlags& flags, const std::string& base,
+                             const std::string& title, const SweepResult& result) {
+  auto folder = OutputFolder(flags);
+  if (!folder.ok()) return folder.status();
+  const std::string path = absl::StrCat(*folder, "/", base);
   {
-    std::ofstream csv(base + ".csv");
-    WriteSweepCsv(*result, csv);
-    if (!csv) return absl::InternalError(absl::StrCat("cannot write ", base, ".csv"));
+    std::ofstream csv(path + ".csv");
+    WriteSweepCsv(result, csv);
+    if (!csv) return absl::InternalError(absl::StrCat("cannot write ", path, ".csv"));
   }
-  if (auto s = PlotSweep(*result, base + ".csv", base + ".png"); !s.ok()) return s;
-  std::fprintf(stderr, "wrote %s.csv and %s.png\n", base.c_str(), base.c_str());
-  std::printf("%s\n", SweepSummaryJson(workload->name, *result).c_str());
+  if (auto s = PlotSweep(result, title, path + ".csv", path + ".png"); !s.ok()) return s;
+  std::fprintf(stderr, "wrote %s.csv and %s.png\n", path.c_str(), path.c_str());
   return absl::OkStatus();
 }
 
-absl::Status TrainCommand() {
-  auto workload = LoadFromFlags();
+// The chosen point and the baseline in words, on stderr.
+void PrintChoice(const SweepResult& result) {
+  std::fprintf(stderr, "%s\n", result.claim_note.c_str());
+  for (const auto& [index, name] :
+       {std::pair{result.chosen, "chosen"}, {result.baseline, "baseline"}}) {
+    if (index < 0) {
+      std::fprintf(stderr, "%s: none preserved within the byte budget\n", name);
+      continue;
+    }
+    const SweepPoint& p = result.points[index];
+    std::fprintf(stderr,
+                 "%s: hot %g (%d bins x %d), cold %d bins x %d, c = %d: %s %.4f [%.4f, %.4f], loss "
+                 "%.4f [%.4f, %.4f], fetched %.3f, %lld words, %lld bytes%s\n",
+                 name, p.choice.hot_fraction, p.choice.hot_bins, p.choice.hot_rounds,
+                 p.choice.cold_bins, p.choice.cold_rounds, p.choice.colocation,
+                 MetricName(result.metric), p.quality.value, p.quality.low, p.quality.high,
+                 p.loss.value, p.loss.low, p.loss.high, p.fetched_share,
+                 static_cast<long long>(p.cost.words_scanned), static_cast<long long>(p.bytes()),
+                 p.reachable ? "" : ", a table unqueried");
+  }
+}
+
+absl::Status SweepCommand(const CodesignFlags& flags) {
+  const auto start = std::chrono::steady_clock::now();
+  if (auto folder = OutputFolder(flags); !folder.ok()) return folder.status();
+  auto workload = Load(flags);
   if (!workload.ok()) return workload.status();
-  auto model = TrainModel(*workload, TrainOptionsFor(*workload, absl::GetFlag(FLAGS_quick)));
+  auto profile = ProfileOf(flags, *workload);
+  if (!profile.ok()) return profile.status();
+  auto models = ModelsFor(flags, *workload);
+  if (!models.ok()) return models.status();
+  auto grid = GridFromFlags(flags);
+  if (!grid.ok()) return grid.status();
+  SweepOptions options = SweepOptionsFor(flags);
+  options.progress = Progress;
+  auto result =
+      Sweep(*profile, workload->row_words, models->validation, *grid, options, models->models);
+  if (!result.ok()) return result.status();
+  PrintChoice(*result);
+  if (auto s = WriteSweepFiles(flags, "sweep-" + OutputName(*workload),
+                               std::filesystem::path(workload->name).filename().string(), *result);
+      !s.ok()) {
+    return s;
+  }
+  auto payoff = CannotHelp(flags, *workload, *result);
+  if (!payoff.ok()) return payoff.status();
+  std::string seeds;
+  for (uint64_t seed : TrainingSeeds(flags))
+    absl::StrAppend(&seeds, seeds.empty() ? "" : ",", seed);
+  const std::string extra = absl::StrFormat(
+      ",\"seed_list\":[%s],\"bootstrap_replicates\":%d,\"validation_examples\":%d,"
+      "\"threads\":%d,\"quick\":%s%s,\"wall_s\":%.1f",
+      flags.model ? seeds : "", flags.bootstrap, models->validation.requests.size(), flags.threads,
+      flags.quick ? "true" : "false", *payoff, SecondsSince(start));
+  std::printf("%s\n", SweepSummaryJson("sweep", workload->name, *result, extra).c_str());
+  return absl::OkStatus();
+}
+
+absl::Status TrainCommand(const CodesignFlags& flags) {
+  auto folder = OutputFolder(flags);
+  if (!folder.ok()) return folder.status();
+  auto workload = Load(flags);
+  if (!workload.ok()) return workload.status();
+  auto model = TrainModel(*workload, TrainOptionsFor(flags, *workload));
   if (!model.ok()) return model.status();
-  const double quality =
-      (*model)->Evaluate(std::vector<std::vector<int32_t>>((*model)->evaluated_requests().size()));
+  const auto& evaluated = (*model)->evaluated_requests();
+  const double quality = (*model)->Evaluate(std::vector<std::vector<int32_t>>(evaluated.size()));
   // Every row replaced by the default: what the embeddings contribute to the model.
-  const double without_rows = (*model)->Evaluate((*model)->evaluated_requests());
-  const std::string out_dir = absl::GetFlag(FLAGS_out).empty() ? "." : absl::GetFlag(FLAGS_out);
-  const std::string path = absl::StrCat(
-      out_dir, "/",
-      workload->name == "movielens" || workload->name == "brown" ? workload->name : "custom",
-      ".f32");
+  const double without_rows = (*model)->Evaluate(evaluated);
+  const std::string path = absl::StrCat(*folder, "/", OutputName(*workload), ".f32");
   if (auto s = ExportTable((*model)->EmbeddingTable(), (*model)->rows(), (*model)->dim(),
                            workload->name, path);
       !s.ok()) {
     return s;
   }
   std::printf(
-      "{\"tool\":\"veil-codesign\",\"command\":\"train\",\"workload\":\"%s\","
+      "{\"tool\":\"veil-codesign\",\"command\":\"train\",\"workload\":\"%s\",\"seed\":%llu,"
       "\"metric\":\"%s\",\"validation_quality\":%.6f,\"quality_without_rows\":%.6f,"
       "\"rows\":%d,\"dim\":%d,\"table\":\"%s\"}\n",
-      workload->name.c_str(), (*model)->metric().c_str(), quality, without_rows, (*model)->rows(),
-      (*model)->dim(), path.c_str());
+      workload->name.c_str(), static_cast<unsigned long long>(flags.seed),
+      MetricName((*model)->metric()), quality, without_rows, (*model)->rows(), (*model)->dim(),
+      path.c_str());
   return absl::OkStatus();
 }
 
 // Fits the workload's popularity and co-access, generates a larger table's requests, and sweeps
 // layouts on them (quality = fetched share: there is no model for a synthetic table).
-absl::Status SynthCommand() {
-  auto workload = LoadFromFlags();
+absl::Status SynthCommand(const CodesignFlags& flags) {
+  const auto start = std::chrono::steady_clock::now();
+  if (auto folder = OutputFolder(flags); !folder.ok()) return folder.status();
+  auto workload = Load(flags);
   if (!workload.ok()) return workload.status();
-  const int top_k = absl::GetFlag(FLAGS_top_k);
-  const AccessProfile real = BuildProfile(workload->train_requests, workload->num_rows, top_k);
+  const AccessProfile real =
+      BuildProfile(workload->train_requests, workload->num_rows, flags.top_k);
   const SyntheticFit fit = FitSynthetic(real, workload->train_requests);
-  const int64_t rows = absl::GetFlag(FLAGS_synthetic_rows);
-  const int64_t count = absl::GetFlag(FLAGS_synthetic_requests);
+  const int64_t rows = flags.synthetic_rows, count = flags.synthetic_requests;
   if (rows <= 0 || rows > embedding::kMaxLayoutRows || count <= 0) {
-    return absl::InvalidArgumentError("synth: rows and requests must be positive (rows ≤ 2^30)");
+    return absl::InvalidArgumentError(
+        "--synthetic_rows and --synthetic_requests must be positive (rows at most 2^30)");
   }
   std::fprintf(stderr, "generating %lld + %lld requests over %lld rows...\n",
                static_cast<long long>(count), static_cast<long long>(count / 4),
                static_cast<long long>(rows));
-  const uint64_t seed = absl::GetFlag(FLAGS_seed);
-  const auto train = GenerateRequests(fit, rows, count, seed);
-  const auto validation = GenerateRequests(fit, rows, std::max<int64_t>(count / 4, 1), seed + 1);
-  const AccessProfile synthetic = BuildProfile(train, static_cast<int32_t>(rows), top_k);
-  const SyntheticFit refit = FitSynthetic(synthetic, train);
-  const SweepOptions options = SweepOptionsFromFlags();
-  auto grid = GridFromFlags();
-  if (!grid.ok()) return grid.status();
-  auto result = Sweep(synthetic, workload->row_words, validation, *grid, options, nullptr);
-  if (!result.ok()) return result.status();
-  const std::string out_dir = absl::GetFlag(FLAGS_out).empty() ? "." : absl::GetFlag(FLAGS_out);
-  const std::string base = absl::StrCat(out_dir, "/sweep-synthetic");
-  {
-    std::ofstream csv(base + ".csv");
-    WriteSweepCsv(*result, csv);
-    if (!csv) return absl::InternalError(absl::StrCat("cannot write ", base, ".csv"));
+  const auto train = GenerateRequests(fit, rows, count, flags.seed);
+  ValidationSet validation;
+  validation.requests =
+      GenerateRequests(fit, rows, std::max<int64_t>(count / 4, 1), flags.seed + 1);
+  for (size_t i = 0; i < validation.requests.size(); ++i) {
+    validation.clients.push_back(static_cast<int32_t>(i));
   }
-  if (auto s = PlotSweep(*result, base + ".csv", base + ".png"); !s.ok()) return s;
-  std::printf(
-      "{\"tool\":\"veil-codesign\",\"command\":\"synth\",\"fitted_on\":\"%s\",\"zipf_exponent\":%."
-      "4f,"
-      "\"zipf_r2\":%.4f,\"co_access_share\":%.4f,\"synthetic_rows\":%lld,"
-      "\"synthetic_zipf_exponent\":%.4f,\"synthetic_co_access_share\":%.4f,\"sweep\":%s}\n",
-      workload->name.c_str(), fit.zipf_exponent, fit.zipf_r2, fit.co_access_share,
-      static_cast<long long>(rows), refit.zipf_exponent, refit.co_access_share,
-      SweepSummaryJson("synthetic", *result).c_str());
+  const AccessProfile synthetic = BuildProfile(train, static_cast<int32_t>(rows), flags.top_k);
+  const SyntheticFit refit = FitSynthetic(synthetic, train);
+  auto grid = GridFromFlags(flags);
+  if (!grid.ok()) return grid.status();
+  SweepOptions options = SweepOptionsFor(flags);
+  options.progress = Progress;
+  auto result = Sweep(synthetic, workload->row_words, validation, *grid, options, {});
+  if (!result.ok()) return result.status();
+  PrintChoice(*result);
+  if (auto s = WriteSweepFiles(flags, "sweep-synthetic", "synthetic", *result); !s.ok()) return s;
+  const std::string extra = absl::StrFormat(
+      ",\"fitted_on\":\"%s\",\"zipf_exponent\":%.4f,\"zipf_r2\":%.4f,\"co_access_share\":%.4f,"
+      "\"synthetic_rows\":%d,\"synthetic_zipf_exponent\":%.4f,"
+      "\"synthetic_co_access_share\":%.4f,\"wall_s\":%.1f",
+      workload->name, fit.zipf_exponent, fit.zipf_r2, fit.co_access_share, rows,
+      refit.zipf_exponent, refit.co_access_share, SecondsSince(start));
+  std::printf("%s\n", SweepSummaryJson("synth", "synthetic", *result, extra).c_str());
   return absl::OkStatus();
+}
+
+// The command named in argv (the first argument not starting with '-'), or "".
+std::string CommandIn(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] != '-') return argv[i];
+  }
+  return "";
 }
 
 }  // namespace
 }  // namespace veil::training
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "veil-codesign profile|layout|simulate|sweep|train|synth [--workload=movielens|brown | "
-      "--interactions=FILE | --text=FILE] [flags]");
+  using veil::training::CodesignHelp;
+  absl::SetProgramUsageMessage(veil::training::CodesignUsage());
+  // The help comes before absl's parsing: absl's --help lists only the flags of source files
+  // named after the program, which is none here.
+  std::string command = veil::training::CommandIn(argc, argv);
+  bool help = command == "help";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    help = help || arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpshort";
+  }
+  if (help) {
+    std::string topic = command == "help" ? "" : command;
+    if (command == "help") {
+      for (int i = 1; i < argc; ++i) {
+        if (argv[i][0] != '-' && std::string(argv[i]) != "help") topic = argv[i];
+      }
+    }
+    const std::string text = CodesignHelp(topic);
+    if (text.empty()) {
+      std::fprintf(stderr, "unknown command \"%s\"\n%s\n", topic.c_str(), CodesignHelp("").c_str());
+      return 2;
+    }
+    std::printf("%s", text.c_str());
+    return 0;
+  }
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
-    std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
+    std::fprintf(stderr, "%s\n", veil::training::CodesignUsage().c_str());
     return 2;
   }
-  const std::string command = args[1];
-  absl::Status status;
-  if (command == "profile") {
-    status = veil::training::Profile();
-  } else if (command == "layout") {
-    status = veil::training::MakeLayout();
-  } else if (command == "simulate") {
-    status = veil::training::SimulateCommand();
-  } else if (command == "sweep") {
-    status = veil::training::SweepCommand();
-  } else if (command == "train") {
-    status = veil::training::TrainCommand();
-  } else if (command == "synth") {
-    status = veil::training::SynthCommand();
-  } else {
-    std::fprintf(stderr, "unknown command \"%s\"\n%s\n", command.c_str(),
-                 absl::ProgramUsageMessage().data());
-    return 2;
+  command = args[1];
+  auto flags = veil::training::ReadCodesignFlags();
+  absl::Status status = flags.status();
+  if (flags.ok()) {
+    using namespace veil::training;  // NOLINT: the commands
+    if (command == "profile") {
+      status = ProfileCommand(*flags);
+    } else if (command == "layout") {
+      status = LayoutCommand(*flags);
+    } else if (command == "simulate") {
+      status = SimulateCommand(*flags);
+    } else if (command == "sweep") {
+      status = SweepCommand(*flags);
+    } else if (command == "train") {
+      status = TrainCommand(*flags);
+    } else if (command == "synth") {
+      status = SynthCommand(*flags);
+    } else {
+      std::fprintf(stderr, "unknown command \"%s\"\n%s\n", command.c_str(),
+                   veil::training::CodesignUsage().c_str());
+      return 2;
+    }
   }
   if (!status.ok()) {
     std::fprintf(stderr, "veil-codesign %s: %s\n", command.c_str(), status.ToString().c_str());

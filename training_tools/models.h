@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "training_tools/simulate.h"
+#include "training_tools/quality.h"
 #include "training_tools/workload.h"
 
 namespace veil::training {
@@ -29,8 +29,8 @@ struct TrainOptions {
   uint64_t seed = 1;                   // the same seed gives the same model, bit for bit
   int hidden = 128;                    // LSTM width
   size_t max_train_examples = 0;       // 0 = all
-  size_t max_validation_examples = 0;  // examples Evaluate scores (0 = all): bounds sweep time
-  int threads = 2;                     // torch's intra-op threads: speed only, same model
+  size_t max_validation_examples = 0;  // examples the model scores (0 = all): bounds sweep time
+  int threads = 2;                     // threads in all: speed only, same models
 };
 
 class WorkloadModel : public QualityModel {
@@ -39,7 +39,10 @@ class WorkloadModel : public QualityModel {
   virtual std::vector<float> EmbeddingTable() const = 0;
   virtual int32_t rows() const = 0;
   virtual int32_t dim() const = 0;
-  // Requests Evaluate scores: the first `max_validation_examples` validation requests.
+  // The validation examples the model scores, as indices into the workload's validation
+  // requests (recommendation: the first max_validation_examples; language: spread over the
+  // split, every genre), and their requests.
+  virtual const std::vector<size_t>& evaluated_examples() const = 0;
   virtual const std::vector<RowRequest>& evaluated_requests() const = 0;
 };
 
@@ -47,10 +50,17 @@ class WorkloadModel : public QualityModel {
 // its metric are the same bit for bit in every run with the same workload and options, whatever
 // `threads` (on the same libtorch and BLAS). Sets torch's thread count and reseeds its global
 // generator. Returns UNIMPLEMENTED when veil was built without libtorch, INVALID_ARGUMENT for a
-// workload without training examples (or, for recommendation, without both labels present),
-// INTERNAL if training ran a torch operation that has no deterministic implementation.
+// workload without training examples (or, for recommendation, without a label or without both
+// labels present), INTERNAL if training ran a torch operation that has no deterministic
+// implementation.
 absl::StatusOr<std::unique_ptr<WorkloadModel>> TrainModel(const Workload& workload,
                                                           const TrainOptions& options);
+
+// TrainModel once per seed (options.seed is ignored), up to 2 × options.threads models at a
+// time; each model is the one TrainModel gives for its seed, bit for bit. Leaves torch's thread
+// count at options.threads / (models at a time), at least 1. Same errors.
+absl::StatusOr<std::vector<std::unique_ptr<WorkloadModel>>> TrainModels(
+    const Workload& workload, const TrainOptions& options, const std::vector<uint64_t>& seeds);
 
 // The recommendation model's logits (before the sigmoid) on the first missing.size() evaluated
 // validation requests, with missing[i] (sorted rows) replaced by the default row: what the
@@ -58,6 +68,12 @@ absl::StatusOr<std::unique_ptr<WorkloadModel>> TrainModel(const Workload& worklo
 // than the model evaluates, UNIMPLEMENTED without libtorch.
 absl::StatusOr<std::vector<float>> PredictRecommendations(
     WorkloadModel& model, const std::vector<std::vector<int32_t>>& missing);
+
+// The language model's outcomes (summed negative log-likelihood per window) computed by torch's
+// forward: the reference of the plain C++ scorer its Score uses (language_scorer.h). Returns
+// INVALID_ARGUMENT for another model, UNIMPLEMENTED without libtorch.
+absl::StatusOr<Outcomes> LanguageOutcomesWithTorch(const WorkloadModel& model,
+                                                   absl::Span<const ExampleQuery> queries);
 
 // Writes `table` as raw little-endian float32 rows (`path`) and a JSON sidecar (`path`.json:
 // rows, dim, dtype, workload) — the input of `veil table build --f32=FILE --dim=D`.

@@ -31,7 +31,7 @@ struct DeviceRecommenderImpl : torch::nn::Module {
   // One inference: a batch of one sample, rows fetched under one plan.
   torch::Tensor forward(const RecommendationSample& sample, int32_t num_rows) {
     // Global row ids (nothing marked missing: the fetch decides), weights and mean label.
-    const RecommendationBatch batch = BatchRecommendations({&sample}, nullptr, num_rows);
+    const RecommendationBatch batch = BatchRecommendations({&sample}, {}, num_rows);
     const std::vector<int32_t> wanted = WantedRows(sample);
     auto fetched = bag->Fetch(std::vector<int64_t>(wanted.begin(), wanted.end()));
     if (!fetched.ok()) error = fetched.status();

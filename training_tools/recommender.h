@@ -5,6 +5,7 @@
 #ifndef VEIL_TRAINING_TOOLS_RECOMMENDER_H_
 #define VEIL_TRAINING_TOOLS_RECOMMENDER_H_
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "training_tools/data/interactions.h"
 #include "training_tools/models.h"
 
@@ -25,12 +27,12 @@ struct RecommendationBatch {
   torch::Tensor rows, offsets, row_weights, items, mean_labels, labels;
 };
 
-// Flattens samples; rows in missing[i] (sorted) become `default_row`. In training, `dropout`
-// draws rows to replace with probability `dropout_rate`. Labels are ratings on MovieLens'
-// 0.5–5 scale, centred on the user's mean and scaled to ±1.
+// Flattens samples; rows in *missing[i] (sorted; missing empty or missing[i] null: none) become
+// `default_row`. In training, `dropout` draws rows to replace with probability `dropout_rate`.
+// Labels are ratings on MovieLens' 0.5–5 scale, centred on the user's mean and scaled to ±1.
 RecommendationBatch BatchRecommendations(const std::vector<const RecommendationSample*>& batch,
-                                         const std::vector<int32_t>* missing, int32_t default_row,
-                                         std::mt19937_64* dropout = nullptr,
+                                         absl::Span<const std::vector<int32_t>* const> missing,
+                                         int32_t default_row, std::mt19937_64* dropout = nullptr,
                                          double dropout_rate = 0);
 
 // The table with the default row (mean of all rows) appended at index rows: missing rows are
@@ -43,10 +45,13 @@ inline torch::Tensor WithDefaultRow(const torch::Tensor& table) {
 }
 
 struct RecommenderImpl : torch::nn::Module {
-  RecommenderImpl(int32_t rows, int32_t dim)
+  // `dropout_seed` seeds the module's own generator of feature dropout: models trained side by
+  // side (TrainModels) do not share torch's global generator.
+  RecommenderImpl(int32_t rows, int32_t dim, uint64_t dropout_seed)
       : table(register_module("table", torch::nn::Embedding(rows, dim))),
         hidden(register_module("hidden", torch::nn::Linear(5 * dim + 1, 64))),
-        out(register_module("out", torch::nn::Linear(64, 1))) {
+        out(register_module("out", torch::nn::Linear(64, 1))),
+        dropout_generator(at::make_generator<at::CPUGeneratorImpl>(dropout_seed)) {
     torch::nn::init::normal_(table->weight, 0.0, 0.1);
   }
 
@@ -65,14 +70,21 @@ struct RecommenderImpl : torch::nn::Module {
   // Everything after the lookups ([batch, dim] each; mean_labels [batch, 1]): the logits.
   torch::Tensor Head(const torch::Tensor& bag, const torch::Tensor& liked,
                      const torch::Tensor& item, const torch::Tensor& mean_labels) {
-    auto embedded = torch::dropout(torch::cat({bag, liked, item, bag * item, liked * item}, 1),
-                                   kFeatureDropout, is_training());
+    auto embedded = FeatureDropout(torch::cat({bag, liked, item, bag * item, liked * item}, 1));
     auto x = torch::relu(hidden->forward(torch::cat({embedded, mean_labels}, 1)));
     return out->forward(x).squeeze(1);
   }
 
+  // torch::dropout's inverted dropout, with the mask from dropout_generator; identity in eval.
+  torch::Tensor FeatureDropout(const torch::Tensor& x) {
+    if (!is_training()) return x;
+    auto keep = torch::empty_like(x).bernoulli_(1 - kFeatureDropout, dropout_generator);
+    return x * keep / (1 - kFeatureDropout);
+  }
+
   torch::nn::Embedding table;
   torch::nn::Linear hidden, out;
+  at::Generator dropout_generator;
 };
 TORCH_MODULE(Recommender);
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "training_tools/data/interactions.h"
+#include "training_tools/data/text.h"
 #include "training_tools/profile.h"
 
 namespace veil::training {
@@ -23,6 +24,7 @@ struct WorkloadOptions {
   CsvColumns columns;            // its column names
   float positive_threshold = 4;  // label ≥ threshold is a click (MovieLens: 4 stars)
   std::string text;              // plain-text file or directory
+  TextSplit text_split;          // how `text` becomes documents
   int history_length = 20;       // recommendation: items in the user's bag
   int vocabulary_size = 3000;    // language: rows of the word table (2 reserved)
   int window_length = 32;        // language: tokens per inference
@@ -39,6 +41,12 @@ struct Workload {
   // training documents. Private profiles treat each as one reporting client.
   std::vector<int32_t> train_clients;
   std::vector<RowRequest> validation_requests;
+  // Who makes each validation request (same order): the user, or the validation document.
+  std::vector<int32_t> validation_clients;
+  // Recommendation: whether the log has a label column (the model needs one).
+  bool has_labels = false;
+  // How the source became requests, for the user (text: the rule that cut it into documents).
+  std::string description;
   // Recommendation: the training split's events, and one sample per request, same order.
   std::vector<Interaction> train_events;
   std::vector<RecommendationSample> train_samples;
@@ -50,7 +58,8 @@ struct Workload {
 
 // Loads and splits a workload (MovieLens: the last 20% of each user's ratings by time are
 // validation; text: every 5th document). Returns the readers' errors, or INVALID_ARGUMENT when
-// no or several sources are given or the preset is unknown.
+// no or several sources are given, the preset is unknown, a CSV log is a directory, or a corpus
+// gives fewer than 5 documents.
 absl::StatusOr<Workload> LoadWorkload(const WorkloadOptions& options);
 
 }  // namespace veil::training

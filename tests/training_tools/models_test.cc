@@ -4,11 +4,14 @@
 #include "training_tools/models.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "training_tools/recommender.h"
 #include "training_tools/workload.h"
@@ -107,8 +110,52 @@ TEST_P(ModelsTest, SameModelForAnyThreadCount) {
   }
 }
 
+TEST_P(ModelsTest, ModelsTrainedSideBySideEqualModelsTrainedAlone) {
+  TrainOptions options = SmallRun(GetParam(), 1, 2);
+  auto together = TrainModels(LoadPreset(GetParam()), options, {1, 2, 3});
+  ASSERT_TRUE(together.ok()) << together.status();
+  ASSERT_EQ(together->size(), 3u);
+  for (uint64_t seed : {1, 3}) {
+    Trained side_by_side;
+    side_by_side.parameters = TrainedParameters(*(*together)[seed - 1]);
+    side_by_side.metric = (*together)[seed - 1]->Evaluate(
+        std::vector<std::vector<int32_t>>((*together)[seed - 1]->evaluated_requests().size()));
+    ExpectSameModel(side_by_side, Train(GetParam(), seed, 2), "seed " + std::to_string(seed));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Workloads, ModelsTest, ::testing::Values("movielens", "brown"),
                          [](const auto& info) { return info.param; });
+
+// The language model's plain C++ forward pass (language_scorer.h) against torch's, on validation
+// windows with random rows missing (printed seed): the same negative log-likelihoods up to float
+// rounding.
+TEST(LanguageScorerTest, FastLanguageScoresMatchTorch) {
+  const Trained trained = Train("brown", 1, 2);
+  ASSERT_NE(trained.model, nullptr);
+  const auto& requests = trained.model->evaluated_requests();
+  std::mt19937_64 rng(21);
+  std::printf("seed 21\n");
+  std::vector<std::vector<int32_t>> missing(requests.size());
+  std::vector<ExampleQuery> queries;
+  for (size_t e = 0; e < requests.size(); ++e) {
+    for (int32_t row : requests[e]) {
+      if (rng() % 4 == 0) missing[e].push_back(row);  // sorted, as requests are
+    }
+    queries.push_back({static_cast<int32_t>(e), &missing[e]});
+  }
+  const Outcomes fast = trained.model->Score(queries);
+  auto reference = LanguageOutcomesWithTorch(*trained.model, queries);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  ASSERT_EQ(fast.size(), reference->size());
+  for (size_t i = 0; i < fast.size(); ++i) {
+    EXPECT_NEAR(fast[i], (*reference)[i], 1e-4 * (*reference)[i]) << "window " << i;
+  }
+  auto recommendation = TrainModel(LoadPreset("movielens"), SmallRun("movielens", 1, 2));
+  ASSERT_TRUE(recommendation.ok());
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(LanguageOutcomesWithTorch(**recommendation, queries).status()));
+}
 
 }  // namespace
 }  // namespace veil::training

@@ -124,19 +124,60 @@ TEST(TextTest, ReadsAPlainTextDirectoryInNameOrder) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/b.txt") << "Second document.\n\nIts second line!\n";
   std::ofstream(dir + "/a.txt") << "The first one, short.\n";
-  auto corpus = ReadTextCorpus(dir);
+  const TextSplit files{TextSplitRule::kFiles};
+  auto corpus = ReadTextCorpus(dir, files);
   ASSERT_TRUE(corpus.ok()) << corpus.status();
-  ASSERT_EQ(corpus->size(), 2u);
-  EXPECT_EQ((*corpus)[0].id, "a.txt");
-  EXPECT_THAT((*corpus)[0].sentences[0], ElementsAre("the", "first", "one", ",", "short", "."));
-  EXPECT_EQ((*corpus)[1].sentences.size(), 2u);  // the blank line is no sentence
-  auto single = ReadTextCorpus(dir + "/b.txt");
+  ASSERT_EQ(corpus->documents.size(), 2u);
+  EXPECT_EQ(corpus->split, "files");
+  EXPECT_EQ(corpus->documents[0].id, "a.txt#1");
+  EXPECT_THAT(corpus->documents[0].sentences[0],
+              ElementsAre("the", "first", "one", ",", "short", "."));
+  EXPECT_EQ(corpus->documents[1].sentences.size(), 2u);  // the blank line is no sentence
+  auto single = ReadTextCorpus(dir + "/b.txt", files);
   ASSERT_TRUE(single.ok());
-  EXPECT_EQ(single->size(), 1u);
-  EXPECT_TRUE(absl::IsNotFound(ReadTextCorpus(dir + "/missing").status()));
+  EXPECT_EQ(single->documents.size(), 1u);
+  EXPECT_TRUE(absl::IsNotFound(ReadTextCorpus(dir + "/missing", files).status()));
   std::ofstream(dir + "/empty.txt");
-  EXPECT_TRUE(absl::IsInvalidArgument(ReadTextCorpus(dir + "/empty.txt").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadTextCorpus(dir + "/empty.txt", files).status()));
   std::filesystem::remove_all(dir);
+}
+
+TEST(TextTest, SplitsOneFileByChaptersParagraphsOrWindows) {
+  const std::string dir = ::testing::TempDir() + "/veil_text_split";
+  std::filesystem::create_directories(dir);
+  std::string book;
+  for (int chapter = 1; chapter <= 6; ++chapter) {
+    book += "Chapter " + std::to_string(chapter) + "\n\n";
+    for (int paragraph = 0; paragraph < 4; ++paragraph) book += "one two three four five\n\n";
+  }
+  std::ofstream(dir + "/book.txt") << book;
+  auto chapters = ReadTextCorpus(dir + "/book.txt", {TextSplitRule::kAuto, 10});
+  ASSERT_TRUE(chapters.ok()) << chapters.status();
+  EXPECT_EQ(chapters->split, "chapters");
+  ASSERT_EQ(chapters->documents.size(), 6u);  // 22 tokens per chapter
+  EXPECT_THAT(chapters->documents[1].sentences[0], ElementsAre("chapter", "2"));
+  EXPECT_THAT(chapters->description, HasSubstr("6 documents"));
+  auto paragraphs = ReadTextCorpus(dir + "/book.txt", {TextSplitRule::kParagraphs, 10});
+  ASSERT_TRUE(paragraphs.ok());
+  EXPECT_EQ(paragraphs->documents.size(), 12u);  // two paragraphs (10 tokens) per document
+  auto windows = ReadTextCorpus(dir + "/book.txt", {TextSplitRule::kWindows, 40});
+  ASSERT_TRUE(windows.ok());
+  EXPECT_EQ(windows->documents.size(), 3u);  // 132 tokens: 40+ each, the tail joins the last
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TextTest, RefusesWhatIsNotUtf8Text) {
+  EXPECT_TRUE(CheckText("Caf\xc3\xa9 \xe2\x80\x94 na\xc3\xafve\tok\r\n", "a").ok());
+  auto latin1 = CheckText("Caf\xe9 au lait", "latin1.txt");
+  EXPECT_TRUE(absl::IsInvalidArgument(latin1));
+  EXPECT_THAT(latin1.message(), HasSubstr("latin1.txt: not UTF-8 text (byte 0xe9 at offset 3)"));
+  EXPECT_FALSE(CheckText("\xed\xa0\x80", "surrogate").ok());
+  EXPECT_FALSE(CheckText("\xc0\xaf", "overlong").ok());
+  const std::string controls = std::string("text") + std::string(10, '\0') + std::string(80, 'a');
+  auto binary = CheckText(controls, "zeros.bin");
+  EXPECT_THAT(binary.message(), HasSubstr("zeros.bin: not text: 10 of its 94 characters"));
+  EXPECT_EQ(ParseTextSplitRule("chapters").value(), TextSplitRule::kChapters);
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseTextSplitRule("pages").status()));
 }
 
 }  // namespace

@@ -1,13 +1,15 @@
 #include "training_tools/simulate.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "training_tools/data/text.h"
 #include "training_tools/synthetic.h"
 #include "training_tools/workload.h"
 
@@ -73,42 +75,6 @@ TEST(SimulateTest, CountsFetchedRowsAndTheConstantCost) {
   EXPECT_GT(improved->fetched_share, result->fetched_share + 0.1);
 }
 
-TEST(SweepTest, IsDeterministicForASeedAndPicksTheCheapestPreservedPoint) {
-  const auto train = PairedRequests(400, 2);
-  const auto validation = PairedRequests(100, 3);
-  const AccessProfile profile = BuildProfile(train, 400, 4);
-  SweepGrid grid;
-  grid.hot_fractions = {0, 0.025};
-  grid.hot_bins = {5};
-  grid.hot_rounds = {2, 3};
-  grid.cold_bins = {8, 32, 128};
-  grid.cold_rounds = {0, 1, 2};
-  grid.colocations = {0, 1};
-  SweepOptions options;
-  options.seed[0] = 9;
-  options.min_fetched_share = 0.95;
-  auto a = Sweep(profile, 32, validation, grid, options, nullptr);
-  auto b = Sweep(profile, 32, validation, grid, options, nullptr);
-  ASSERT_TRUE(a.ok() && b.ok());
-  std::ostringstream csv_a, csv_b;
-  WriteSweepCsv(*a, csv_a);
-  WriteSweepCsv(*b, csv_b);
-  EXPECT_EQ(csv_a.str(), csv_b.str());
-  EXPECT_THAT(csv_a.str(), HasSubstr("hot_fraction,hot_bins"));
-
-  ASSERT_GE(a->chosen, 0);
-  const SweepPoint& chosen = a->points[a->chosen];
-  EXPECT_TRUE(chosen.preserved);
-  for (const SweepPoint& p : a->points) {
-    if (p.preserved && p.bytes() <= options.max_bytes_per_inference) {
-      EXPECT_GE(p.simulation.cost.words_scanned, chosen.simulation.cost.words_scanned);
-    }
-  }
-  const std::string json = SweepSummaryJson("test", *a);
-  EXPECT_THAT(json, HasSubstr("\"compute_reduction_at_preserved_quality\":"));
-  EXPECT_THAT(json, HasSubstr("\"bytes_per_inference\":"));
-}
-
 TEST(SyntheticTest, RecoversTheFittedZipfExponent) {
   SyntheticFit truth;
   truth.zipf_exponent = 1.0;
@@ -145,6 +111,87 @@ TEST(WorkloadTest, RejectsAmbiguousOrUnknownSources) {
   options.preset = "brown";
   options.data_dir = "/nonexistent";
   EXPECT_TRUE(absl::IsNotFound(LoadWorkload(options).status()));
+}
+
+// A temporary folder, removed at the end of the test.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name) : path_(::testing::TempDir() + "/" + name) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A novel in one file: 8 chapters of 3 paragraphs; `words` words per paragraph.
+std::string Novel(int words) {
+  std::mt19937_64 rng(4);
+  const std::vector<std::string> vocabulary = {"the",   "house",  "was",    "dark",
+                                               "and",   "she",    "walked", "to",
+                                               "river", "slowly", "a",      "letter"};
+  std::string text = "THE TITLE\n\nContents\nChapter I\nChapter II\n\n";
+  for (int chapter = 1; chapter <= 8; ++chapter) {
+    text += "CHAPTER " + std::to_string(chapter) + ".\n\n";
+    for (int paragraph = 0; paragraph < 3; ++paragraph) {
+      for (int w = 0; w < words; ++w) {
+        text += vocabulary[rng() % vocabulary.size()] + ((w + 1) % 12 ? " " : ".\n");
+      }
+      text += "\n\n";
+    }
+  }
+  return text;
+}
+
+TEST(WorkloadTest, OneFileCorpusIsCutIntoDocumentsByARule) {
+  TempDir dir("veil_one_file_corpus");
+  const std::string file = dir.path() + "/novel.txt";
+  std::ofstream(file) << Novel(120);
+  WorkloadOptions options;
+  options.text = file;
+  options.window_length = 16;
+  options.text_split.document_words = 300;
+  auto chapters = LoadWorkload(options);
+  ASSERT_TRUE(chapters.ok()) << chapters.status();
+  EXPECT_THAT(chapters->description, HasSubstr("chapter headings"));
+  EXPECT_THAT(chapters->description, HasSubstr("8 documents"));
+  EXPECT_FALSE(chapters->train_windows.empty());
+  EXPECT_FALSE(chapters->validation_windows.empty());
+  EXPECT_EQ(chapters->validation_clients.size(), chapters->validation_windows.size());
+
+  options.text_split.rule = TextSplitRule::kParagraphs;
+  auto paragraphs = LoadWorkload(options);
+  ASSERT_TRUE(paragraphs.ok()) << paragraphs.status();
+  EXPECT_THAT(paragraphs->description, HasSubstr("blank lines"));
+
+  options.text_split.rule = TextSplitRule::kFiles;  // one document: no validation split
+  auto one = LoadWorkload(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(one.status()));
+  EXPECT_THAT(one.status().message(), HasSubstr("1 documents"));
+  EXPECT_THAT(one.status().message(), HasSubstr("--text_split"));
+}
+
+TEST(WorkloadTest, BinaryCorpusAndMisplacedFoldersAreRefused) {
+  TempDir dir("veil_binary_corpus");
+  std::mt19937_64 rng(3);
+  for (const char* name : {"a.bin", "b.bin"}) {
+    std::ofstream out(dir.path() + "/" + name, std::ios::binary);
+    for (int i = 0; i < 4096; ++i) out.put(static_cast<char>(rng()));
+  }
+  WorkloadOptions options;
+  options.text = dir.path();
+  auto binary = LoadWorkload(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(binary.status()));
+  EXPECT_THAT(binary.status().message(), HasSubstr("a.bin: not UTF-8 text"));
+
+  options.text = "";
+  options.interactions = dir.path();
+  auto folder = LoadWorkload(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(folder.status()));
+  EXPECT_THAT(folder.status().message(), HasSubstr("is a directory"));
 }
 
 }  // namespace

@@ -67,13 +67,16 @@ absl::StatusOr<InteractionLog> ParseInteractionsCsv(std::istream& in, const CsvC
   const int user_col = column_of(columns.user), item_col = column_of(columns.item),
             time_col = column_of(columns.timestamp);
   const int label_col = columns.label.empty() ? -1 : column_of(columns.label);
-  for (const auto& [name, col] : {std::pair{columns.user, user_col},
-                                  {columns.item, item_col},
-                                  {columns.timestamp, time_col}}) {
-    if (col < 0) return LineError(source_name, 1, absl::StrCat("no column named \"", name, "\""));
-  }
-  if (!columns.label.empty() && label_col < 0) {
-    return LineError(source_name, 1, absl::StrCat("no column named \"", columns.label, "\""));
+  for (const auto& [name, col, what] : {std::tuple{columns.user, user_col, "user"},
+                                        {columns.item, item_col, "item"},
+                                        {columns.timestamp, time_col, "timestamp"},
+                                        {columns.label, label_col, "label"}}) {
+    if (col < 0 && !name.empty()) {
+      return LineError(
+          source_name, 1,
+          absl::StrCat("no column named \"", name, "\" for the ", what,
+                       " (the header has: ", absl::StripTrailingAsciiWhitespace(line), ")"));
+    }
   }
 
   InteractionLog log;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -29,10 +30,42 @@ absl::StatusOr<std::vector<Document>> ReadBrownCorpus(const std::string& dir);
 // are words; each other non-space character is a token of its own (punctuation).
 std::vector<std::string> TokenizePlainText(absl::string_view text);
 
-// Reads a plain-text corpus: `path` is one file or a directory whose regular files (in name
-// order) are the documents; each non-blank line is a sentence. Returns NOT_FOUND if `path` does
-// not exist, INVALID_ARGUMENT if it holds no token.
-absl::StatusOr<std::vector<Document>> ReadTextCorpus(const std::string& path);
+// How a plain-text corpus is cut into documents (a document is one client: the split puts every
+// 5th document in validation, and the bootstrap resamples whole documents).
+enum class TextSplitRule {
+  kAuto,        // kFiles for a directory of at least 5 files, else the first of kChapters,
+                // kParagraphs, kWindows that gives at least 5 documents
+  kFiles,       // one document per file
+  kChapters,    // a new document at each chapter heading line ("Chapter 12", "CHAPTER XII.",
+                // "Book Two", a roman numeral alone on its line)
+  kParagraphs,  // blank-line separated paragraphs
+  kWindows,     // consecutive lines, whatever the paragraphs
+};
+struct TextSplit {
+  TextSplitRule rule = TextSplitRule::kAuto;
+  // Chapters, paragraphs and windows are merged with the ones that follow them into documents of
+  // at least this many tokens (a shorter tail joins the file's last document).
+  int document_words = 2000;
+};
+// "auto", "files", "chapters", "paragraphs", "windows". Returns INVALID_ARGUMENT for another name.
+absl::StatusOr<TextSplitRule> ParseTextSplitRule(absl::string_view name);
+
+struct TextCorpus {
+  std::vector<Document> documents;
+  std::string split;        // the rule applied: "files", "chapters", "paragraphs", "windows"
+  std::string description;  // the rule in words, with the counts, for the user
+};
+
+// Returns INVALID_ARGUMENT naming `source` unless `bytes` are UTF-8 text: a byte sequence that is
+// not UTF-8 (with its offset), or more than 1% control characters other than tab, line and page
+// breaks (binary data).
+absl::Status CheckText(absl::string_view bytes, const std::string& source);
+
+// Reads a plain-text corpus: `path` is one file or a directory whose regular files (not starting
+// with '.', in name order) are read in turn; each non-blank line is a sentence; documents follow
+// `split` within each file (never across files). Returns NOT_FOUND if `path` does not exist,
+// CheckText's errors, INVALID_ARGUMENT if it holds no token or document_words is not positive.
+absl::StatusOr<TextCorpus> ReadTextCorpus(const std::string& path, const TextSplit& split);
 
 // Every `validation_every`-th document (indices k·n − 1) goes to validation, the rest to
 // training: documents of every Brown genre land on both sides.
