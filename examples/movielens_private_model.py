@@ -151,7 +151,8 @@ def main():
     print(f"  simulated: {simulation['fetched_share']:.1%} of the wanted rows fetched, "
           f"{simulation['keys']} keys and {simulation['bytes_per_inference']} bytes per inference")
 
-    work = args.work_dir or tempfile.mkdtemp(prefix="veil-example-")
+    scratch = None if args.work_dir else tempfile.TemporaryDirectory(prefix="veil-example-")
+    work = args.work_dir or scratch.name
     os.makedirs(work, exist_ok=True)
     table_path = os.path.join(work, "movielens.veil")
     layout.write(os.path.join(work, "movielens.layout"))
@@ -198,6 +199,8 @@ def main():
           f"{torch.equal(private, plain)}")
     print(f"  AUC on these {count}: private {auc(private, labels):.4f}, every row "
           f"{auc(all_rows, labels):.4f}; {missing_rows} rows replaced by the default row")
+    if scratch is not None:
+        scratch.cleanup()
     if not torch.equal(private, plain):
         raise SystemExit("private inference differs from the plaintext model")
 
