@@ -7,13 +7,14 @@ Every fenced block of the page is one of:
   ```python runnable    a Python program, run with /usr/bin/python3 and the built package
   ```LANG file=PATH     a listing of the repository's file PATH, which it must equal
   ```text / ```console  output shown to the reader (not run)
-Anything else (a shell or Python block that is neither run nor checked) fails the test.
+Anything else (a shell or Python block that is neither run nor checked) fails the test, unless
+--unmarked=skip (the README, whose deployment examples name hosts that do not exist here).
 
 The blocks run in a fresh folder holding links to the source tree's top-level entries and
 `build` -> the build folder, so the page's relative paths (build/bin/..., docs/examples/...) work
 and whatever it writes stays out of the tree. Background jobs (servers) are stopped at the end.
 
-Usage: run_guide.py --source=DIR --build=DIR [--python=/usr/bin/python3] PAGE.md
+Usage: run_guide.py --source=DIR --build=DIR [--python=/usr/bin/python3] [--unmarked=skip] PAGE.md
 """
 
 import argparse
@@ -48,7 +49,7 @@ def blocks(page):
         yield start, info, "\n".join(body) + "\n"
 
 
-def script_for(page, source, python, work):
+def script_for(page, source, python, work, skip_unmarked):
     """The bash script of the page's runnable blocks; checks the listings on the way."""
     parts = ["set -eu", "trap 'kill $(jobs -p) 2>/dev/null || true; wait' EXIT", f"cd {work}"]
     for number, (line, info, body) in enumerate(blocks(page)):
@@ -67,7 +68,7 @@ def script_for(page, source, python, work):
                 f.write(body)
             parts.append(f"echo '--- {where} (python)' >&2")
             parts.append(f"PYTHONPATH=build/python {python} {program}")
-        elif not info or info[0] not in SHOWN:
+        elif not skip_unmarked and (not info or info[0] not in SHOWN):
             raise SystemExit(f"{where}: a ```{' '.join(info)} block that is neither run "
                              "(sh/python runnable) nor checked (file=PATH)")
     return "\n".join(parts) + "\n"
@@ -78,6 +79,7 @@ def main():
     parser.add_argument("--source", required=True)
     parser.add_argument("--build", required=True)
     parser.add_argument("--python", default="/usr/bin/python3")
+    parser.add_argument("--unmarked", choices=["fail", "skip"], default="fail")
     parser.add_argument("page")
     args = parser.parse_args()
     source = os.path.abspath(args.source)
@@ -86,7 +88,7 @@ def main():
             if entry not in ("build", ".git"):
                 os.symlink(os.path.join(source, entry), os.path.join(work, entry))
         os.symlink(os.path.abspath(args.build), os.path.join(work, "build"))
-        script = script_for(args.page, source, args.python, work)
+        script = script_for(args.page, source, args.python, work, args.unmarked == "skip")
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         result = subprocess.run(["bash", "-c", script], env=env)
     if result.returncode != 0:
