@@ -16,7 +16,7 @@
 #include "embedding/layout.h"
 #include "embedding/row_format.h"
 #include "mobile_client/client.h"
-#include "python/src/status.h"
+#include "python/src/bindings.h"
 #include "rpc/stats.h"
 
 namespace veil::python {
@@ -42,17 +42,6 @@ py::array_t<T> Matrix(const std::vector<T>& values, size_t rows) {
   py::array_t<T> out({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(width)});
   std::copy(values.begin(), values.end(), out.mutable_data());
   return out;
-}
-
-py::dict CallDict(const CallStats& c) {
-  py::dict d;
-  d["bytes_up"] = c.bytes_up;
-  d["bytes_down"] = c.bytes_down;
-  d["latency_ms"] = c.latency_ms;
-  d["lookups"] = c.lookups;
-  d["keys"] = c.keys;
-  d["calls"] = c.calls;
-  return d;
 }
 
 py::dict StatsDict(const rpc::StatsSnapshot& s) {
@@ -143,6 +132,17 @@ py::tuple LookupLayout(Client& c, const embedding::Layout& layout, const Array<i
 }
 
 }  // namespace
+
+py::dict CallDict(const CallStats& c) {
+  py::dict d;
+  d["bytes_up"] = c.bytes_up;
+  d["bytes_down"] = c.bytes_down;
+  d["latency_ms"] = c.latency_ms;
+  d["lookups"] = c.lookups;
+  d["keys"] = c.keys;
+  d["calls"] = c.calls;
+  return d;
+}
 
 void RegisterClient(py::module_& m) {
   py::class_<Client, std::shared_ptr<Client>>(m, "Client")

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "embedding/layout.h"
-#include "python/src/status.h"
+#include "python/src/bindings.h"
 #include "training_tools/profile.h"
 #include "training_tools/simulate.h"
 #include "training_tools/workload.h"
@@ -99,12 +99,7 @@ class PyQualityModel : public training::QualityModel {
 };
 
 py::dict SimulationDict(const training::SimulationResult& s) {
-  py::dict d;
-  d["keys"] = s.cost.keys;
-  d["words_scanned"] = s.cost.words_scanned;
-  d["upload_bytes"] = s.cost.upload_bytes;
-  d["download_bytes"] = s.cost.download_bytes;
-  d["bytes_per_inference"] = s.cost.upload_bytes + s.cost.download_bytes;
+  py::dict d = CostDict(s.cost);
   d["latency_ms"] = s.latency_ms;
   d["fetched_share"] = s.fetched_share;
   d["complete_share"] = s.complete_share;
@@ -170,12 +165,11 @@ void RegisterWorkload(py::module_& m) {
   using training::Workload;
   py::class_<Workload, std::shared_ptr<Workload>>(m, "Workload")
       .def_readonly("name", &Workload::name)
-      .def_property_readonly("kind",
-                             [](const Workload& w) {
-                               return w.kind == training::WorkloadKind::kLanguage
-                                          ? "language"
-                                          : "recommendation";
-                             })
+      .def_property_readonly(
+          "kind",
+          [](const Workload& w) {
+            return w.kind == training::WorkloadKind::kLanguage ? "language" : "recommendation";
+          })
       .def_readonly("num_rows", &Workload::num_rows)
       .def_readonly("row_words", &Workload::row_words)
       .def_property_readonly("train_requests",
@@ -206,8 +200,8 @@ void RegisterWorkload(py::module_& m) {
   m.def(
       "load_workload",
       [](const std::string& preset, const std::string& data_dir, const std::string& interactions,
-         const std::vector<std::string>& columns, float positive_threshold,
-         const std::string& text, int history, int vocab, int window, int dim) {
+         const std::vector<std::string>& columns, float positive_threshold, const std::string& text,
+         int history, int vocab, int window, int dim) {
         training::WorkloadOptions o;
         o.preset = preset;
         o.data_dir = data_dir;

@@ -2,7 +2,7 @@
 // its own file so that only torch_bindings.cc pays libtorch's compile time.
 #include <pybind11/pybind11.h>
 
-#include "python/src/status.h"
+#include "python/src/bindings.h"
 
 namespace veil::python {
 
@@ -22,7 +22,8 @@ void RegisterStatusTranslator() {
 }  // namespace veil::python
 
 PYBIND11_MODULE(_veil, m) {
-  m.doc() = "Native half of the veil package: bindings of veil's C++ libraries (use `import veil`).";
+  m.doc() =
+      "Native half of the veil package: bindings of veil's C++ libraries (use `import veil`).";
   veil::python::RegisterStatusTranslator();
   veil::python::RegisterTable(m);
   veil::python::RegisterClient(m);

@@ -16,7 +16,7 @@
 #include "embedding/table.h"
 #include "embedding/table_builder.h"
 #include "pir/batch/planner.h"
-#include "python/src/status.h"
+#include "python/src/bindings.h"
 
 namespace veil::python {
 namespace {
@@ -30,7 +30,8 @@ using FloatRows = py::array_t<float, py::array::c_style | py::array::forcecast>;
 absl::Span<const float> Rows2d(const FloatRows& values, uint32_t* dim) {
   if (values.ndim() != 2 || values.shape(0) == 0 || values.shape(1) == 0) {
     std::string shape;
-    for (py::ssize_t i = 0; i < values.ndim(); ++i) absl::StrAppend(&shape, i ? ", " : "", values.shape(i));
+    for (py::ssize_t i = 0; i < values.ndim(); ++i)
+      absl::StrAppend(&shape, i ? ", " : "", values.shape(i));
     throw StatusError(absl::InvalidArgumentError(absl::StrCat(
         "a table needs a 2-D array of rows x dim values (both nonzero), not shape (", shape, ")")));
   }
@@ -76,16 +77,6 @@ py::array_t<float> ReadRows(const std::string& path) {
   return rows;
 }
 
-py::dict CostDict(const batch::PlanCost& cost) {
-  py::dict d;
-  d["keys"] = cost.keys;
-  d["words_scanned"] = cost.words_scanned;
-  d["upload_bytes"] = cost.upload_bytes;
-  d["download_bytes"] = cost.download_bytes;
-  d["bytes_per_inference"] = cost.upload_bytes + cost.download_bytes;
-  return d;
-}
-
 py::dict ShapeDict(const embedding::TableShape& shape) {
   py::dict d;
   d["bins"] = shape.bins;
@@ -123,7 +114,8 @@ written by `veil-codesign layout` with Layout.read.)doc")
           },
           "The versioned serialized layout (the file's contents).")
       .def(
-          "write", [](const Layout& layout, const std::string& path) {
+          "write",
+          [](const Layout& layout, const std::string& path) {
             ThrowIfError(layout.WriteFile(path));
           },
           py::arg("path"), "Writes the layout file.")
@@ -161,6 +153,16 @@ written by `veil-codesign layout` with Layout.read.)doc")
 
 }  // namespace
 
+py::dict CostDict(const batch::PlanCost& cost) {
+  py::dict d;
+  d["keys"] = cost.keys;
+  d["words_scanned"] = cost.words_scanned;
+  d["upload_bytes"] = cost.upload_bytes;
+  d["download_bytes"] = cost.download_bytes;
+  d["bytes_per_inference"] = cost.upload_bytes + cost.download_bytes;
+  return d;
+}
+
 void RegisterTable(py::module_& m) {
   RegisterLayout(m);
   m.def(
@@ -181,10 +183,10 @@ void RegisterTable(py::module_& m) {
          const std::string& format, uint64_t epoch, int frac_bits) {
         const embedding::RowFormat row_format = Format(format);
         py::gil_scoped_release release;
-        ThrowIfError(csv ? embedding::WriteTableFromCsv(source, path, row_format, dim,
-                                                        {epoch, frac_bits})
-                         : embedding::WriteTableFromF32File(source, path, row_format, dim,
-                                                            {epoch, frac_bits}));
+        ThrowIfError(
+            csv ? embedding::WriteTableFromCsv(source, path, row_format, dim, {epoch, frac_bits})
+                : embedding::WriteTableFromF32File(source, path, row_format, dim,
+                                                   {epoch, frac_bits}));
       },
       py::arg("source"), py::arg("path"), py::arg("csv"), py::arg("dim"), py::arg("format"),
       py::arg("epoch"), py::arg("frac_bits"));

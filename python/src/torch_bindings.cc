@@ -18,7 +18,7 @@
 #include "embedding/torch_table.h"
 #include "mobile_client/client.h"
 #include "mobile_client/private_embedding_bag.h"
-#include "python/src/status.h"
+#include "python/src/bindings.h"
 
 namespace veil::python {
 namespace {
@@ -82,25 +82,13 @@ struct NativeBag {
     return TorchChecked([&] {
       std::optional<torch::nn::EmbeddingBagMode> pooling;
       if (mode) pooling = Mode(*mode);
-      auto pooled = bag.Pool(fetched, input, offsets.value_or(torch::Tensor()),
-                             weights.value_or(torch::Tensor()),
-                             pooling ? c10::optional<torch::nn::EmbeddingBagMode>(*pooling)
-                                     : c10::nullopt);
+      auto pooled = bag.Pool(
+          fetched, input, offsets.value_or(torch::Tensor()), weights.value_or(torch::Tensor()),
+          pooling ? c10::optional<torch::nn::EmbeddingBagMode>(*pooling) : c10::nullopt);
       return std::make_pair(pooled, bag.last_missing_mask());
     });
   }
 };
-
-py::dict CallDict(const client::CallStats& c) {
-  py::dict d;
-  d["bytes_up"] = c.bytes_up;
-  d["bytes_down"] = c.bytes_down;
-  d["latency_ms"] = c.latency_ms;
-  d["lookups"] = c.lookups;
-  d["keys"] = c.keys;
-  d["calls"] = c.calls;
-  return d;
-}
 
 }  // namespace
 

@@ -16,7 +16,18 @@ libraries (a torch C++ extension over them, no second implementation):
 Errors raise :class:`Error` (``.code`` is the :class:`StatusCode`), or its subclass for the code.
 """
 
-import torch  # noqa: F401  (loads libtorch before the extension that links it)
+import sys
+
+from veil import _build
+
+try:
+    import torch  # noqa: F401  (loads libtorch before the extension that links it)
+    from veil import _veil  # noqa: F401
+except ImportError as error:
+    raise ImportError(
+        f"veil was built for {_build.PYTHON} with its torch (Debian's python3-torch); this is "
+        f"{sys.executable} ({error}). Run it with {_build.PYTHON}, e.g. "
+        f"PYTHONPATH=build/python {_build.PYTHON} ...") from error
 
 from veil._errors import (
     DeadlineExceededError,
