@@ -2,6 +2,7 @@
 and errors carrying their status codes."""
 
 import socket
+import threading
 
 import numpy as np
 import pytest
@@ -125,3 +126,21 @@ def test_a_dead_server_fails_lookups_naming_it(tmp_path, weight):
         with pytest.raises((veil.UnavailableError, veil.DeadlineExceededError)) as error:
             client.lookup([3])
         assert servers.addresses[1] in str(error.value) or "server 1" in str(error.value)
+
+
+def test_one_client_shared_by_threads(plain_servers, weight):
+    client = plain_servers.client()
+    wrong = []
+
+    def run(seed):
+        rows = [(seed * 7 + i) % ROWS for i in range(5)]
+        for _ in range(5):
+            if not torch.equal(client.lookup(rows), weight[rows]):
+                wrong.append(seed)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == [] and client.totals()["lookups"] >= 100

@@ -110,3 +110,17 @@ def test_workload_from_an_interaction_log(tmp_path):
         codesign.load_workload(interactions=str(tmp_path / "none.csv"))
     with pytest.raises(veil.InvalidArgumentError):
         codesign.load_workload()
+
+
+def test_plain_python_data_without_pandas(monkeypatch):
+    monkeypatch.setattr(codesign, "_pd", None)
+    prof = codesign.profile(REQUESTS, 8, top_k=2)
+    assert isinstance(prof, dict) and prof["frequency"][:2] == [4, 4]
+    assert prof["attrs"] == {"num_requests": 6}
+    layout = codesign.layout(prof, 4, hot_fraction=0.25, hot_bins=1, hot_rounds=2, cold_bins=2,
+                             cold_rounds=1, colocation=1, seed=3)
+    assert sorted(layout.hot_rows) == [0, 1]
+    small = {"hot_fractions": [0], "hot_rounds": [1], "cold_bins": [2], "cold_rounds": [1, 2],
+             "colocations": [0], "hot_bins": [1]}
+    points = codesign.sweep(prof, 4, REQUESTS, grid=small)
+    assert points["cold_rounds"] == [1, 2] and points["attrs"]["metric"] == "fetched_share"
