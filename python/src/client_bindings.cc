@@ -1,0 +1,201 @@
+// veil.Client over veil::client::Client (mobile_client/client.h): private lookups through two
+// dpf2 servers. Every network call releases the GIL; the C++ client serializes concurrent calls.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "dpf/params.h"
+#include "embedding/layout.h"
+#include "embedding/row_format.h"
+#include "mobile_client/client.h"
+#include "python/src/bindings.h"
+#include "rpc/stats.h"
+
+namespace veil::python {
+namespace {
+
+namespace py = pybind11;
+using client::CallStats;
+using client::Client;
+using client::ClientOptions;
+
+template <typename T>
+using Array = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+template <typename T>
+std::vector<T> ToVector(const Array<T>& array) {
+  return std::vector<T>(array.data(), array.data() + array.size());
+}
+
+// A rows × width array of the values (copied: the vector dies with the call).
+template <typename T>
+py::array_t<T> Matrix(const std::vector<T>& values, size_t rows) {
+  const size_t width = rows ? values.size() / rows : 0;
+  py::array_t<T> out({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(width)});
+  std::copy(values.begin(), values.end(), out.mutable_data());
+  return out;
+}
+
+py::dict StatsDict(const rpc::StatsSnapshot& s) {
+  py::dict d;
+  d["calls"] = s.calls;
+  d["keys"] = s.keys;
+  d["passes"] = s.passes;
+  d["mean_batch_keys"] = s.mean_batch_keys;
+  d["max_batch_keys"] = s.max_batch_keys;
+  d["latency_p50_ms"] = s.latency_p50_ms;
+  d["latency_p90_ms"] = s.latency_p90_ms;
+  d["latency_p99_ms"] = s.latency_p99_ms;
+  d["queued_keys"] = s.queued_keys;
+  d["errors"] = s.errors;
+  d["connections"] = s.connections;
+  d["uptime_s"] = s.uptime_s;
+  return d;
+}
+
+py::dict TableDict(const client::TableInfo& t) {
+  py::dict d;
+  d["rows"] = t.rows;
+  d["dim"] = t.dim;
+  d["row_words"] = t.row_words;
+  d["format"] = embedding::RowFormatName(t.format);
+  d["frac_bits"] = t.frac_bits;
+  d["epoch"] = t.epoch;
+  d["digest"] = t.digest_hex;
+  d["backends"] = py::make_tuple(t.backend[0], t.backend[1]);
+  d["max_keys_per_call"] = t.max_keys_per_call;
+  d["range_queries"] = t.range_queries;
+  return d;
+}
+
+std::shared_ptr<Client> Connect(const std::string& server0, const std::string& server1,
+                                const std::string& protocol, const std::string& tls_certs,
+                                const std::string& tls_name0, const std::string& tls_name1,
+                                double timeout_s, const std::string& prg, const std::string& output,
+                                uint32_t pad_bags_to, bool allow_plaintext) {
+  if (protocol != "dpf2") {
+    throw StatusError(absl::UnimplementedError(absl::StrCat(
+        "protocol \"", protocol, "\": veil.Client speaks dpf2 (two non-colluding servers)")));
+  }
+  if (!(timeout_s > 0)) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("timeout must be positive seconds, not ", timeout_s)));
+  }
+  ClientOptions options;
+  options.server0 = server0;
+  options.server1 = server1;
+  options.tls_trusted_certs = tls_certs;
+  options.tls_server_name0 = tls_name0;
+  options.tls_server_name1 = tls_name1;
+  options.timeout = absl::Seconds(timeout_s);
+  options.prg = ValueOrThrow(dpf::ParsePrg(prg));
+  if (output == "xor") {
+    options.output = dpf::OutputType::kXor;
+  } else if (output != "additive") {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("output \"", output, "\": use \"additive\" or \"xor\"")));
+  }
+  options.pad_bags_to = pad_bags_to;
+  options.allow_plaintext = allow_plaintext;
+  py::gil_scoped_release release;
+  return std::shared_ptr<Client>(ValueOrThrow(Client::Connect(options)));
+}
+
+client::PoolingMode Pooling(const std::string& mode) {
+  if (mode == "sum") return client::PoolingMode::kSum;
+  if (mode == "mean") return client::PoolingMode::kMean;
+  throw StatusError(
+      absl::InvalidArgumentError(absl::StrCat("mode \"", mode, "\": use \"sum\" or \"mean\"")));
+}
+
+py::tuple LookupLayout(Client& c, const embedding::Layout& layout, const Array<int32_t>& rows) {
+  const std::vector<int32_t> wanted = ToVector(rows);
+  client::LayoutLookup result;
+  {
+    py::gil_scoped_release release;
+    result = ValueOrThrow(c.LookupLayout(layout, wanted));
+  }
+  py::array_t<int32_t> distinct(static_cast<py::ssize_t>(result.rows.size()));
+  std::copy(result.rows.begin(), result.rows.end(), distinct.mutable_data());
+  py::array_t<bool> missing(static_cast<py::ssize_t>(result.missing.size()));
+  std::copy(result.missing.begin(), result.missing.end(), missing.mutable_data());
+  return py::make_tuple(distinct, Matrix(result.values, result.rows.size()), missing,
+                        CallDict(result.call));
+}
+
+}  // namespace
+
+py::dict CallDict(const CallStats& c) {
+  py::dict d;
+  d["bytes_up"] = c.bytes_up;
+  d["bytes_down"] = c.bytes_down;
+  d["latency_ms"] = c.latency_ms;
+  d["lookups"] = c.lookups;
+  d["keys"] = c.keys;
+  d["calls"] = c.calls;
+  return d;
+}
+
+void RegisterClient(py::module_& m) {
+  py::class_<Client, std::shared_ptr<Client>>(m, "Client")
+      .def(py::init(&Connect), py::arg("server0"), py::arg("server1"), py::arg("protocol"),
+           py::arg("tls_certs"), py::arg("tls_name0"), py::arg("tls_name1"), py::arg("timeout_s"),
+           py::arg("prg"), py::arg("output"), py::arg("pad_bags_to"), py::arg("allow_plaintext"))
+      .def("table", [](const Client& c) { return TableDict(c.table()); })
+      .def("lookup",
+           [](Client& c, const Array<uint64_t>& rows) {
+             const std::vector<uint64_t> indices = ToVector(rows);
+             std::vector<float> values;
+             {
+               py::gil_scoped_release release;
+               values = ValueOrThrow(c.Lookup(indices));
+             }
+             return Matrix(values, indices.size());
+           })
+      .def("lookup_words",
+           [](Client& c, const Array<uint64_t>& rows) {
+             const std::vector<uint64_t> indices = ToVector(rows);
+             std::vector<uint32_t> words;
+             {
+               py::gil_scoped_release release;
+               words = ValueOrThrow(c.LookupWords(indices));
+             }
+             return Matrix(words, indices.size());
+           })
+      .def("lookup_pooled",
+           [](Client& c, const Array<uint64_t>& rows, const Array<uint32_t>& bag_sizes,
+              const std::optional<Array<int32_t>>& weights, const std::string& mode) {
+             const std::vector<uint64_t> indices = ToVector(rows);
+             const std::vector<uint32_t> sizes = ToVector(bag_sizes);
+             const std::vector<int32_t> w = weights ? ToVector(*weights) : std::vector<int32_t>{};
+             const client::PoolingMode pooling = Pooling(mode);
+             std::vector<float> values;
+             {
+               py::gil_scoped_release release;
+               values = ValueOrThrow(c.LookupPooled(indices, sizes, w, pooling));
+             }
+             return Matrix(values, sizes.size());
+           })
+      .def("lookup_layout", &LookupLayout)
+      .def("stats",
+           [](Client& c, int party) {
+             rpc::StatsSnapshot stats;
+             {
+               py::gil_scoped_release release;
+               stats = ValueOrThrow(c.ServerStats(party));
+             }
+             return StatsDict(stats);
+           })
+      .def("last_call", [](const Client& c) { return CallDict(c.last_call()); })
+      .def("totals", [](const Client& c) { return CallDict(c.totals()); });
+}
+
+}  // namespace veil::python

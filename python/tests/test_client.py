@@ -1,0 +1,146 @@
+"""veil.Client against real servers: rows, words, pooled bags, layout lookups, statistics, TLS,
+and errors carrying their status codes."""
+
+import socket
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import veil
+from conftest import DIM, ROWS
+
+
+def test_lookup_and_words_are_bit_exact(plain_servers, weight):
+    client = plain_servers.client()
+    table = client.table
+    assert (table["rows"], table["dim"], table["format"]) == (ROWS, DIM, "fp32")
+    assert table["digest"] == veil.table.verify(plain_servers.table)
+    rows = [5, 0, ROWS - 1, 5]
+    values = client.lookup(rows)
+    assert values.dtype == torch.float32 and values.shape == (4, DIM)
+    assert torch.equal(values.view(torch.int32), weight[rows].view(torch.int32))
+    assert torch.equal(client.lookup_words(torch.tensor(rows)), weight[rows].view(torch.int32))
+    assert torch.equal(client.lookup(np.array([1, 2], dtype=np.int32)), weight[[1, 2]])
+    call = client.last_call()
+    assert call["lookups"] == 2 and call["keys"] == 2 and call["bytes_up"] > 0
+
+
+def test_pooled_bags_with_hidden_weights(fixed_servers):
+    servers, values = fixed_servers
+    client = servers.client()
+    bags, weights = [[1, 2, 3], [7], [4, 4]], [[1, -2, 3], [5], [2, 1]]
+    expected = torch.stack([sum(w * values[r] for r, w in zip(b, ws))
+                            for b, ws in zip(bags, weights)])
+    assert torch.equal(client.lookup_pooled(bags, weights), expected)
+    mean = client.lookup_pooled([[1, 2, 3]], mode="mean")
+    assert torch.allclose(mean, values[[1, 2, 3]].mean(0, keepdim=True), atol=1e-6)
+    with pytest.raises(veil.InvalidArgumentError, match="shape of bags"):
+        client.lookup_pooled(bags, [[1], [1], [1]])
+    with pytest.raises(veil.InvalidArgumentError, match="no bags"):
+        client.lookup_pooled([])
+
+
+def test_pooled_needs_a_fixed_point_table(plain_servers):
+    with pytest.raises(veil.FailedPreconditionError) as error:
+        plain_servers.client().lookup_pooled([[1, 2]])
+    assert error.value.code == veil.StatusCode.FAILED_PRECONDITION
+
+
+def test_layout_lookup_values_and_missing_mask(tight_servers, tight_layout, weight):
+    client = tight_servers.client()
+    wanted = list(range(0, ROWS, 2))
+    result = client.lookup_layout(tight_layout, wanted + wanted[:3])
+    assert result.rows.tolist() == wanted
+    assert result.missing.dtype == torch.bool and result.missing.any()
+    fetched = ~result.missing
+    assert torch.equal(result.values[fetched], weight[result.rows[fetched]])
+    assert torch.equal(result.values[result.missing], torch.zeros(int(result.missing.sum()), DIM))
+    assert result.call["keys"] == tight_layout.cost()["keys"]
+
+
+def test_stats_count_the_keys(plain_servers):
+    client = plain_servers.client()
+    before = client.stats(0)
+    client.lookup([1, 2, 3])
+    after = client.stats(1)
+    assert after["keys"] >= before["keys"] + 3 and after["connections"] >= 1
+    with pytest.raises(veil.InvalidArgumentError):
+        client.stats(2)
+
+
+def test_tls_servers_need_their_certificate(tight_servers):
+    assert tight_servers.tls_certs
+    assert tight_servers.client().table["rows"] > 0
+    with pytest.raises(veil.UnavailableError) as error:
+        veil.Client(tight_servers.addresses, timeout=2)  # plaintext to a TLS server
+    assert error.value.code == veil.StatusCode.UNAVAILABLE
+    with pytest.raises(veil.NotFoundError):
+        veil.Client(tight_servers.addresses, tls_certs="/nonexistent/trusted.pem")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_connection_errors_carry_status_codes(plain_servers):
+    with pytest.raises(veil.InvalidArgumentError):
+        veil.Client(("", "127.0.0.1:1"))
+    with pytest.raises(veil.InvalidArgumentError, match="two \"HOST:PORT\" addresses"):
+        veil.Client("127.0.0.1:1")
+    with pytest.raises(veil.UnavailableError, match="127.0.0.1"):
+        veil.Client((plain_servers.addresses[0], f"127.0.0.1:{_free_port()}"), timeout=2)
+    with pytest.raises(veil.Error) as error:
+        veil.Client(plain_servers.addresses, protocol="lwe-simple")
+    assert error.value.code == veil.StatusCode.UNIMPLEMENTED
+    with pytest.raises(veil.InvalidArgumentError, match="unknown PRG 'rot13'"):
+        veil.Client(plain_servers.addresses, prg="rot13")
+
+
+def test_bad_rows_raise_invalid_argument(plain_servers):
+    client = plain_servers.client()
+    with pytest.raises(veil.InvalidArgumentError) as error:
+        client.lookup([ROWS])
+    assert error.value.code == veil.StatusCode.INVALID_ARGUMENT and "INVALID_ARGUMENT" in str(error.value)
+    with pytest.raises(ValueError, match="negative"):
+        client.lookup([-1])
+    with pytest.raises(veil.InvalidArgumentError, match="integers"):
+        client.lookup(torch.tensor([1.5]))
+    with pytest.raises(veil.InvalidArgumentError):
+        client.lookup([])
+    client.close()
+    with pytest.raises(veil.FailedPreconditionError, match="closed"):
+        client.lookup([1])
+
+
+def test_a_dead_server_fails_lookups_naming_it(tmp_path, weight):
+    path = str(tmp_path / "t.veil")
+    veil.table.build(weight, path=path)
+    with veil.local_servers(path) as servers:
+        client = servers.client(timeout=2)
+        assert torch.equal(client.lookup([3]), weight[[3]])
+        servers.kill(1)
+        with pytest.raises((veil.UnavailableError, veil.DeadlineExceededError)) as error:
+            client.lookup([3])
+        assert servers.addresses[1] in str(error.value) or "server 1" in str(error.value)
+
+
+def test_one_client_shared_by_threads(plain_servers, weight):
+    client = plain_servers.client()
+    wrong = []
+
+    def run(seed):
+        rows = [(seed * 7 + i) % ROWS for i in range(5)]
+        for _ in range(5):
+            if not torch.equal(client.lookup(rows), weight[rows]):
+                wrong.append(seed)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == [] and client.totals()["lookups"] >= 100

@@ -1,0 +1,186 @@
+"""veil.Client: private row lookups through two dpf2 servers (mobile_client/client.h)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from veil import _veil
+from veil._errors import FailedPreconditionError, InvalidArgumentError, StatusCode
+
+Rows = Union[Sequence[int], np.ndarray, torch.Tensor]
+
+
+def _index_array(rows: Rows, dtype: Any, what: str) -> np.ndarray:
+    """`rows` as a 1-D integer array of `dtype`; InvalidArgumentError for anything else."""
+    if isinstance(rows, torch.Tensor):
+        if rows.is_floating_point() or rows.is_complex() or rows.dtype == torch.bool:
+            raise InvalidArgumentError(
+                StatusCode.INVALID_ARGUMENT, f"{what} must be integers, not {rows.dtype}")
+        rows = rows.detach().cpu().numpy()
+    array = np.asarray(rows)
+    if array.size == 0:
+        array = array.astype(np.int64)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+        raise InvalidArgumentError(
+            StatusCode.INVALID_ARGUMENT,
+            f"{what} must be a 1-D sequence of integers, not {array.dtype} of shape {array.shape}")
+    if array.size and array.min() < 0:
+        raise InvalidArgumentError(
+            StatusCode.INVALID_ARGUMENT, f"{what}: row {int(array.min())} is negative")
+    return array.astype(dtype, copy=False)
+
+
+class LayoutRows(NamedTuple):
+    """The rows of one inference fetched through a layout (:meth:`Client.lookup_layout`)."""
+
+    rows: torch.Tensor     #: the distinct wanted rows, increasing (int64)
+    values: torch.Tensor   #: [len(rows), layout.row_words] float32; zeros where missing
+    missing: torch.Tensor  #: bool per row: the plan could not fetch it
+    call: Dict[str, Any]   #: the lookup's cost: bytes_up, bytes_down, keys, latency_ms, ...
+
+
+class Client:
+    """A client of two veil servers (protocol ``dpf2``): each lookup sends one DPF key per row to
+    each server and adds the two answer shares; neither server learns the rows.
+
+    Both servers must serve the same table (digest and epoch), checked at connection and on
+    every answer. With ``tls_certs`` (a PEM file of the certificates to trust) every connection
+    is TLS and each server must present a certificate for its host name; without it only
+    loopback servers are accepted unless ``allow_plaintext`` is set.
+
+    Thread-safe: calls from several threads are serialized by the C++ client, and every network
+    call releases the GIL.
+
+    Raises, from the constructor: InvalidArgumentError (bad address, unreadable options),
+    NotFoundError (``tls_certs`` missing), UnavailableError (a server cannot be reached, or TLS on
+    one side only), DeadlineExceededError, FailedPreconditionError (servers of different tables,
+    an untrusted certificate, plaintext off loopback), Error(UNIMPLEMENTED) for a protocol other
+    than ``dpf2``.
+    """
+
+    def __init__(
+        self,
+        servers: Tuple[str, str],
+        tls_certs: Optional[str] = None,
+        protocol: str = "dpf2",
+        *,
+        timeout: float = 5.0,
+        tls_server_names: Optional[Tuple[str, str]] = None,
+        prg: str = "aes128",
+        output: str = "additive",
+        pad_bags_to: int = 0,
+        allow_plaintext: bool = False,
+    ) -> None:
+        self._native = None
+        if isinstance(servers, str) or len(servers) != 2:
+            raise InvalidArgumentError(
+                StatusCode.INVALID_ARGUMENT,
+                f"servers must be two \"HOST:PORT\" addresses (party 0, party 1), not {servers!r}")
+        names = tls_server_names or ("", "")
+        self._native = _veil.Client(
+            str(servers[0]), str(servers[1]), protocol, str(tls_certs or ""), names[0], names[1],
+            float(timeout), prg, output, int(pad_bags_to), bool(allow_plaintext))
+        self.servers = (str(servers[0]), str(servers[1]))
+
+    @property
+    def table(self) -> Dict[str, Any]:
+        """The served table: rows, dim, row_words, format, frac_bits, epoch, digest, backends,
+        max_keys_per_call, range_queries."""
+        return self._live().table()
+
+    def lookup(self, rows: Rows) -> torch.Tensor:
+        """Rows `rows` dequantized: a [len(rows), dim] float32 tensor (fp32 rows bit-exact).
+        Raises InvalidArgumentError for no rows or a row >= table rows, UnavailableError /
+        DeadlineExceededError naming a failing server."""
+        return torch.from_numpy(self._live().lookup(_index_array(rows, np.uint64, "rows")))
+
+    def lookup_words(self, rows: Rows) -> torch.Tensor:
+        """The rows as stored: [len(rows), row_words] int32 (the 32-bit words, bit-exact)."""
+        words = self._live().lookup_words(_index_array(rows, np.uint64, "rows"))
+        return torch.from_numpy(words.view(np.int32))
+
+    def lookup_pooled(
+        self,
+        bags: Sequence[Sequence[int]],
+        weights: Optional[Sequence[Sequence[int]]] = None,
+        mode: str = "sum",
+    ) -> torch.Tensor:
+        """Pooled bags on a fixed-point table (``format="fixed"``): each bag comes back as one
+        row, summed by the servers (``mode="mean"`` divides by the bag's weight sum). `weights`
+        (int32, one per index, same shape as `bags`) travel inside the keys, hidden from the
+        servers. Returns [len(bags), dim] float32. Raises FailedPreconditionError for a table
+        that is not fixed-point, InvalidArgumentError for an empty bag or mismatched weights."""
+        bags = [list(b) for b in bags]
+        if not bags:
+            raise InvalidArgumentError(StatusCode.INVALID_ARGUMENT, "lookup_pooled: no bags")
+        sizes = np.asarray([len(b) for b in bags], dtype=np.uint32)
+        flat = _index_array([r for b in bags for r in b], np.uint64, "bags")
+        flat_weights = None
+        if weights is not None:
+            weights = [list(w) for w in weights]
+            if [len(w) for w in weights] != sizes.tolist():
+                raise InvalidArgumentError(
+                    StatusCode.INVALID_ARGUMENT,
+                    "lookup_pooled: weights must have the shape of bags (one weight per row)")
+            flat_weights = np.asarray([w for ws in weights for w in ws], dtype=np.int64)
+            if flat_weights.size and (flat_weights.min() < -2**31 or flat_weights.max() >= 2**31):
+                raise InvalidArgumentError(
+                    StatusCode.INVALID_ARGUMENT, "lookup_pooled: weights must fit in int32")
+            flat_weights = flat_weights.astype(np.int32)
+        return torch.from_numpy(self._live().lookup_pooled(flat, sizes, flat_weights, mode))
+
+    def lookup_layout(self, layout: _veil.Layout, rows: Rows) -> LayoutRows:
+        """The rows `rows` (any order, duplicates allowed) of the table `layout` arranges,
+        fetched as one inference: the same number of keys to every bin whatever is wanted. Rows
+        the plan could not fetch are marked in ``missing`` (their values are zeros), never
+        replaced by wrong rows. The servers must serve the layout's physical table
+        (``veil.table.build(..., layout=layout)``). Raises InvalidArgumentError for a row out of
+        range, FailedPreconditionError if the servers' table is not the layout's."""
+        wanted = _index_array(rows, np.int32, "rows")
+        distinct, values, missing, call = self._live().lookup_layout(layout, wanted)
+        return LayoutRows(torch.from_numpy(distinct.astype(np.int64)), torch.from_numpy(values),
+                          torch.from_numpy(missing), call)
+
+    def stats(self, party: int) -> Dict[str, Any]:
+        """Server `party`'s statistics (calls, keys, passes, batch sizes, latency percentiles,
+        queue, errors, connections, uptime). InvalidArgumentError for a party other than 0/1."""
+        return self._live().stats(int(party))
+
+    def last_call(self) -> Dict[str, Any]:
+        """The last successful lookup's cost: bytes_up, bytes_down, latency_ms, lookups, keys,
+        calls."""
+        return self._live().last_call()
+
+    def totals(self) -> Dict[str, Any]:
+        """The cost of every call since the connection, set-up included."""
+        return self._live().totals()
+
+    def _live(self) -> Any:
+        if self._native is None:
+            raise FailedPreconditionError(StatusCode.FAILED_PRECONDITION, "the client is closed")
+        return self._native
+
+    @property
+    def native(self) -> Any:
+        """The C++ client (for :class:`veil.PrivateEmbeddingBag`)."""
+        return self._live()
+
+    def close(self) -> None:
+        """Drops this object's connections (modules built on it keep theirs until they go)."""
+        self._native = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._native is None:
+            return "veil.Client(closed)"
+        t = self.table
+        return (f"veil.Client(servers={self.servers!r}, rows={t['rows']}, dim={t['dim']}, "
+                f"format={t['format']!r}, digest={t['digest'][:16]}...)")
