@@ -88,12 +88,9 @@ void Check(const embedding::Table& table, const Bag& bag, const std::vector<int6
   if (!same) ++side.errors;
 }
 
-absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartServer(const std::string& binary,
-                                                                  const std::string& protocol,
-                                                                  int party,
-                                                                  const std::string& table,
-                                                                  int threads,
-                                                                  const std::string& log) {
+absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartServer(
+    const std::string& binary, const std::string& protocol, int party, const std::string& table,
+    int threads, const std::string& log) {
   tools::ServerProcessOptions o;
   o.binary = binary;
   o.protocol = protocol;
@@ -139,7 +136,8 @@ absl::Status BfvBagE2e(const Flags& flags) {
   if (!table.ok()) return table.status();
 
   std::cerr << "bfv-bag-e2e: starting one bfv-bag server (encoding the table) and two dpf2 "
-               "servers (logs in " << dir << ")\n";
+               "servers (logs in "
+            << dir << ")\n";
   auto bag_server =
       StartServer(server_bin, "bfv-bag", 0, table_path, threads, dir + "/bfv-bag.log");
   if (!bag_server.ok()) return bag_server.status();
@@ -210,7 +208,8 @@ absl::Status BfvBagE2e(const Flags& flags) {
   bag_client->reset();
   dpf_client->reset();
   for (const Side* side : {&he, &dpf}) {
-    if (!side->first_error.empty()) std::cerr << "bfv-bag-e2e: first error: " << side->first_error << "\n";
+    if (!side->first_error.empty())
+      std::cerr << "bfv-bag-e2e: first error: " << side->first_error << "\n";
   }
   const double n = std::max<double>(1, static_cast<double>(he.latency_ms.size()));
   const double m = std::max<double>(1, static_cast<double>(dpf.latency_ms.size()));

@@ -91,10 +91,10 @@ absl::Status CheckReplyTable(const BagTableInfo& table, const std::string& serve
       std::memcmp(digest.begin(), table.digest.data(), digest.size()) == 0) {
     return absl::OkStatus();
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      server, " answered from another table (epoch ", id.getEpoch(),
-      ") than the one it reported at connect (epoch ", table.epoch,
-      "); connect a new client to use the new table"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(server, " answered from another table (epoch ", id.getEpoch(),
+                   ") than the one it reported at connect (epoch ", table.epoch,
+                   "); connect a new client to use the new table"));
 }
 
 // The first error of calls' results, in call order.
@@ -148,14 +148,13 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOpt
   return client;
 }
 
-
 absl::Status BagClient::Adopt(const ServerConfig& config) {
   const BagTableInfo& t = config.table;
   const std::string who = transport_->Name(0);
   auto params = he::BagParams(t.log_n);
   if (!params.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(who, " uses BFV parameters this client cannot make: ", params.status().message()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, " uses BFV parameters this client cannot make: ", params.status().message()));
   }
   auto ctx = he::BfvContext::Create(*params);
   if (!ctx.ok()) return ctx.status();
@@ -165,14 +164,14 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
         absl::StrCat(who, " sent an unusable table description: ", info.status().message()));
   }
   if (info->rows != t.rows || info->dim != t.dim) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        who, " describes its table as ", t.rows, " x ", t.dim, " and as ", info->rows, " x ",
-        info->dim));
+    return absl::FailedPreconditionError(absl::StrCat(who, " describes its table as ", t.rows,
+                                                      " x ", t.dim, " and as ", info->rows, " x ",
+                                                      info->dim));
   }
   auto he_client = he::BagClient::Create(*ctx, *info);
   if (!he_client.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(who, " serves a table this client cannot query: ", he_client.status().message()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, " serves a table this client cannot query: ", he_client.status().message()));
   }
   const he::BagSizes sizes = (*he_client)->Sizes();
   auto plan = he::MatVecPlan::Create(**ctx, t.dim, t.rows);
@@ -216,23 +215,27 @@ absl::Status BagClient::UploadKeys() {
           request.setOffset(offset);
           request.setChunk(capnp::Data::Reader(bytes->data() + offset, size));
           const bool last = c + 1 == chunks;
-          replies.add(
-              request.send()
-                  .then(
-                      [this, last, done](capnp::Response<rpc::BagServer::UploadGaloisKeysResults> r) {
-                        if (last && !r.getInstalled()) {
-                          return absl::InternalError(absl::StrCat(
-                              transport_->Name(0), " did not install the Galois keys after their "
-                              "last chunk"));
-                        }
-                        if (last) (*done)[0] = true;
-                        return absl::OkStatus();
-                      },
-                      [this](kj::Exception&& e) { return transport_->ServerError(0, e); })
-                  .eagerlyEvaluate(nullptr));
+          replies.add(request.send()
+                          .then(
+                              [this, last,
+                               done](capnp::Response<rpc::BagServer::UploadGaloisKeysResults> r) {
+                                if (last && !r.getInstalled()) {
+                                  return absl::InternalError(
+                                      absl::StrCat(transport_->Name(0),
+                                                   " did not install the Galois keys after their "
+                                                   "last chunk"));
+                                }
+                                if (last) (*done)[0] = true;
+                                return absl::OkStatus();
+                              },
+                              [this](kj::Exception&& e) { return transport_->ServerError(0, e); })
+                          .eagerlyEvaluate(nullptr));
         }
         return transport_->WithTimeout(
-            kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) { return FirstError(kj::mv(r)); }), done);
+            kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
+              return FirstError(kj::mv(r));
+            }),
+            done);
       },
       "Galois key upload");
   if (!status.ok()) return status;
@@ -248,9 +251,9 @@ absl::Status BagClient::Reconnect() {
   if (!connected.ok()) return connected;
   if (!SameTable(config.table, table_)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        transport_->Name(0), " came back serving another table (digest ",
-        config.table.digest_hex, " epoch ", config.table.epoch, ") than this session's (digest ",
-        table_.digest_hex, " epoch ", table_.epoch, "); connect a new client to use it"));
+        transport_->Name(0), " came back serving another table (digest ", config.table.digest_hex,
+        " epoch ", config.table.epoch, ") than this session's (digest ", table_.digest_hex,
+        " epoch ", table_.epoch, "); connect a new client to use it"));
   }
   // A new connection is a new session: new keys (the old ones went with the connection).
   if (absl::Status s = Adopt(config); !s.ok()) return s;
@@ -271,8 +274,8 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
     total += bag_sizes[b];
   }
   if (total != indices.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("the bag sizes add up to ", total, ", not to the ",
-                                                   indices.size(), " indices"));
+    return absl::InvalidArgumentError(absl::StrCat("the bag sizes add up to ", total,
+                                                   ", not to the ", indices.size(), " indices"));
   }
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Reconnect(); !s.ok()) return s;
@@ -284,11 +287,13 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
     absl::Status merged = MergeBag(indices.subspan(next, bag_sizes[b]),
                                    weights.empty() ? weights : weights.subspan(next, bag_sizes[b]),
                                    table_.rows, rows, bag_weights);
-    if (!merged.ok()) return absl::InvalidArgumentError(absl::StrCat("bag ", b, ": ", merged.message()));
+    if (!merged.ok())
+      return absl::InvalidArgumentError(absl::StrCat("bag ", b, ": ", merged.message()));
     next += bag_sizes[b];
     auto query = he_->Query(rows, bag_weights);
     if (!query.ok()) {
-      return absl::Status(query.status().code(), absl::StrCat("bag ", b, ": ", query.status().message()));
+      return absl::Status(query.status().code(),
+                          absl::StrCat("bag ", b, ": ", query.status().message()));
     }
     auto bytes = he::SerializeBagQuery(*ctx_, *query);
     if (!bytes.ok()) return bytes.status();
@@ -329,26 +334,29 @@ absl::Status BagClient::RunBags(const std::vector<std::vector<uint8_t>>& queries
           for (size_t i = first; i < last; ++i) {
             auto request = server.answerRequest();
             request.setQuery(capnp::Data::Reader(queries[i].data(), queries[i].size()));
-            replies.add(
-                request.send()
-                    .then(
-                        [this, i, &answers, done,
-                         remaining](capnp::Response<rpc::BagServer::AnswerResults> r) {
-                          if (absl::Status s = CheckReplyTable(table_, transport_->Name(0), r.getTable());
-                              !s.ok()) {
-                            return s;
-                          }
-                          capnp::Data::Reader answer = r.getAnswer();
-                          answers[i].assign(answer.begin(), answer.end());
-                          if (--*remaining == 0) (*done)[0] = true;
-                          return absl::OkStatus();
-                        },
-                        [this](kj::Exception&& e) { return transport_->ServerError(0, e); })
-                    .eagerlyEvaluate(nullptr));
+            replies.add(request.send()
+                            .then(
+                                [this, i, &answers, done,
+                                 remaining](capnp::Response<rpc::BagServer::AnswerResults> r) {
+                                  if (absl::Status s = CheckReplyTable(table_, transport_->Name(0),
+                                                                       r.getTable());
+                                      !s.ok()) {
+                                    return s;
+                                  }
+                                  capnp::Data::Reader answer = r.getAnswer();
+                                  answers[i].assign(answer.begin(), answer.end());
+                                  if (--*remaining == 0) (*done)[0] = true;
+                                  return absl::OkStatus();
+                                },
+                                [this](kj::Exception&& e) { return transport_->ServerError(0, e); })
+                            .eagerlyEvaluate(nullptr));
           }
           // evalLast: the replies' Finish messages are written in a later turn; count them here.
           return transport_
-              ->WithTimeout(kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) { return FirstError(kj::mv(r)); }), done, deadline)
+              ->WithTimeout(kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
+                return FirstError(kj::mv(r));
+              }),
+                            done, deadline)
               .then([](absl::Status s) {
                 return kj::evalLast([s = std::move(s)]() mutable { return std::move(s); });
               });
@@ -366,8 +374,8 @@ absl::Status BagClient::RunBags(const std::vector<std::vector<uint8_t>>& queries
   for (size_t b = 0; b < answers.size(); ++b) {
     auto answer = he::ParseCiphertext(*ctx_, answers[b]);
     if (!answer.ok()) {
-      return absl::InternalError(absl::StrCat(transport_->Name(0), " sent a malformed answer: ",
-                                              answer.status().message()));
+      return absl::InternalError(absl::StrCat(
+          transport_->Name(0), " sent a malformed answer: ", answer.status().message()));
     }
     auto pooled = he_->Decode(*answer);
     if (!pooled.ok()) return pooled.status();

@@ -118,7 +118,7 @@ class BagClient {
   // Galois key uploads so far (1 after Connect; more after evictions or reconnections).
   uint64_t key_uploads() const;
 
- struct ServerConfig;
+  struct ServerConfig;
 
  private:
   BagClient(BagClientOptions options, std::unique_ptr<Transport> transport);

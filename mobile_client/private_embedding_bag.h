@@ -143,8 +143,7 @@ struct PrivatePooledEmbeddingBagOptions {
   TORCH_ARG(int, weight_frac_bits) = 16;
 };
 
-class PrivatePooledEmbeddingBagImpl
-    : public torch::nn::Cloneable<PrivatePooledEmbeddingBagImpl> {
+class PrivatePooledEmbeddingBagImpl : public torch::nn::Cloneable<PrivatePooledEmbeddingBagImpl> {
  public:
   // `client` must be connected to a bfv-bag server of a num_embeddings x embedding_dim table.
   // Throws c10::Error if the shapes disagree, for mode kMax, or weight_frac_bits outside [0, 30].

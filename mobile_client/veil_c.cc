@@ -310,7 +310,8 @@ int veil_bag_client_connect(const veil_bag_client_options* options, veil_bag_cli
     }
     *out_client = nullptr;
     if (options == nullptr || options->server == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "options and the server address are required");
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  "options and the server address are required");
     }
     veil::client::BagClientOptions o;
     o.server = options->server;
@@ -367,8 +368,8 @@ int veil_bag_lookup_pooled(veil_bag_client* client, const uint64_t* indices, siz
 }
 
 int veil_bag_lookup_pooled_sums(veil_bag_client* client, const uint64_t* indices, size_t count,
-                                const uint32_t* bag_sizes, size_t bag_count,
-                                const int64_t* weights, int64_t* out, size_t out_len) {
+                                const uint32_t* bag_sizes, size_t bag_count, const int64_t* weights,
+                                int64_t* out, size_t out_len) {
   return BagLookup(client, indices, count, bag_sizes, bag_count, weights, out, out_len, "sums",
                    [](veil::client::BagClient& c, auto i, auto b, auto w) {
                      return c.LookupPooledSums(i, b, w);

@@ -23,10 +23,10 @@ constexpr uint64_t kEnvelopeBytes = 1024;
 struct BagTable {
   std::shared_ptr<const he::BfvContext> ctx;
   std::unique_ptr<he::BagServer> server;
-  std::vector<uint8_t> info_bytes;   // he::SerializeBagTableInfo
-  he::BagSizes sizes;                // of one session
-  std::vector<uint32_t> elements;    // the Galois elements the product needs, increasing
-  uint64_t parsed_key_bytes = 0;     // one session's keys once parsed
+  std::vector<uint8_t> info_bytes;  // he::SerializeBagTableInfo
+  he::BagSizes sizes;               // of one session
+  std::vector<uint32_t> elements;   // the Galois elements the product needs, increasing
+  uint64_t parsed_key_bytes = 0;    // one session's keys once parsed
   uint64_t max_chunk_bytes = 0;
   int log_n = 0;
   int threads = 1;
@@ -55,7 +55,8 @@ class AnswerWork final : public BagWork {
       return absl::InvalidArgumentError(absl::StrCat("a query of ", query->blocks.size(),
                                                      " ciphertexts; this table takes ", blocks_));
     }
-    absl::StatusOr<he::Ciphertext> answer = table.server->Answer(*query, *keys_.keys, table.threads);
+    absl::StatusOr<he::Ciphertext> answer =
+        table.server->Answer(*query, *keys_.keys, table.threads);
     if (!answer.ok()) return answer.status();
     absl::StatusOr<std::vector<uint8_t>> bytes = he::SerializeCiphertext(*table.ctx, *answer);
     if (!bytes.ok()) return bytes.status();
@@ -87,10 +88,10 @@ class KeysWork final : public BagWork {
     std::vector<uint32_t> held;
     for (const auto& [element, key] : keys->keys) held.push_back(element);
     if (held != table.elements) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the Galois keys are for elements {", absl::StrJoin(held, ", "),
-          "}; this table's product rotates by elements {", absl::StrJoin(table.elements, ", "),
-          "}"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the Galois keys are for elements {", absl::StrJoin(held, ", "),
+                       "}; this table's product rotates by elements {",
+                       absl::StrJoin(table.elements, ", "), "}"));
     }
     keys_ = std::make_shared<const he::GaloisKeys>(*std::move(keys));
     return absl::OkStatus();
@@ -196,10 +197,10 @@ kj::Promise<void> BagService::answer(AnswerContext context) {
   if (!keys.ok()) Reject(keys.status(), "answer");
   const size_t blocks = table_.server->plan().blocks();
   if (queued_ + blocks > limits_.max_queued_ciphertexts_per_connection) {
-    Reject(absl::ResourceExhaustedError(absl::StrCat(
-               "this connection already has ", queued_, " query ciphertexts waiting (limit ",
-               limits_.max_queued_ciphertexts_per_connection,
-               " per connection); wait for answers first")),
+    Reject(absl::ResourceExhaustedError(absl::StrCat("this connection already has ", queued_,
+                                                     " query ciphertexts waiting (limit ",
+                                                     limits_.max_queued_ciphertexts_per_connection,
+                                                     " per connection); wait for answers first")),
            "answer");
   }
   capnp::Data::Reader query = params.getQuery();
@@ -234,11 +235,10 @@ class BfvBagProtocol final : public Protocol {
     return absl::StrCat(
         "protocol bfv-bag, N = ", table_->ctx->n(), " (", table_->ctx->params().SecuritySource(),
         "), table encoded in ", table_->server->encoded_bytes() >> 20, " MiB (", plan.blocks(),
-        " block(s), ", plan.diagonals(), " diagonals = ", plan.baby(), " x ", plan.giant(),
-        "), ", table_->sizes.galois_keys, " Galois keys per session (",
-        table_->sizes.galois_key_bytes, " bytes up, ", cache_.session_bytes(),
-        " bytes held while parsed), key memory ", env_.options.limits.max_galois_key_bytes,
-        " bytes, ", table_->threads, " thread(s)");
+        " block(s), ", plan.diagonals(), " diagonals = ", plan.baby(), " x ", plan.giant(), "), ",
+        table_->sizes.galois_keys, " Galois keys per session (", table_->sizes.galois_key_bytes,
+        " bytes up, ", cache_.session_bytes(), " bytes held while parsed), key memory ",
+        env_.options.limits.max_galois_key_bytes, " bytes, ", table_->threads, " thread(s)");
   }
   capnp::Capability::Client NewConnection() override {
     return kj::heap<BagService>(*table_, env_.table, env_.options.limits, cache_, scheduler_,
@@ -257,7 +257,7 @@ class BfvBagProtocol final : public Protocol {
 
   const ProtocolEnv env_;
   std::unique_ptr<BagTable> table_;
-  GaloisKeyCache cache_;       // outlives the scheduler's items (their Holds)
+  GaloisKeyCache cache_;  // outlives the scheduler's items (their Holds)
   BatchScheduler scheduler_;
 };
 
@@ -275,20 +275,22 @@ std::vector<int32_t> FixedValues(const embedding::Table& file) {
 absl::Status CheckLimits(const BagTable& t, const ServerLimits& l) {
   const size_t blocks = t.server->plan().blocks();
   if (t.sizes.query_bytes + kEnvelopeBytes > l.max_message_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a query of this table is ", t.sizes.query_bytes, " bytes: --max_message_bytes must be at "
-        "least ", t.sizes.query_bytes + kEnvelopeBytes));
+    return absl::InvalidArgumentError(absl::StrCat("a query of this table is ", t.sizes.query_bytes,
+                                                   " bytes: --max_message_bytes must be at "
+                                                   "least ",
+                                                   t.sizes.query_bytes + kEnvelopeBytes));
   }
   if (blocks > l.max_queued_ciphertexts_per_connection || blocks > l.max_queued_ciphertexts) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a query of this table is ", blocks, " ciphertexts: --max_queued_ciphertexts and "
-        "--max_queued_ciphertexts_per_connection must be at least that"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a query of this table is ", blocks,
+                     " ciphertexts: --max_queued_ciphertexts and "
+                     "--max_queued_ciphertexts_per_connection must be at least that"));
   }
   const uint64_t session = t.sizes.galois_key_bytes + t.parsed_key_bytes;
   if (session > l.max_galois_key_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "one session's Galois keys take ", session, " bytes while uploaded and parsed: "
-        "--max_galois_key_bytes must be at least that"));
+    return absl::InvalidArgumentError(absl::StrCat("one session's Galois keys take ", session,
+                                                   " bytes while uploaded and parsed: "
+                                                   "--max_galois_key_bytes must be at least that"));
   }
   return absl::OkStatus();
 }
@@ -300,7 +302,8 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateBfvBagProtocol(const ProtocolEnv
   if (file.format() != embedding::RowFormat::kFixed32) {
     return absl::InvalidArgumentError(absl::StrCat(
         "protocol bfv-bag serves fixed-point tables (its pooled sums are exact integers); this "
-        "table is ", embedding::RowFormatName(file.format()),
+        "table is ",
+        embedding::RowFormatName(file.format()),
         ": build it with veil table build --format=fixed"));
   }
   auto params = he::BagParams(env.options.bfv_log_n);

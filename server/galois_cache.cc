@@ -54,9 +54,10 @@ void GaloisKeyCache::Clear(Entry& entry, State state) {
 
 absl::Status GaloisKeyCache::MakeRoom(Session session, uint64_t bytes) {
   if (bytes > max_bytes_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("one session's Galois keys need ", bytes, " bytes of server memory; this "
-                     "server holds at most ", max_bytes_, " (--max_galois_key_bytes)"));
+    return absl::ResourceExhaustedError(absl::StrCat("one session's Galois keys need ", bytes,
+                                                     " bytes of server memory; this "
+                                                     "server holds at most ",
+                                                     max_bytes_, " (--max_galois_key_bytes)"));
   }
   while (charged_ + bytes > max_bytes_) {
     Entry* oldest = nullptr;
@@ -68,9 +69,10 @@ absl::Status GaloisKeyCache::MakeRoom(Session session, uint64_t bytes) {
       }
     }
     if (oldest == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the server's Galois key memory (", max_bytes_, " bytes, --max_galois_key_bytes) is "
-          "held by sessions whose keys are in use; retry later"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the server's Galois key memory (", max_bytes_,
+                       " bytes, --max_galois_key_bytes) is "
+                       "held by sessions whose keys are in use; retry later"));
     }
     Clear(*oldest, State::kEvicted);
     ++evictions_;
@@ -106,14 +108,13 @@ absl::StatusOr<std::optional<GaloisKeyCache::Upload>> GaloisKeyCache::Append(
         "a Galois key chunk at offset ", offset, " without an upload in progress (start at 0)"));
   }
   if (offset != entry.upload.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("Galois key chunk at offset ", offset,
-                                                   "; the next one starts at ",
-                                                   entry.upload.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Galois key chunk at offset ", offset, "; the next one starts at ", entry.upload.size()));
   }
   if (chunk.size() > wire_bytes_ - offset) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Galois key chunk of ", chunk.size(), " bytes at offset ", offset,
-                     " runs past the keys' ", wire_bytes_, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("Galois key chunk of ", chunk.size(),
+                                                   " bytes at offset ", offset,
+                                                   " runs past the keys' ", wire_bytes_, " bytes"));
   }
   entry.upload.insert(entry.upload.end(), chunk.begin(), chunk.end());
   if (entry.upload.size() < wire_bytes_) return std::optional<Upload>();

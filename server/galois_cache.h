@@ -97,7 +97,7 @@ class GaloisKeyCache {
   enum class State { kEmpty, kUploading, kParsing, kReady, kEvicted };
   struct Entry {
     State state = State::kEmpty;
-    std::vector<uint8_t> upload;  // kUploading: the bytes so far
+    std::vector<uint8_t> upload;                 // kUploading: the bytes so far
     std::shared_ptr<const he::GaloisKeys> keys;  // kReady
     uint64_t charge = 0;
     uint64_t last_use = 0;

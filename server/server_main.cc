@@ -1,4 +1,5 @@
-// veil-server: one party of the two-server PIR service (--protocol=dpf2), or a single bfv-bag server.
+// veil-server: one party of the two-server PIR service (--protocol=dpf2), or a single bfv-bag
+// server.
 //   veil-server --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto --threads=1
 //               [--tls-cert=server.pem --tls-key=server.key | --insecure-plaintext]
 //   veil-server --protocol=bfv-bag --table=fixed.veil [--bfv-log-n=13]

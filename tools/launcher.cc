@@ -109,10 +109,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     int status = process->WaitFor(absl::Milliseconds(200));
     std::string why = status == -1 ? "did not print its port in time" : DescribeWaitStatus(status);
     if (status == -1) process->Kill();
-    return absl::UnavailableError(
-        absl::StrCat("veil-server (", options.binary, ", ", options.protocol,
-                     options.protocol == "dpf2" ? absl::StrCat(" party ", options.party) : "",
-                     ") ", why));
+    return absl::UnavailableError(absl::StrCat(
+        "veil-server (", options.binary, ", ", options.protocol,
+        options.protocol == "dpf2" ? absl::StrCat(" party ", options.party) : "", ") ", why));
   }
   process->port_ = port;
   return process;

@@ -1,5 +1,6 @@
 // Runs veil-server as a child process: used by the end-to-end tests, the e2e benchmarks and the
-// demo, which need real servers on loopback (two dpf2 parties, or one bfv-bag server). Not part of a deployment (use a supervisor).
+// demo, which need real servers on loopback (two dpf2 parties, or one bfv-bag server). Not part of
+// a deployment (use a supervisor).
 #ifndef VEIL_TOOLS_LAUNCHER_H_
 #define VEIL_TOOLS_LAUNCHER_H_
 
@@ -18,7 +19,7 @@ namespace veil::tools {
 std::string ServerBinaryNextToSelf();
 
 struct ServerProcessOptions {
-  std::string binary;  // path of veil-server
+  std::string binary;             // path of veil-server
   std::string protocol = "dpf2";  // --protocol
   int party = 0;                  // dpf2 only
   std::string table_path;

@@ -2,8 +2,6 @@
 // plaintext sums exactly, bad arguments and unusable servers are clear errors, a client never
 // talks to a server of the other protocol, and the server's key memory bound is enforced (evicted
 // sessions upload their keys again).
-#include "mobile_client/bag_client.h"
-
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -13,6 +11,7 @@
 #include "embedding/table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mobile_client/bag_client.h"
 #include "mobile_client/client.h"
 #include "pir/he/bag.h"
 #include "tests/server/two_servers.h"
@@ -56,8 +55,8 @@ std::string ReadFile(const std::string& path) {
 class BagClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto path = testing::WriteRandomTable("bag.veil", embedding::RowFormat::kFixed32, kRows, kDim,
-                                          11);
+    auto path =
+        testing::WriteRandomTable("bag.veil", embedding::RowFormat::kFixed32, kRows, kDim, 11);
     ASSERT_TRUE(path.ok()) << path.status();
     path_ = *path;
     auto table = embedding::Table::Open(path_);
@@ -174,9 +173,9 @@ TEST_F(BagClientTest, BadArgumentsAreClearErrorsAndTheClientKeepsWorking) {
       c.LookupPooledSums(two, one_bag, std::vector<int64_t>{int64_t{1} << 45, 1}).status();
   EXPECT_EQ(too_large.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(too_large.message(), HasSubstr("the pooled sum would not be exact"));
-  const absl::Status overflow = c.LookupPooledSums(std::vector<uint64_t>{1, 1}, one_bag,
-                                                   std::vector<int64_t>{INT64_MAX, 1})
-                                    .status();
+  const absl::Status overflow =
+      c.LookupPooledSums(std::vector<uint64_t>{1, 1}, one_bag, std::vector<int64_t>{INT64_MAX, 1})
+          .status();
   EXPECT_EQ(overflow.message(), "bag 0: the weights of row 1 overflow 64 bits");
   EXPECT_EQ(c.LookupPooled(two, one_bag, std::vector<int64_t>{1, -1}, PoolingMode::kMean)
                 .status()
@@ -205,9 +204,10 @@ TEST_F(BagClientTest, ClientsRefuseServersOfTheOtherProtocol) {
   dpf_options.server1 = dpf_servers->address(1);
   const absl::Status dpf_to_bag = client::Client::Connect(dpf_options).status();
   EXPECT_EQ(dpf_to_bag.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(dpf_to_bag.message(),
-              HasSubstr(absl::StrCat("server 0 (", (*bag_server)->address(),
-                                     ") speaks protocol \"bfv-bag\"; this client speaks \"dpf2\"")));
+  EXPECT_THAT(
+      dpf_to_bag.message(),
+      HasSubstr(absl::StrCat("server 0 (", (*bag_server)->address(),
+                             ") speaks protocol \"bfv-bag\"; this client speaks \"dpf2\"")));
 }
 
 TEST_F(BagClientTest, ServerRefusesTablesAndLimitsItCannotServe) {

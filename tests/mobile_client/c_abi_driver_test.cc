@@ -61,8 +61,8 @@ TEST(CAbiTest, CProgramUsesABagServer) {
   ASSERT_TRUE(bag_server.ok()) << bag_server.status();
   auto dpf_servers = testing::StartTwoServers(path, path);
   ASSERT_TRUE(dpf_servers.ok()) << dpf_servers.status();
-  EXPECT_EQ(veil_c_abi_bag_checks((*bag_server)->address().c_str(),
-                                  dpf_servers->address(0).c_str(), kRows, kDim),
+  EXPECT_EQ(veil_c_abi_bag_checks((*bag_server)->address().c_str(), dpf_servers->address(0).c_str(),
+                                  kRows, kDim),
             0);
 }
 

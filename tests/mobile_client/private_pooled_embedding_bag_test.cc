@@ -24,8 +24,8 @@ constexpr int64_t kDim = 6;
 class PrivatePooledEmbeddingBagTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto path = testing::WriteRandomTable("pooled.veil", embedding::RowFormat::kFixed32, kRows,
-                                          kDim, 21);
+    auto path =
+        testing::WriteRandomTable("pooled.veil", embedding::RowFormat::kFixed32, kRows, kDim, 21);
     ASSERT_TRUE(path.ok()) << path.status();
     auto table = embedding::Table::Open(*path);
     ASSERT_TRUE(table.ok());
@@ -81,10 +81,9 @@ TEST_F(PrivatePooledEmbeddingBagTest, PoolsLikeEmbeddingBagAndExactly) {
   EXPECT_EQ(mean_bag->last_call().lookups, 3u);
 
   // 1-D with offsets, an empty bag, include_last_offset, per_sample_weights.
-  PrivatePooledEmbeddingBag sum_bag(PrivatePooledEmbeddingBagOptions(kRows, kDim)
-                                        .mode(torch::kSum)
-                                        .include_last_offset(true),
-                                    client_);
+  PrivatePooledEmbeddingBag sum_bag(
+      PrivatePooledEmbeddingBagOptions(kRows, kDim).mode(torch::kSum).include_last_offset(true),
+      client_);
   flat = {10, 11, 12, 40, 10};
   const std::vector<double> weights = {0.5, -1.25, 3.0, 0.001, 2.0};
   torch::Tensor input1 = torch::tensor(flat, torch::kInt64);
@@ -113,8 +112,9 @@ TEST_F(PrivatePooledEmbeddingBagTest, RefusesWhatTheServerCannotPool) {
   EXPECT_THROW(PrivatePooledEmbeddingBag(
                    PrivatePooledEmbeddingBagOptions(kRows, kDim).mode(torch::kMax), client_),
                c10::Error);
-  EXPECT_THROW(PrivatePooledEmbeddingBag(PrivatePooledEmbeddingBagOptions(kRows + 1, kDim), client_),
-               c10::Error);
+  EXPECT_THROW(
+      PrivatePooledEmbeddingBag(PrivatePooledEmbeddingBagOptions(kRows + 1, kDim), client_),
+      c10::Error);
   PrivatePooledEmbeddingBag bag(PrivatePooledEmbeddingBagOptions(kRows, kDim), client_);
   torch::Tensor input = torch::tensor({{int64_t{1}, kRows}}, torch::kInt64);
   EXPECT_THROW(bag->forward(input), c10::Error);

@@ -90,15 +90,14 @@ class RawSession {
 class BagRpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto path = testing::WriteRandomTable("bag_rpc.veil", embedding::RowFormat::kFixed32, kRows,
-                                          kDim, 3);
+    auto path =
+        testing::WriteRandomTable("bag_rpc.veil", embedding::RowFormat::kFixed32, kRows, kDim, 3);
     ASSERT_TRUE(path.ok()) << path.status();
     auto table = embedding::Table::Open(*path);
     ASSERT_TRUE(table.ok());
     table_ = *std::move(table);
-    auto server = testing::StartBagServer(
-        *path, {absl::StrCat("--max_message_bytes=", kMaxMessage),
-                "--max_queued_ciphertexts_per_connection=1"});
+    auto server = testing::StartBagServer(*path, {absl::StrCat("--max_message_bytes=", kMaxMessage),
+                                                  "--max_queued_ciphertexts_per_connection=1"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     ctx_ = *he::BfvContext::Create(*he::BagParams(13));
@@ -108,9 +107,8 @@ class BagRpcTest : public ::testing::Test {
   std::unique_ptr<he::BagClient> HeClient() {
     RawSession session(server_->port());
     auto config = session.Config();
-    auto info = he::ParseBagTableInfo(
-        absl::MakeConstSpan(config.getConfig().getTableInfo().begin(),
-                            config.getConfig().getTableInfo().size()));
+    auto info = he::ParseBagTableInfo(absl::MakeConstSpan(
+        config.getConfig().getTableInfo().begin(), config.getConfig().getTableInfo().size()));
     EXPECT_TRUE(info.ok()) << info.status();
     return *he::BagClient::Create(ctx_, *info);
   }
@@ -144,8 +142,8 @@ TEST_F(BagRpcTest, ConfigDescribesTheTableParametersAndLimits) {
   EXPECT_EQ(c.getLogN(), 13);
   auto digest = table_->digest();
   EXPECT_EQ(kj::arrayPtr(digest.data(), digest.size()), c.getTable().getDigest());
-  auto info = he::ParseBagTableInfo(
-      absl::MakeConstSpan(c.getTableInfo().begin(), c.getTableInfo().size()));
+  auto info =
+      he::ParseBagTableInfo(absl::MakeConstSpan(c.getTableInfo().begin(), c.getTableInfo().size()));
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->params_id, ctx_->id());
   EXPECT_EQ(info->rows, kRows);
@@ -184,8 +182,7 @@ TEST_F(BagRpcTest, HostileCallsGetClearErrorsWhileAGoodClientKeepsWorking) {
   });
 
   const std::unique_ptr<he::BagClient> he_client = HeClient();
-  const std::vector<uint8_t> keys =
-      *he::SerializeGaloisKeys(*ctx_, *he_client->MakeGaloisKeys());
+  const std::vector<uint8_t> keys = *he::SerializeGaloisKeys(*ctx_, *he_client->MakeGaloisKeys());
   const size_t chunk = kMaxMessage - 1024;
   const std::vector<uint64_t> rows = {5, 17, 5 + 200};
   const std::vector<int64_t> weights = {2, 1, -7};
