@@ -19,6 +19,12 @@
 
 namespace veil::client {
 
+// One bag's distinct rows and their weights.
+struct BagClient::Bag {
+  std::vector<uint64_t> rows;
+  std::vector<int64_t> weights;
+};
+
 // What the server said in its `config` reply.
 struct BagClient::ServerConfig {
   BagTableInfo table;
@@ -60,8 +66,7 @@ bool SameTable(const BagTableInfo& a, const BagTableInfo& b) {
 
 // One bag's distinct rows and their weights (repeated rows add up, as in EmbeddingBag).
 absl::Status MergeBag(absl::Span<const uint64_t> indices, absl::Span<const int64_t> weights,
-                      uint64_t rows, std::vector<uint64_t>& out_rows,
-                      std::vector<int64_t>& out_weights) {
+                      uint64_t rows, BagClient::Bag& bag) {
   std::map<uint64_t, int64_t> merged;
   for (size_t i = 0; i < indices.size(); ++i) {
     if (indices[i] >= rows) {
@@ -74,11 +79,9 @@ absl::Status MergeBag(absl::Span<const uint64_t> indices, absl::Span<const int64
           absl::StrCat("the weights of row ", indices[i], " overflow 64 bits"));
     }
   }
-  out_rows.clear();
-  out_weights.clear();
   for (const auto& [row, weight] : merged) {
-    out_rows.push_back(row);
-    out_weights.push_back(weight);
+    bag.rows.push_back(row);
+    bag.weights.push_back(weight);
   }
   return absl::OkStatus();
 }
@@ -277,37 +280,57 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
     return absl::InvalidArgumentError(absl::StrCat("the bag sizes add up to ", total,
                                                    ", not to the ", indices.size(), " indices"));
   }
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = Reconnect(); !s.ok()) return s;
-  std::vector<std::vector<uint8_t>> queries;
-  std::vector<uint64_t> rows;
-  std::vector<int64_t> bag_weights;
+  std::vector<Bag> bags(bag_sizes.size());
   size_t next = 0;
   for (size_t b = 0; b < bag_sizes.size(); ++b) {
     absl::Status merged = MergeBag(indices.subspan(next, bag_sizes[b]),
                                    weights.empty() ? weights : weights.subspan(next, bag_sizes[b]),
-                                   table_.rows, rows, bag_weights);
-    if (!merged.ok())
+                                   table_.rows, bags[b]);
+    if (!merged.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("bag ", b, ": ", merged.message()));
-    next += bag_sizes[b];
-    auto query = he_->Query(rows, bag_weights);
-    if (!query.ok()) {
-      return absl::Status(query.status().code(),
-                          absl::StrCat("bag ", b, ": ", query.status().message()));
     }
-    auto bytes = he::SerializeBagQuery(*ctx_, *query);
-    if (!bytes.ok()) return bytes.status();
-    queries.push_back(*std::move(bytes));
+    next += bag_sizes[b];
   }
-  std::vector<int64_t> sums;
+
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Reconnect(); !s.ok()) return s;
+  std::vector<int64_t> sums(bags.size() * table_.dim);
+  const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options_.timeout;
+  // Bags go out in waves that fit the server's per-connection queue; each wave's queries are
+  // encrypted just before it and its answers decoded right after, so that memory follows the
+  // wave, not the lookup.
+  const size_t per_wave = std::max<size_t>(1, max_queued_ciphertexts_ / table_.query_blocks);
+  for (size_t first = 0; first < bags.size(); first += per_wave) {
+    const size_t last = std::min(bags.size(), first + per_wave);
+    std::vector<std::vector<uint8_t>> queries;
+    for (size_t b = first; b < last; ++b) {
+      auto query = he_->Query(bags[b].rows, bags[b].weights);
+      if (!query.ok()) {
+        return absl::Status(query.status().code(),
+                            absl::StrCat("bag ", b, ": ", query.status().message()));
+      }
+      auto bytes = he::SerializeBagQuery(*ctx_, *query);
+      if (!bytes.ok()) return bytes.status();
+      queries.push_back(*std::move(bytes));
+    }
+    absl::Span<int64_t> out = absl::MakeSpan(sums).subspan(first * table_.dim);
+    absl::Status status = SendWave(queries, deadline, out);
+    if (absl::IsAborted(status)) {
+      // The server evicted this session's keys for another's: upload them again, retry once.
+      status = UploadKeys();
+      if (status.ok()) status = SendWave(queries, deadline, out);
+    }
+    if (!status.ok()) return status;
+  }
   CallStats stats;
-  absl::Status status = RunBags(queries, sums, stats);
-  if (absl::IsAborted(status)) {
-    // The server evicted this session's keys for another's: upload them again, retry once.
-    status = UploadKeys();
-    if (status.ok()) status = RunBags(queries, sums, stats);
-  }
-  if (!status.ok()) return status;
+  stats.latency_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  stats.bytes_up = transport_->bytes_up() - up_before;
+  stats.bytes_down = transport_->bytes_down() - down_before;
+  stats.lookups = static_cast<uint32_t>(bags.size());
+  stats.keys = static_cast<uint32_t>(bags.size() * table_.query_blocks);
+  stats.calls = static_cast<uint32_t>(bags.size());
   last_call_ = stats;
   totals_.lookups += stats.lookups;
   totals_.keys += stats.keys;
@@ -315,62 +338,44 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
   return sums;
 }
 
-absl::Status BagClient::RunBags(const std::vector<std::vector<uint8_t>>& queries,
-                                std::vector<int64_t>& sums, CallStats& stats) {
-  const size_t per_wave = std::max<size_t>(1, max_queued_ciphertexts_ / table_.query_blocks);
+absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& queries,
+                                 absl::Time deadline, absl::Span<int64_t> sums) {
   std::vector<std::vector<uint8_t>> answers(queries.size());
-  const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
-  const absl::Time start = absl::Now();
-  const absl::Time deadline = start + options_.timeout;
-  // Bags go out in waves that fit the server's per-connection queue.
-  for (size_t first = 0; first < queries.size(); first += per_wave) {
-    const size_t last = std::min(queries.size(), first + per_wave);
-    absl::Status status = transport_->Run(
-        [&]() -> kj::Promise<absl::Status> {
-          auto server = transport_->Capability(0).castAs<rpc::BagServer>();
-          auto done = std::make_shared<std::vector<bool>>(1, false);
-          auto remaining = std::make_shared<size_t>(last - first);
-          auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(last - first);
-          for (size_t i = first; i < last; ++i) {
-            auto request = server.answerRequest();
-            request.setQuery(capnp::Data::Reader(queries[i].data(), queries[i].size()));
-            replies.add(request.send()
-                            .then(
-                                [this, i, &answers, done,
-                                 remaining](capnp::Response<rpc::BagServer::AnswerResults> r) {
-                                  if (absl::Status s = CheckReplyTable(table_, transport_->Name(0),
-                                                                       r.getTable());
-                                      !s.ok()) {
-                                    return s;
-                                  }
-                                  capnp::Data::Reader answer = r.getAnswer();
-                                  answers[i].assign(answer.begin(), answer.end());
-                                  if (--*remaining == 0) (*done)[0] = true;
-                                  return absl::OkStatus();
-                                },
-                                [this](kj::Exception&& e) { return transport_->ServerError(0, e); })
-                            .eagerlyEvaluate(nullptr));
-          }
-          // evalLast: the replies' Finish messages are written in a later turn; count them here.
-          return transport_
-              ->WithTimeout(kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
-                return FirstError(kj::mv(r));
-              }),
-                            done, deadline)
-              .then([](absl::Status s) {
-                return kj::evalLast([s = std::move(s)]() mutable { return std::move(s); });
-              });
-        },
-        "pooled lookup");
-    if (!status.ok()) return status;
-  }
-  stats.latency_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-  stats.bytes_up = transport_->bytes_up() - up_before;
-  stats.bytes_down = transport_->bytes_down() - down_before;
-  stats.lookups = static_cast<uint32_t>(queries.size());
-  stats.keys = static_cast<uint32_t>(queries.size() * table_.query_blocks);
-  stats.calls = static_cast<uint32_t>(queries.size());
-  sums.assign(queries.size() * table_.dim, 0);
+  absl::Status status = transport_->Run(
+      [&]() -> kj::Promise<absl::Status> {
+        auto server = transport_->Capability(0).castAs<rpc::BagServer>();
+        auto done = std::make_shared<std::vector<bool>>(1, false);
+        auto remaining = std::make_shared<size_t>(queries.size());
+        auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(queries.size());
+        for (size_t i = 0; i < queries.size(); ++i) {
+          auto request = server.answerRequest();
+          request.setQuery(capnp::Data::Reader(queries[i].data(), queries[i].size()));
+          auto on_reply = [this, i, &answers, done,
+                           remaining](capnp::Response<rpc::BagServer::AnswerResults> r) {
+            if (absl::Status s = CheckReplyTable(table_, transport_->Name(0), r.getTable());
+                !s.ok()) {
+              return s;
+            }
+            capnp::Data::Reader answer = r.getAnswer();
+            answers[i].assign(answer.begin(), answer.end());
+            if (--*remaining == 0) (*done)[0] = true;
+            return absl::OkStatus();
+          };
+          auto on_error = [this](kj::Exception&& e) { return transport_->ServerError(0, e); };
+          replies.add(request.send()
+                          .then(std::move(on_reply), std::move(on_error))
+                          .eagerlyEvaluate(nullptr));
+        }
+        auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
+          return FirstError(kj::mv(r));
+        });
+        // evalLast: the replies' Finish messages are written in a later turn; count them here.
+        return transport_->WithTimeout(kj::mv(all), done, deadline).then([](absl::Status s) {
+          return kj::evalLast([s = std::move(s)]() mutable { return std::move(s); });
+        });
+      },
+      "pooled lookup");
+  if (!status.ok()) return status;
   for (size_t b = 0; b < answers.size(); ++b) {
     auto answer = he::ParseCiphertext(*ctx_, answers[b]);
     if (!answer.ok()) {

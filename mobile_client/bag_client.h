@@ -111,14 +111,16 @@ class BagClient {
   // The server's statistics.
   absl::StatusOr<rpc::StatsSnapshot> ServerStats();
 
-  // The last successful lookup's cost (`keys`: query ciphertexts sent; `calls`: answer calls),
-  // and the totals since Connect (key uploads included).
+  // The last successful lookup's cost (`keys`: query ciphertexts sent; `calls`: answer calls;
+  // bytes include a key upload after an eviction), and the totals since Connect (key uploads
+  // included).
   CallStats last_call() const;
   CallStats totals() const;
   // Galois key uploads so far (1 after Connect; more after evictions or reconnections).
   uint64_t key_uploads() const;
 
   struct ServerConfig;
+  struct Bag;
 
  private:
   BagClient(BagClientOptions options, std::unique_ptr<Transport> transport);
@@ -130,10 +132,11 @@ class BagClient {
   absl::Status UploadKeys() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Before a call: reopens a lost connection (to the same table only) as a new session.
   absl::Status Reconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sends the bags' serialized queries in waves that fit the server's per-connection queue, and
-  // decodes the answers into `sums` (dim per bag).
-  absl::Status RunBags(const std::vector<std::vector<uint8_t>>& queries, std::vector<int64_t>& sums,
-                       CallStats& stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends one wave of serialized queries (at most the server's per-connection queue) by the
+  // deadline and decodes the answers into `sums` (dim per query).
+  absl::Status SendWave(const std::vector<std::vector<uint8_t>>& queries, absl::Time deadline,
+                        absl::Span<int64_t> sums) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const BagClientOptions options_;
   std::unique_ptr<Transport> transport_;
   BagTableInfo table_;

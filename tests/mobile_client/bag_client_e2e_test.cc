@@ -75,7 +75,8 @@ class BagClientTest : public ::testing::Test {
 };
 
 TEST_F(BagClientTest, PooledSumsEqualThePlaintextSumsExactly) {
-  auto server = testing::StartBagServer(path_);
+  // Three queries in flight per connection: a lookup of more bags goes in waves.
+  auto server = testing::StartBagServer(path_, {"--max_queued_ciphertexts_per_connection=3"});
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = BagClient::Connect(Options(**server));
   ASSERT_TRUE(client.ok()) << client.status();
@@ -126,9 +127,16 @@ TEST_F(BagClientTest, PooledSumsEqualThePlaintextSumsExactly) {
   for (size_t i = 0; i < weighted.size(); ++i) {
     EXPECT_EQ((*sum)[i], static_cast<float>(weighted[i] / 65536.0)) << i;
   }
+  // Seven bags: waves of 3, 3 and 1.
+  std::vector<uint64_t> seven;
+  for (uint64_t r = 0; r < 14; ++r) seven.push_back((r * 37) % kRows);
+  const std::vector<uint32_t> pairs(7, 2);
+  auto waves = (*client)->LookupPooledSums(seven, pairs, {});
+  ASSERT_TRUE(waves.ok()) << waves.status();
+  EXPECT_EQ(*waves, PlainSums(*table_, seven, pairs, {}));
   auto stats = (*client)->ServerStats();
   ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_EQ(stats->keys, 8u);  // queries answered: 4 + 2 + 2 bags
+  EXPECT_EQ(stats->keys, 15u);  // queries answered: 4 + 2 + 2 + 7 bags
   EXPECT_EQ(stats->errors, 0u);
 }
 
