@@ -1,7 +1,7 @@
 // veil::client::BagClient against a real bfv-bag server process on loopback: pooled sums equal the
 // plaintext sums exactly, bad arguments and unusable servers are clear errors, a client never
-// talks to a server of the other protocol, and the server's key memory bound is enforced (evicted
-// sessions upload their keys again).
+// talks to a server of the other protocol, the server's key memory bound is enforced (evicted
+// sessions upload their keys again), and a restarted server is a new session (same table only).
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -265,6 +265,41 @@ TEST_F(BagClientTest, TheKeyMemoryBoundEvictsIdleSessions) {
   }
   EXPECT_EQ((*a)->key_uploads(), 3u);
   EXPECT_EQ((*b)->key_uploads(), 2u);
+}
+
+TEST_F(BagClientTest, ARestartedServerIsANewSessionOnlyWithTheSameTable) {
+  auto other =
+      testing::WriteRandomTable("other.veil", embedding::RowFormat::kFixed32, kRows, kDim, 12);
+  ASSERT_TRUE(other.ok());
+  auto server = testing::StartBagServer(path_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  BagClientOptions options = Options(**server);
+  options.timeout = absl::Seconds(10);
+  auto client = BagClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const int port = (*server)->port();
+  auto restart = [&](const std::string& table) {
+    (*server)->Kill();
+    auto started = testing::StartBagServer(table, {absl::StrCat("--listen=127.0.0.1:", port)});
+    ASSERT_TRUE(started.ok()) << started.status();
+    *server = *std::move(started);
+  };
+  const std::vector<uint64_t> rows = {4, 9};
+  const std::vector<uint32_t> bag = {2};
+
+  restart(path_);
+  const absl::Status gone = (*client)->LookupPooledSums(rows, bag, {}).status();
+  EXPECT_TRUE(absl::IsUnavailable(gone)) << gone;          // finds the old connection gone
+  auto sums = (*client)->LookupPooledSums(rows, bag, {});  // a new session, keys uploaded again
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, PlainSums(*table_, rows, bag, {}));
+  EXPECT_EQ((*client)->key_uploads(), 2u);
+
+  restart(*other);
+  EXPECT_FALSE((*client)->LookupPooledSums(rows, bag, {}).ok());
+  const absl::Status refused = (*client)->LookupPooledSums(rows, bag, {}).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("came back serving another table"));
 }
 
 TEST_F(BagClientTest, ServesOverTls) {
