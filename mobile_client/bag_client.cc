@@ -187,9 +187,13 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
         " bytes; ", t.query_blocks, " ciphertexts per query, ", config.max_queued_ciphertexts,
         " allowed in flight)"));
   }
-  table_ = t;
-  table_.query_bytes = sizes.query_bytes;
-  table_.answer_bytes = sizes.answer_bytes;
+  if (he_ == nullptr) {
+    // Only at Connect: table() is read without the lock, and a reconnection must find the same
+    // table anyway (Reconnect checks).
+    table_ = t;
+    table_.query_bytes = sizes.query_bytes;
+    table_.answer_bytes = sizes.answer_bytes;
+  }
   max_chunk_bytes_ = config.max_chunk_bytes;
   max_queued_ciphertexts_ = config.max_queued_ciphertexts;
   ctx_ = *std::move(ctx);
