@@ -262,23 +262,40 @@ absl::Status DecodeRow(RowFormat format, int frac_bits, uint32_t dim,
   return absl::InternalError("unreachable: format checked above");
 }
 
-absl::Status DecodePooledFixed(int frac_bits, absl::Span<const uint32_t> words, double divisor,
-                               absl::Span<float> values) {
+namespace {
+
+// The body of both DecodePooledFixed: `as_integer` reads one entry as the integer sum it stands for.
+template <typename T, typename AsInteger>
+absl::Status DecodePooled(int frac_bits, absl::Span<const T> sums, double divisor,
+                          absl::Span<float> values, AsInteger as_integer) {
   if (absl::Status status = CheckFracBits(frac_bits); !status.ok()) return status;
-  if (words.size() != values.size()) {
+  if (sums.size() != values.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("words has ", words.size(), " entries, values has ", values.size()));
+        absl::StrCat("words has ", sums.size(), " entries, values has ", values.size()));
   }
   if (divisor == 0.0 || !std::isfinite(divisor)) {
     return absl::InvalidArgumentError(absl::StrCat("divisor ", divisor, " is zero or not finite"));
   }
-  for (size_t i = 0; i < words.size(); ++i) {
-    // The sum mod 2^32 read as two's complement is the true sum when that fits in int32; the
-    // scaling by 2^-frac_bits is exact in double.
-    const double sum = std::ldexp(static_cast<double>(static_cast<int32_t>(words[i])), -frac_bits);
+  for (size_t i = 0; i < sums.size(); ++i) {
+    // The scaling by 2^-frac_bits is exact in double.
+    const double sum = std::ldexp(static_cast<double>(as_integer(sums[i])), -frac_bits);
     values[i] = static_cast<float>(sum / divisor);
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DecodePooledFixed(int frac_bits, absl::Span<const uint32_t> words, double divisor,
+                               absl::Span<float> values) {
+  // The sum mod 2^32 read as two's complement is the true sum when that fits in int32.
+  return DecodePooled(frac_bits, words, divisor, values,
+                      [](uint32_t word) { return static_cast<int32_t>(word); });
+}
+
+absl::Status DecodePooledFixed(int frac_bits, absl::Span<const int64_t> sums, double divisor,
+                               absl::Span<float> values) {
+  return DecodePooled(frac_bits, sums, divisor, values, [](int64_t sum) { return sum; });
 }
 
 }  // namespace veil::embedding

@@ -85,6 +85,10 @@ absl::Status DecodeRow(RowFormat format, int frac_bits, uint32_t dim,
 // differ in size, or divisor is zero, NaN or infinite.
 absl::Status DecodePooledFixed(int frac_bits, absl::Span<const uint32_t> words, double divisor,
                                absl::Span<float> values);
+// The same for exact integer sums (a bfv-bag answer): value = sum / 2^frac_bits / divisor, the
+// float nearest to it for sums below 2^53 in magnitude.
+absl::Status DecodePooledFixed(int frac_bits, absl::Span<const int64_t> sums, double divisor,
+                               absl::Span<float> values);
 
 }  // namespace veil::embedding
 

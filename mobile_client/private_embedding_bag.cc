@@ -1,6 +1,7 @@
 #include "mobile_client/private_embedding_bag.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -144,6 +145,114 @@ torch::Tensor PrivateEmbeddingBagImpl::forward(const torch::Tensor& input,
       Fetch(absl::MakeConstSpan(flat.data_ptr<int64_t>(), static_cast<size_t>(flat.numel())));
   TORCH_CHECK(fetched.ok(), fetched.status().ToString());
   return Pool(*fetched, input, offsets, per_sample_weights);
+}
+
+}  // namespace veil::client
+
+namespace veil::client {
+namespace {
+
+// The bags of an EmbeddingBag call: where each starts in the flattened input, and where the last
+// ends. Throws c10::Error for shapes torch::nn::EmbeddingBag refuses.
+std::vector<int64_t> BagBounds(const torch::Tensor& input, const torch::Tensor& offsets,
+                               bool include_last_offset) {
+  std::vector<int64_t> bounds;
+  if (input.dim() == 2) {
+    TORCH_CHECK(!offsets.defined(), "PrivatePooledEmbeddingBag: 2-D input takes no offsets");
+    for (int64_t b = 0; b <= input.size(0); ++b) bounds.push_back(b * input.size(1));
+    return bounds;
+  }
+  TORCH_CHECK(input.dim() == 1 && offsets.defined() && offsets.dim() == 1,
+              "PrivatePooledEmbeddingBag: input is 2-D, or 1-D with 1-D offsets");
+  auto o = offsets.to(torch::kInt64).contiguous();
+  bounds.assign(o.data_ptr<int64_t>(), o.data_ptr<int64_t>() + o.numel());
+  if (!include_last_offset) bounds.push_back(input.numel());
+  TORCH_CHECK(bounds.size() >= 2 && bounds.front() == 0 && bounds.back() == input.numel(),
+              "PrivatePooledEmbeddingBag: offsets must start at 0 (and, with include_last_offset, "
+              "end at the input's length)");
+  for (size_t b = 1; b < bounds.size(); ++b) {
+    TORCH_CHECK(bounds[b - 1] <= bounds[b], "PrivatePooledEmbeddingBag: offsets must not decrease");
+  }
+  return bounds;
+}
+
+}  // namespace
+
+PrivatePooledEmbeddingBagImpl::PrivatePooledEmbeddingBagImpl(
+    const PrivatePooledEmbeddingBagOptions& options_, std::shared_ptr<BagClient> client)
+    : options(options_), client_(std::move(client)) {
+  TORCH_CHECK(client_, "PrivatePooledEmbeddingBag: needs a client");
+  TORCH_CHECK(!c10::get_if<torch::enumtype::kMax>(&options.mode()),
+              "PrivatePooledEmbeddingBag: the server pools by sum or mean, not max");
+  TORCH_CHECK(options.weight_frac_bits() >= 0 && options.weight_frac_bits() <= 30,
+              "PrivatePooledEmbeddingBag: weight_frac_bits must be in [0, 30]");
+  const BagTableInfo& t = client_->table();
+  TORCH_CHECK(t.rows == static_cast<uint64_t>(options.num_embeddings()) &&
+                  t.dim == static_cast<uint64_t>(options.embedding_dim()),
+              "PrivatePooledEmbeddingBag: ", options.num_embeddings(), " x ",
+              options.embedding_dim(), " embeddings, the server's table is ", t.rows, " x ", t.dim);
+}
+
+void PrivatePooledEmbeddingBagImpl::pretty_print(std::ostream& stream) const {
+  stream << "veil::client::PrivatePooledEmbeddingBag(num_embeddings=" << options.num_embeddings()
+         << ", embedding_dim=" << options.embedding_dim()
+         << ", mode=" << torch::enumtype::get_enum_name(options.mode()) << ", protocol=bfv-bag)";
+}
+
+torch::Tensor PrivatePooledEmbeddingBagImpl::forward(const torch::Tensor& input,
+                                                     const torch::Tensor& offsets,
+                                                     const torch::Tensor& per_sample_weights) {
+  const bool mean = c10::get_if<torch::enumtype::kMean>(&options.mode()) != nullptr;
+  const bool weighted = per_sample_weights.defined();
+  TORCH_CHECK(!weighted || !mean, "PrivatePooledEmbeddingBag: per_sample_weights need mode sum");
+  TORCH_CHECK(!weighted || per_sample_weights.sizes() == input.sizes(),
+              "PrivatePooledEmbeddingBag: per_sample_weights must have the input's shape");
+  const std::vector<int64_t> bounds = BagBounds(input, offsets, options.include_last_offset());
+  auto rows = input.to(torch::kInt64).contiguous().reshape(-1);
+  torch::Tensor w;
+  if (weighted) w = per_sample_weights.to(torch::kFloat64).contiguous().reshape(-1);
+  const int scale_bits = weighted ? options.weight_frac_bits() : 0;
+  std::vector<uint64_t> indices;
+  std::vector<uint32_t> bag_sizes;
+  std::vector<int64_t> weights;
+  for (size_t b = 0; b + 1 < bounds.size(); ++b) {
+    if (bounds[b] == bounds[b + 1]) {
+      // An empty bag pools to zeros; it is sent as row 0 with weight 0 so that the server cannot
+      // tell it from the others.
+      indices.push_back(0);
+      weights.push_back(0);
+      bag_sizes.push_back(1);
+      continue;
+    }
+    for (int64_t i = bounds[b]; i < bounds[b + 1]; ++i) {
+      const int64_t row = rows.data_ptr<int64_t>()[i];
+      TORCH_CHECK(row >= 0 && row < options.num_embeddings(), "PrivatePooledEmbeddingBag: row ",
+                  row, " outside [0, ", options.num_embeddings(), ")");
+      indices.push_back(static_cast<uint64_t>(row));
+      const double scaled = weighted ? std::ldexp(w.data_ptr<double>()[i], scale_bits) : 1.0;
+      TORCH_CHECK(std::isfinite(scaled) && std::fabs(scaled) < 0x1p62,
+                  "PrivatePooledEmbeddingBag: per-sample weight out of range");
+      weights.push_back(std::llround(scaled));
+    }
+    bag_sizes.push_back(static_cast<uint32_t>(bounds[b + 1] - bounds[b]));
+  }
+  auto sums = client_->LookupPooledSums(indices, bag_sizes, weights);
+  TORCH_CHECK(sums.ok(), "PrivatePooledEmbeddingBag: ", sums.status().ToString());
+  last_call_ = client_->last_call();
+  const int64_t dim = options.embedding_dim();
+  const int64_t bags = static_cast<int64_t>(bag_sizes.size());
+  torch::Tensor out = torch::empty({bags, dim}, torch::kFloat32);
+  float* values = out.data_ptr<float>();
+  const int frac_bits = client_->table().frac_bits + scale_bits;
+  for (int64_t b = 0; b < bags; ++b) {
+    // The scaling is exact in double; the division of a mean rounds once.
+    const double divisor = mean ? std::max<int64_t>(1, bounds[b + 1] - bounds[b]) : 1;
+    for (int64_t j = 0; j < dim; ++j) {
+      const double sum = std::ldexp(static_cast<double>((*sums)[b * dim + j]), -frac_bits);
+      values[b * dim + j] = static_cast<float>(sum / divisor);
+    }
+  }
+  return out;
 }
 
 }  // namespace veil::client

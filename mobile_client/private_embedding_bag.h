@@ -1,5 +1,6 @@
 // PrivateEmbeddingBag: torch::nn::EmbeddingBag whose rows are fetched privately from two veil
-// servers instead of being held locally: a thin torch module over Client::LookupLayout.
+// servers instead of being held locally: a thin torch module over Client::LookupLayout. Below it,
+// PrivatePooledEmbeddingBag pools through one bfv-bag server instead (BagClient).
 //
 // Each forward is one inference: the distinct rows of `input` are fetched with one layout lookup
 // (always exactly `rounds` keys for every bin of every table, dummies included, whatever is
@@ -26,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "embedding/layout.h"
+#include "mobile_client/bag_client.h"
 #include "mobile_client/client.h"
 #include "pir/batch/planner.h"
 
@@ -120,6 +122,53 @@ class PrivateEmbeddingBagImpl : public torch::nn::Cloneable<PrivateEmbeddingBagI
   CallStats last_call_;
 };
 TORCH_MODULE(PrivateEmbeddingBag);
+
+// PrivatePooledEmbeddingBag: torch::nn::EmbeddingBag in sum or mean mode whose bags are pooled by
+// ONE bfv-bag server (BagClient): each bag goes up as an encrypted weight vector over the whole
+// table and comes back as its encrypted pooled row, so the server learns nothing of the bags
+// (not even which are empty: an empty bag is sent as a bag of weight 0) and there are no missing
+// rows. The table must be fixed-point.
+//
+// Exactness: per_sample_weights (sum mode, as in torch) are rounded to multiples of
+// 2^-weight_frac_bits; the output is then the float nearest the exact pooled sum of the table's
+// fixed-point values with those weights (mean: divided by the bag's size), computed over
+// integers on the server.
+struct PrivatePooledEmbeddingBagOptions {
+  PrivatePooledEmbeddingBagOptions(int64_t num_embeddings, int64_t embedding_dim)
+      : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
+  TORCH_ARG(int64_t, num_embeddings);
+  TORCH_ARG(int64_t, embedding_dim);
+  TORCH_ARG(torch::nn::EmbeddingBagMode, mode) = torch::kMean;  // kSum or kMean
+  TORCH_ARG(bool, include_last_offset) = false;
+  TORCH_ARG(int, weight_frac_bits) = 16;
+};
+
+class PrivatePooledEmbeddingBagImpl : public torch::nn::Cloneable<PrivatePooledEmbeddingBagImpl> {
+ public:
+  // `client` must be connected to a bfv-bag server of a num_embeddings x embedding_dim table.
+  // Throws c10::Error if the shapes disagree, for mode kMax, or weight_frac_bits outside [0, 30].
+  PrivatePooledEmbeddingBagImpl(const PrivatePooledEmbeddingBagOptions& options,
+                                std::shared_ptr<BagClient> client);
+
+  void reset() override {}
+  void pretty_print(std::ostream& stream) const override;
+
+  // EmbeddingBag's call: `input` 1-D with `offsets` (bag starts), or 2-D [bags, n] without them;
+  // `per_sample_weights` like input, sum mode only. Returns [bags, dim] (float). Throws
+  // c10::Error with the client's error (a server down, weights too large for an exact sum).
+  torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& offsets = {},
+                        const torch::Tensor& per_sample_weights = {});
+
+  // The last forward's cost (bytes on the socket, query ciphertexts).
+  const CallStats& last_call() const { return last_call_; }
+
+  PrivatePooledEmbeddingBagOptions options;
+
+ private:
+  std::shared_ptr<BagClient> client_;
+  CallStats last_call_;
+};
+TORCH_MODULE(PrivatePooledEmbeddingBag);
 
 }  // namespace veil::client
 

@@ -1,4 +1,6 @@
-/* veil C ABI: private embedding lookups through two PIR servers, for apps that cannot link C++.
+/* veil C ABI: private embedding lookups through two PIR servers (veil_client, protocol dpf2), or
+ * private pooled lookups from one server (veil_bag_client, protocol bfv-bag), for apps that cannot
+ * link C++.
  *
  * C99. Handles are opaque; every buffer is owned by the caller and passed with its length in
  * elements; every function returns VEIL_OK (0) or a negative VEIL_ERR_* code and never lets a C++
@@ -176,6 +178,63 @@ const char* veil_last_error(void);
 
 /* A constant name for a return code: "OK", "INVALID_ARGUMENT", ... */
 const char* veil_status_name(int code);
+
+/* ---- Protocol bfv-bag: private pooled lookups from ONE server (BFV homomorphic encryption). ----
+ * The client encrypts each bag's weights over the whole table under its own key; the server
+ * returns the encrypted pooled row, which only the client can decrypt. The server learns nothing
+ * of the bag (rows, size or weights) and no second server is needed; each bag costs one query
+ * ciphertext per 8192 rows up (~174 KiB) and one ciphertext down (~348 KiB), and connecting
+ * uploads the session's Galois keys (megabytes; veil_bag_client_table_info). The sums are exact
+ * integers over the fixed-point rows. Errors and threading as for veil_client. */
+
+typedef struct veil_bag_client veil_bag_client;
+
+/* Zero it (memset) before setting fields: a zero field means its default. */
+typedef struct veil_bag_client_options {
+  const char* server;            /* "HOST:PORT" of the bfv-bag server */
+  uint32_t timeout_ms;           /* connecting (key upload included) and each lookup; 0: 30000 */
+  const char* tls_trusted_certs; /* as in veil_client_options; NULL: no TLS (loopback only) */
+  const char* tls_server_name;   /* the name the server's certificate must hold; NULL: its HOST */
+} veil_bag_client_options;
+
+typedef struct veil_bag_table_info {
+  uint64_t rows;
+  uint32_t dim;             /* values per pooled row */
+  int32_t frac_bits;        /* value = int32 / 2^frac_bits */
+  uint64_t epoch;
+  uint8_t digest[32];       /* BLAKE2b-256 of the table */
+  uint64_t query_bytes;     /* up, per bag */
+  uint64_t answer_bytes;    /* down, per bag */
+  uint64_t galois_key_bytes; /* up, once per session */
+} veil_bag_table_info;
+
+/* Connects, generates this session's keys and uploads the Galois keys. On success *out_client
+ * holds a new client (close it with veil_bag_client_close); on failure it is set to NULL.
+ * VEIL_ERR_FAILED_PRECONDITION for a server of another protocol (a dpf2 server: "speaks
+ * protocol") and the TLS failures of veil_client_connect; VEIL_ERR_RESOURCE_EXHAUSTED if the
+ * server's memory for keys is held by other sessions' keys in use. */
+int veil_bag_client_connect(const veil_bag_client_options* options, veil_bag_client** out_client);
+
+/* Closes the connection, wipes the secret key and frees the client. NULL is ignored. */
+void veil_bag_client_close(veil_bag_client* client);
+
+int veil_bag_client_table_info(const veil_bag_client* client, veil_bag_table_info* out_info);
+
+/* Pooled lookups: bag b is the next bag_sizes[b] entries of `indices` (the sizes add up to count;
+ * repeated rows add up); weights is NULL (all 1) or count int64 weights; mode is VEIL_POOL_SUM or
+ * VEIL_POOL_MEAN (divides by the bag's weight sum). out_len >= bag_count * dim floats.
+ * VEIL_ERR_INVALID_ARGUMENT also for weights too large for an exact sum. */
+int veil_bag_lookup_pooled(veil_bag_client* client, const uint64_t* indices, size_t count,
+                           const uint32_t* bag_sizes, size_t bag_count, const int64_t* weights,
+                           int mode, float* out, size_t out_len);
+
+/* The exact sums (fixed-point integers times weights): out_len >= bag_count * dim. */
+int veil_bag_lookup_pooled_sums(veil_bag_client* client, const uint64_t* indices, size_t count,
+                                const uint32_t* bag_sizes, size_t bag_count,
+                                const int64_t* weights, int64_t* out, size_t out_len);
+
+/* The cost of this client's last successful lookup (keys: query ciphertexts sent). */
+int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out_stats);
 
 #ifdef __cplusplus
 }

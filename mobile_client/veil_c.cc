@@ -1,5 +1,5 @@
-// The C ABI (veil.h) over veil::client::Client: converts arguments, catches everything, and keeps
-// the last error message per thread.
+// The C ABI (veil.h) over veil::client::Client and BagClient: converts arguments, catches
+// everything, and keeps the last error message per thread.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "mobile_client/bag_client.h"
 #include "mobile_client/client.h"
 #include "mobile_client/veil.h"
 
@@ -319,6 +320,133 @@ const char* veil_status_name(int code) {
     default:
       return "UNKNOWN_CODE";
   }
+}
+
+}  // extern "C"
+
+// ---- Protocol bfv-bag (veil_bag_client): over veil::client::BagClient. ----
+
+struct veil_bag_client {
+  std::unique_ptr<veil::client::BagClient> client;
+};
+
+namespace {
+
+// The body of veil_bag_lookup_pooled and veil_bag_lookup_pooled_sums: checks the arguments, runs
+// `lookup` (returning dim values per bag) and copies its result to out.
+template <typename T, typename Lookup>
+int BagLookup(veil_bag_client* client, const uint64_t* indices, size_t count,
+              const uint32_t* bag_sizes, size_t bag_count, const int64_t* weights, T* out,
+              size_t out_len, const char* element_name, Lookup lookup) {
+  return Guarded([&]() -> int {
+    if (client == nullptr || indices == nullptr || bag_sizes == nullptr || out == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  "client, indices, bag_sizes and out are required");
+    }
+    if (int rc = CheckOut(out_len, bag_count, client->client->table().dim, element_name);
+        rc != VEIL_OK) {
+      return rc;
+    }
+    auto values = lookup(
+        *client->client, absl::MakeConstSpan(indices, count),
+        absl::MakeConstSpan(bag_sizes, bag_count),
+        weights == nullptr ? absl::Span<const int64_t>() : absl::MakeConstSpan(weights, count));
+    if (!values.ok()) return Fail(values.status());
+    std::copy(values->begin(), values->end(), out);
+    return VEIL_OK;
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+int veil_bag_client_connect(const veil_bag_client_options* options, veil_bag_client** out_client) {
+  return Guarded([&]() -> int {
+    if (out_client == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "out_client is NULL");
+    }
+    *out_client = nullptr;
+    if (options == nullptr || options->server == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  "options and the server address are required");
+    }
+    veil::client::BagClientOptions o;
+    o.server = options->server;
+    if (options->timeout_ms != 0) o.timeout = absl::Milliseconds(options->timeout_ms);
+    if (options->tls_trusted_certs != nullptr) o.tls_trusted_certs = options->tls_trusted_certs;
+    if (options->tls_server_name != nullptr) o.tls_server_name = options->tls_server_name;
+    auto client = veil::client::BagClient::Connect(o);
+    if (!client.ok()) return Fail(client.status());
+    *out_client = new veil_bag_client{*std::move(client)};
+    return VEIL_OK;
+  });
+}
+
+void veil_bag_client_close(veil_bag_client* client) {
+  try {
+    delete client;
+  } catch (...) {
+    // Closing must not throw across the ABI.
+  }
+}
+
+int veil_bag_client_table_info(const veil_bag_client* client, veil_bag_table_info* out_info) {
+  return Guarded([&]() -> int {
+    if (client == nullptr || out_info == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "client and out_info are required");
+    }
+    const veil::client::BagTableInfo& t = client->client->table();
+    out_info->rows = t.rows;
+    out_info->dim = t.dim;
+    out_info->frac_bits = t.frac_bits;
+    out_info->epoch = t.epoch;
+    std::memcpy(out_info->digest, t.digest.data(), sizeof(out_info->digest));
+    out_info->query_bytes = t.query_bytes;
+    out_info->answer_bytes = t.answer_bytes;
+    out_info->galois_key_bytes = t.galois_key_bytes;
+    return VEIL_OK;
+  });
+}
+
+int veil_bag_lookup_pooled(veil_bag_client* client, const uint64_t* indices, size_t count,
+                           const uint32_t* bag_sizes, size_t bag_count, const int64_t* weights,
+                           int mode, float* out, size_t out_len) {
+  if (mode != VEIL_POOL_SUM && mode != VEIL_POOL_MEAN) {
+    return Guarded([mode] {
+      return Fail(absl::StatusCode::kInvalidArgument, absl::StrCat("unknown pooling mode ", mode));
+    });
+  }
+  const auto pooling =
+      mode == VEIL_POOL_SUM ? veil::client::PoolingMode::kSum : veil::client::PoolingMode::kMean;
+  return BagLookup(client, indices, count, bag_sizes, bag_count, weights, out, out_len, "floats",
+                   [pooling](veil::client::BagClient& c, auto i, auto b, auto w) {
+                     return c.LookupPooled(i, b, w, pooling);
+                   });
+}
+
+int veil_bag_lookup_pooled_sums(veil_bag_client* client, const uint64_t* indices, size_t count,
+                                const uint32_t* bag_sizes, size_t bag_count, const int64_t* weights,
+                                int64_t* out, size_t out_len) {
+  return BagLookup(client, indices, count, bag_sizes, bag_count, weights, out, out_len, "sums",
+                   [](veil::client::BagClient& c, auto i, auto b, auto w) {
+                     return c.LookupPooledSums(i, b, w);
+                   });
+}
+
+int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out_stats) {
+  return Guarded([&]() -> int {
+    if (client == nullptr || out_stats == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "client and out_stats are required");
+    }
+    const veil::client::CallStats s = client->client->last_call();
+    out_stats->bytes_up = s.bytes_up;
+    out_stats->bytes_down = s.bytes_down;
+    out_stats->latency_ms = s.latency_ms;
+    out_stats->lookups = s.lookups;
+    out_stats->keys = s.keys;
+    return VEIL_OK;
+  });
 }
 
 }  // extern "C"

@@ -13,6 +13,11 @@
 # and one key reveals nothing about the row it selects. The client talks to both parties and adds
 # (or XORs) their shares; see DESIGN.md.
 #
+# Protocol "bfv-bag" (BagServer): one server; the client sends its bag's weights encrypted under
+# its own BFV key (pir/he/bag.h) and gets back Enc(T^T w), the pooled row, which only it can
+# decrypt. The server needs the client's Galois keys (public key material, ~8-25 MB at N = 8192),
+# uploaded once per connection in chunks and held within a server-wide memory bound.
+#
 # Errors: a refused call fails with a Cap'n Proto exception whose reason starts with the absl
 # status code name, e.g. "INVALID_ARGUMENT: key 3 is for party 1 but this server is party 0"
 # (rpc/status.h). Calls over Limits get such a reply; messages far beyond them close the
@@ -105,4 +110,45 @@ interface PirServer extends(VeilServer) {
   # mod 2^32 and returned as one share of rowWords words, so the download shrinks by the bag size.
   # The weights live inside the keys (the DPF's beta), hidden from the server. Additive keys only.
   # `ranges` as in `answer`.
+}
+
+struct BagLimits {
+  # Protocol "bfv-bag": checked by the server before any work.
+  maxMessageBytes @0 :UInt64;           # size of one call's parameters (a query, a key chunk)
+  maxQueuedCiphertexts @1 :UInt32;      # query ciphertexts waiting, all connections together
+  maxQueuedCiphertextsPerConnection @2 :UInt32;
+  maxGaloisKeyBytes @3 :UInt64;         # memory the server gives all sessions' Galois keys
+}
+
+struct BagConfig {
+  # Protocol "bfv-bag": the table and the parameters a client encrypts for.
+  table @0 :TableId;
+  rows @1 :UInt64;
+  dim @2 :UInt32;
+  fracBits @3 :UInt8;            # fixed-point rows: value = int32 / 2^fracBits
+  logN @4 :UInt8;                # BFV ring degree 2^logN: the parameters are he::BagParams(logN)
+  tableInfo @5 :Data;            # he::SerializeBagTableInfo: parameter id, shape, max |T|
+  queryBlocks @6 :UInt32;        # ciphertexts in one query (one per block of 2^logN rows)
+  galoisKeyBytes @7 :UInt64;     # exact size of the serialized Galois keys (he::SerializeGaloisKeys)
+  maxChunkBytes @8 :UInt64;      # key bytes accepted in one uploadGaloisKeys call
+  limits @9 :BagLimits;
+  backend @10 :Text;             # "cpu", for diagnostics only
+}
+
+interface BagServer extends(VeilServer) {
+  # Protocol "bfv-bag".
+  config @0 () -> (config :BagConfig);
+
+  uploadGaloisKeys @1 (offset :UInt64, chunk :Data) -> (receivedBytes :UInt64, installed :Bool);
+  # The session's Galois keys (exactly config.galoisKeyBytes bytes) in consecutive chunks of at most
+  # maxChunkBytes: each chunk starts where the previous one ended (offset 0 starts over, dropping
+  # this connection's keys). The call of the last chunk returns once the keys are validated
+  # (parameter id, sizes, every residue, exactly the rotations the table needs) and installed.
+  # The keys belong to this connection and go with it. RESOURCE_EXHAUSTED if the server's key
+  # memory (maxGaloisKeyBytes) is held by keys in use.
+
+  answer @2 (query :Data) -> (answer :Data, table :TableId);
+  # `query`: he::SerializeBagQuery (queryBlocks ciphertexts of the client's weights); `answer`:
+  # he::SerializeCiphertext of Enc(T^T w). FAILED_PRECONDITION before the keys are installed;
+  # ABORTED if they were evicted to make room for another session's (upload them again).
 }

@@ -34,7 +34,6 @@ class Dpf2Service final : public ServiceBase<rpc::PirServer> {
   kj::Promise<void> answerPooled(AnswerPooledContext context) override;
 
  private:
-  void FillTableId(rpc::TableId::Builder table_id) const;
   // Queues this connection's keys (with their row ranges, or none for the whole table), within
   // max_queued_keys_per_connection.
   kj::Promise<absl::StatusOr<KeyBatcher::Shares>> Submit(std::vector<dpf::DpfKey> keys,
@@ -63,16 +62,10 @@ kj::Promise<absl::StatusOr<KeyBatcher::Shares>> Dpf2Service::Submit(
   }));
 }
 
-void Dpf2Service::FillTableId(rpc::TableId::Builder table_id) const {
-  embedding::TableDigestBytes digest = table_.digest();
-  table_id.setDigest(capnp::Data::Reader(digest.data(), digest.size()));
-  table_id.setEpoch(table_.epoch());
-}
-
 kj::Promise<void> Dpf2Service::config(ConfigContext context) {
   rpc::Config::Builder config = context.getResults().initConfig();
   config.setParty(static_cast<uint8_t>(party_));
-  FillTableId(config.initTable());
+  FillTableId(table_, config.initTable());
   config.setRows(table_.rows());
   config.setRowWords(table_.row_words());
   config.setDim(table_.dim());
@@ -114,7 +107,7 @@ kj::Promise<void> Dpf2Service::answer(AnswerContext context) {
             capnp::MessageSize{shares->size() / 2 + 16 + embedding::kTableDigestBytes / 8, 0});
         auto list = results.initShares(shares->size());
         for (size_t i = 0; i < shares->size(); ++i) list.set(i, (*shares)[i]);
-        FillTableId(results.initTable());
+        FillTableId(table_, results.initTable());
         stats_.RecordCall(key_count, absl::Now() - arrival);
       });
 }
@@ -143,7 +136,7 @@ kj::Promise<void> Dpf2Service::answerPooled(AnswerPooledContext context) {
         batch::SumBags(*shares, bag_sizes, row_words, absl::MakeSpan(sums));
         auto list = results.initShares(sums.size());
         for (size_t i = 0; i < sums.size(); ++i) list.set(i, sums[i]);
-        FillTableId(results.initTable());
+        FillTableId(table_, results.initTable());
         stats_.RecordCall(key_count, absl::Now() - arrival);
       });
 }

@@ -29,6 +29,16 @@ struct ServerLimits {
   // silent or plaintext peers do not hold a connection slot (they count in max_connections).
   absl::Duration tls_handshake_timeout = absl::Seconds(10);
 
+  // Protocol bfv-bag. A query ciphertext holds 512 KiB once parsed at N = 8192 (2 x 4 x 8192
+  // residues) and costs a whole matrix-vector product, so its queue is bounded in ciphertexts:
+  // across all connections, and per connection.
+  uint32_t max_queued_ciphertexts = 64;
+  uint32_t max_queued_ciphertexts_per_connection = 8;
+  // Memory given to all sessions' Galois keys together (parsed keys, and uploads with their
+  // parsed size reserved): one session's keys take 3 x their ~8-25 MB of wire bytes at N = 8192.
+  // Idle sessions' keys are evicted, least recently used first, to make room; keys in use never.
+  uint64_t max_galois_key_bytes = uint64_t{2} << 30;
+
   // Any incoming RPC message larger than this closes its connection (capnp's
   // ReaderOptions::traversalLimitInWords, checked before the message is buffered). It sits above
   // max_message_bytes so that merely oversized calls still get a readable error reply.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/bfv_bag.h"
 #include "server/dpf2.h"
 #include "server/log.h"
 
@@ -19,6 +20,7 @@ struct Entry {
 
 constexpr Entry kProtocols[] = {
     {"dpf2", CreateDpf2Protocol},
+    {"bfv-bag", CreateBfvBagProtocol},
 };
 
 // Rejected calls are logged, but a flood of bad calls must not flood the log: the first 100, then
@@ -41,6 +43,12 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateProtocol(absl::string_view name,
   return absl::InvalidArgumentError(absl::StrCat("unknown protocol \"", name,
                                                  "\"; this server speaks ",
                                                  absl::StrJoin(ProtocolNames(), ", ")));
+}
+
+void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id) {
+  embedding::TableDigestBytes digest = table.digest();
+  table_id.setDigest(capnp::Data::Reader(digest.data(), digest.size()));
+  table_id.setEpoch(table.epoch());
 }
 
 void RejectCall(ServerStats& stats, const absl::Status& status, absl::string_view call) {

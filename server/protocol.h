@@ -52,6 +52,9 @@ std::vector<std::string> ProtocolNames();
 absl::StatusOr<std::unique_ptr<Protocol>> CreateProtocol(absl::string_view name,
                                                          const ProtocolEnv& env);
 
+// The digest and epoch of `table`, as every protocol's answers carry them.
+void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id);
+
 // Counts and logs (throttled) a rejected call, then throws its error reply.
 [[noreturn]] void RejectCall(ServerStats& stats, const absl::Status& status,
                              absl::string_view call);

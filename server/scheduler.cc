@@ -10,9 +10,11 @@
 
 namespace veil::server {
 
-BatchScheduler::BatchScheduler(PassFn pass, const ServerLimits& limits, ServerStats& stats)
+BatchScheduler::BatchScheduler(PassFn pass, const ServerLimits& limits, ServerStats& stats,
+                               const char* unit)
     : pass_(std::move(pass)),
       limits_(limits),
+      unit_(unit),
       stats_(stats),
       loop_executor_(kj::getCurrentThreadExecutor()),
       worker_([this] { WorkerLoop(); }) {}
@@ -32,7 +34,7 @@ kj::Promise<absl::StatusOr<std::unique_ptr<BatchItem>>> BatchScheduler::SubmitIt
   const size_t cost = item->cost();
   if (queued_cost_ + cost > limits_.max_queued_keys) {
     return Result(absl::ResourceExhaustedError(
-        absl::StrCat("server busy: ", queued_cost_, " keys already queued (limit ",
+        absl::StrCat("server busy: ", queued_cost_, " ", unit_, " already queued (limit ",
                      limits_.max_queued_keys, "); retry later")));
   }
   auto paf = kj::newPromiseAndFulfiller<Result>();

@@ -44,8 +44,9 @@ class BatchScheduler {
   using PassFn = std::function<std::vector<absl::Status>(absl::Span<BatchItem* const> batch)>;
 
   // Must be created on the thread running the kj event loop that will call Submit(); `stats` must
-  // outlive the scheduler.
-  BatchScheduler(PassFn pass, const ServerLimits& limits, ServerStats& stats);
+  // outlive the scheduler. `unit` names what BatchItem::cost counts, in errors ("keys").
+  BatchScheduler(PassFn pass, const ServerLimits& limits, ServerStats& stats,
+                 const char* unit = "keys");
   // Stop() must have returned: the worker delivers through the event loop, so joining it without
   // turning the loop could deadlock.
   ~BatchScheduler();
@@ -87,6 +88,7 @@ class BatchScheduler {
 
   const PassFn pass_;
   const ServerLimits limits_;
+  const char* const unit_;
   ServerStats& stats_;
   const kj::Executor& loop_executor_;
 

@@ -14,6 +14,7 @@ namespace veil::server {
 struct ServerOptions {
   std::string protocol = "dpf2";  // what the server speaks (server/protocol.h)
   int party = -1;                 // dpf2: 0 or 1
+  int bfv_log_n = 13;             // bfv-bag: ring degree 2^13 or 2^14 (he::BagParams)
   std::string table_path;
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free one
   std::string backend = "auto";        // cpu | gpu | auto

@@ -1,9 +1,10 @@
-// veil-server: one veil server process, speaking one protocol (--protocol; dpf2: one party of the
-// two-server PIR service).
-//   veil-server [--protocol=dpf2] --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto
-//   --threads=1
+// veil-server: one party of the two-server PIR service (--protocol=dpf2), or a single bfv-bag
+// server.
+//   veil-server --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto --threads=1
 //               [--tls-cert=server.pem --tls-key=server.key | --insecure-plaintext]
+//   veil-server --protocol=bfv-bag --table=fixed.veil [--bfv-log-n=13]
 // Prints the bound port on stdout; logs on stderr; stops cleanly on SIGTERM / SIGINT.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -14,8 +15,17 @@
 #include "tools/flags.h"
 
 ABSL_FLAG(std::string, protocol, "dpf2",
-          "what the server speaks: dpf2 (one party of two-server DPF-PIR; needs --party)");
+          "what this server speaks: dpf2 (one of two non-colluding servers) or bfv-bag (a single "
+          "server answering encrypted pooled lookups)");
 ABSL_FLAG(int, party, -1, "dpf2: which key shares this server answers, 0 or 1");
+ABSL_FLAG(int, bfv_log_n, 13, "bfv-bag: the BFV ring degree 2^N, 13 or 14");
+ABSL_FLAG(int, max_queued_ciphertexts, 64,
+          "bfv-bag: query ciphertexts waiting for the worker before calls are refused");
+ABSL_FLAG(int, max_queued_ciphertexts_per_connection, 8,
+          "bfv-bag: query ciphertexts one connection may have waiting");
+ABSL_FLAG(int64_t, max_galois_key_bytes, int64_t{2} << 30,
+          "bfv-bag: memory for all sessions' Galois keys; idle sessions' keys are evicted (least "
+          "recently used first) to make room");
 ABSL_FLAG(std::string, table, "", "table file (veil table build)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "HOST:PORT to listen on; port 0 picks a free port");
 ABSL_FLAG(std::string, backend, "auto", "cpu, gpu, or auto (gpu when built and present)");
@@ -45,9 +55,15 @@ namespace {
 
 constexpr char kUsage[] =
     "veil-server [--protocol=dpf2] --party=0|1 --table=FILE [--listen=HOST:PORT] "
-    "[--backend=cpu|gpu|auto] "
-    "[--threads=N] [--gpus=all|0,1,...] [--tls-cert=PEM_FILE --tls-key=PEM_FILE | "
-    "--insecure-plaintext]\n"
+    "[--backend=cpu|gpu|auto] [--threads=N] [--gpus=all|0,1,...] [--tls-cert=PEM_FILE "
+    "--tls-key=PEM_FILE | --insecure-plaintext]\n"
+    "veil-server --protocol=bfv-bag --table=FIXED_POINT_FILE [--bfv-log-n=13|14] "
+    "[--max-galois-key-bytes=N] [--listen, --threads, TLS as above]\n"
+    "\n"
+    "Protocols: dpf2 is one of two non-colluding servers (the client adds their answers); bfv-bag "
+    "is a single server that answers EmbeddingBag lookups whose weights it receives encrypted "
+    "under the client's BFV key (it learns nothing of the bag; it needs each client's Galois "
+    "keys, uploaded once per connection).\n"
     "\n"
     "Transport: with --tls-cert and --tls-key every connection is TLS (1.2 or newer; 1.3 with "
     "OpenSSL 3 clients) and clients authenticate the server by its certificate (veil tls-cert "
@@ -71,6 +87,9 @@ int main(int argc, char** argv) {
                   absl::GetFlag(FLAGS_max_queued_keys_per_connection)},
         std::pair{"max_batch", absl::GetFlag(FLAGS_max_batch)},
         std::pair{"max_connections", absl::GetFlag(FLAGS_max_connections)},
+        std::pair{"max_queued_ciphertexts", absl::GetFlag(FLAGS_max_queued_ciphertexts)},
+        std::pair{"max_queued_ciphertexts_per_connection",
+                  absl::GetFlag(FLAGS_max_queued_ciphertexts_per_connection)},
         std::pair{"tls_handshake_timeout_ms", absl::GetFlag(FLAGS_tls_handshake_timeout_ms)}}) {
     if (value < 1) {
       std::fprintf(stderr, "veil-server: --%s must be positive\n", name);
@@ -86,6 +105,7 @@ int main(int argc, char** argv) {
   veil::server::ServerOptions options;
   options.protocol = absl::GetFlag(FLAGS_protocol);
   options.party = absl::GetFlag(FLAGS_party);
+  options.bfv_log_n = absl::GetFlag(FLAGS_bfv_log_n);
   options.table_path = absl::GetFlag(FLAGS_table);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.backend = absl::GetFlag(FLAGS_backend);
@@ -104,6 +124,12 @@ int main(int argc, char** argv) {
   limits.max_wait = absl::Microseconds(absl::GetFlag(FLAGS_max_wait_us));
   limits.max_connections = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_connections));
   limits.tls_handshake_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_tls_handshake_timeout_ms));
+  limits.max_queued_ciphertexts =
+      static_cast<uint32_t>(absl::GetFlag(FLAGS_max_queued_ciphertexts));
+  limits.max_queued_ciphertexts_per_connection =
+      static_cast<uint32_t>(absl::GetFlag(FLAGS_max_queued_ciphertexts_per_connection));
+  limits.max_galois_key_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_galois_key_bytes)));
   absl::Status status = veil::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "veil-server: %s\n", status.ToString().c_str());

@@ -38,12 +38,13 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const ServerProcessOptions& options) {
   std::vector<std::string> args = {
       options.binary,
-      absl::StrCat("--party=", options.party),
+      absl::StrCat("--protocol=", options.protocol),
       absl::StrCat("--table=", options.table_path),
       absl::StrCat("--listen=", options.listen),
       absl::StrCat("--backend=", options.backend),
       absl::StrCat("--threads=", options.threads),
   };
+  if (options.protocol == "dpf2") args.push_back(absl::StrCat("--party=", options.party));
   if (!options.tls_cert_path.empty() || !options.tls_key_path.empty()) {
     args.push_back(absl::StrCat("--tls-cert=", options.tls_cert_path));
     args.push_back(absl::StrCat("--tls-key=", options.tls_key_path));
@@ -108,8 +109,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     int status = process->WaitFor(absl::Milliseconds(200));
     std::string why = status == -1 ? "did not print its port in time" : DescribeWaitStatus(status);
     if (status == -1) process->Kill();
-    return absl::UnavailableError(
-        absl::StrCat("veil-server (", options.binary, ", party ", options.party, ") ", why));
+    return absl::UnavailableError(absl::StrCat(
+        "veil-server (", options.binary, ", ", options.protocol,
+        options.protocol == "dpf2" ? absl::StrCat(" party ", options.party) : "", ") ", why));
   }
   process->port_ = port;
   return process;

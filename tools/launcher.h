@@ -1,5 +1,6 @@
-// Runs veil-server as a child process: used by the end-to-end tests, the e2e benchmark and the
-// demo, which all need two real servers on loopback. Not part of a deployment (use a supervisor).
+// Runs veil-server as a child process: used by the end-to-end tests, the e2e benchmarks and the
+// demo, which need real servers on loopback (two dpf2 parties, or one bfv-bag server). Not part of
+// a deployment (use a supervisor).
 #ifndef VEIL_TOOLS_LAUNCHER_H_
 #define VEIL_TOOLS_LAUNCHER_H_
 
@@ -18,8 +19,9 @@ namespace veil::tools {
 std::string ServerBinaryNextToSelf();
 
 struct ServerProcessOptions {
-  std::string binary;  // path of veil-server
-  int party = 0;
+  std::string binary;             // path of veil-server
+  std::string protocol = "dpf2";  // --protocol
+  int party = 0;                  // dpf2 only
   std::string table_path;
   std::string backend = "cpu";
   int threads = 1;

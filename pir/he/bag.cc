@@ -157,14 +157,16 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Create(std::shared_ptr<con
   return std::unique_ptr<BagClient>(new BagClient(std::move(ctx), info, *plan));
 }
 
-BagSizes BagClient::Sizes() const {
+BagSizes SizesOf(const BfvContext& ctx, const MatVecPlan& plan) {
   BagSizes s;
-  s.query_bytes = 8 + plan_.blocks() * (4 + CiphertextBytes(*ctx_, 2, true));
-  s.answer_bytes = CiphertextBytes(*ctx_, 2, false);
-  s.galois_keys = plan_.RotationSteps().size();
-  s.galois_key_bytes = kHeHeaderBytes + 4 + s.galois_keys * GaloisKeyBytes(*ctx_);
+  s.query_bytes = 8 + plan.blocks() * (4 + CiphertextBytes(ctx, 2, true));
+  s.answer_bytes = CiphertextBytes(ctx, 2, false);
+  s.galois_keys = plan.RotationSteps().size();
+  s.galois_key_bytes = kHeHeaderBytes + 4 + s.galois_keys * GaloisKeyBytes(ctx);
   return s;
 }
+
+BagSizes BagClient::Sizes() const { return SizesOf(*ctx_, plan_); }
 
 absl::StatusOr<GaloisKeys> BagClient::MakeGaloisKeys() const {
   return GenerateGaloisKeys(*ctx_, sk_, plan_.GaloisElements());

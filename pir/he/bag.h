@@ -78,6 +78,10 @@ struct BagSizes {
   size_t galois_key_bytes = 0;  // up, once per session
 };
 
+// The sizes of a session with a table of `plan`'s shape (what BagClient::Sizes reports; the
+// server checks uploads against them).
+BagSizes SizesOf(const BfvContext& ctx, const MatVecPlan& plan);
+
 class BagServer {
  public:
   // table: rows x dim values, row-major. Returns INVALID_ARGUMENT if the shape is empty, does not

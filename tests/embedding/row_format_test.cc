@@ -361,6 +361,27 @@ TEST(PooledFixedTest, RejectsBadArguments) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(PooledFixedTest, ExactSumsBeyondInt32) {
+  // bfv-bag returns exact int64 sums; the same values reduced mod 2^32 agree where they fit.
+  const std::vector<int64_t> sums = {0, -1, (int64_t{1} << 40) + 3, -(int64_t{5} << 33), 123456789};
+  std::vector<float> values(sums.size()), mean(sums.size());
+  ASSERT_TRUE(DecodePooledFixed(16, sums, 1.0, absl::MakeSpan(values)).ok());
+  ASSERT_TRUE(DecodePooledFixed(16, sums, 4.0, absl::MakeSpan(mean)).ok());
+  for (size_t i = 0; i < sums.size(); ++i) {
+    const double exact = std::ldexp(static_cast<double>(sums[i]), -16);
+    EXPECT_EQ(values[i], static_cast<float>(exact)) << i;
+    EXPECT_EQ(mean[i], static_cast<float>(exact / 4)) << i;
+  }
+  const std::vector<uint32_t> words = {0, 0xffffffffu, 3, 0, 123456789};
+  std::vector<float> from_words(words.size());
+  ASSERT_TRUE(DecodePooledFixed(16, words, 1.0, absl::MakeSpan(from_words)).ok());
+  for (size_t i : {0, 1, 4}) EXPECT_EQ(from_words[i], values[i]) << i;
+  EXPECT_EQ(DecodePooledFixed(16, sums, 0.0, absl::MakeSpan(values)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodePooledFixed(-1, sums, 1.0, absl::MakeSpan(values)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(RowCodecTest, RejectsBadShapes) {
   const std::vector<float> values(5, 1.0f);
   std::vector<uint32_t> words(8);

@@ -1,4 +1,5 @@
-// Starts two servers on a known fixed-point table and runs the C checks of c_abi_test.c.
+// Starts servers (two dpf2, one bfv-bag) on a known fixed-point table and runs the C checks of
+// c_abi_test.c.
 #include <algorithm>
 #include <vector>
 
@@ -13,6 +14,8 @@ extern "C" int veil_c_abi_checks(const char* server0, const char* server1, uint6
 extern "C" int veil_c_abi_tls_checks(const char* server0, const char* server1,
                                      const char* trusted_certs, const char* other_certs,
                                      uint64_t rows, uint32_t dim);
+extern "C" int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64_t rows,
+                                     uint32_t dim);
 
 extern "C" int veil_c_abi_layout_checks(const char* server0, const char* server1,
                                         const char* layout_path, const char* not_a_layout,
@@ -103,6 +106,14 @@ TEST(CAbiTest, CProgramDoesLayoutLookups) {
   EXPECT_EQ(veil_c_abi_layout_checks(servers->address(0).c_str(), servers->address(1).c_str(),
                                      layout_path.c_str(), table.c_str(), wanted.data(),
                                      wanted.size(), expected.data(), expected_missing.data()),
+TEST(CAbiTest, CProgramUsesABagServer) {
+  const std::string path = WriteKnownTable();
+  auto bag_server = testing::StartBagServer(path);
+  ASSERT_TRUE(bag_server.ok()) << bag_server.status();
+  auto dpf_servers = testing::StartTwoServers(path, path);
+  ASSERT_TRUE(dpf_servers.ok()) << dpf_servers.status();
+  EXPECT_EQ(veil_c_abi_bag_checks((*bag_server)->address().c_str(), dpf_servers->address(0).c_str(),
+                                  kRows, kDim),
             0);
 }
 

@@ -10,6 +10,8 @@
 int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows, uint32_t dim);
 int veil_c_abi_tls_checks(const char* server0, const char* server1, const char* trusted_certs,
                           const char* other_certs, uint64_t rows, uint32_t dim);
+int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64_t rows,
+                          uint32_t dim);
 
 #define CHECK(cond)                                                                   \
   do {                                                                                \
@@ -316,5 +318,83 @@ int veil_c_abi_layout_checks(const char* server0, const char* server1, const cha
   veil_client_close(client);
   veil_layout_close(layout);
   veil_layout_close(NULL);
+/* A bfv-bag server (bag_server) and a dpf2 server (dpf_server) of the same table. */
+int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64_t rows,
+                          uint32_t dim) {
+  veil_bag_client* client = (veil_bag_client*)&client; /* must be reset to NULL on failure */
+  veil_bag_client_options options;
+  veil_bag_table_info info;
+  veil_call_stats stats;
+  /* Bags {0, rows - 1, 0} (a repeated row) and {5}. */
+  uint64_t indices[4] = {0, 0, 0, 5};
+  uint32_t bag_sizes[2] = {3, 1};
+  int64_t weights[4] = {2, -1, 3, 7};
+  int64_t sums[2 * 16];
+  float values[2 * 16];
+  uint32_t j;
+
+  CHECK(dim <= 16);
+  indices[1] = rows - 1;
+  memset(&options, 0, sizeof(options));
+  CHECK(veil_bag_client_connect(NULL, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(client == NULL);
+  CHECK(veil_bag_client_connect(&options, NULL) == VEIL_ERR_INVALID_ARGUMENT);
+
+  /* A dpf2 server is refused with a clear message. */
+  options.server = dpf_server;
+  client = (veil_bag_client*)&client;
+  CHECK(veil_bag_client_connect(&options, &client) == VEIL_ERR_FAILED_PRECONDITION);
+  CHECK(client == NULL);
+  CHECK(strstr(veil_last_error(), "speaks protocol \"dpf2\"") != NULL);
+
+  options.server = bag_server;
+  CHECK(veil_bag_client_connect(&options, &client) == VEIL_OK);
+  CHECK(client != NULL);
+  CHECK(veil_bag_client_table_info(client, &info) == VEIL_OK);
+  CHECK(info.rows == rows && info.dim == dim && info.frac_bits == 16);
+  CHECK(info.galois_key_bytes > 1000000 && info.query_bytes > 0 && info.answer_bytes > 0);
+
+  /* Exact sums: row r, column j holds (7r + j) * 2^14 as an integer. */
+  CHECK(veil_bag_lookup_pooled_sums(client, indices, 4, bag_sizes, 2, weights, sums, 2 * dim) ==
+        VEIL_OK);
+  CHECK(strcmp(veil_last_error(), "") == 0);
+  for (j = 0; j < dim; ++j) {
+    CHECK(sums[j] == (int64_t)(5 * j - (7 * (rows - 1) + j)) * 16384);
+    CHECK(sums[dim + j] == (int64_t)(7 * (7 * 5 + j)) * 16384);
+  }
+  CHECK(veil_bag_last_call_stats(client, &stats) == VEIL_OK);
+  CHECK(stats.lookups == 2 && stats.keys == 2);
+  CHECK(stats.bytes_up >= 2 * info.query_bytes && stats.bytes_down >= 2 * info.answer_bytes);
+
+  CHECK(veil_bag_lookup_pooled(client, indices, 4, bag_sizes, 2, NULL, VEIL_POOL_SUM, values,
+                               2 * dim) == VEIL_OK);
+  for (j = 0; j < dim; ++j) {
+    CHECK(values[j] == 2 * expected_value(0, j) + expected_value(rows - 1, j));
+    CHECK(values[dim + j] == expected_value(5, j));
+  }
+  CHECK(veil_bag_lookup_pooled(client, indices, 4, bag_sizes, 2, NULL, VEIL_POOL_MEAN, values,
+                               2 * dim) == VEIL_OK);
+  for (j = 0; j < dim; ++j) {
+    CHECK(values[j] == (2 * expected_value(0, j) + expected_value(rows - 1, j)) / 3);
+  }
+
+  /* Bad calls: an error code and a message, and the client keeps working. */
+  CHECK(veil_bag_lookup_pooled(client, indices, 4, bag_sizes, 2, NULL, 7, values, 2 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "unknown pooling mode 7") != NULL);
+  CHECK(veil_bag_lookup_pooled_sums(client, indices, 4, bag_sizes, 2, weights, sums, dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "output buffer holds") != NULL);
+  indices[3] = rows;
+  CHECK(veil_bag_lookup_pooled_sums(client, indices, 4, bag_sizes, 2, weights, sums, 2 * dim) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "outside the table") != NULL);
+  indices[3] = 5;
+  CHECK(veil_bag_lookup_pooled_sums(client, indices, 4, bag_sizes, 2, weights, sums, 2 * dim) ==
+        VEIL_OK);
+  CHECK(sums[dim] == (int64_t)(7 * 35) * 16384);
+
+  veil_bag_client_close(client);
+  veil_bag_client_close(NULL);
   return 0;
 }

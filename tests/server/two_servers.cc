@@ -58,4 +58,20 @@ absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std:
   return servers;
 }
 
+absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartBagServer(
+    const std::string& table, const std::vector<std::string>& extra_args,
+    const tools::CertificateFiles* tls, const std::string& log_path) {
+  tools::ServerProcessOptions options;
+  options.binary = VEIL_SERVER_BINARY;
+  options.protocol = "bfv-bag";
+  options.table_path = table;
+  options.extra_args = extra_args;
+  options.log_path = log_path;
+  if (tls != nullptr) {
+    options.tls_cert_path = tls->cert_path;
+    options.tls_key_path = tls->key_path;
+  }
+  return tools::ServerProcess::Start(options);
+}
+
 }  // namespace veil::testing

@@ -1,6 +1,6 @@
-// Test fixtures for the end-to-end tests: random table files, self-signed certificates, and two
-// real veil-server processes on loopback (port 0, plaintext or TLS), found through the build's
-// VEIL_SERVER_BINARY path.
+// Test fixtures for the end-to-end tests: random table files, self-signed certificates, and real
+// veil-server processes on loopback (two dpf2 parties or one bfv-bag server; port 0, plaintext or
+// TLS), found through the build's VEIL_SERVER_BINARY path.
 #ifndef VEIL_TESTS_SERVER_TWO_SERVERS_H_
 #define VEIL_TESTS_SERVER_TWO_SERVERS_H_
 
@@ -39,6 +39,12 @@ struct TwoServers {
 absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std::string& table1,
                                            const std::vector<std::string>& extra_args = {},
                                            const tools::CertificateFiles* tls = nullptr);
+
+// One bfv-bag server (veil-server --protocol=bfv-bag) on `table`, which must be fixed-point; with
+// `tls`, it serves TLS with that certificate and key. `log_path`: where its log goes ("": stderr).
+absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartBagServer(
+    const std::string& table, const std::vector<std::string>& extra_args = {},
+    const tools::CertificateFiles* tls = nullptr, const std::string& log_path = "");
 
 }  // namespace veil::testing
 

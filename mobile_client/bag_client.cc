@@ -1,0 +1,465 @@
+#include "mobile_client/bag_client.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "embedding/row_format.h"
+#include "mobile_client/transport.h"
+#include "pir/he/bag.h"
+#include "pir/he/serialization.h"
+#include "rpc/stats_wire.h"
+
+namespace veil::client {
+
+// One bag's distinct rows and their weights.
+struct BagClient::Bag {
+  std::vector<uint64_t> rows;
+  std::vector<int64_t> weights;
+};
+
+// What the server said in its `config` reply.
+struct BagClient::ServerConfig {
+  BagTableInfo table;
+  std::vector<uint8_t> info_bytes;  // he::SerializeBagTableInfo
+  uint64_t max_chunk_bytes = 0;
+  uint32_t max_queued_ciphertexts = 0;  // per connection
+};
+
+namespace {
+
+using ServerConfig = BagClient::ServerConfig;
+
+ServerConfig ParseConfig(rpc::BagConfig::Reader c) {
+  ServerConfig config;
+  BagTableInfo& t = config.table;
+  capnp::Data::Reader digest = c.getTable().getDigest();
+  if (digest.size() == t.digest.size()) std::memcpy(t.digest.data(), digest.begin(), digest.size());
+  t.digest_hex = absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest.begin()), digest.size()));
+  t.epoch = c.getTable().getEpoch();
+  t.rows = c.getRows();
+  t.dim = c.getDim();
+  t.frac_bits = c.getFracBits();
+  t.log_n = c.getLogN();
+  t.query_blocks = c.getQueryBlocks();
+  t.galois_key_bytes = c.getGaloisKeyBytes();
+  capnp::Data::Reader info = c.getTableInfo();
+  config.info_bytes.assign(info.begin(), info.end());
+  config.max_chunk_bytes = c.getMaxChunkBytes();
+  config.max_queued_ciphertexts = c.getLimits().getMaxQueuedCiphertextsPerConnection();
+  return config;
+}
+
+bool SameTable(const BagTableInfo& a, const BagTableInfo& b) {
+  return a.digest == b.digest && a.epoch == b.epoch && a.rows == b.rows && a.dim == b.dim &&
+         a.frac_bits == b.frac_bits && a.log_n == b.log_n && a.query_blocks == b.query_blocks &&
+         a.galois_key_bytes == b.galois_key_bytes;
+}
+
+// One bag's distinct rows and their weights (repeated rows add up, as in EmbeddingBag).
+absl::Status MergeBag(absl::Span<const uint64_t> indices, absl::Span<const int64_t> weights,
+                      uint64_t rows, BagClient::Bag& bag) {
+  std::map<uint64_t, int64_t> merged;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] >= rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row ", indices[i], " is outside the table (", rows, " rows)"));
+    }
+    int64_t& w = merged[indices[i]];
+    if (__builtin_add_overflow(w, weights.empty() ? 1 : weights[i], &w)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the weights of row ", indices[i], " overflow 64 bits"));
+    }
+  }
+  for (const auto& [row, weight] : merged) {
+    bag.rows.push_back(row);
+    bag.weights.push_back(weight);
+  }
+  return absl::OkStatus();
+}
+
+// FAILED_PRECONDITION unless an answer of `server` is from the session's table.
+absl::Status CheckReplyTable(const BagTableInfo& table, const std::string& server,
+                             rpc::TableId::Reader id) {
+  capnp::Data::Reader digest = id.getDigest();
+  if (id.getEpoch() == table.epoch && digest.size() == table.digest.size() &&
+      std::memcmp(digest.begin(), table.digest.data(), digest.size()) == 0) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat(server, " answered from another table (epoch ", id.getEpoch(),
+                   ") than the one it reported at connect (epoch ", table.epoch,
+                   "); connect a new client to use the new table"));
+}
+
+// The first error of calls' results, in call order.
+absl::Status FirstError(kj::Array<absl::Status> results) {
+  for (absl::Status& r : results) {
+    if (!r.ok()) return r;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace {
+
+// Loop thread: the server's `config` into `config`.
+kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, ServerConfig& config) {
+  return server.castAs<rpc::BagServer>().configRequest().send().then(
+      [&config](capnp::Response<rpc::BagServer::ConfigResults> reply) {
+        config = ParseConfig(reply.getConfig());
+        return absl::OkStatus();
+      });
+}
+
+}  // namespace
+
+BagClient::BagClient(BagClientOptions options, std::unique_ptr<Transport> transport)
+    : options_(std::move(options)), transport_(std::move(transport)) {}
+
+BagClient::~BagClient() = default;
+
+absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOptions& options) {
+  if (sodium_init() < 0) return absl::InternalError("libsodium failed to initialise");
+  if (options.server.empty()) return absl::InvalidArgumentError("no server address");
+  TransportOptions t;
+  t.addresses = {options.server};
+  t.tls_names = {options.tls_server_name};
+  t.tls_trusted_certs = options.tls_trusted_certs;
+  t.allow_plaintext = options.allow_plaintext;
+  t.timeout = options.timeout;
+  t.protocol = "bfv-bag";
+  auto transport = Transport::Create(std::move(t));
+  if (!transport.ok()) return transport.status();
+  std::unique_ptr<BagClient> client(new BagClient(options, *std::move(transport)));
+  ServerConfig config;
+  absl::Status connected = client->transport_->Connect(
+      {true}, [&](int, rpc::VeilServer::Client server) { return ReadConfig(server, config); });
+  if (!connected.ok()) return connected;
+  if (absl::Status s = client->Adopt(config); !s.ok()) return s;
+  absl::MutexLock lock(&client->mu_);
+  if (absl::Status s = client->UploadKeys(); !s.ok()) return s;
+  return client;
+}
+
+absl::Status BagClient::Adopt(const ServerConfig& config) {
+  const BagTableInfo& t = config.table;
+  const std::string who = transport_->Name(0);
+  auto params = he::BagParams(t.log_n);
+  if (!params.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, " uses BFV parameters this client cannot make: ", params.status().message()));
+  }
+  auto ctx = he::BfvContext::Create(*params);
+  if (!ctx.ok()) return ctx.status();
+  auto info = he::ParseBagTableInfo(config.info_bytes);
+  if (!info.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who, " sent an unusable table description: ", info.status().message()));
+  }
+  if (info->rows != t.rows || info->dim != t.dim) {
+    return absl::FailedPreconditionError(absl::StrCat(who, " describes its table as ", t.rows,
+                                                      " x ", t.dim, " and as ", info->rows, " x ",
+                                                      info->dim));
+  }
+  auto he_client = he::BagClient::Create(*ctx, *info);
+  if (!he_client.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, " serves a table this client cannot query: ", he_client.status().message()));
+  }
+  const he::BagSizes sizes = (*he_client)->Sizes();
+  auto plan = he::MatVecPlan::Create(**ctx, t.dim, t.rows);
+  if (!plan.ok()) return plan.status();
+  if (sizes.galois_key_bytes != t.galois_key_bytes || plan->blocks() != t.query_blocks ||
+      config.max_chunk_bytes == 0 || config.max_queued_ciphertexts < t.query_blocks) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, " reports sizes this client does not expect (Galois keys ", t.galois_key_bytes,
+        " bytes, expected ", sizes.galois_key_bytes, "; chunks of ", config.max_chunk_bytes,
+        " bytes; ", t.query_blocks, " ciphertexts per query, ", config.max_queued_ciphertexts,
+        " allowed in flight)"));
+  }
+  if (he_ == nullptr) {
+    // Only at Connect: table() is read without the lock, and a reconnection must find the same
+    // table anyway (Reconnect checks).
+    table_ = t;
+    table_.query_bytes = sizes.query_bytes;
+    table_.answer_bytes = sizes.answer_bytes;
+  }
+  max_chunk_bytes_ = config.max_chunk_bytes;
+  max_queued_ciphertexts_ = config.max_queued_ciphertexts;
+  ctx_ = *std::move(ctx);
+  he_ = *std::move(he_client);
+  return absl::OkStatus();
+}
+
+absl::Status BagClient::UploadKeys() {
+  absl::StatusOr<std::vector<uint8_t>> bytes;
+  {
+    auto keys = he_->MakeGaloisKeys();
+    if (!keys.ok()) return keys.status();
+    bytes = he::SerializeGaloisKeys(*ctx_, *keys);
+    if (!bytes.ok()) return bytes.status();
+  }
+  absl::Status status = transport_->Run(
+      [&]() -> kj::Promise<absl::Status> {
+        auto server = transport_->Capability(0).castAs<rpc::BagServer>();
+        const size_t chunks = (bytes->size() + max_chunk_bytes_ - 1) / max_chunk_bytes_;
+        auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(chunks);
+        auto done = std::make_shared<std::vector<bool>>(1, false);
+        for (size_t c = 0; c < chunks; ++c) {
+          const size_t offset = c * max_chunk_bytes_;
+          const size_t size = std::min<size_t>(max_chunk_bytes_, bytes->size() - offset);
+          auto request = server.uploadGaloisKeysRequest();
+          request.setOffset(offset);
+          request.setChunk(capnp::Data::Reader(bytes->data() + offset, size));
+          const bool last = c + 1 == chunks;
+          replies.add(request.send()
+                          .then(
+                              [this, last,
+                               done](capnp::Response<rpc::BagServer::UploadGaloisKeysResults> r) {
+                                if (last && !r.getInstalled()) {
+                                  return absl::InternalError(
+                                      absl::StrCat(transport_->Name(0),
+                                                   " did not install the Galois keys after their "
+                                                   "last chunk"));
+                                }
+                                if (last) (*done)[0] = true;
+                                return absl::OkStatus();
+                              },
+                              [this](kj::Exception&& e) { return transport_->ServerError(0, e); })
+                          .eagerlyEvaluate(nullptr));
+        }
+        return transport_->WithTimeout(
+            kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
+              return FirstError(kj::mv(r));
+            }),
+            done);
+      },
+      "Galois key upload");
+  if (!status.ok()) return status;
+  ++key_uploads_;
+  return absl::OkStatus();
+}
+
+absl::Status BagClient::Reconnect() {
+  if (!transport_->Lost()[0]) return absl::OkStatus();
+  ServerConfig config;
+  absl::Status connected = transport_->Connect(
+      {true}, [&](int, rpc::VeilServer::Client server) { return ReadConfig(server, config); });
+  if (!connected.ok()) return connected;
+  if (!SameTable(config.table, table_)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        transport_->Name(0), " came back serving another table (digest ", config.table.digest_hex,
+        " epoch ", config.table.epoch, ") than this session's (digest ", table_.digest_hex,
+        " epoch ", table_.epoch, "); connect a new client to use it"));
+  }
+  // A new connection is a new session: new keys (the old ones went with the connection).
+  if (absl::Status s = Adopt(config); !s.ok()) return s;
+  return UploadKeys();
+}
+
+absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
+    absl::Span<const uint64_t> indices, absl::Span<const uint32_t> bag_sizes,
+    absl::Span<const int64_t> weights) {
+  if (bag_sizes.empty()) return absl::InvalidArgumentError("no bags requested");
+  if (!weights.empty() && weights.size() != indices.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(weights.size(), " weights for ", indices.size(), " indices"));
+  }
+  size_t total = 0;
+  for (size_t b = 0; b < bag_sizes.size(); ++b) {
+    if (bag_sizes[b] == 0) return absl::InvalidArgumentError(absl::StrCat("bag ", b, " is empty"));
+    total += bag_sizes[b];
+  }
+  if (total != indices.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the bag sizes add up to ", total,
+                                                   ", not to the ", indices.size(), " indices"));
+  }
+  std::vector<Bag> bags(bag_sizes.size());
+  size_t next = 0;
+  for (size_t b = 0; b < bag_sizes.size(); ++b) {
+    absl::Status merged = MergeBag(indices.subspan(next, bag_sizes[b]),
+                                   weights.empty() ? weights : weights.subspan(next, bag_sizes[b]),
+                                   table_.rows, bags[b]);
+    if (!merged.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("bag ", b, ": ", merged.message()));
+    }
+    next += bag_sizes[b];
+  }
+
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Reconnect(); !s.ok()) return s;
+  std::vector<int64_t> sums(bags.size() * table_.dim);
+  const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options_.timeout;
+  // Bags go out in waves that fit the server's per-connection queue; each wave's queries are
+  // encrypted just before it and its answers decoded right after, so that memory follows the
+  // wave, not the lookup.
+  const size_t per_wave = std::max<size_t>(1, max_queued_ciphertexts_ / table_.query_blocks);
+  for (size_t first = 0; first < bags.size(); first += per_wave) {
+    const size_t last = std::min(bags.size(), first + per_wave);
+    std::vector<std::vector<uint8_t>> queries;
+    for (size_t b = first; b < last; ++b) {
+      auto query = he_->Query(bags[b].rows, bags[b].weights);
+      if (!query.ok()) {
+        return absl::Status(query.status().code(),
+                            absl::StrCat("bag ", b, ": ", query.status().message()));
+      }
+      auto bytes = he::SerializeBagQuery(*ctx_, *query);
+      if (!bytes.ok()) return bytes.status();
+      queries.push_back(*std::move(bytes));
+    }
+    absl::Span<int64_t> out = absl::MakeSpan(sums).subspan(first * table_.dim);
+    absl::Status status = SendWave(queries, deadline, out);
+    if (absl::IsAborted(status)) {
+      // The server evicted this session's keys for another's: upload them again, retry once.
+      status = UploadKeys();
+      if (status.ok()) status = SendWave(queries, deadline, out);
+    }
+    if (!status.ok()) return status;
+  }
+  CallStats stats;
+  stats.latency_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  stats.bytes_up = transport_->bytes_up() - up_before;
+  stats.bytes_down = transport_->bytes_down() - down_before;
+  stats.lookups = static_cast<uint32_t>(bags.size());
+  stats.keys = static_cast<uint32_t>(bags.size() * table_.query_blocks);
+  stats.calls = static_cast<uint32_t>(bags.size());
+  last_call_ = stats;
+  totals_.lookups += stats.lookups;
+  totals_.keys += stats.keys;
+  totals_.calls += stats.calls;
+  return sums;
+}
+
+absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& queries,
+                                 absl::Time deadline, absl::Span<int64_t> sums) {
+  std::vector<std::vector<uint8_t>> answers(queries.size());
+  absl::Status status = transport_->Run(
+      [&]() -> kj::Promise<absl::Status> {
+        auto server = transport_->Capability(0).castAs<rpc::BagServer>();
+        auto done = std::make_shared<std::vector<bool>>(1, false);
+        auto remaining = std::make_shared<size_t>(queries.size());
+        auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(queries.size());
+        for (size_t i = 0; i < queries.size(); ++i) {
+          auto request = server.answerRequest();
+          request.setQuery(capnp::Data::Reader(queries[i].data(), queries[i].size()));
+          auto on_reply = [this, i, &answers, done,
+                           remaining](capnp::Response<rpc::BagServer::AnswerResults> r) {
+            if (absl::Status s = CheckReplyTable(table_, transport_->Name(0), r.getTable());
+                !s.ok()) {
+              return s;
+            }
+            capnp::Data::Reader answer = r.getAnswer();
+            answers[i].assign(answer.begin(), answer.end());
+            if (--*remaining == 0) (*done)[0] = true;
+            return absl::OkStatus();
+          };
+          auto on_error = [this](kj::Exception&& e) { return transport_->ServerError(0, e); };
+          replies.add(request.send()
+                          .then(std::move(on_reply), std::move(on_error))
+                          .eagerlyEvaluate(nullptr));
+        }
+        auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
+          return FirstError(kj::mv(r));
+        });
+        // evalLast: the replies' Finish messages are written in a later turn; count them here.
+        return transport_->WithTimeout(kj::mv(all), done, deadline).then([](absl::Status s) {
+          return kj::evalLast([s = std::move(s)]() mutable { return std::move(s); });
+        });
+      },
+      "pooled lookup");
+  if (!status.ok()) return status;
+  for (size_t b = 0; b < answers.size(); ++b) {
+    auto answer = he::ParseCiphertext(*ctx_, answers[b]);
+    if (!answer.ok()) {
+      return absl::InternalError(absl::StrCat(
+          transport_->Name(0), " sent a malformed answer: ", answer.status().message()));
+    }
+    auto pooled = he_->Decode(*answer);
+    if (!pooled.ok()) return pooled.status();
+    std::copy(pooled->begin(), pooled->end(), sums.begin() + b * table_.dim);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> BagClient::LookupPooled(absl::Span<const uint64_t> indices,
+                                                           absl::Span<const uint32_t> bag_sizes,
+                                                           absl::Span<const int64_t> weights,
+                                                           PoolingMode mode) {
+  auto sums = LookupPooledSums(indices, bag_sizes, weights);
+  if (!sums.ok()) return sums.status();
+  std::vector<float> values(sums->size());
+  size_t next = 0;
+  for (size_t b = 0; b < bag_sizes.size(); ++b) {
+    double divisor = 1;
+    if (mode == PoolingMode::kMean) {
+      divisor = 0;
+      for (uint32_t k = 0; k < bag_sizes[b]; ++k) {
+        divisor += weights.empty() ? 1.0 : static_cast<double>(weights[next + k]);
+      }
+      if (divisor == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("bag ", b, " has weight sum 0: its mean is undefined"));
+      }
+    }
+    next += bag_sizes[b];
+    const size_t dim = table_.dim;
+    absl::Status s = embedding::DecodePooledFixed(
+        table_.frac_bits, absl::MakeConstSpan(sums->data() + b * dim, dim), divisor,
+        absl::MakeSpan(values.data() + b * dim, dim));
+    if (!s.ok()) return s;
+  }
+  return values;
+}
+
+absl::StatusOr<rpc::StatsSnapshot> BagClient::ServerStats() {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Reconnect(); !s.ok()) return s;
+  rpc::StatsSnapshot info;
+  absl::Status status = transport_->Run(
+      [&]() -> kj::Promise<absl::Status> {
+        auto done = std::make_shared<std::vector<bool>>(1, false);
+        auto reply = transport_->Capability(0).statsRequest().send().then(
+            [&info, done](capnp::Response<rpc::VeilServer::StatsResults> r) {
+              info = rpc::ReadStats(r.getStats());
+              (*done)[0] = true;
+              return absl::OkStatus();
+            },
+            [this](kj::Exception&& e) { return transport_->ServerError(0, e); });
+        return transport_->WithTimeout(kj::mv(reply), done);
+      },
+      "stats");
+  if (!status.ok()) return status;
+  return info;
+}
+
+CallStats BagClient::last_call() const {
+  absl::MutexLock lock(&mu_);
+  return last_call_;
+}
+
+CallStats BagClient::totals() const {
+  absl::MutexLock lock(&mu_);
+  CallStats t = totals_;
+  t.bytes_up = transport_->bytes_up();
+  t.bytes_down = transport_->bytes_down();
+  return t;
+}
+
+uint64_t BagClient::key_uploads() const {
+  absl::MutexLock lock(&mu_);
+  return key_uploads_;
+}
+
+}  // namespace veil::client

@@ -1,0 +1,156 @@
+// veil::client::BagClient: private pooled lookups (EmbeddingBag) from one server speaking protocol
+// "bfv-bag" (pir/he/bag.h, server/bfv_bag.h).
+//
+// For each bag the client encrypts the weight vector over the whole table (one weight per row,
+// zero outside the bag) under its own BFV secret key, and the server returns Enc(T^T w): the
+// pooled row, which only the client can decrypt. The server sees one constant-size query per bag
+// whatever its rows, size or weights; it needs no second server and keeps no hint. The price is
+// bytes and server work: a query is one seeded ciphertext per block of N rows (~174 KiB at
+// N = 8192), an answer one ciphertext (~348 KiB), and each session uploads Galois keys once
+// (~8-25 MB; BagTableInfo::galois_key_bytes).
+//
+// The sums are exact: the server computes sum_r w_r T[r][j] over integers (fixed-point rows), so
+// LookupPooledSums equals the plaintext sum and LookupPooled its dequantized value, as long as
+// sum_r |w_r| max|T| stays below 2^57 (INVALID_ARGUMENT otherwise, before anything is sent).
+//
+// The session: Connect reads the server's configuration, generates a BFV secret key (libsodium;
+// wiped when the client goes) and the Galois keys the table's product needs, and uploads them.
+// If the server evicts them (its key memory is bounded) or the connection is lost, the next
+// lookup uploads them again (after reconnecting, only to the same table) and retries once.
+//
+// Thread-safe: calls are serialized. Network I/O runs on a thread the client owns.
+#ifndef VEIL_MOBILE_CLIENT_BAG_CLIENT_H_
+#define VEIL_MOBILE_CLIENT_BAG_CLIENT_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "mobile_client/client.h"
+#include "rpc/stats.h"
+
+namespace veil::he {
+class BagClient;
+class BfvContext;
+}  // namespace veil::he
+
+namespace veil::client {
+
+class Transport;
+
+struct BagClientOptions {
+  std::string server;  // "HOST:PORT"
+  // Bound on connecting, on each key upload and on each lookup. Key generation and the upload of
+  // the Galois keys (megabytes) are part of Connect.
+  absl::Duration timeout = absl::Seconds(30);
+  // TLS as in ClientOptions: the PEM certificates to trust, and the name the server's
+  // certificate must hold (empty: the address's HOST). Empty tls_trusted_certs: plaintext, to
+  // loopback only unless allow_plaintext.
+  std::string tls_trusted_certs;
+  std::string tls_server_name;
+  bool allow_plaintext = false;
+};
+
+// The table the server serves, and the session's sizes.
+struct BagTableInfo {
+  uint64_t rows = 0;
+  uint32_t dim = 0;
+  int frac_bits = 0;  // value = int32 / 2^frac_bits
+  uint64_t epoch = 0;
+  std::array<uint8_t, 32> digest{};
+  std::string digest_hex;
+  int log_n = 0;                  // BFV ring degree 2^log_n
+  uint32_t query_blocks = 0;      // ciphertexts per query
+  uint64_t query_bytes = 0;       // up, per bag (serialized, before RPC framing)
+  uint64_t answer_bytes = 0;      // down, per bag
+  uint64_t galois_key_bytes = 0;  // up, per session
+};
+
+class BagClient {
+ public:
+  // Connects, generates the session's keys and uploads the Galois keys.
+  // Returns INVALID_ARGUMENT for an empty address or a tls_server_name without
+  // tls_trusted_certs; UNAVAILABLE / DEADLINE_EXCEEDED / FAILED_PRECONDITION as Client::Connect
+  // (unreachable server, TLS trust, a server of another protocol or version: "speaks protocol");
+  // FAILED_PRECONDITION if the server's configuration is unusable (parameters this client cannot
+  // make, a table that is not fixed-point, a chunk size of 0); the server's error for the upload
+  // (RESOURCE_EXHAUSTED when its key memory is full of keys in use).
+  static absl::StatusOr<std::unique_ptr<BagClient>> Connect(const BagClientOptions& options);
+
+  ~BagClient();
+  BagClient(const BagClient&) = delete;
+  BagClient& operator=(const BagClient&) = delete;
+
+  const BagTableInfo& table() const { return table_; }
+
+  // Exact pooled sums: bag b is the next bag_sizes[b] entries of `indices` (repeated rows add
+  // up, as in EmbeddingBag), weighted by `weights` (empty: all 1; else one per index). Returns
+  // bag_sizes.size() x dim sums of the fixed-point rows times the weights.
+  // Returns INVALID_ARGUMENT for no bags, an empty bag, sizes that do not add up to
+  // indices.size(), a weights span of another length, a row >= rows, or weights too large for an
+  // exact sum; UNAVAILABLE / DEADLINE_EXCEEDED naming the server; FAILED_PRECONDITION if the
+  // server came back with another table or answers from another; DATA_LOSS if an answer cannot be
+  // decrypted exactly; and the server's error reply.
+  absl::StatusOr<std::vector<int64_t>> LookupPooledSums(absl::Span<const uint64_t> indices,
+                                                        absl::Span<const uint32_t> bag_sizes,
+                                                        absl::Span<const int64_t> weights);
+  // The sums dequantized (value = sum / 2^frac_bits), divided by the bag's weight sum for kMean.
+  // Returns LookupPooledSums' errors, and INVALID_ARGUMENT for kMean of a bag whose weights sum
+  // to 0.
+  absl::StatusOr<std::vector<float>> LookupPooled(absl::Span<const uint64_t> indices,
+                                                  absl::Span<const uint32_t> bag_sizes,
+                                                  absl::Span<const int64_t> weights,
+                                                  PoolingMode mode);
+
+  // The server's statistics.
+  absl::StatusOr<rpc::StatsSnapshot> ServerStats();
+
+  // The last successful lookup's cost (`keys`: query ciphertexts sent; `calls`: answer calls;
+  // bytes include a key upload after an eviction), and the totals since Connect (key uploads
+  // included).
+  CallStats last_call() const;
+  CallStats totals() const;
+  // Galois key uploads so far (1 after Connect; more after evictions or reconnections).
+  uint64_t key_uploads() const;
+
+  struct ServerConfig;
+  struct Bag;
+
+ private:
+  BagClient(BagClientOptions options, std::unique_ptr<Transport> transport);
+
+  // Checks the server's configuration and starts a session for it: the BFV context and a new
+  // secret key.
+  absl::Status Adopt(const ServerConfig& config);
+  // Generates the Galois keys and uploads them in chunks (pipelined), within the timeout.
+  absl::Status UploadKeys() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Before a call: reopens a lost connection (to the same table only) as a new session.
+  absl::Status Reconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends one wave of serialized queries (at most the server's per-connection queue) by the
+  // deadline and decodes the answers into `sums` (dim per query).
+  absl::Status SendWave(const std::vector<std::vector<uint8_t>>& queries, absl::Time deadline,
+                        absl::Span<int64_t> sums) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const BagClientOptions options_;
+  std::unique_ptr<Transport> transport_;
+  BagTableInfo table_;
+  uint64_t max_chunk_bytes_ = 0;
+  uint32_t max_queued_ciphertexts_ = 0;  // per connection
+  std::shared_ptr<const he::BfvContext> ctx_;
+  std::unique_ptr<he::BagClient> he_;  // holds the secret key (wiped on destruction)
+
+  mutable absl::Mutex mu_;  // serializes the calls
+  CallStats last_call_ ABSL_GUARDED_BY(mu_);
+  CallStats totals_ ABSL_GUARDED_BY(mu_);
+  uint64_t key_uploads_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace veil::client
+
+#endif  // VEIL_MOBILE_CLIENT_BAG_CLIENT_H_

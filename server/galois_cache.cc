@@ -1,0 +1,171 @@
+#include "server/galois_cache.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace veil::server {
+
+GaloisKeyCache::Hold::~Hold() { cache_->Release(session_); }
+
+GaloisKeyCache::GaloisKeyCache(uint64_t max_bytes, uint64_t wire_bytes, uint64_t parsed_bytes)
+    : max_bytes_(max_bytes), wire_bytes_(wire_bytes), parsed_bytes_(parsed_bytes) {}
+
+uint64_t GaloisKeyCache::ParsedBytes(const he::GaloisKeys& keys) {
+  uint64_t words = 0;
+  for (const auto& [element, key] : keys.keys) words += key.b.size() + key.a.size();
+  return words * sizeof(uint64_t);
+}
+
+GaloisKeyCache::Session GaloisKeyCache::Open() {
+  const Session session = next_session_++;
+  entries_[session].last_use = ++clock_;
+  return session;
+}
+
+void GaloisKeyCache::Close(Session session) {
+  auto it = entries_.find(session);
+  if (it == entries_.end()) return;
+  if (it->second.holds > 0) {
+    it->second.closed = true;
+    return;
+  }
+  Clear(it->second, State::kEmpty);
+  entries_.erase(it);
+}
+
+void GaloisKeyCache::Release(Session session) {
+  auto it = entries_.find(session);
+  if (it == entries_.end()) return;
+  if (--it->second.holds == 0 && it->second.closed) {
+    Clear(it->second, State::kEmpty);
+    entries_.erase(it);
+  }
+}
+
+void GaloisKeyCache::Clear(Entry& entry, State state) {
+  charged_ -= entry.charge;
+  entry.charge = 0;
+  entry.upload = std::vector<uint8_t>();
+  entry.keys.reset();
+  entry.state = state;
+}
+
+absl::Status GaloisKeyCache::MakeRoom(Session session, uint64_t bytes) {
+  if (bytes > max_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat("one session's Galois keys need ", bytes,
+                                                     " bytes of server memory; this "
+                                                     "server holds at most ",
+                                                     max_bytes_, " (--max_galois_key_bytes)"));
+  }
+  while (charged_ + bytes > max_bytes_) {
+    Entry* oldest = nullptr;
+    for (auto& [id, entry] : entries_) {
+      const bool idle = entry.holds == 0 && entry.charge > 0 &&
+                        (entry.state == State::kUploading || entry.state == State::kReady);
+      if (id != session && idle && (oldest == nullptr || entry.last_use < oldest->last_use)) {
+        oldest = &entry;
+      }
+    }
+    if (oldest == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the server's Galois key memory (", max_bytes_,
+                       " bytes, --max_galois_key_bytes) is "
+                       "held by sessions whose keys are in use; retry later"));
+    }
+    Clear(*oldest, State::kEvicted);
+    ++evictions_;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<GaloisKeyCache::Upload>> GaloisKeyCache::Append(
+    Session session, uint64_t offset, absl::Span<const uint8_t> chunk) {
+  Entry& entry = entries_.at(session);
+  if (chunk.empty()) return absl::InvalidArgumentError("empty Galois key chunk");
+  if (entry.state == State::kParsing || (offset == 0 && entry.holds > 0)) {
+    return absl::FailedPreconditionError(
+        "this connection's Galois keys are in use (an answer, or the validation of its previous "
+        "upload, is in flight); wait for its reply before uploading again");
+  }
+  entry.last_use = ++clock_;
+  if (offset == 0) {
+    Clear(entry, State::kEmpty);
+    if (absl::Status room = MakeRoom(session, wire_bytes_ + parsed_bytes_); !room.ok()) {
+      return room;
+    }
+    entry.state = State::kUploading;
+    entry.charge = wire_bytes_ + parsed_bytes_;
+    charged_ += entry.charge;
+    entry.upload.reserve(wire_bytes_);
+  } else if (entry.state == State::kEvicted) {
+    return absl::AbortedError(
+        "this connection's Galois key upload was evicted to make room for another session's; "
+        "start again at offset 0");
+  } else if (entry.state != State::kUploading) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a Galois key chunk at offset ", offset, " without an upload in progress (start at 0)"));
+  }
+  if (offset != entry.upload.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Galois key chunk at offset ", offset, "; the next one starts at ", entry.upload.size()));
+  }
+  if (chunk.size() > wire_bytes_ - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("Galois key chunk of ", chunk.size(),
+                                                   " bytes at offset ", offset,
+                                                   " runs past the keys' ", wire_bytes_, " bytes"));
+  }
+  entry.upload.insert(entry.upload.end(), chunk.begin(), chunk.end());
+  if (entry.upload.size() < wire_bytes_) return std::optional<Upload>();
+  entry.state = State::kParsing;
+  ++entry.holds;
+  Upload upload{std::move(entry.upload), std::make_unique<Hold>(this, session)};
+  entry.upload = std::vector<uint8_t>();
+  return std::optional<Upload>(std::move(upload));
+}
+
+absl::Status GaloisKeyCache::Install(Session session, std::shared_ptr<const he::GaloisKeys> keys) {
+  auto it = entries_.find(session);
+  if (it == entries_.end() || it->second.closed) {
+    return absl::CancelledError("the connection closed while its Galois keys were validated");
+  }
+  Entry& entry = it->second;
+  Clear(entry, State::kReady);
+  entry.charge = ParsedBytes(*keys);
+  charged_ += entry.charge;
+  entry.keys = std::move(keys);
+  entry.last_use = ++clock_;
+  return absl::OkStatus();
+}
+
+void GaloisKeyCache::Discard(Session session) {
+  auto it = entries_.find(session);
+  if (it != entries_.end()) Clear(it->second, State::kEmpty);
+}
+
+absl::StatusOr<GaloisKeyCache::Keys> GaloisKeyCache::Acquire(Session session) {
+  Entry& entry = entries_.at(session);
+  switch (entry.state) {
+    case State::kReady:
+      break;
+    case State::kEvicted:
+      return absl::AbortedError(
+          "this connection's Galois keys were evicted to make room for another session's (the "
+          "server's key memory is bounded); upload them again");
+    case State::kUploading:
+    case State::kParsing:
+      return absl::FailedPreconditionError(
+          absl::StrCat("this connection's Galois keys are not installed yet (",
+                       entry.state == State::kParsing ? wire_bytes_ : entry.upload.size(), " of ",
+                       wire_bytes_, " bytes received); finish uploadGaloisKeys first"));
+    case State::kEmpty:
+      return absl::FailedPreconditionError(
+          "no Galois keys on this connection: upload them (uploadGaloisKeys) before answer");
+  }
+  entry.last_use = ++clock_;
+  ++entry.holds;
+  return Keys{entry.keys, std::make_unique<Hold>(this, session)};
+}
+
+}  // namespace veil::server

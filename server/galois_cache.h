@@ -1,0 +1,126 @@
+// The Galois keys of protocol bfv-bag's sessions (one per connection), held within a server-wide
+// memory bound.
+//
+// A session uploads its keys in chunks (rpc/veil.capnp, BagServer.uploadGaloisKeys) of exactly
+// `wire_bytes` bytes in all; the parsed keys take `parsed_bytes` (about 3 x wire_bytes: the seeded
+// halves are expanded and the residues unpacked). Charging: an upload is charged wire_bytes +
+// parsed_bytes from its first chunk (the peak while it is parsed), installed keys parsed_bytes.
+//
+// Eviction rule: when a charge would exceed max_bytes, the least recently used sessions that are
+// idle (uploading, or keys installed with no answer in flight) lose their keys or upload, oldest
+// first, until it fits; a session whose keys are in use (an answer queued or running, or its
+// upload being parsed) is never evicted. If nothing idle is left the charge fails with
+// RESOURCE_EXHAUSTED. An evicted session's next answer gets ABORTED (upload again).
+//
+// Event-loop thread only. A Hold keeps a session's keys (or its upload's charge) alive while the
+// worker uses them; a session closed meanwhile is released when its last Hold goes.
+#ifndef VEIL_SERVER_GALOIS_CACHE_H_
+#define VEIL_SERVER_GALOIS_CACHE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pir/he/bfv.h"
+
+namespace veil::server {
+
+class GaloisKeyCache {
+ public:
+  using Session = uint64_t;
+
+  // Keeps a session's entry (keys in use, or an upload being parsed) from eviction and release.
+  class Hold {
+   public:
+    Hold(GaloisKeyCache* cache, Session session) : cache_(cache), session_(session) {}
+    ~Hold();
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    Session session() const { return session_; }
+
+   private:
+    GaloisKeyCache* cache_;
+    Session session_;
+  };
+
+  // wire_bytes and parsed_bytes: one session's keys, serialized and parsed.
+  GaloisKeyCache(uint64_t max_bytes, uint64_t wire_bytes, uint64_t parsed_bytes);
+  GaloisKeyCache(const GaloisKeyCache&) = delete;
+  GaloisKeyCache& operator=(const GaloisKeyCache&) = delete;
+
+  uint64_t session_bytes() const { return wire_bytes_ + parsed_bytes_; }
+
+  Session Open();
+  // The connection is gone: its charge is released now, or when its last Hold goes.
+  void Close(Session session);
+
+  // A complete upload, ready to parse, and the Hold that keeps its charge while it is parsed.
+  struct Upload {
+    std::vector<uint8_t> bytes;
+    std::unique_ptr<Hold> hold;
+  };
+  // Adds `chunk` at `offset`. Offset 0 starts over: the session's keys or upload are dropped and
+  // the session is charged (evicting idle sessions). Returns the whole upload when this chunk
+  // completes it (the session is then being parsed until Install or Discard), else nullopt.
+  // Returns INVALID_ARGUMENT for an empty chunk, an offset other than the bytes received so far
+  // or a chunk past wire_bytes; FAILED_PRECONDITION while the previous upload is being parsed,
+  // for offset 0 while an answer uses the keys, or for a chunk after offset 0 without an upload
+  // in progress (ABORTED if it was evicted);
+  // RESOURCE_EXHAUSTED if no room can be made.
+  absl::StatusOr<std::optional<Upload>> Append(Session session, uint64_t offset,
+                                               absl::Span<const uint8_t> chunk);
+  // After a successful parse: the session's keys (charged at their actual size). Returns
+  // CANCELLED if the session was closed meanwhile.
+  absl::Status Install(Session session, std::shared_ptr<const he::GaloisKeys> keys);
+  // After a failed parse: the session has no keys.
+  void Discard(Session session);
+
+  struct Keys {
+    std::shared_ptr<const he::GaloisKeys> keys;
+    std::unique_ptr<Hold> hold;  // the keys are not evicted while it lives
+  };
+  // The session's keys for one answer. Returns FAILED_PRECONDITION if none were uploaded or the
+  // upload is incomplete, ABORTED if they were evicted.
+  absl::StatusOr<Keys> Acquire(Session session);
+
+  uint64_t charged_bytes() const { return charged_; }
+  uint64_t evictions() const { return evictions_; }
+
+  // The memory of parsed keys (what Install charges).
+  static uint64_t ParsedBytes(const he::GaloisKeys& keys);
+
+ private:
+  enum class State { kEmpty, kUploading, kParsing, kReady, kEvicted };
+  struct Entry {
+    State state = State::kEmpty;
+    std::vector<uint8_t> upload;                 // kUploading: the bytes so far
+    std::shared_ptr<const he::GaloisKeys> keys;  // kReady
+    uint64_t charge = 0;
+    uint64_t last_use = 0;
+    int holds = 0;
+    bool closed = false;
+  };
+
+  void Release(Session session);
+  // Drops whatever the entry holds and its charge (state becomes `state`).
+  void Clear(Entry& entry, State state);
+  // Evicts idle sessions other than `session` until `bytes` more fit. RESOURCE_EXHAUSTED if not.
+  absl::Status MakeRoom(Session session, uint64_t bytes);
+
+  const uint64_t max_bytes_;
+  const uint64_t wire_bytes_;
+  const uint64_t parsed_bytes_;
+  std::map<Session, Entry> entries_;
+  Session next_session_ = 1;
+  uint64_t clock_ = 0;
+  uint64_t charged_ = 0;
+  uint64_t evictions_ = 0;
+};
+
+}  // namespace veil::server
+
+#endif  // VEIL_SERVER_GALOIS_CACHE_H_

@@ -1,0 +1,324 @@
+// veil::client::BagClient against a real bfv-bag server process on loopback: pooled sums equal the
+// plaintext sums exactly, bad arguments and unusable servers are clear errors, a client never
+// talks to a server of the other protocol, the server's key memory bound is enforced (evicted
+// sessions upload their keys again), and a restarted server is a new session (same table only).
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "embedding/row_format.h"
+#include "embedding/table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mobile_client/bag_client.h"
+#include "mobile_client/client.h"
+#include "pir/he/bag.h"
+#include "tests/server/two_servers.h"
+
+namespace veil {
+namespace {
+
+using client::BagClient;
+using client::BagClientOptions;
+using client::PoolingMode;
+using ::testing::HasSubstr;
+
+constexpr uint32_t kDim = 8;
+constexpr uint64_t kRows = 300;
+
+// The plaintext pooled sums of the fixed-point table at `path` (repeated rows add up).
+std::vector<int64_t> PlainSums(const embedding::Table& table, const std::vector<uint64_t>& indices,
+                               const std::vector<uint32_t>& bag_sizes,
+                               const std::vector<int64_t>& weights) {
+  std::vector<int64_t> sums(bag_sizes.size() * table.dim(), 0);
+  size_t next = 0;
+  for (size_t b = 0; b < bag_sizes.size(); ++b) {
+    for (uint32_t k = 0; k < bag_sizes[b]; ++k, ++next) {
+      absl::Span<const uint32_t> row = table.row(indices[next]);
+      const int64_t w = weights.empty() ? 1 : weights[next];
+      for (uint32_t j = 0; j < table.dim(); ++j) {
+        sums[b * table.dim() + j] += w * static_cast<int32_t>(row[j]);
+      }
+    }
+  }
+  return sums;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class BagClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto path =
+        testing::WriteRandomTable("bag.veil", embedding::RowFormat::kFixed32, kRows, kDim, 11);
+    ASSERT_TRUE(path.ok()) << path.status();
+    path_ = *path;
+    auto table = embedding::Table::Open(path_);
+    ASSERT_TRUE(table.ok());
+    table_ = *std::move(table);
+  }
+
+  BagClientOptions Options(const tools::ServerProcess& server) const {
+    BagClientOptions options;
+    options.server = server.address();
+    return options;
+  }
+
+  std::string path_;
+  std::unique_ptr<embedding::Table> table_;
+};
+
+TEST_F(BagClientTest, PooledSumsEqualThePlaintextSumsExactly) {
+  // Three queries in flight per connection: a lookup of more bags goes in waves.
+  auto server = testing::StartBagServer(path_, {"--max_queued_ciphertexts_per_connection=3"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = BagClient::Connect(Options(**server));
+  ASSERT_TRUE(client.ok()) << client.status();
+  const client::BagTableInfo& t = (*client)->table();
+  EXPECT_EQ(t.rows, kRows);
+  EXPECT_EQ(t.dim, kDim);
+  EXPECT_EQ(t.frac_bits, 16);
+  EXPECT_EQ(t.log_n, 13);
+  EXPECT_EQ(t.query_blocks, 1u);
+  EXPECT_EQ((*client)->key_uploads(), 1u);
+  EXPECT_GE((*client)->totals().bytes_up, t.galois_key_bytes);
+
+  // A single row, a weighted bag with a repeated row and negative weights, large weights, and
+  // the whole table.
+  std::vector<uint64_t> indices = {42, 1, 7, 1, 299, 0, 5, 9};
+  std::vector<uint32_t> bag_sizes = {1, 4, 3};
+  std::vector<int64_t> weights = {3, -2, 5, 7, 1, int64_t{1} << 30, -(int64_t{1} << 29), 12345};
+  for (uint64_t r = 0; r < kRows; ++r) indices.push_back(r);
+  for (uint64_t r = 0; r < kRows; ++r) weights.push_back(static_cast<int64_t>(r % 7) - 3);
+  bag_sizes.push_back(kRows);
+  auto sums = (*client)->LookupPooledSums(indices, bag_sizes, weights);
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, PlainSums(*table_, indices, bag_sizes, weights));
+  const client::CallStats call = (*client)->last_call();
+  EXPECT_EQ(call.lookups, 4u);
+  EXPECT_EQ(call.calls, 4u);
+  EXPECT_GE(call.bytes_up, 4 * t.query_bytes);
+  EXPECT_GE(call.bytes_down, 4 * t.answer_bytes);
+  EXPECT_LT(call.bytes_down, 4 * t.answer_bytes + 4096);
+
+  // Floats: the exact sums dequantized; mean divides by the weight sum (the bag size without
+  // weights).
+  std::vector<uint64_t> small = {3, 4, 4, 250};
+  std::vector<uint32_t> sizes = {2, 2};
+  auto mean = (*client)->LookupPooled(small, sizes, {}, PoolingMode::kMean);
+  ASSERT_TRUE(mean.ok()) << mean.status();
+  const std::vector<int64_t> plain = PlainSums(*table_, small, sizes, {});
+  std::vector<float> expected(plain.size());
+  for (size_t b = 0; b < 2; ++b) {
+    ASSERT_TRUE(embedding::DecodePooledFixed(16, absl::MakeConstSpan(plain).subspan(b * kDim, kDim),
+                                             2.0, absl::MakeSpan(expected).subspan(b * kDim, kDim))
+                    .ok());
+  }
+  EXPECT_EQ(*mean, expected);
+  auto sum = (*client)->LookupPooled(small, sizes, {2, -1, 1, 1}, PoolingMode::kSum);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  const std::vector<int64_t> weighted = PlainSums(*table_, small, sizes, {2, -1, 1, 1});
+  for (size_t i = 0; i < weighted.size(); ++i) {
+    EXPECT_EQ((*sum)[i], static_cast<float>(weighted[i] / 65536.0)) << i;
+  }
+  // Seven bags: waves of 3, 3 and 1.
+  std::vector<uint64_t> seven;
+  for (uint64_t r = 0; r < 14; ++r) seven.push_back((r * 37) % kRows);
+  const std::vector<uint32_t> pairs(7, 2);
+  auto waves = (*client)->LookupPooledSums(seven, pairs, {});
+  ASSERT_TRUE(waves.ok()) << waves.status();
+  EXPECT_EQ(*waves, PlainSums(*table_, seven, pairs, {}));
+  auto stats = (*client)->ServerStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->keys, 15u);  // queries answered: 4 + 2 + 2 + 7 bags
+  EXPECT_EQ(stats->errors, 0u);
+}
+
+TEST_F(BagClientTest, TablesOverNRowsAreSplitIntoBlocks) {
+  constexpr uint64_t kTall = 8192 + 77;
+  auto path = testing::WriteRandomTable("tall.veil", embedding::RowFormat::kFixed32, kTall, 4, 5);
+  ASSERT_TRUE(path.ok());
+  auto table = embedding::Table::Open(*path);
+  ASSERT_TRUE(table.ok());
+  auto server = testing::StartBagServer(*path, {"--threads=2"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = BagClient::Connect(Options(**server));
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->table().query_blocks, 2u);
+  const std::vector<uint64_t> indices = {0, 8191, 8192, kTall - 1, 4000};
+  const std::vector<uint32_t> sizes = {5};
+  const std::vector<int64_t> weights = {1, -4, 9, 2, 100};
+  auto sums = (*client)->LookupPooledSums(indices, sizes, weights);
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, PlainSums(**table, indices, sizes, weights));
+  EXPECT_EQ((*client)->last_call().keys, 2u);
+}
+
+TEST_F(BagClientTest, BadArgumentsAreClearErrorsAndTheClientKeepsWorking) {
+  auto server = testing::StartBagServer(path_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = BagClient::Connect(Options(**server));
+  ASSERT_TRUE(client.ok()) << client.status();
+  BagClient& c = **client;
+  const std::vector<uint64_t> two = {1, 2};
+  const std::vector<uint32_t> one_bag = {2};
+  EXPECT_EQ(c.LookupPooledSums(two, {}, {}).status().message(), "no bags requested");
+  EXPECT_EQ(c.LookupPooledSums(two, std::vector<uint32_t>{2, 0}, {}).status().message(),
+            "bag 1 is empty");
+  EXPECT_EQ(c.LookupPooledSums(two, std::vector<uint32_t>{3}, {}).status().message(),
+            "the bag sizes add up to 3, not to the 2 indices");
+  EXPECT_EQ(c.LookupPooledSums(two, one_bag, std::vector<int64_t>{1}).status().message(),
+            "1 weights for 2 indices");
+  EXPECT_EQ(c.LookupPooledSums(std::vector<uint64_t>{1, kRows}, one_bag, {}).status().message(),
+            "bag 0: row 300 is outside the table (300 rows)");
+  const absl::Status too_large =
+      c.LookupPooledSums(two, one_bag, std::vector<int64_t>{int64_t{1} << 45, 1}).status();
+  EXPECT_EQ(too_large.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_large.message(), HasSubstr("the pooled sum would not be exact"));
+  const absl::Status overflow =
+      c.LookupPooledSums(std::vector<uint64_t>{1, 1}, one_bag, std::vector<int64_t>{INT64_MAX, 1})
+          .status();
+  EXPECT_EQ(overflow.message(), "bag 0: the weights of row 1 overflow 64 bits");
+  EXPECT_EQ(c.LookupPooled(two, one_bag, std::vector<int64_t>{1, -1}, PoolingMode::kMean)
+                .status()
+                .message(),
+            "bag 0 has weight sum 0: its mean is undefined");
+  auto sums = c.LookupPooledSums(two, one_bag, {});
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, PlainSums(*table_, two, one_bag, {}));
+}
+
+TEST_F(BagClientTest, ClientsRefuseServersOfTheOtherProtocol) {
+  auto bag_server = testing::StartBagServer(path_);
+  ASSERT_TRUE(bag_server.ok()) << bag_server.status();
+  auto dpf_servers = testing::StartTwoServers(path_, path_);
+  ASSERT_TRUE(dpf_servers.ok()) << dpf_servers.status();
+
+  BagClientOptions bag_options;
+  bag_options.server = dpf_servers->address(0);
+  const absl::Status bag_to_dpf = BagClient::Connect(bag_options).status();
+  EXPECT_EQ(bag_to_dpf.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bag_to_dpf.message(),
+              HasSubstr("speaks protocol \"dpf2\"; this client speaks \"bfv-bag\""));
+
+  client::ClientOptions dpf_options;
+  dpf_options.server0 = (*bag_server)->address();
+  dpf_options.server1 = dpf_servers->address(1);
+  const absl::Status dpf_to_bag = client::Client::Connect(dpf_options).status();
+  EXPECT_EQ(dpf_to_bag.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      dpf_to_bag.message(),
+      HasSubstr(absl::StrCat("server 0 (", (*bag_server)->address(),
+                             ") speaks protocol \"bfv-bag\"; this client speaks \"dpf2\"")));
+}
+
+TEST_F(BagClientTest, ServerRefusesTablesAndLimitsItCannotServe) {
+  auto fp32 = testing::WriteRandomTable("fp32.veil", embedding::RowFormat::kFp32, 10, 4, 1);
+  ASSERT_TRUE(fp32.ok());
+  const std::string log = testing::TempPath("fp32.log");
+  EXPECT_EQ(testing::StartBagServer(*fp32, {}, nullptr, log).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(ReadFile(log), HasSubstr("protocol bfv-bag serves fixed-point tables (its pooled "
+                                       "sums are exact integers); this table is fp32"));
+
+  const std::string small_log = testing::TempPath("small.log");
+  EXPECT_FALSE(
+      testing::StartBagServer(path_, {"--max_galois_key_bytes=1000000"}, nullptr, small_log).ok());
+  EXPECT_THAT(ReadFile(small_log), HasSubstr("--max_galois_key_bytes must be at least"));
+
+  const std::string n_log = testing::TempPath("n.log");
+  EXPECT_FALSE(testing::StartBagServer(path_, {"--bfv_log_n=12"}, nullptr, n_log).ok());
+  EXPECT_THAT(ReadFile(n_log), HasSubstr("bfv-bag runs at N = 8192 or 16384, not 2^12"));
+}
+
+TEST_F(BagClientTest, TheKeyMemoryBoundEvictsIdleSessions) {
+  // Room for one session's keys (about 3.9 x their wire size while parsed), not two.
+  auto ctx = he::BfvContext::Create(*he::BagParams(13));
+  ASSERT_TRUE(ctx.ok());
+  auto plan = he::MatVecPlan::Create(**ctx, kDim, kRows);
+  ASSERT_TRUE(plan.ok());
+  const uint64_t bound = 6 * he::SizesOf(**ctx, *plan).galois_key_bytes;
+
+  auto server = testing::StartBagServer(path_, {absl::StrCat("--max_galois_key_bytes=", bound)});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto a = BagClient::Connect(Options(**server));
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::vector<uint64_t> rows = {10, 20, 30};
+  const std::vector<uint32_t> bag = {3};
+  const std::vector<int64_t> plain = PlainSums(*table_, rows, bag, {});
+  auto sums = (*a)->LookupPooledSums(rows, bag, {});
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, plain);
+  // b's keys evict a's (idle); a's next lookup uploads them again, evicting b's, and so on.
+  auto b = BagClient::Connect(Options(**server));
+  ASSERT_TRUE(b.ok()) << b.status();
+  for (BagClient* c : {a->get(), b->get(), a->get()}) {
+    auto again = c->LookupPooledSums(rows, bag, {});
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(*again, plain);
+  }
+  EXPECT_EQ((*a)->key_uploads(), 3u);
+  EXPECT_EQ((*b)->key_uploads(), 2u);
+}
+
+TEST_F(BagClientTest, ARestartedServerIsANewSessionOnlyWithTheSameTable) {
+  auto other =
+      testing::WriteRandomTable("other.veil", embedding::RowFormat::kFixed32, kRows, kDim, 12);
+  ASSERT_TRUE(other.ok());
+  auto server = testing::StartBagServer(path_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  BagClientOptions options = Options(**server);
+  options.timeout = absl::Seconds(10);
+  auto client = BagClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const int port = (*server)->port();
+  auto restart = [&](const std::string& table) {
+    (*server)->Kill();
+    auto started = testing::StartBagServer(table, {absl::StrCat("--listen=127.0.0.1:", port)});
+    ASSERT_TRUE(started.ok()) << started.status();
+    *server = *std::move(started);
+  };
+  const std::vector<uint64_t> rows = {4, 9};
+  const std::vector<uint32_t> bag = {2};
+
+  restart(path_);
+  const absl::Status gone = (*client)->LookupPooledSums(rows, bag, {}).status();
+  EXPECT_TRUE(absl::IsUnavailable(gone)) << gone;          // finds the old connection gone
+  auto sums = (*client)->LookupPooledSums(rows, bag, {});  // a new session, keys uploaded again
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, PlainSums(*table_, rows, bag, {}));
+  EXPECT_EQ((*client)->key_uploads(), 2u);
+
+  restart(*other);
+  EXPECT_FALSE((*client)->LookupPooledSums(rows, bag, {}).ok());
+  const absl::Status refused = (*client)->LookupPooledSums(rows, bag, {}).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("came back serving another table"));
+}
+
+TEST_F(BagClientTest, ServesOverTls) {
+  auto cert = testing::MakeCertificate();
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  auto server = testing::StartBagServer(path_, {}, &*cert);
+  ASSERT_TRUE(server.ok()) << server.status();
+  BagClientOptions options = Options(**server);
+  const absl::Status plaintext = BagClient::Connect(options).status();
+  EXPECT_EQ(plaintext.code(), absl::StatusCode::kUnavailable);
+  options.tls_trusted_certs = cert->cert_path;
+  auto client = BagClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const std::vector<uint64_t> rows = {7, 8};
+  const std::vector<uint32_t> bag = {2};
+  auto sums = (*client)->LookupPooledSums(rows, bag, std::vector<int64_t>{-3, 4});
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, PlainSums(*table_, rows, bag, {-3, 4}));
+}
+
+}  // namespace
+}  // namespace veil

@@ -1,0 +1,150 @@
+// GaloisKeyCache: chunked uploads, the memory bound, the eviction rule (idle sessions, least
+// recently used first; keys in use never) and releasing closed sessions only after their holds.
+#include "server/galois_cache.h"
+
+#include <memory>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace veil::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kWire = 10;
+constexpr uint64_t kParsed = 16;  // one key: b and a of one word each
+constexpr uint64_t kSession = kWire + kParsed;
+
+std::shared_ptr<const he::GaloisKeys> FakeKeys() {
+  auto keys = std::make_shared<he::GaloisKeys>();
+  keys->keys[3].b = {1};
+  keys->keys[3].a = {2};
+  return keys;
+}
+
+// Uploads a whole session (one chunk) and installs fake keys of kParsed bytes.
+void Install(GaloisKeyCache& cache, GaloisKeyCache::Session session) {
+  std::vector<uint8_t> bytes(kWire, 7);
+  auto upload = cache.Append(session, 0, bytes);
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  ASSERT_TRUE(upload->has_value());
+  EXPECT_EQ((*upload)->bytes, bytes);
+  ASSERT_TRUE(cache.Install(session, FakeKeys()).ok());
+}
+
+TEST(GaloisKeyCache, AssemblesChunksInOrder) {
+  GaloisKeyCache cache(1000, kWire, kParsed);
+  const auto s = cache.Open();
+  EXPECT_THAT(cache.Acquire(s).status().message(), HasSubstr("no Galois keys on this connection"));
+  EXPECT_EQ(cache.Append(s, 4, std::vector<uint8_t>(2)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto first = cache.Append(s, 0, std::vector<uint8_t>{0, 1, 2, 3});
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->has_value());
+  EXPECT_EQ(cache.charged_bytes(), kSession);
+  EXPECT_THAT(cache.Acquire(s).status().message(), HasSubstr("(4 of 10 bytes received)"));
+  EXPECT_EQ(cache.Append(s, 5, std::vector<uint8_t>(1)).status().message(),
+            "Galois key chunk at offset 5; the next one starts at 4");
+  EXPECT_THAT(cache.Append(s, 4, std::vector<uint8_t>(7)).status().message(),
+              HasSubstr("runs past the keys' 10 bytes"));
+  EXPECT_EQ(cache.Append(s, 4, {}).status().message(), "empty Galois key chunk");
+  auto last = cache.Append(s, 4, std::vector<uint8_t>{4, 5, 6, 7, 8, 9});
+  ASSERT_TRUE(last.ok() && last->has_value());
+  EXPECT_EQ((*last)->bytes, (std::vector<uint8_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  // While it is parsed, no new upload and no answer.
+  EXPECT_EQ(cache.Append(s, 0, std::vector<uint8_t>(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache.Acquire(s).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(cache.Install(s, FakeKeys()).ok());
+  (*last)->hold.reset();
+  EXPECT_EQ(cache.charged_bytes(), kParsed);
+  auto keys = cache.Acquire(s);
+  ASSERT_TRUE(keys.ok());
+  EXPECT_EQ(keys->keys->keys.size(), 1u);
+}
+
+TEST(GaloisKeyCache, EvictsTheLeastRecentlyUsedIdleSession) {
+  GaloisKeyCache cache(2 * kSession, kWire, kParsed);
+  const auto a = cache.Open(), b = cache.Open(), c = cache.Open();
+  Install(cache, a);
+  Install(cache, b);
+  ASSERT_TRUE(cache.Acquire(a).ok());  // a is now more recent than b (its hold is gone again)
+  // c's upload needs kSession more: b, the least recently used, goes.
+  ASSERT_TRUE(cache.Append(c, 0, std::vector<uint8_t>(3)).ok());
+  EXPECT_EQ(cache.evictions(), 1u);
+  EXPECT_TRUE(cache.Acquire(a).ok());
+  const absl::Status evicted = cache.Acquire(b).status();
+  EXPECT_EQ(evicted.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(evicted.message(), HasSubstr("evicted to make room"));
+  EXPECT_LE(cache.charged_bytes(), 2 * kSession);
+}
+
+TEST(GaloisKeyCache, KeysInUseAreNeverEvicted) {
+  GaloisKeyCache cache(kSession, kWire, kParsed);
+  const auto a = cache.Open(), b = cache.Open();
+  Install(cache, a);
+  auto in_use = cache.Acquire(a);
+  ASSERT_TRUE(in_use.ok());
+  const absl::Status full = cache.Append(b, 0, std::vector<uint8_t>(1)).status();
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(full.message(), HasSubstr("held by sessions whose keys are in use"));
+  // An answer in flight also keeps its own session from starting over.
+  EXPECT_EQ(cache.Append(a, 0, std::vector<uint8_t>(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  in_use->hold.reset();
+  ASSERT_TRUE(cache.Append(b, 0, std::vector<uint8_t>(1)).ok());
+  EXPECT_EQ(cache.Acquire(a).status().code(), absl::StatusCode::kAborted);
+  // An evicted upload must start over.
+  const auto c = cache.Open();
+  ASSERT_TRUE(cache.Append(c, 0, std::vector<uint8_t>(1)).ok());
+  EXPECT_EQ(cache.Append(b, 1, std::vector<uint8_t>(1)).status().code(),
+            absl::StatusCode::kAborted);
+}
+
+TEST(GaloisKeyCache, RefusesASessionLargerThanTheBound) {
+  GaloisKeyCache cache(kSession - 1, kWire, kParsed);
+  const absl::Status status = cache.Append(cache.Open(), 0, std::vector<uint8_t>(1)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("need 26 bytes of server memory"));
+  EXPECT_EQ(cache.charged_bytes(), 0u);
+}
+
+TEST(GaloisKeyCache, ClosedSessionsAreReleasedAfterTheirLastHold) {
+  GaloisKeyCache cache(1000, kWire, kParsed);
+  const auto a = cache.Open();
+  Install(cache, a);
+  auto in_use = cache.Acquire(a);
+  ASSERT_TRUE(in_use.ok());
+  cache.Close(a);
+  EXPECT_EQ(cache.charged_bytes(), kParsed);  // still used by the answer
+  in_use->hold.reset();
+  EXPECT_EQ(cache.charged_bytes(), 0u);
+
+  // Closed while its upload is parsed: Install refuses, the hold releases the charge.
+  const auto b = cache.Open();
+  auto upload = cache.Append(b, 0, std::vector<uint8_t>(kWire));
+  ASSERT_TRUE(upload.ok() && upload->has_value());
+  cache.Close(b);
+  EXPECT_EQ(cache.Install(b, FakeKeys()).code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(cache.charged_bytes(), kSession);
+  (*upload)->hold.reset();
+  EXPECT_EQ(cache.charged_bytes(), 0u);
+}
+
+TEST(GaloisKeyCache, DiscardDropsAFailedUpload) {
+  GaloisKeyCache cache(1000, kWire, kParsed);
+  const auto a = cache.Open();
+  auto upload = cache.Append(a, 0, std::vector<uint8_t>(kWire));
+  ASSERT_TRUE(upload.ok() && upload->has_value());
+  cache.Discard(a);
+  (*upload)->hold.reset();
+  EXPECT_EQ(cache.charged_bytes(), 0u);
+  EXPECT_THAT(cache.Acquire(a).status().message(), HasSubstr("no Galois keys"));
+  Install(cache, a);  // and it may upload again
+  EXPECT_EQ(cache.charged_bytes(), kParsed);
+}
+
+}  // namespace
+}  // namespace veil::server
