@@ -1,0 +1,83 @@
+// The 32-bit multiply-add kernels (compiled with -mavx512f -mavx512bw), rows and lanes forms
+// (kernels.h).
+#include <immintrin.h>
+
+#include "pir/lattice/kernels.h"
+#include "pir/lattice/kernels_blocked.h"
+
+namespace veil::lattice::internal {
+namespace {
+
+// Rows form: 16 bytes of each of 4 rows sign-extended (vpmovsxbd) times the same 16 query words.
+struct Int32RowsStep {
+  const PreparedQueries& q;
+  uint64_t stride;
+
+  void operator()(const int8_t* const* rows, int b, uint64_t c0, uint64_t len, Lanes* acc) const {
+    const uint32_t* words = q.words + b * stride + c0;
+    __m512i sum[kRowsBlock];
+    for (int i = 0; i < kRowsBlock; ++i) sum[i] = _mm512_setzero_si512();
+    for (uint64_t c = 0; c < len; c += 16) {
+      const __m512i qv = _mm512_loadu_si512(words + c);
+      for (int i = 0; i < kRowsBlock; ++i) {
+        const __m512i d = _mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + c0 + c)));
+        sum[i] = _mm512_add_epi32(sum[i], _mm512_mullo_epi32(d, qv));
+      }
+    }
+    for (int i = 0; i < kRowsBlock; ++i) acc[i].v = _mm512_add_epi32(acc[i].v, sum[i]);
+  }
+};
+
+// Lanes form: 16 columns of 8 rows widened once into a small buffer, then each element
+// broadcast ({1to16} memory operand of vpmulld) against 16 or 32 queries' words of its column:
+// 16 accumulators in registers (more make GCC 12 spill them).
+struct Int32LanesStep {
+  static constexpr int kRows = 8;
+  static constexpr uint64_t kChunkCols = 1024;  // 128 KiB of transposed queries (L2)
+  const PreparedQueries& q;
+
+  template <int QB>
+  void Run(const int8_t* const* rows, uint64_t lane0, uint64_t c0, uint64_t c1,
+           uint32_t* sums) const {
+    __m512i acc[kRows][QB];
+    for (int i = 0; i < kRows; ++i) {
+      for (int j = 0; j < QB; ++j) acc[i][j] = _mm512_setzero_si512();
+    }
+    alignas(64) int32_t widened[kRows][16];
+    for (uint64_t c = c0; c < c1; c += 16) {
+      for (int i = 0; i < kRows; ++i) {
+        _mm512_store_si512(widened[i], _mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                           reinterpret_cast<const __m128i*>(rows[i] + c))));
+      }
+      for (int cc = 0; cc < 16; ++cc) {
+        const uint32_t* words = q.words + (c + cc) * q.lanes + lane0;
+        __m512i qv[QB];
+        for (int j = 0; j < QB; ++j) qv[j] = _mm512_loadu_si512(words + 16 * j);
+        for (int i = 0; i < kRows; ++i) {
+          const __m512i element = _mm512_set1_epi32(widened[i][cc]);
+          for (int j = 0; j < QB; ++j) {
+            acc[i][j] = _mm512_add_epi32(acc[i][j], _mm512_mullo_epi32(qv[j], element));
+          }
+        }
+      }
+    }
+    for (int i = 0; i < kRows; ++i) {
+      for (int j = 0; j < QB; ++j) AddLanes(sums + i * 32 + 16 * j, acc[i][j]);
+    }
+  }
+};
+
+}  // namespace
+
+void Int32Rows(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
+               uint64_t row_end, uint32_t* out, uint64_t out_stride) {
+  RowsProduct(db, q.batch, row_begin, row_end, out, out_stride, Int32RowsStep{q, db.stride});
+}
+
+void Int32Lanes(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
+                uint64_t row_end, uint32_t* out, uint64_t out_stride) {
+  LanesProduct(db, q, row_begin, row_end, out, out_stride, Int32LanesStep{q});
+}
+
+}  // namespace veil::lattice::internal
