@@ -90,10 +90,9 @@ absl::Status CheckArguments(const ByteMatrixView& db, absl::Span<const uint32_t>
   if (db.data == nullptr || db.rows == 0 || db.cols == 0) {
     return absl::InvalidArgumentError("the byte matrix is empty");
   }
-  if (db.stride < db.cols || db.stride % kRowAlign != 0) {
+  if (db.stride < AlignedStride(db.cols)) {
     return absl::InvalidArgumentError(absl::StrCat("the byte matrix's stride ", db.stride,
-                                                   " is not a multiple of ", kRowAlign,
-                                                   " at least ", db.cols));
+                                                   " is below ", AlignedStride(db.cols)));
   }
   if (batch < 1 || threads < 1) {
     return absl::InvalidArgumentError("batch and threads must be at least 1");
@@ -204,19 +203,20 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
   internal::PreparedQueries prepared;
   prepared.batch = batch;
   prepared.lanes = lanes ? (static_cast<uint64_t>(batch) + 15) / 16 * 16 : batch;
-  const uint64_t words = prepared.lanes * db.stride;
+  const uint64_t width = AlignedStride(db.cols);
+  const uint64_t words = prepared.lanes * width;
   std::vector<uint32_t> word_buffer(planes ? 0 : words, 0);
   std::vector<uint8_t> plane_buffer(planes ? 4 * words : 0, 0);
   for (int b = 0; b < batch; ++b) {
     for (uint64_t c = 0; c < db.cols; ++c) {
       const uint32_t y = queries[b * db.cols + c];
       if (!planes) {
-        word_buffer[lanes ? c * prepared.lanes + b : b * db.stride + c] = y;
+        word_buffer[lanes ? c * prepared.lanes + b : b * width + c] = y;
         continue;
       }
       for (int p = 0; p < 4; ++p) {
-        const uint64_t at = lanes ? ((p * db.stride / 4 + c / 4) * prepared.lanes + b) * 4 + c % 4
-                                  : (4 * b + p) * db.stride + c;
+        const uint64_t at = lanes ? ((p * width / 4 + c / 4) * prepared.lanes + b) * 4 + c % 4
+                                  : (4 * b + p) * width + c;
         plane_buffer[at] = static_cast<uint8_t>(y >> (8 * p));
       }
     }
@@ -231,6 +231,60 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
     if (begin < end) run(db, prepared, begin, end, out.data(), out_stride);
   });
   return absl::OkStatus();
+}
+
+absl::Status MultiplyBytesByMatrix(const ByteMatrixView& db, absl::Span<const uint32_t> a,
+                                   uint64_t n, absl::Span<uint32_t> out, uint64_t out_stride,
+                                   int threads) {
+  const uint64_t width = AlignedStride(db.cols);
+  if (n == 0 || n % 32 != 0 || a.size() != width * n) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", a.size(), "-word matrix of ", n,
+                                                   " columns, expected ", width, " x n, n a "
+                                                   "positive multiple of 32"));
+  }
+  // The argument checks of MultiplyBytes, for n queries of width words.
+  if (absl::Status s = CheckArguments(db, a.first(n * db.cols), static_cast<int>(n), out,
+                                      out_stride, threads);
+      !s.ok()) {
+    return s;
+  }
+  if (!CpuRuns(ProductKernel::kInt32Lanes)) {
+    ForRowSlices(db.rows, threads, [&](uint64_t begin, uint64_t end) {
+      for (uint64_t r = begin; r < end; ++r) {
+        for (uint64_t k = 0; k < n; ++k) {
+          uint32_t sum = 0;
+          for (uint64_t c = 0; c < db.cols; ++c) {
+            sum += static_cast<uint32_t>(static_cast<int32_t>(db.row(r)[c])) * a[c * n + k];
+          }
+          out[k * out_stride + r] = sum;
+        }
+      }
+    });
+    return absl::OkStatus();
+  }
+  internal::PreparedQueries prepared;
+  prepared.batch = static_cast<int>(n);
+  prepared.lanes = n;
+  prepared.words = a.data();
+  ForRowSlices(db.rows, threads, [&](uint64_t begin, uint64_t end) {
+    if (begin < end) internal::Int32Lanes(db, prepared, begin, end, out.data(), out_stride);
+  });
+  return absl::OkStatus();
+}
+
+void MultiplyWords(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,
+                   uint64_t nvectors, uint32_t* out, uint64_t out_stride) {
+  if (n % 16 == 0 && CpuRuns(ProductKernel::kInt32Rows)) {
+    internal::MultiplyWordsAvx512(rows, count, n, vectors, nvectors, out, out_stride);
+    return;
+  }
+  for (uint64_t r = 0; r < count; ++r) {
+    for (uint64_t j = 0; j < nvectors; ++j) {
+      uint32_t sum = 0;
+      for (uint64_t k = 0; k < n; ++k) sum += rows[r * n + k] * vectors[j * n + k];
+      out[j * out_stride + r] = sum;
+    }
+  }
 }
 
 ProductKernel FastestKernelForBatch(int batch) {

@@ -31,11 +31,14 @@ namespace veil::lattice {
 // Rows of a byte matrix are padded to this many bytes (one AVX-512 vector).
 inline constexpr uint64_t kRowAlign = 64;
 
-inline uint64_t AlignedStride(uint64_t cols) { return (cols + kRowAlign - 1) / kRowAlign * kRowAlign; }
+inline uint64_t AlignedStride(uint64_t cols) {
+  return (cols + kRowAlign - 1) / kRowAlign * kRowAlign;
+}
 
 // A rows x cols matrix of Z_256 elements as signed bytes (the element in [-128, 127]), rows
-// `stride` bytes apart. stride is a multiple of kRowAlign and the bytes between cols and stride
-// are 0, so that kernels read whole vectors. Not owned.
+// `stride` bytes apart. Kernels read AlignedStride(cols) bytes of each row (whole vectors): the
+// bytes between cols and AlignedStride(cols) must be 0 and stride at least that. A view of the
+// columns [c0, c0 + 64j) of a matrix is such a view. Not owned.
 struct ByteMatrixView {
   const int8_t* data = nullptr;
   uint64_t rows = 0;
@@ -62,8 +65,8 @@ std::vector<ProductKernel> AvailableProductKernels();
 // out[b * out_stride + r] = sum_{c < cols} db[r][c] * queries[b * cols + c] (mod 2^32) for
 // every row r and query b < batch, on `threads` threads (rows split between them).
 // Returns INVALID_ARGUMENT if queries.size() != batch * cols, out_stride < rows, out is too
-// small, batch or threads < 1, or the matrix is malformed (stride not a multiple of kRowAlign or
-// below cols); FAILED_PRECONDITION if this CPU cannot run `kernel`.
+// small, batch or threads < 1, or the matrix is empty or its stride below AlignedStride(cols);
+// FAILED_PRECONDITION if this CPU cannot run `kernel`.
 absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> queries, int batch,
                            absl::Span<uint32_t> out, uint64_t out_stride, int threads,
                            ProductKernel kernel);
@@ -74,16 +77,31 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
 absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> queries, int batch,
                            absl::Span<uint32_t> out, uint64_t out_stride, int threads);
 
+// out[k * out_stride + r] = sum_{c < cols} db[r][c] * a[c * n + k] (mod 2^32) for every row r
+// and k < n: the matrix times the n columns of a row-major matrix (the hint's product with A).
+// A row-major matrix is already the lanes kernels' query layout, so nothing is transposed. `a`
+// holds AlignedStride(cols) rows of n words, those past cols zero; n is a multiple of 32.
+// Returns INVALID_ARGUMENT for other sizes or a malformed matrix.
+absl::Status MultiplyBytesByMatrix(const ByteMatrixView& db, absl::Span<const uint32_t> a,
+                                   uint64_t n, absl::Span<uint32_t> out, uint64_t out_stride,
+                                   int threads);
+
+// out[j * out_stride + r] = sum_{k < n} rows[r * n + k] * vectors[j * n + k] (mod 2^32) for
+// r < count and j < nvectors: the client's products of A and of the hint with its secrets.
+// AVX-512 (vpmulld) where the CPU has it, plain C++ otherwise; the same bits either way.
+void MultiplyWords(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,
+                   uint64_t nvectors, uint32_t* out, uint64_t out_stride);
+
 // The kernel MultiplyBytes picks for `batch` (measuring it if not yet known).
 ProductKernel FastestKernelForBatch(int batch);
 
 namespace internal {
 
 // Queries in the layout of one kernel (kernels.cc prepares them; zero beyond cols and batch):
-//   rows forms:  words[b * stride + c] (int32), planes[(4 * b + p) * stride + c] = byte p of word c
-//   lanes forms: words[c * lanes + b] (int32), planes[((p * stride / 4 + c / 4) * lanes + b) * 4 +
+//   rows forms:  words[b * width + c] (int32), planes[(4 * b + p) * width + c] = byte p of word c
+//   lanes forms: words[c * lanes + b] (int32), planes[((p * width / 4 + c / 4) * lanes + b) * 4 +
 //                c % 4] = byte p of word c of query b
-// with lanes = batch rounded up to a multiple of 16.
+// with width = AlignedStride(cols) and lanes = batch rounded up to a multiple of 16.
 struct PreparedQueries {
   int batch = 0;
   uint64_t lanes = 0;
@@ -103,6 +121,9 @@ void PlanesRows(const ByteMatrixView&, const PreparedQueries&, uint64_t, uint64_
                 uint64_t);
 void PlanesLanes(const ByteMatrixView&, const PreparedQueries&, uint64_t, uint64_t, uint32_t*,
                  uint64_t);
+// MultiplyWords on AVX-512; n a multiple of 16.
+void MultiplyWordsAvx512(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,
+                         uint64_t nvectors, uint32_t* out, uint64_t out_stride);
 
 }  // namespace internal
 }  // namespace veil::lattice

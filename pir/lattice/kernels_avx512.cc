@@ -11,10 +11,10 @@ namespace {
 // Rows form: 16 bytes of each of 4 rows sign-extended (vpmovsxbd) times the same 16 query words.
 struct Int32RowsStep {
   const PreparedQueries& q;
-  uint64_t stride;
+  uint64_t width;  // of the prepared query rows and planes
 
   void operator()(const int8_t* const* rows, int b, uint64_t c0, uint64_t len, Lanes* acc) const {
-    const uint32_t* words = q.words + b * stride + c0;
+    const uint32_t* words = q.words + b * width + c0;
     __m512i sum[kRowsBlock];
     for (int i = 0; i < kRowsBlock; ++i) sum[i] = _mm512_setzero_si512();
     for (uint64_t c = 0; c < len; c += 16) {
@@ -72,12 +72,38 @@ struct Int32LanesStep {
 
 void Int32Rows(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
                uint64_t row_end, uint32_t* out, uint64_t out_stride) {
-  RowsProduct(db, q.batch, row_begin, row_end, out, out_stride, Int32RowsStep{q, db.stride});
+  RowsProduct(db, q.batch, row_begin, row_end, out, out_stride, Int32RowsStep{q, AlignedStride(db.cols)});
 }
 
 void Int32Lanes(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
                 uint64_t row_end, uint32_t* out, uint64_t out_stride) {
   LanesProduct(db, q, row_begin, row_end, out, out_stride, Int32LanesStep{q});
+}
+
+void MultiplyWordsAvx512(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,
+                         uint64_t nvectors, uint32_t* out, uint64_t out_stride) {
+  for (uint64_t r = 0; r < count; ++r) {
+    const uint32_t* row = rows + r * n;
+    for (uint64_t j = 0; j < nvectors; ++j) {
+      const uint32_t* v = vectors + j * n;
+      __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                        _mm512_setzero_si512()};
+      uint64_t k = 0;
+      for (; k + 64 <= n; k += 64) {
+        for (int u = 0; u < 4; ++u) {
+          acc[u] = _mm512_add_epi32(acc[u], _mm512_mullo_epi32(_mm512_loadu_si512(row + k + 16 * u),
+                                                               _mm512_loadu_si512(v + k + 16 * u)));
+        }
+      }
+      for (; k < n; k += 16) {
+        acc[0] = _mm512_add_epi32(
+            acc[0], _mm512_mullo_epi32(_mm512_loadu_si512(row + k), _mm512_loadu_si512(v + k)));
+      }
+      const __m512i sum =
+          _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_add_epi32(acc[2], acc[3]));
+      out[j * out_stride + r] = static_cast<uint32_t>(_mm512_reduce_add_epi32(sum));
+    }
+  }
 }
 
 }  // namespace veil::lattice::internal

@@ -40,12 +40,13 @@ template <class Step>
 void RowsProduct(const ByteMatrixView& db, int batch, uint64_t row_begin, uint64_t row_end,
                  uint32_t* out, uint64_t out_stride, const Step& step) {
   std::vector<Lanes> partial(static_cast<size_t>(batch) * kRowsBlock);
+  const uint64_t width = AlignedStride(db.cols);
   for (uint64_t r0 = row_begin; r0 < row_end; r0 += kRowsBlock) {
     const int8_t* rows[kRowsBlock];
     RowPointers(db, r0, row_end, rows);
     std::fill(partial.begin(), partial.end(), Lanes{_mm512_setzero_si512()});
-    for (uint64_t c0 = 0; c0 < db.stride; c0 += kRowsChunkBytes) {
-      const uint64_t len = std::min(kRowsChunkBytes, db.stride - c0);
+    for (uint64_t c0 = 0; c0 < width; c0 += kRowsChunkBytes) {
+      const uint64_t len = std::min(kRowsChunkBytes, width - c0);
       for (int b = 0; b < batch; ++b) step(rows, b, c0, len, partial.data() + b * kRowsBlock);
     }
     const int valid = static_cast<int>(std::min<uint64_t>(kRowsBlock, row_end - r0));
@@ -71,14 +72,15 @@ void LanesProduct(const ByteMatrixView& db, const PreparedQueries& q, uint64_t r
                   uint64_t row_end, uint32_t* out, uint64_t out_stride, const Step& step) {
   static_assert(kLanesBlockRows % Step::kRows == 0);
   alignas(64) uint32_t sums[kLanesBlockRows * 32];
+  const uint64_t width = AlignedStride(db.cols);
   for (uint64_t lane0 = 0; lane0 < q.lanes; lane0 += 32) {
     const bool two = q.lanes - lane0 >= 32;
     const int lanes = static_cast<int>(std::min<uint64_t>(32, q.batch - lane0));
     for (uint64_t block = row_begin; block < row_end; block += kLanesBlockRows) {
       std::fill(std::begin(sums), std::end(sums), 0u);
       const uint64_t block_end = std::min<uint64_t>(block + kLanesBlockRows, row_end);
-      for (uint64_t c0 = 0; c0 < db.stride; c0 += Step::kChunkCols) {
-        const uint64_t c1 = std::min(db.stride, c0 + Step::kChunkCols);
+      for (uint64_t c0 = 0; c0 < width; c0 += Step::kChunkCols) {
+        const uint64_t c1 = std::min(width, c0 + Step::kChunkCols);
         for (uint64_t r0 = block; r0 < block_end; r0 += Step::kRows) {
           const int8_t* rows[Step::kRows];
           RowPointers(db, r0, block_end, rows);

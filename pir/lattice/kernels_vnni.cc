@@ -19,17 +19,17 @@ __m512i CombinePlanes(const __m512i (&sum)[4]) {
 // Rows form: 64 columns of 4 rows against the 4 digit planes of one query, 16 accumulators.
 struct PlanesRowsStep {
   const PreparedQueries& q;
-  uint64_t stride;
+  uint64_t width;  // of the prepared query rows and planes
 
   void operator()(const int8_t* const* rows, int b, uint64_t c0, uint64_t len, Lanes* acc) const {
-    const uint8_t* plane = q.planes + 4 * b * stride + c0;
+    const uint8_t* plane = q.planes + 4 * b * width + c0;
     __m512i sum[kRowsBlock][4];
     for (int i = 0; i < kRowsBlock; ++i) {
       for (int p = 0; p < 4; ++p) sum[i][p] = _mm512_setzero_si512();
     }
     for (uint64_t c = 0; c < len; c += 64) {
       __m512i digits[4];
-      for (int p = 0; p < 4; ++p) digits[p] = _mm512_loadu_si512(plane + p * stride + c);
+      for (int p = 0; p < 4; ++p) digits[p] = _mm512_loadu_si512(plane + p * width + c);
       for (int i = 0; i < kRowsBlock; ++i) {
         const __m512i d = _mm512_loadu_si512(rows[i] + c0 + c);
         for (int p = 0; p < 4; ++p) sum[i][p] = _mm512_dpbusd_epi32(sum[i][p], digits[p], d);
@@ -48,7 +48,7 @@ struct PlanesLanesStep {
   static constexpr int kRows = 2;
   static constexpr uint64_t kChunkCols = 256;
   const PreparedQueries& q;
-  uint64_t stride;
+  uint64_t width;  // of the prepared query rows and planes
 
   template <int QB>
   void Run(const int8_t* const* rows, uint64_t lane0, uint64_t c0, uint64_t c1,
@@ -62,7 +62,7 @@ struct PlanesLanesStep {
     for (uint64_t c = c0; c < c1; c += 4) {
       __m512i digits[4][QB];
       for (int p = 0; p < 4; ++p) {
-        const uint8_t* at = q.planes + ((p * stride / 4 + c / 4) * q.lanes + lane0) * 4;
+        const uint8_t* at = q.planes + ((p * width / 4 + c / 4) * q.lanes + lane0) * 4;
         for (int j = 0; j < QB; ++j) digits[p][j] = _mm512_loadu_si512(at + 64 * j);
       }
       for (int i = 0; i < kRows; ++i) {
@@ -86,12 +86,12 @@ struct PlanesLanesStep {
 
 void PlanesRows(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
                 uint64_t row_end, uint32_t* out, uint64_t out_stride) {
-  RowsProduct(db, q.batch, row_begin, row_end, out, out_stride, PlanesRowsStep{q, db.stride});
+  RowsProduct(db, q.batch, row_begin, row_end, out, out_stride, PlanesRowsStep{q, AlignedStride(db.cols)});
 }
 
 void PlanesLanes(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
                  uint64_t row_end, uint32_t* out, uint64_t out_stride) {
-  LanesProduct(db, q, row_begin, row_end, out, out_stride, PlanesLanesStep{q, db.stride});
+  LanesProduct(db, q, row_begin, row_end, out, out_stride, PlanesLanesStep{q, AlignedStride(db.cols)});
 }
 
 }  // namespace veil::lattice::internal

@@ -1,5 +1,7 @@
 #include "pir/lattice/lwe.h"
 
+#include "pir/lattice/kernels.h"
+
 #include <sodium.h>
 
 #include <algorithm>
@@ -51,21 +53,23 @@ constexpr uint64_t kRowsPerBlock = 64;
 }  // namespace
 
 PublicMatrix::PublicMatrix(const Seed& seed, MatrixDomain domain, uint64_t rows)
-    : seed_(seed), rows_(rows) {
-  nonce_[0] = static_cast<uint8_t>(domain);
+    : rows_(rows) {
+  uint8_t key[16];
+  const uint8_t message = static_cast<uint8_t>(domain);
+  crypto_generichash(key, sizeof(key), &message, 1, seed.data(), seed.size());
+  key_ = std::make_unique<internal::AesCtrKey>(internal::MakeAesCtrKey(key));
 }
+
+PublicMatrix::PublicMatrix(const PublicMatrix& other)
+    : key_(std::make_unique<internal::AesCtrKey>(*other.key_)), rows_(other.rows_) {}
 
 PublicMatrix::~PublicMatrix() = default;
 
 void PublicMatrix::ExpandRows(uint64_t first, uint64_t count, absl::Span<uint32_t> out) const {
-  std::memset(out.data(), 0, out.size() * sizeof(uint32_t));
-  const uint64_t blocks_per_row = uint64_t{kLweDimension} * 4 / 64;
-  // The keystream of consecutive rows is contiguous: one call covers them all, in pieces whose
-  // block counter stays below 2^32.
-  uint8_t* bytes = reinterpret_cast<uint8_t*>(out.data());
-  crypto_stream_chacha20_ietf_xor_ic(bytes, bytes, count * kLweDimension * 4, nonce_.data(),
-                                     static_cast<uint32_t>(first * blocks_per_row), seed_.data());
+  constexpr uint64_t kBlocksPerRow = uint64_t{kLweDimension} * 4 / 16;
   // Words are little-endian on every platform we build for (embedding/table.h asserts it).
+  internal::AesCtr(*key_, first * kBlocksPerRow, count * kBlocksPerRow,
+                   reinterpret_cast<uint8_t*>(out.data()));
 }
 
 void SampleSecret(dpf::RandomSource& rng, absl::Span<uint32_t> secret) {
@@ -92,33 +96,33 @@ void SampleErrors(dpf::RandomSource& rng, absl::Span<int32_t> errors) {
 
 absl::Span<const uint64_t> ErrorCdtForTesting() { return absl::MakeConstSpan(kErrorCdt); }
 
-uint32_t Dot(absl::Span<const uint32_t> row, absl::Span<const uint32_t> secret) {
-  uint32_t sum = 0;
-  for (size_t k = 0; k < row.size(); ++k) sum += row[k] * secret[k];
-  return sum;
-}
-
-void EncryptUnitVector(const PublicMatrix& a, absl::Span<const uint32_t> secret,
-                       absl::Span<const int32_t> errors, uint64_t hot, absl::Span<uint32_t> out) {
+void EncryptUnitVectors(const PublicMatrix& a, absl::Span<const uint32_t> secrets,
+                        absl::Span<const int32_t> errors, absl::Span<const uint64_t> hots,
+                        absl::Span<uint32_t> out) {
+  const uint64_t m = a.rows();
   std::vector<uint32_t> block(kRowsPerBlock * kLweDimension);
-  for (uint64_t first = 0; first < out.size(); first += kRowsPerBlock) {
-    const uint64_t count = std::min<uint64_t>(kRowsPerBlock, out.size() - first);
+  for (uint64_t first = 0; first < m; first += kRowsPerBlock) {
+    const uint64_t count = std::min<uint64_t>(kRowsPerBlock, m - first);
     const absl::Span<uint32_t> rows = absl::MakeSpan(block).first(count * kLweDimension);
     a.ExpandRows(first, count, rows);
-    for (uint64_t r = 0; r < count; ++r) {
-      out[first + r] = Dot(rows.subspan(r * kLweDimension, kLweDimension), secret) +
-                       static_cast<uint32_t>(errors[first + r]) +
-                       (kDelta & EqualMask(first + r, hot));
+    MultiplyWords(rows.data(), count, kLweDimension, secrets.data(), hots.size(),
+                  out.data() + first, m);
+    for (size_t j = 0; j < hots.size(); ++j) {
+      for (uint64_t r = 0; r < count; ++r) {
+        const uint64_t at = j * m + first + r;
+        out[at] += static_cast<uint32_t>(errors[at]) + (kDelta & EqualMask(first + r, hots[j]));
+      }
     }
   }
 }
 
-void EncryptFreshUnitVector(const PublicMatrix& a, uint64_t hot, dpf::RandomSource& rng,
-                            absl::Span<uint32_t> secret, absl::Span<uint32_t> out) {
+void EncryptFreshUnitVectors(const PublicMatrix& a, absl::Span<const uint64_t> hots,
+                             dpf::RandomSource& rng, absl::Span<uint32_t> secrets,
+                             absl::Span<uint32_t> out) {
   std::vector<int32_t> errors(out.size());
-  SampleSecret(rng, secret);
+  SampleSecret(rng, secrets);
   SampleErrors(rng, absl::MakeSpan(errors));
-  EncryptUnitVector(a, secret, errors, hot, out);
+  EncryptUnitVectors(a, secrets, errors, hots, out);
   sodium_memzero(errors.data(), errors.size() * sizeof(int32_t));
 }
 
