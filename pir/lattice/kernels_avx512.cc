@@ -4,6 +4,7 @@
 
 #include "pir/lattice/kernels.h"
 #include "pir/lattice/kernels_blocked.h"
+#include "pir/lattice/roofline.h"
 
 namespace veil::lattice::internal {
 namespace {
@@ -104,6 +105,38 @@ void MultiplyWordsAvx512(const uint32_t* rows, uint64_t count, uint64_t n, const
       out[j * out_stride + r] = static_cast<uint32_t>(_mm512_reduce_add_epi32(sum));
     }
   }
+}
+
+uint32_t Int32MacLoop(uint64_t iters) {
+  // The operands are opaque to the compiler (no strength reduction of the products); 12
+  // independent accumulators cover vpmulld's latency (24 would spill, with their operands).
+  __m512i a = _mm512_set1_epi32(3), b0 = _mm512_set1_epi32(5);
+  __asm__ volatile("" : "+v"(b0));
+  __m512i acc[12], b[12];
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) {
+    acc[i] = _mm512_set1_epi32(i);
+    b[i] = _mm512_xor_si512(b0, _mm512_set1_epi32(i));
+  }
+  for (uint64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_add_epi32(acc[i], _mm512_mullo_epi32(a, b[i]));
+    __asm__ volatile("" : "+v"(a));  // a new operand every iteration: nothing is hoisted
+  }
+  __m512i sum = acc[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < 12; ++i) sum = _mm512_xor_si512(sum, acc[i]);
+  return static_cast<uint32_t>(_mm512_reduce_add_epi32(sum));
+}
+
+uint64_t ReadAvx512(const uint8_t* data, uint64_t bytes) {
+  __m512i x[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                  _mm512_setzero_si512()};
+  for (uint64_t i = 0; i < bytes; i += 256) {
+    for (int u = 0; u < 4; ++u) x[u] = _mm512_xor_si512(x[u], _mm512_loadu_si512(data + i + 64 * u));
+  }
+  const __m512i all = _mm512_xor_si512(_mm512_xor_si512(x[0], x[1]), _mm512_xor_si512(x[2], x[3]));
+  return static_cast<uint64_t>(_mm512_reduce_add_epi64(all));
 }
 
 }  // namespace veil::lattice::internal

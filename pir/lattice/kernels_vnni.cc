@@ -6,6 +6,7 @@
 
 #include "pir/lattice/kernels.h"
 #include "pir/lattice/kernels_blocked.h"
+#include "pir/lattice/roofline.h"
 
 namespace veil::lattice::internal {
 namespace {
@@ -92,6 +93,23 @@ void PlanesRows(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row
 void PlanesLanes(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
                  uint64_t row_end, uint32_t* out, uint64_t out_stride) {
   LanesProduct(db, q, row_begin, row_end, out, out_stride, PlanesLanesStep{q, AlignedStride(db.cols)});
+}
+
+uint32_t VnniLoop(uint64_t iters) {
+  __m512i a = _mm512_set1_epi32(0x01020304), b = _mm512_set1_epi32(0x05060708);
+  __asm__ volatile("" : "+v"(b));
+  __m512i acc[24];
+#pragma GCC unroll 24
+  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_epi32(i);
+  for (uint64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < 24; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+    __asm__ volatile("" : "+v"(a));
+  }
+  __m512i sum = acc[0];
+#pragma GCC unroll 24
+  for (int i = 1; i < 24; ++i) sum = _mm512_xor_si512(sum, acc[i]);
+  return static_cast<uint32_t>(_mm512_reduce_add_epi32(sum));
 }
 
 }  // namespace veil::lattice::internal
