@@ -155,8 +155,8 @@ absl::Status LweAnswer(const Flags& flags) {
   const Shape& s = setup->server->shape();
   absl::Status status;
   const double t = MedianSeconds(
-      [&] { status = setup->server->Answer(b->queries, batch, absl::MakeSpan(b->answers)); }, 1,
-      15, budget_s);
+      [&] { status = setup->server->Answer(b->queries, batch, absl::MakeSpan(b->answers)); }, 1, 15,
+      budget_s);
   if (!status.ok()) return status;
   const int errors = CountErrors(*setup, *b);
 
@@ -274,8 +274,8 @@ absl::Status Lattice(const Flags& flags) {
       .Add("response_bytes", 4 * s.answer_words())
       .Add("reusable_key_bytes", setup->server->hint_blob().size())
       .Add("floor_ratio", WorkOf(s, batch).bytes / ceilings.mem_read_bytes_per_s / server_s)
-      .Add("server_memory_bytes", memory.database + memory.hint_blob + memory.server_digits +
-                                      memory.a2)
+      .Add("server_memory_bytes",
+           memory.database + memory.hint_blob + memory.server_digits + memory.a2)
       .Add("hint_s", setup->hint_s)
       .Add("log2_failure", s.log2_failure)
       .Add("errors", errors)

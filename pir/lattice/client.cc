@@ -49,9 +49,9 @@ absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Create(const LweConfig& co
                                                              absl::Span<const uint8_t> hint_blob) {
   if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
   if (hint_blob.size() != config.hint_bytes || Blake2b256(hint_blob) != config.hint_digest) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the hint (", hint_blob.size(), " bytes) is not the one the config names (",
-        config.hint_bytes, " bytes and its digest)"));
+    return absl::InvalidArgumentError(absl::StrCat("the hint (", hint_blob.size(),
+                                                   " bytes) is not the one the config names (",
+                                                   config.hint_bytes, " bytes and its digest)"));
   }
   absl::StatusOr<std::vector<uint32_t>> hint =
       ParseClientHint(hint_blob, config.shape, config.seed, config.table_digest);
@@ -66,8 +66,9 @@ absl::StatusOr<PendingLookup> LweClient::MakeQuery(uint64_t row, absl::Span<uint
   return std::move(lookups->front());
 }
 
-absl::StatusOr<std::vector<PendingLookup>> LweClient::MakeQueries(
-    absl::Span<const uint64_t> rows, absl::Span<uint32_t> queries, dpf::RandomSource& rng) const {
+absl::StatusOr<std::vector<PendingLookup>> LweClient::MakeQueries(absl::Span<const uint64_t> rows,
+                                                                  absl::Span<uint32_t> queries,
+                                                                  dpf::RandomSource& rng) const {
   const Shape& s = config_.shape;
   for (uint64_t row : rows) {
     if (row >= s.rows) {
@@ -77,8 +78,8 @@ absl::StatusOr<std::vector<PendingLookup>> LweClient::MakeQueries(
   }
   const uint64_t count = rows.size(), qw = s.query_words();
   if (queries.size() != count * qw) {
-    return absl::InvalidArgumentError(absl::StrCat("the queries hold ", queries.size(),
-                                                   " words, expected ", count, " x ", qw));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the queries hold ", queries.size(), " words, expected ", count, " x ", qw));
   }
   std::vector<uint64_t> columns(count);
   for (uint64_t i = 0; i < count; ++i) columns[i] = s.column_of(rows[i]);
@@ -118,11 +119,11 @@ absl::Status LweClient::Decode(const PendingLookup& lookup, absl::Span<const uin
                                absl::Span<uint8_t> record, DecodeNoise* noise) const {
   const Shape& s = config_.shape;
   if (answer.size() != s.answer_words() || record.size() != s.record_bytes ||
-      lookup.secrets_.size() != (s.protocol == Protocol::kSimplePir ? 1 : 1 + s.record_bytes) * kN) {
+      lookup.secrets_.size() !=
+          (s.protocol == Protocol::kSimplePir ? 1 : 1 + s.record_bytes) * kN) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "decode: answer of ", answer.size(), " words (expected ", s.answer_words(),
-        "), record of ", record.size(), " bytes (expected ", s.record_bytes,
-        "), or a lookup of another client"));
+        "decode: answer of ", answer.size(), " words (expected ", s.answer_words(), "), record of ",
+        record.size(), " bytes (expected ", s.record_bytes, "), or a lookup of another client"));
   }
   DecodeNoise measured;
   if (s.protocol == Protocol::kDoublePir) {
@@ -147,8 +148,7 @@ absl::Status LweClient::Decode(const PendingLookup& lookup, absl::Span<const uin
 // The second level recovers the 4n digits of the record rows' hint rows H1[i] and the 4 digits of
 // their answer words a1[i] (against H2 and the online h1); the first level then decrypts
 // a1[i] - H1[i] . s1.
-absl::Status LweClient::DecodeDouble(const PendingLookup& lookup,
-                                     absl::Span<const uint32_t> answer,
+absl::Status LweClient::DecodeDouble(const PendingLookup& lookup, absl::Span<const uint32_t> answer,
                                      absl::Span<uint8_t> record, DecodeNoise& noise) const {
   const Shape& s = config_.shape;
   const uint64_t digit_rows = kDigitsPerWord * kN, r_bytes = s.record_bytes;

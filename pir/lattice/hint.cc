@@ -38,9 +38,9 @@ absl::Status MultiplyByPublicMatrix(const ByteMatrixView& db, const PublicMatrix
     std::fill(a_rows.begin() + cols * kN, a_rows.begin() + width * kN, 0u);
     const ByteMatrixView slice{db.data + c0, db.rows, cols, db.stride};
     // The first chunk writes the sums, later ones add to them.
-    if (absl::Status s = MultiplyBytesByMatrix(slice, absl::MakeConstSpan(a_rows).first(width * kN),
-                                               kN, absl::MakeSpan(c0 == 0 ? sum : partial),
-                                               db.rows, threads);
+    if (absl::Status s =
+            MultiplyBytesByMatrix(slice, absl::MakeConstSpan(a_rows).first(width * kN), kN,
+                                  absl::MakeSpan(c0 == 0 ? sum : partial), db.rows, threads);
         !s.ok()) {
       return s;
     }
@@ -72,29 +72,27 @@ absl::Status CheckHeader(const HintHeader& h, const Shape& shape, const Seed& se
     return absl::InvalidArgumentError("not a veil LWE hint (bad magic)");
   }
   if (h.version != kHintVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unsupported hint version ", h.version, " (this build reads ", kHintVersion,
-                     ")"));
+    return absl::InvalidArgumentError(absl::StrCat("unsupported hint version ", h.version,
+                                                   " (this build reads ", kHintVersion, ")"));
   }
   if (h.header_bytes != sizeof(HintHeader)) {
-    return absl::InvalidArgumentError(absl::StrCat("hint header size ", h.header_bytes,
-                                                   ", expected ", sizeof(HintHeader)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hint header size ", h.header_bytes, ", expected ", sizeof(HintHeader)));
   }
   if (!AllZero(h.reserved0) || !AllZero(h.reserved1)) {
     return absl::InvalidArgumentError("hint header: reserved bytes are not zero");
   }
   if (h.protocol != static_cast<uint8_t>(shape.protocol)) {
-    return Stale(absl::StrCat("protocol ", h.protocol, ", expected ",
-                              static_cast<int>(shape.protocol)));
+    return Stale(
+        absl::StrCat("protocol ", h.protocol, ", expected ", static_cast<int>(shape.protocol)));
   }
   if (h.lwe_n != kN || h.log_q != kLogModulus || h.plaintext_modulus != shape.plaintext_modulus ||
       h.sigma_micro != kSigmaMicro) {
-    return Stale(absl::StrCat("LWE parameters n = ", h.lwe_n, ", log q = ", h.log_q, ", p = ",
-                              h.plaintext_modulus, ", sigma = ", h.sigma_micro / 1e6));
+    return Stale(absl::StrCat("LWE parameters n = ", h.lwe_n, ", log q = ", h.log_q,
+                              ", p = ", h.plaintext_modulus, ", sigma = ", h.sigma_micro / 1e6));
   }
   if (h.rows != shape.rows || h.record_bytes != shape.record_bytes ||
-      h.records_per_column != shape.records_per_column || h.d0 != shape.d0 ||
-      h.d1 != shape.d1) {
+      h.records_per_column != shape.records_per_column || h.d0 != shape.d0 || h.d1 != shape.d1) {
     return Stale(absl::StrCat("shape ", h.rows, " records x ", h.record_bytes, " B in a ", h.d1,
                               " x ", h.d0, " matrix, expected ", shape.rows, " x ",
                               shape.record_bytes, " B in ", shape.d1, " x ", shape.d0));
@@ -105,16 +103,16 @@ absl::Status CheckHeader(const HintHeader& h, const Shape& shape, const Seed& se
         absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(h.table_digest),
                                                  sizeof(h.table_digest))),
         ", the table's is ",
-        absl::BytesToHexString(absl::string_view(
-            reinterpret_cast<const char*>(table_digest.data()), table_digest.size()))));
+        absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(table_digest.data()),
+                                                 table_digest.size()))));
   }
   if (std::memcmp(h.seed, seed.data(), seed.size()) != 0) {
     return Stale("the seed of A differs");
   }
   if (h.client_bytes != 4 * shape.hint_words() || h.server_bytes != ServerBytes(shape)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hint sizes ", h.client_bytes, " + ", h.server_bytes, " bytes, expected ",
-        4 * shape.hint_words(), " + ", ServerBytes(shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hint sizes ", h.client_bytes, " + ", h.server_bytes, " bytes, expected ",
+                     4 * shape.hint_words(), " + ", ServerBytes(shape)));
   }
   return absl::OkStatus();
 }
@@ -155,8 +153,12 @@ Seed DeriveSeed(const Shape& shape, const embedding::TableDigestBytes& table_dig
   crypto_generichash_init(&state, nullptr, 0, 32);
   crypto_generichash_update(&state, reinterpret_cast<const uint8_t*>(kSeedDomain),
                             sizeof(kSeedDomain));
-  const uint64_t fields[] = {static_cast<uint64_t>(shape.protocol), shape.rows,
-                             shape.record_bytes, shape.records_per_column, shape.d0, shape.d1,
+  const uint64_t fields[] = {static_cast<uint64_t>(shape.protocol),
+                             shape.rows,
+                             shape.record_bytes,
+                             shape.records_per_column,
+                             shape.d0,
+                             shape.d1,
                              shape.plaintext_modulus};
   crypto_generichash_update(&state, reinterpret_cast<const uint8_t*>(fields), sizeof(fields));
   crypto_generichash_update(&state, table_digest.data(), table_digest.size());
@@ -168,9 +170,8 @@ Seed DeriveSeed(const Shape& shape, const embedding::TableDigestBytes& table_dig
 absl::StatusOr<Hint> ComputeHint(const Shape& shape, const Seed& seed, const ByteMatrixView& db,
                                  int threads) {
   if (db.rows != shape.d1 || db.cols != shape.d0) {
-    return absl::InvalidArgumentError(absl::StrCat("a ", db.rows, " x ", db.cols,
-                                                   " matrix, the shape is ", shape.d1, " x ",
-                                                   shape.d0));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a ", db.rows, " x ", db.cols, " matrix, the shape is ", shape.d1, " x ", shape.d0));
   }
   Hint hint;
   const PublicMatrix a1(seed, MatrixDomain::kA1, shape.d0);
@@ -245,16 +246,15 @@ absl::StatusOr<std::vector<uint32_t>> ParseClientHint(
     absl::Span<const uint8_t> blob, const Shape& shape, const Seed& seed,
     const embedding::TableDigestBytes& table_digest) {
   if (blob.size() < sizeof(HintHeader)) {
-    return absl::InvalidArgumentError(absl::StrCat("hint blob of ", blob.size(),
-                                                   " bytes is shorter than its header"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hint blob of ", blob.size(), " bytes is shorter than its header"));
   }
   HintHeader h;
   std::memcpy(&h, blob.data(), sizeof(h));
   if (absl::Status s = CheckHeader(h, shape, seed, table_digest); !s.ok()) return s;
   if (blob.size() != sizeof(HintHeader) + h.client_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("hint blob of ", blob.size(),
-                                                   " bytes, expected ",
-                                                   sizeof(HintHeader) + h.client_bytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hint blob of ", blob.size(), " bytes, expected ", sizeof(HintHeader) + h.client_bytes));
   }
   const absl::Span<const uint8_t> payload = blob.subspan(sizeof(HintHeader));
   if (absl::Status s = CheckDigest(payload, h.client_digest, "client hint"); !s.ok()) return s;
@@ -308,22 +308,21 @@ absl::StatusOr<Hint> ReadHintFile(const std::string& path, const Shape& shape, c
   Hint hint;
   hint.client.resize(h.client_bytes / 4);
   std::vector<uint8_t> packed(h.server_bytes);
-  in.read(reinterpret_cast<char*>(hint.client.data()), static_cast<std::streamsize>(h.client_bytes));
+  in.read(reinterpret_cast<char*>(hint.client.data()),
+          static_cast<std::streamsize>(h.client_bytes));
   in.read(reinterpret_cast<char*>(packed.data()), static_cast<std::streamsize>(packed.size()));
   if (!in || in.peek() != std::ifstream::traits_type::eof()) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": the hint file is not ", sizeof(h) + h.client_bytes + h.server_bytes, " bytes"));
   }
-  if (absl::Status s = CheckDigest(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(
-                                                           hint.client.data()),
-                                                       h.client_bytes),
-                                   h.client_digest, "client hint");
+  if (absl::Status s = CheckDigest(
+          absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(hint.client.data()), h.client_bytes),
+          h.client_digest, "client hint");
       !s.ok()) {
     return s;
   }
   if (h.server_bytes != 0) {
-    if (absl::Status s = CheckDigest(packed, h.server_digest, "server part of the hint");
-        !s.ok()) {
+    if (absl::Status s = CheckDigest(packed, h.server_digest, "server part of the hint"); !s.ok()) {
       return s;
     }
     const uint64_t stride = AlignedStride(shape.d1);
@@ -338,8 +337,7 @@ absl::StatusOr<Hint> ReadHintFile(const std::string& path, const Shape& shape, c
 absl::StatusOr<Hint> LoadOrComputeHint(const std::string& path, const Shape& shape,
                                        const Seed& seed,
                                        const embedding::TableDigestBytes& table_digest,
-                                       const ByteMatrixView& db, int threads,
-                                       std::string* reason) {
+                                       const ByteMatrixView& db, int threads, std::string* reason) {
   absl::StatusOr<Hint> read = ReadHintFile(path, shape, seed, table_digest);
   if (read.ok()) {
     if (reason != nullptr) reason->clear();

@@ -77,7 +77,7 @@ Digest Blake2b256(absl::Span<const uint8_t> bytes);
 
 // What the server precomputes at table load.
 struct Hint {
-  std::vector<uint32_t> client;      // SimplePIR H (D1 x n); DoublePIR H2 (4n x n), row-major
+  std::vector<uint32_t> client;       // SimplePIR H (D1 x n); DoublePIR H2 (4n x n), row-major
   std::vector<int8_t> server_digits;  // DoublePIR M1 (4n rows of D1 bytes); empty for SimplePIR
 };
 
@@ -123,8 +123,7 @@ absl::StatusOr<Hint> ReadHintFile(const std::string& path, const Shape& shape, c
 absl::StatusOr<Hint> LoadOrComputeHint(const std::string& path, const Shape& shape,
                                        const Seed& seed,
                                        const embedding::TableDigestBytes& table_digest,
-                                       const ByteMatrixView& db, int threads,
-                                       std::string* reason);
+                                       const ByteMatrixView& db, int threads, std::string* reason);
 
 }  // namespace veil::lattice
 

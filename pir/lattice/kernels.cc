@@ -84,27 +84,26 @@ void ReferenceRows(const ByteMatrixView& db, absl::Span<const uint32_t> queries,
   }
 }
 
-absl::Status CheckArguments(const ByteMatrixView& db, absl::Span<const uint32_t> queries,
-                            int batch, absl::Span<uint32_t> out, uint64_t out_stride,
-                            int threads) {
+absl::Status CheckArguments(const ByteMatrixView& db, absl::Span<const uint32_t> queries, int batch,
+                            absl::Span<uint32_t> out, uint64_t out_stride, int threads) {
   if (db.data == nullptr || db.rows == 0 || db.cols == 0) {
     return absl::InvalidArgumentError("the byte matrix is empty");
   }
   if (db.stride < AlignedStride(db.cols)) {
-    return absl::InvalidArgumentError(absl::StrCat("the byte matrix's stride ", db.stride,
-                                                   " is below ", AlignedStride(db.cols)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the byte matrix's stride ", db.stride, " is below ", AlignedStride(db.cols)));
   }
   if (batch < 1 || threads < 1) {
     return absl::InvalidArgumentError("batch and threads must be at least 1");
   }
   if (queries.size() != static_cast<uint64_t>(batch) * db.cols) {
-    return absl::InvalidArgumentError(absl::StrCat("queries hold ", queries.size(),
-                                                   " words, expected ", batch, " x ", db.cols));
+    return absl::InvalidArgumentError(
+        absl::StrCat("queries hold ", queries.size(), " words, expected ", batch, " x ", db.cols));
   }
   if (out_stride < db.rows || out.size() < (batch - 1) * out_stride + db.rows) {
-    return absl::InvalidArgumentError(absl::StrCat("out holds ", out.size(),
-                                                   " words with stride ", out_stride, ", expected ",
-                                                   batch, " answers of ", db.rows, " words"));
+    return absl::InvalidArgumentError(absl::StrCat("out holds ", out.size(), " words with stride ",
+                                                   out_stride, ", expected ", batch, " answers of ",
+                                                   db.rows, " words"));
   }
   return absl::OkStatus();
 }
@@ -121,8 +120,7 @@ int BucketOf(int batch) {
 // (at least 64 KiB, at most 8 MiB, so that batch 1 streams from beyond the L2 cache).
 ProductKernel MeasureFastest(int batch) {
   constexpr uint64_t kCols = 4096;
-  const uint64_t rows =
-      std::clamp<uint64_t>((uint64_t{1} << 25) / (kCols * batch), 16, 2048);
+  const uint64_t rows = std::clamp<uint64_t>((uint64_t{1} << 25) / (kCols * batch), 16, 2048);
   std::vector<int8_t> bytes(rows * kCols, 1);
   std::vector<uint32_t> queries(batch * kCols, 0x9e3779b9u), out(batch * rows);
   const ByteMatrixView db{bytes.data(), rows, kCols, kCols};
@@ -134,8 +132,7 @@ ProductKernel MeasureFastest(int batch) {
       const auto start = std::chrono::steady_clock::now();
       (void)MultiplyBytes(db, queries, batch, absl::MakeSpan(out), rows, 1, kernel);
       fastest = std::min(
-          fastest,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+          fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     if (fastest < best_s) {
       best_s = fastest;
@@ -196,10 +193,8 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
     });
     return absl::OkStatus();
   }
-  const bool lanes =
-      kernel == ProductKernel::kInt32Lanes || kernel == ProductKernel::kPlanesLanes;
-  const bool planes =
-      kernel == ProductKernel::kPlanesRows || kernel == ProductKernel::kPlanesLanes;
+  const bool lanes = kernel == ProductKernel::kInt32Lanes || kernel == ProductKernel::kPlanesLanes;
+  const bool planes = kernel == ProductKernel::kPlanesRows || kernel == ProductKernel::kPlanesLanes;
   internal::PreparedQueries prepared;
   prepared.batch = batch;
   prepared.lanes = lanes ? (static_cast<uint64_t>(batch) + 15) / 16 * 16 : batch;
@@ -239,12 +234,13 @@ absl::Status MultiplyBytesByMatrix(const ByteMatrixView& db, absl::Span<const ui
   const uint64_t width = AlignedStride(db.cols);
   if (n == 0 || n % 32 != 0 || a.size() != width * n) {
     return absl::InvalidArgumentError(absl::StrCat("a ", a.size(), "-word matrix of ", n,
-                                                   " columns, expected ", width, " x n, n a "
+                                                   " columns, expected ", width,
+                                                   " x n, n a "
                                                    "positive multiple of 32"));
   }
   // The argument checks of MultiplyBytes, for n queries of width words.
-  if (absl::Status s = CheckArguments(db, a.first(n * db.cols), static_cast<int>(n), out,
-                                      out_stride, threads);
+  if (absl::Status s =
+          CheckArguments(db, a.first(n * db.cols), static_cast<int>(n), out, out_stride, threads);
       !s.ok()) {
     return s;
   }
@@ -306,8 +302,7 @@ ProductKernel FastestKernelForBatch(int batch) {
 
 absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> queries, int batch,
                            absl::Span<uint32_t> out, uint64_t out_stride, int threads) {
-  return MultiplyBytes(db, queries, batch, out, out_stride, threads,
-                       FastestKernelForBatch(batch));
+  return MultiplyBytes(db, queries, batch, out, out_stride, threads, FastestKernelForBatch(batch));
 }
 
 }  // namespace veil::lattice

@@ -48,8 +48,9 @@ struct Int32LanesStep {
     alignas(64) int32_t widened[kRows][16];
     for (uint64_t c = c0; c < c1; c += 16) {
       for (int i = 0; i < kRows; ++i) {
-        _mm512_store_si512(widened[i], _mm512_cvtepi8_epi32(_mm_loadu_si128(
-                                           reinterpret_cast<const __m128i*>(rows[i] + c))));
+        _mm512_store_si512(
+            widened[i],
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + c))));
       }
       for (int cc = 0; cc < 16; ++cc) {
         const uint32_t* words = q.words + (c + cc) * q.lanes + lane0;
@@ -73,7 +74,8 @@ struct Int32LanesStep {
 
 void Int32Rows(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
                uint64_t row_end, uint32_t* out, uint64_t out_stride) {
-  RowsProduct(db, q.batch, row_begin, row_end, out, out_stride, Int32RowsStep{q, AlignedStride(db.cols)});
+  RowsProduct(db, q.batch, row_begin, row_end, out, out_stride,
+              Int32RowsStep{q, AlignedStride(db.cols)});
 }
 
 void Int32Lanes(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
@@ -133,7 +135,8 @@ uint64_t ReadAvx512(const uint8_t* data, uint64_t bytes) {
   __m512i x[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
                   _mm512_setzero_si512()};
   for (uint64_t i = 0; i < bytes; i += 256) {
-    for (int u = 0; u < 4; ++u) x[u] = _mm512_xor_si512(x[u], _mm512_loadu_si512(data + i + 64 * u));
+    for (int u = 0; u < 4; ++u)
+      x[u] = _mm512_xor_si512(x[u], _mm512_loadu_si512(data + i + 64 * u));
   }
   const __m512i all = _mm512_xor_si512(_mm512_xor_si512(x[0], x[1]), _mm512_xor_si512(x[2], x[3]));
   return static_cast<uint64_t>(_mm512_reduce_add_epi64(all));

@@ -12,9 +12,9 @@ namespace veil::lattice::internal {
 namespace {
 
 __m512i CombinePlanes(const __m512i (&sum)[4]) {
-  return _mm512_add_epi32(_mm512_add_epi32(sum[0], _mm512_slli_epi32(sum[1], 8)),
-                          _mm512_add_epi32(_mm512_slli_epi32(sum[2], 16),
-                                           _mm512_slli_epi32(sum[3], 24)));
+  return _mm512_add_epi32(
+      _mm512_add_epi32(sum[0], _mm512_slli_epi32(sum[1], 8)),
+      _mm512_add_epi32(_mm512_slli_epi32(sum[2], 16), _mm512_slli_epi32(sum[3], 24)));
 }
 
 // Rows form: 64 columns of 4 rows against the 4 digit planes of one query, 16 accumulators.
@@ -87,12 +87,14 @@ struct PlanesLanesStep {
 
 void PlanesRows(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
                 uint64_t row_end, uint32_t* out, uint64_t out_stride) {
-  RowsProduct(db, q.batch, row_begin, row_end, out, out_stride, PlanesRowsStep{q, AlignedStride(db.cols)});
+  RowsProduct(db, q.batch, row_begin, row_end, out, out_stride,
+              PlanesRowsStep{q, AlignedStride(db.cols)});
 }
 
 void PlanesLanes(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
                  uint64_t row_end, uint32_t* out, uint64_t out_stride) {
-  LanesProduct(db, q, row_begin, row_end, out, out_stride, PlanesLanesStep{q, AlignedStride(db.cols)});
+  LanesProduct(db, q, row_begin, row_end, out, out_stride,
+               PlanesLanesStep{q, AlignedStride(db.cols)});
 }
 
 uint32_t VnniLoop(uint64_t iters) {

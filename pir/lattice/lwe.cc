@@ -1,12 +1,12 @@
 #include "pir/lattice/lwe.h"
 
-#include "pir/lattice/kernels.h"
-
 #include <sodium.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "pir/lattice/kernels.h"
 
 namespace veil::lattice {
 namespace {
@@ -52,8 +52,7 @@ constexpr uint64_t kRowsPerBlock = 64;
 
 }  // namespace
 
-PublicMatrix::PublicMatrix(const Seed& seed, MatrixDomain domain, uint64_t rows)
-    : rows_(rows) {
+PublicMatrix::PublicMatrix(const Seed& seed, MatrixDomain domain, uint64_t rows) : rows_(rows) {
   uint8_t key[16];
   const uint8_t message = static_cast<uint8_t>(domain);
   crypto_generichash(key, sizeof(key), &message, 1, seed.data(), seed.size());

@@ -35,13 +35,13 @@ std::string_view ProtocolName(Protocol protocol);
 absl::StatusOr<Protocol> ParseProtocol(std::string_view name);
 
 inline constexpr uint32_t kLweDimension = 1024;  // n
-inline constexpr int kLogModulus = 32;          // q = 2^32
-inline constexpr double kErrorSigma = 6.4;      // sigma of the discrete Gaussian error
+inline constexpr int kLogModulus = 32;           // q = 2^32
+inline constexpr double kErrorSigma = 6.4;       // sigma of the discrete Gaussian error
 // Largest number of LWE samples one secret may be used with (SimplePIR's analysed range).
 inline constexpr uint64_t kMaxSamples = uint64_t{1} << 21;
 // Probability bound with which one lookup may fail (SimplePIR's delta).
 inline constexpr double kLog2FailureBound = -40;
-inline constexpr uint32_t kPlaintextModulus = 256;  // p
+inline constexpr uint32_t kPlaintextModulus = 256;     // p
 inline constexpr uint32_t kDelta = uint32_t{1} << 24;  // floor(q / p) for p = 2^8
 // Base-p digits of one Z_q word (kappa): 4 bytes.
 inline constexpr uint32_t kDigitsPerWord = 4;

@@ -21,8 +21,8 @@ double FastestParallel(int threads, int reps, const std::function<void(int)>& fn
     for (int t = 1; t < threads; ++t) pool.emplace_back(fn, t);
     fn(0);
     for (std::thread& th : pool) th.join();
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return best;
 }
@@ -42,28 +42,29 @@ CpuCeilings MeasureCpuCeilings(int threads, uint64_t read_bytes) {
   read_bytes = read_bytes / (256 * threads) * (256 * threads);
   std::vector<uint8_t> buffer(read_bytes, 1);
   const uint64_t slice = read_bytes / threads;
-  c.mem_read_bytes_per_s =
-      read_bytes / FastestParallel(threads, 5, [&](int t) {
-        const uint8_t* p = buffer.data() + t * slice;
-        if (avx512) {
-          sink += internal::ReadAvx512(p, slice);
-          return;
-        }
-        uint64_t x[4] = {};
-        const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
-        for (uint64_t i = 0; i + 4 <= slice / 8; i += 4) {
-          for (int u = 0; u < 4; ++u) x[u] ^= w[i + u];
-        }
-        sink += x[0] ^ x[1] ^ x[2] ^ x[3];
-      });
+  c.mem_read_bytes_per_s = read_bytes / FastestParallel(threads, 5, [&](int t) {
+                             const uint8_t* p = buffer.data() + t * slice;
+                             if (avx512) {
+                               sink += internal::ReadAvx512(p, slice);
+                               return;
+                             }
+                             uint64_t x[4] = {};
+                             const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
+                             for (uint64_t i = 0; i + 4 <= slice / 8; i += 4) {
+                               for (int u = 0; u < 4; ++u) x[u] ^= w[i + u];
+                             }
+                             sink += x[0] ^ x[1] ^ x[2] ^ x[3];
+                           });
   constexpr uint64_t kIters = 1 << 22;  // 12 or 24 operations each: ~0.05 s
   if (avx512) {
-    c.int32_mac_per_s = 12.0 * 16 * kIters * threads /
-                        FastestParallel(threads, 3, [&](int) { sink += internal::Int32MacLoop(kIters); });
+    c.int32_mac_per_s = 12.0 * 16 * kIters * threads / FastestParallel(threads, 3, [&](int) {
+                          sink += internal::Int32MacLoop(kIters);
+                        });
   }
   if (Has(ProductKernel::kPlanesRows)) {
-    c.vnni_byte_mac_per_s = 24.0 * 64 * kIters * threads /
-                            FastestParallel(threads, 3, [&](int) { sink += internal::VnniLoop(kIters); });
+    c.vnni_byte_mac_per_s = 24.0 * 64 * kIters * threads / FastestParallel(threads, 3, [&](int) {
+                              sink += internal::VnniLoop(kIters);
+                            });
   }
   return c;
 }

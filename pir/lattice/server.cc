@@ -71,19 +71,18 @@ absl::StatusOr<std::unique_ptr<LweServer>> LweServer::Open(const std::string& ta
                                                            const LweServerOptions& options) {
   absl::StatusOr<std::unique_ptr<embedding::Table>> table = embedding::Table::Open(table_path);
   if (!table.ok()) return table.status();
-  absl::StatusOr<Shape> shape = ChooseShape(options.protocol, (*table)->rows(),
-                                            4 * (*table)->row_words(), options.shape);
+  absl::StatusOr<Shape> shape =
+      ChooseShape(options.protocol, (*table)->rows(), 4 * (*table)->row_words(), options.shape);
   if (!shape.ok()) return shape.status();
   absl::StatusOr<Database> db = Database::FromTable(*shape, **table);
   if (!db.ok()) return db.status();
   std::unique_ptr<LweServer> server(new LweServer(*std::move(db), options));
   const embedding::TableDigestBytes digest = (*table)->digest();
-  const std::string path = options.hint_path.empty()
-                               ? HintPathFor(table_path, options.protocol)
-                               : options.hint_path;
+  const std::string path =
+      options.hint_path.empty() ? HintPathFor(table_path, options.protocol) : options.hint_path;
   absl::StatusOr<Hint> hint =
-      LoadOrComputeHint(path, *shape, DeriveSeed(*shape, digest), digest,
-                        server->database_.view(), server->threads_, &server->hint_note_);
+      LoadOrComputeHint(path, *shape, DeriveSeed(*shape, digest), digest, server->database_.view(),
+                        server->threads_, &server->hint_note_);
   if (!hint.ok()) return hint.status();
   if (absl::Status s = server->Finish(digest, *std::move(hint)); !s.ok()) return s;
   return server;
@@ -97,8 +96,8 @@ absl::StatusOr<std::unique_ptr<LweServer>> LweServer::FromRecords(
   absl::StatusOr<Database> db = Database::FromRecords(*shape, records);
   if (!db.ok()) return db.status();
   std::unique_ptr<LweServer> server(new LweServer(*std::move(db), options));
-  absl::StatusOr<Hint> hint = ComputeHint(*shape, DeriveSeed(*shape, digest),
-                                          server->database_.view(), server->threads_);
+  absl::StatusOr<Hint> hint =
+      ComputeHint(*shape, DeriveSeed(*shape, digest), server->database_.view(), server->threads_);
   if (!hint.ok()) return hint.status();
   server->hint_note_ = "computed in memory";
   if (absl::Status s = server->Finish(digest, *std::move(hint)); !s.ok()) return s;
@@ -111,9 +110,8 @@ uint64_t LweServer::hint_chunks() const {
 
 absl::StatusOr<absl::Span<const uint8_t>> LweServer::HintChunk(uint64_t index) const {
   if (index >= hint_chunks()) {
-    return absl::OutOfRangeError(
-        absl::StrCat("hint chunk ", index, " is out of range (the hint has ", hint_chunks(),
-                     " chunks)"));
+    return absl::OutOfRangeError(absl::StrCat(
+        "hint chunk ", index, " is out of range (the hint has ", hint_chunks(), " chunks)"));
   }
   const uint64_t begin = index * config_.hint_chunk_bytes;
   return absl::MakeConstSpan(blob_).subspan(
@@ -134,9 +132,8 @@ absl::Status LweServer::Answer(absl::Span<const uint32_t> queries, int batch,
                      shape.query_words(), " (", std::string(ProtocolName(shape.protocol)), ")"));
   }
   if (answers.size() != batch * shape.answer_words()) {
-    return absl::InvalidArgumentError(absl::StrCat("answers hold ", answers.size(),
-                                                   " words, expected ", batch, " x ",
-                                                   shape.answer_words()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "answers hold ", answers.size(), " words, expected ", batch, " x ", shape.answer_words()));
   }
   if (shape.protocol == Protocol::kSimplePir) return product_->Multiply(queries, batch, answers);
   return AnswerDouble(queries, batch, answers);
@@ -163,7 +160,8 @@ absl::Status LweServer::AnswerDouble(absl::Span<const uint32_t> queries, int bat
   for (int b = 0; b < batch; ++b) {
     for (uint64_t i = 0; i < d1; ++i) {
       for (uint32_t p = 0; p < kDigitsPerWord; ++p) {
-        digits[(b * kDigitsPerWord + p) * stride + i] = static_cast<int8_t>(a1[b * d1 + i] >> (8 * p));
+        digits[(b * kDigitsPerWord + p) * stride + i] =
+            static_cast<int8_t>(a1[b * d1 + i] >> (8 * p));
       }
     }
   }
@@ -185,15 +183,13 @@ absl::Status LweServer::AnswerDouble(absl::Span<const uint32_t> queries, int bat
     uint32_t* out = answers.data() + b * aw;
     const ByteMatrixView own{digits.data() + b * kDigitsPerWord * stride, kDigitsPerWord, d1,
                              stride};
-    if (absl::Status s = MultiplyBytes(own, absl::MakeConstSpan(q2).subspan(b * r_bytes * d1,
-                                                                            r_bytes * d1),
-                                       static_cast<int>(r_bytes), absl::MakeSpan(h2),
-                                       kDigitsPerWord, 1);
+    if (absl::Status s =
+            MultiplyBytes(own, absl::MakeConstSpan(q2).subspan(b * r_bytes * d1, r_bytes * d1),
+                          static_cast<int>(r_bytes), absl::MakeSpan(h2), kDigitsPerWord, 1);
         !s.ok()) {
       return s;
     }
-    std::copy_n(a2.begin() + b * r_bytes * kDigitsPerWord * kN, r_bytes * kDigitsPerWord * kN,
-                out);
+    std::copy_n(a2.begin() + b * r_bytes * kDigitsPerWord * kN, r_bytes * kDigitsPerWord * kN, out);
     out += r_bytes * kDigitsPerWord * kN;
     out = std::copy(h2.begin(), h2.end(), out);
     for (uint32_t p = 0; p < kDigitsPerWord; ++p) {

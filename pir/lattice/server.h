@@ -119,7 +119,7 @@ class LweServer {
   std::string hint_note_;
   std::vector<uint8_t> blob_;
   std::vector<int8_t> server_digits_;  // DoublePIR M1 (4n rows, AlignedStride(D1) apart)
-  std::vector<uint32_t> a2_rows_;  // DoublePIR: A2, AlignedStride(D1) rows of n words (tail 0)
+  std::vector<uint32_t> a2_rows_;      // DoublePIR: A2, AlignedStride(D1) rows of n words (tail 0)
   std::unique_ptr<DatabaseProduct> product_;
 };
 

@@ -35,9 +35,9 @@ Shape MakeShape(Protocol protocol, uint64_t rows, uint32_t record_bytes, uint64_
   // R * (n + 1) * 4 at width D1 (the second-level digits).
   s.log2_failure = Log2FailureBound(kPlaintextModulus, s.d0, record_bytes);
   if (protocol == Protocol::kDoublePir) {
-    s.log2_failure = Log2Sum(
-        s.log2_failure,
-        Log2FailureBound(kPlaintextModulus, s.d1, uint64_t{record_bytes} * (kN + 1) * 4));
+    s.log2_failure =
+        Log2Sum(s.log2_failure,
+                Log2FailureBound(kPlaintextModulus, s.d1, uint64_t{record_bytes} * (kN + 1) * 4));
   }
   return s;
 }
@@ -80,15 +80,15 @@ absl::StatusOr<Shape> ChooseShape(Protocol protocol, uint64_t rows, uint32_t rec
                                   const ShapeOptions& options) {
   if (rows == 0) return absl::InvalidArgumentError("the table has no rows");
   if (record_bytes == 0 || record_bytes > kMaxRecordBytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "record size %d bytes is outside [1, %d]", record_bytes, kMaxRecordBytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("record size %d bytes is outside [1, %d]", record_bytes, kMaxRecordBytes));
   }
   const uint64_t limit = WidthLimit(protocol, record_bytes);
   if (options.records_per_column != 0) {
     if (options.records_per_column > rows) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%d records per column is more than the table's %d rows", options.records_per_column,
-          rows));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%d records per column is more than the table's %d rows",
+                          options.records_per_column, rows));
     }
     const Shape s = MakeShape(protocol, rows, record_bytes, options.records_per_column);
     if (!Fits(s)) {
@@ -115,9 +115,9 @@ absl::StatusOr<Shape> ChooseShape(Protocol protocol, uint64_t rows, uint32_t rec
     }
   }
   if (!best) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "no %s shape fits %d records of %d bytes within the width limit %d",
-        std::string(ProtocolName(protocol)), rows, record_bytes, limit));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("no %s shape fits %d records of %d bytes within the width limit %d",
+                        std::string(ProtocolName(protocol)), rows, record_bytes, limit));
   }
   return *best;
 }
@@ -127,20 +127,20 @@ absl::Status ValidateShape(const Shape& s) {
     return absl::InvalidArgumentError("unknown protocol in the shape");
   }
   if (s.plaintext_modulus != kPlaintextModulus) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("plaintext modulus %d, expected %d", s.plaintext_modulus,
-                        kPlaintextModulus));
+    return absl::InvalidArgumentError(absl::StrFormat("plaintext modulus %d, expected %d",
+                                                      s.plaintext_modulus, kPlaintextModulus));
   }
   if (s.rows == 0 || s.record_bytes == 0 || s.record_bytes > kMaxRecordBytes ||
       s.records_per_column == 0 || s.records_per_column > s.rows) {
-    return absl::InvalidArgumentError("the shape's rows, record size or records per column are "
-                                      "out of range");
+    return absl::InvalidArgumentError(
+        "the shape's rows, record size or records per column are "
+        "out of range");
   }
   const Shape expected = MakeShape(s.protocol, s.rows, s.record_bytes, s.records_per_column);
   if (s.d0 != expected.d0 || s.d1 != expected.d1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "a %d x %d matrix does not hold %d records of %d bytes, %d per column", s.d1, s.d0,
-        s.rows, s.record_bytes, s.records_per_column));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a %d x %d matrix does not hold %d records of %d bytes, %d per column",
+                        s.d1, s.d0, s.rows, s.record_bytes, s.records_per_column));
   }
   if (!Fits(expected) || expected.log2_failure > kLog2FailureBound) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -185,8 +185,6 @@ absl::StatusOr<Database> Database::FromTable(const Shape& shape, const embedding
   return db;
 }
 
-ByteMatrixView Database::view() const {
-  return {bytes_.data(), shape_.d1, shape_.d0, stride_};
-}
+ByteMatrixView Database::view() const { return {bytes_.data(), shape_.d1, shape_.d0, stride_}; }
 
 }  // namespace veil::lattice

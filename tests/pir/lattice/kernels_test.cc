@@ -45,10 +45,14 @@ TEST(ProductKernelTest, EveryKernelEqualsTheDefinition) {
     int batch;
   };
   // Edge sizes (1, 2, 15, 16, 17, non-powers of 2, a partial column chunk) and a random one.
-  std::vector<Case> cases = {{1, 1, 1},     {2, 1, 3},      {1, 2, 1},     {17, 15, 2},
-                             {5, 16, 32},   {3, 17, 5},     {4, 64, 1},    {7, 65, 4},
-                             {9, 2048, 3},  {6, 2049, 2},   {33, 4100, 1}, {13, 127, 33},   {100, 1500, 35},
-                             {1 + gen() % 40, 1 + gen() % 3000, 1 + static_cast<int>(gen() % 40)}};
+  std::vector<Case> cases = {
+      {1, 1, 1},       {2, 1, 3},
+      {1, 2, 1},       {17, 15, 2},
+      {5, 16, 32},     {3, 17, 5},
+      {4, 64, 1},      {7, 65, 4},
+      {9, 2048, 3},    {6, 2049, 2},
+      {33, 4100, 1},   {13, 127, 33},
+      {100, 1500, 35}, {1 + gen() % 40, 1 + gen() % 3000, 1 + static_cast<int>(gen() % 40)}};
   for (const Case& c : cases) {
     const Matrix m = RandomMatrix(c.rows, c.cols, gen);
     std::vector<uint32_t> q(c.batch * c.cols);
@@ -60,9 +64,9 @@ TEST(ProductKernelTest, EveryKernelEqualsTheDefinition) {
       for (int threads : {1, 3}) {
         const uint64_t out_stride = c.rows + 5;
         std::vector<uint32_t> out(c.batch * out_stride, 0xdeadbeef);
-        ASSERT_TRUE(MultiplyBytes(m.view, q, c.batch, absl::MakeSpan(out), out_stride, threads,
-                                  kernel)
-                        .ok());
+        ASSERT_TRUE(
+            MultiplyBytes(m.view, q, c.batch, absl::MakeSpan(out), out_stride, threads, kernel)
+                .ok());
         for (int b = 0; b < c.batch; ++b) {
           for (uint64_t r = 0; r < c.rows; ++r) {
             ASSERT_EQ(out[b * out_stride + r], Expected(m, q, b, r))
@@ -130,7 +134,8 @@ TEST(ProductKernelTest, BadArgumentsAreRejected) {
   bad.rows = 0;
   EXPECT_EQ(run(bad, 20, 2, 8, 4).message(), "the byte matrix is empty");
   EXPECT_EQ(ParseProductKernel("avx").status().message(),
-            "unknown product kernel 'avx' (reference, int32-rows, int32-lanes, planes-rows or planes-lanes)");
+            "unknown product kernel 'avx' (reference, int32-rows, int32-lanes, planes-rows or "
+            "planes-lanes)");
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ TEST(NoiseTest, MeasuredNoiseMatchesTheRulesModel) {
   LweServerOptions options;
   options.shape.records_per_column = kPerColumn;
   options.threads = 2;
-  auto server = LweServer::FromRecords(records, kColumns * kPerColumn, 4, testing::DigestOf(1),
-                                       options);
+  auto server =
+      LweServer::FromRecords(records, kColumns * kPerColumn, 4, testing::DigestOf(1), options);
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_EQ((*server)->shape().d0, kColumns);
   auto client = testing::ClientFor(**server);
@@ -34,8 +34,8 @@ TEST(NoiseTest, MeasuredNoiseMatchesTheRulesModel) {
     for (int i = 0; i < 8; ++i) rows.push_back(gen() % (kColumns * kPerColumn));
     const std::vector<uint8_t> got = testing::LookUp(**server, *client, rows, &noise);
     for (size_t i = 0; i < rows.size(); ++i) {
-      ASSERT_TRUE(std::equal(got.begin() + 4 * i, got.begin() + 4 * i + 4,
-                             records.begin() + 4 * rows[i]));
+      ASSERT_TRUE(
+          std::equal(got.begin() + 4 * i, got.begin() + 4 * i + 4, records.begin() + 4 * rows[i]));
     }
   }
   const double measured = std::sqrt(noise.first_level_sum_squares / noise.first_level_samples);
@@ -45,9 +45,8 @@ TEST(NoiseTest, MeasuredNoiseMatchesTheRulesModel) {
   // rule's subgaussian tail then bounds a failure by 2^(printed).
   const uint64_t limit = LargestWidth(Protocol::kSimplePir, kPlaintextModulus, 1);
   const double at_limit = measured * std::sqrt(double(limit) / kColumns);
-  const double log2_tail =
-      std::log2(2.0) - (std::ldexp(1.0, 23) * std::ldexp(1.0, 23)) / (2 * at_limit * at_limit) /
-                           std::log(2.0);
+  const double log2_tail = std::log2(2.0) - (std::ldexp(1.0, 23) * std::ldexp(1.0, 23)) /
+                                                (2 * at_limit * at_limit) / std::log(2.0);
   std::printf(
       "noise over %llu decryptions at D0 = %llu: std %.0f (model %.0f, ratio %.3f), max %u = "
       "2^%.2f, margin to Delta/2 %.2f bits; at the width limit %llu: std %.0f, Gaussian tail "
@@ -81,14 +80,15 @@ TEST(NoiseTest, DoublePirSecondLevelStaysWithinTheBound) {
   for (int i = 0; i < 6; ++i) wanted.push_back(gen() % rows);
   const std::vector<uint8_t> got = testing::LookUp(**server, *client, wanted, &noise);
   for (size_t i = 0; i < wanted.size(); ++i) {
-    ASSERT_TRUE(std::equal(got.begin() + 4 * i, got.begin() + 4 * i + 4,
-                           records.begin() + 4 * wanted[i]));
+    ASSERT_TRUE(
+        std::equal(got.begin() + 4 * i, got.begin() + 4 * i + 4, records.begin() + 4 * wanted[i]));
   }
   const Shape& s = (*server)->shape();
-  std::printf("DoublePIR %llu x %llu: max noise first level 2^%.2f, second level 2^%.2f "
-              "(Delta/2 = 2^23)\n",
-              static_cast<unsigned long long>(s.d1), static_cast<unsigned long long>(s.d0),
-              std::log2(double(noise.first_level)), std::log2(double(noise.second_level)));
+  std::printf(
+      "DoublePIR %llu x %llu: max noise first level 2^%.2f, second level 2^%.2f "
+      "(Delta/2 = 2^23)\n",
+      static_cast<unsigned long long>(s.d1), static_cast<unsigned long long>(s.d0),
+      std::log2(double(noise.first_level)), std::log2(double(noise.second_level)));
   EXPECT_LT(noise.first_level, 1u << 21);
   EXPECT_LT(noise.second_level, 1u << 21);
 }

@@ -23,9 +23,9 @@ struct PublishedRow {
   uint32_t p_simple;
   uint32_t p_double;
 };
-constexpr PublishedRow kPublished[] = {
-    {13, 9, 991, 929}, {14, 9, 833, 781}, {15, 9, 701, 657}, {16, 9, 589, 552}, {17, 8, 495, 464},
-    {18, 8, 416, 390}, {19, 8, 350, 328}, {20, 8, 294, 276}, {21, 7, 247, 231}};
+constexpr PublishedRow kPublished[] = {{13, 9, 991, 929}, {14, 9, 833, 781}, {15, 9, 701, 657},
+                                       {16, 9, 589, 552}, {17, 8, 495, 464}, {18, 8, 416, 390},
+                                       {19, 8, 350, 328}, {20, 8, 294, 276}, {21, 7, 247, 231}};
 
 TEST(CorrectnessRuleTest, ReproducesSimplePirsTable) {
   for (const PublishedRow& row : kPublished) {

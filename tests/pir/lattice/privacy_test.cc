@@ -90,8 +90,8 @@ TEST(QueryPrivacyTest, ColumnsAreIndistinguishableAndLeaksAreCaught) {
       EXPECT_TRUE(client->MakeQuery(row, absl::MakeSpan(q)).ok());
       return q;
     };
-    const double statistic = MaxStatistic(Collect(kQueries, first, honest),
-                                          Collect(kQueries, last, honest));
+    const double statistic =
+        MaxStatistic(Collect(kQueries, first, honest), Collect(kQueries, last, honest));
     EXPECT_LT(statistic, kCritical) << ProtocolName(protocol);
 
     // Leaky variants of the first-level query (the same public matrix, unit vector and errors).
@@ -101,8 +101,8 @@ TEST(QueryPrivacyTest, ColumnsAreIndistinguishableAndLeaksAreCaught) {
     SampleSecret(rng, absl::MakeSpan(reused));
     auto leaky = [&](bool zero_secret) -> MakeQueryFn {
       return [&, zero_secret](uint64_t row) {
-        std::vector<uint32_t> secret = zero_secret ? std::vector<uint32_t>(kLweDimension, 0)
-                                                   : reused;
+        std::vector<uint32_t> secret =
+            zero_secret ? std::vector<uint32_t>(kLweDimension, 0) : reused;
         std::vector<int32_t> errors(shape.d0);
         SampleErrors(rng, absl::MakeSpan(errors));
         std::vector<uint32_t> q(shape.d0);

@@ -39,8 +39,8 @@ void ExpectLookups(const LweServer& server, const std::vector<uint8_t>& records,
                                wanted.begin() + std::min(wanted.size(), first + batch));
     const std::vector<uint8_t> got = testing::LookUp(server, *client, rows);
     for (size_t i = 0; i < rows.size(); ++i) {
-      ASSERT_TRUE(std::equal(got.begin() + i * r, got.begin() + (i + 1) * r,
-                             records.begin() + rows[i] * r))
+      ASSERT_TRUE(
+          std::equal(got.begin() + i * r, got.begin() + (i + 1) * r, records.begin() + rows[i] * r))
           << ShapeSummary(server.shape()) << ": row " << rows[i] << " of a batch of " << batch;
     }
   }
@@ -48,8 +48,8 @@ void ExpectLookups(const LweServer& server, const std::vector<uint8_t>& records,
 
 TEST(LweProtocolTest, AwkwardShapesDecryptToTheirRecords) {
   std::mt19937_64 gen(testing::TestSeed("pir_lattice_test"));
-  const std::vector<ShapeCase> cases = {
-      {1, 4, 0}, {2, 4, 0}, {17, 8, 0}, {17, 12, 17}, {100, 4, 1}, {1000, 20, 0}, {333, 4, 7}};
+  const std::vector<ShapeCase> cases = {{1, 4, 0},   {2, 4, 0},     {17, 8, 0}, {17, 12, 17},
+                                        {100, 4, 1}, {1000, 20, 0}, {333, 4, 7}};
   for (Protocol protocol : kProtocols) {
     for (const ShapeCase& c : cases) {
       LweServerOptions options;
@@ -57,8 +57,8 @@ TEST(LweProtocolTest, AwkwardShapesDecryptToTheirRecords) {
       options.shape.records_per_column = c.records_per_column;
       options.threads = 2;
       const std::vector<uint8_t> records = RandomRecords(c.rows, c.record_bytes, gen);
-      auto server = LweServer::FromRecords(records, c.rows, c.record_bytes, DigestOf(c.rows),
-                                           options);
+      auto server =
+          LweServer::FromRecords(records, c.rows, c.record_bytes, DigestOf(c.rows), options);
       ASSERT_TRUE(server.ok()) << server.status();
       // Every row for small tables; the first, the last and random ones otherwise.
       std::vector<uint64_t> wanted = {0, c.rows - 1};
@@ -132,9 +132,9 @@ TEST(LweProtocolTest, TableFilesOfEveryRowFormat) {
         std::vector<uint32_t> words((*table)->row_words());
         std::memcpy(words.data(), got.data(), got.size());
         std::vector<float> decoded(dim), expected(dim);
-        ASSERT_TRUE(embedding::DecodeRow(format, (*table)->frac_bits(), dim, words,
-                                         absl::MakeSpan(decoded))
-                        .ok());
+        ASSERT_TRUE(
+            embedding::DecodeRow(format, (*table)->frac_bits(), dim, words, absl::MakeSpan(decoded))
+                .ok());
         ASSERT_TRUE((*table)->DecodeRow(row, absl::MakeSpan(expected)).ok());
         EXPECT_EQ(decoded, expected) << embedding::RowFormatName(format) << " row " << row;
       }
@@ -194,16 +194,15 @@ TEST(LweProtocolTest, HintFileErrorsAreClear) {
             absl::StatusCode::kNotFound);
   std::vector<uint8_t> blob((*server)->hint_blob().begin(), (*server)->hint_blob().end());
   auto write = [&](const std::vector<uint8_t>& bytes) {
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                bytes.size());
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   };
   write(blob);
   EXPECT_TRUE(ReadHintFile(path, shape, config.seed, config.table_digest).ok());
   auto read_error = [&](std::vector<uint8_t> bytes) {
     write(bytes);
-    return std::string(ReadHintFile(path, shape, config.seed, config.table_digest)
-                           .status()
-                           .message());
+    return std::string(
+        ReadHintFile(path, shape, config.seed, config.table_digest).status().message());
   };
   std::vector<uint8_t> bad = blob;
   bad[0] = 'X';
@@ -216,8 +215,8 @@ TEST(LweProtocolTest, HintFileErrorsAreClear) {
   EXPECT_EQ(read_error(bad), "hint header: reserved bytes are not zero");
   bad = blob;
   bad.pop_back();
-  EXPECT_EQ(read_error(bad), path + ": the hint file is not " + std::to_string(blob.size()) +
-                                 " bytes");
+  EXPECT_EQ(read_error(bad),
+            path + ": the hint file is not " + std::to_string(blob.size()) + " bytes");
   bad = blob;
   bad.resize(100);
   EXPECT_EQ(read_error(bad), path + ": truncated hint header");
@@ -226,8 +225,9 @@ TEST(LweProtocolTest, HintFileErrorsAreClear) {
             absl::StatusCode::kFailedPrecondition);
   Shape other = shape;
   other.records_per_column += 1;
-  EXPECT_EQ(ReadHintFile(path, other, config.seed, config.table_digest).status().message().substr(0, 17),
-            "stale hint: shape");
+  EXPECT_EQ(
+      ReadHintFile(path, other, config.seed, config.table_digest).status().message().substr(0, 17),
+      "stale hint: shape");
 }
 
 TEST(LweProtocolTest, BadQueriesConfigsAndHintsAreRejected) {
@@ -255,9 +255,9 @@ TEST(LweProtocolTest, BadQueriesConfigsAndHintsAreRejected) {
     uint64_t total = 0;
     for (uint64_t i = 0; i < chunks; ++i) total += s.HintChunk(i)->size();
     EXPECT_EQ(total, s.hint_blob().size());
-    EXPECT_EQ(s.HintChunk(chunks).status().message(),
-              "hint chunk " + std::to_string(chunks) + " is out of range (the hint has " +
-                  std::to_string(chunks) + " chunks)");
+    EXPECT_EQ(s.HintChunk(chunks).status().message(), "hint chunk " + std::to_string(chunks) +
+                                                          " is out of range (the hint has " +
+                                                          std::to_string(chunks) + " chunks)");
     // The client checks what it is given.
     auto client = ClientFor(s);
     ASSERT_NE(client, nullptr);
@@ -273,9 +273,7 @@ TEST(LweProtocolTest, BadQueriesConfigsAndHintsAreRejected) {
     stale.table_digest = DigestOf(4);  // a new table version, the seed recomputed honestly
     stale.seed = DeriveSeed(stale.shape, stale.table_digest);
     const Seed seed = stale.seed;
-    EXPECT_EQ(ParseClientHint(s.hint_blob(), stale.shape, seed, stale.table_digest)
-                  .status()
-                  .code(),
+    EXPECT_EQ(ParseClientHint(s.hint_blob(), stale.shape, seed, stale.table_digest).status().code(),
               absl::StatusCode::kFailedPrecondition);
     LweConfig chosen_a = s.config();
     chosen_a.seed[0] ^= 1;  // a server choosing A

@@ -80,12 +80,12 @@ inline std::vector<uint8_t> LookUp(const LweServer& server, const LweClient& cli
   std::vector<uint8_t> out(batch * s.record_bytes);
   for (int b = 0; b < batch; ++b) {
     DecodeNoise n;
-    EXPECT_TRUE(client
-                    .Decode(pending[b],
-                            absl::MakeConstSpan(answers).subspan(b * s.answer_words(),
-                                                                 s.answer_words()),
-                            absl::MakeSpan(out).subspan(b * s.record_bytes, s.record_bytes), &n)
-                    .ok());
+    EXPECT_TRUE(
+        client
+            .Decode(pending[b],
+                    absl::MakeConstSpan(answers).subspan(b * s.answer_words(), s.answer_words()),
+                    absl::MakeSpan(out).subspan(b * s.record_bytes, s.record_bytes), &n)
+            .ok());
     if (noise != nullptr) {
       noise->first_level = std::max(noise->first_level, n.first_level);
       noise->second_level = std::max(noise->second_level, n.second_level);
