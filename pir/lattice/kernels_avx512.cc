@@ -30,11 +30,11 @@ struct Int32RowsStep {
   }
 };
 
-// Lanes form: 16 columns of 8 rows widened once into a small buffer, then each element
-// broadcast ({1to16} memory operand of vpmulld) against 16 or 32 queries' words of its column:
-// 16 accumulators in registers (more make GCC 12 spill them).
+// Lanes form: 16 columns of 4 rows widened once into a small buffer, then each element broadcast
+// against 16 or 32 queries' words of its column: 8 accumulators in registers (more measured no
+// faster here and make GCC 12 spill).
 struct Int32LanesStep {
-  static constexpr int kRows = 8;
+  static constexpr int kRows = 4;
   static constexpr uint64_t kChunkCols = 1024;  // 128 KiB of transposed queries (L2)
   const PreparedQueries& q;
 
