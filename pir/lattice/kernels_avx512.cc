@@ -104,7 +104,7 @@ void MultiplyWordsAvx512(const uint32_t* rows, uint64_t count, uint64_t n, const
       }
       const __m512i sum =
           _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_add_epi32(acc[2], acc[3]));
-      out[j * out_stride + r] = static_cast<uint32_t>(_mm512_reduce_add_epi32(sum));
+      out[j * out_stride + r] = SumLanes(sum);
     }
   }
 }
@@ -128,7 +128,7 @@ uint32_t Int32MacLoop(uint64_t iters) {
   __m512i sum = acc[0];
 #pragma GCC unroll 12
   for (int i = 1; i < 12; ++i) sum = _mm512_xor_si512(sum, acc[i]);
-  return static_cast<uint32_t>(_mm512_reduce_add_epi32(sum));
+  return SumLanes(sum);
 }
 
 uint64_t ReadAvx512(const uint8_t* data, uint64_t bytes) {
@@ -138,8 +138,7 @@ uint64_t ReadAvx512(const uint8_t* data, uint64_t bytes) {
     for (int u = 0; u < 4; ++u)
       x[u] = _mm512_xor_si512(x[u], _mm512_loadu_si512(data + i + 64 * u));
   }
-  const __m512i all = _mm512_xor_si512(_mm512_xor_si512(x[0], x[1]), _mm512_xor_si512(x[2], x[3]));
-  return static_cast<uint64_t>(_mm512_reduce_add_epi64(all));
+  return SumLanes(_mm512_xor_si512(_mm512_xor_si512(x[0], x[1]), _mm512_xor_si512(x[2], x[3])));
 }
 
 }  // namespace veil::lattice::internal

@@ -20,6 +20,16 @@ struct alignas(64) Lanes {
   __m512i v;
 };
 
+// The sum of the 16 lanes mod 2^32 (GCC's _mm512_reduce_add_epi32 adds in signed int, which
+// overflows: undefined behaviour that UBSan reports).
+inline uint32_t SumLanes(__m512i v) {
+  alignas(64) uint32_t w[16];
+  _mm512_store_si512(w, v);
+  uint32_t sum = 0;
+  for (uint32_t x : w) sum += x;
+  return sum;
+}
+
 // Pointers to rows r0 .. r0 + count - 1, repeating the last row of [.., row_end).
 template <int kCount>
 void RowPointers(const ByteMatrixView& db, uint64_t r0, uint64_t row_end,
@@ -52,8 +62,7 @@ void RowsProduct(const ByteMatrixView& db, int batch, uint64_t row_begin, uint64
     const int valid = static_cast<int>(std::min<uint64_t>(kRowsBlock, row_end - r0));
     for (int b = 0; b < batch; ++b) {
       for (int i = 0; i < valid; ++i) {
-        out[b * out_stride + r0 + i] =
-            static_cast<uint32_t>(_mm512_reduce_add_epi32(partial[b * kRowsBlock + i].v));
+        out[b * out_stride + r0 + i] = SumLanes(partial[b * kRowsBlock + i].v);
       }
     }
   }

@@ -111,7 +111,7 @@ uint32_t VnniLoop(uint64_t iters) {
   __m512i sum = acc[0];
 #pragma GCC unroll 24
   for (int i = 1; i < 24; ++i) sum = _mm512_xor_si512(sum, acc[i]);
-  return static_cast<uint32_t>(_mm512_reduce_add_epi32(sum));
+  return SumLanes(sum);
 }
 
 }  // namespace veil::lattice::internal

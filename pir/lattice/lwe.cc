@@ -99,7 +99,7 @@ void EncryptUnitVectors(const PublicMatrix& a, absl::Span<const uint32_t> secret
                         absl::Span<const int32_t> errors, absl::Span<const uint64_t> hots,
                         absl::Span<uint32_t> out) {
   const uint64_t m = a.rows();
-  std::vector<uint32_t> block(kRowsPerBlock * kLweDimension);
+  std::vector<uint32_t> block(std::min(kRowsPerBlock, m) * kLweDimension);
   for (uint64_t first = 0; first < m; first += kRowsPerBlock) {
     const uint64_t count = std::min<uint64_t>(kRowsPerBlock, m - first);
     const absl::Span<uint32_t> rows = absl::MakeSpan(block).first(count * kLweDimension);

@@ -84,7 +84,7 @@ TEST(QueryPrivacyTest, ColumnsAreIndistinguishableAndLeaksAreCaught) {
     // The first and the last row: different columns (and, for DoublePIR, different slots).
     const uint64_t first = 0, last = rows - 1;
     ASSERT_NE(shape.column_of(first), shape.column_of(last));
-    constexpr int kQueries = 2000;
+    constexpr int kQueries = 1200;  // 75 per nibble value and position
     const MakeQueryFn honest = [&](uint64_t row) {
       std::vector<uint32_t> q(shape.query_words());
       EXPECT_TRUE(client->MakeQuery(row, absl::MakeSpan(q)).ok());
