@@ -19,6 +19,7 @@ struct Int32RowsStep {
     __m512i sum[kRowsBlock];
     for (int i = 0; i < kRowsBlock; ++i) sum[i] = _mm512_setzero_si512();
     for (uint64_t c = 0; c < len; c += 16) {
+      if (c % 64 == 0) PrefetchRows(rows, c0 + c);
       const __m512i qv = _mm512_loadu_si512(words + c);
       for (int i = 0; i < kRowsBlock; ++i) {
         const __m512i d = _mm512_cvtepi8_epi32(

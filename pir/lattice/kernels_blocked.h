@@ -45,6 +45,17 @@ void RowPointers(const ByteMatrixView& db, uint64_t r0, uint64_t row_end,
 // rows[i][c0, c0 + len) against query b; len is a multiple of 64.
 inline constexpr int kRowsBlock = 4;
 inline constexpr uint64_t kRowsChunkBytes = 2048;
+// Software prefetch distance of the rows form: with four row streams and the queries' at once the
+// hardware prefetcher alone left batch 1 at ~60% of the read bandwidth on this machine (Zen 5);
+// 2 KiB ahead per row (the row's next chunk) brings it to ~0.9 of it (measured 512 B to 4 KiB).
+inline constexpr uint64_t kPrefetchAhead = 2048;
+
+// Prefetches the 64-byte line kPrefetchAhead past `at` in each row of the block.
+inline void PrefetchRows(const int8_t* const* rows, uint64_t at) {
+  for (int i = 0; i < kRowsBlock; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(rows[i] + at + kPrefetchAhead), _MM_HINT_T0);
+  }
+}
 
 template <class Step>
 void RowsProduct(const ByteMatrixView& db, int batch, uint64_t row_begin, uint64_t row_end,

@@ -29,6 +29,7 @@ struct PlanesRowsStep {
       for (int p = 0; p < 4; ++p) sum[i][p] = _mm512_setzero_si512();
     }
     for (uint64_t c = 0; c < len; c += 64) {
+      PrefetchRows(rows, c0 + c);
       __m512i digits[4];
       for (int p = 0; p < 4; ++p) digits[p] = _mm512_loadu_si512(plane + p * width + c);
       for (int i = 0; i < kRowsBlock; ++i) {
