@@ -154,13 +154,18 @@ absl::Status LweClient::DecodeDouble(const PendingLookup& lookup, absl::Span<con
   const uint64_t digit_rows = kDigitsPerWord * kN, r_bytes = s.record_bytes;
   const uint32_t* a2 = answer.data();
   const uint32_t* h2 = a2 + r_bytes * digit_rows;
-  const uint32_t* h1 = h2 + r_bytes * kDigitsPerWord;
+  // h1 arrives k-major (word k of row p at 4k + p): its 4 rows, contiguous.
+  std::vector<uint32_t> h1(kDigitsPerWord * kN);
+  for (uint64_t k = 0; k < kN; ++k) {
+    for (uint32_t p = 0; p < kDigitsPerWord; ++p)
+      h1[p * kN + k] = h2[r_bytes * kDigitsPerWord + k * kDigitsPerWord + p];
+  }
   const uint32_t* s1 = lookup.secrets_.data();
   const uint32_t* s2 = s1 + kN;
   // The second-level masks of every query: H2 * s2_j (4n words) and h1 * s2_j (4 words).
   std::vector<uint32_t> hint_mask(r_bytes * digit_rows), h1_mask(r_bytes * kDigitsPerWord);
   MultiplyWords(hint_.data(), digit_rows, kN, s2, r_bytes, hint_mask.data(), digit_rows);
-  MultiplyWords(h1, kDigitsPerWord, kN, s2, r_bytes, h1_mask.data(), kDigitsPerWord);
+  MultiplyWords(h1.data(), kDigitsPerWord, kN, s2, r_bytes, h1_mask.data(), kDigitsPerWord);
   std::vector<uint32_t> h1_row(kN);
   for (uint64_t j = 0; j < r_bytes; ++j) {
     std::fill(h1_row.begin(), h1_row.end(), 0);

@@ -202,18 +202,22 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
   prepared.batch = batch;
   prepared.lanes = lanes ? (static_cast<uint64_t>(batch) + 15) / 16 * 16 : batch;
   const uint64_t width = AlignedStride(db.cols);
-  const uint64_t words = prepared.lanes * width;
+  const uint64_t groups = (static_cast<uint64_t>(batch) + 31) / 32;
+  prepared.group_stride = 32 * width;
+  prepared.col_stride = 32;
+  const uint64_t words = lanes ? groups * 32 * width : batch * width;
   std::vector<uint32_t> word_buffer(planes ? 0 : words, 0);
   std::vector<uint8_t> plane_buffer(planes ? 4 * words : 0, 0);
   for (int b = 0; b < batch; ++b) {
+    const uint64_t g = b / 32, l = b % 32;
     for (uint64_t c = 0; c < db.cols; ++c) {
       const uint32_t y = queries[b * db.cols + c];
       if (!planes) {
-        word_buffer[lanes ? c * prepared.lanes + b : b * width + c] = y;
+        word_buffer[lanes ? g * prepared.group_stride + c * 32 + l : b * width + c] = y;
         continue;
       }
-      for (int p = 0; p < 4; ++p) {
-        const uint64_t at = lanes ? ((p * width / 4 + c / 4) * prepared.lanes + b) * 4 + c % 4
+      for (uint64_t p = 0; p < 4; ++p) {
+        const uint64_t at = lanes ? ((g * 4 + p) * (width / 4) + c / 4) * 128 + l * 4 + c % 4
                                   : (4 * b + p) * width + c;
         plane_buffer[at] = static_cast<uint8_t>(y >> (8 * p));
       }
@@ -264,6 +268,8 @@ absl::Status MultiplyBytesByMatrix(const ByteMatrixView& db, absl::Span<const ui
   internal::PreparedQueries prepared;
   prepared.batch = static_cast<int>(n);
   prepared.lanes = n;
+  prepared.group_stride = 32;
+  prepared.col_stride = n;
   prepared.words = a.data();
   ForRowSlices(db.rows, threads, [&](uint64_t begin, uint64_t end) {
     if (begin < end) internal::Int32Lanes(db, prepared, begin, end, out.data(), out_stride);

@@ -97,14 +97,19 @@ ProductKernel FastestKernelForBatch(int batch);
 
 namespace internal {
 
-// Queries in the layout of one kernel (kernels.cc prepares them; zero beyond cols and batch):
-//   rows forms:  words[b * width + c] (int32), planes[(4 * b + p) * width + c] = byte p of word c
-//   lanes forms: words[c * lanes + b] (int32), planes[((p * width / 4 + c / 4) * lanes + b) * 4 +
-//                c % 4] = byte p of word c of query b
-// with width = AlignedStride(cols) and lanes = batch rounded up to a multiple of 16.
+// Queries in the layout of one kernel (kernels.cc prepares them; zero beyond cols and batch), with
+// width = AlignedStride(cols) and lanes = batch rounded up to a multiple of 16:
+//   rows forms:   words[b * width + c] (int32), planes[(4 * b + p) * width + c] = byte p of word c
+//   int32-lanes:  word c of query b at words[(b / 32) * group_stride + c * col_stride + b % 32]
+//                 (prepared: group_stride = 32 * width, col_stride = 32, so that a group of 32
+//                 queries is contiguous; MultiplyBytesByMatrix: A's rows as they are)
+//   planes-lanes: byte p of word c of query b at
+//                 planes[(((b / 32) * 4 + p) * (width / 4) + c / 4) * 128 + (b % 32) * 4 + c % 4]
 struct PreparedQueries {
   int batch = 0;
   uint64_t lanes = 0;
+  uint64_t group_stride = 0;
+  uint64_t col_stride = 0;
   const uint32_t* words = nullptr;
   const uint8_t* planes = nullptr;
 };

@@ -54,7 +54,7 @@ struct Int32LanesStep {
             _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + c))));
       }
       for (int cc = 0; cc < 16; ++cc) {
-        const uint32_t* words = q.words + (c + cc) * q.lanes + lane0;
+        const uint32_t* words = q.words + (lane0 / 32) * q.group_stride + (c + cc) * q.col_stride;
         __m512i qv[QB];
         for (int j = 0; j < QB; ++j) qv[j] = _mm512_loadu_si512(words + 16 * j);
         for (int i = 0; i < kRows; ++i) {

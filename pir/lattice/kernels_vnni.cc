@@ -64,7 +64,7 @@ struct PlanesLanesStep {
     for (uint64_t c = c0; c < c1; c += 4) {
       __m512i digits[4][QB];
       for (int p = 0; p < 4; ++p) {
-        const uint8_t* at = q.planes + ((p * width / 4 + c / 4) * q.lanes + lane0) * 4;
+        const uint8_t* at = q.planes + (((lane0 / 32) * 4 + p) * (width / 4) + c / 4) * 128;
         for (int j = 0; j < QB; ++j) digits[p][j] = _mm512_loadu_si512(at + 64 * j);
       }
       for (int i = 0; i < kRows; ++i) {

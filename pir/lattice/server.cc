@@ -139,64 +139,42 @@ absl::Status LweServer::Answer(absl::Span<const uint32_t> queries, int batch,
   return AnswerDouble(queries, batch, answers);
 }
 
-// DoublePIR, for each query b: a1 = DB * q1 (D1 words); its digit matrix D (4 rows of D1
-// bytes, row p = byte p of each word); then the second fold over [H1 | a1]: per second-level
-// query j, a2_j = M1 * q2_j (4n words) and h2_j = D * q2_j (4 words), and h1 = D * A2 (4 x n
-// words, once). Answer: a2_0 .. a2_{R-1}, h2_0 .. h2_{R-1}, h1.
+// DoublePIR. First level, one product for the batch: a1 = DB * q1 (D1 words per query). Then per
+// query b: its answer's digit matrix D (4 rows of D1 bytes, row p = byte p of each word), and the
+// second fold over [H1 | a1] written straight into the answer: a2_j = M1 * q2_j (4n words) for
+// each second-level query j, h2_j = D * q2_j (4 words), and h1 = D * A2 (n x 4 words, k-major).
 absl::Status LweServer::AnswerDouble(absl::Span<const uint32_t> queries, int batch,
                                      absl::Span<uint32_t> answers) const {
   const Shape& shape = config_.shape;
   const uint64_t r_bytes = shape.record_bytes, d0 = shape.d0, d1 = shape.d1;
   const uint64_t qw = shape.query_words(), aw = shape.answer_words();
-  std::vector<uint32_t> q1(batch * d0), a1(batch * d1), q2(batch * r_bytes * d1);
+  const uint64_t digit_rows = kDigitsPerWord * kN;
+  std::vector<uint32_t> q1(batch * d0), a1(batch * d1);
   for (int b = 0; b < batch; ++b) {
     std::copy_n(queries.begin() + b * qw, d0, q1.begin() + b * d0);
-    std::copy_n(queries.begin() + b * qw + d0, r_bytes * d1, q2.begin() + b * r_bytes * d1);
   }
   if (absl::Status s = product_->Multiply(q1, batch, absl::MakeSpan(a1)); !s.ok()) return s;
 
   const uint64_t stride = AlignedStride(d1);
-  std::vector<int8_t> digits(batch * kDigitsPerWord * stride, 0);
+  const ByteMatrixView m1{server_digits_.data(), digit_rows, d1, stride};
+  std::vector<int8_t> digits(kDigitsPerWord * stride, 0);
+  const ByteMatrixView own{digits.data(), kDigitsPerWord, d1, stride};
   for (int b = 0; b < batch; ++b) {
     for (uint64_t i = 0; i < d1; ++i) {
       for (uint32_t p = 0; p < kDigitsPerWord; ++p) {
-        digits[(b * kDigitsPerWord + p) * stride + i] =
-            static_cast<int8_t>(a1[b * d1 + i] >> (8 * p));
+        digits[p * stride + i] = static_cast<int8_t>(a1[b * d1 + i] >> (8 * p));
       }
     }
-  }
-  const ByteMatrixView all_digits{digits.data(), batch * kDigitsPerWord, d1, stride};
-  const ByteMatrixView m1{server_digits_.data(), kDigitsPerWord * kN, d1, stride};
-  std::vector<uint32_t> h1(kN * batch * kDigitsPerWord), a2(batch * r_bytes * kDigitsPerWord * kN);
-  if (absl::Status s = MultiplyBytesByMatrix(all_digits, a2_rows_, kN, absl::MakeSpan(h1),
-                                             batch * kDigitsPerWord, threads_);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = MultiplyBytes(m1, q2, static_cast<int>(batch * r_bytes), absl::MakeSpan(a2),
-                                     kDigitsPerWord * kN, threads_);
-      !s.ok()) {
-    return s;
-  }
-  std::vector<uint32_t> h2(r_bytes * kDigitsPerWord);
-  for (int b = 0; b < batch; ++b) {
-    uint32_t* out = answers.data() + b * aw;
-    const ByteMatrixView own{digits.data() + b * kDigitsPerWord * stride, kDigitsPerWord, d1,
-                             stride};
-    if (absl::Status s =
-            MultiplyBytes(own, absl::MakeConstSpan(q2).subspan(b * r_bytes * d1, r_bytes * d1),
-                          static_cast<int>(r_bytes), absl::MakeSpan(h2), kDigitsPerWord, 1);
-        !s.ok()) {
-      return s;
-    }
-    std::copy_n(a2.begin() + b * r_bytes * kDigitsPerWord * kN, r_bytes * kDigitsPerWord * kN, out);
-    out += r_bytes * kDigitsPerWord * kN;
-    out = std::copy(h2.begin(), h2.end(), out);
-    for (uint32_t p = 0; p < kDigitsPerWord; ++p) {
-      for (uint64_t k = 0; k < kN; ++k) {
-        out[p * kN + k] = h1[k * batch * kDigitsPerWord + b * kDigitsPerWord + p];
-      }
-    }
+    const absl::Span<const uint32_t> q2 = queries.subspan(b * qw + d0, r_bytes * d1);
+    const absl::Span<uint32_t> out = answers.subspan(b * aw, aw);
+    const int r = static_cast<int>(r_bytes);
+    absl::Status s =
+        MultiplyBytes(m1, q2, r, out.first(r_bytes * digit_rows), digit_rows, threads_);
+    s.Update(MultiplyBytes(own, q2, r, out.subspan(r_bytes * digit_rows, r_bytes * kDigitsPerWord),
+                           kDigitsPerWord, 1));
+    s.Update(
+        MultiplyBytesByMatrix(own, a2_rows_, kN, out.last(kDigitsPerWord * kN), kDigitsPerWord, 1));
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }

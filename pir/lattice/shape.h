@@ -51,8 +51,9 @@ struct Shape {
 
   // Per lookup, in 32-bit words. SimplePIR: query D0, answer D1. DoublePIR: query D0 + R * D1
   // (the first-level query, then one second-level query per record byte), answer
-  // R * (n + 1) * 4 (each byte's hint row and answer word, in 4 byte digits) + 4 * n (the answer
-  // digits times A2, shared by the R second-level queries).
+  // R * (n + 1) * 4 (each byte's hint row and answer word, in 4 byte digits: R x 4n words a2,
+  // then R x 4 words h2) + 4 * n (h1, the answer's digits times A2, shared by the R
+  // second-level queries; k-major, word k of digit row p at 4k + p).
   uint64_t query_words() const;
   uint64_t answer_words() const;
   // Downloaded once per table version: SimplePIR H = DB * A1 (D1 x n); DoublePIR
