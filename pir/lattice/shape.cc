@@ -78,17 +78,22 @@ std::string ShapeSummary(const Shape& s) {
 
 absl::StatusOr<Shape> ChooseShape(Protocol protocol, uint64_t rows, uint32_t record_bytes,
                                   const ShapeOptions& options) {
-  if (rows == 0) return absl::InvalidArgumentError("the table has no rows");
+  if (rows == 0 || rows > kMaxRows) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a table of %d rows is outside [1, 2^40]", rows));
+  }
   if (record_bytes == 0 || record_bytes > kMaxRecordBytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("record size %d bytes is outside [1, %d]", record_bytes, kMaxRecordBytes));
   }
   const uint64_t limit = WidthLimit(protocol, record_bytes);
   if (options.records_per_column != 0) {
-    if (options.records_per_column > rows) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%d records per column is more than the table's %d rows",
-                          options.records_per_column, rows));
+    if (options.records_per_column > rows ||
+        options.records_per_column > kMaxMatrixRows / record_bytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%d records per column is more than the table's %d rows or makes the matrix taller "
+          "than 2^32",
+          options.records_per_column, rows));
     }
     const Shape s = MakeShape(protocol, rows, record_bytes, options.records_per_column);
     if (!Fits(s)) {
@@ -104,7 +109,7 @@ absl::StatusOr<Shape> ChooseShape(Protocol protocol, uint64_t rows, uint32_t rec
   const uint64_t k_min = (rows + limit - 1) / limit;
   std::optional<Shape> best;
   double best_cost = 0;
-  for (uint64_t k = k_min; k <= rows; ++k) {
+  for (uint64_t k = k_min; k <= rows && k * record_bytes <= kMaxMatrixRows; ++k) {
     const Shape s = MakeShape(protocol, rows, record_bytes, k);
     if (best && 4.0 * double(k) * record_bytes > best_cost) break;
     if (!Fits(s)) continue;
@@ -130,8 +135,9 @@ absl::Status ValidateShape(const Shape& s) {
     return absl::InvalidArgumentError(absl::StrFormat("plaintext modulus %d, expected %d",
                                                       s.plaintext_modulus, kPlaintextModulus));
   }
-  if (s.rows == 0 || s.record_bytes == 0 || s.record_bytes > kMaxRecordBytes ||
-      s.records_per_column == 0 || s.records_per_column > s.rows) {
+  if (s.rows == 0 || s.rows > kMaxRows || s.record_bytes == 0 || s.record_bytes > kMaxRecordBytes ||
+      s.records_per_column == 0 || s.records_per_column > s.rows ||
+      s.records_per_column > kMaxMatrixRows / s.record_bytes) {
     return absl::InvalidArgumentError(
         "the shape's rows, record size or records per column are "
         "out of range");

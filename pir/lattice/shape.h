@@ -20,8 +20,11 @@
 
 namespace veil::lattice {
 
-// Largest record accepted (bytes): bounds every size computation.
+// Largest record (bytes), table (rows) and matrix height accepted: together they bound every size
+// computation (no product of them overflows), including those on a config from a server.
 inline constexpr uint32_t kMaxRecordBytes = 1u << 20;
+inline constexpr uint64_t kMaxRows = uint64_t{1} << 40;
+inline constexpr uint64_t kMaxMatrixRows = uint64_t{1} << 32;
 
 struct ShapeOptions {
   // Lookups a client makes per hint download: the hint's bytes count 1 / lookups_per_hint
@@ -71,7 +74,8 @@ std::string ShapeSummary(const Shape& shape);
 // The cheapest shape for `rows` records of `record_bytes` bytes under `protocol`: D0 stays within
 // the rule's width limit for R-element lookups at p = 2^8 (a table too wide for that becomes
 // taller instead: more records per column), as does D1 for DoublePIR, whose second level is D1
-// wide. Returns INVALID_ARGUMENT if rows is 0, record_bytes is 0 or above kMaxRecordBytes, a
+// wide. Returns INVALID_ARGUMENT if rows is 0 or above kMaxRows, record_bytes is 0 or above
+// kMaxRecordBytes, the matrix would be taller than kMaxMatrixRows, a
 // given records_per_column is 0-rows or makes D0 (or D1) wider than the rule allows, or no shape
 // fits (DoublePIR tables beyond width_limit^2 bytes).
 absl::StatusOr<Shape> ChooseShape(Protocol protocol, uint64_t rows, uint32_t record_bytes,

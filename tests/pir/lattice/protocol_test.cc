@@ -286,6 +286,14 @@ TEST(LweProtocolTest, BadQueriesConfigsAndHintsAreRejected) {
     too_wide.shape.rows = 3'000'000;
     EXPECT_EQ(LweClient::Create(too_wide, s.hint_blob()).status().code(),
               absl::StatusCode::kInvalidArgument);
+    // Sizes whose products would overflow are refused before anything is computed from them.
+    LweConfig huge = s.config();
+    huge.shape.rows = uint64_t{1} << 62;
+    huge.shape.records_per_column = uint64_t{1} << 61;
+    huge.shape.d0 = 2;
+    huge.shape.d1 = huge.shape.records_per_column * huge.shape.record_bytes;
+    EXPECT_EQ(LweClient::Create(huge, s.hint_blob()).status().message(),
+              "the shape's rows, record size or records per column are out of range");
   }
 }
 
