@@ -56,18 +56,15 @@ PublicMatrix::PublicMatrix(const Seed& seed, MatrixDomain domain, uint64_t rows)
   uint8_t key[16];
   const uint8_t message = static_cast<uint8_t>(domain);
   crypto_generichash(key, sizeof(key), &message, 1, seed.data(), seed.size());
-  key_ = std::make_unique<internal::AesCtrKey>(internal::MakeAesCtrKey(key));
+  key_ = internal::MakeAesCtrKey(key);
 }
-
-PublicMatrix::PublicMatrix(const PublicMatrix& other)
-    : key_(std::make_unique<internal::AesCtrKey>(*other.key_)), rows_(other.rows_) {}
 
 PublicMatrix::~PublicMatrix() = default;
 
 void PublicMatrix::ExpandRows(uint64_t first, uint64_t count, absl::Span<uint32_t> out) const {
   constexpr uint64_t kBlocksPerRow = uint64_t{kLweDimension} * 4 / 16;
   // Words are little-endian on every platform we build for (embedding/table.h asserts it).
-  internal::AesCtr(*key_, first * kBlocksPerRow, count * kBlocksPerRow,
+  internal::AesCtr(key_, first * kBlocksPerRow, count * kBlocksPerRow,
                    reinterpret_cast<uint8_t*>(out.data()));
 }
 

@@ -6,7 +6,6 @@
 
 #include <array>
 #include <cstdint>
-#include <memory>
 
 #include "absl/types/span.h"
 #include "dpf/key.h"
@@ -30,7 +29,7 @@ class PublicMatrix {
  public:
   PublicMatrix(const Seed& seed, MatrixDomain domain, uint64_t rows);
   ~PublicMatrix();
-  PublicMatrix(const PublicMatrix&);
+  PublicMatrix(const PublicMatrix&) = delete;
   PublicMatrix& operator=(const PublicMatrix&) = delete;
 
   uint64_t rows() const { return rows_; }
@@ -39,7 +38,7 @@ class PublicMatrix {
   void ExpandRows(uint64_t first, uint64_t count, absl::Span<uint32_t> out) const;
 
  private:
-  std::unique_ptr<internal::AesCtrKey> key_;
+  internal::AesCtrKey key_;
   uint64_t rows_;
 };
 
