@@ -129,6 +129,21 @@ Work WorkOf(const Shape& s, int batch) {
   return w;
 }
 
+// The fields every LWE line starts with: the table, its shape, the batch.
+JsonLine LweLine(const std::string& suite, const std::string& protocol, const Shape& s, int batch,
+                 int threads) {
+  JsonLine line(suite);
+  line.Add("backend", "cpu")
+      .Add("protocol", protocol)
+      .Add("rows", s.rows)
+      .Add("row_bytes", int64_t{s.record_bytes})
+      .Add("batch", batch)
+      .Add("threads", threads)
+      .Add("d0", s.d0)
+      .Add("d1", s.d1);
+  return line;
+}
+
 // The read-bandwidth ceiling is measured over as many bytes as the server streams (at least
 // 64 MiB): a table that stays in the last-level cache is judged against that cache's bandwidth,
 // one beyond it against DRAM's.
@@ -165,15 +180,7 @@ absl::Status LweAnswer(const Flags& flags) {
   const lattice::CpuCeilings ceilings = lattice::MeasureCpuCeilings(threads, ReadBytes(work));
   const double qps = batch / t;
   const double db_bytes = double(s.d1) * lattice::AlignedStride(s.d0);
-  JsonLine("lwe-answer")
-      .Add("backend", "cpu")
-      .Add("protocol", std::string(lattice::ProtocolName(s.protocol)))
-      .Add("rows", s.rows)
-      .Add("row_bytes", int64_t{s.record_bytes})
-      .Add("batch", batch)
-      .Add("threads", threads)
-      .Add("d0", s.d0)
-      .Add("d1", s.d1)
+  LweLine("lwe-answer", std::string(lattice::ProtocolName(s.protocol)), s, batch, threads)
       .Add("kernel", std::string(lattice::ProductKernelName(lattice::FastestKernelForBatch(batch))))
       .Add("db_bytes", db_bytes)
       .Add("bytes_read", work.bytes)
@@ -256,15 +263,8 @@ absl::Status Lattice(const Flags& flags) {
   const lattice::CpuCeilings ceilings =
       lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, batch)));
   const lattice::LweServerMemory memory = setup->server->memory();
-  JsonLine("lattice")
-      .Add("backend", "cpu")
-      .Add("protocol", absl::StrCat("lwe-", std::string(lattice::ProtocolName(s.protocol))))
-      .Add("rows", s.rows)
-      .Add("row_bytes", int64_t{s.record_bytes})
-      .Add("batch", batch)
-      .Add("threads", threads)
-      .Add("d0", s.d0)
-      .Add("d1", s.d1)
+  LweLine("lattice", absl::StrCat("lwe-", std::string(lattice::ProtocolName(s.protocol))), s, batch,
+          threads)
       .Add("server_ms", server_s * 1e3)
       .Add("server_ms_per_query", server_s * 1e3 / batch)
       .Add("client_ms", (query_s + decode_s) * 1e3)

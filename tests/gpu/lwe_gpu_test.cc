@@ -9,7 +9,7 @@
 #include "pir/lattice/client.h"
 #include "pir/lattice/kernels.h"
 #include "pir/lattice/server.h"
-#include "tests/gpu/test_support.h"
+#include "tests/pir/lattice/test_support.h"
 
 namespace veil::gpu {
 namespace {
@@ -19,12 +19,8 @@ namespace {
 
 void ExpectGpuEqualsCpu(uint64_t rows, uint64_t cols, const std::vector<int>& batches,
                         std::mt19937_64& gen) {
-  const uint64_t stride = lattice::AlignedStride(cols);
-  std::vector<int8_t> bytes(rows * stride, 0);
-  for (uint64_t r = 0; r < rows; ++r) {
-    for (uint64_t c = 0; c < cols; ++c) bytes[r * stride + c] = static_cast<int8_t>(gen());
-  }
-  const lattice::ByteMatrixView db{bytes.data(), rows, cols, stride};
+  const lattice::testing::RandomByteMatrix m(rows, cols, gen);
+  const lattice::ByteMatrixView& db = m.view;
   auto gpu = LweGpuProduct::Create(db, {});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   for (int batch : batches) {
@@ -43,7 +39,7 @@ void ExpectGpuEqualsCpu(uint64_t rows, uint64_t cols, const std::vector<int>& ba
 
 TEST(LweGpu, EqualsTheCpuProduct) {
   SKIP_WITHOUT_GPU();
-  std::mt19937_64 gen(testing::TestSeed("gpu_lwe_test"));
+  std::mt19937_64 gen(lattice::testing::TestSeed("gpu_lwe_test"));
   ExpectGpuEqualsCpu(1, 1, {1, 2}, gen);
   ExpectGpuEqualsCpu(17, 1025, {1, 3, 17}, gen);
   ExpectGpuEqualsCpu(5760, 11651, {1, 32, 100}, gen);  // 2^20 x 64 B as SimplePIR shapes it
@@ -58,7 +54,7 @@ TEST(LweGpu, SmallCaseForSanitizers) {
 
 TEST(LweGpu, ServerAnswersThroughTheDevice) {
   SKIP_WITHOUT_GPU();
-  std::mt19937_64 gen(testing::TestSeed("gpu_lwe_test"));
+  std::mt19937_64 gen(lattice::testing::TestSeed("gpu_lwe_test"));
   for (lattice::Protocol protocol :
        {lattice::Protocol::kSimplePir, lattice::Protocol::kDoublePir}) {
     const uint64_t rows = 5000;

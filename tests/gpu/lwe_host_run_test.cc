@@ -7,29 +7,15 @@
 #include "gpu/lwe.h"
 #include "gtest/gtest.h"
 #include "pir/lattice/kernels.h"
-#include "tests/gpu/test_support.h"
+#include "tests/pir/lattice/test_support.h"
 
 namespace veil::gpu {
 namespace {
 
-struct Matrix {
-  std::vector<int8_t> bytes;
-  lattice::ByteMatrixView view;
-};
-
-Matrix RandomMatrix(uint64_t rows, uint64_t cols, std::mt19937_64& gen) {
-  Matrix m;
-  const uint64_t stride = lattice::AlignedStride(cols);
-  m.bytes.assign(rows * stride, 0);
-  for (uint64_t r = 0; r < rows; ++r) {
-    for (uint64_t c = 0; c < cols; ++c) m.bytes[r * stride + c] = static_cast<int8_t>(gen());
-  }
-  m.view = {m.bytes.data(), rows, cols, stride};
-  return m;
-}
+using Matrix = lattice::testing::RandomByteMatrix;
 
 TEST(LweHostRunTest, BothMethodsEqualTheReferenceProduct) {
-  std::mt19937_64 gen(testing::TestSeed("gpu_lwe_host_run_test"));
+  std::mt19937_64 gen(lattice::testing::TestSeed("gpu_lwe_host_run_test"));
   struct Case {
     uint64_t rows, cols;
     int batch;
@@ -44,7 +30,7 @@ TEST(LweHostRunTest, BothMethodsEqualTheReferenceProduct) {
       {66, 70, 35, LweGpuMethod::kTensorCores},  {20, 50, 1, LweGpuMethod::kAuto},
       {20, 50, 3, LweGpuMethod::kAuto}};
   for (const Case& c : cases) {
-    const Matrix m = RandomMatrix(c.rows, c.cols, gen);
+    const Matrix m(c.rows, c.cols, gen);
     std::vector<uint32_t> q(c.batch * c.cols);
     for (uint32_t& w : q) w = static_cast<uint32_t>(gen());
     if (q.size() > 1) q[1] = 0x80808080u;  // digits at the signed boundary
@@ -60,7 +46,7 @@ TEST(LweHostRunTest, BothMethodsEqualTheReferenceProduct) {
 
 TEST(LweHostRunTest, BadCallsAreRejected) {
   std::mt19937_64 gen(1);
-  const Matrix m = RandomMatrix(4, 10, gen);
+  const Matrix m(4, 10, gen);
   std::vector<uint32_t> q(10), out(4);
   EXPECT_EQ(LweHostRunMultiply(m.view, absl::MakeConstSpan(q).first(9), 1, LweGpuMethod::kCudaCores,
                                absl::MakeSpan(out))

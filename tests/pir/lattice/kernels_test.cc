@@ -12,28 +12,14 @@
 namespace veil::lattice {
 namespace {
 
-struct Matrix {
-  std::vector<int8_t> bytes;
-  ByteMatrixView view;
-};
-
-Matrix RandomMatrix(uint64_t rows, uint64_t cols, std::mt19937_64& gen) {
-  Matrix m;
-  const uint64_t stride = AlignedStride(cols);
-  m.bytes.assign(rows * stride, 0);
-  for (uint64_t r = 0; r < rows; ++r) {
-    for (uint64_t c = 0; c < cols; ++c) m.bytes[r * stride + c] = static_cast<int8_t>(gen());
-  }
-  m.view = {m.bytes.data(), rows, cols, stride};
-  return m;
-}
+using Matrix = testing::RandomByteMatrix;
 
 // The definition, written independently of kernels.cc: signed bytes times words, mod 2^32.
-uint32_t Expected(const Matrix& m, const std::vector<uint32_t>& q, int b, uint64_t r) {
+uint32_t Expected(const ByteMatrixView& m, const std::vector<uint32_t>& q, int b, uint64_t r) {
   uint32_t sum = 0;
-  for (uint64_t c = 0; c < m.view.cols; ++c) {
-    const int8_t value = m.view.row(r)[c];
-    sum += static_cast<uint32_t>(static_cast<int32_t>(value)) * q[b * m.view.cols + c];
+  for (uint64_t c = 0; c < m.cols; ++c) {
+    const int8_t value = m.row(r)[c];
+    sum += static_cast<uint32_t>(static_cast<int32_t>(value)) * q[b * m.cols + c];
   }
   return sum;
 }
@@ -54,7 +40,7 @@ TEST(ProductKernelTest, EveryKernelEqualsTheDefinition) {
       {33, 4100, 1},   {13, 127, 33},
       {100, 1500, 35}, {1 + gen() % 40, 1 + gen() % 3000, 1 + static_cast<int>(gen() % 40)}};
   for (const Case& c : cases) {
-    const Matrix m = RandomMatrix(c.rows, c.cols, gen);
+    const Matrix m(c.rows, c.cols, gen);
     std::vector<uint32_t> q(c.batch * c.cols);
     for (uint32_t& w : q) w = static_cast<uint32_t>(gen());
     // Extreme words too: the digit split must carry correctly through 0x80 and 0xff bytes.
@@ -69,7 +55,7 @@ TEST(ProductKernelTest, EveryKernelEqualsTheDefinition) {
                 .ok());
         for (int b = 0; b < c.batch; ++b) {
           for (uint64_t r = 0; r < c.rows; ++r) {
-            ASSERT_EQ(out[b * out_stride + r], Expected(m, q, b, r))
+            ASSERT_EQ(out[b * out_stride + r], Expected(m.view, q, b, r))
                 << ProductKernelName(kernel) << " rows " << c.rows << " cols " << c.cols
                 << " batch " << c.batch << " threads " << threads << " at (" << b << ", " << r
                 << ")";
@@ -88,15 +74,14 @@ TEST(ProductKernelTest, EveryKernelEqualsTheDefinition) {
 // computation multiplies chunk by chunk.
 TEST(ProductKernelTest, ColumnSliceViewsMultiplyOnlyTheirColumns) {
   std::mt19937_64 gen(testing::TestSeed("lattice_kernels_test"));
-  const Matrix parent = RandomMatrix(21, 214, gen);
-  Matrix slice;
-  slice.view = {parent.view.data + 64, 21, 150, parent.view.stride};
+  const Matrix parent(21, 214, gen);
+  const ByteMatrixView slice{parent.view.data + 64, 21, 150, parent.view.stride};
   const int batch = 20;
   std::vector<uint32_t> q(batch * 150);
   for (uint32_t& w : q) w = static_cast<uint32_t>(gen());
   for (ProductKernel kernel : AvailableProductKernels()) {
     std::vector<uint32_t> out(batch * 21);
-    ASSERT_TRUE(MultiplyBytes(slice.view, q, batch, absl::MakeSpan(out), 21, 2, kernel).ok());
+    ASSERT_TRUE(MultiplyBytes(slice, q, batch, absl::MakeSpan(out), 21, 2, kernel).ok());
     for (int b = 0; b < batch; ++b) {
       for (uint64_t r = 0; r < 21; ++r) {
         ASSERT_EQ(out[b * 21 + r], Expected(slice, q, b, r)) << ProductKernelName(kernel);
@@ -115,7 +100,7 @@ TEST(ProductKernelTest, AutomaticChoiceIsAnAvailableKernel) {
 
 TEST(ProductKernelTest, BadArgumentsAreRejected) {
   std::mt19937_64 gen(1);
-  const Matrix m = RandomMatrix(4, 10, gen);
+  const Matrix m(4, 10, gen);
   std::vector<uint32_t> q(2 * 10), out(2 * 4);
   auto run = [&](const ByteMatrixView& v, size_t q_words, int batch, size_t out_words,
                  uint64_t stride) {

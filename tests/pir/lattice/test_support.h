@@ -1,5 +1,6 @@
-// What the lattice tests share: one random seed per run (printed, so that a failure can be
-// replayed), a scratch directory, random records and table files, and one lookup end to end.
+// What the lattice tests (and the GPU LWE tests) share: one random seed per run (printed, so that
+// a failure can be replayed), a scratch directory, random byte matrices and records, and one
+// lookup end to end.
 #ifndef VEIL_TESTS_PIR_LATTICE_TEST_SUPPORT_H_
 #define VEIL_TESTS_PIR_LATTICE_TEST_SUPPORT_H_
 
@@ -42,6 +43,23 @@ class ScratchDir {
 
  private:
   std::string path_;
+};
+
+// A random rows x cols byte matrix in the layout the kernels read (rows AlignedStride(cols)
+// apart, zero padding); the bytes live in `bytes`.
+struct RandomByteMatrix {
+  RandomByteMatrix(uint64_t rows, uint64_t cols, std::mt19937_64& gen)
+      : bytes(rows * AlignedStride(cols), 0) {
+    const uint64_t stride = AlignedStride(cols);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t c = 0; c < cols; ++c) bytes[r * stride + c] = static_cast<int8_t>(gen());
+    }
+    view = {bytes.data(), rows, cols, stride};
+  }
+  RandomByteMatrix(const RandomByteMatrix&) = delete;
+  RandomByteMatrix& operator=(const RandomByteMatrix&) = delete;
+  std::vector<int8_t> bytes;
+  ByteMatrixView view;
 };
 
 inline std::vector<uint8_t> RandomRecords(uint64_t rows, uint32_t record_bytes,
