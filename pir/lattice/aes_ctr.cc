@@ -13,6 +13,12 @@ AesCtrKey MakeAesCtrKey(const uint8_t key[16]) {
   return k;
 }
 
+// dpf/kernels.cc's CPU check: kAesNiAvx2 needs AES-NI, kVaesAvx512 VAES and AVX-512 as well.
+bool CpuHasAesNi() {
+  static const bool aesni = dpf::AvailableIsas().back() != dpf::Isa::kPortable;
+  return aesni;
+}
+
 bool CpuHasVaes() {
   static const bool vaes = dpf::AvailableIsas().back() == dpf::Isa::kVaesAvx512;
   return vaes;
@@ -30,6 +36,8 @@ void AesCtrPortable(const AesCtrKey& key, uint64_t first_block, uint64_t blocks,
 void AesCtr(const AesCtrKey& key, uint64_t first_block, uint64_t blocks, uint8_t* out) {
   if (CpuHasVaes()) {
     AesCtrVaes(key, first_block, blocks, out);
+  } else if (CpuHasAesNi()) {
+    AesCtrAesNi(key, first_block, blocks, out);
   } else {
     AesCtrPortable(key, first_block, blocks, out);
   }

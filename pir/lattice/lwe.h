@@ -23,8 +23,8 @@ enum class MatrixDomain : uint8_t { kA1 = 1, kA2 = 2 };
 // The public LWE matrix A (rows x n words), never stored whole: AES-128 in counter mode
 // (pir/lattice/aes_ctr.h) under the key BLAKE2b-128(key = seed, message = domain); row r is
 // blocks [256 r, 256 (r + 1)) of the stream, 4,096 bytes = n little-endian words. AES-CTR with
-// VAES expands it an order of magnitude faster than ChaCha20 would, which matters because the
-// client expands D0 x n words for every query.
+// VAES expands it an order of magnitude faster than libsodium's ChaCha20 (~27 against ~1-2 GB/s
+// here), which matters because the client expands D0 x n words for every query.
 class PublicMatrix {
  public:
   PublicMatrix(const Seed& seed, MatrixDomain domain, uint64_t rows);

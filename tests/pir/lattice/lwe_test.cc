@@ -1,6 +1,6 @@
 // The Regev layer: the Gaussian's cumulative table and the distribution the constant-time
 // sampler draws, the public matrix's expansion (deterministic, domain-separated, VAES equal to
-// the portable AES), and the encryption of unit vectors.
+// the portable AES, as is AES-NI), and the encryption of unit vectors.
 #include "pir/lattice/lwe.h"
 
 #include <cmath>
@@ -78,7 +78,7 @@ TEST(PublicMatrixTest, ExpansionIsDeterministicAndDomainSeparated) {
   EXPECT_NE(all, other_seed);
 }
 
-TEST(PublicMatrixTest, VaesCounterModeEqualsPortableAes) {
+TEST(PublicMatrixTest, VaesAndAesNiCounterModesEqualPortableAes) {
   const uint8_t key[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const internal::AesCtrKey k = internal::MakeAesCtrKey(key);
   // Block 0 against dpf's AES directly.
@@ -89,7 +89,11 @@ TEST(PublicMatrixTest, VaesCounterModeEqualsPortableAes) {
     internal::AesCtrPortable(k, (uint64_t{1} << 40) - 5, blocks, portable.data());
     if (internal::CpuHasVaes()) {
       internal::AesCtrVaes(k, (uint64_t{1} << 40) - 5, blocks, fast.data());
-      EXPECT_EQ(portable, fast) << blocks << " blocks";
+      EXPECT_EQ(portable, fast) << "VAES, " << blocks << " blocks";
+    }
+    if (internal::CpuHasAesNi()) {
+      internal::AesCtrAesNi(k, (uint64_t{1} << 40) - 5, blocks, fast.data());
+      EXPECT_EQ(portable, fast) << "AES-NI, " << blocks << " blocks";
     }
     std::vector<uint8_t> first(16 * blocks);
     internal::AesCtr(k, 0, blocks, first.data());
