@@ -16,7 +16,7 @@ ABSL_FLAG(absl::optional<std::string>, bag_dim, absl::nullopt,
 ABSL_FLAG(absl::optional<std::string>, bag_rows, absl::nullopt,
           "he: table rows of the bfv-bag figure");
 ABSL_FLAG(absl::optional<std::string>, batch, absl::nullopt,
-          "keys or queries answered in one pass");
+          "keys or queries answered in one pass (a list for some GPU suites)");
 ABSL_FLAG(absl::optional<std::string>, bits, absl::nullopt,
           "paillier: modulus bits (1024, 2048, 3072)");
 ABSL_FLAG(absl::optional<std::string>, budget_s, absl::nullopt, "seconds each timing may take");
@@ -26,13 +26,18 @@ ABSL_FLAG(absl::optional<std::string>, count, absl::nullopt, "operations timed")
 ABSL_FLAG(absl::optional<std::string>, device, absl::nullopt, "GPU suites: the CUDA device");
 ABSL_FLAG(absl::optional<std::string>, devices, absl::nullopt,
           "GPU suites: how many devices share the table");
+ABSL_FLAG(absl::optional<std::string>, dim, absl::nullopt, "bfv-bag-e2e: embedding dimension");
 ABSL_FLAG(absl::optional<std::string>, duration_s, absl::nullopt, "e2e: measured seconds");
 ABSL_FLAG(absl::optional<std::string>, json_out, absl::nullopt,
           "also append the JSON lines to this file");
+ABSL_FLAG(absl::optional<std::string>, kernels, absl::nullopt,
+          "lwe-answer: auto, or all to compare every CPU kernel");
 ABSL_FLAG(absl::optional<std::string>, log_domain, absl::nullopt,
           "DPF domain: 2^log-domain points");
 ABSL_FLAG(absl::optional<std::string>, lookups_per_call, absl::nullopt,
           "e2e: rows fetched per call");
+ABSL_FLAG(absl::optional<std::string>, lookups_per_hint, absl::nullopt,
+          "lattice: lookups a hint is amortised over when choosing the shape");
 ABSL_FLAG(absl::optional<std::string>, matvec_cols, absl::nullopt,
           "he: columns of the BSGS matrix");
 ABSL_FLAG(absl::optional<std::string>, matvec_rows, absl::nullopt, "he: rows of the BSGS matrix");
@@ -41,6 +46,8 @@ ABSL_FLAG(absl::optional<std::string>, matvec_threads, absl::nullopt,
 ABSL_FLAG(absl::optional<std::string>, max_batch, absl::nullopt, "e2e: the servers' --max_batch");
 ABSL_FLAG(absl::optional<std::string>, max_wait_us, absl::nullopt,
           "e2e: the servers' --max_wait_us");
+ABSL_FLAG(absl::optional<std::string>, method, absl::nullopt,
+          "lwe-answer-gpu: cuda-cores, tensor-cores or all");
 ABSL_FLAG(absl::optional<std::string>, mode, absl::nullopt, "dpf-eval: full or point");
 ABSL_FLAG(absl::optional<std::string>, n, absl::nullopt, "he: ring dimension N");
 ABSL_FLAG(absl::optional<std::string>, output, absl::nullopt,
@@ -48,12 +55,18 @@ ABSL_FLAG(absl::optional<std::string>, output, absl::nullopt,
 ABSL_FLAG(absl::optional<std::string>, plain_bits, absl::nullopt, "he: plaintext modulus bits");
 ABSL_FLAG(absl::optional<std::string>, prg, absl::nullopt,
           "DPF PRG: aes128, chacha8, chacha12, chacha20 or siphash");
+ABSL_FLAG(absl::optional<std::string>, protocol, absl::nullopt,
+          "lwe-answer, lattice: simple or double");
+ABSL_FLAG(absl::optional<std::string>, records_per_column, absl::nullopt,
+          "lattice: records per database column (0: chosen)");
 ABSL_FLAG(absl::optional<std::string>, reference, absl::nullopt,
           "e2e: 1 measures the backend alone too (serving_ratio)");
 ABSL_FLAG(absl::optional<std::string>, reps, absl::nullopt, "repetitions");
+ABSL_FLAG(absl::optional<std::string>, row_bytes, absl::nullopt,
+          "lwe-answer, lattice: bytes per table row");
 ABSL_FLAG(absl::optional<std::string>, rows, absl::nullopt, "table rows");
 ABSL_FLAG(absl::optional<std::string>, server_bin, absl::nullopt,
-          "e2e: the veil-server executable");
+          "e2e suites: the veil-server executable");
 ABSL_FLAG(absl::optional<std::string>, single_query_rows, absl::nullopt,
           "GPU suites: rows from which one query runs alone");
 ABSL_FLAG(absl::optional<std::string>, strategy, absl::nullopt,
@@ -61,6 +74,8 @@ ABSL_FLAG(absl::optional<std::string>, strategy, absl::nullopt,
 ABSL_FLAG(absl::optional<std::string>, table_dtype, absl::nullopt, "pir-answer: u32 or int8");
 ABSL_FLAG(absl::optional<std::string>, threads, absl::nullopt, "CPU threads");
 ABSL_FLAG(absl::optional<std::string>, tls, absl::nullopt, "e2e: on or off");
+ABSL_FLAG(absl::optional<std::string>, verify, absl::nullopt,
+          "1 checks results against the reference");
 ABSL_FLAG(absl::optional<std::string>, verify_keys, absl::nullopt,
           "GPU suites: keys checked against the CPU");
 ABSL_FLAG(absl::optional<std::string>, warmup_s, absl::nullopt, "e2e: warm-up seconds");

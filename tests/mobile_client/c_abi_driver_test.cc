@@ -106,6 +106,9 @@ TEST(CAbiTest, CProgramDoesLayoutLookups) {
   EXPECT_EQ(veil_c_abi_layout_checks(servers->address(0).c_str(), servers->address(1).c_str(),
                                      layout_path.c_str(), table.c_str(), wanted.data(),
                                      wanted.size(), expected.data(), expected_missing.data()),
+            0);
+}
+
 TEST(CAbiTest, CProgramUsesABagServer) {
   const std::string path = WriteKnownTable();
   auto bag_server = testing::StartBagServer(path);

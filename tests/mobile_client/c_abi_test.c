@@ -318,6 +318,9 @@ int veil_c_abi_layout_checks(const char* server0, const char* server1, const cha
   veil_client_close(client);
   veil_layout_close(layout);
   veil_layout_close(NULL);
+  return 0;
+}
+
 /* A bfv-bag server (bag_server) and a dpf2 server (dpf_server) of the same table. */
 int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64_t rows,
                           uint32_t dim) {

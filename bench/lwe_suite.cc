@@ -1,0 +1,302 @@
+// LWE suites (pir/lattice): lwe-answer (the server's product, against the CPU's ceilings measured
+// in the same run) and lattice (one protocol's costs end to end below the sockets: server and
+// client time, bytes each way, the reusable hint).
+//
+// lwe-answer's roofline is the slower of two ceilings, both measured by
+// lattice::MeasureCpuCeilings in this run on the same threads:
+//   memory   the bytes the server reads per batch (the D1 x D0 matrix; DoublePIR also its 4n x D1
+//            digit matrix) at the streaming read bandwidth, measured over as many bytes;
+//   compute  the 32-bit multiply-adds per batch (batch x D1 x D0; DoublePIR adds its second
+//            level, 4n x D1 x batch x R, and 4 x D1 x n per query) at the faster of the int32
+//            rate and the VNNI byte rate / 4 (four byte planes per word product).
+// roofline_qps = batch / max(the two); roofline_ratio = qps / roofline_qps. Batch 1 is
+// memory-bound, large batches compute-bound.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "bench/suite.h"
+#include "pir/lattice/client.h"
+#include "pir/lattice/kernels.h"
+#include "pir/lattice/roofline.h"
+#include "pir/lattice/server.h"
+
+namespace veil::bench {
+namespace {
+
+using lattice::LweClient;
+using lattice::LweServer;
+using lattice::PendingLookup;
+using lattice::Protocol;
+using lattice::Shape;
+
+constexpr uint64_t kN = lattice::kLweDimension;
+
+struct Setup {
+  std::vector<uint8_t> records;
+  std::unique_ptr<LweServer> server;
+  std::unique_ptr<LweClient> client;
+  double hint_s = 0;
+};
+
+// A server over random records (the flags' table), its hint computed in memory, and a client.
+absl::StatusOr<Setup> MakeSetup(const Flags& flags, const std::string& suite) {
+  const uint64_t rows = flags.Int("rows", 1 << 20);
+  const int64_t row_bytes = flags.Int("row-bytes", 64);
+  auto protocol = lattice::ParseProtocol(flags.Str("protocol", "simple"));
+  if (!protocol.ok()) return protocol.status();
+  if (rows == 0 || row_bytes < 1 || row_bytes > lattice::kMaxRecordBytes) {
+    return absl::InvalidArgumentError("--rows and --row-bytes must be positive");
+  }
+  lattice::LweServerOptions options;
+  options.protocol = *protocol;
+  options.threads = static_cast<int>(flags.Int("threads", 1));
+  options.shape.records_per_column = flags.Int("records-per-column", 0);
+  options.shape.lookups_per_hint = flags.Int("lookups-per-hint", 1024);
+  Setup setup;
+  setup.records.resize(rows * row_bytes);
+  std::mt19937_64 gen(1);
+  for (uint8_t& b : setup.records) b = static_cast<uint8_t>(gen());
+  std::cerr << suite << ": " << rows << " rows x " << row_bytes << " B, "
+            << lattice::ProtocolName(*protocol) << ", " << options.threads
+            << " thread(s): computing the hint\n";
+  const auto start = std::chrono::steady_clock::now();
+  embedding::TableDigestBytes digest{};
+  digest[0] = 1;
+  auto server = LweServer::FromRecords(setup.records, rows, static_cast<uint32_t>(row_bytes),
+                                       digest, options);
+  if (!server.ok()) return server.status();
+  setup.hint_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  setup.server = *std::move(server);
+  auto client = LweClient::Create(setup.server->config(), setup.server->hint_blob());
+  if (!client.ok()) return client.status();
+  setup.client = *std::move(client);
+  std::cerr << suite << ": " << lattice::ShapeSummary(setup.server->shape()) << "\n";
+  return setup;
+}
+
+struct Batch {
+  std::vector<uint64_t> rows;
+  std::vector<uint32_t> queries, answers;
+  std::vector<PendingLookup> pending;
+};
+
+absl::StatusOr<Batch> MakeBatch(const Setup& setup, int batch, uint64_t seed) {
+  const Shape& s = setup.server->shape();
+  Batch b;
+  std::mt19937_64 gen(seed);
+  for (int i = 0; i < batch; ++i) b.rows.push_back(gen() % s.rows);
+  b.queries.resize(batch * s.query_words());
+  b.answers.resize(batch * s.answer_words());
+  auto pending = setup.client->MakeQueries(b.rows, absl::MakeSpan(b.queries));
+  if (!pending.ok()) return pending.status();
+  b.pending = *std::move(pending);
+  return b;
+}
+
+// Records decoded wrongly from the batch's answers.
+int CountErrors(const Setup& setup, const Batch& b) {
+  const Shape& s = setup.server->shape();
+  std::vector<uint8_t> record(s.record_bytes);
+  int errors = 0;
+  for (size_t i = 0; i < b.rows.size(); ++i) {
+    const absl::Status st = setup.client->Decode(
+        b.pending[i],
+        absl::MakeConstSpan(b.answers).subspan(i * s.answer_words(), s.answer_words()),
+        absl::MakeSpan(record));
+    errors += !st.ok() || !std::equal(record.begin(), record.end(),
+                                      setup.records.begin() + b.rows[i] * s.record_bytes);
+  }
+  return errors;
+}
+
+// Bytes the server reads and 32-bit multiply-adds it does per batch (the roofline's inputs).
+struct Work {
+  double bytes;
+  double macs;
+};
+
+Work WorkOf(const Shape& s, int batch) {
+  Work w{double(s.d1) * lattice::AlignedStride(s.d0), double(batch) * s.d1 * s.d0};
+  if (s.protocol == Protocol::kDoublePir) {
+    const double digit_rows = double(lattice::kDigitsPerWord) * kN;
+    w.bytes += digit_rows * lattice::AlignedStride(s.d1);
+    w.macs += digit_rows * s.d1 * batch * s.record_bytes +
+              double(batch) * lattice::kDigitsPerWord * s.d1 * (kN + s.record_bytes);
+  }
+  return w;
+}
+
+// The fields every LWE line starts with: the table, its shape, the batch.
+JsonLine LweLine(const std::string& suite, const std::string& protocol, const Shape& s, int batch,
+                 int threads) {
+  JsonLine line(suite);
+  line.Add("backend", "cpu")
+      .Add("protocol", protocol)
+      .Add("rows", s.rows)
+      .Add("row_bytes", int64_t{s.record_bytes})
+      .Add("batch", batch)
+      .Add("threads", threads)
+      .Add("d0", s.d0)
+      .Add("d1", s.d1);
+  return line;
+}
+
+// The read-bandwidth ceiling is measured over as many bytes as the server streams (at least
+// 64 MiB): a table that stays in the last-level cache is judged against that cache's bandwidth,
+// one beyond it against DRAM's.
+uint64_t ReadBytes(const Work& work) {
+  return std::max<uint64_t>(uint64_t{64} << 20, static_cast<uint64_t>(work.bytes));
+}
+
+absl::Status LweAnswer(const Flags& flags) {
+  const std::string backend = flags.Str("backend", "cpu");
+  if (backend == "gpu") return RunSuite("lwe-answer-gpu", flags);
+  if (backend != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat("--backend must be cpu or gpu, got ", backend));
+  }
+  const int batch = static_cast<int>(flags.Int("batch", 1));
+  const int threads = static_cast<int>(flags.Int("threads", 1));
+  const double budget_s = flags.Double("budget-s", 3.0);
+  if (batch < 1 || threads < 1) {
+    return absl::InvalidArgumentError("--batch and --threads must be positive");
+  }
+  absl::StatusOr<Setup> setup = MakeSetup(flags, "lwe-answer");
+  if (!setup.ok()) return setup.status();
+  absl::StatusOr<Batch> b = MakeBatch(*setup, batch, 2);
+  if (!b.ok()) return b.status();
+  const Shape& s = setup->server->shape();
+  absl::Status status;
+  const double t = MedianSeconds(
+      [&] { status = setup->server->Answer(b->queries, batch, absl::MakeSpan(b->answers)); }, 1, 15,
+      budget_s);
+  if (!status.ok()) return status;
+  const int errors = CountErrors(*setup, *b);
+
+  std::cerr << "lwe-answer: measuring the ceilings on " << threads << " thread(s)\n";
+  const Work work = WorkOf(s, batch);
+  const lattice::CpuCeilings ceilings = lattice::MeasureCpuCeilings(threads, ReadBytes(work));
+  const double qps = batch / t;
+  const double db_bytes = double(s.d1) * lattice::AlignedStride(s.d0);
+  LweLine("lwe-answer", std::string(lattice::ProtocolName(s.protocol)), s, batch, threads)
+      .Add("kernel", std::string(lattice::ProductKernelName(lattice::FastestKernelForBatch(batch))))
+      .Add("db_bytes", db_bytes)
+      .Add("bytes_read", work.bytes)
+      .Add("ms_per_batch", t * 1e3)
+      .Add("gbps", db_bytes / t / 1e9)
+      .Add("qps", qps)
+      .Add("mem_read_gbps", ceilings.mem_read_bytes_per_s / 1e9)
+      .Add("int32_mac_per_s", ceilings.int32_mac_per_s)
+      .Add("vnni_byte_mac_per_s", ceilings.vnni_byte_mac_per_s)
+      .AddRoofline(batch, qps, 0, work.macs / ceilings.word_mac_per_s(),
+                   work.bytes / ceilings.mem_read_bytes_per_s)
+      .Add("hint_s", setup->hint_s)
+      .Add("errors", errors)
+      .Emit();
+  // --kernels=all: the first-level product alone with each kernel this CPU runs (how the
+  // automatic choice per batch size was made).
+  if (flags.Str("kernels", "auto") == "all") {
+    for (lattice::ProductKernel k : lattice::AvailableProductKernels()) {
+      std::vector<uint32_t> q1(batch * s.d0), out(batch * s.d1);
+      for (int i = 0; i < batch; ++i) {
+        std::copy_n(b->queries.begin() + i * s.query_words(), s.d0, q1.begin() + i * s.d0);
+      }
+      const double tk = MedianSeconds(
+          [&] {
+            status = lattice::MultiplyBytes(setup->server->database().view(), q1, batch,
+                                            absl::MakeSpan(out), s.d1, threads, k);
+          },
+          1, 15, budget_s);
+      if (!status.ok()) return status;
+      JsonLine("lwe-answer-kernel")
+          .Add("kernel", std::string(lattice::ProductKernelName(k)))
+          .Add("batch", batch)
+          .Add("threads", threads)
+          .Add("ms_per_batch", tk * 1e3)
+          .Add("gbps", db_bytes / tk / 1e9)
+          .Add("word_mac_per_s", double(batch) * s.d1 * s.d0 / tk)
+          .Emit();
+    }
+  }
+  return errors == 0 ? absl::OkStatus()
+                     : absl::InternalError(absl::StrCat(errors, " lookups decoded wrongly"));
+}
+
+absl::Status Lattice(const Flags& flags) {
+  if (flags.Str("backend", "cpu") != "cpu") {
+    return absl::InvalidArgumentError("the lattice suite runs the CPU server (--backend=cpu)");
+  }
+  const int batch = static_cast<int>(flags.Int("batch", 1));
+  const int threads = static_cast<int>(flags.Int("threads", 1));
+  if (batch < 1 || threads < 1) {
+    return absl::InvalidArgumentError("--batch and --threads must be positive");
+  }
+  absl::StatusOr<Setup> setup = MakeSetup(flags, "lattice");
+  if (!setup.ok()) return setup.status();
+  const Shape& s = setup->server->shape();
+  // Client: a query and a decode per lookup, one lookup at a time (a phone's view).
+  absl::StatusOr<Batch> one = MakeBatch(*setup, 1, 3);
+  if (!one.ok()) return one.status();
+  if (absl::Status st = setup->server->Answer(one->queries, 1, absl::MakeSpan(one->answers));
+      !st.ok()) {
+    return st;
+  }
+  std::vector<uint8_t> record(s.record_bytes);
+  absl::Status status;
+  const double query_s = MedianSeconds([&] {
+    auto p = setup->client->MakeQueries(one->rows, absl::MakeSpan(one->queries));
+    status.Update(p.status());
+  });
+  const double decode_s = MedianSeconds([&] {
+    status.Update(setup->client->Decode(one->pending[0], one->answers, absl::MakeSpan(record)));
+  });
+  if (!status.ok()) return status;
+  // Server: one batch.
+  absl::StatusOr<Batch> b = MakeBatch(*setup, batch, 4);
+  if (!b.ok()) return b.status();
+  const double server_s = MedianSeconds(
+      [&] { status = setup->server->Answer(b->queries, batch, absl::MakeSpan(b->answers)); });
+  if (!status.ok()) return status;
+  const int errors = CountErrors(*setup, *b);
+  const lattice::CpuCeilings ceilings =
+      lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, batch)));
+  const lattice::LweServerMemory memory = setup->server->memory();
+  LweLine("lattice", absl::StrCat("lwe-", std::string(lattice::ProtocolName(s.protocol))), s, batch,
+          threads)
+      .Add("server_ms", server_s * 1e3)
+      .Add("server_ms_per_query", server_s * 1e3 / batch)
+      .Add("client_ms", (query_s + decode_s) * 1e3)
+      .Add("client_query_ms", query_s * 1e3)
+      .Add("client_decode_ms", decode_s * 1e3)
+      .Add("query_bytes", 4 * s.query_words())
+      .Add("response_bytes", 4 * s.answer_words())
+      .Add("reusable_key_bytes", setup->server->hint_blob().size())
+      .Add("floor_ratio", WorkOf(s, batch).bytes / ceilings.mem_read_bytes_per_s / server_s)
+      .Add("server_memory_bytes",
+           memory.database + memory.hint_blob + memory.server_digits + memory.a2)
+      .Add("hint_s", setup->hint_s)
+      .Add("log2_failure", s.log2_failure)
+      .Add("errors", errors)
+      .Emit();
+  return absl::OkStatus();
+}
+
+const char kLweAnswerHelp[] =
+    "--rows --row-bytes --batch --threads --protocol=simple|double --backend=cpu|gpu "
+    "[--records-per-column --lookups-per-hint --kernels=auto|all]: the LWE server's answer to a "
+    "batch (random table, real queries, decoded and checked): gbps = database matrix bytes "
+    "scanned per second, qps, roofline_ratio against the read bandwidth and the faster of the "
+    "int32 and VNNI/4 multiply-add rates measured in this run";
+const char kLatticeHelp[] =
+    "--protocol=simple|double --rows --row-bytes --batch --threads: one protocol's costs below "
+    "the sockets: server_ms (one batch), client_ms (query + decode of one lookup), query and "
+    "response bytes, reusable_key_bytes (the hint), floor_ratio (memory floor / server time), "
+    "errors";
+
+SuiteRegistration lwe_answer("lwe-answer", kLweAnswerHelp, LweAnswer);
+SuiteRegistration lattice_suite("lattice", kLatticeHelp, Lattice);
+
+}  // namespace
+}  // namespace veil::bench

@@ -1,0 +1,127 @@
+// The byte-matrix product: every kernel this CPU runs equals the reference bit for bit, on random
+// matrices of awkward shapes and batches (the seed is printed), and bad arguments give clear
+// errors.
+#include "pir/lattice/kernels.h"
+
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/pir/lattice/test_support.h"
+
+namespace veil::lattice {
+namespace {
+
+using Matrix = testing::RandomByteMatrix;
+
+// The definition, written independently of kernels.cc: signed bytes times words, mod 2^32.
+uint32_t Expected(const ByteMatrixView& m, const std::vector<uint32_t>& q, int b, uint64_t r) {
+  uint32_t sum = 0;
+  for (uint64_t c = 0; c < m.cols; ++c) {
+    const int8_t value = m.row(r)[c];
+    sum += static_cast<uint32_t>(static_cast<int32_t>(value)) * q[b * m.cols + c];
+  }
+  return sum;
+}
+
+TEST(ProductKernelTest, EveryKernelEqualsTheDefinition) {
+  std::mt19937_64 gen(testing::TestSeed("lattice_kernels_test"));
+  struct Case {
+    uint64_t rows, cols;
+    int batch;
+  };
+  // Edge sizes (1, 2, 15, 16, 17, non-powers of 2, a partial column chunk) and a random one.
+  std::vector<Case> cases = {
+      {1, 1, 1},       {2, 1, 3},
+      {1, 2, 1},       {17, 15, 2},
+      {5, 16, 32},     {3, 17, 5},
+      {4, 64, 1},      {7, 65, 4},
+      {9, 2048, 3},    {6, 2049, 2},
+      {33, 4100, 1},   {13, 127, 33},
+      {100, 1500, 35}, {1 + gen() % 40, 1 + gen() % 3000, 1 + static_cast<int>(gen() % 40)}};
+  for (const Case& c : cases) {
+    const Matrix m(c.rows, c.cols, gen);
+    std::vector<uint32_t> q(c.batch * c.cols);
+    for (uint32_t& w : q) w = static_cast<uint32_t>(gen());
+    // Extreme words too: the digit split must carry correctly through 0x80 and 0xff bytes.
+    if (!q.empty()) q[0] = 0xffffffffu;
+    if (q.size() > 1) q[1] = 0x80808080u;
+    for (ProductKernel kernel : AvailableProductKernels()) {
+      for (int threads : {1, 3}) {
+        const uint64_t out_stride = c.rows + 5;
+        std::vector<uint32_t> out(c.batch * out_stride, 0xdeadbeef);
+        ASSERT_TRUE(
+            MultiplyBytes(m.view, q, c.batch, absl::MakeSpan(out), out_stride, threads, kernel)
+                .ok());
+        for (int b = 0; b < c.batch; ++b) {
+          for (uint64_t r = 0; r < c.rows; ++r) {
+            ASSERT_EQ(out[b * out_stride + r], Expected(m.view, q, b, r))
+                << ProductKernelName(kernel) << " rows " << c.rows << " cols " << c.cols
+                << " batch " << c.batch << " threads " << threads << " at (" << b << ", " << r
+                << ")";
+          }
+          // The gap between answers is not written.
+          for (uint64_t r = c.rows; r < out_stride && b + 1 < c.batch; ++r) {
+            ASSERT_EQ(out[b * out_stride + r], 0xdeadbeefu);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A view of columns [64, 64 + 150) of a wider matrix (its stride the parent's): what the hint
+// computation multiplies chunk by chunk.
+TEST(ProductKernelTest, ColumnSliceViewsMultiplyOnlyTheirColumns) {
+  std::mt19937_64 gen(testing::TestSeed("lattice_kernels_test"));
+  const Matrix parent(21, 214, gen);
+  const ByteMatrixView slice{parent.view.data + 64, 21, 150, parent.view.stride};
+  const int batch = 20;
+  std::vector<uint32_t> q(batch * 150);
+  for (uint32_t& w : q) w = static_cast<uint32_t>(gen());
+  for (ProductKernel kernel : AvailableProductKernels()) {
+    std::vector<uint32_t> out(batch * 21);
+    ASSERT_TRUE(MultiplyBytes(slice, q, batch, absl::MakeSpan(out), 21, 2, kernel).ok());
+    for (int b = 0; b < batch; ++b) {
+      for (uint64_t r = 0; r < 21; ++r) {
+        ASSERT_EQ(out[b * 21 + r], Expected(slice, q, b, r)) << ProductKernelName(kernel);
+      }
+    }
+  }
+}
+
+TEST(ProductKernelTest, AutomaticChoiceIsAnAvailableKernel) {
+  const std::vector<ProductKernel> available = AvailableProductKernels();
+  for (int batch : {1, 3, 32}) {
+    const ProductKernel k = FastestKernelForBatch(batch);
+    EXPECT_NE(std::find(available.begin(), available.end(), k), available.end());
+  }
+}
+
+TEST(ProductKernelTest, BadArgumentsAreRejected) {
+  std::mt19937_64 gen(1);
+  const Matrix m(4, 10, gen);
+  std::vector<uint32_t> q(2 * 10), out(2 * 4);
+  auto run = [&](const ByteMatrixView& v, size_t q_words, int batch, size_t out_words,
+                 uint64_t stride) {
+    std::vector<uint32_t> qq(q_words), oo(out_words);
+    return MultiplyBytes(v, qq, batch, absl::MakeSpan(oo), stride, 1, ProductKernel::kReference);
+  };
+  EXPECT_EQ(run(m.view, 19, 2, 8, 4).message(), "queries hold 19 words, expected 2 x 10");
+  EXPECT_EQ(run(m.view, 20, 2, 7, 4).message(),
+            "out holds 7 words with stride 4, expected 2 answers of 4 words");
+  EXPECT_EQ(run(m.view, 20, 2, 8, 3).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(run(m.view, 0, 0, 8, 4).message(), "batch and threads must be at least 1");
+  ByteMatrixView bad = m.view;
+  bad.stride = 48;
+  EXPECT_EQ(run(bad, 20, 2, 8, 4).message(), "the byte matrix's stride 48 is below 64");
+  bad = m.view;
+  bad.rows = 0;
+  EXPECT_EQ(run(bad, 20, 2, 8, 4).message(), "the byte matrix is empty");
+  EXPECT_EQ(ParseProductKernel("avx").status().message(),
+            "unknown product kernel 'avx' (reference, int32-rows, int32-lanes, planes-rows or "
+            "planes-lanes)");
+}
+
+}  // namespace
+}  // namespace veil::lattice
