@@ -27,6 +27,8 @@ ABSL_FLAG(absl::optional<std::string>, device, absl::nullopt, "GPU suites: the C
 ABSL_FLAG(absl::optional<std::string>, devices, absl::nullopt,
           "GPU suites: how many devices share the table");
 ABSL_FLAG(absl::optional<std::string>, dim, absl::nullopt, "bfv-bag-e2e: embedding dimension");
+ABSL_FLAG(absl::optional<std::string>, dir, absl::nullopt,
+          "table-load: where the table is written");
 ABSL_FLAG(absl::optional<std::string>, duration_s, absl::nullopt, "e2e: measured seconds");
 ABSL_FLAG(absl::optional<std::string>, json_out, absl::nullopt,
           "also append the JSON lines to this file");

@@ -9,19 +9,43 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <atomic>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace veil::embedding {
 namespace {
 
-static_assert(sizeof(crypto_generichash_state) <= 384 && alignof(crypto_generichash_state) <= 64,
-              "TableDigest::state_ must hold libsodium's BLAKE2b state");
+// BLAKE2b-256 of one chunk of the row region.
+TableDigestBytes ChunkDigest(absl::Span<const uint8_t> chunk) {
+  TableDigestBytes digest;
+  crypto_generichash(digest.data(), digest.size(), chunk.data(), chunk.size(), nullptr, 0);
+  return digest;
+}
 
-crypto_generichash_state* State(unsigned char* storage) {
-  return reinterpret_cast<crypto_generichash_state*>(storage);
+// The top level: BLAKE2b-256 of the header (digest zeroed) and the chunk digests in order.
+TableDigestBytes CombineDigests(const TableHeader& header,
+                                absl::Span<const TableDigestBytes> chunks) {
+  crypto_generichash_state state;
+  crypto_generichash_init(&state, nullptr, 0, kTableDigestBytes);
+  TableHeader zeroed = header;
+  std::fill(std::begin(zeroed.digest), std::end(zeroed.digest), 0);
+  crypto_generichash_update(&state, reinterpret_cast<const uint8_t*>(&zeroed), sizeof(zeroed));
+  for (const TableDigestBytes& chunk : chunks) {
+    crypto_generichash_update(&state, chunk.data(), chunk.size());
+  }
+  TableDigestBytes digest;
+  crypto_generichash_final(&state, digest.data(), digest.size());
+  return digest;
+}
+
+int HashThreads(int threads) {
+  return threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
 }
 
 // Checks every header field against the others and against the file size, in the order of the
@@ -47,10 +71,16 @@ absl::Status ValidateHeader(const TableHeader& header, uint64_t file_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("dim ", header.dim, " is outside [1, ", kMaxDim, "]"));
   }
-  if (header.row_words != RowWords(format, header.dim)) {
+  if (!IsKnownRowTag(header.row_tag)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown row tag ", static_cast<int>(header.row_tag)));
+  }
+  const uint32_t row_words =
+      RowWords(format, header.dim) + TagWords(static_cast<RowTag>(header.row_tag));
+  if (header.row_words != row_words) {
     return absl::InvalidArgumentError(absl::StrCat(
         "row_words ", header.row_words, " does not match format ", RowFormatName(format),
-        " with dim ", header.dim, " (expected ", RowWords(format, header.dim), ")"));
+        " with dim ", header.dim, " and its row tags (expected ", row_words, ")"));
   }
   if (header.stride_words != RowStrideWords(header.row_words)) {
     return absl::InvalidArgumentError(
@@ -87,71 +117,208 @@ absl::Status ValidateHeader(const TableHeader& header, uint64_t file_bytes) {
   return absl::OkStatus();
 }
 
-// Closes the descriptor on every return path of Open.
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() { close(fd_); }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
-TableDigest::TableDigest(const TableHeader& header) {
+struct TableDigest::State {
+  TableHeader header;
+  crypto_generichash_state chunk;
+  uint64_t chunk_fill = 0;
+  std::vector<TableDigestBytes> chunks;
+};
+
+TableDigest::TableDigest(const TableHeader& header) : state_(std::make_unique<State>()) {
   // sodium_init only picks the fastest BLAKE2b implementation here (the portable one otherwise);
   // hashing needs no entropy, so its result does not matter.
   [[maybe_unused]] const int sodium_ready = sodium_init();
-  crypto_generichash_init(State(state_), nullptr, 0, kTableDigestBytes);
-  TableHeader zeroed = header;
-  std::fill(std::begin(zeroed.digest), std::end(zeroed.digest), 0);
-  Update(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&zeroed), sizeof(zeroed)));
+  state_->header = header;
+  crypto_generichash_init(&state_->chunk, nullptr, 0, kTableDigestBytes);
 }
 
+TableDigest::~TableDigest() = default;
+
 void TableDigest::Update(absl::Span<const uint8_t> bytes) {
-  crypto_generichash_update(State(state_), bytes.data(), bytes.size());
+  while (!bytes.empty()) {
+    const uint64_t take = std::min<uint64_t>(bytes.size(), kDigestChunkBytes - state_->chunk_fill);
+    crypto_generichash_update(&state_->chunk, bytes.data(), take);
+    state_->chunk_fill += take;
+    bytes.remove_prefix(take);
+    if (state_->chunk_fill == kDigestChunkBytes) {
+      TableDigestBytes digest;
+      crypto_generichash_final(&state_->chunk, digest.data(), digest.size());
+      state_->chunks.push_back(digest);
+      crypto_generichash_init(&state_->chunk, nullptr, 0, kTableDigestBytes);
+      state_->chunk_fill = 0;
+    }
+  }
 }
 
 TableDigestBytes TableDigest::Finish() {
-  TableDigestBytes digest;
-  crypto_generichash_final(State(state_), digest.data(), digest.size());
-  return digest;
+  if (state_->chunk_fill > 0) {
+    TableDigestBytes digest;
+    crypto_generichash_final(&state_->chunk, digest.data(), digest.size());
+    state_->chunks.push_back(digest);
+    state_->chunk_fill = 0;
+  }
+  return CombineDigests(state_->header, state_->chunks);
 }
 
-absl::StatusOr<std::unique_ptr<Table>> Table::Open(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+TableDigestBytes DigestTable(const TableHeader& header, absl::Span<const uint8_t> rows,
+                             int threads) {
+  [[maybe_unused]] const int sodium_ready = sodium_init();
+  const uint64_t chunks = (rows.size() + kDigestChunkBytes - 1) / kDigestChunkBytes;
+  std::vector<TableDigestBytes> digests(chunks);
+  std::atomic<uint64_t> next{0};
+  auto work = [&] {
+    for (uint64_t c = next++; c < chunks; c = next++) {
+      digests[c] = ChunkDigest(rows.subspan(c * kDigestChunkBytes, kDigestChunkBytes));
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < HashThreads(threads); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return CombineDigests(header, digests);
+}
+
+namespace {
+
+// An opened table file: its descriptor (closed when this goes) and validated header.
+struct OpenedFile {
+  explicit OpenedFile(int fd_in) : fd(fd_in) {}
+  ~OpenedFile() { close(fd); }
+  OpenedFile(const OpenedFile&) = delete;
+  OpenedFile& operator=(const OpenedFile&) = delete;
+  int fd;
+  uint64_t file_bytes = 0;
+  TableHeader header;
+};
+
+// Opens `path` without blocking (a FIFO would block open() until a writer comes), refuses anything
+// but a regular file, and reads and validates the header.
+absl::StatusOr<std::unique_ptr<OpenedFile>> OpenTableFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open table ", path));
-  FdCloser closer(fd);
+  auto file = std::make_unique<OpenedFile>(fd);
   struct stat st;
   if (fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot stat ", path));
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
   }
-  const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
-  if (file_bytes < sizeof(TableHeader)) {
-    return absl::InvalidArgumentError(absl::StrCat("truncated file ", path, ": ", file_bytes,
-                                                   " bytes, the header alone is ",
+  file->file_bytes = static_cast<uint64_t>(st.st_size);
+  if (file->file_bytes < sizeof(TableHeader)) {
+    return absl::InvalidArgumentError(absl::StrCat("truncated file ", path, ": ",
+                                                   file->file_bytes, " bytes, the header alone is ",
                                                    sizeof(TableHeader)));
   }
-  // Read with pread, not through the mapping: the size check must come before the mapping is
-  // trusted to cover the rows.
-  TableHeader header;
-  const ssize_t read_bytes = pread(fd, &header, sizeof(header), 0);
+  const ssize_t read_bytes = pread(fd, &file->header, sizeof(file->header), 0);
   if (read_bytes < 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot read the header of ", path));
   }
-  if (read_bytes != static_cast<ssize_t>(sizeof(header))) {
+  if (read_bytes != static_cast<ssize_t>(sizeof(file->header))) {
     return absl::InvalidArgumentError(absl::StrCat("truncated file ", path, " while reading"));
   }
-  if (absl::Status status = ValidateHeader(header, file_bytes); !status.ok()) {
+  if (absl::Status status = ValidateHeader(file->header, file->file_bytes); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", status.message()));
   }
-  void* mapping = mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  return file;
+}
+
+absl::Status CheckDigest(const TableHeader& header, const TableDigestBytes& actual) {
+  if (std::equal(actual.begin(), actual.end(), header.digest)) return absl::OkStatus();
+  auto hex = [](const uint8_t* bytes) {
+    return absl::BytesToHexString(
+        absl::string_view(reinterpret_cast<const char*>(bytes), kTableDigestBytes));
+  };
+  return absl::InvalidArgumentError(absl::StrCat("digest mismatch: the header says ",
+                                                 hex(header.digest), ", the contents hash to ",
+                                                 hex(actual.data())));
+}
+
+// Reads `bytes` bytes of `fd` from `offset` into `out`; DATA_LOSS if the file ends first.
+absl::Status ReadFully(int fd, uint8_t* out, uint64_t bytes, uint64_t offset) {
+  uint64_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = pread(fd, out + done, std::min<uint64_t>(bytes - done, 1 << 24),
+                            static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, "cannot read the table");
+    if (n == 0) return absl::DataLossError("the table file shrank while it was read");
+    done += static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Table>> Table::Open(const std::string& path) {
+  auto file = OpenTableFile(path);
+  if (!file.ok()) return file.status();
+  void* mapping = mmap(nullptr, (*file)->file_bytes, PROT_READ, MAP_PRIVATE, (*file)->fd, 0);
   if (mapping == MAP_FAILED) return absl::ErrnoToStatus(errno, absl::StrCat("cannot map ", path));
-  return std::unique_ptr<Table>(new Table(mapping, file_bytes, header));
+  return std::unique_ptr<Table>(new Table(mapping, (*file)->file_bytes, (*file)->header));
+}
+
+absl::StatusOr<std::unique_ptr<Table>> Table::Load(const std::string& path,
+                                                   const LoadOptions& options) {
+  auto file = OpenTableFile(path);
+  if (!file.ok()) return file.status();
+  const uint64_t bytes = (*file)->file_bytes;
+  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot allocate ", bytes, " bytes for ", path));
+  }
+  // Huge pages where the kernel allows them: a fault per 2 MiB instead of per 4 KiB.
+  madvise(memory, bytes, MADV_HUGEPAGE);
+  std::unique_ptr<Table> table(new Table(memory, bytes, (*file)->header));
+  uint8_t* const base = static_cast<uint8_t*>(memory);
+  std::memcpy(base, &(*file)->header, sizeof(TableHeader));
+  uint8_t* const rows = base + sizeof(TableHeader);
+  const uint64_t data_bytes = (*file)->header.data_bytes;
+  const uint64_t chunks = (data_bytes + kDigestChunkBytes - 1) / kDigestChunkBytes;
+  // The reader (this thread) and the hashers overlap: a hasher takes the next chunk once it has
+  // been read, so verifying costs little more than reading.
+  std::vector<TableDigestBytes> digests(chunks);
+  absl::Mutex mu;
+  uint64_t read_bytes = 0;  // guarded by mu
+  bool failed = false;      // guarded by mu
+  std::atomic<uint64_t> next{0};
+  auto hash = [&] {
+    for (uint64_t c = next++; c < chunks; c = next++) {
+      const uint64_t end = std::min(data_bytes, (c + 1) * kDigestChunkBytes);
+      {
+        absl::MutexLock lock(&mu);
+        auto ready = [&] { return failed || read_bytes >= end; };
+        mu.Await(absl::Condition(&ready));
+        if (failed) return;
+      }
+      digests[c] = ChunkDigest(absl::MakeConstSpan(rows + c * kDigestChunkBytes,
+                                                   end - c * kDigestChunkBytes));
+    }
+  };
+  [[maybe_unused]] const int sodium_ready = sodium_init();
+  std::vector<std::thread> hashers;
+  if (options.verify) {
+    for (int t = 0; t < HashThreads(options.threads); ++t) hashers.emplace_back(hash);
+  }
+  absl::Status status = absl::OkStatus();
+  constexpr uint64_t kPiece = uint64_t{8} << 20;
+  for (uint64_t offset = 0; offset < data_bytes && status.ok(); offset += kPiece) {
+    const uint64_t piece = std::min(kPiece, data_bytes - offset);
+    status = ReadFully((*file)->fd, rows + offset, piece, sizeof(TableHeader) + offset);
+    absl::MutexLock lock(&mu);
+    read_bytes = status.ok() ? offset + piece : read_bytes;
+    failed = !status.ok();
+  }
+  for (std::thread& t : hashers) t.join();
+  if (!status.ok()) return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
+  if (options.verify) {
+    if (absl::Status s = CheckDigest((*file)->header, CombineDigests((*file)->header, digests));
+        !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+    }
+  }
+  mprotect(memory, bytes, PROT_READ);
+  return table;
 }
 
 Table::Table(const void* mapping, size_t mapping_bytes, const TableHeader& header)
@@ -189,20 +356,13 @@ absl::Status Table::DecodeRow(uint64_t i, absl::Span<float> values) const {
   if (i >= rows()) {
     return absl::InvalidArgumentError(absl::StrCat("row ", i, " is outside [0, ", rows(), ")"));
   }
-  return embedding::DecodeRow(format(), frac_bits(), dim(), row(i), values);
+  return embedding::DecodeRow(format(), frac_bits(), dim(), row(i).first(data_words()), values);
 }
 
 absl::Status Table::Verify() const {
-  TableDigest digest(header_);
-  digest.Update(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(words_), header_.data_bytes));
-  const TableDigestBytes actual = digest.Finish();
-  if (actual != this->digest()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("digest mismatch: the header says ", DigestHex(), ", the contents hash to ",
-                     absl::BytesToHexString(absl::string_view(
-                         reinterpret_cast<const char*>(actual.data()), actual.size()))));
-  }
-  return absl::OkStatus();
+  return CheckDigest(header_, DigestTable(header_, absl::MakeConstSpan(
+                                                       reinterpret_cast<const uint8_t*>(words_),
+                                                       header_.data_bytes)));
 }
 
 }  // namespace veil::embedding

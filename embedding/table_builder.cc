@@ -171,7 +171,10 @@ absl::Status WriteTable(const std::string& out_path, RowFormat format, uint32_t 
   header.header_bytes = sizeof(TableHeader);
   header.rows = values.size() / dim;
   header.dim = dim;
-  header.row_words = RowWords(format, dim);
+  const RowTag tag = options.row_key ? RowTag::kSipHash64 : RowTag::kNone;
+  const uint32_t data_words = RowWords(format, dim);
+  header.row_tag = static_cast<uint8_t>(tag);
+  header.row_words = data_words + TagWords(tag);
   header.stride_words = static_cast<uint32_t>(RowStrideWords(header.row_words));
   header.data_bytes = header.rows * header.stride_words * sizeof(uint32_t);
   header.epoch = options.epoch;
@@ -189,11 +192,16 @@ absl::Status WriteTable(const std::string& out_path, RowFormat format, uint32_t 
     chunk.assign(count * header.stride_words, 0u);
     for (uint64_t r = 0; r < count; ++r) {
       const uint64_t row = first + r;
+      const absl::Span<uint32_t> data =
+          absl::MakeSpan(chunk).subspan(r * header.stride_words, data_words);
       absl::Status status =
-          EncodeRow(format, header.frac_bits, values.subspan(row * dim, dim),
-                    absl::MakeSpan(chunk).subspan(r * header.stride_words, header.row_words));
+          EncodeRow(format, header.frac_bits, values.subspan(row * dim, dim), data);
       if (!status.ok()) {
         return absl::InvalidArgumentError(absl::StrCat("row ", row, ": ", status.message()));
+      }
+      if (options.row_key) {
+        const std::array<uint32_t, 2> row_tag = ComputeRowTag(*options.row_key, row, data);
+        std::copy(row_tag.begin(), row_tag.end(), data.end());
       }
     }
     const auto bytes = absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(chunk.data()),

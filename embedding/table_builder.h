@@ -5,11 +5,13 @@
 #define VEIL_EMBEDDING_TABLE_BUILDER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "embedding/row_format.h"
+#include "embedding/row_tag.h"
 
 namespace veil::embedding {
 
@@ -17,6 +19,9 @@ struct TableOptions {
   uint64_t epoch = 0;
   // Used by RowFormat::kFixed32 only (stored as 0 for the other formats).
   int frac_bits = 16;
+  // With a key, every row carries its authentication tag (embedding/row_tag.h); the key goes to
+  // clients, never to servers.
+  std::optional<RowKey> row_key;
 };
 
 // Writes `values` (row-major, rows * dim floats) as a table of `format` rows.

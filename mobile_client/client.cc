@@ -53,6 +53,33 @@ absl::StatusOr<std::vector<pir::QueryKeys>> MakeQueries(absl::Span<const uint64_
   return queries;
 }
 
+// Checks the tag of every reconstructed row (row i is physical row physical(i)) and returns the
+// data words without the tags. DATA_LOSS for a row whose tag does not match: one of the servers
+// serves a corrupted or tampered table, or answered wrongly; its row is never returned.
+template <typename PhysicalIndex>
+absl::StatusOr<std::vector<uint32_t>> CheckTags(const ShareExchange& exchange,
+                                                std::vector<uint32_t> shares, size_t count,
+                                                PhysicalIndex physical) {
+  const TableInfo& t = exchange.table();
+  const uint32_t share_words = exchange.share_words();
+  if (share_words == t.row_words) return shares;
+  std::vector<uint32_t> rows(count * t.row_words);
+  for (size_t i = 0; i < count; ++i) {
+    const absl::Span<const uint32_t> share =
+        absl::MakeConstSpan(shares).subspan(i * share_words, share_words);
+    if (!embedding::RowTagMatches(*exchange.row_key(), physical(i), share.first(t.row_words),
+                                  share.subspan(t.row_words))) {
+      return absl::DataLossError(absl::StrCat(
+          "row ", physical(i), " fails its authentication tag: the answers of ",
+          exchange.ServerPair(),
+          " do not add up to the table's row (a corrupted or tampered table, or a wrong answer); "
+          "not returning it"));
+    }
+    std::copy(share.begin(), share.begin() + t.row_words, rows.begin() + i * t.row_words);
+  }
+  return rows;
+}
+
 }  // namespace
 
 Client::Client(std::unique_ptr<ShareExchange> exchange) : exchange_(std::move(exchange)) {}
@@ -71,8 +98,11 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupWords(absl::Span<const uint6
   if (indices.empty()) return absl::InvalidArgumentError("no rows requested");
   auto queries = MakeQueries(indices, {}, table().rows, exchange_->options());
   if (!queries.ok()) return queries.status();
-  return exchange_->Exchange(*queries, {}, {}, exchange_->options().output,
-                             static_cast<uint32_t>(indices.size()), "lookup");
+  auto shares = exchange_->Exchange(*queries, {}, {}, exchange_->options().output,
+                                    static_cast<uint32_t>(indices.size()), "lookup");
+  if (!shares.ok()) return shares.status();
+  return CheckTags(*exchange_, *std::move(shares), indices.size(),
+                   [&](size_t i) { return indices[i]; });
 }
 
 absl::StatusOr<std::vector<uint32_t>> Client::LookupWordsInRanges(
@@ -94,8 +124,11 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupWordsInRanges(
   }
   auto queries = MakeQueries(indices, ranges, t.rows, exchange_->options());
   if (!queries.ok()) return queries.status();
-  return exchange_->Exchange(*queries, {}, ranges, exchange_->options().output,
-                             static_cast<uint32_t>(indices.size()), "range lookup");
+  auto shares = exchange_->Exchange(*queries, {}, ranges, exchange_->options().output,
+                                    static_cast<uint32_t>(indices.size()), "range lookup");
+  if (!shares.ok()) return shares.status();
+  return CheckTags(*exchange_, *std::move(shares), indices.size(),
+                   [&](size_t i) { return ranges[i].first_row + indices[i]; });
 }
 
 absl::StatusOr<std::vector<float>> Client::Lookup(absl::Span<const uint64_t> indices) {
@@ -134,8 +167,16 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
     if (!q.ok()) return q.status();
     queries.push_back(*std::move(q));
   }
-  return exchange_->Exchange(queries, bags->bag_sizes, {}, dpf::OutputType::kAdditive,
-                             static_cast<uint32_t>(bag_sizes.size()), "pooled lookup");
+  auto sums = exchange_->Exchange(queries, bags->bag_sizes, {}, dpf::OutputType::kAdditive,
+                                  static_cast<uint32_t>(bag_sizes.size()), "pooled lookup");
+  if (!sums.ok()) return sums.status();
+  // The sums of tags prove nothing about the sums of rows: drop them.
+  const uint32_t share_words = exchange_->share_words();
+  std::vector<uint32_t> out(bag_sizes.size() * t.row_words);
+  for (size_t b = 0; b < bag_sizes.size(); ++b) {
+    std::copy_n(sums->begin() + b * share_words, t.row_words, out.begin() + b * t.row_words);
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<float>> Client::LookupPooled(absl::Span<const uint64_t> indices,

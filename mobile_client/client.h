@@ -35,6 +35,7 @@
 #include "dpf/params.h"
 #include "embedding/layout.h"
 #include "embedding/row_format.h"
+#include "embedding/row_tag.h"
 #include "pir/batch/planner.h"
 #include "pir/two_server/row_range.h"
 #include "rpc/stats.h"
@@ -69,13 +70,19 @@ struct ClientOptions {
   // Without TLS, servers at non-loopback addresses are refused (FAILED_PRECONDITION) unless this
   // is set, for networks protected otherwise.
   bool allow_plaintext = false;
+
+  // The table's row key file (veil table build writes TABLE.rowkey): with it every fetched row's
+  // authentication tag is checked, and a row that fails is an error (DATA_LOSS), never returned.
+  // Required when the servers' table carries tags. Pooled sums cannot be checked this way.
+  std::string row_key_file;
 };
 
 // The table both servers serve (from their `config` replies, which must agree).
 struct TableInfo {
   uint64_t rows = 0;
   uint32_t dim = 0;
-  uint32_t row_words = 0;
+  uint32_t row_words = 0;  // words per row as LookupWords returns it (the data; tags excluded)
+  embedding::RowTag row_tag = embedding::RowTag::kNone;  // rows' authentication tags
   embedding::RowFormat format = embedding::RowFormat::kFp32;
   int frac_bits = 0;
   uint64_t epoch = 0;
@@ -132,7 +139,9 @@ class Client {
   // Rows `indices`, dequantized: indices.size() * dim floats, row after row.
   // Returns INVALID_ARGUMENT if indices is empty or an index is >= rows, UNAVAILABLE /
   // DEADLINE_EXCEEDED naming the server that failed, FAILED_PRECONDITION if a server's answer is
-  // for another table than the one checked at Connect, or the server's error reply.
+  // for another table than the one checked at Connect, DATA_LOSS naming the server pair if a
+  // reconstructed row fails its authentication tag (a corrupted or tampered table or answer), or
+  // the server's error reply.
   absl::StatusOr<std::vector<float>> Lookup(absl::Span<const uint64_t> indices);
   // The same rows as stored: indices.size() * row_words words, bit-exact.
   absl::StatusOr<std::vector<uint32_t>> LookupWords(absl::Span<const uint64_t> indices);

@@ -61,7 +61,9 @@ ServerConfig ParseConfig(rpc::Config::Reader config) {
       absl::string_view(reinterpret_cast<const char*>(digest.begin()), digest.size()));
   t.epoch = config.getTable().getEpoch();
   t.rows = config.getRows();
-  t.row_words = config.getRowWords();
+  t.row_tag = static_cast<embedding::RowTag>(config.getRowTag());
+  // What lookups return is the data; the tag words travel in the shares and are checked here.
+  t.row_words = config.getRowWords() - std::min(config.getRowWords(), embedding::TagWords(t.row_tag));
   t.dim = config.getDim();
   t.format = static_cast<embedding::RowFormat>(config.getRowFormat());
   t.frac_bits = config.getFracBits();
@@ -81,7 +83,8 @@ bool Contains(const std::vector<uint8_t>& ids, uint8_t id) {
 
 bool SameTable(const TableInfo& a, const TableInfo& b) {
   return a.digest == b.digest && a.epoch == b.epoch && a.rows == b.rows &&
-         a.row_words == b.row_words && a.dim == b.dim && a.format == b.format &&
+         a.row_words == b.row_words && a.row_tag == b.row_tag && a.dim == b.dim &&
+         a.format == b.format &&
          a.frac_bits == b.frac_bits;
 }
 
@@ -157,9 +160,16 @@ absl::StatusOr<std::unique_ptr<ShareExchange>> ShareExchange::Connect(
   t.allow_plaintext = options.allow_plaintext;
   t.timeout = options.timeout;
   t.protocol = "dpf2";
+  std::optional<embedding::RowKey> row_key;
+  if (!options.row_key_file.empty()) {
+    auto key = embedding::ReadRowKeyFile(options.row_key_file);
+    if (!key.ok()) return key.status();
+    row_key = *key;
+  }
   auto transport = Transport::Create(std::move(t));
   if (!transport.ok()) return transport.status();
   std::unique_ptr<ShareExchange> exchange(new ShareExchange(options, *std::move(transport)));
+  exchange->row_key_ = row_key;
   std::vector<ServerConfig> configs(2);
   absl::Status connected = exchange->transport_->Connect(
       {true, true}, [&](int s, rpc::VeilServer::Client server) {
@@ -177,6 +187,11 @@ kj::Promise<absl::Status> ShareExchange::ReadConfig(int s, rpc::VeilServer::Clie
         configs[s] = ParseConfig(reply.getConfig());
         return CheckServer(s, configs[s]);
       });
+}
+
+std::string ShareExchange::ServerPair() const {
+  return absl::StrCat("servers ", transport_->Name(0).substr(7), " and ",
+                      transport_->Name(1).substr(7));
 }
 
 absl::Status ShareExchange::CheckServer(int s, const ServerConfig& c) const {
@@ -210,6 +225,7 @@ absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
         "the two servers report the same digest but different table shapes");
   }
   if (a.rows == 0 || a.row_words == 0 || !embedding::IsKnownRowFormat(a.format) ||
+      !embedding::IsKnownRowTag(static_cast<uint8_t>(a.row_tag)) ||
       embedding::RowWords(a.format, a.dim) != a.row_words) {
     return absl::FailedPreconditionError(
         absl::StrCat("the servers describe an unusable table (", a.rows, " rows, ", a.row_words,
@@ -228,6 +244,12 @@ absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
   }
   if (table_.max_keys_per_call == 0) {
     return absl::FailedPreconditionError("a server accepts no keys per call");
+  }
+  if (table_.row_tag != embedding::RowTag::kNone && !row_key_) {
+    return absl::FailedPreconditionError(
+        "the servers' table carries row authentication tags, but this client has no row key to "
+        "check them with: set row_key_file to the table's key file (veil table build writes "
+        "TABLE.rowkey)");
   }
   return absl::OkStatus();
 }
@@ -263,7 +285,7 @@ absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(
   const size_t per_key = MessageBytesPerKey(dpf::DpfKey::SerializedSize(params), !ranges.empty());
   const size_t max_keys = std::max<size_t>(
       1, std::min<size_t>(table_.max_keys_per_call, (max_message_bytes_ - 512) / per_key));
-  auto calls = SplitIntoCalls(queries, bag_sizes, ranges, table_.row_words, max_keys);
+  auto calls = SplitIntoCalls(queries, bag_sizes, ranges, share_words(), max_keys);
   if (!calls.ok()) return calls.status();
 
   absl::MutexLock lock(&call_mu_);

@@ -9,11 +9,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "embedding/row_tag.h"
 #include "mobile_client/client.h"
 #include "mobile_client/transport.h"
 #include "pir/two_server/query.h"
@@ -26,6 +29,12 @@ class ShareExchange {
   static absl::StatusOr<std::unique_ptr<ShareExchange>> Connect(const ClientOptions& options);
 
   const TableInfo& table() const { return table_; }
+  // Words of each share: the row's data words and its tag words.
+  uint32_t share_words() const { return table_.row_words + embedding::TagWords(table_.row_tag); }
+  // The key of the table's row tags (row_key_file), if the client has one.
+  const std::optional<embedding::RowKey>& row_key() const { return row_key_; }
+  // "servers 0 (A) and 1 (B)", for messages about both answers.
+  std::string ServerPair() const;
   const ClientOptions& options() const { return options_; }
 
   // Sends `queries` (one key pair per row or bag member; `ranges`: one row range per query, or
@@ -69,6 +78,7 @@ class ShareExchange {
   absl::Status CheckReply(int s, rpc::TableId::Reader table, size_t words, size_t expected) const;
 
   const ClientOptions options_;
+  std::optional<embedding::RowKey> row_key_;
   std::unique_ptr<Transport> transport_;
   TableInfo table_;
   uint64_t max_message_bytes_ = 0;

@@ -81,7 +81,7 @@ struct Transport::Connection {
 };
 
 // How far a connection got, for the messages of its failures.
-enum class Transport::Stage { kConnecting, kHandshake, kHello };
+enum class Transport::Stage { kResolving, kConnecting, kHandshake, kHello };
 
 // The event loop's thread and what only it touches, plus the byte counts of replaced connections.
 struct Transport::Loop {
@@ -201,7 +201,7 @@ absl::Status Transport::Connect(const std::vector<bool>& which, const OnConnecte
   return Run(
       [&]() -> kj::Promise<absl::Status> {
         auto done = std::make_shared<std::vector<bool>>(servers(), true);
-        auto stages = std::make_shared<std::vector<Stage>>(servers(), Stage::kConnecting);
+        auto stages = std::make_shared<std::vector<Stage>>(servers(), Stage::kResolving);
         auto statuses = kj::heapArrayBuilder<kj::Promise<absl::Status>>(servers());
         for (int s = 0; s < servers(); ++s) {
           if (!which[s]) {
@@ -239,7 +239,8 @@ absl::Status Transport::Connect(const std::vector<bool>& which, const OnConnecte
 kj::Promise<void> Transport::Open(int s, std::shared_ptr<std::vector<Stage>> stages) {
   return loop_->io->provider->getNetwork()
       .parseAddress(addresses_[s])
-      .then([](kj::Own<kj::NetworkAddress> address) {
+      .then([s, stages](kj::Own<kj::NetworkAddress> address) {
+        (*stages)[s] = Stage::kConnecting;
         return address->connect().attach(kj::mv(address));
       })
       .then([this, s, stages](kj::Own<kj::AsyncIoStream> tcp)
@@ -365,6 +366,10 @@ absl::Status Transport::HandshakeError(int s, const kj::Exception& e) const {
 
 absl::Status Transport::ConnectError(int s, Stage stage, const kj::Exception& e) {
   switch (stage) {
+    case Stage::kResolving:
+      return absl::InvalidArgumentError(absl::StrCat(
+          Name(s), ": the address cannot be parsed or resolved (", e.getDescription().cStr(),
+          "); give HOST:PORT with a resolvable host name or an IP address"));
     case Stage::kConnecting:
       break;
     case Stage::kHandshake:

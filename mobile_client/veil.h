@@ -20,10 +20,17 @@ extern "C" {
 
 /* The ABI's version. Fields are only ever appended to the structs of this header, and the version
  * bumps whenever a struct grows or functions are added (2: veil_client_options gained the TLS
- * fields; 3: layout lookups). The library reads
- * every field its own version knows, so an app must be built with the veil.h of the library it
- * loads: check veil_abi_version() == VEIL_ABI_VERSION at start-up. */
-#define VEIL_ABI_VERSION 3
+ * fields; 3: layout lookups; 4: struct_size first in every options struct, row authentication
+ * keys). Every options struct starts with struct_size, which the caller sets to the sizeof the
+ * struct it was compiled with: a library refuses (VEIL_ERR_INVALID_ARGUMENT) a size it does not
+ * know, so an app built against another veil.h is detected instead of misread. Check
+ * veil_abi_version() == VEIL_ABI_VERSION at start-up as well.
+ *
+ * Handles: a closed handle, or a pointer that is not a live handle of the right kind, is refused
+ * with VEIL_ERR_INVALID_ARGUMENT where that can be detected (the library tracks the handles it
+ * gave out); closing twice is harmless. Using a handle while another thread closes it is not
+ * detected. */
+#define VEIL_ABI_VERSION 4
 
 /* Return codes: the negated absl::StatusCode values. */
 #define VEIL_OK 0
@@ -32,11 +39,17 @@ extern "C" {
 #define VEIL_ERR_INVALID_ARGUMENT (-3) /* bad argument, NULL pointer, buffer too small */
 #define VEIL_ERR_DEADLINE_EXCEEDED (-4) /* a server did not answer within the timeout */
 #define VEIL_ERR_NOT_FOUND (-5)
+#define VEIL_ERR_ALREADY_EXISTS (-6)
+#define VEIL_ERR_PERMISSION_DENIED (-7)
 #define VEIL_ERR_RESOURCE_EXHAUSTED (-8) /* a server is overloaded */
 #define VEIL_ERR_FAILED_PRECONDITION (-9) /* tables differ, wrong format, TLS trust or name */
+#define VEIL_ERR_ABORTED (-10)
+#define VEIL_ERR_OUT_OF_RANGE (-11)
 #define VEIL_ERR_UNIMPLEMENTED (-12)
 #define VEIL_ERR_INTERNAL (-13)
 #define VEIL_ERR_UNAVAILABLE (-14) /* a server cannot be reached, or TLS on one side only */
+#define VEIL_ERR_DATA_LOSS (-15)   /* a fetched row fails its authentication tag */
+#define VEIL_ERR_UNAUTHENTICATED (-16)
 
 /* Row formats (as stored in table files). */
 #define VEIL_FORMAT_FP32 1
@@ -51,8 +64,10 @@ extern "C" {
 typedef struct veil_client veil_client;
 typedef struct veil_layout veil_layout;
 
-/* Zero it (memset) before setting fields: a zero field means its default. */
+/* Zero it (memset) and set struct_size = sizeof(veil_client_options) before setting fields: a
+ * zero field means its default. */
 typedef struct veil_client_options {
+  uint32_t struct_size; /* sizeof(veil_client_options) as the app was compiled */
   const char* server0;  /* "HOST:PORT" of party 0 */
   const char* server1;  /* "HOST:PORT" of party 1 */
   uint32_t timeout_ms;  /* per call, both servers together; 0 means 5000 */
@@ -64,6 +79,10 @@ typedef struct veil_client_options {
   const char* tls_trusted_certs;
   const char* tls_server_name0; /* the name server 0's certificate must hold; NULL: its HOST */
   const char* tls_server_name1; /* the same for server 1 */
+  /* Version 4: the table's row key file (veil table build writes TABLE.rowkey). With it every
+   * fetched row's authentication tag is checked, and a row that fails is VEIL_ERR_DATA_LOSS, never
+   * returned. Required when the servers' table carries tags. NULL: none. */
+  const char* row_key_file;
 } veil_client_options;
 
 typedef struct veil_table_info {
@@ -189,8 +208,10 @@ const char* veil_status_name(int code);
 
 typedef struct veil_bag_client veil_bag_client;
 
-/* Zero it (memset) before setting fields: a zero field means its default. */
+/* Zero it (memset) and set struct_size = sizeof(veil_bag_client_options) before setting fields:
+ * a zero field means its default. */
 typedef struct veil_bag_client_options {
+  uint32_t struct_size;          /* sizeof(veil_bag_client_options) as the app was compiled */
   const char* server;            /* "HOST:PORT" of the bfv-bag server */
   uint32_t timeout_ms;           /* connecting (key upload included) and each lookup; 0: 30000 */
   const char* tls_trusted_certs; /* as in veil_client_options; NULL: no TLS (loopback only) */

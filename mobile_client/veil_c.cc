@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "mobile_client/bag_client.h"
 #include "mobile_client/client.h"
@@ -25,6 +27,68 @@ struct veil_layout {
 namespace {
 
 thread_local std::string last_error;
+
+// Every handle given out and not yet closed, with its kind: a closed, foreign or wrong-kind
+// pointer is refused before it is dereferenced, and closing twice does nothing. (A handle closed
+// by one thread while another uses it is not detected.)
+class HandleRegistry {
+ public:
+  void Add(const void* handle, const char* kind) {
+    absl::MutexLock lock(&mu_);
+    live_[handle] = kind;
+  }
+  bool Remove(const void* handle, const char* kind) {
+    absl::MutexLock lock(&mu_);
+    auto it = live_.find(handle);
+    if (it == live_.end() || it->second != kind) return false;
+    live_.erase(it);
+    return true;
+  }
+  bool Live(const void* handle, const char* kind) const {
+    absl::MutexLock lock(&mu_);
+    auto it = live_.find(handle);
+    return it != live_.end() && it->second == kind;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<const void*, const char*> live_ ABSL_GUARDED_BY(mu_);
+};
+
+HandleRegistry& Handles() {
+  static HandleRegistry* registry = new HandleRegistry;
+  return *registry;
+}
+
+template <typename T>
+constexpr const char* kKind = nullptr;
+template <>
+constexpr const char* kKind<veil_client> = "veil_client";
+template <>
+constexpr const char* kKind<veil_layout> = "veil_layout";
+
+// Whether `handle` is a live handle of its kind (NULL is not).
+template <typename T>
+bool IsLive(const T* handle) {
+  return handle != nullptr && Handles().Live(handle, kKind<T>);
+}
+
+template <typename T>
+T* Register(T* handle) {
+  Handles().Add(handle, kKind<T>);
+  return handle;
+}
+
+// Frees a live handle; anything else (NULL, closed, foreign) is ignored.
+template <typename T>
+void Close(T* handle) {
+  if (handle == nullptr || !Handles().Remove(handle, kKind<T>)) return;
+  try {
+    delete handle;
+  } catch (...) {
+    // Closing must not throw across the ABI; a failed close leaks nothing more than the handle.
+  }
+}
 
 int Fail(const absl::Status& status) {
   last_error = std::string(status.message());
@@ -46,6 +110,21 @@ int Guarded(Body&& body) {
   } catch (...) {
     return Fail(absl::StatusCode::kInternal, "internal error");
   }
+}
+
+// Checks that `options` is there and was compiled with this library's struct (struct_size).
+template <typename Options>
+int CheckStructSize(const Options* options, const char* name) {
+  if (options == nullptr) {
+    return Fail(absl::StatusCode::kInvalidArgument, absl::StrCat(name, " is NULL"));
+  }
+  if (options->struct_size != sizeof(Options)) {
+    return Fail(absl::StatusCode::kInvalidArgument,
+                absl::StrCat(name, ".struct_size is ", options->struct_size, "; this library (ABI ",
+                             VEIL_ABI_VERSION, ") takes ", sizeof(Options),
+                             ": set it to sizeof(", name, ") and build with this veil.h"));
+  }
+  return VEIL_OK;
 }
 
 // Checks that out_len holds `count` items of `per_item` elements each.
@@ -74,9 +153,9 @@ int LookupInRanges(veil_client* client, const uint64_t* indices, const veil_row_
                    uint32_t veil::client::TableInfo::*row_elements, const char* element_name,
                    RangeLookupMethod<T> lookup) {
   return Guarded([&]() -> int {
-    if (client == nullptr || indices == nullptr || ranges == nullptr || out == nullptr) {
+    if (!IsLive(client) || indices == nullptr || ranges == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
-                  "client, indices, ranges and out are required");
+                  "a live client, indices, ranges and out are required");
     }
     if (int rc = CheckOut(out_len, count, client->client->table().*row_elements, element_name);
         rc != VEIL_OK) {
@@ -103,9 +182,9 @@ int veil_client_connect(const veil_client_options* options, veil_client** out_cl
       return Fail(absl::StatusCode::kInvalidArgument, "out_client is NULL");
     }
     *out_client = nullptr;
-    if (options == nullptr || options->server0 == nullptr || options->server1 == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument,
-                  "options and both server addresses are required");
+    if (int rc = CheckStructSize(options, "veil_client_options"); rc != VEIL_OK) return rc;
+    if (options->server0 == nullptr || options->server1 == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "both server addresses are required");
     }
     veil::client::ClientOptions o;
     o.server0 = options->server0;
@@ -114,6 +193,7 @@ int veil_client_connect(const veil_client_options* options, veil_client** out_cl
     if (options->tls_trusted_certs != nullptr) o.tls_trusted_certs = options->tls_trusted_certs;
     if (options->tls_server_name0 != nullptr) o.tls_server_name0 = options->tls_server_name0;
     if (options->tls_server_name1 != nullptr) o.tls_server_name1 = options->tls_server_name1;
+    if (options->row_key_file != nullptr) o.row_key_file = options->row_key_file;
     if (options->prg != nullptr) {
       auto prg = veil::dpf::ParsePrg(options->prg);
       if (!prg.ok()) return Fail(prg.status());
@@ -121,23 +201,17 @@ int veil_client_connect(const veil_client_options* options, veil_client** out_cl
     }
     auto client = veil::client::Client::Connect(o);
     if (!client.ok()) return Fail(client.status());
-    *out_client = new veil_client{*std::move(client)};
+    *out_client = Register(new veil_client{*std::move(client)});
     return VEIL_OK;
   });
 }
 
-void veil_client_close(veil_client* client) {
-  try {
-    delete client;
-  } catch (...) {
-    // Closing must not throw across the ABI; a failed close leaks nothing more than the client.
-  }
-}
+void veil_client_close(veil_client* client) { Close(client); }
 
 int veil_client_table_info(const veil_client* client, veil_table_info* out_info) {
   return Guarded([&]() -> int {
-    if (client == nullptr || out_info == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "client and out_info are required");
+    if (!IsLive(client) || out_info == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_info are required");
     }
     const veil::client::TableInfo& t = client->client->table();
     out_info->rows = t.rows;
@@ -154,8 +228,8 @@ int veil_client_table_info(const veil_client* client, veil_table_info* out_info)
 int veil_lookup(veil_client* client, const uint64_t* indices, size_t count, float* out,
                 size_t out_len) {
   return Guarded([&]() -> int {
-    if (client == nullptr || indices == nullptr || out == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "client, indices and out are required");
+    if (!IsLive(client) || indices == nullptr || out == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "a live client, indices and out are required");
     }
     if (int rc = CheckOut(out_len, count, client->client->table().dim, "floats"); rc != VEIL_OK) {
       return rc;
@@ -170,8 +244,8 @@ int veil_lookup(veil_client* client, const uint64_t* indices, size_t count, floa
 int veil_lookup_words(veil_client* client, const uint64_t* indices, size_t count, uint32_t* out,
                       size_t out_len) {
   return Guarded([&]() -> int {
-    if (client == nullptr || indices == nullptr || out == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "client, indices and out are required");
+    if (!IsLive(client) || indices == nullptr || out == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "a live client, indices and out are required");
     }
     if (int rc = CheckOut(out_len, count, client->client->table().row_words, "words");
         rc != VEIL_OK) {
@@ -207,17 +281,17 @@ int veil_layout_open(const char* path, veil_layout** out_layout) {
     if (path == nullptr) return Fail(absl::StatusCode::kInvalidArgument, "path is NULL");
     auto layout = veil::embedding::Layout::ReadFile(path);
     if (!layout.ok()) return Fail(layout.status());
-    *out_layout = new veil_layout{*std::move(layout)};
+    *out_layout = Register(new veil_layout{*std::move(layout)});
     return VEIL_OK;
   });
 }
 
-void veil_layout_close(veil_layout* layout) { delete layout; }
+void veil_layout_close(veil_layout* layout) { Close(layout); }
 
 int veil_layout_get_info(const veil_layout* layout, veil_layout_info* out_info) {
   return Guarded([&]() -> int {
-    if (layout == nullptr || out_info == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "layout and out_info are required");
+    if (!IsLive(layout) || out_info == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "a live layout and out_info are required");
     }
     out_info->rows = static_cast<uint32_t>(layout->layout.num_rows());
     out_info->row_values = static_cast<uint32_t>(layout->layout.params().row_words);
@@ -230,10 +304,10 @@ int veil_lookup_layout(veil_client* client, const veil_layout* layout, const int
                        size_t count, float* out, size_t out_len, uint8_t* missing,
                        size_t missing_len) {
   return Guarded([&]() -> int {
-    if (client == nullptr || layout == nullptr || rows == nullptr || out == nullptr ||
+    if (!IsLive(client) || !IsLive(layout) || rows == nullptr || out == nullptr ||
         missing == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
-                  "client, layout, rows, out and missing are required");
+                  "a live client and layout, rows, out and missing are required");
     }
     const size_t row_values = static_cast<size_t>(layout->layout.params().row_words);
     if (int rc = CheckOut(out_len, count, row_values, "floats"); rc != VEIL_OK) return rc;
@@ -255,9 +329,9 @@ int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t coun
                        const uint32_t* bag_sizes, size_t bag_count, const int32_t* weights,
                        int mode, float* out, size_t out_len) {
   return Guarded([&]() -> int {
-    if (client == nullptr || indices == nullptr || bag_sizes == nullptr || out == nullptr) {
+    if (!IsLive(client) || indices == nullptr || bag_sizes == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
-                  "client, indices, bag_sizes and out are required");
+                  "a live client, indices, bag_sizes and out are required");
     }
     if (mode != VEIL_POOL_SUM && mode != VEIL_POOL_MEAN) {
       return Fail(absl::StatusCode::kInvalidArgument, absl::StrCat("unknown pooling mode ", mode));
@@ -278,8 +352,8 @@ int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t coun
 
 int veil_last_call_stats(const veil_client* client, veil_call_stats* out_stats) {
   return Guarded([&]() -> int {
-    if (client == nullptr || out_stats == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "client and out_stats are required");
+    if (!IsLive(client) || out_stats == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_stats are required");
     }
     veil::client::CallStats s = client->client->last_call();
     out_stats->bytes_up = s.bytes_up;
@@ -294,32 +368,15 @@ int veil_last_call_stats(const veil_client* client, veil_call_stats* out_stats) 
 const char* veil_last_error(void) { return last_error.c_str(); }
 
 const char* veil_status_name(int code) {
-  switch (code) {
-    case VEIL_OK:
-      return "OK";
-    case VEIL_ERR_CANCELLED:
-      return "CANCELLED";
-    case VEIL_ERR_UNKNOWN:
-      return "UNKNOWN";
-    case VEIL_ERR_INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case VEIL_ERR_DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case VEIL_ERR_NOT_FOUND:
-      return "NOT_FOUND";
-    case VEIL_ERR_RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case VEIL_ERR_FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case VEIL_ERR_UNIMPLEMENTED:
-      return "UNIMPLEMENTED";
-    case VEIL_ERR_INTERNAL:
-      return "INTERNAL";
-    case VEIL_ERR_UNAVAILABLE:
-      return "UNAVAILABLE";
-    default:
-      return "UNKNOWN_CODE";
-  }
+  if (code > 0 || code < -16) return "UNKNOWN_CODE";
+  // absl::StatusCodeToString returns a std::string; these are its names, with static storage.
+  static const char* const kNames[] = {
+      "OK",        "CANCELLED",           "UNKNOWN",       "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND",   "ALREADY_EXISTS", "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL",        "UNAVAILABLE",   "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  return kNames[-code];
 }
 
 }  // extern "C"
@@ -331,6 +388,11 @@ struct veil_bag_client {
 };
 
 namespace {
+template <>
+constexpr const char* kKind<veil_bag_client> = "veil_bag_client";
+}  // namespace
+
+namespace {
 
 // The body of veil_bag_lookup_pooled and veil_bag_lookup_pooled_sums: checks the arguments, runs
 // `lookup` (returning dim values per bag) and copies its result to out.
@@ -339,9 +401,9 @@ int BagLookup(veil_bag_client* client, const uint64_t* indices, size_t count,
               const uint32_t* bag_sizes, size_t bag_count, const int64_t* weights, T* out,
               size_t out_len, const char* element_name, Lookup lookup) {
   return Guarded([&]() -> int {
-    if (client == nullptr || indices == nullptr || bag_sizes == nullptr || out == nullptr) {
+    if (!IsLive(client) || indices == nullptr || bag_sizes == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
-                  "client, indices, bag_sizes and out are required");
+                  "a live client, indices, bag_sizes and out are required");
     }
     if (int rc = CheckOut(out_len, bag_count, client->client->table().dim, element_name);
         rc != VEIL_OK) {
@@ -367,9 +429,9 @@ int veil_bag_client_connect(const veil_bag_client_options* options, veil_bag_cli
       return Fail(absl::StatusCode::kInvalidArgument, "out_client is NULL");
     }
     *out_client = nullptr;
-    if (options == nullptr || options->server == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument,
-                  "options and the server address are required");
+    if (int rc = CheckStructSize(options, "veil_bag_client_options"); rc != VEIL_OK) return rc;
+    if (options->server == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "the server address is required");
     }
     veil::client::BagClientOptions o;
     o.server = options->server;
@@ -378,23 +440,17 @@ int veil_bag_client_connect(const veil_bag_client_options* options, veil_bag_cli
     if (options->tls_server_name != nullptr) o.tls_server_name = options->tls_server_name;
     auto client = veil::client::BagClient::Connect(o);
     if (!client.ok()) return Fail(client.status());
-    *out_client = new veil_bag_client{*std::move(client)};
+    *out_client = Register(new veil_bag_client{*std::move(client)});
     return VEIL_OK;
   });
 }
 
-void veil_bag_client_close(veil_bag_client* client) {
-  try {
-    delete client;
-  } catch (...) {
-    // Closing must not throw across the ABI.
-  }
-}
+void veil_bag_client_close(veil_bag_client* client) { Close(client); }
 
 int veil_bag_client_table_info(const veil_bag_client* client, veil_bag_table_info* out_info) {
   return Guarded([&]() -> int {
-    if (client == nullptr || out_info == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "client and out_info are required");
+    if (!IsLive(client) || out_info == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_info are required");
     }
     const veil::client::BagTableInfo& t = client->client->table();
     out_info->rows = t.rows;
@@ -436,8 +492,8 @@ int veil_bag_lookup_pooled_sums(veil_bag_client* client, const uint64_t* indices
 
 int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out_stats) {
   return Guarded([&]() -> int {
-    if (client == nullptr || out_stats == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "client and out_stats are required");
+    if (!IsLive(client) || out_stats == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_stats are required");
     }
     const veil::client::CallStats s = client->client->last_call();
     out_stats->bytes_up = s.bytes_up;

@@ -64,6 +64,8 @@ struct Config {
   limits @10 :Limits;
   backend @11 :Text;            # "cpu" or "gpu", for diagnostics only
   rangeQueries @12 :Bool;       # accepts `ranges` in answer / answerPooled
+  rowTag @13 :UInt8;            # embedding::RowTag: rows end with an authentication tag that
+                                # clients holding the table's row key check (rowWords counts it)
 }
 
 struct RowRange {

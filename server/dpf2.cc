@@ -45,20 +45,28 @@ class Dpf2Service final : public ServiceBase<rpc::PirServer> {
   const ServerLimits limits_;
   KeyBatcher& batcher_;
   uint64_t queued_keys_ = 0;  // this connection's keys waiting for the backend
+  uint32_t calls_ = 0;        // this connection's calls waiting for the backend
 };
 
 kj::Promise<absl::StatusOr<KeyBatcher::Shares>> Dpf2Service::Submit(
     std::vector<dpf::DpfKey> keys, std::vector<pir::RowRange> ranges) {
   const size_t count = keys.size();
+  if (calls_ >= limits_.max_calls_per_connection) {
+    return absl::StatusOr<KeyBatcher::Shares>(absl::ResourceExhaustedError(
+        absl::StrCat("this connection already has ", calls_, " calls waiting (limit ",
+                     limits_.max_calls_per_connection, " per connection); wait for answers")));
+  }
   if (queued_keys_ + count > limits_.max_queued_keys_per_connection) {
     return absl::StatusOr<KeyBatcher::Shares>(absl::ResourceExhaustedError(absl::StrCat(
         "this connection already has ", queued_keys_, " keys waiting (limit ",
         limits_.max_queued_keys_per_connection, " per connection); wait for answers first")));
   }
   queued_keys_ += count;
+  ++calls_;
   // Released when the answer comes or the call is cancelled.
   return batcher_.Submit(std::move(keys), std::move(ranges)).attach(kj::defer([this, count] {
     queued_keys_ -= count;
+    --calls_;
   }));
 }
 
@@ -86,6 +94,7 @@ kj::Promise<void> Dpf2Service::config(ConfigContext context) {
   limits.setMaxQueuedKeysPerConnection(limits_.max_queued_keys_per_connection);
   config.setBackend(backend_name_);
   config.setRangeQueries(true);
+  config.setRowTag(static_cast<uint8_t>(table_.row_tag()));
   return kj::READY_NOW;
 }
 

@@ -24,7 +24,23 @@ struct ServerLimits {
   // a lone client on a small table does not pay the full wait).
   uint32_t max_batch_keys = 64;
   absl::Duration max_wait = absl::Milliseconds(2);
+  // Open connections (TLS handshakes included). At the limit, a new connection takes the place of
+  // the connection idle the longest (idle at least min_idle_to_evict); when every connection is
+  // busy the new one is refused with RESOURCE_EXHAUSTED (it gets that error to its first call).
   uint32_t max_connections = 1024;
+  absl::Duration min_idle_to_evict = absl::Seconds(1);
+  // A connection with no byte in either direction and no message half read for this long is
+  // closed (clients reconnect on their next call).
+  absl::Duration idle_timeout = absl::Seconds(60);
+  // A message must arrive whole within this time from its first byte, or its connection is closed
+  // (slow senders hold memory: the declared message size is reserved as it starts).
+  absl::Duration read_timeout = absl::Seconds(10);
+  // Bytes reserved for messages being received, all connections together; a message whose
+  // declared size would exceed it closes its connection. Each connection is bounded by
+  // HardMessageWords().
+  uint64_t max_buffered_bytes = uint64_t{256} << 20;
+  // Calls of one connection not yet answered; more get RESOURCE_EXHAUSTED.
+  uint32_t max_calls_per_connection = 64;
   // How long a new connection may take to finish its TLS handshake before it is closed, so that
   // silent or plaintext peers do not hold a connection slot (they count in max_connections).
   absl::Duration tls_handshake_timeout = absl::Seconds(10);

@@ -23,10 +23,6 @@ constexpr Entry kProtocols[] = {
     {"bfv-bag", CreateBfvBagProtocol},
 };
 
-// Rejected calls are logged, but a flood of bad calls must not flood the log: the first 100, then
-// every 1000th.
-bool ShouldLogRejection(uint64_t errors) { return errors <= 100 || errors % 1000 == 0; }
-
 }  // namespace
 
 std::vector<std::string> ProtocolNames() {
@@ -53,9 +49,8 @@ void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id) 
 
 void RejectCall(ServerStats& stats, const absl::Status& status, absl::string_view call) {
   const uint64_t errors = stats.RecordError();
-  if (ShouldLogRejection(errors)) {
-    Log(absl::StrCat("rejected ", call, " (error #", errors, "): ", status.ToString()));
-  }
+  LogThrottled("rejected", absl::StrCat("rejected ", call, " (error #", errors, "): ",
+                                        status.ToString()));
   kj::throwFatalException(rpc::StatusToException(status));
 }
 

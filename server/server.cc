@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -18,132 +19,13 @@
 #include "absl/strings/str_format.h"
 #include "embedding/table.h"
 #include "rpc/tls.h"
+#include "server/connections.h"
 #include "server/log.h"
 #include "server/protocol.h"
 #include "server/stats.h"
 
 namespace veil::server {
 namespace {
-
-// One client connection: its stream, the two-party network with this server's message bounds,
-// and the RPC system serving the bootstrap capability on it.
-struct Connection {
-  Connection(kj::Own<kj::AsyncIoStream> stream_in, capnp::Capability::Client bootstrap,
-             capnp::ReaderOptions options, ServerStats& stats_in)
-      : stream(kj::mv(stream_in)),
-        network(*stream, capnp::rpc::twoparty::Side::SERVER, options),
-        rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))),
-        stats(stats_in) {
-    stats.AddConnections(1);
-  }
-  ~Connection() { stats.AddConnections(-1); }
-
-  kj::Own<kj::AsyncIoStream> stream;
-  capnp::TwoPartyVatNetwork network;
-  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
-  ServerStats& stats;
-};
-
-class LoggingErrorHandler final : public kj::TaskSet::ErrorHandler {
- public:
-  void taskFailed(kj::Exception&& exception) override {
-    Log(absl::StrCat("connection error: ", exception.getDescription().cStr()));
-  }
-};
-
-// "ADDRESS:PORT" of a stream's peer, or "an unknown peer" (it may have gone already).
-std::string DescribePeer(kj::Network& network, kj::AsyncIoStream& stream) {
-  try {
-    sockaddr_storage address;
-    uint length = sizeof(address);
-    stream.getpeername(reinterpret_cast<sockaddr*>(&address), &length);
-    return network.getSockaddr(&address, length)->toString().cStr();
-  } catch (const kj::Exception&) {
-    return "an unknown peer";
-  }
-}
-
-class Listener {
- public:
-  // `new_service` makes the service of one new connection. With `tls` (else null: plaintext)
-  // every accepted stream is wrapped in TLS before it is served.
-  Listener(kj::ConnectionReceiver& receiver, kj::TlsContext* tls, kj::Timer& timer,
-           kj::Network& network, std::function<capnp::Capability::Client()> new_service,
-           const ServerLimits& limits, ServerStats& stats)
-      : receiver_(receiver),
-        tls_(tls),
-        timer_(timer),
-        network_(network),
-        new_service_(std::move(new_service)),
-        limits_(limits),
-        stats_(stats),
-        tasks_(errors_) {}
-
-  kj::Promise<void> AcceptLoop() {
-    return receiver_.accept().then([this](kj::Own<kj::AsyncIoStream>&& stream) {
-      if (stats_.connections() + handshakes_ >= limits_.max_connections) {
-        Log(absl::StrCat("refused a connection: ", limits_.max_connections,
-                         " connections already open"));
-      } else {
-        int one = 1;
-        stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        if (tls_ == nullptr) {
-          Serve(kj::mv(stream));
-        } else {
-          tasks_.add(Handshake(kj::mv(stream)));
-        }
-      }
-      return AcceptLoop();
-    });
-  }
-
- private:
-  void Serve(kj::Own<kj::AsyncIoStream> stream) {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = limits_.HardMessageWords();
-    auto connection = kj::heap<Connection>(kj::mv(stream), new_service_(), options, stats_);
-    auto disconnected = connection->network.onDisconnect();
-    tasks_.add(disconnected.attach(kj::mv(connection)));
-  }
-
-  // The TLS handshake of one accepted stream, within tls_handshake_timeout. A failure (a plaintext
-  // client, an untrusting one, a silent one) closes only that stream, and is logged.
-  kj::Promise<void> Handshake(kj::Own<kj::AsyncIoStream> stream) {
-    std::string peer = DescribePeer(network_, *stream);
-    ++handshakes_;
-    const absl::Duration limit = limits_.tls_handshake_timeout;
-    auto timeout = timer_.afterDelay(absl::ToInt64Nanoseconds(limit) * kj::NANOSECONDS)
-                       .then([limit]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
-                         std::string text = absl::StrCat("no complete handshake within ",
-                                                         absl::FormatDuration(limit));
-                         return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
-                                              kj::heapString(text.data(), text.size()));
-                       });
-    return tls_->wrapServer(kj::mv(stream))
-        .exclusiveJoin(kj::mv(timeout))
-        .then(
-            [this](kj::Own<kj::AsyncIoStream>&& secure) {
-              --handshakes_;
-              Serve(kj::mv(secure));
-            },
-            [this, peer = std::move(peer)](kj::Exception&& e) {
-              --handshakes_;
-              Log(absl::StrCat("TLS handshake with ", peer,
-                               " failed (connection closed): ", e.getDescription().cStr()));
-            });
-  }
-
-  kj::ConnectionReceiver& receiver_;
-  kj::TlsContext* tls_;
-  kj::Timer& timer_;
-  kj::Network& network_;
-  std::function<capnp::Capability::Client()> new_service_;
-  const ServerLimits& limits_;
-  ServerStats& stats_;
-  uint32_t handshakes_ = 0;  // streams in their TLS handshake; they count against max_connections
-  LoggingErrorHandler errors_;
-  kj::TaskSet tasks_;  // handshakes and open connections; destroying it closes them
-};
 
 absl::Status CheckOptions(const ServerOptions& options) {
   if (options.table_path.empty()) return absl::InvalidArgumentError("--table is required");
@@ -154,6 +36,14 @@ absl::Status CheckOptions(const ServerOptions& options) {
   if (options.insecure_plaintext && !options.tls_cert_path.empty()) {
     return absl::InvalidArgumentError(
         "--insecure-plaintext contradicts --tls-cert and --tls-key: give one or the other");
+  }
+  if (options.limits.idle_timeout <= absl::ZeroDuration() ||
+      options.limits.read_timeout <= absl::ZeroDuration() ||
+      options.limits.max_buffered_bytes < options.limits.HardMessageWords() * 8 ||
+      options.limits.max_calls_per_connection < 1) {
+    return absl::InvalidArgumentError(
+        "the idle and read timeouts must be positive, max_buffered_bytes must hold one message "
+        "of max_message_bytes, and max_calls_per_connection must be at least 1");
   }
   if (options.limits.tls_handshake_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the TLS handshake timeout must be positive");
@@ -188,11 +78,18 @@ absl::Status RunServer(const ServerOptions& options) {
     tls = *std::move(context);
   }
 
-  auto table = embedding::Table::Open(options.table_path);
+  // Into memory of its own, the digest verified while reading: a file changed, replaced or
+  // truncated later never changes what is served, and a corrupted copy is refused here.
+  const absl::Time load_start = absl::Now();
+  auto table = embedding::Table::Load(options.table_path, {.verify = options.verify_table});
   if (!table.ok()) {
     return absl::Status(table.status().code(),
                         absl::StrCat("table ", options.table_path, ": ", table.status().message()));
   }
+  const double load_s = absl::ToDoubleSeconds(absl::Now() - load_start);
+  Log(absl::StrFormat("loaded %s in %.2f s (%.2f s per GB), digest %s", options.table_path,
+                      load_s, load_s / std::max(1e-9, (*table)->header().data_bytes / 1e9),
+                      options.verify_table ? "verified" : "NOT verified (--verify_table=false)"));
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Network& network = io.provider->getNetwork();
   kj::Own<kj::ConnectionReceiver> receiver;
@@ -233,7 +130,7 @@ absl::Status RunServer(const ServerOptions& options) {
     };
     auto listener = std::make_unique<Listener>(*receiver, tls.get(), io.provider->getTimer(),
                                                network, new_service, options.limits, stats);
-    kj::Promise<void> accepting = listener->AcceptLoop().eagerlyEvaluate(
+    kj::Promise<void> accepting = listener->Run().eagerlyEvaluate(
         [](kj::Exception&& e) { Log(absl::StrCat("accept failed: ", e.getDescription().cStr())); });
 
     const embedding::Table& t = **table;

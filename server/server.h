@@ -29,6 +29,8 @@ struct ServerOptions {
   // connections to both servers reconstructs the queried rows. This lifts the rule (with a
   // warning in the log), for networks protected otherwise.
   bool insecure_plaintext = false;
+  // Recompute the table's digest at load and refuse a mismatch (off only for experiments).
+  bool verify_table = true;
   ServerLimits limits;
 };
 

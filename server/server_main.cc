@@ -40,7 +40,20 @@ ABSL_FLAG(int, max_queued_keys_per_connection, 4096,
           "keys one connection may have waiting before its calls are refused");
 ABSL_FLAG(int, max_batch, 64, "keys answered in one table pass");
 ABSL_FLAG(int, max_wait_us, 2000, "how long the oldest waiting key may wait for a fuller batch");
-ABSL_FLAG(int, max_connections, 1024, "open connections accepted");
+ABSL_FLAG(int, max_connections, 1024,
+          "open connections (TLS handshakes included); at the limit the connection idle the "
+          "longest makes room, and a new one is refused (RESOURCE_EXHAUSTED) when all are busy");
+ABSL_FLAG(int, min_idle_to_evict_ms, 1000,
+          "how long a connection must have been idle to make room for a new one at the limit");
+ABSL_FLAG(int, idle_timeout_s, 60, "a connection without traffic for this long is closed");
+ABSL_FLAG(int, read_timeout_ms, 10000,
+          "a message must arrive whole within this time from its first byte, or its connection "
+          "is closed");
+ABSL_FLAG(int64_t, max_buffered_bytes, int64_t{256} << 20,
+          "bytes of messages being received, all connections together (each message's declared "
+          "size is reserved as it starts); a message beyond it closes its connection");
+ABSL_FLAG(int, max_calls_per_connection, 64,
+          "calls of one connection waiting for an answer; more get RESOURCE_EXHAUSTED");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM file: this server's certificate (chain, leaf first); with --tls-key every "
           "connection is TLS 1.2 or newer");
@@ -48,6 +61,9 @@ ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls-cert (un
 ABSL_FLAG(bool, insecure_plaintext, false,
           "serve plaintext on a non-loopback address (refused by default: an observer of the "
           "connections to both servers learns the queried rows)");
+ABSL_FLAG(bool, verify_table, true,
+          "recompute the table's digest while loading it and refuse a mismatch (seconds per GB "
+          "in the log)");
 ABSL_FLAG(int, tls_handshake_timeout_ms, 10000,
           "how long a new connection may take to finish its TLS handshake");
 
@@ -87,6 +103,10 @@ int main(int argc, char** argv) {
                   absl::GetFlag(FLAGS_max_queued_keys_per_connection)},
         std::pair{"max_batch", absl::GetFlag(FLAGS_max_batch)},
         std::pair{"max_connections", absl::GetFlag(FLAGS_max_connections)},
+        std::pair{"min_idle_to_evict_ms", absl::GetFlag(FLAGS_min_idle_to_evict_ms)},
+        std::pair{"idle_timeout_s", absl::GetFlag(FLAGS_idle_timeout_s)},
+        std::pair{"read_timeout_ms", absl::GetFlag(FLAGS_read_timeout_ms)},
+        std::pair{"max_calls_per_connection", absl::GetFlag(FLAGS_max_calls_per_connection)},
         std::pair{"max_queued_ciphertexts", absl::GetFlag(FLAGS_max_queued_ciphertexts)},
         std::pair{"max_queued_ciphertexts_per_connection",
                   absl::GetFlag(FLAGS_max_queued_ciphertexts_per_connection)},
@@ -114,6 +134,7 @@ int main(int argc, char** argv) {
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.insecure_plaintext = absl::GetFlag(FLAGS_insecure_plaintext);
+  options.verify_table = absl::GetFlag(FLAGS_verify_table);
   veil::server::ServerLimits& limits = options.limits;
   limits.max_keys_per_call = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_keys_per_call));
   limits.max_message_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_message_bytes));
@@ -123,6 +144,12 @@ int main(int argc, char** argv) {
   limits.max_batch_keys = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_batch));
   limits.max_wait = absl::Microseconds(absl::GetFlag(FLAGS_max_wait_us));
   limits.max_connections = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_connections));
+  limits.min_idle_to_evict = absl::Milliseconds(absl::GetFlag(FLAGS_min_idle_to_evict_ms));
+  limits.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_idle_timeout_s));
+  limits.read_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_read_timeout_ms));
+  limits.max_buffered_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_buffered_bytes));
+  limits.max_calls_per_connection =
+      static_cast<uint32_t>(absl::GetFlag(FLAGS_max_calls_per_connection));
   limits.tls_handshake_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_tls_handshake_timeout_ms));
   limits.max_queued_ciphertexts =
       static_cast<uint32_t>(absl::GetFlag(FLAGS_max_queued_ciphertexts));

@@ -60,12 +60,28 @@ int Build(absl::Span<const std::string> operands, std::ostream& out, std::ostrea
   TableOptions options;
   options.epoch = absl::GetFlag(FLAGS_epoch);
   options.frac_bits = absl::GetFlag(FLAGS_frac_bits);
+  std::string key_path;
+  if (absl::GetFlag(FLAGS_row_tags)) {
+    options.row_key = embedding::NewRowKey();
+    key_path =
+        absl::GetFlag(FLAGS_row_key).empty() ? out_path + ".rowkey" : absl::GetFlag(FLAGS_row_key);
+  } else if (!absl::GetFlag(FLAGS_row_key).empty()) {
+    return UsageError("--row-key goes with --row-tags", err);
+  }
   const absl::Status status = !csv.empty()
                                   ? WriteTableFromCsv(csv, out_path, *format, dim, options)
                                   : WriteTableFromF32File(f32, out_path, *format, dim, options);
   if (!status.ok()) {
     err << "veil table: build failed: " << status << "\n";
     return kFailed;
+  }
+  // The key after the table: a failed build leaves no key behind for a table that is not there.
+  if (options.row_key) {
+    if (absl::Status written = embedding::WriteRowKeyFile(key_path, *options.row_key);
+        !written.ok()) {
+      err << "veil table: " << written << "\n";
+      return kFailed;
+    }
   }
   absl::StatusOr<std::unique_ptr<Table>> table = Table::Open(out_path);
   if (!table.ok()) {
@@ -74,6 +90,11 @@ int Build(absl::Span<const std::string> operands, std::ostream& out, std::ostrea
   }
   out << "wrote " << out_path << ": " << (*table)->rows() << " rows, dim " << (*table)->dim()
       << ", " << RowFormatName((*table)->format()) << ", digest " << (*table)->DigestHex() << "\n";
+  if (options.row_key) {
+    out << "row tags: on; their key is " << key_path
+        << " (give it to clients, e.g. veil lookup --row-key=" << key_path
+        << "; servers never need it)\n";
+  }
   return kOk;
 }
 
@@ -131,7 +152,7 @@ int Verify(absl::Span<const std::string> operands, std::ostream& out, std::ostre
 const char kTableUsage[] =
     "usage:\n"
     "  veil table build (--csv=FILE | --f32=FILE) --dim=D --format=fp32|fp16|int8|fixed\n"
-    "        [--frac-bits=16] [--epoch=N] --out=FILE\n"
+    "        [--frac-bits=16] [--epoch=N] [--row-tags=true] [--row-key=OUT.rowkey] --out=FILE\n"
     "      --dim may be left out for CSV input (taken from the first row).\n"
     "  veil table inspect FILE [--rows=N]\n"
     "      Header fields, the digest (not recomputed) and the first N rows dequantized.\n"

@@ -24,6 +24,12 @@ ABSL_FLAG(std::string, format, "", "table build: fp32, fp16, int8 or fixed");
 ABSL_FLAG(int, frac_bits, 16, "table build: fractional bits of fixed-point rows");
 ABSL_FLAG(uint64_t, epoch, 0, "table build: the table's version counter");
 ABSL_FLAG(std::string, out, "", "table build: the table file to write");
+ABSL_FLAG(bool, row_tags, true,
+          "table build: end every row with an authentication tag under a new key (written to "
+          "--row-key) that clients check; servers never need the key");
+ABSL_FLAG(std::string, row_key, "",
+          "table build: where the tag key goes (default OUT.rowkey, mode 0600); lookup: the "
+          "table's key file, to check every fetched row");
 ABSL_FLAG(std::string, out_dir, "", "tls-cert: the folder for server.pem and server.key");
 ABSL_FLAG(std::string, hosts, "127.0.0.1,::1,localhost",
           "tls-cert: DNS names and IP addresses the certificate is for");

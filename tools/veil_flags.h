@@ -30,6 +30,9 @@ ABSL_DECLARE_FLAG(std::string, format);
 ABSL_DECLARE_FLAG(int, frac_bits);
 ABSL_DECLARE_FLAG(uint64_t, epoch);
 ABSL_DECLARE_FLAG(std::string, out);
+ABSL_DECLARE_FLAG(bool, row_tags);
+// lookup: the key of tagged rows; table build: where the new key goes (default OUT.rowkey)
+ABSL_DECLARE_FLAG(std::string, row_key);
 // tls-cert
 ABSL_DECLARE_FLAG(std::string, out_dir);
 ABSL_DECLARE_FLAG(std::string, hosts);

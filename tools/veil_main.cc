@@ -29,6 +29,7 @@ constexpr char kUsage[] =
     "              [--bags=N,M,... [--mode=sum|mean]]   (pooled, fixed-point tables)\n"
     "              [--tls-certs=PEM_FILE [--tls-name0=NAME] [--tls-name1=NAME]]\n"
     "              [--allow-plaintext]   (plaintext to a non-loopback server)\n"
+    "              [--row-key=TABLE.rowkey]   (check every row's authentication tag)\n"
     "      Fetches rows privately from two veil-server parties and prints them.\n"
     "  veil table build|inspect|verify ...   (veil table for its usage)\n"
     "  veil tls-cert --out-dir=DIR [--hosts=127.0.0.1,::1,localhost] [--days=365]\n"
@@ -87,6 +88,7 @@ int Lookup() {
   options.tls_server_name0 = absl::GetFlag(FLAGS_tls_name0);
   options.tls_server_name1 = absl::GetFlag(FLAGS_tls_name1);
   options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
+  options.row_key_file = absl::GetFlag(FLAGS_row_key);
   const int64_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
   if (timeout_ms <= 0) return UsageError("lookup", "--timeout-ms must be a positive integer");
   options.timeout = absl::Milliseconds(timeout_ms);
@@ -172,9 +174,9 @@ int main(int argc, char** argv) {
                                           args.end());
   absl::Status flags = absl::OkStatus();
   if (command == "lookup") {
-    flags =
-        veil::tools::CheckFlags({"server0", "server1", "rows", "bags", "mode", "words", "tls_certs",
-                                 "tls_name0", "tls_name1", "allow_plaintext", "timeout_ms", "prg"});
+    flags = veil::tools::CheckFlags({"server0", "server1", "rows", "bags", "mode", "words",
+                                     "tls_certs", "tls_name0", "tls_name1", "allow_plaintext",
+                                     "timeout_ms", "prg", "row_key"});
     if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
     if (flags.ok()) return Lookup();
   } else if (command == "tls-cert") {
@@ -182,8 +184,8 @@ int main(int argc, char** argv) {
     if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
     if (flags.ok()) return TlsCert();
   } else if (command == "table") {
-    flags = veil::tools::CheckFlags(
-        {"csv", "f32", "dim", "format", "frac_bits", "epoch", "out", "rows"});
+    flags = veil::tools::CheckFlags({"csv", "f32", "dim", "format", "frac_bits", "epoch", "out",
+                                     "rows", "row_tags", "row_key"});
     if (flags.ok()) return veil::tools::RunTableCommand(operands, std::cout, std::cerr);
   } else {
     std::cerr << kUsage << "\n";

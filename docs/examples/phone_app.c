@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   memset(&options, 0, sizeof(options)); /* zero = default for every field */
+  options.struct_size = sizeof(options);  /* the struct this app was built with */
   options.server0 = argv[1];
   options.server1 = argv[2];
   options.tls_trusted_certs = argv[3]; /* shipped with the app */

@@ -210,7 +210,8 @@ INSTANTIATE_TEST_SUITE_P(
     Fields, HeaderValidationTest,
     ::testing::Values(
         HeaderCorruption{"magic", [](TableHeader& h) { h.magic[0] = 'X'; }, "bad magic"},
-        HeaderCorruption{"version", [](TableHeader& h) { h.version = 2; }, "unsupported version 2"},
+        HeaderCorruption{"version", [](TableHeader& h) { h.version = 3; }, "unsupported version 3"},
+        HeaderCorruption{"row_tag", [](TableHeader& h) { h.row_tag = 9; }, "unknown row tag 9"},
         HeaderCorruption{"header_bytes", [](TableHeader& h) { h.header_bytes = 64; },
                          "header_bytes is 64"},
         HeaderCorruption{"format_zero", [](TableHeader& h) { h.format = 0; },
@@ -240,7 +241,7 @@ INSTANTIATE_TEST_SUITE_P(
                            h.data_bytes = 4 * 64;
                          },
                          "size mismatch"},
-        HeaderCorruption{"reserved", [](TableHeader& h) { h.reserved[41] = 1; }, "reserved"}),
+        HeaderCorruption{"reserved", [](TableHeader& h) { h.reserved[40] = 1; }, "reserved"}),
     [](const ::testing::TestParamInfo<HeaderCorruption>& info) { return info.param.name; });
 
 TEST(TableTest, OpenErrors) {

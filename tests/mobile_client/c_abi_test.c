@@ -28,6 +28,7 @@ static int check_errors(const char* server0) {
   veil_client* client = (veil_client*)&client; /* must be reset to NULL on failure */
   veil_client_options options;
   memset(&options, 0, sizeof(options));
+  options.struct_size = sizeof(options);
 
   CHECK(veil_client_connect(NULL, &client) == VEIL_ERR_INVALID_ARGUMENT);
   CHECK(client == NULL);
@@ -43,8 +44,23 @@ static int check_errors(const char* server0) {
   CHECK(strstr(veil_last_error(), "server 1 (127.0.0.1:1)") != NULL);
   CHECK(strcmp(veil_status_name(VEIL_ERR_UNAVAILABLE), "UNAVAILABLE") == 0);
 
+  /* An address that does not parse, or a host that does not resolve, is the caller's error. */
+  options.server1 = "not an address";
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "cannot be parsed or resolved") != NULL);
+  options.server1 = "no-such-host.invalid:4000";
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
+
   options.server1 = server0;
   options.prg = "rot13";
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  options.prg = NULL;
+
+  /* An options struct of another size (an app built with another veil.h) is refused. */
+  options.struct_size = sizeof(options) - 8;
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "struct_size") != NULL);
+  options.struct_size = 0;
   CHECK(veil_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
   veil_client_close(NULL);
   return 0;
@@ -153,6 +169,7 @@ int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows, u
   if (check_errors(server0) != 0) return 1;
 
   memset(&options, 0, sizeof(options));
+  options.struct_size = sizeof(options);
   options.server0 = server0;
   options.server1 = server1;
   CHECK(veil_client_connect(&options, &client) == VEIL_OK);
@@ -220,6 +237,13 @@ int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows, u
   CHECK(rows >= 200);
   if (check_range_lookups(client, rows, dim) != 0) return 1;
 
+  /* A handle of another kind, a closed handle, and closing twice. */
+  CHECK(veil_lookup(client, indices, 1, values, dim) == VEIL_OK);
+  CHECK(veil_lookup((veil_client*)&stats, indices, 1, values, dim) == VEIL_ERR_INVALID_ARGUMENT);
+  veil_client_close(client);
+  CHECK(veil_lookup(client, indices, 1, values, dim) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "live client") != NULL);
+  CHECK(veil_last_call_stats(client, &stats) == VEIL_ERR_INVALID_ARGUMENT);
   veil_client_close(client);
   return 0;
 }
@@ -235,6 +259,7 @@ int veil_c_abi_tls_checks(const char* server0, const char* server1, const char* 
 
   CHECK(dim <= 16);
   memset(&options, 0, sizeof(options));
+  options.struct_size = sizeof(options);
   options.server0 = server0;
   options.server1 = server1;
   options.timeout_ms = 2000;
@@ -300,6 +325,7 @@ int veil_c_abi_layout_checks(const char* server0, const char* server1, const cha
   CHECK(count <= 64 && info.row_values <= 16);
 
   memset(&options, 0, sizeof(options));
+  options.struct_size = sizeof(options);
   options.server0 = server0;
   options.server1 = server1;
   CHECK(veil_client_connect(&options, &client) == VEIL_OK);
@@ -339,6 +365,7 @@ int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64
   CHECK(dim <= 16);
   indices[1] = rows - 1;
   memset(&options, 0, sizeof(options));
+  options.struct_size = sizeof(options);
   CHECK(veil_bag_client_connect(NULL, &client) == VEIL_ERR_INVALID_ARGUMENT);
   CHECK(client == NULL);
   CHECK(veil_bag_client_connect(&options, NULL) == VEIL_ERR_INVALID_ARGUMENT);

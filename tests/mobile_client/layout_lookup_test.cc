@@ -70,6 +70,7 @@ TEST(LayoutLookupTest, ClientCAbiAndPrivateEmbeddingBagAgree) {
   std::shared_ptr<Client> client = std::move(*connected);
 
   veil_client_options c_options = {};
+  c_options.struct_size = sizeof(c_options);
   std::string s0 = f.servers.address(0), s1 = f.servers.address(1);
   c_options.server0 = s0.c_str();
   c_options.server1 = s1.c_str();

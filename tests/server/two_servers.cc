@@ -16,7 +16,7 @@ std::string TempPath(const std::string& name) {
 
 absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding::RowFormat format,
                                              uint64_t rows, uint32_t dim, uint64_t seed,
-                                             uint64_t epoch) {
+                                             uint64_t epoch, const embedding::RowKey* row_key) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> value(-2.0f, 2.0f);
   std::vector<float> values(rows * dim);
@@ -25,6 +25,7 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
   embedding::TableOptions options;
   options.epoch = epoch;
   options.frac_bits = 16;
+  if (row_key != nullptr) options.row_key = *row_key;
   if (absl::Status s = embedding::WriteTable(path, format, dim, values, options); !s.ok()) {
     return s;
   }

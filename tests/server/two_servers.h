@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "embedding/row_format.h"
+#include "embedding/row_tag.h"
 #include "tools/launcher.h"
 #include "rpc/tls.h"
 #include "tools/tls_cert.h"
@@ -20,10 +21,12 @@ namespace veil::testing {
 // A fresh path under the test's temporary directory.
 std::string TempPath(const std::string& name);
 
-// Writes a table of rows x dim values drawn uniformly from [-2, 2) with `seed`; returns its path.
+// Writes a table of rows x dim values drawn uniformly from [-2, 2) with `seed` (rows tagged under
+// `row_key` when given); returns its path.
 absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding::RowFormat format,
                                              uint64_t rows, uint32_t dim, uint64_t seed,
-                                             uint64_t epoch = 1);
+                                             uint64_t epoch = 1,
+                                             const embedding::RowKey* row_key = nullptr);
 
 // A fresh self-signed certificate and key (tools/tls_cert.h) in a new temporary folder, for `hosts`.
 absl::StatusOr<tools::CertificateFiles> MakeCertificate(const std::vector<std::string>& hosts = {

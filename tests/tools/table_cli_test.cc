@@ -9,6 +9,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "embedding/row_tag.h"
+#include "embedding/table.h"
 #include "tests/embedding/test_util.h"
 
 namespace veil::tools {
@@ -116,6 +118,31 @@ TEST(TableCliTest, FlagsThatDoNotParseExitOneNamingTheFlag) {
     EXPECT_EQ(result.code, 1) << ::testing::PrintToString(args);
     EXPECT_THAT(result.err, HasSubstr("'" + flag + "'")) << result.err;
   }
+}
+
+TEST(TableCliTest, RowsAreTaggedByDefaultWithAKeyForClients) {
+  ScratchDir dir;
+  WriteBytes(dir.File("in.csv"), "1,2,3\n4,5,6\n");
+  CliResult build = RunCli({"build", "--csv=" + dir.File("in.csv"), "--format=fp32",
+                            "--out=" + dir.File("t.veil")});
+  ASSERT_EQ(build.code, 0) << build.err;
+  EXPECT_THAT(build.out, HasSubstr("row tags: on; their key is " + dir.File("t.veil.rowkey")));
+  auto key = embedding::ReadRowKeyFile(dir.File("t.veil.rowkey"));
+  ASSERT_TRUE(key.ok()) << key.status();
+  auto table = embedding::Table::Open(dir.File("t.veil"));
+  ASSERT_TRUE(table.ok());
+  EXPECT_EQ((*table)->row_tag(), embedding::RowTag::kSipHash64);
+  auto row = (*table)->row(1);
+  EXPECT_TRUE(embedding::RowTagMatches(*key, 1, row.first(3), row.subspan(3)));
+
+  build = RunCli({"build", "--csv=" + dir.File("in.csv"), "--format=fp32", "--row-tags=false",
+                  "--out=" + dir.File("plain.veil")});
+  ASSERT_EQ(build.code, 0) << build.err;
+  EXPECT_EQ((*embedding::Table::Open(dir.File("plain.veil")))->row_tag(), embedding::RowTag::kNone);
+  EXPECT_EQ(RunCli({"build", "--csv=" + dir.File("in.csv"), "--format=fp32", "--row-tags=false",
+                    "--row-key=k", "--out=" + dir.File("x.veil")})
+                .code,
+            2);
 }
 
 TEST(TableCliTest, FailuresExitOne) {

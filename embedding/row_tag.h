@@ -1,0 +1,54 @@
+// Row authentication tags: "never a wrong row" against a server that answers with a wrong share.
+//
+// A DPF share reveals nothing, so a client cannot tell a wrong share from a right one: one flipped
+// bit in a server's copy of the table, or a server that adds anything to its share, changes every
+// row the client reconstructs. So a table may carry, in each row, a tag = SipHash-2-4 (64 bits)
+// under a key the servers never see, over the row's physical index and its data words. The tag
+// words are part of the row the servers answer with; the client holds the key, recomputes the tag
+// of every reconstructed row and refuses a row whose tag differs. Forging a tag for another row or
+// other contents without the key succeeds with probability 2^-64 per attempt, and every failed
+// attempt is reported. Pooled sums (answerPooled) add tags too and are not verifiable this way.
+#ifndef VEIL_EMBEDDING_ROW_TAG_H_
+#define VEIL_EMBEDDING_ROW_TAG_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace veil::embedding {
+
+// How a table's rows are tagged (the header's row_tag byte).
+enum class RowTag : uint8_t {
+  kNone = 0,
+  kSipHash64 = 1,  // two words after the data words: SipHash-2-4(key, le64(index) || data)
+};
+
+using RowKey = std::array<uint8_t, 16>;
+
+// Words a tag adds to each row: 0 or 2. Unknown kinds have none (the header check refuses them).
+uint32_t TagWords(RowTag tag);
+bool IsKnownRowTag(uint8_t tag);
+
+// The tag words of physical row `index` whose data words are `data`.
+std::array<uint32_t, 2> ComputeRowTag(const RowKey& key, uint64_t index,
+                                      absl::Span<const uint32_t> data);
+
+// Whether `tag` is the tag of (index, data); compares in constant time.
+bool RowTagMatches(const RowKey& key, uint64_t index, absl::Span<const uint32_t> data,
+                   absl::Span<const uint32_t> tag);
+
+// A fresh key from libsodium's CSPRNG.
+RowKey NewRowKey();
+
+// Key files: the 16 key bytes as 32 hex digits and a newline. WriteRowKeyFile creates the file
+// with mode 0600 (replacing an older one). ReadRowKeyFile returns the file's errno-derived status
+// (NOT_FOUND, PERMISSION_DENIED, ...) or INVALID_ARGUMENT if it does not hold a key.
+absl::Status WriteRowKeyFile(const std::string& path, const RowKey& key);
+absl::StatusOr<RowKey> ReadRowKeyFile(const std::string& path);
+
+}  // namespace veil::embedding
+
+#endif  // VEIL_EMBEDDING_ROW_TAG_H_

@@ -1,0 +1,388 @@
+#include "server/connections.h"
+
+#include <capnp/rpc-twoparty.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "rpc/status.h"
+#include "rpc/veil.capnp.h"
+#include "server/log.h"
+
+namespace veil::server {
+namespace {
+
+// Cap'n Proto's stream framing, read as a connection's bytes pass: a message is a segment table
+// (segment count - 1, then each segment's size in words, padded to a whole word) and the
+// segments. Tells when a message starts, its declared size once its table is read, and when it
+// ends.
+class FrameTracker {
+ public:
+  // Most segments a message may declare (Cap'n Proto's own readers refuse more).
+  static constexpr uint32_t kMaxSegments = 512;
+
+  // Consumes received bytes. on_declared(bytes) is called once per message with its declared size
+  // (table and segments) and returns false to refuse it; on_end() when a message is complete.
+  // Returns false for a refused message or a table no reader would accept.
+  template <typename OnDeclared, typename OnEnd>
+  bool Feed(const uint8_t* data, size_t n, OnDeclared on_declared, OnEnd on_end) {
+    while (n > 0) {
+      if (stage_ == Stage::kBody) {
+        const uint64_t take = std::min<uint64_t>(n, left_);
+        data += take;
+        n -= take;
+        left_ -= take;
+        if (left_ == 0) {
+          stage_ = Stage::kCount;
+          on_end();
+        }
+        continue;
+      }
+      table_[table_fill_++] = *data++;
+      --n;
+      if (stage_ == Stage::kCount && table_fill_ == 4) {
+        const uint32_t count = Word(0) + 1;
+        if (count == 0 || count > kMaxSegments) return false;
+        segments_ = count;
+        table_bytes_ = (4 * (count + 1) + 7) / 8 * 8;
+        stage_ = Stage::kTable;
+      } else if (stage_ == Stage::kTable && table_fill_ == table_bytes_) {
+        uint64_t words = 0;
+        for (uint32_t s = 0; s < segments_; ++s) words += Word(4 * (s + 1));
+        left_ = words * 8;
+        table_fill_ = 0;
+        if (!on_declared(table_bytes_ + left_)) return false;
+        stage_ = Stage::kBody;
+        if (left_ == 0) {
+          stage_ = Stage::kCount;
+          on_end();
+        }
+      }
+    }
+    return true;
+  }
+
+  // Whether a message has started and not ended.
+  bool in_message() const { return stage_ != Stage::kCount || table_fill_ > 0; }
+
+ private:
+  enum class Stage { kCount, kTable, kBody };
+  uint32_t Word(size_t at) const {
+    return uint32_t{table_[at]} | uint32_t{table_[at + 1]} << 8 | uint32_t{table_[at + 2]} << 16 |
+           uint32_t{table_[at + 3]} << 24;
+  }
+
+  Stage stage_ = Stage::kCount;
+  uint8_t table_[4 * (kMaxSegments + 1) + 4] = {};
+  size_t table_fill_ = 0;
+  size_t table_bytes_ = 0;
+  uint32_t segments_ = 0;
+  uint64_t left_ = 0;
+};
+
+kj::Exception Disconnect(const std::string& why) {
+  return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                       kj::heapString(why.data(), why.size()));
+}
+
+// "ADDRESS:PORT" of a stream's peer, or "an unknown peer" (it may have gone already).
+std::string DescribePeer(kj::Network& network, kj::AsyncIoStream& stream) {
+  try {
+    sockaddr_storage address;
+    uint length = sizeof(address);
+    stream.getpeername(reinterpret_cast<sockaddr*>(&address), &length);
+    return network.getSockaddr(&address, length)->toString().cStr();
+  } catch (const kj::Exception&) {
+    return "an unknown peer";
+  }
+}
+
+// What a connection refused at the limit is served: every call fails with RESOURCE_EXHAUSTED,
+// so the client reports the limit instead of a broken connection.
+class RefusingService final : public rpc::VeilServer::Server {
+ public:
+  explicit RefusingService(uint32_t limit) : limit_(limit) {}
+
+ protected:
+  kj::Promise<void> hello(HelloContext) override { return Refusal(); }
+  kj::Promise<void> stats(StatsContext) override { return Refusal(); }
+
+ private:
+  kj::Promise<void> Refusal() const {
+    return rpc::StatusToException(absl::ResourceExhaustedError(absl::StrCat(
+        "the server is at its connection limit (", limit_,
+        " connections, all busy); retry later")));
+  }
+  uint32_t limit_;
+};
+
+constexpr absl::Duration kRefusalGrace = absl::Seconds(2);
+constexpr uint32_t kMaxRefusing = 64;
+
+}  // namespace
+
+// One open connection: its guarded stream, the RPC system over it, and what the sweeps need.
+// Owned by the task that serves it; it leaves the listener's list when destroyed.
+struct Listener::Entry {
+  Entry(Listener& listener_in, std::string peer_in)
+      : listener(listener_in), peer(std::move(peer_in)), last_activity(absl::Now()) {
+    listener.entries_.push_front(this);
+    position = listener.entries_.begin();
+    listener.stats_.AddConnections(1);
+  }
+  ~Entry() {
+    rpc = nullptr;
+    network = nullptr;
+    stream = nullptr;
+    listener.buffered_bytes_ -= reserved;
+    listener.entries_.erase(position);
+    listener.stats_.AddConnections(-1);
+  }
+
+  Listener& listener;
+  std::list<Entry*>::iterator position;
+  std::string peer;
+  absl::Time last_activity;
+  absl::Time message_start = absl::InfiniteFuture();  // a message is half read since then
+  uint64_t reserved = 0;                              // its declared bytes, while it arrives
+  FrameTracker frames;
+  kj::Own<kj::PromiseFulfiller<void>> kill;
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyVatNetwork> network;
+  kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
+};
+
+namespace {
+
+// The stream a connection's RPC system reads and writes: records activity and tracks the framing
+// of incoming messages against the buffer budget (see connections.h).
+class GuardedStream final : public kj::AsyncIoStream {
+ public:
+  GuardedStream(kj::Own<kj::AsyncIoStream> inner, Listener::Entry& entry, uint64_t& budget_used,
+                const ServerLimits& limits)
+      : inner_(kj::mv(inner)), entry_(entry), used_(budget_used), limits_(limits) {}
+
+  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
+    return inner_->tryRead(buffer, min_bytes, max_bytes).then([this, buffer](size_t n) {
+      entry_.last_activity = absl::Now();
+      const auto* bytes = static_cast<const uint8_t*>(buffer);
+      std::string refusal;
+      const bool ok = entry_.frames.Feed(
+          bytes, n,
+          [&](uint64_t declared) {
+            if (declared > limits_.HardMessageWords() * 8) {
+              refusal = absl::StrCat("a message of ", declared, " bytes (limit ",
+                                     limits_.HardMessageWords() * 8, ")");
+              return false;
+            }
+            if (used_ + declared > limits_.max_buffered_bytes) {
+              refusal = absl::StrCat("a message of ", declared, " bytes while ", used_,
+                                     " bytes of messages are arriving (limit ",
+                                     limits_.max_buffered_bytes, ")");
+              return false;
+            }
+            used_ += declared;
+            entry_.reserved = declared;
+            return true;
+          },
+          [&] {
+            used_ -= entry_.reserved;
+            entry_.reserved = 0;
+            entry_.message_start = absl::InfiniteFuture();
+          });
+      if (!ok) {
+        if (refusal.empty()) refusal = "a message table no reader accepts";
+        LogThrottled("closed", absl::StrCat("closed the connection of ", entry_.peer, ": ", refusal));
+        kj::throwFatalException(Disconnect(refusal));
+      }
+      // A message that started in these bytes (one that also ended here needs no deadline).
+      if (entry_.frames.in_message() && entry_.message_start == absl::InfiniteFuture()) {
+        entry_.message_start = entry_.last_activity;
+      }
+      return n;
+    });
+  }
+  kj::Promise<void> write(const void* buffer, size_t size) override {
+    entry_.last_activity = absl::Now();
+    return inner_->write(buffer, size);
+  }
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
+    entry_.last_activity = absl::Now();
+    return inner_->write(pieces);
+  }
+  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
+  void shutdownWrite() override { inner_->shutdownWrite(); }
+  void abortRead() override { inner_->abortRead(); }
+  void getsockopt(int level, int option, void* value, uint* length) override {
+    inner_->getsockopt(level, option, value, length);
+  }
+  void setsockopt(int level, int option, const void* value, uint length) override {
+    inner_->setsockopt(level, option, value, length);
+  }
+  void getsockname(struct sockaddr* address, uint* length) override {
+    inner_->getsockname(address, length);
+  }
+  void getpeername(struct sockaddr* address, uint* length) override {
+    inner_->getpeername(address, length);
+  }
+
+ private:
+  kj::Own<kj::AsyncIoStream> inner_;
+  Listener::Entry& entry_;
+  uint64_t& used_;
+  const ServerLimits& limits_;
+};
+
+}  // namespace
+
+class Listener::ErrorHandler final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&& exception) override {
+    LogThrottled("connection error",
+                 absl::StrCat("connection error: ", exception.getDescription().cStr()));
+  }
+};
+
+Listener::Listener(kj::ConnectionReceiver& receiver, kj::TlsContext* tls, kj::Timer& timer,
+                   kj::Network& network, std::function<capnp::Capability::Client()> new_service,
+                   const ServerLimits& limits, ServerStats& stats)
+    : receiver_(receiver),
+      tls_(tls),
+      timer_(timer),
+      network_(network),
+      new_service_(std::move(new_service)),
+      limits_(limits),
+      stats_(stats),
+      errors_(std::make_unique<ErrorHandler>()),
+      tasks_(*errors_) {}
+
+Listener::~Listener() = default;
+
+kj::Promise<void> Listener::Run() { return AcceptLoop().exclusiveJoin(SweepLoop()); }
+
+kj::Promise<void> Listener::AcceptLoop() {
+  return receiver_.accept().then([this](kj::Own<kj::AsyncIoStream>&& stream) {
+    Admit(kj::mv(stream));
+    return AcceptLoop();
+  });
+}
+
+kj::Promise<void> Listener::SweepLoop() {
+  return timer_.afterDelay(250 * kj::MILLISECONDS).then([this] {
+    const absl::Time now = absl::Now();
+    for (Entry* entry : entries_) {
+      if (entry->kill.get() == nullptr) continue;
+      if (now - entry->message_start > limits_.read_timeout) {
+        Close(*entry, "a message did not arrive whole within the read timeout");
+      } else if (!entry->frames.in_message() && now - entry->last_activity > limits_.idle_timeout) {
+        Close(*entry, "idle");
+      }
+    }
+    return SweepLoop();
+  });
+}
+
+void Listener::Admit(kj::Own<kj::AsyncIoStream> stream) {
+  int one = 1;
+  stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (entries_.size() + handshakes_ >= limits_.max_connections && !EvictIdlest()) {
+    Refuse(kj::mv(stream));
+  } else if (tls_ == nullptr) {
+    Serve(kj::mv(stream));
+  } else {
+    tasks_.add(Handshake(kj::mv(stream)));
+  }
+}
+
+bool Listener::EvictIdlest() {
+  Entry* idlest = nullptr;
+  for (Entry* entry : entries_) {
+    if (entry->kill.get() == nullptr || entry->frames.in_message()) continue;
+    if (idlest == nullptr || entry->last_activity < idlest->last_activity) idlest = entry;
+  }
+  if (idlest == nullptr || absl::Now() - idlest->last_activity < limits_.min_idle_to_evict) {
+    return false;
+  }
+  Close(*idlest, "the connection limit was reached and it was idle the longest");
+  return true;
+}
+
+void Listener::Close(Entry& entry, const char* why) {
+  LogThrottled("closed", absl::StrCat("closed the connection of ", entry.peer, ": ", why));
+  entry.kill->fulfill();
+  entry.kill = nullptr;
+}
+
+void Listener::Serve(kj::Own<kj::AsyncIoStream> stream) {
+  auto entry = kj::heap<Entry>(*this, DescribePeer(network_, *stream));
+  auto killed = kj::newPromiseAndFulfiller<void>();
+  entry->kill = kj::mv(killed.fulfiller);
+  entry->stream = kj::heap<GuardedStream>(kj::mv(stream), *entry, buffered_bytes_, limits_);
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = limits_.HardMessageWords();
+  entry->network = kj::heap<capnp::TwoPartyVatNetwork>(
+      *entry->stream, capnp::rpc::twoparty::Side::SERVER, options);
+  entry->rpc = kj::heap(capnp::makeRpcServer(*entry->network, new_service_()));
+  auto done = entry->network->onDisconnect().exclusiveJoin(kj::mv(killed.promise));
+  tasks_.add(done.attach(kj::mv(entry)));
+}
+
+void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream) {
+  const std::string peer = DescribePeer(network_, *stream);
+  LogThrottled("refused", absl::StrCat("refused a connection from ", peer, ": ",
+                                       limits_.max_connections, " connections, all busy"));
+  if (refusing_ >= kMaxRefusing) return;  // closed right away: no room even to say why
+  // The stream outlives the network, which outlives the RPC system.
+  struct Refusal {
+    Refusal(Listener& listener_in, kj::Own<kj::AsyncIoStream> stream_in, uint32_t limit)
+        : listener(listener_in),
+          stream(kj::mv(stream_in)),
+          network(*stream, capnp::rpc::twoparty::Side::SERVER),
+          rpc(capnp::makeRpcServer(network, capnp::Capability::Client(
+                                                kj::heap<RefusingService>(limit)))) {
+      ++listener.refusing_;
+    }
+    ~Refusal() { --listener.refusing_; }
+    Listener& listener;
+    kj::Own<kj::AsyncIoStream> stream;
+    capnp::TwoPartyVatNetwork network;
+    capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+  };
+  auto refusal = kj::heap<Refusal>(*this, kj::mv(stream), limits_.max_connections);
+  auto grace = timer_.afterDelay(absl::ToInt64Nanoseconds(kRefusalGrace) * kj::NANOSECONDS);
+  tasks_.add(refusal->network.onDisconnect().exclusiveJoin(kj::mv(grace)).attach(kj::mv(refusal)));
+}
+
+// The TLS handshake of one accepted stream, within tls_handshake_timeout. A failure (a plaintext
+// client, an untrusting one, a silent one) closes only that stream, and is logged.
+kj::Promise<void> Listener::Handshake(kj::Own<kj::AsyncIoStream> stream) {
+  std::string peer = DescribePeer(network_, *stream);
+  ++handshakes_;
+  const absl::Duration limit = limits_.tls_handshake_timeout;
+  auto timeout =
+      timer_.afterDelay(absl::ToInt64Nanoseconds(limit) * kj::NANOSECONDS)
+          .then([limit]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+            return Disconnect(absl::StrCat("no complete handshake within ",
+                                           absl::FormatDuration(limit)));
+          });
+  return tls_->wrapServer(kj::mv(stream))
+      .exclusiveJoin(kj::mv(timeout))
+      .then(
+          [this](kj::Own<kj::AsyncIoStream>&& secure) {
+            --handshakes_;
+            Serve(kj::mv(secure));
+          },
+          [this, peer = std::move(peer)](kj::Exception&& e) {
+            --handshakes_;
+            LogThrottled("handshake", absl::StrCat("TLS handshake with ", peer,
+                                                   " failed (connection closed): ",
+                                                   e.getDescription().cStr()));
+          });
+}
+
+}  // namespace veil::server

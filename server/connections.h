@@ -1,0 +1,77 @@
+// The server's connections, whatever protocol it speaks: accepting (TLS handshakes bounded in
+// time), the connection limit, idle and read timeouts, and a bound on the bytes buffered for
+// messages still arriving, per connection and in total. None of it depends on what a client
+// sends being well-formed: a hostile or slow client costs at most its own connection.
+//
+// - At max_connections, a new connection takes the place of the one idle the longest (idle at least
+//   min_idle_to_evict). If every connection is busy, the new one is served a refusal: its first
+//   call fails with RESOURCE_EXHAUSTED ("connection limit") and it is closed shortly after.
+// - A connection with no traffic for idle_timeout is closed; so is one whose message does not
+//   arrive whole within read_timeout of its first byte.
+// - Each arriving message's declared size (from the Cap'n Proto framing, read as the bytes pass)
+//   is reserved against max_buffered_bytes until the message is complete; a message that would
+//   exceed it closes its connection. Cap'n Proto allocates a message at its declared size before
+//   the bytes arrive, so this is what bounds memory under slow senders.
+// Closing, refusing and handshake failures are logged with throttling (server/log.h).
+#ifndef VEIL_SERVER_CONNECTIONS_H_
+#define VEIL_SERVER_CONNECTIONS_H_
+
+#include <capnp/capability.h>
+#include <kj/async-io.h>
+#include <kj/compat/tls.h>
+#include <kj/timer.h>
+
+#include <functional>
+#include <list>
+#include <memory>
+
+#include "server/limits.h"
+#include "server/stats.h"
+
+namespace veil::server {
+
+class Listener {
+ public:
+  // `new_service` makes the bootstrap capability of one new connection. With `tls` (else null:
+  // plaintext) every accepted stream is wrapped in TLS before it is served. All references must
+  // outlive the listener; destroying it closes every connection.
+  Listener(kj::ConnectionReceiver& receiver, kj::TlsContext* tls, kj::Timer& timer,
+           kj::Network& network, std::function<capnp::Capability::Client()> new_service,
+           const ServerLimits& limits, ServerStats& stats);
+  ~Listener();
+
+  // Accepts connections until the listener is destroyed; also runs the timeout sweeps.
+  kj::Promise<void> Run();
+
+  struct Entry;  // one connection (connections.cc)
+
+ private:
+  kj::Promise<void> AcceptLoop();
+  kj::Promise<void> SweepLoop();
+  void Admit(kj::Own<kj::AsyncIoStream> stream);
+  void Serve(kj::Own<kj::AsyncIoStream> stream);
+  void Refuse(kj::Own<kj::AsyncIoStream> stream);
+  kj::Promise<void> Handshake(kj::Own<kj::AsyncIoStream> stream);
+  // Closes the connection idle the longest, if one has been idle at least min_idle_to_evict.
+  bool EvictIdlest();
+  void Close(Entry& entry, const char* why);
+
+  kj::ConnectionReceiver& receiver_;
+  kj::TlsContext* tls_;
+  kj::Timer& timer_;
+  kj::Network& network_;
+  std::function<capnp::Capability::Client()> new_service_;
+  const ServerLimits& limits_;
+  ServerStats& stats_;
+  uint32_t handshakes_ = 0;  // streams in their TLS handshake (they count as connections)
+  uint32_t refusing_ = 0;    // refused streams being told why
+  uint64_t buffered_bytes_ = 0;  // reserved for messages being received, all connections
+  std::list<Entry*> entries_;    // open connections
+  class ErrorHandler;
+  std::unique_ptr<ErrorHandler> errors_;
+  kj::TaskSet tasks_;  // handshakes, refusals and open connections
+};
+
+}  // namespace veil::server
+
+#endif  // VEIL_SERVER_CONNECTIONS_H_

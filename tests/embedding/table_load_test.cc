@@ -1,0 +1,163 @@
+// Table::Load (memory the server owns, verified while read), the two-level digest, non-regular
+// files, and row authentication tags (embedding/row_tag.h).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "embedding/row_tag.h"
+#include "embedding/table.h"
+#include "embedding/table_builder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/embedding/test_util.h"
+
+namespace veil::embedding {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ReadBytes;
+using testing::ScratchDir;
+using testing::WriteBytes;
+
+std::vector<float> Values(uint64_t count) {
+  std::vector<float> values(count);
+  for (uint64_t i = 0; i < count; ++i) values[i] = static_cast<float>(i % 1000) / 8 - 50;
+  return values;
+}
+
+// A table of `rows` rows of 16 fp32 values, big enough for several digest chunks when asked.
+std::string WriteTableOf(const ScratchDir& dir, const std::string& name, uint64_t rows,
+                         TableOptions options = {}) {
+  const std::string path = dir.File(name);
+  EXPECT_TRUE(WriteTable(path, RowFormat::kFp32, 16, Values(rows * 16), options).ok());
+  return path;
+}
+
+TEST(TableLoadTest, LoadsVerifiedRowsEqualToTheMappedOnes) {
+  ScratchDir dir;
+  const uint64_t rows = 3 * kDigestChunkBytes / 64 + 5;  // 3 chunks and a partial one
+  const std::string path = WriteTableOf(dir, "t", rows);
+  for (int threads : {1, 2, 5}) {
+    auto loaded = Table::Load(path, {.verify = true, .threads = threads});
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    auto mapped = Table::Open(path);
+    ASSERT_TRUE(mapped.ok());
+    EXPECT_EQ((*loaded)->digest(), (*mapped)->digest());
+    for (uint64_t r : {uint64_t{0}, rows / 2, rows - 1}) {
+      auto a = (*loaded)->row(r), b = (*mapped)->row(r);
+      EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end())) << "row " << r;
+    }
+    EXPECT_TRUE((*mapped)->Verify().ok());
+  }
+}
+
+TEST(TableLoadTest, StreamedAndParallelDigestsAgree) {
+  ScratchDir dir;
+  const std::string path = WriteTableOf(dir, "t", 2 * kDigestChunkBytes / 64 + 1);
+  auto table = Table::Open(path);
+  ASSERT_TRUE(table.ok());
+  const auto& h = (*table)->header();
+  const auto rows = absl::MakeConstSpan(
+      reinterpret_cast<const uint8_t*>((*table)->row(0).data()), h.data_bytes);
+  TableDigest streamed(h);
+  for (size_t at = 0; at < rows.size(); at += 77777) {
+    streamed.Update(rows.subspan(at, 77777));
+  }
+  const TableDigestBytes digest = streamed.Finish();
+  EXPECT_EQ(digest, (*table)->digest());
+  EXPECT_EQ(DigestTable(h, rows, 3), digest);
+  EXPECT_EQ(DigestTable(h, rows, 1), digest);
+}
+
+TEST(TableLoadTest, AFlippedBitInAnyChunkIsRefusedAtLoad) {
+  ScratchDir dir;
+  const std::string path = WriteTableOf(dir, "t", 2 * kDigestChunkBytes / 64);
+  const std::string original = ReadBytes(path);
+  for (size_t at : {size_t{128 + 3}, size_t{128 + kDigestChunkBytes + 100}, original.size() - 1}) {
+    std::string bytes = original;
+    bytes[at] ^= 0x10;
+    const std::string flipped = dir.File("flipped");
+    WriteBytes(flipped, bytes);
+    auto loaded = Table::Load(flipped, {});
+    EXPECT_TRUE(absl::IsInvalidArgument(loaded.status())) << "byte " << at;
+    EXPECT_THAT(loaded.status().message(), HasSubstr("digest mismatch"));
+    EXPECT_TRUE(Table::Load(flipped, {.verify = false}).ok()) << "only the digest catches it";
+  }
+}
+
+TEST(TableLoadTest, ALoadedTableOutlivesChangesToItsFile) {
+  ScratchDir dir;
+  const std::string path = WriteTableOf(dir, "t", 1000);
+  auto loaded = Table::Load(path, {});
+  ASSERT_TRUE(loaded.ok());
+  const std::vector<uint32_t> before((*loaded)->row(999).begin(), (*loaded)->row(999).end());
+  // Overwritten in place, then truncated: a mapping would change or fault (SIGBUS).
+  std::string bytes = ReadBytes(path);
+  std::memset(bytes.data() + 128, 0x55, bytes.size() - 128);
+  WriteBytes(path, bytes);
+  ASSERT_EQ(truncate(path.c_str(), 64), 0);
+  const std::vector<uint32_t> after((*loaded)->row(999).begin(), (*loaded)->row(999).end());
+  EXPECT_EQ(before, after);
+  EXPECT_TRUE((*loaded)->Verify().ok());
+}
+
+TEST(TableLoadTest, AFifoOrAFolderIsRefusedWithoutBlocking) {
+  ScratchDir dir;
+  const std::string fifo = dir.File("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // Nobody writes to the FIFO: opening it for reading would block forever.
+  for (auto status : {Table::Open(fifo).status(), Table::Load(fifo, {}).status(),
+                      Table::Load(dir.File(""), {}).status()}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_THAT(status.message(), HasSubstr("not a regular file"));
+  }
+}
+
+TEST(RowTagTest, TaggedRowsCarryTheirTagAfterTheData) {
+  ScratchDir dir;
+  const RowKey key = NewRowKey();
+  const std::string path = WriteTableOf(dir, "tagged", 50, {.row_key = key});
+  auto table = Table::Load(path, {});
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ((*table)->row_tag(), RowTag::kSipHash64);
+  EXPECT_EQ((*table)->data_words(), 16u);
+  EXPECT_EQ((*table)->row_words(), 18u);
+  for (uint64_t r = 0; r < 50; ++r) {
+    auto row = (*table)->row(r);
+    EXPECT_TRUE(RowTagMatches(key, r, row.first(16), row.subspan(16)));
+    EXPECT_FALSE(RowTagMatches(key, r + 1, row.first(16), row.subspan(16))) << "index bound";
+    std::vector<uint32_t> changed(row.begin(), row.begin() + 16);
+    changed[r % 16] ^= 1u << (r % 32);
+    EXPECT_FALSE(RowTagMatches(key, r, changed, row.subspan(16))) << "contents bound";
+    RowKey other = key;
+    other[r % 16] ^= 1;
+    EXPECT_FALSE(RowTagMatches(other, r, row.first(16), row.subspan(16))) << "key bound";
+  }
+  std::vector<float> values(16);
+  ASSERT_TRUE((*table)->DecodeRow(3, absl::MakeSpan(values)).ok());
+  EXPECT_EQ(values[0], Values(50 * 16)[3 * 16]);
+}
+
+TEST(RowTagTest, KeyFilesRoundTripPrivately) {
+  ScratchDir dir;
+  const RowKey key = NewRowKey();
+  const std::string path = dir.File("t.rowkey");
+  ASSERT_TRUE(WriteRowKeyFile(path, key).ok());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto read = ReadRowKeyFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, key);
+  WriteBytes(path, "not a key\n");
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadRowKeyFile(path).status()));
+  EXPECT_TRUE(absl::IsNotFound(ReadRowKeyFile(dir.File("none")).status()));
+}
+
+}  // namespace
+}  // namespace veil::embedding

@@ -1,0 +1,149 @@
+// Never a wrong row (issue 10): a server refuses a table whose contents do not match its digest,
+// serves from memory of its own (a table file overwritten or truncated under it changes nothing),
+// refuses a FIFO without hanging; with row tags a client detects a server that answers from a
+// corrupted table or shifts its share, and reports the pair instead of returning a wrong row.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "embedding/table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mobile_client/client.h"
+#include "tests/server/two_servers.h"
+
+namespace veil {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kRows = 300;
+constexpr uint32_t kDim = 8;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteAll(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// A copy of `path` with one bit of row 100 flipped (the header, digest included, untouched).
+std::string CorruptedCopy(const std::string& path) {
+  std::string bytes = ReadAll(path);
+  auto table = embedding::Table::Open(path);
+  EXPECT_TRUE(table.ok());
+  bytes[sizeof(embedding::TableHeader) + 100 * (*table)->stride_words() * 4 + 3] ^= 0x04;
+  const std::string copy = testing::TempPath("corrupted.veil");
+  WriteAll(copy, bytes);
+  return copy;
+}
+
+absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartServer(
+    int party, const std::string& table, std::vector<std::string> args = {}) {
+  tools::ServerProcessOptions o;
+  o.binary = VEIL_SERVER_BINARY;
+  o.party = party;
+  o.table_path = table;
+  o.extra_args = std::move(args);
+  o.log_path = testing::TempPath("server.log");
+  return tools::ServerProcess::Start(o);
+}
+
+client::ClientOptions Options(const std::string& s0, const std::string& s1,
+                              const std::string& key_file = "") {
+  client::ClientOptions o;
+  o.server0 = s0;
+  o.server1 = s1;
+  o.row_key_file = key_file;
+  return o;
+}
+
+TEST(IntegrityTest, AServerRefusesATableThatDoesNotMatchItsDigest) {
+  auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, kRows, kDim, 1);
+  ASSERT_TRUE(table.ok());
+  auto refused = StartServer(1, CorruptedCopy(*table));
+  ASSERT_FALSE(refused.ok());
+  // A changed format byte is refused the same way (the digest covers the header).
+  std::string bytes = ReadAll(*table);
+  bytes[52] = static_cast<char>(embedding::RowFormat::kFixed32);
+  const std::string reformatted = testing::TempPath("reformatted.veil");
+  WriteAll(reformatted, bytes);
+  EXPECT_FALSE(StartServer(0, reformatted).ok());
+}
+
+TEST(IntegrityTest, AFifoAsTableIsRefusedWithoutHanging) {
+  const std::string fifo = testing::TempPath("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto server = StartServer(0, fifo);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(), HasSubstr("exited"));
+}
+
+TEST(IntegrityTest, ServedRowsSurviveTheFileBeingOverwrittenAndTruncated) {
+  auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, kRows, kDim, 2);
+  ASSERT_TRUE(table.ok());
+  auto servers = testing::StartTwoServers(*table, *table);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  auto expected = embedding::Table::Load(*table, {});
+  ASSERT_TRUE(expected.ok());
+  auto client = client::Client::Connect(Options(servers->address(0), servers->address(1)));
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::string bytes = ReadAll(*table);
+  std::fill(bytes.begin() + 128, bytes.end(), '\x7f');
+  WriteAll(*table, bytes);
+  ASSERT_EQ(truncate(table->c_str(), 200), 0);
+  for (uint64_t row : {uint64_t{0}, uint64_t{150}, kRows - 1}) {
+    auto words = (*client)->LookupWords({row});
+    ASSERT_TRUE(words.ok()) << words.status();
+    auto want = (*expected)->row(row);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), words->begin(), words->end())) << row;
+  }
+}
+
+TEST(IntegrityTest, TaggedRowsTurnAWrongShareIntoAnErrorNamingThePair) {
+  const embedding::RowKey key = embedding::NewRowKey();
+  const std::string key_file = testing::TempPath("t.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, key).ok());
+  auto table =
+      testing::WriteRandomTable("tagged.veil", embedding::RowFormat::kFp32, kRows, kDim, 3, 1, &key);
+  ASSERT_TRUE(table.ok());
+  // Party 1 serves a corrupted copy, its digest check turned off (an operator mistake, or a
+  // malicious server): every share it returns is wrong by the flipped row's contribution.
+  auto good = StartServer(0, *table);
+  auto bad = StartServer(1, CorruptedCopy(*table), {"--verify_table=false"});
+  ASSERT_TRUE(good.ok() && bad.ok());
+  auto client = client::Client::Connect(Options((*good)->address(), (*bad)->address(), key_file));
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->table().row_tag, embedding::RowTag::kSipHash64);
+  EXPECT_EQ((*client)->table().row_words, kDim);
+  for (uint64_t row : {uint64_t{7}, uint64_t{100}, uint64_t{299}}) {
+    auto words = (*client)->LookupWords({row});
+    ASSERT_FALSE(words.ok()) << "row " << row << " came back wrong instead of failing";
+    EXPECT_TRUE(absl::IsDataLoss(words.status())) << words.status();
+    EXPECT_THAT(words.status().message(),
+                HasSubstr("servers 0 (" + (*good)->address() + ") and 1 (" + (*bad)->address()));
+  }
+  // The same client against two honest servers gets every row, tags checked and stripped.
+  auto honest = StartServer(1, *table);
+  ASSERT_TRUE(honest.ok());
+  auto checked = client::Client::Connect(Options((*good)->address(), (*honest)->address(), key_file));
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  auto words = (*checked)->Lookup({5, 100, 299});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(words->size(), 3 * kDim);
+  // Without the key the client refuses the tagged table rather than skip the check.
+  auto keyless = client::Client::Connect(Options((*good)->address(), (*honest)->address()));
+  ASSERT_FALSE(keyless.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(keyless.status()));
+  EXPECT_THAT(keyless.status().message(), HasSubstr("row_key_file"));
+}
+
+}  // namespace
+}  // namespace veil
