@@ -1,0 +1,235 @@
+// A hostile neighbour cannot lock out, starve or break other clients (issue 10, failures 2–5):
+// keys another client's pass cannot share, idle connections up to the limit, slow senders that
+// hold messages half sent, and floods of refused connections in the log. Raw sockets play the
+// hostile side; a real client must keep getting correct rows.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "dpf/params.h"
+#include "embedding/table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mobile_client/client.h"
+#include "tests/server/two_servers.h"
+
+namespace veil {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kRows = 500;
+constexpr uint32_t kDim = 8;
+
+// A TCP connection to 127.0.0.1:port (-1 if refused), closed when it goes.
+class RawSocket {
+ public:
+  explicit RawSocket(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~RawSocket() {
+    if (fd_ >= 0) close(fd_);
+  }
+  RawSocket(RawSocket&& other) : fd_(other.fd_) { other.fd_ = -1; }
+  bool ok() const { return fd_ >= 0; }
+  bool Send(const std::string& bytes) const {
+    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  }
+  // Whether the server closed it within `wait`: reads (and drops whatever it said last, e.g.
+  // an abort message) until the end of the stream or an error.
+  bool ClosedByPeer(absl::Duration wait) const {
+    const absl::Time deadline = absl::Now() + wait;
+    for (absl::Duration left = wait; left > absl::ZeroDuration(); left = deadline - absl::Now()) {
+      timeval tv{static_cast<time_t>(absl::ToInt64Seconds(left)),
+                 static_cast<suseconds_t>(absl::ToInt64Microseconds(left) % 1000000)};
+      setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      char bytes[4096];
+      const ssize_t n = recv(fd_, bytes, sizeof(bytes), 0);
+      if (n == 0) return true;
+      if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    }
+    return false;
+  }
+
+ private:
+  int fd_;
+};
+
+// The start of a Cap'n Proto message declaring one segment of `words` words, and `body` bytes of it.
+std::string PartialMessage(uint32_t words, size_t body) {
+  std::string bytes(8 + body, '\0');
+  const uint32_t header[2] = {0, words};
+  std::memcpy(bytes.data(), header, sizeof(header));
+  return bytes;
+}
+
+uint64_t ResidentKb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      uint64_t kb = 0;
+      if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kb)) return kb;
+    }
+  }
+  return 0;
+}
+
+class LimitsTest : public ::testing::Test {
+ protected:
+  void Start(const std::vector<std::string>& args) {
+    auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, kRows, kDim, 4);
+    ASSERT_TRUE(table.ok());
+    table_ = *table;
+    log_ = testing::TempPath("server0.log");
+    for (int party = 0; party < 2; ++party) {
+      tools::ServerProcessOptions o;
+      o.binary = VEIL_SERVER_BINARY;
+      o.party = party;
+      o.table_path = table_;
+      o.extra_args = args;
+      if (party == 0) o.log_path = log_;
+      auto started = tools::ServerProcess::Start(o);
+      ASSERT_TRUE(started.ok()) << started.status();
+      server_[party] = *std::move(started);
+    }
+  }
+  client::ClientOptions Options() const {
+    client::ClientOptions o;
+    o.server0 = server_[0]->address();
+    o.server1 = server_[1]->address();
+    return o;
+  }
+  // A lookup of a few rows, checked against the table.
+  absl::Status GoodLookup(client::Client& client, uint64_t seed) {
+    auto table = embedding::Table::Open(table_);
+    if (!table.ok()) return table.status();
+    const std::vector<uint64_t> rows = {seed % kRows, (seed * 7 + 3) % kRows};
+    auto words = client.LookupWords(rows);
+    if (!words.ok()) return words.status();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      auto want = (*table)->row(rows[i]);
+      if (!std::equal(want.begin(), want.end(), words->begin() + i * kDim)) {
+        return absl::InternalError("a wrong row");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  std::string table_, log_;
+  std::unique_ptr<tools::ServerProcess> server_[2];
+};
+
+TEST_F(LimitsTest, KeysThatCannotShareAPassDoNotFailAnotherClient) {
+  // Four neighbours send XOR keys and ChaCha keys while a good client sends additive AES keys;
+  // the server batches them together (max_wait) and must answer each as its own group.
+  Start({"--max_wait_us=5000"});
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> neighbours;
+  for (int n = 0; n < 4; ++n) {
+    neighbours.emplace_back([&, n] {
+      client::ClientOptions o = Options();
+      o.output = n % 2 == 0 ? dpf::OutputType::kXor : dpf::OutputType::kAdditive;
+      o.prg = n % 2 == 0 ? dpf::Prg::kAes128 : dpf::Prg::kChaCha12;
+      auto c = client::Client::Connect(o);
+      while (c.ok() && !stop) (void)(*c)->LookupWords({static_cast<uint64_t>(n)});
+    });
+  }
+  auto good = client::Client::Connect(Options());
+  ASSERT_TRUE(good.ok()) << good.status();
+  int failures = 0;
+  for (int i = 0; i < 150; ++i) failures += !GoodLookup(**good, i).ok();
+  stop = true;
+  for (auto& t : neighbours) t.join();
+  EXPECT_EQ(failures, 0);
+}
+
+TEST_F(LimitsTest, IdleConnectionsAtTheLimitMakeRoomForANewClient) {
+  Start({"--max_connections=8", "--min_idle_to_evict_ms=200"});
+  std::vector<RawSocket> idle;
+  for (int i = 0; i < 12; ++i) idle.emplace_back(server_[0]->port());
+  absl::SleepFor(absl::Milliseconds(400));
+  // Before: ~1,030 idle connections made every new lookup fail with a message about TLS.
+  auto client = client::Client::Connect(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE(GoodLookup(**client, 1).ok());
+}
+
+TEST_F(LimitsTest, WhenEveryConnectionIsBusyANewOneIsToldSo) {
+  // Busy: each holds a message half sent (a slow sender is never evicted as idle).
+  Start({"--max_connections=4", "--read_timeout_ms=30000"});
+  std::vector<RawSocket> busy;
+  for (int i = 0; i < 4; ++i) {
+    busy.emplace_back(server_[0]->port());
+    ASSERT_TRUE(busy.back().Send(PartialMessage(64, 100)));
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  auto client = client::Client::Connect(Options());
+  ASSERT_FALSE(client.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(client.status())) << client.status();
+  EXPECT_THAT(client.status().message(), HasSubstr("connection limit"));
+}
+
+TEST_F(LimitsTest, SlowSendersHoldNeitherMemoryNorConnectionsForLong) {
+  // Each slow sender declares a message of ~2 MB and sends a little of it. The budget for
+  // arriving messages (8 MB) closes the connections beyond it at once; the read timeout closes
+  // the rest. Before: 300 such connections took server memory from 33 MB to 629 MB.
+  Start({"--max_buffered_bytes=8000000", "--read_timeout_ms=1500"});
+  const uint64_t rss_before = ResidentKb(server_[0]->pid());
+  std::vector<RawSocket> slow;
+  for (int i = 0; i < 40; ++i) {
+    slow.emplace_back(server_[0]->port());
+    slow.back().Send(PartialMessage((2 << 20) / 8, 4096));
+  }
+  int closed_at_once = 0;
+  for (const RawSocket& s : slow) closed_at_once += s.ClosedByPeer(absl::Milliseconds(50));
+  EXPECT_GE(closed_at_once, 35) << "at most 8 MB of declared messages may be arriving";
+  const uint64_t rss_during = ResidentKb(server_[0]->pid());
+  EXPECT_LT(rss_during, rss_before + 40 * 1024) << "KB";
+  auto client = client::Client::Connect(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE(GoodLookup(**client, 2).ok());
+  int closed_later = 0;
+  for (const RawSocket& s : slow) closed_later += s.ClosedByPeer(absl::Seconds(3));
+  EXPECT_EQ(closed_later, 40) << "the read timeout closes the stalled ones";
+}
+
+TEST_F(LimitsTest, AFloodOfRefusedConnectionsDoesNotFloodTheLog) {
+  Start({"--max_connections=2", "--read_timeout_ms=30000"});
+  std::vector<RawSocket> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.emplace_back(server_[0]->port());
+    busy.back().Send(PartialMessage(64, 10));
+  }
+  for (int i = 0; i < 2000; ++i) RawSocket refused(server_[0]->port());
+  // The next refusal logged after the one-second window says how many lines were left out.
+  absl::SleepFor(absl::Milliseconds(1100));
+  { RawSocket refused(server_[0]->port()); }
+  absl::SleepFor(absl::Milliseconds(300));
+  std::ifstream log(log_);
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_LT(text.size(), 20000u) << "2,000 refusals logged unthrottled were ~200 KB";
+  EXPECT_THAT(text, HasSubstr("lines left out"));
+}
+
+}  // namespace
+}  // namespace veil
