@@ -56,8 +56,10 @@ struct ClientOptions {
   // always additive.
   dpf::OutputType output = dpf::OutputType::kAdditive;
   // Pads every pooled bag with weight-0 keys (which add nothing) up to this many keys, so that the
-  // servers see the same key count for every bag instead of the bag's size. 0: no padding.
-  uint32_t pad_bags_to = 0;
+  // servers see the same key count for every bag instead of the bag's size; a larger bag is
+  // INVALID_ARGUMENT. Padding costs a key per missing row, to each server (docs/privacy.md).
+  // 0: no padding, and the servers learn every bag's size.
+  uint32_t pad_bags_to = 32;
 
   // TLS: a PEM file of the certificates to trust (the servers' self-signed certificates, or the
   // operator's CA; several may follow each other). Only these are trusted, not the system's store

@@ -83,7 +83,14 @@ typedef struct veil_client_options {
    * fetched row's authentication tag is checked, and a row that fails is VEIL_ERR_DATA_LOSS, never
    * returned. Required when the servers' table carries tags. NULL: none. */
   const char* row_key_file;
+  /* Version 4: veil_lookup_pooled pads every bag with weight-0 keys to this many keys, so that
+   * the servers see the same key count for every bag (a larger bag is VEIL_ERR_INVALID_ARGUMENT).
+   * 0 means the default, 32; VEIL_NO_BAG_PADDING sends bags as they are (the servers then learn
+   * every bag's size). */
+  uint32_t pad_bags_to;
 } veil_client_options;
+
+#define VEIL_NO_BAG_PADDING 0xFFFFFFFFu
 
 typedef struct veil_table_info {
   uint64_t rows;

@@ -108,8 +108,9 @@ class BagService final : public ServiceBase<rpc::BagServer> {
  public:
   // Everything must outlive the service.
   BagService(const BagTable& table, const embedding::Table& file, const ServerLimits& limits,
-             GaloisKeyCache& cache, BatchScheduler& scheduler, ServerStats& stats)
-      : ServiceBase(kProtocolName, stats),
+             GaloisKeyCache& cache, BatchScheduler& scheduler, ServerStats& stats,
+             const ConnectionPolicy& policy)
+      : ServiceBase(kProtocolName, stats, policy),
         table_(table),
         file_(file),
         limits_(limits),
@@ -240,9 +241,9 @@ class BfvBagProtocol final : public Protocol {
         " bytes up, ", cache_.session_bytes(), " bytes held while parsed), key memory ",
         env_.options.limits.max_galois_key_bytes, " bytes, ", table_->threads, " thread(s)");
   }
-  capnp::Capability::Client NewConnection() override {
+  capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
     return kj::heap<BagService>(*table_, env_.table, env_.options.limits, cache_, scheduler_,
-                                env_.stats);
+                                env_.stats, policy);
   }
   void Stop(kj::WaitScope& wait_scope, kj::Timer& timer) override {
     scheduler_.Stop(wait_scope, timer);

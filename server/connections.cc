@@ -1,6 +1,7 @@
 #include "server/connections.h"
 
 #include <capnp/rpc-twoparty.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -90,15 +91,31 @@ kj::Exception Disconnect(const std::string& why) {
                        kj::heapString(why.data(), why.size()));
 }
 
-// "ADDRESS:PORT" of a stream's peer, or "an unknown peer" (it may have gone already).
-std::string DescribePeer(kj::Network& network, kj::AsyncIoStream& stream) {
+}  // namespace
+
+bool IsLoopback(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (address->sa_family == AF_INET6) {
+    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+  }
+  return false;
+}
+
+namespace {
+
+// A stream's peer ("an unknown peer" if it has gone already).
+Peer PeerOf(kj::Network& network, kj::AsyncIoStream& stream) {
   try {
     sockaddr_storage address;
     uint length = sizeof(address);
     stream.getpeername(reinterpret_cast<sockaddr*>(&address), &length);
-    return network.getSockaddr(&address, length)->toString().cStr();
+    return Peer{network.getSockaddr(&address, length)->toString().cStr(),
+                IsLoopback(reinterpret_cast<const sockaddr*>(&address))};
   } catch (const kj::Exception&) {
-    return "an unknown peer";
+    return Peer{"an unknown peer", false};
   }
 }
 
@@ -249,7 +266,7 @@ class Listener::ErrorHandler final : public kj::TaskSet::ErrorHandler {
 };
 
 Listener::Listener(kj::ConnectionReceiver& receiver, kj::TlsContext* tls, kj::Timer& timer,
-                   kj::Network& network, std::function<capnp::Capability::Client()> new_service,
+                   kj::Network& network, std::function<capnp::Capability::Client(const Peer&)> new_service,
                    const ServerLimits& limits, ServerStats& stats)
     : receiver_(receiver),
       tls_(tls),
@@ -290,12 +307,13 @@ kj::Promise<void> Listener::SweepLoop() {
 void Listener::Admit(kj::Own<kj::AsyncIoStream> stream) {
   int one = 1;
   stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  Peer peer = PeerOf(network_, *stream);
   if (entries_.size() + handshakes_ >= limits_.max_connections && !EvictIdlest()) {
-    Refuse(kj::mv(stream));
+    Refuse(kj::mv(stream), peer);
   } else if (tls_ == nullptr) {
-    Serve(kj::mv(stream));
+    Serve(kj::mv(stream), std::move(peer));
   } else {
-    tasks_.add(Handshake(kj::mv(stream)));
+    tasks_.add(Handshake(kj::mv(stream), std::move(peer)));
   }
 }
 
@@ -318,8 +336,8 @@ void Listener::Close(Entry& entry, const char* why) {
   entry.kill = nullptr;
 }
 
-void Listener::Serve(kj::Own<kj::AsyncIoStream> stream) {
-  auto entry = kj::heap<Entry>(*this, DescribePeer(network_, *stream));
+void Listener::Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
+  auto entry = kj::heap<Entry>(*this, peer.address);
   auto killed = kj::newPromiseAndFulfiller<void>();
   entry->kill = kj::mv(killed.fulfiller);
   entry->stream = kj::heap<GuardedStream>(kj::mv(stream), *entry, buffered_bytes_, limits_);
@@ -327,14 +345,13 @@ void Listener::Serve(kj::Own<kj::AsyncIoStream> stream) {
   options.traversalLimitInWords = limits_.HardMessageWords();
   entry->network = kj::heap<capnp::TwoPartyVatNetwork>(
       *entry->stream, capnp::rpc::twoparty::Side::SERVER, options);
-  entry->rpc = kj::heap(capnp::makeRpcServer(*entry->network, new_service_()));
+  entry->rpc = kj::heap(capnp::makeRpcServer(*entry->network, new_service_(peer)));
   auto done = entry->network->onDisconnect().exclusiveJoin(kj::mv(killed.promise));
   tasks_.add(done.attach(kj::mv(entry)));
 }
 
-void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream) {
-  const std::string peer = DescribePeer(network_, *stream);
-  LogThrottled("refused", absl::StrCat("refused a connection from ", peer, ": ",
+void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
+  LogThrottled("refused", absl::StrCat("refused a connection from ", peer.address, ": ",
                                        limits_.max_connections, " connections, all busy"));
   if (refusing_ >= kMaxRefusing) return;  // closed right away: no room even to say why
   // The stream outlives the network, which outlives the RPC system.
@@ -360,8 +377,7 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream) {
 
 // The TLS handshake of one accepted stream, within tls_handshake_timeout. A failure (a plaintext
 // client, an untrusting one, a silent one) closes only that stream, and is logged.
-kj::Promise<void> Listener::Handshake(kj::Own<kj::AsyncIoStream> stream) {
-  std::string peer = DescribePeer(network_, *stream);
+kj::Promise<void> Listener::Handshake(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
   ++handshakes_;
   const absl::Duration limit = limits_.tls_handshake_timeout;
   auto timeout =
@@ -373,13 +389,13 @@ kj::Promise<void> Listener::Handshake(kj::Own<kj::AsyncIoStream> stream) {
   return tls_->wrapServer(kj::mv(stream))
       .exclusiveJoin(kj::mv(timeout))
       .then(
-          [this](kj::Own<kj::AsyncIoStream>&& secure) {
+          [this, peer](kj::Own<kj::AsyncIoStream>&& secure) {
             --handshakes_;
-            Serve(kj::mv(secure));
+            Serve(kj::mv(secure), peer);
           },
-          [this, peer = std::move(peer)](kj::Exception&& e) {
+          [this, address = peer.address](kj::Exception&& e) {
             --handshakes_;
-            LogThrottled("handshake", absl::StrCat("TLS handshake with ", peer,
+            LogThrottled("handshake", absl::StrCat("TLS handshake with ", address,
                                                    " failed (connection closed): ",
                                                    e.getDescription().cStr()));
           });

@@ -18,17 +18,28 @@
 
 #include <capnp/capability.h>
 #include <kj/async-io.h>
+#include <sys/socket.h>
 #include <kj/compat/tls.h>
 #include <kj/timer.h>
 
 #include <functional>
 #include <list>
 #include <memory>
+#include <string>
 
 #include "server/limits.h"
 #include "server/stats.h"
 
 namespace veil::server {
+
+// Whether `address` is a loopback one: 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104.
+bool IsLoopback(const sockaddr* address);
+
+// Who opened a connection.
+struct Peer {
+  std::string address;  // "ADDRESS:PORT", for logs
+  bool loopback = false;
+};
 
 class Listener {
  public:
@@ -36,7 +47,7 @@ class Listener {
   // plaintext) every accepted stream is wrapped in TLS before it is served. All references must
   // outlive the listener; destroying it closes every connection.
   Listener(kj::ConnectionReceiver& receiver, kj::TlsContext* tls, kj::Timer& timer,
-           kj::Network& network, std::function<capnp::Capability::Client()> new_service,
+           kj::Network& network, std::function<capnp::Capability::Client(const Peer&)> new_service,
            const ServerLimits& limits, ServerStats& stats);
   ~Listener();
 
@@ -49,9 +60,9 @@ class Listener {
   kj::Promise<void> AcceptLoop();
   kj::Promise<void> SweepLoop();
   void Admit(kj::Own<kj::AsyncIoStream> stream);
-  void Serve(kj::Own<kj::AsyncIoStream> stream);
-  void Refuse(kj::Own<kj::AsyncIoStream> stream);
-  kj::Promise<void> Handshake(kj::Own<kj::AsyncIoStream> stream);
+  void Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer);
+  void Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer);
+  kj::Promise<void> Handshake(kj::Own<kj::AsyncIoStream> stream, Peer peer);
   // Closes the connection idle the longest, if one has been idle at least min_idle_to_evict.
   bool EvictIdlest();
   void Close(Entry& entry, const char* why);
@@ -60,7 +71,7 @@ class Listener {
   kj::TlsContext* tls_;
   kj::Timer& timer_;
   kj::Network& network_;
-  std::function<capnp::Capability::Client()> new_service_;
+  std::function<capnp::Capability::Client(const Peer&)> new_service_;
   const ServerLimits& limits_;
   ServerStats& stats_;
   uint32_t handshakes_ = 0;  // streams in their TLS handshake (they count as connections)

@@ -19,13 +19,15 @@ constexpr char kProtocolName[] = "dpf2";
 class Dpf2Service final : public ServiceBase<rpc::PirServer> {
  public:
   // `table`, `batcher` and `stats` must outlive the service.
-  Dpf2Service(int party, const embedding::Table& table, std::string backend_name,
-              const ServerLimits& limits, KeyBatcher& batcher, ServerStats& stats)
-      : ServiceBase(kProtocolName, stats),
-        party_(party),
+  Dpf2Service(const ServerOptions& options, const embedding::Table& table,
+              std::string backend_name, KeyBatcher& batcher, ServerStats& stats,
+              const ConnectionPolicy& policy)
+      : ServiceBase(kProtocolName, stats, policy),
+        party_(options.party),
+        prgs_(options.prgs),
         table_(table),
         backend_name_(std::move(backend_name)),
-        limits_(limits),
+        limits_(options.limits),
         batcher_(batcher) {}
 
  protected:
@@ -40,6 +42,7 @@ class Dpf2Service final : public ServiceBase<rpc::PirServer> {
                                                          std::vector<pir::RowRange> ranges);
 
   const int party_;
+  const absl::Span<const dpf::Prg> prgs_;  // accepted (ServerOptions::prgs)
   const embedding::Table& table_;
   const std::string backend_name_;
   const ServerLimits limits_;
@@ -80,10 +83,8 @@ kj::Promise<void> Dpf2Service::config(ConfigContext context) {
   config.setRowFormat(static_cast<uint8_t>(table_.format()));
   config.setFracBits(static_cast<uint8_t>(table_.frac_bits()));
   config.setLogDomain(static_cast<uint8_t>(dpf::LogDomainForRows(table_.rows())));
-  constexpr dpf::Prg kPrgs[] = {dpf::Prg::kAes128, dpf::Prg::kChaCha8, dpf::Prg::kChaCha12,
-                                dpf::Prg::kChaCha20, dpf::Prg::kSipHash};
-  auto prgs = config.initPrgs(std::size(kPrgs));
-  for (size_t i = 0; i < std::size(kPrgs); ++i) prgs.set(i, static_cast<uint8_t>(kPrgs[i]));
+  auto prgs = config.initPrgs(prgs_.size());
+  for (size_t i = 0; i < prgs_.size(); ++i) prgs.set(i, static_cast<uint8_t>(prgs_[i]));
   auto outputs = config.initOutputTypes(2);
   outputs.set(0, static_cast<uint8_t>(dpf::OutputType::kAdditive));
   outputs.set(1, static_cast<uint8_t>(dpf::OutputType::kXor));
@@ -104,7 +105,7 @@ kj::Promise<void> Dpf2Service::answer(AnswerContext context) {
   auto ranges = ParseRanges(params.getRanges(), params.getKeys().size(), table_.rows());
   if (!ranges.ok()) Reject(ranges.status(), "answer");
   auto keys = ParseKeys(params.getKeys(), params.totalSize().wordCount * 8,
-                        KeyRules{party_, table_.rows(), /*pooled=*/false}, limits_, *ranges);
+                        KeyRules{party_, table_.rows(), /*pooled=*/false, prgs_}, limits_, *ranges);
   if (!keys.ok()) Reject(keys.status(), "answer");
   size_t key_count = keys->size();
   context.releaseParams();
@@ -127,7 +128,7 @@ kj::Promise<void> Dpf2Service::answerPooled(AnswerPooledContext context) {
   auto ranges = ParseRanges(params.getRanges(), params.getKeys().size(), table_.rows());
   if (!ranges.ok()) Reject(ranges.status(), "answerPooled");
   auto keys = ParseKeys(params.getKeys(), params.totalSize().wordCount * 8,
-                        KeyRules{party_, table_.rows(), /*pooled=*/true}, limits_, *ranges);
+                        KeyRules{party_, table_.rows(), /*pooled=*/true, prgs_}, limits_, *ranges);
   if (!keys.ok()) Reject(keys.status(), "answerPooled");
   auto parsed_bags = ParseBagSizes(params.getBagSizes(), keys->size());
   if (!parsed_bags.ok()) Reject(parsed_bags.status(), "answerPooled");
@@ -162,9 +163,9 @@ class Dpf2Protocol final : public Protocol {
                         env_.options.limits.max_batch_keys, " keys / ",
                         absl::FormatDuration(env_.options.limits.max_wait));
   }
-  capnp::Capability::Client NewConnection() override {
-    return kj::heap<Dpf2Service>(env_.options.party, env_.table, backend_->name(),
-                                 env_.options.limits, batcher_, env_.stats);
+  capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
+    return kj::heap<Dpf2Service>(env_.options, env_.table, backend_->name(), batcher_, env_.stats,
+                                 policy);
   }
   void Stop(kj::WaitScope& wait_scope, kj::Timer& timer) override {
     batcher_.Stop(wait_scope, timer);

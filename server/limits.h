@@ -5,8 +5,14 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "dpf/params.h"
 
 namespace veil::server {
+
+// The PRGs whose keys a dpf2 server accepts unless told otherwise (--prgs): SipHash, the least
+// analysed of them, is left out.
+inline constexpr dpf::Prg kDefaultPrgs[] = {dpf::Prg::kAes128, dpf::Prg::kChaCha8,
+                                            dpf::Prg::kChaCha12, dpf::Prg::kChaCha20};
 
 struct ServerLimits {
   // Keys in one answer/answerPooled call. 1024 keys of a 2^30-row table are ~0.5 MiB.

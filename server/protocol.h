@@ -26,6 +26,12 @@
 
 namespace veil::server {
 
+// What a protocol's service may know of its connection.
+struct ConnectionPolicy {
+  // The peer may call `stats`: it is on a loopback address, or the server runs --stats_from_any.
+  bool stats_allowed = false;
+};
+
 class Protocol {
  public:
   virtual ~Protocol() = default;
@@ -33,7 +39,7 @@ class Protocol {
   // For the start-up log: the backend and whatever else the protocol chose.
   virtual std::string Describe() const = 0;
   // Event-loop thread: the bootstrap capability of one new connection.
-  virtual capnp::Capability::Client NewConnection() = 0;
+  virtual capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) = 0;
   // Event-loop thread, at shutdown: fails queued calls and lets the running pass finish.
   virtual void Stop(kj::WaitScope& wait_scope, kj::Timer& timer) = 0;
 };
@@ -64,8 +70,8 @@ void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id);
 template <typename Interface>
 class ServiceBase : public Interface::Server {
  public:
-  ServiceBase(std::string protocol, ServerStats& stats)
-      : protocol_(std::move(protocol)), stats_(stats) {}
+  ServiceBase(std::string protocol, ServerStats& stats, const ConnectionPolicy& policy)
+      : protocol_(std::move(protocol)), stats_(stats), policy_(policy) {}
 
  protected:
   using HelloContext = rpc::VeilServer::Server::HelloContext;
@@ -77,7 +83,15 @@ class ServiceBase : public Interface::Server {
     hello.setProtocolVersion(rpc::PROTOCOL_VERSION);
     return kj::READY_NOW;
   }
+  // Server-wide counts, queue lengths and latencies reveal load, not rows, but only operators
+  // need them: other peers get PERMISSION_DENIED.
   kj::Promise<void> stats(StatsContext context) override {
+    if (!policy_.stats_allowed) {
+      Reject(absl::PermissionDeniedError(
+                 "stats are answered only to loopback connections (the server's "
+                 "--stats_from_any opens them to all)"),
+             "stats");
+    }
     rpc::WriteStats(stats_.Snapshot(), context.getResults().initStats());
     return kj::READY_NOW;
   }
@@ -88,6 +102,7 @@ class ServiceBase : public Interface::Server {
 
   const std::string protocol_;
   ServerStats& stats_;
+  const ConnectionPolicy policy_;
 };
 
 }  // namespace veil::server

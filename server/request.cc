@@ -1,5 +1,6 @@
 #include "server/request.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -38,6 +39,11 @@ absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Rea
     const uint64_t rows = ranges.empty() ? rules.rows : ranges[i].rows;
     if (absl::Status fits = dpf::CheckDomainFitsRows(key->params(), rows); !fits.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("key ", i, ": ", fits.message()));
+    }
+    if (std::find(rules.prgs.begin(), rules.prgs.end(), key->params().prg) == rules.prgs.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("key ", i, ": this server does not accept ",
+                                                     std::string(dpf::PrgName(key->params().prg)),
+                                                     " keys (see its config)"));
     }
     if (rules.pooled && key->params().output != dpf::OutputType::kAdditive) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -20,12 +20,13 @@ struct KeyRules {
   int party = 0;
   uint64_t rows = 0;
   bool pooled = false;  // answerPooled: additive keys only
+  absl::Span<const dpf::Prg> prgs = kDefaultPrgs;  // the PRGs accepted
 };
 
 // Parses and validates the keys of one call: the parameters (param_bytes) must fit
 // max_message_bytes, the count must be in [1, max_keys_per_call], and each key must parse, be for
 // rules.party, fit a table of rules.rows rows (or, when `ranges` is not empty, ranges[i].rows rows)
-// and (pooled) be additive. `ranges` is what ParseRanges returned for the same call: empty or one
+// and (pooled) be additive, and use one of rules.prgs. `ranges` is what ParseRanges returned for the same call: empty or one
 // range per key.
 // Returns INVALID_ARGUMENT naming the exceeded limit or the first bad key ("key 3: ...").
 absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Reader keys,

@@ -125,8 +125,9 @@ absl::Status RunServer(const ServerOptions& options) {
   auto protocol = CreateProtocol(options.protocol, ProtocolEnv{options, **table, stats});
   if (!protocol.ok()) return protocol.status();
   {
-    auto new_service = [&]() -> capnp::Capability::Client {
-      return (*protocol)->NewConnection();
+    auto new_service = [&](const Peer& peer) -> capnp::Capability::Client {
+      return (*protocol)->NewConnection(
+          ConnectionPolicy{.stats_allowed = options.stats_from_any || peer.loopback});
     };
     auto listener = std::make_unique<Listener>(*receiver, tls.get(), io.provider->getTimer(),
                                                network, new_service, options.limits, stats);

@@ -4,7 +4,9 @@
 #ifndef VEIL_SERVER_SERVER_H_
 #define VEIL_SERVER_SERVER_H_
 
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "server/limits.h"
@@ -31,6 +33,11 @@ struct ServerOptions {
   bool insecure_plaintext = false;
   // Recompute the table's digest at load and refuse a mismatch (off only for experiments).
   bool verify_table = true;
+  // dpf2: the PRGs whose keys are accepted (and advertised in `config`). SipHash, the least
+  // analysed, only when asked for.
+  std::vector<dpf::Prg> prgs{std::begin(kDefaultPrgs), std::end(kDefaultPrgs)};
+  // `stats` answers every peer, not only loopback ones.
+  bool stats_from_any = false;
   ServerLimits limits;
 };
 

@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/server.h"
 #include "tools/flags.h"
@@ -64,6 +66,12 @@ ABSL_FLAG(bool, insecure_plaintext, false,
 ABSL_FLAG(bool, verify_table, true,
           "recompute the table's digest while loading it and refuse a mismatch (seconds per GB "
           "in the log)");
+ABSL_FLAG(std::string, prgs, "aes128,chacha8,chacha12,chacha20",  // server/limits.h kDefaultPrgs
+          "dpf2: the PRGs whose keys are accepted, comma-separated (siphash, the least analysed, "
+          "only when listed)");
+ABSL_FLAG(bool, stats_from_any, false,
+          "answer the stats call (server-wide counts, queue lengths, latencies) on every "
+          "connection, not only on loopback ones");
 ABSL_FLAG(int, tls_handshake_timeout_ms, 10000,
           "how long a new connection may take to finish its TLS handshake");
 
@@ -88,6 +96,10 @@ constexpr char kUsage[] =
     "(127.0.0.1, ::1): anyone who can read the connections to both servers adds the two DPF keys "
     "or the two answer shares and learns every queried row. --insecure-plaintext lifts that rule "
     "for networks protected otherwise (with a warning in the log).\n"
+    "\n"
+    "Privacy policy: dpf2 accepts AES-128 and ChaCha keys (--prgs adds siphash); stats are "
+    "answered on loopback connections only (--stats-from-any). docs/privacy.md says what each "
+    "protocol reveals.\n"
     "\n"
     "Flags may be spelled with dashes or underscores (--tls-cert, --tls_cert); --helpfull lists "
     "them all.";
@@ -135,6 +147,20 @@ int main(int argc, char** argv) {
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.insecure_plaintext = absl::GetFlag(FLAGS_insecure_plaintext);
   options.verify_table = absl::GetFlag(FLAGS_verify_table);
+  options.stats_from_any = absl::GetFlag(FLAGS_stats_from_any);
+  options.prgs.clear();
+  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_prgs), ',', absl::SkipEmpty())) {
+    absl::StatusOr<veil::dpf::Prg> prg = veil::dpf::ParsePrg(std::string_view(name.data(), name.size()));
+    if (!prg.ok()) {
+      std::fprintf(stderr, "veil-server: --prgs: %s\n", std::string(prg.status().message()).c_str());
+      return 1;
+    }
+    options.prgs.push_back(*prg);
+  }
+  if (options.prgs.empty()) {
+    std::fprintf(stderr, "veil-server: --prgs names no PRG\n");
+    return 1;
+  }
   veil::server::ServerLimits& limits = options.limits;
   limits.max_keys_per_call = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_keys_per_call));
   limits.max_message_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_message_bytes));

@@ -41,7 +41,7 @@ absl::StatusOr<PaddedBags> PadBags(absl::Span<const uint64_t> indices,
     if (pad_to != 0 && bag_sizes[b] > pad_to) {
       return absl::InvalidArgumentError(absl::StrCat("bag ", b, " holds ", bag_sizes[b],
                                                      " rows, more than the padded bag size (",
-                                                     pad_to, ")"));
+                                                     pad_to, "; raise pad_bags_to)"));
     }
     const uint32_t sent = std::max(bag_sizes[b], pad_to);
     for (uint32_t k = 0; k < sent; ++k) {

@@ -71,7 +71,7 @@ class Client:
         tls_server_names: Optional[Tuple[str, str]] = None,
         prg: str = "aes128",
         output: str = "additive",
-        pad_bags_to: int = 0,
+        pad_bags_to: int = 32,
         allow_plaintext: bool = False,
     ) -> None:
         self._native = None

@@ -159,6 +159,8 @@ TEST_F(TwoServerTest, PooledSumsAreExactForFixedPointRows) {
 TEST_F(TwoServerTest, PaddedBagsGiveTheSameSumsAndHideBagSizes) {
   Start(embedding::RowFormat::kFixed32, 100, 3);
   ClientOptions options = OptionsFor(servers_);
+  auto padded_by_default = Client::Connect(options);
+  options.pad_bags_to = 0;
   auto plain = Client::Connect(options);
   options.pad_bags_to = 6;
   auto padded = Client::Connect(options);
@@ -171,8 +173,16 @@ TEST_F(TwoServerTest, PaddedBagsGiveTheSameSumsAndHideBagSizes) {
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
   EXPECT_EQ(*a, *b);
   EXPECT_EQ((*padded)->last_call().keys, 18u);  // 3 bags x 6 keys, whatever their sizes
+  EXPECT_EQ((*plain)->last_call().keys, 8u);
   auto too_big = (*padded)->LookupPooledWords({1, 2, 3, 4, 5, 6, 7}, {7}, {});
   EXPECT_TRUE(absl::IsInvalidArgument(too_big.status())) << too_big.status();
+  EXPECT_THAT(too_big.status().message(), HasSubstr("more than the padded bag size (6"));
+  // By default every bag is 32 keys.
+  ASSERT_TRUE(padded_by_default.ok());
+  auto c = (*padded_by_default)->LookupPooledWords(indices, bags, weights);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c, *a);
+  EXPECT_EQ((*padded_by_default)->last_call().keys, 96u);
 }
 
 TEST_F(TwoServerTest, PooledNeedsAFixedPointTable) {
@@ -288,7 +298,7 @@ TEST_F(TwoServerTest, RangeLookupsAreBitExactAndUploadFollowsTheRange) {
 }
 
 TEST_F(TwoServerTest, XorKeysAndOtherPrgsAreBitExact) {
-  Start(embedding::RowFormat::kFp32, 300, 6);
+  Start(embedding::RowFormat::kFp32, 300, 6, {"--prgs=aes128,chacha12,siphash"});
   for (auto [prg, output] : {std::pair{dpf::Prg::kAes128, dpf::OutputType::kXor},
                              std::pair{dpf::Prg::kChaCha12, dpf::OutputType::kAdditive},
                              std::pair{dpf::Prg::kSipHash, dpf::OutputType::kXor}}) {
@@ -305,6 +315,15 @@ TEST_F(TwoServerTest, XorKeysAndOtherPrgsAreBitExact) {
       EXPECT_TRUE(std::equal(plain.begin(), plain.end(), words->begin() + i * 6));
     }
   }
+}
+
+TEST_F(TwoServerTest, ServersRefuseSipHashUnlessAskedTo) {
+  Start(embedding::RowFormat::kFp32, 50, 4);
+  ClientOptions options = OptionsFor(servers_);
+  options.prg = dpf::Prg::kSipHash;
+  auto client = Client::Connect(options);
+  EXPECT_TRUE(absl::IsFailedPrecondition(client.status())) << client.status();
+  EXPECT_THAT(client.status().message(), HasSubstr("does not evaluate PRG siphash"));
 }
 
 TEST_F(TwoServerTest, AKilledServerIsAClearErrorWithinTheTimeout) {

@@ -29,8 +29,9 @@ class ParseKeysTest : public ::testing::Test {
   }
 
   std::vector<uint8_t> Key(int party, uint64_t rows = kRows,
-                           dpf::OutputType output = dpf::OutputType::kAdditive) {
-    return pir::MakeQuery(rows, 3, 1, dpf::Prg::kAes128, output)->key[party].Serialize();
+                           dpf::OutputType output = dpf::OutputType::kAdditive,
+                           dpf::Prg prg = dpf::Prg::kAes128) {
+    return pir::MakeQuery(rows, 3, 1, prg, output)->key[party].Serialize();
   }
 
   ServerLimits limits_;
@@ -56,6 +57,18 @@ TEST_F(ParseKeysTest, EachCheckNamesTheProblem) {
               HasSubstr("3 keys exceed the limit of 2 keys per call"));
   limits_.max_message_bytes = 128;
   EXPECT_THAT(Parse({Key(0)}).status().message(), HasSubstr("exceeds the limit of 128 bytes"));
+}
+
+TEST_F(ParseKeysTest, SipHashKeysOnlyWhereTheServerAcceptsThem) {
+  const auto siphash = Key(0, kRows, dpf::OutputType::kAdditive, dpf::Prg::kSipHash);
+  const auto chacha = Key(0, kRows, dpf::OutputType::kAdditive, dpf::Prg::kChaCha12);
+  EXPECT_TRUE(Parse({chacha}).ok());
+  auto refused = Parse({chacha, siphash});
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status()));
+  EXPECT_THAT(refused.status().message(), HasSubstr("key 1: this server does not accept siphash"));
+  const dpf::Prg with_siphash[] = {dpf::Prg::kAes128, dpf::Prg::kSipHash};
+  EXPECT_TRUE(Parse({siphash, Key(0)}, {0, kRows, false, with_siphash}).ok());
+  EXPECT_FALSE(Parse({chacha}, {0, kRows, false, with_siphash}).ok());
 }
 
 TEST(ParseBagSizesTest, SizesMustCoverTheKeys) {

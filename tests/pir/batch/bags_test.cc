@@ -45,7 +45,7 @@ TEST(BagsTest, RejectsBadBags) {
   EXPECT_THAT(PadBags({1, 12}, {2}, {}, 10, 0, random).status().message(),
               HasSubstr("row 12 is outside the table (10 rows)"));
   EXPECT_THAT(PadBags({1, 2, 3}, {3}, {}, 10, 2, random).status().message(),
-              HasSubstr("bag 0 holds 3 rows, more than the padded bag size (2)"));
+              HasSubstr("bag 0 holds 3 rows, more than the padded bag size (2; raise pad_bags_to)"));
 }
 
 TEST(BagsTest, SumsEachBagsSharesModTwoToThe32) {
