@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   return std::make_unique<Client>(*std::move(exchange));
 }
 
-const TableInfo& Client::table() const { return exchange_->table(); }
+TableInfo Client::table() const { return exchange_->table(); }
 
 absl::StatusOr<std::vector<uint32_t>> Client::LookupWords(absl::Span<const uint64_t> indices) {
   if (indices.empty()) return absl::InvalidArgumentError("no rows requested");
@@ -214,9 +214,11 @@ absl::StatusOr<LayoutLookup> Client::LookupLayout(const embedding::Layout& layou
   const TableInfo& t = table();
   if (t.rows != static_cast<uint64_t>(embedding::PhysicalRows(layout)) ||
       t.dim != static_cast<uint64_t>(layout.entry_words())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the servers' table (", t.rows, " rows x ", t.dim, " values) is not the layout's physical "
-        "table (", embedding::PhysicalRows(layout), " x ", layout.entry_words(), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the servers' table (", t.rows, " rows x ", t.dim,
+                     " values) is not the layout's physical "
+                     "table (",
+                     embedding::PhysicalRows(layout), " x ", layout.entry_words(), ")"));
   }
   batch::CryptoRandom random;
   auto plan = batch::PlanFetch(layout, rows, absl::BitGenRef(random));
@@ -232,8 +234,7 @@ absl::StatusOr<LayoutLookup> Client::LookupLayout(const embedding::Layout& layou
     entries = *std::move(fetched);
     out.call = last_call();
   }
-  auto unpacked =
-      batch::UnpackEntries(layout, *plan, rows, entries, layout.params().row_words);
+  auto unpacked = batch::UnpackEntries(layout, *plan, rows, entries, layout.params().row_words);
   if (!unpacked.ok()) return unpacked.status();
   out.rows = std::move(unpacked->rows);
   out.values = std::move(unpacked->values);

@@ -5,6 +5,9 @@
 // b, and adds the two answer shares; a single server only ever sees one key, which reveals nothing
 // about the row. Before any lookup both servers must report the same table (digest and epoch);
 // every answer is checked against it again, so rows are never built from two different tables.
+// Rolling updates: servers may serve several versions (epochs) of the table for a while; the
+// client uses the newest version both serve, names it in every call, and moves to a newer one
+// (retrying a call refused because its version was dropped) without failing lookups.
 // There is no fallback to asking one server in the clear: if either server is down, every lookup
 // fails with UNAVAILABLE (or DEADLINE_EXCEEDED) naming it. A lost connection is reopened by the
 // next call, which goes ahead only if the server still serves the session's table.
@@ -87,7 +90,7 @@ struct TableInfo {
   embedding::RowTag row_tag = embedding::RowTag::kNone;  // rows' authentication tags
   embedding::RowFormat format = embedding::RowFormat::kFp32;
   int frac_bits = 0;
-  uint64_t epoch = 0;
+  uint64_t epoch = 0;  // the version in use: the newest both servers serve
   std::array<uint8_t, 32> digest{};
   std::string digest_hex;
   std::string backend[2];          // what each server runs ("cpu", "gpu")
@@ -136,7 +139,9 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  const TableInfo& table() const;
+  // The table's shape and the version (epoch, digest) lookups use now, which changes when both
+  // servers have rolled to a newer one.
+  TableInfo table() const;
 
   // Rows `indices`, dequantized: indices.size() * dim floats, row after row.
   // Returns INVALID_ARGUMENT if indices is empty or an index is >= rows, UNAVAILABLE /

@@ -19,7 +19,9 @@ namespace veil::client {
 // What one server said in its `config` reply.
 struct ShareExchange::ServerConfig {
   int party = -1;
-  TableInfo table;
+  TableInfo table;  // the newest version and the shape
+  // Every version served (epoch, digest, digest_hex set), oldest first; the newest is `table`'s.
+  std::vector<TableInfo> versions;
   uint64_t max_message_bytes = 0;
   uint64_t max_queued_keys = 0;  // per connection (0 from servers that do not say)
   std::vector<uint8_t> prgs;
@@ -51,19 +53,42 @@ namespace {
 using PreparedCall = ShareExchange::PreparedCall;
 using ServerConfig = ShareExchange::ServerConfig;
 
+// Sets t's version (epoch and digest) to `id`'s.
+void SetVersion(rpc::TableId::Reader id, TableInfo& t) {
+  capnp::Data::Reader digest = id.getDigest();
+  t.digest = {};
+  if (digest.size() == t.digest.size()) std::memcpy(t.digest.data(), digest.begin(), digest.size());
+  t.digest_hex = absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest.begin()), digest.size()));
+  t.epoch = id.getEpoch();
+}
+
+void CopyVersion(const TableInfo& from, TableInfo& to) {
+  to.epoch = from.epoch;
+  to.digest = from.digest;
+  to.digest_hex = from.digest_hex;
+}
+
+bool SameVersion(const TableInfo& a, const TableInfo& b) {
+  return a.epoch == b.epoch && a.digest == b.digest;
+}
+
 ServerConfig ParseConfig(rpc::Config::Reader config) {
   ServerConfig c;
   c.party = config.getParty();
   TableInfo& t = c.table;
-  capnp::Data::Reader digest = config.getTable().getDigest();
-  if (digest.size() == t.digest.size()) std::memcpy(t.digest.data(), digest.begin(), digest.size());
-  t.digest_hex = absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest.begin()), digest.size()));
-  t.epoch = config.getTable().getEpoch();
+  SetVersion(config.getTable(), t);
+  for (rpc::TableId::Reader id : config.getEpochs()) {
+    c.versions.emplace_back();
+    SetVersion(id, c.versions.back());
+  }
+  // Servers from before rolling updates serve one version and do not list it.
+  if (c.versions.empty()) c.versions.push_back(t);
   t.rows = config.getRows();
   t.row_tag = static_cast<embedding::RowTag>(config.getRowTag());
   // What lookups return is the data; the tag words travel in the shares and are checked here.
-  t.row_words = config.getRowWords() - std::min(config.getRowWords(), embedding::TagWords(t.row_tag));
+  t.row_words =
+      config.getRowWords() - std::min(config.getRowWords(), embedding::TagWords(t.row_tag));
   t.dim = config.getDim();
   t.format = static_cast<embedding::RowFormat>(config.getRowFormat());
   t.frac_bits = config.getFracBits();
@@ -81,11 +106,24 @@ bool Contains(const std::vector<uint8_t>& ids, uint8_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
-bool SameTable(const TableInfo& a, const TableInfo& b) {
-  return a.digest == b.digest && a.epoch == b.epoch && a.rows == b.rows &&
-         a.row_words == b.row_words && a.row_tag == b.row_tag && a.dim == b.dim &&
-         a.format == b.format &&
-         a.frac_bits == b.frac_bits;
+// What a session's keys and decoding depend on; the same across a table's versions.
+bool SameShape(const TableInfo& a, const TableInfo& b) {
+  return a.rows == b.rows && a.row_words == b.row_words && a.row_tag == b.row_tag &&
+         a.dim == b.dim && a.format == b.format && a.frac_bits == b.frac_bits;
+}
+
+// Whether `config` serves `version` (epoch and digest).
+bool Serves(const ServerConfig& config, const TableInfo& version) {
+  return std::any_of(config.versions.begin(), config.versions.end(),
+                     [&](const TableInfo& v) { return SameVersion(v, version); });
+}
+
+// "1, 2": the epochs `config` serves.
+std::string Epochs(const ServerConfig& config) {
+  std::string out;
+  for (const TableInfo& v : config.versions)
+    absl::StrAppend(&out, out.empty() ? "" : ", ", v.epoch);
+  return out;
 }
 
 // Bytes of one key in a call's Cap'n Proto message: the key padded to words, its list pointer,
@@ -122,7 +160,8 @@ absl::StatusOr<std::vector<PreparedCall>> SplitIntoCalls(std::vector<pir::QueryK
                                                      " keys; the servers accept at most ", max_keys,
                                                      " per call"));
     }
-    if (calls.empty() || calls.back().keys[0].size() + bag_sizes[b] > max_keys) calls.emplace_back();
+    if (calls.empty() || calls.back().keys[0].size() + bag_sizes[b] > max_keys)
+      calls.emplace_back();
     for (uint32_t k = 0; k < bag_sizes[b]; ++k) add_key(queries[next++]);
     calls.back().bag_sizes.push_back(bag_sizes[b]);
     calls.back().reply_words += row_words;
@@ -130,9 +169,13 @@ absl::StatusOr<std::vector<PreparedCall>> SplitIntoCalls(std::vector<pir::QueryK
   return calls;
 }
 
-// Fills the parameters of an answer or answerPooled request with server s's part of `call`.
+// Fills the parameters of an answer or answerPooled request with server s's part of `call`, for
+// table version `version`.
 template <typename Request>
-void FillRequest(Request& request, const PreparedCall& call, int s) {
+void FillRequest(Request& request, const PreparedCall& call, int s, const TableInfo& version) {
+  rpc::TableId::Builder table = request.initTable();
+  table.setEpoch(version.epoch);
+  table.setDigest(capnp::Data::Reader(version.digest.data(), version.digest.size()));
   auto keys = request.initKeys(call.keys[s].size());
   for (size_t k = 0; k < call.keys[s].size(); ++k) {
     keys.set(k, capnp::Data::Reader(call.keys[s][k].data(), call.keys[s][k].size()));
@@ -171,11 +214,12 @@ absl::StatusOr<std::unique_ptr<ShareExchange>> ShareExchange::Connect(
   std::unique_ptr<ShareExchange> exchange(new ShareExchange(options, *std::move(transport)));
   exchange->row_key_ = row_key;
   std::vector<ServerConfig> configs(2);
-  absl::Status connected = exchange->transport_->Connect(
-      {true, true}, [&](int s, rpc::VeilServer::Client server) {
+  absl::Status connected =
+      exchange->transport_->Connect({true, true}, [&](int s, rpc::VeilServer::Client server) {
         return exchange->ReadConfig(s, std::move(server), configs);
       });
   if (!connected.ok()) return connected;
+  absl::MutexLock lock(&exchange->call_mu_);
   if (absl::Status s = exchange->Adopt(configs); !s.ok()) return s;
   return exchange;
 }
@@ -196,61 +240,127 @@ std::string ShareExchange::ServerPair() const {
 
 absl::Status ShareExchange::CheckServer(int s, const ServerConfig& c) const {
   if (c.party != s) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(transport_->Name(s), " is party ", c.party, ", expected party ", s,
-                     " (are the addresses swapped?)"));
+    return absl::FailedPreconditionError(absl::StrCat(transport_->Name(s), " is party ", c.party,
+                                                      ", expected party ", s,
+                                                      " (are the addresses swapped?)"));
   }
   if (!Contains(c.prgs, static_cast<uint8_t>(options_.prg)) ||
       !Contains(c.outputs, static_cast<uint8_t>(options_.output)) ||
       !Contains(c.outputs, static_cast<uint8_t>(dpf::OutputType::kAdditive))) {
-    return absl::FailedPreconditionError(absl::StrCat(transport_->Name(s),
-                                                      " does not evaluate PRG ",
-                                                      std::string(dpf::PrgName(options_.prg)),
-                                                      " with these key types"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(transport_->Name(s), " does not evaluate PRG ",
+                     std::string(dpf::PrgName(options_.prg)), " with these key types"));
   }
   return absl::OkStatus();
 }
 
 absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
-  const TableInfo& a = configs[0].table;
-  const TableInfo& b = configs[1].table;
-  if (a.digest != b.digest || a.epoch != b.epoch) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the two servers serve different tables: ", transport_->Name(0), " has digest ",
-        a.digest_hex, " epoch ", a.epoch, ", ", transport_->Name(1), " has digest ", b.digest_hex,
-        " epoch ", b.epoch, "; refusing to combine their answers"));
-  }
-  if (!SameTable(a, b)) {
-    return absl::FailedPreconditionError(
-        "the two servers report the same digest but different table shapes");
-  }
-  if (a.rows == 0 || a.row_words == 0 || !embedding::IsKnownRowFormat(a.format) ||
-      !embedding::IsKnownRowTag(static_cast<uint8_t>(a.row_tag)) ||
-      embedding::RowWords(a.format, a.dim) != a.row_words) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the servers describe an unusable table (", a.rows, " rows, ", a.row_words,
-                     " words, ", embedding::RowFormatName(a.format), " dim ", a.dim, ")"));
-  }
-  table_ = a;
-  table_.backend[1] = b.backend[1];
-  table_.range_queries = a.range_queries && b.range_queries;
-  table_.max_keys_per_call = std::min(a.max_keys_per_call, b.max_keys_per_call);
-  max_message_bytes_ = std::min(configs[0].max_message_bytes, configs[1].max_message_bytes);
-  for (const ServerConfig& c : configs) {
-    if (c.max_queued_keys != 0) {
-      max_queued_keys_ =
-          max_queued_keys_ == 0 ? c.max_queued_keys : std::min(max_queued_keys_, c.max_queued_keys);
+  // The newest version both serve (their versions all have their config's shape).
+  const TableInfo* common = nullptr;
+  if (SameShape(configs[0].table, configs[1].table)) {
+    for (const TableInfo& v : configs[0].versions) {
+      if (Serves(configs[1], v) && (common == nullptr || v.epoch > common->epoch)) common = &v;
     }
   }
-  if (table_.max_keys_per_call == 0) {
+  if (common == nullptr) {
+    const TableInfo& a = configs[0].table;
+    const TableInfo& b = configs[1].table;
+    return absl::FailedPreconditionError(
+        absl::StrCat("the two servers serve different tables: ", transport_->Name(0),
+                     " has digest ", a.digest_hex, " epoch ", a.epoch, " (serving epochs ",
+                     Epochs(configs[0]), "), ", transport_->Name(1), " has digest ", b.digest_hex,
+                     " epoch ", b.epoch, " (serving epochs ", Epochs(configs[1]),
+                     "), and no version in common (or of the "
+                     "same shape); refusing to combine their answers"));
+  }
+  TableInfo t = configs[0].table;
+  CopyVersion(*common, t);
+  if (t.rows == 0 || t.row_words == 0 || !embedding::IsKnownRowFormat(t.format) ||
+      !embedding::IsKnownRowTag(static_cast<uint8_t>(t.row_tag)) ||
+      embedding::RowWords(t.format, t.dim) != t.row_words) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the servers describe an unusable table (", t.rows, " rows, ", t.row_words,
+                     " words, ", embedding::RowFormatName(t.format), " dim ", t.dim, ")"));
+  }
+  if (table_.rows != 0 && !SameShape(t, table_)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the servers now serve a table of another shape (epoch ", t.epoch, ": ",
+                     t.rows, " rows, dim ", t.dim, ") than this session's (", table_.rows,
+                     " rows, dim ", table_.dim, "); connect a new client"));
+  }
+  t.backend[1] = configs[1].table.backend[1];
+  t.range_queries = configs[0].table.range_queries && configs[1].table.range_queries;
+  t.max_keys_per_call =
+      std::min(configs[0].table.max_keys_per_call, configs[1].table.max_keys_per_call);
+  if (t.max_keys_per_call == 0) {
     return absl::FailedPreconditionError("a server accepts no keys per call");
   }
-  if (table_.row_tag != embedding::RowTag::kNone && !row_key_) {
+  if (t.row_tag != embedding::RowTag::kNone && !row_key_) {
     return absl::FailedPreconditionError(
         "the servers' table carries row authentication tags, but this client has no row key to "
         "check them with: set row_key_file to the table's key file (veil table build writes "
         "TABLE.rowkey)");
   }
+  uint64_t max_queued_keys = 0;
+  for (const ServerConfig& c : configs) {
+    if (c.max_queued_keys != 0) {
+      max_queued_keys =
+          max_queued_keys == 0 ? c.max_queued_keys : std::min(max_queued_keys, c.max_queued_keys);
+    }
+  }
+  {
+    absl::MutexLock lock(&table_mu_);
+    table_ = std::move(t);
+  }
+  share_words_ = table_.row_words + embedding::TagWords(table_.row_tag);
+  max_message_bytes_ = std::min(configs[0].max_message_bytes, configs[1].max_message_bytes);
+  max_queued_keys_ = max_queued_keys;
+  for (int s = 0; s < 2; ++s) newest_epoch_[s] = configs[s].table.epoch;
+  newer_version_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status ShareExchange::MoveToNewestVersion(bool& moved) {
+  moved = false;
+  std::vector<ServerConfig> configs(2);
+  const std::vector<bool> lost = transport_->Lost();
+  auto read_config = [&](int s, rpc::VeilServer::Client server) {
+    return ReadConfig(s, std::move(server), configs);
+  };
+  // Lost connections are reopened (reading their configuration); the others are asked again.
+  if (absl::Status s = transport_->Connect(lost, read_config); !s.ok()) return s;
+  absl::Status read = transport_->Run(
+      [&]() -> kj::Promise<absl::Status> {
+        auto done = std::make_shared<std::vector<bool>>(lost);
+        auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(2);
+        for (int s = 0; s < 2; ++s) {
+          if (lost[s]) {
+            replies.add(absl::OkStatus());
+            continue;
+          }
+          replies.add(
+              read_config(s, transport_->Capability(s))
+                  .then(
+                      [done, s](absl::Status status) {
+                        (*done)[s] = true;
+                        return status;
+                      },
+                      [this, s](kj::Exception&& e) { return transport_->ServerError(s, e); })
+                  .eagerlyEvaluate(nullptr));
+        }
+        auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> results) {
+          for (absl::Status& r : results) {
+            if (!r.ok()) return r;
+          }
+          return absl::OkStatus();
+        });
+        return transport_->WithTimeout(kj::mv(all), done);
+      },
+      "config");
+  if (!read.ok()) return read;
+  const TableInfo before = table();
+  if (absl::Status s = Adopt(configs); !s.ok()) return s;
+  moved = !SameVersion(before, table_);
   return absl::OkStatus();
 }
 
@@ -262,7 +372,7 @@ absl::Status ShareExchange::Reconnect() {
     return ReadConfig(s, std::move(server), configs).then([this, s, &configs](absl::Status st) {
       if (!st.ok()) return st;
       const TableInfo& t = configs[s].table;
-      if (!SameTable(t, table_)) {
+      if (!SameShape(t, table_) || !Serves(configs[s], table_)) {
         return absl::FailedPreconditionError(absl::StrCat(
             transport_->Name(s), " came back serving another table (digest ", t.digest_hex,
             " epoch ", t.epoch, ") than this session's (digest ", table_.digest_hex, " epoch ",
@@ -273,10 +383,19 @@ absl::Status ShareExchange::Reconnect() {
   });
 }
 
-absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(
-    std::vector<pir::QueryKeys>& queries, absl::Span<const uint32_t> bag_sizes,
-    absl::Span<const RowRange> ranges, dpf::OutputType output, uint32_t lookups,
-    const char* what) {
+absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(std::vector<pir::QueryKeys>& queries,
+                                                              absl::Span<const uint32_t> bag_sizes,
+                                                              absl::Span<const RowRange> ranges,
+                                                              dpf::OutputType output,
+                                                              uint32_t lookups, const char* what) {
+  absl::MutexLock lock(&call_mu_);
+  // A server said it serves a newer version: move to the newest both serve before this call. If
+  // the configurations cannot be read now, the call goes ahead on the current version and reports
+  // its own errors.
+  if (newer_version_) {
+    bool moved = false;
+    MoveToNewestVersion(moved).IgnoreError();
+  }
   // Keys over a range are no larger than whole-table keys.
   dpf::DpfParameters params;
   params.log_domain = dpf::LogDomainForRows(table_.rows);
@@ -288,10 +407,18 @@ absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(
   auto calls = SplitIntoCalls(queries, bag_sizes, ranges, share_words(), max_keys);
   if (!calls.ok()) return calls.status();
 
-  absl::MutexLock lock(&call_mu_);
   std::vector<uint32_t> shares[2];
   CallStats stats;
-  if (absl::Status s = RunCalls(*calls, shares, stats, what); !s.ok()) return s;
+  absl::Status status = RunCalls(*calls, shares, stats, what);
+  if (absl::IsFailedPrecondition(status)) {
+    // The session's version may have been dropped by a roll: once more on the newest common one.
+    bool moved = false;
+    if (MoveToNewestVersion(moved).ok() && moved) {
+      stats = CallStats();
+      status = RunCalls(*calls, shares, stats, what);
+    }
+  }
+  if (!status.ok()) return status;
   std::vector<uint32_t> out(shares[0].size());
   if (absl::Status s = pir::Reconstruct(output, shares[0], shares[1], absl::MakeSpan(out));
       !s.ok()) {
@@ -347,9 +474,8 @@ absl::Status ShareExchange::CheckReply(int s, rpc::TableId::Reader id, size_t wo
   if (id.getEpoch() != table_.epoch || digest.size() != table_.digest.size() ||
       std::memcmp(digest.begin(), table_.digest.data(), digest.size()) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        transport_->Name(s), " answered from another table (epoch ", id.getEpoch(),
-        ") than the one both servers reported at connect (epoch ", table_.epoch,
-        "); reconnect to use the new table"));
+        transport_->Name(s), " answered from another table version (epoch ", id.getEpoch(),
+        ") than the one asked for (epoch ", table_.epoch, "); not combining its shares"));
   }
   if (words != expected) {
     return absl::InternalError(absl::StrCat(transport_->Name(s), " returned ", words,
@@ -373,10 +499,10 @@ absl::Status ShareExchange::SendWave(absl::Span<PreparedCall> calls, size_t firs
             auto on_reply = [this, s, offset, words = call.reply_words, &shares, done,
                              remaining](auto reply) -> absl::Status {
               auto list = reply.getShares();
-              if (absl::Status ok = CheckReply(s, reply.getTable(), list.size(), words);
-                  !ok.ok()) {
+              if (absl::Status ok = CheckReply(s, reply.getTable(), list.size(), words); !ok.ok()) {
                 return ok;
               }
+              if (reply.getNewestEpoch() > newest_epoch_[s]) newer_version_ = true;
               uint32_t* out = shares[s].data() + offset;
               for (size_t i = 0; i < words; ++i) out[i] = list[i];
               if (--(*remaining)[s] == 0) (*done)[s] = true;
@@ -387,11 +513,11 @@ absl::Status ShareExchange::SendWave(absl::Span<PreparedCall> calls, size_t firs
             kj::Promise<absl::Status> reply = nullptr;
             if (call.bag_sizes.empty()) {
               auto request = server.answerRequest();
-              FillRequest(request, call, s);
+              FillRequest(request, call, s, table_);
               reply = request.send().then(std::move(on_reply), std::move(on_error));
             } else {
               auto request = server.answerPooledRequest();
-              FillRequest(request, call, s);
+              FillRequest(request, call, s, table_);
               auto bags = request.initBagSizes(call.bag_sizes.size());
               for (size_t b = 0; b < call.bag_sizes.size(); ++b) bags.set(b, call.bag_sizes[b]);
               reply = request.send().then(std::move(on_reply), std::move(on_error));
@@ -412,6 +538,11 @@ absl::Status ShareExchange::SendWave(absl::Span<PreparedCall> calls, size_t firs
         });
       },
       what);
+}
+
+TableInfo ShareExchange::table() const {
+  absl::MutexLock lock(&table_mu_);
+  return table_;
 }
 
 absl::StatusOr<rpc::StatsSnapshot> ShareExchange::Stats(int party) {

@@ -3,6 +3,15 @@
 // exchanges key shares for answer shares. A lookup's keys are split into calls that fit both
 // servers' limits (bags kept whole), sent in waves that fit their per-connection queues, and every
 // answer is checked against the session's table before its shares are added.
+//
+// Table versions (rolling updates, server/table_set.h): servers may serve several versions
+// (epochs) of one table shape. The session uses the newest version both servers serve and names it
+// in every call, so the two shares of a row always come from the same version. When a reply says
+// its server serves a newer version, the next call first reads both configurations again and moves
+// to the newest common version; a call refused with FAILED_PRECONDITION (its version is no longer
+// served) does the same and, if the version changed, is sent once more with the same keys (valid
+// for every version: all have the session's shape; a server seeing a key again learns only that a
+// call was repeated).
 #ifndef VEIL_MOBILE_CLIENT_SHARE_EXCHANGE_H_
 #define VEIL_MOBILE_CLIENT_SHARE_EXCHANGE_H_
 
@@ -28,9 +37,10 @@ class ShareExchange {
   // Connects to both servers and checks their configurations (see Client::Connect).
   static absl::StatusOr<std::unique_ptr<ShareExchange>> Connect(const ClientOptions& options);
 
-  const TableInfo& table() const { return table_; }
+  // The session's table: its shape and the version (epoch, digest) lookups use now.
+  TableInfo table() const;
   // Words of each share: the row's data words and its tag words.
-  uint32_t share_words() const { return table_.row_words + embedding::TagWords(table_.row_tag); }
+  uint32_t share_words() const { return share_words_; }
   // The key of the table's row tags (row_key_file), if the client has one.
   const std::optional<embedding::RowKey>& row_key() const { return row_key_; }
   // "servers 0 (A) and 1 (B)", for messages about both answers.
@@ -62,10 +72,15 @@ class ShareExchange {
                                        std::vector<ServerConfig>& configs);
   // One server's configuration on its own: party, PRG and key types.
   absl::Status CheckServer(int s, const ServerConfig& config) const;
-  // Both servers' configurations: the same usable table; the session's limits.
-  absl::Status Adopt(const std::vector<ServerConfig>& configs);
+  // Both servers' configurations: the newest table version both serve, which must have the
+  // session's shape if one is set; the session's limits. Changes nothing when it fails.
+  absl::Status Adopt(const std::vector<ServerConfig>& configs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(call_mu_);
+  // Reads both servers' configurations again (reconnecting lost ones) and adopts them. Sets
+  // `moved` when the session's table version changed.
+  absl::Status MoveToNewestVersion(bool& moved) ABSL_EXCLUSIVE_LOCKS_REQUIRED(call_mu_);
   // Before a call: reconnects to servers whose connection was lost, accepting them only if they
-  // still serve the session's table (FAILED_PRECONDITION otherwise).
+  // still serve the session's table version (FAILED_PRECONDITION otherwise).
   absl::Status Reconnect();
   // `what` names the lookup in errors that arise on this side.
   absl::Status RunCalls(std::vector<PreparedCall>& calls, std::vector<uint32_t> (&shares)[2],
@@ -80,7 +95,14 @@ class ShareExchange {
   const ClientOptions options_;
   std::optional<embedding::RowKey> row_key_;
   std::unique_ptr<Transport> transport_;
+  // Written under call_mu_ and table_mu_: calls (holding call_mu_) read it freely, table() locks.
   TableInfo table_;
+  mutable absl::Mutex table_mu_;
+  uint32_t share_words_ = 0;
+  // Each server's newest table version at the last Adopt; a reply naming a newer one sets
+  // newer_version_.
+  uint64_t newest_epoch_[2] = {0, 0};
+  std::atomic<bool> newer_version_{false};
   uint64_t max_message_bytes_ = 0;
   uint64_t max_queued_keys_ = 0;  // per connection, the smaller of the two; 0: no limit
 

@@ -66,6 +66,10 @@ struct Config {
   rangeQueries @12 :Bool;       # accepts `ranges` in answer / answerPooled
   rowTag @13 :UInt8;            # embedding::RowTag: rows end with an authentication tag that
                                 # clients holding the table's row key check (rowWords counts it)
+  epochs @14 :List(TableId);    # every table version served now, oldest first; `table` is the
+                                # newest. All have this config's shape (rows, rowWords, format...).
+                                # Older ones are served for a grace period after a roll (see
+                                # docs/serving.md), then refused.
 }
 
 struct RowRange {
@@ -101,17 +105,24 @@ interface PirServer extends(VeilServer) {
   # Protocol "dpf2".
   config @0 () -> (config :Config);
 
-  answer @1 (keys :List(Data), ranges :List(RowRange)) -> (shares :List(UInt32), table :TableId);
+  answer @1 (keys :List(Data), ranges :List(RowRange), table :TableId)
+      -> (shares :List(UInt32), table :TableId, newestEpoch :UInt64);
   # One serialized dpf::DpfKey per requested row; `shares` holds rowWords words per key, in order.
   # `ranges`: absent or empty, every key is over the whole table (domain `logDomain`); otherwise one
   # range per key (servers reporting `rangeQueries` only).
+  # `table`: the version to answer from (one of config.epochs; a client sends the same one to both
+  # parties); absent, the newest. Its digest, when not empty, must match the served one's. A
+  # version not served (any more) gets FAILED_PRECONDITION "epoch N is no longer served (serving
+  # M)". `newestEpoch`: the newest version served now; a client using an older one reads `config`
+  # again to move on.
 
-  answerPooled @2 (keys :List(Data), bagSizes :List(UInt32), ranges :List(RowRange))
-      -> (shares :List(UInt32), table :TableId);
+  answerPooled @2 (keys :List(Data), bagSizes :List(UInt32), ranges :List(RowRange),
+                   table :TableId)
+      -> (shares :List(UInt32), table :TableId, newestEpoch :UInt64);
   # Keys grouped into consecutive bags (sizes sum to the key count); each bag's shares are summed
   # mod 2^32 and returned as one share of rowWords words, so the download shrinks by the bag size.
   # The weights live inside the keys (the DPF's beta), hidden from the server. Additive keys only.
-  # `ranges` as in `answer`.
+  # `ranges`, `table` and `newestEpoch` as in `answer`.
 }
 
 struct BagLimits {

@@ -242,7 +242,7 @@ class BfvBagProtocol final : public Protocol {
         env_.options.limits.max_galois_key_bytes, " bytes, ", table_->threads, " thread(s)");
   }
   capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
-    return kj::heap<BagService>(*table_, env_.table, env_.options.limits, cache_, scheduler_,
+    return kj::heap<BagService>(*table_, *env_.table, env_.options.limits, cache_, scheduler_,
                                 env_.stats, policy);
   }
   void Stop(kj::WaitScope& wait_scope, kj::Timer& timer) override {
@@ -299,7 +299,7 @@ absl::Status CheckLimits(const BagTable& t, const ServerLimits& l) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Protocol>> CreateBfvBagProtocol(const ProtocolEnv& env) {
-  const embedding::Table& file = env.table;
+  const embedding::Table& file = *env.table;
   if (file.format() != embedding::RowFormat::kFixed32) {
     return absl::InvalidArgumentError(absl::StrCat(
         "protocol bfv-bag serves fixed-point tables (its pooled sums are exact integers); this "

@@ -2,7 +2,9 @@
 // GPU) answers DPF keys in table passes batched across connections (KeyBatcher); each connection
 // gets a PirServer service that checks every call against the limits and the table before any
 // work and turns failures into error replies (rpc/status.h). Its queued keys are bounded per
-// connection. Runs on the event-loop thread; the table scan runs on the scheduler's worker.
+// connection. The table versions served (rolling updates: SIGHUP) are a TableSet
+// (server/table_set.h); each call is answered from the version it names, or the newest. Runs on the
+// event-loop thread; the table scan runs on the scheduler's worker.
 #ifndef VEIL_SERVER_DPF2_H_
 #define VEIL_SERVER_DPF2_H_
 

@@ -11,6 +11,7 @@ namespace {
 
 // One call's keys and, after its pass, its shares.
 struct KeyCall final : BatchItem {
+  std::shared_ptr<pir::Backend> backend;
   std::vector<dpf::DpfKey> keys;
   std::vector<pir::RowRange> ranges;  // empty: the whole table
   KeyBatcher::Shares shares;
@@ -18,7 +19,7 @@ struct KeyCall final : BatchItem {
 };
 
 // What the keys of one backend call must share.
-using GroupKey = std::tuple<pir::RowRange, dpf::OutputType, int, dpf::Prg>;
+using GroupKey = std::tuple<pir::Backend*, pir::RowRange, dpf::OutputType, int, dpf::Prg>;
 
 struct Group {
   std::vector<const dpf::DpfKey*> keys;
@@ -28,14 +29,15 @@ struct Group {
 
 }  // namespace
 
-KeyBatcher::KeyBatcher(pir::Backend& backend, const ServerLimits& limits, ServerStats& stats)
-    : backend_(backend),
-      scheduler_([this](absl::Span<BatchItem* const> batch) { return Pass(batch); }, limits,
+KeyBatcher::KeyBatcher(const ServerLimits& limits, ServerStats& stats)
+    : scheduler_([this](absl::Span<BatchItem* const> batch) { return Pass(batch); }, limits,
                  stats) {}
 
 kj::Promise<absl::StatusOr<KeyBatcher::Shares>> KeyBatcher::Submit(
-    std::vector<dpf::DpfKey> keys, std::vector<pir::RowRange> ranges) {
+    std::shared_ptr<pir::Backend> backend, std::vector<dpf::DpfKey> keys,
+    std::vector<pir::RowRange> ranges) {
   auto call = std::make_unique<KeyCall>();
+  call->backend = std::move(backend);
   call->keys = std::move(keys);
   call->ranges = std::move(ranges);
   return scheduler_.Submit(std::move(call))
@@ -46,16 +48,17 @@ kj::Promise<absl::StatusOr<KeyBatcher::Shares>> KeyBatcher::Submit(
 }
 
 std::vector<absl::Status> KeyBatcher::Pass(absl::Span<BatchItem* const> batch) {
-  const uint32_t row_words = backend_.table().row_words;
-  const pir::RowRange whole{0, backend_.table().rows};
   std::map<GroupKey, Group> groups;
   for (size_t c = 0; c < batch.size(); ++c) {
     auto& call = static_cast<KeyCall&>(*batch[c]);
+    const dpf::TableView& table = call.backend->table();
+    const uint32_t row_words = table.row_words;
     call.shares.assign(call.keys.size() * row_words, 0);
     for (size_t k = 0; k < call.keys.size(); ++k) {
       const dpf::DpfParameters& p = call.keys[k].params();
-      Group& g = groups[{call.ranges.empty() ? whole : call.ranges[k], p.output,
-                         p.leaf_words_log2, p.prg}];
+      Group& g = groups[{call.backend.get(),
+                         call.ranges.empty() ? pir::RowRange{0, table.rows} : call.ranges[k],
+                         p.output, p.leaf_words_log2, p.prg}];
       g.keys.push_back(&call.keys[k]);
       g.out.push_back(call.shares.data() + k * row_words);
       g.calls.push_back(c);
@@ -64,11 +67,13 @@ std::vector<absl::Status> KeyBatcher::Pass(absl::Span<BatchItem* const> batch) {
   std::vector<absl::Status> statuses(batch.size());
   std::vector<uint32_t> out;
   for (const auto& [group_key, g] : groups) {
-    const pir::RowRange& range = std::get<0>(group_key);
+    pir::Backend& backend = *std::get<0>(group_key);
+    const pir::RowRange& range = std::get<1>(group_key);
+    const uint32_t row_words = backend.table().row_words;
     out.assign(g.keys.size() * row_words, 0);
-    const absl::Status status = range == whole
-                                    ? backend_.Answer(g.keys, absl::MakeSpan(out))
-                                    : backend_.AnswerRange(g.keys, range, absl::MakeSpan(out));
+    const absl::Status status = range == pir::RowRange{0, backend.table().rows}
+                                    ? backend.Answer(g.keys, absl::MakeSpan(out))
+                                    : backend.AnswerRange(g.keys, range, absl::MakeSpan(out));
     for (size_t i = 0; i < g.keys.size(); ++i) {
       if (status.ok()) {
         std::copy_n(out.data() + i * row_words, row_words, g.out[i]);

@@ -41,6 +41,10 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateProtocol(absl::string_view name,
                                                  absl::StrJoin(ProtocolNames(), ", ")));
 }
 
+void Protocol::Roll() {
+  Log("SIGHUP: this protocol does not roll tables; restart the server to serve a new table");
+}
+
 void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id) {
   embedding::TableDigestBytes digest = table.digest();
   table_id.setDigest(capnp::Data::Reader(digest.data(), digest.size()));
@@ -49,8 +53,8 @@ void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id) 
 
 void RejectCall(ServerStats& stats, const absl::Status& status, absl::string_view call) {
   const uint64_t errors = stats.RecordError();
-  LogThrottled("rejected", absl::StrCat("rejected ", call, " (error #", errors, "): ",
-                                        status.ToString()));
+  LogThrottled("rejected",
+               absl::StrCat("rejected ", call, " (error #", errors, "): ", status.ToString()));
   kj::throwFatalException(rpc::StatusToException(status));
 }
 

@@ -40,14 +40,18 @@ class Protocol {
   virtual std::string Describe() const = 0;
   // Event-loop thread: the bootstrap capability of one new connection.
   virtual capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) = 0;
+  // Event-loop thread, on SIGHUP: starts loading a new version of the table beside the served
+  // one (server/table_set.h), or logs that this protocol does not roll tables.
+  virtual void Roll();
   // Event-loop thread, at shutdown: fails queued calls and lets the running pass finish.
   virtual void Stop(kj::WaitScope& wait_scope, kj::Timer& timer) = 0;
 };
 
-// What a protocol is made from; all of it outlives the protocol. Made on the event-loop thread.
+// What a protocol is made from; `options` and `stats` outlive the protocol, which keeps `table`
+// (loaded and verified) as long as it serves it. Made on the event-loop thread.
 struct ProtocolEnv {
   const ServerOptions& options;
-  const embedding::Table& table;
+  std::shared_ptr<const embedding::Table> table;
   ServerStats& stats;
 };
 
@@ -65,8 +69,8 @@ void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id);
 [[noreturn]] void RejectCall(ServerStats& stats, const absl::Status& status,
                              absl::string_view call);
 
-// The `VeilServer` methods every protocol's service answers alike: derive a protocol's per-connection
-// service from ServiceBase<rpc::TheProtocolsInterface>.
+// The `VeilServer` methods every protocol's service answers alike: derive a protocol's
+// per-connection service from ServiceBase<rpc::TheProtocolsInterface>.
 template <typename Interface>
 class ServiceBase : public Interface::Server {
  public:

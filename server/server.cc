@@ -48,6 +48,9 @@ absl::Status CheckOptions(const ServerOptions& options) {
   if (options.limits.tls_handshake_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the TLS handshake timeout must be positive");
   }
+  if (options.epoch_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--epoch_grace_s must not be negative");
+  }
   const ServerLimits& l = options.limits;
   if (l.max_keys_per_call < 1 || l.max_batch_keys < 1 || l.max_queued_keys < l.max_keys_per_call ||
       l.max_queued_keys_per_connection < l.max_keys_per_call || l.max_message_bytes < 1024 ||
@@ -59,6 +62,15 @@ absl::Status CheckOptions(const ServerOptions& options) {
   return absl::OkStatus();
 }
 
+// Event-loop thread: every SIGHUP asks the protocol to roll to the table file's new version.
+kj::Promise<void> RollOnSighup(kj::UnixEventPort& port, Protocol& protocol) {
+  return port.onSignal(SIGHUP).then([&port, &protocol](siginfo_t) {
+    Log("received SIGHUP: rolling to the table file's new version");
+    protocol.Roll();
+    return RollOnSighup(port, protocol);
+  });
+}
+
 }  // namespace
 
 absl::Status RunServer(const ServerOptions& options) {
@@ -68,6 +80,7 @@ absl::Status RunServer(const ServerOptions& options) {
   // the event loop receives them.
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
+  kj::UnixEventPort::captureSignal(SIGHUP);
   signal(SIGPIPE, SIG_IGN);
 
   // TLS files first: they are cheap to check, the table may not be.
@@ -87,8 +100,8 @@ absl::Status RunServer(const ServerOptions& options) {
                         absl::StrCat("table ", options.table_path, ": ", table.status().message()));
   }
   const double load_s = absl::ToDoubleSeconds(absl::Now() - load_start);
-  Log(absl::StrFormat("loaded %s in %.2f s (%.2f s per GB), digest %s", options.table_path,
-                      load_s, load_s / std::max(1e-9, (*table)->header().data_bytes / 1e9),
+  Log(absl::StrFormat("loaded %s in %.2f s (%.2f s per GB), digest %s", options.table_path, load_s,
+                      load_s / std::max(1e-9, (*table)->header().data_bytes / 1e9),
                       options.verify_table ? "verified" : "NOT verified (--verify_table=false)"));
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Network& network = io.provider->getNetwork();
@@ -116,13 +129,20 @@ absl::Status RunServer(const ServerOptions& options) {
           "pair), listen on 127.0.0.1, or pass --insecure-plaintext if this network is "
           "protected otherwise"));
     }
-    Log(absl::StrCat("WARNING: serving PLAINTEXT on ", bound,
-                     ", which is not a loopback address (--insecure-plaintext): ", rpc::kPlaintextRisk,
-                     ". Use --tls-cert and --tls-key unless this network is protected otherwise"));
+    Log(absl::StrCat(
+        "WARNING: serving PLAINTEXT on ", bound,
+        ", which is not a loopback address (--insecure-plaintext): ", rpc::kPlaintextRisk,
+        ". Use --tls-cert and --tls-key unless this network is protected otherwise"));
   }
 
+  // The protocol owns the table from here: after a roll it frees it (server/table_set.h).
+  const embedding::Table& t = **table;
+  const std::string serving = absl::StrFormat(
+      "serving %s (%d rows x %d words, %s, dim %d, epoch %d, digest %s)", options.table_path,
+      t.rows(), t.row_words(), embedding::RowFormatName(t.format()), t.dim(), t.epoch(),
+      t.DigestHex().substr(0, 16));
   ServerStats stats;
-  auto protocol = CreateProtocol(options.protocol, ProtocolEnv{options, **table, stats});
+  auto protocol = CreateProtocol(options.protocol, ProtocolEnv{options, *std::move(table), stats});
   if (!protocol.ok()) return protocol.status();
   {
     auto new_service = [&](const Peer& peer) -> capnp::Capability::Client {
@@ -134,15 +154,16 @@ absl::Status RunServer(const ServerOptions& options) {
     kj::Promise<void> accepting = listener->Run().eagerlyEvaluate(
         [](kj::Exception&& e) { Log(absl::StrCat("accept failed: ", e.getDescription().cStr())); });
 
-    const embedding::Table& t = **table;
-    Log(absl::StrFormat(
-        "serving %s (%d rows x %d words, %s, dim %d, epoch %d, digest %s) on %s port %d %s, %s",
-        options.table_path, t.rows(), t.row_words(), embedding::RowFormatName(t.format()), t.dim(),
-        t.epoch(), t.DigestHex().substr(0, 16), options.listen, receiver->getPort(),
-        tls != nullptr ? absl::StrCat("over TLS (certificate ", options.tls_cert_path, ")")
-        : loopback     ? std::string("in plaintext (loopback only)")
-                       : std::string("in PLAINTEXT"),
-        (*protocol)->Describe()));
+    kj::Promise<void> rolling =
+        RollOnSighup(io.unixEventPort, **protocol).eagerlyEvaluate([](kj::Exception&& e) {
+          Log(absl::StrCat("SIGHUP handling failed: ", e.getDescription().cStr()));
+        });
+    Log(absl::StrFormat("%s on %s port %d %s, %s", serving, options.listen, receiver->getPort(),
+                        tls != nullptr
+                            ? absl::StrCat("over TLS (certificate ", options.tls_cert_path, ")")
+                        : loopback ? std::string("in plaintext (loopback only)")
+                                   : std::string("in PLAINTEXT"),
+                        (*protocol)->Describe()));
     // After the log line, so that whoever waits for the port finds the server's log written.
     std::printf("%u\n", receiver->getPort());
     std::fflush(stdout);

@@ -1,6 +1,6 @@
 // A whole veil server process: opens the table, starts its protocol (server/protocol.h: the
-// backend and the batching scheduler), accepts Cap'n Proto connections, and stops cleanly on
-// SIGTERM or SIGINT.
+// backend and the batching scheduler), accepts Cap'n Proto connections, rolls to a new version of
+// the table on SIGHUP (dpf2), and stops cleanly on SIGTERM or SIGINT.
 #ifndef VEIL_SERVER_SERVER_H_
 #define VEIL_SERVER_SERVER_H_
 
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "server/limits.h"
 
 namespace veil::server {
@@ -38,6 +39,9 @@ struct ServerOptions {
   std::vector<dpf::Prg> prgs{std::begin(kDefaultPrgs), std::end(kDefaultPrgs)};
   // `stats` answers every peer, not only loopback ones.
   bool stats_from_any = false;
+  // dpf2: after a roll (SIGHUP loads table_path again, server/table_set.h), how long the older
+  // table versions are still served before they are dropped and freed.
+  absl::Duration epoch_grace = absl::Seconds(60);
   ServerLimits limits;
 };
 

@@ -3,7 +3,8 @@
 //   veil-server --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto --threads=1
 //               [--tls-cert=server.pem --tls-key=server.key | --insecure-plaintext]
 //   veil-server --protocol=bfv-bag --table=fixed.veil [--bfv-log-n=13]
-// Prints the bound port on stdout; logs on stderr; stops cleanly on SIGTERM / SIGINT.
+// Prints the bound port on stdout; logs on stderr; rolls to the --table file's new version on
+// SIGHUP (dpf2); stops cleanly on SIGTERM / SIGINT.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -28,7 +29,12 @@ ABSL_FLAG(int, max_queued_ciphertexts_per_connection, 8,
 ABSL_FLAG(int64_t, max_galois_key_bytes, int64_t{2} << 30,
           "bfv-bag: memory for all sessions' Galois keys; idle sessions' keys are evicted (least "
           "recently used first) to make room");
-ABSL_FLAG(std::string, table, "", "table file (veil table build)");
+ABSL_FLAG(std::string, table, "",
+          "table file (veil table build); dpf2: on SIGHUP it is loaded again as the next table "
+          "version (see Rolling table updates below)");
+ABSL_FLAG(int, epoch_grace_s, 60,
+          "dpf2: after a roll, how long older table versions are still served (then they are "
+          "dropped and freed, and calls naming them get FAILED_PRECONDITION)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "HOST:PORT to listen on; port 0 picks a free port");
 ABSL_FLAG(std::string, backend, "auto", "cpu, gpu, or auto (gpu when built and present)");
 ABSL_FLAG(int, threads, 1, "CPU backend threads");
@@ -100,6 +106,14 @@ constexpr char kUsage[] =
     "Privacy policy: dpf2 accepts AES-128 and ChaCha keys (--prgs adds siphash); stats are "
     "answered on loopback connections only (--stats-from-any). docs/privacy.md says what each "
     "protocol reveals.\n"
+    "Rolling table updates (dpf2): build the new version with a larger --epoch (and the same "
+    "rows, dim, format and row key: veil table build --reuse-row-key=OLD.rowkey), move it over "
+    "the --table file (mv is atomic; the running server holds its own copy) and send SIGHUP. The "
+    "server loads and verifies it on a background thread while the old version keeps serving, "
+    "then serves both; clients move to the newest version both parties serve, and the old one is "
+    "freed --epoch-grace-s seconds later. A file that fails its digest, has another shape or an "
+    "epoch not newer than the served one is refused (logged) and the old version keeps serving. "
+    "Roll both parties within the grace period. See docs/serving.md.\n"
     "\n"
     "Flags may be spelled with dashes or underscores (--tls-cert, --tls_cert); --helpfull lists "
     "them all.";
@@ -161,6 +175,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "veil-server: --prgs names no PRG\n");
     return 1;
   }
+  options.epoch_grace = absl::Seconds(absl::GetFlag(FLAGS_epoch_grace_s));
   veil::server::ServerLimits& limits = options.limits;
   limits.max_keys_per_call = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_keys_per_call));
   limits.max_message_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_message_bytes));

@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -154,6 +156,28 @@ absl::Status ServerProcess::Stop(absl::Duration timeout) {
     return absl::InternalError(
         absl::StrCat("veil-server pid ", pid_, " ", DescribeWaitStatus(status)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ServerProcess::RollTable(const std::string& served_path,
+                                      const std::string& next_table) {
+  if (reaped_) {
+    return absl::FailedPreconditionError(absl::StrCat("veil-server pid ", pid_, " has exited"));
+  }
+  const std::string staged = served_path + ".rolling";
+  std::error_code error;
+  std::filesystem::copy_file(next_table, staged, std::filesystem::copy_options::overwrite_existing,
+                             error);
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("cannot copy ", next_table, " to ", staged, ": ", error.message()));
+  }
+  std::filesystem::rename(staged, served_path, error);
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", staged, " to ", served_path, ": ", error.message()));
+  }
+  kill(pid_, SIGHUP);
   return absl::OkStatus();
 }
 

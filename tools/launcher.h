@@ -57,6 +57,14 @@ class ServerProcess {
   // SIGKILL and reap: a server that dies without warning.
   void Kill();
 
+  // A rolling table update (dpf2): copies `next_table` beside `served_path` (the server's --table
+  // file), renames the copy over it (atomic: the server never reads a half-written file) and sends
+  // SIGHUP. The server loads and verifies the new version in the background and serves it beside
+  // the old one (its config's `epochs` say when); a refused file is only logged by the server.
+  // Returns INTERNAL naming the file that cannot be copied or renamed, or FAILED_PRECONDITION if
+  // the server has exited.
+  absl::Status RollTable(const std::string& served_path, const std::string& next_table);
+
  private:
   ServerProcess(pid_t pid, int port) : pid_(pid), port_(port) {}
   // Waits for the child up to `timeout`; returns its wait status or -1 if still running.

@@ -60,13 +60,28 @@ int Build(absl::Span<const std::string> operands, std::ostream& out, std::ostrea
   TableOptions options;
   options.epoch = absl::GetFlag(FLAGS_epoch);
   options.frac_bits = absl::GetFlag(FLAGS_frac_bits);
-  std::string key_path;
-  if (absl::GetFlag(FLAGS_row_tags)) {
+  std::string key_path;  // where a new key goes; empty when none is written
+  const std::string reused = absl::GetFlag(FLAGS_reuse_row_key);
+  if (!absl::GetFlag(FLAGS_row_tags)) {
+    if (!absl::GetFlag(FLAGS_row_key).empty() || !reused.empty()) {
+      return UsageError("--row-key and --reuse-row-key go with --row-tags", err);
+    }
+  } else if (!reused.empty()) {
+    if (!absl::GetFlag(FLAGS_row_key).empty()) {
+      return UsageError("give --row-key (a new key) or --reuse-row-key (an existing one)", err);
+    }
+    // A new version of a table keeps its key, so that clients check its rows with the key they
+    // hold while servers roll from one version to the next.
+    absl::StatusOr<embedding::RowKey> key = embedding::ReadRowKeyFile(reused);
+    if (!key.ok()) {
+      err << "veil table: --reuse-row-key: " << key.status() << "\n";
+      return kFailed;
+    }
+    options.row_key = *key;
+  } else {
     options.row_key = embedding::NewRowKey();
     key_path =
         absl::GetFlag(FLAGS_row_key).empty() ? out_path + ".rowkey" : absl::GetFlag(FLAGS_row_key);
-  } else if (!absl::GetFlag(FLAGS_row_key).empty()) {
-    return UsageError("--row-key goes with --row-tags", err);
   }
   const absl::Status status = !csv.empty()
                                   ? WriteTableFromCsv(csv, out_path, *format, dim, options)
@@ -76,7 +91,7 @@ int Build(absl::Span<const std::string> operands, std::ostream& out, std::ostrea
     return kFailed;
   }
   // The key after the table: a failed build leaves no key behind for a table that is not there.
-  if (options.row_key) {
+  if (!key_path.empty()) {
     if (absl::Status written = embedding::WriteRowKeyFile(key_path, *options.row_key);
         !written.ok()) {
       err << "veil table: " << written << "\n";
@@ -90,10 +105,13 @@ int Build(absl::Span<const std::string> operands, std::ostream& out, std::ostrea
   }
   out << "wrote " << out_path << ": " << (*table)->rows() << " rows, dim " << (*table)->dim()
       << ", " << RowFormatName((*table)->format()) << ", digest " << (*table)->DigestHex() << "\n";
-  if (options.row_key) {
+  if (!key_path.empty()) {
     out << "row tags: on; their key is " << key_path
         << " (give it to clients, e.g. veil lookup --row-key=" << key_path
         << "; servers never need it)\n";
+  } else if (options.row_key) {
+    out << "row tags: on, under the existing key " << reused
+        << " (clients holding it check this version's rows too)\n";
   }
   return kOk;
 }
@@ -152,8 +170,11 @@ int Verify(absl::Span<const std::string> operands, std::ostream& out, std::ostre
 const char kTableUsage[] =
     "usage:\n"
     "  veil table build (--csv=FILE | --f32=FILE) --dim=D --format=fp32|fp16|int8|fixed\n"
-    "        [--frac-bits=16] [--epoch=N] [--row-tags=true] [--row-key=OUT.rowkey] --out=FILE\n"
-    "      --dim may be left out for CSV input (taken from the first row).\n"
+    "        [--frac-bits=16] [--epoch=N] [--row-tags=true]\n"
+    "        [--row-key=OUT.rowkey | --reuse-row-key=OLD.rowkey] --out=FILE\n"
+    "      --dim may be left out for CSV input (taken from the first row). A new version of a\n"
+    "      served table (rolling update): a larger --epoch, the same shape, and\n"
+    "      --reuse-row-key=the key its clients hold.\n"
     "  veil table inspect FILE [--rows=N]\n"
     "      Header fields, the digest (not recomputed) and the first N rows dequantized.\n"
     "  veil table verify FILE\n"

@@ -30,6 +30,9 @@ ABSL_FLAG(bool, row_tags, true,
 ABSL_FLAG(std::string, row_key, "",
           "table build: where the tag key goes (default OUT.rowkey, mode 0600); lookup: the "
           "table's key file, to check every fetched row");
+ABSL_FLAG(std::string, reuse_row_key, "",
+          "table build: tag rows under the key in this file instead of a new one, for a new "
+          "version (--epoch) of a table whose clients hold that key (a rolling update)");
 ABSL_FLAG(std::string, out_dir, "", "tls-cert: the folder for server.pem and server.key");
 ABSL_FLAG(std::string, hosts, "127.0.0.1,::1,localhost",
           "tls-cert: DNS names and IP addresses the certificate is for");

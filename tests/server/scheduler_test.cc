@@ -1,5 +1,3 @@
-#include "server/key_batcher.h"
-
 #include <kj/async-io.h>
 
 #include <atomic>
@@ -10,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pir/two_server/query.h"
+#include "server/key_batcher.h"
 
 namespace veil::server {
 namespace {
@@ -69,17 +68,17 @@ std::vector<uint32_t> Expected(const std::vector<dpf::DpfKey>& keys) {
 
 TEST(KeyBatcherTest, CallsGatheredWithinTheWaitShareOnePass) {
   auto io = kj::setupAsyncIo();
-  FakeBackend backend;
+  auto backend = std::make_shared<FakeBackend>();
   ServerStats stats;
   ServerLimits limits;
   limits.max_batch_keys = 12;
   limits.max_wait = absl::Seconds(5);
-  KeyBatcher scheduler(backend, limits, stats);
+  KeyBatcher scheduler(limits, stats);
   std::vector<std::vector<dpf::DpfKey>> calls;
   auto promises = kj::heapArrayBuilder<kj::Promise<absl::StatusOr<KeyBatcher::Shares>>>(4);
   for (int c = 0; c < 4; ++c) {
     calls.push_back(MakeKeys(3, 100 + c));
-    promises.add(scheduler.Submit(calls.back()));
+    promises.add(scheduler.Submit(backend, calls.back()));
   }
   auto results = kj::joinPromises(promises.finish()).wait(io.waitScope);
   scheduler.Stop(io.waitScope, io.provider->getTimer());
@@ -89,31 +88,31 @@ TEST(KeyBatcherTest, CallsGatheredWithinTheWaitShareOnePass) {
   }
   // Before any pass the scheduler does not wait (1/8 of no pass is nothing), so the first call may
   // go alone; every pass stays within the batch bound and every key is answered once.
-  EXPECT_THAT(backend.batches, Each(Le(12u)));
+  EXPECT_THAT(backend->batches, Each(Le(12u)));
   size_t total = 0;
-  for (size_t b : backend.batches) total += b;
+  for (size_t b : backend->batches) total += b;
   EXPECT_EQ(total, 12u);
-  EXPECT_EQ(stats.Snapshot().passes, backend.batches.size());
+  EXPECT_EQ(stats.Snapshot().passes, backend->batches.size());
 }
 
 TEST(KeyBatcherTest, CallsQueuedDuringAPassAreBatchedTogether) {
   auto io = kj::setupAsyncIo();
-  FakeBackend backend;
+  auto backend = std::make_shared<FakeBackend>();
   absl::Notification gate;
-  backend.gate = &gate;
+  backend->gate = &gate;
   ServerStats stats;
   ServerLimits limits;
   limits.max_batch_keys = 64;
-  KeyBatcher scheduler(backend, limits, stats);
+  KeyBatcher scheduler(limits, stats);
   auto first_keys = MakeKeys(1, 1);
-  auto first = scheduler.Submit(first_keys);
+  auto first = scheduler.Submit(backend, first_keys);
   // Let the worker take the first call and block in the backend.
   io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
   std::vector<std::vector<dpf::DpfKey>> calls;
   auto promises = kj::heapArrayBuilder<kj::Promise<absl::StatusOr<KeyBatcher::Shares>>>(5);
   for (int c = 0; c < 5; ++c) {
     calls.push_back(MakeKeys(2, 10 + c));
-    promises.add(scheduler.Submit(calls.back()));
+    promises.add(scheduler.Submit(backend, calls.back()));
   }
   EXPECT_EQ(stats.Snapshot().queued_keys, 10u);
   gate.Notify();
@@ -124,23 +123,23 @@ TEST(KeyBatcherTest, CallsQueuedDuringAPassAreBatchedTogether) {
     ASSERT_TRUE(results[c].ok());
     EXPECT_EQ(*results[c], Expected(calls[c]));
   }
-  EXPECT_EQ(backend.batches, (std::vector<size_t>{1, 10}));
+  EXPECT_EQ(backend->batches, (std::vector<size_t>{1, 10}));
 }
 
 TEST(KeyBatcherTest, FullQueueIsRefusedAndStopFailsQueuedCalls) {
   auto io = kj::setupAsyncIo();
-  FakeBackend backend;
+  auto backend = std::make_shared<FakeBackend>();
   absl::Notification gate;
-  backend.gate = &gate;
+  backend->gate = &gate;
   ServerStats stats;
   ServerLimits limits;
   limits.max_queued_keys = 4;
   limits.max_batch_keys = 2;
-  KeyBatcher scheduler(backend, limits, stats);
-  auto running = scheduler.Submit(MakeKeys(2, 1));
+  KeyBatcher scheduler(limits, stats);
+  auto running = scheduler.Submit(backend, MakeKeys(2, 1));
   io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
-  auto queued = scheduler.Submit(MakeKeys(4, 2));
-  auto refused = scheduler.Submit(MakeKeys(1, 3)).wait(io.waitScope);
+  auto queued = scheduler.Submit(backend, MakeKeys(4, 2));
+  auto refused = scheduler.Submit(backend, MakeKeys(1, 3)).wait(io.waitScope);
   EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
   std::thread release([&] {
     absl::SleepFor(absl::Milliseconds(50));
@@ -151,7 +150,7 @@ TEST(KeyBatcherTest, FullQueueIsRefusedAndStopFailsQueuedCalls) {
   EXPECT_TRUE(running.wait(io.waitScope).ok());
   auto failed = queued.wait(io.waitScope);
   EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
-  auto late = scheduler.Submit(MakeKeys(1, 4)).wait(io.waitScope);
+  auto late = scheduler.Submit(backend, MakeKeys(1, 4)).wait(io.waitScope);
   EXPECT_TRUE(absl::IsUnavailable(late.status()));
 }
 
@@ -185,16 +184,16 @@ TEST(KeyBatcherTest, KeysThatCannotShareABackendCallDoNotFailEachOther) {
   auto cpu = pir::CreateCpuBackend(dpf::TableView{data.data(), kRows, kRowWords, 0}, 1);
   ASSERT_TRUE(cpu.ok());
   absl::Notification gate;
-  GatedCpuBackend backend(*std::move(cpu), gate);
+  auto backend = std::make_shared<GatedCpuBackend>(*std::move(cpu), gate);
   ServerStats stats;
   ServerLimits limits;
   limits.max_batch_keys = 64;
-  KeyBatcher batcher(backend, limits, stats);
+  KeyBatcher batcher(limits, stats);
   const std::pair<dpf::Prg, dpf::OutputType> kinds[] = {
       {dpf::Prg::kAes128, dpf::OutputType::kAdditive},
       {dpf::Prg::kAes128, dpf::OutputType::kXor},
       {dpf::Prg::kChaCha12, dpf::OutputType::kAdditive}};
-  auto first = batcher.Submit({pir::MakeQuery(kRows, 0, 1)->key[0]});
+  auto first = batcher.Submit(backend, {pir::MakeQuery(kRows, 0, 1)->key[0]});
   io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
   std::vector<pir::QueryKeys> queries;
   auto promises = kj::heapArrayBuilder<kj::Promise<absl::StatusOr<KeyBatcher::Shares>>>(6);
@@ -202,7 +201,9 @@ TEST(KeyBatcherTest, KeysThatCannotShareABackendCallDoNotFailEachOther) {
     auto q = pir::MakeQuery(kRows, 7 * c + 1, 1, kinds[c].first, kinds[c].second);
     ASSERT_TRUE(q.ok());
     queries.push_back(*std::move(q));
-    for (int party = 0; party < 2; ++party) promises.add(batcher.Submit({queries[c].key[party]}));
+    for (int party = 0; party < 2; ++party) {
+      promises.add(batcher.Submit(backend, {queries[c].key[party]}));
+    }
   }
   gate.Notify();
   ASSERT_TRUE(first.wait(io.waitScope).ok());
@@ -212,13 +213,63 @@ TEST(KeyBatcherTest, KeysThatCannotShareABackendCallDoNotFailEachOther) {
   for (int c = 0; c < 3; ++c) {
     ASSERT_TRUE(answers[2 * c].ok() && answers[2 * c + 1].ok()) << answers[2 * c].status();
     std::vector<uint32_t> row(kRowWords);
-    ASSERT_TRUE(pir::Reconstruct(kinds[c].second, *answers[2 * c], *answers[2 * c + 1],
-                                 absl::MakeSpan(row))
-                    .ok());
+    ASSERT_TRUE(
+        pir::Reconstruct(kinds[c].second, *answers[2 * c], *answers[2 * c + 1], absl::MakeSpan(row))
+            .ok());
     const uint64_t wanted = 7 * c + 1;
     EXPECT_EQ(row, std::vector<uint32_t>(data.begin() + wanted * kRowWords,
                                          data.begin() + (wanted + 1) * kRowWords))
         << "call " << c;
+  }
+}
+
+TEST(KeyBatcherTest, CallsForDifferentTableVersionsShareAPassButNotABackendCall) {
+  // Two table versions (two backends over different rows) queued into one pass: each call is
+  // answered from the version it named, never from the other.
+  auto io = kj::setupAsyncIo();
+  constexpr uint64_t kRows = 64;
+  std::vector<uint32_t> data[2];
+  for (int v = 0; v < 2; ++v) {
+    for (size_t i = 0; i < kRows * kRowWords; ++i) {
+      data[v].push_back(static_cast<uint32_t>(i * 2654435761u + v * 977));
+    }
+  }
+  absl::Notification gate;
+  std::shared_ptr<GatedCpuBackend> versions[2];
+  for (int v = 0; v < 2; ++v) {
+    auto cpu = pir::CreateCpuBackend(dpf::TableView{data[v].data(), kRows, kRowWords, 0}, 1);
+    ASSERT_TRUE(cpu.ok());
+    versions[v] = std::make_shared<GatedCpuBackend>(*std::move(cpu), gate);
+  }
+  ServerStats stats;
+  ServerLimits limits;
+  limits.max_batch_keys = 64;
+  KeyBatcher batcher(limits, stats);
+  auto first = batcher.Submit(versions[0], {pir::MakeQuery(kRows, 0, 1)->key[0]});
+  io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
+  constexpr uint64_t kRow = 5;
+  auto q = pir::MakeQuery(kRows, kRow, 1);
+  ASSERT_TRUE(q.ok());
+  auto promises = kj::heapArrayBuilder<kj::Promise<absl::StatusOr<KeyBatcher::Shares>>>(4);
+  for (int v = 0; v < 2; ++v) {
+    for (int party = 0; party < 2; ++party)
+      promises.add(batcher.Submit(versions[v], {q->key[party]}));
+  }
+  gate.Notify();
+  ASSERT_TRUE(first.wait(io.waitScope).ok());
+  auto answers = kj::joinPromises(promises.finish()).wait(io.waitScope);
+  batcher.Stop(io.waitScope, io.provider->getTimer());
+  EXPECT_EQ(stats.Snapshot().passes, 2u) << "the four calls shared one pass";
+  EXPECT_EQ(versions[1]->passes.load(), 1) << "version 1's keys went in one backend call";
+  for (int v = 0; v < 2; ++v) {
+    ASSERT_TRUE(answers[2 * v].ok() && answers[2 * v + 1].ok()) << answers[2 * v].status();
+    std::vector<uint32_t> row(kRowWords);
+    ASSERT_TRUE(pir::Reconstruct(dpf::OutputType::kAdditive, *answers[2 * v], *answers[2 * v + 1],
+                                 absl::MakeSpan(row))
+                    .ok());
+    EXPECT_EQ(row, std::vector<uint32_t>(data[v].begin() + kRow * kRowWords,
+                                         data[v].begin() + (kRow + 1) * kRowWords))
+        << "version " << v;
   }
 }
 

@@ -1,11 +1,17 @@
 #include "tests/server/two_servers.h"
 
+#include <capnp/ez-rpc.h>
+
 #include <atomic>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "embedding/table_builder.h"
 #include "gtest/gtest.h"
+#include "rpc/status.h"
+#include "rpc/veil.capnp.h"
 
 namespace veil::testing {
 
@@ -57,6 +63,34 @@ absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std:
     servers.server[party] = *std::move(started);
   }
   return servers;
+}
+
+absl::StatusOr<std::vector<uint64_t>> ServedEpochs(const tools::ServerProcess& server) {
+  try {
+    capnp::EzRpcClient rpc("127.0.0.1", server.port());
+    auto reply = rpc.getMain<rpc::PirServer>().configRequest().send().wait(rpc.getWaitScope());
+    std::vector<uint64_t> epochs;
+    for (rpc::TableId::Reader id : reply.getConfig().getEpochs()) epochs.push_back(id.getEpoch());
+    return epochs;
+  } catch (const kj::Exception& e) {
+    return rpc::ExceptionToStatus(e, server.address());
+  }
+}
+
+absl::Status WaitForEpochs(const tools::ServerProcess& server, const std::vector<uint64_t>& want,
+                           absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    absl::StatusOr<std::vector<uint64_t>> epochs = ServedEpochs(server);
+    if (epochs.ok() && *epochs == want) return absl::OkStatus();
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(server.address(), " serves epochs ",
+                       epochs.ok() ? absl::StrJoin(*epochs, ", ") : epochs.status().ToString(),
+                       ", not ", absl::StrJoin(want, ", ")));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
 }
 
 absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartBagServer(

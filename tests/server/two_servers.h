@@ -10,10 +10,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "embedding/row_format.h"
 #include "embedding/row_tag.h"
-#include "tools/launcher.h"
 #include "rpc/tls.h"
+#include "tools/launcher.h"
 #include "tools/tls_cert.h"
 
 namespace veil::testing {
@@ -28,9 +29,10 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
                                              uint64_t epoch = 1,
                                              const embedding::RowKey* row_key = nullptr);
 
-// A fresh self-signed certificate and key (tools/tls_cert.h) in a new temporary folder, for `hosts`.
+// A fresh self-signed certificate and key (tools/tls_cert.h) in a new temporary folder, for
+// `hosts`.
 absl::StatusOr<tools::CertificateFiles> MakeCertificate(const std::vector<std::string>& hosts = {
-                                                             "127.0.0.1", "localhost"});
+                                                            "127.0.0.1", "localhost"});
 
 // Server 0 serves table0, server 1 table1 (the same file unless a test wants a mismatch).
 struct TwoServers {
@@ -42,6 +44,13 @@ struct TwoServers {
 absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std::string& table1,
                                            const std::vector<std::string>& extra_args = {},
                                            const tools::CertificateFiles* tls = nullptr);
+
+// The table versions (epochs) a running dpf2 server serves, oldest first, from its `config`.
+absl::StatusOr<std::vector<uint64_t>> ServedEpochs(const tools::ServerProcess& server);
+// Polls ServedEpochs until it equals `want`; DEADLINE_EXCEEDED (naming what it saw) after
+// `timeout`. With ServerProcess::RollTable: a roll, and its end.
+absl::Status WaitForEpochs(const tools::ServerProcess& server, const std::vector<uint64_t>& want,
+                           absl::Duration timeout = absl::Seconds(30));
 
 // One bfv-bag server (veil-server --protocol=bfv-bag) on `table`, which must be fixed-point; with
 // `tls`, it serves TLS with that certificate and key. `log_path`: where its log goes ("": stderr).

@@ -7,19 +7,19 @@
 #include <string>
 #include <vector>
 
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "embedding/row_tag.h"
 #include "embedding/table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "tests/embedding/test_util.h"
 
 namespace veil::tools {
 namespace {
 
-using ::testing::HasSubstr;
 using embedding::testing::ReadBytes;
 using embedding::testing::ScratchDir;
 using embedding::testing::WriteBytes;
+using ::testing::HasSubstr;
 
 struct CliResult {
   int code;
@@ -123,8 +123,8 @@ TEST(TableCliTest, FlagsThatDoNotParseExitOneNamingTheFlag) {
 TEST(TableCliTest, RowsAreTaggedByDefaultWithAKeyForClients) {
   ScratchDir dir;
   WriteBytes(dir.File("in.csv"), "1,2,3\n4,5,6\n");
-  CliResult build = RunCli({"build", "--csv=" + dir.File("in.csv"), "--format=fp32",
-                            "--out=" + dir.File("t.veil")});
+  CliResult build = RunCli(
+      {"build", "--csv=" + dir.File("in.csv"), "--format=fp32", "--out=" + dir.File("t.veil")});
   ASSERT_EQ(build.code, 0) << build.err;
   EXPECT_THAT(build.out, HasSubstr("row tags: on; their key is " + dir.File("t.veil.rowkey")));
   auto key = embedding::ReadRowKeyFile(dir.File("t.veil.rowkey"));
@@ -143,6 +143,43 @@ TEST(TableCliTest, RowsAreTaggedByDefaultWithAKeyForClients) {
                     "--row-key=k", "--out=" + dir.File("x.veil")})
                 .code,
             2);
+}
+
+TEST(TableCliTest, ANewVersionReusesTheRowKeyItsClientsHold) {
+  ScratchDir dir;
+  WriteBytes(dir.File("v1.csv"), "1,2,3\n4,5,6\n");
+  WriteBytes(dir.File("v2.csv"), "7,8,9\n1,1,1\n");
+  ASSERT_EQ(RunCli({"build", "--csv=" + dir.File("v1.csv"), "--format=fp32", "--epoch=1",
+                    "--out=" + dir.File("v1.veil")})
+                .code,
+            0);
+  CliResult build =
+      RunCli({"build", "--csv=" + dir.File("v2.csv"), "--format=fp32", "--epoch=2",
+              "--reuse-row-key=" + dir.File("v1.veil.rowkey"), "--out=" + dir.File("v2.veil")});
+  ASSERT_EQ(build.code, 0) << build.err;
+  EXPECT_THAT(build.out, HasSubstr("under the existing key " + dir.File("v1.veil.rowkey")));
+  EXPECT_FALSE(embedding::ReadRowKeyFile(dir.File("v2.veil.rowkey")).ok()) << "no new key";
+  auto key = embedding::ReadRowKeyFile(dir.File("v1.veil.rowkey"));
+  auto table = embedding::Table::Open(dir.File("v2.veil"));
+  ASSERT_TRUE(key.ok() && table.ok());
+  EXPECT_EQ((*table)->epoch(), 2u);
+  auto row = (*table)->row(0);
+  EXPECT_TRUE(embedding::RowTagMatches(*key, 0, row.first(3), row.subspan(3)));
+
+  const std::string reuse = "--reuse-row-key=" + dir.File("v1.veil.rowkey");
+  EXPECT_EQ(RunCli({"build", "--csv=" + dir.File("v2.csv"), "--format=fp32", reuse,
+                    "--row-key=" + dir.File("k"), "--out=" + dir.File("x.veil")})
+                .code,
+            2);
+  EXPECT_EQ(RunCli({"build", "--csv=" + dir.File("v2.csv"), "--format=fp32", reuse,
+                    "--row-tags=false", "--out=" + dir.File("x.veil")})
+                .code,
+            2);
+  CliResult missing =
+      RunCli({"build", "--csv=" + dir.File("v2.csv"), "--format=fp32",
+              "--reuse-row-key=" + dir.File("none"), "--out=" + dir.File("x.veil")});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("--reuse-row-key"));
 }
 
 TEST(TableCliTest, FailuresExitOne) {
