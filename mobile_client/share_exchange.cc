@@ -151,6 +151,8 @@ void FillRequest(Request& request, const PreparedCall& call, int s) {
 ShareExchange::ShareExchange(ClientOptions options, std::unique_ptr<Transport> transport)
     : options_(std::move(options)), transport_(std::move(transport)) {}
 
+ShareExchange::~ShareExchange() = default;
+
 absl::StatusOr<std::unique_ptr<ShareExchange>> ShareExchange::Connect(
     const ClientOptions& options) {
   TransportOptions t;
@@ -170,22 +172,39 @@ absl::StatusOr<std::unique_ptr<ShareExchange>> ShareExchange::Connect(
   if (!transport.ok()) return transport.status();
   std::unique_ptr<ShareExchange> exchange(new ShareExchange(options, *std::move(transport)));
   exchange->row_key_ = row_key;
-  std::vector<ServerConfig> configs(2);
-  absl::Status connected = exchange->transport_->Connect(
-      {true, true}, [&](int s, rpc::VeilServer::Client server) {
-        return exchange->ReadConfig(s, std::move(server), configs);
-      });
-  if (!connected.ok()) return connected;
-  if (absl::Status s = exchange->Adopt(configs); !s.ok()) return s;
+  Transport& t_ref = *exchange->transport_;
+  for (int s = 0; s < 2; ++s) exchange->replica_configs_[s].resize(t_ref.replicas(s));
+  auto read_config = [e = exchange.get()](int s, int replica, rpc::VeilServer::Client server) {
+    return e->ReadConfig(s, replica, std::move(server));
+  };
+  t_ref.SetReconnectCheck(read_config);
+  if (absl::Status connected = t_ref.Connect({true, true}, read_config); !connected.ok()) {
+    return connected;
+  }
+  if (absl::Status s = exchange->Adopt(); !s.ok()) return s;
   return exchange;
 }
 
-kj::Promise<absl::Status> ShareExchange::ReadConfig(int s, rpc::VeilServer::Client server,
-                                                    std::vector<ServerConfig>& configs) {
+kj::Promise<absl::Status> ShareExchange::ReadConfig(int s, int replica,
+                                                    rpc::VeilServer::Client server) {
   return server.castAs<rpc::PirServer>().configRequest().send().then(
-      [this, s, &configs](capnp::Response<rpc::PirServer::ConfigResults> reply) {
-        configs[s] = ParseConfig(reply.getConfig());
-        return CheckServer(s, configs[s]);
+      [this, s, replica](capnp::Response<rpc::PirServer::ConfigResults> reply) {
+        ServerConfig config = ParseConfig(reply.getConfig());
+        if (absl::Status ok = CheckServer(s, replica, config); !ok.ok()) return ok;
+        if (!adopted_) {
+          replica_configs_[s][replica] = std::move(config);
+          return absl::OkStatus();
+        }
+        // A replica (re)connected after Connect: it must serve the session's table.
+        const TableInfo& t = config.table;
+        if (!SameTable(t, table_)) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              transport_->ReplicaName(s, replica), " came back serving another table (digest ",
+              t.digest_hex, " epoch ", t.epoch, ") than this session's (digest ", table_.digest_hex,
+              " epoch ", table_.epoch,
+              "); connect a new client once both servers serve the same table"));
+        }
+        return absl::OkStatus();
       });
 }
 
@@ -194,24 +213,45 @@ std::string ShareExchange::ServerPair() const {
                       transport_->Name(1).substr(7));
 }
 
-absl::Status ShareExchange::CheckServer(int s, const ServerConfig& c) const {
+absl::Status ShareExchange::CheckServer(int s, int replica, const ServerConfig& c) const {
   if (c.party != s) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(transport_->Name(s), " is party ", c.party, ", expected party ", s,
-                     " (are the addresses swapped?)"));
+    return absl::FailedPreconditionError(absl::StrCat(transport_->ReplicaName(s, replica),
+                                                      " is party ", c.party, ", expected party ", s,
+                                                      " (are the addresses swapped?)"));
   }
   if (!Contains(c.prgs, static_cast<uint8_t>(options_.prg)) ||
       !Contains(c.outputs, static_cast<uint8_t>(options_.output)) ||
       !Contains(c.outputs, static_cast<uint8_t>(dpf::OutputType::kAdditive))) {
-    return absl::FailedPreconditionError(absl::StrCat(transport_->Name(s),
-                                                      " does not evaluate PRG ",
-                                                      std::string(dpf::PrgName(options_.prg)),
-                                                      " with these key types"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(transport_->ReplicaName(s, replica), " does not evaluate PRG ",
+                     std::string(dpf::PrgName(options_.prg)), " with these key types"));
   }
   return absl::OkStatus();
 }
 
-absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
+absl::Status ShareExchange::Adopt() {
+  // Each server's configuration is its first replica's that answered; the others must match it.
+  std::vector<ServerConfig> configs(2);
+  for (int s = 0; s < 2; ++s) {
+    int first = -1;
+    for (int r = 0; r < transport_->replicas(s); ++r) {
+      const std::optional<ServerConfig>& c = replica_configs_[s][r];
+      if (!c) continue;
+      if (first < 0) {
+        first = r;
+        configs[s] = *c;
+        continue;
+      }
+      if (!SameTable(c->table, configs[s].table)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            transport_->ReplicaName(s, r), " serves another table (digest ", c->table.digest_hex,
+            " epoch ", c->table.epoch, ") than its fellow replica ",
+            transport_->ReplicaName(s, first), " (digest ", configs[s].table.digest_hex, " epoch ",
+            configs[s].table.epoch,
+            "); replicas of one server must serve the same table: refusing it"));
+      }
+    }
+  }
   const TableInfo& a = configs[0].table;
   const TableInfo& b = configs[1].table;
   if (a.digest != b.digest || a.epoch != b.epoch) {
@@ -251,26 +291,8 @@ absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
         "check them with: set row_key_file to the table's key file (veil table build writes "
         "TABLE.rowkey)");
   }
+  adopted_ = true;
   return absl::OkStatus();
-}
-
-absl::Status ShareExchange::Reconnect() {
-  const std::vector<bool> lost = transport_->Lost();
-  if (!lost[0] && !lost[1]) return absl::OkStatus();
-  std::vector<ServerConfig> configs(2);
-  return transport_->Connect(lost, [&](int s, rpc::VeilServer::Client server) {
-    return ReadConfig(s, std::move(server), configs).then([this, s, &configs](absl::Status st) {
-      if (!st.ok()) return st;
-      const TableInfo& t = configs[s].table;
-      if (!SameTable(t, table_)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            transport_->Name(s), " came back serving another table (digest ", t.digest_hex,
-            " epoch ", t.epoch, ") than this session's (digest ", table_.digest_hex, " epoch ",
-            table_.epoch, "); connect a new client once both servers serve the same table"));
-      }
-      return absl::OkStatus();
-    });
-  });
 }
 
 absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(
@@ -302,18 +324,20 @@ absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(
   total_lookups_ += stats.lookups;
   total_keys_ += stats.keys;
   total_calls_ += stats.calls;
+  total_failovers_ += stats.failovers;
+  total_hedges_ += stats.hedges;
   return out;
 }
 
 absl::Status ShareExchange::RunCalls(std::vector<PreparedCall>& calls,
                                      std::vector<uint32_t> (&shares)[2], CallStats& stats,
                                      const char* what) {
-  if (absl::Status s = Reconnect(); !s.ok()) return s;
   size_t total_words = 0;
   for (const PreparedCall& c : calls) total_words += c.reply_words;
   shares[0].assign(total_words, 0);
   shares[1].assign(total_words, 0);
   const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
+  const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + options_.timeout;
 
@@ -337,23 +361,25 @@ absl::Status ShareExchange::RunCalls(std::vector<PreparedCall>& calls,
   stats.bytes_up = transport_->bytes_up() - up_before;
   stats.bytes_down = transport_->bytes_down() - down_before;
   stats.calls = static_cast<uint32_t>(calls.size());
+  stats.failovers = static_cast<uint32_t>(transport_->failovers() - failovers_before);
+  stats.hedges = static_cast<uint32_t>(transport_->hedges() - hedges_before);
   for (const PreparedCall& c : calls) stats.keys += static_cast<uint32_t>(c.keys[0].size());
   return absl::OkStatus();
 }
 
-absl::Status ShareExchange::CheckReply(int s, rpc::TableId::Reader id, size_t words,
+absl::Status ShareExchange::CheckReply(int s, int replica, rpc::TableId::Reader id, size_t words,
                                        size_t expected) const {
   capnp::Data::Reader digest = id.getDigest();
   if (id.getEpoch() != table_.epoch || digest.size() != table_.digest.size() ||
       std::memcmp(digest.begin(), table_.digest.data(), digest.size()) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        transport_->Name(s), " answered from another table (epoch ", id.getEpoch(),
-        ") than the one both servers reported at connect (epoch ", table_.epoch,
-        "); reconnect to use the new table"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(transport_->ReplicaName(s, replica), " answered from another table (epoch ",
+                     id.getEpoch(), ") than the one both servers reported at connect (epoch ",
+                     table_.epoch, "); reconnect to use the new table"));
   }
   if (words != expected) {
-    return absl::InternalError(absl::StrCat(transport_->Name(s), " returned ", words,
-                                            " share words, expected ", expected));
+    return absl::InternalError(absl::StrCat(transport_->ReplicaName(s, replica), " returned ",
+                                            words, " share words, expected ", expected));
   }
   return absl::OkStatus();
 }
@@ -370,33 +396,42 @@ absl::Status ShareExchange::SendWave(absl::Span<PreparedCall> calls, size_t firs
         size_t offset = first_offset;
         for (PreparedCall& call : calls) {
           for (int s = 0; s < 2; ++s) {
-            auto on_reply = [this, s, offset, words = call.reply_words, &shares, done,
-                             remaining](auto reply) -> absl::Status {
-              auto list = reply.getShares();
-              if (absl::Status ok = CheckReply(s, reply.getTable(), list.size(), words);
-                  !ok.ok()) {
-                return ok;
+            // The same keys may go to several replicas (failover, hedging); the first good reply
+            // fills the shares, later ones are dropped.
+            auto filled = std::make_shared<bool>(false);
+            auto send = [this, s, &call, offset, &shares, filled](
+                            rpc::VeilServer::Client cap, int replica) -> kj::Promise<absl::Status> {
+              auto on_reply = [this, s, replica, offset, words = call.reply_words, &shares,
+                               filled](auto reply) -> absl::Status {
+                auto list = reply.getShares();
+                if (absl::Status ok = CheckReply(s, replica, reply.getTable(), list.size(), words);
+                    !ok.ok()) {
+                  return ok;
+                }
+                if (*filled) return absl::OkStatus();
+                *filled = true;
+                uint32_t* out = shares[s].data() + offset;
+                for (size_t i = 0; i < words; ++i) out[i] = list[i];
+                return absl::OkStatus();
+              };
+              auto server = cap.castAs<rpc::PirServer>();
+              if (call.bag_sizes.empty()) {
+                auto request = server.answerRequest();
+                FillRequest(request, call, s);
+                return request.send().then(std::move(on_reply));
               }
-              uint32_t* out = shares[s].data() + offset;
-              for (size_t i = 0; i < words; ++i) out[i] = list[i];
-              if (--(*remaining)[s] == 0) (*done)[s] = true;
-              return absl::OkStatus();
-            };
-            auto on_error = [this, s](kj::Exception&& e) { return transport_->ServerError(s, e); };
-            auto server = transport_->Capability(s).castAs<rpc::PirServer>();
-            kj::Promise<absl::Status> reply = nullptr;
-            if (call.bag_sizes.empty()) {
-              auto request = server.answerRequest();
-              FillRequest(request, call, s);
-              reply = request.send().then(std::move(on_reply), std::move(on_error));
-            } else {
               auto request = server.answerPooledRequest();
               FillRequest(request, call, s);
               auto bags = request.initBagSizes(call.bag_sizes.size());
               for (size_t b = 0; b < call.bag_sizes.size(); ++b) bags.set(b, call.bag_sizes[b]);
-              reply = request.send().then(std::move(on_reply), std::move(on_error));
-            }
-            statuses.add(reply.eagerlyEvaluate(nullptr));
+              return request.send().then(std::move(on_reply));
+            };
+            statuses.add(transport_->Call(s, std::move(send))
+                             .then([s, done, remaining](absl::Status status) {
+                               if (status.ok() && --(*remaining)[s] == 0) (*done)[s] = true;
+                               return status;
+                             })
+                             .eagerlyEvaluate(nullptr));
           }
           offset += call.reply_words;
         }
@@ -417,26 +452,24 @@ absl::Status ShareExchange::SendWave(absl::Span<PreparedCall> calls, size_t firs
 absl::StatusOr<rpc::StatsSnapshot> ShareExchange::Stats(int party) {
   if (party != 0 && party != 1) return absl::InvalidArgumentError("party must be 0 or 1");
   absl::MutexLock lock(&call_mu_);
-  if (absl::Status s = Reconnect(); !s.ok()) return s;
   rpc::StatsSnapshot info;
   absl::Status status = transport_->Run(
       [&]() -> kj::Promise<absl::Status> {
         auto done = std::make_shared<std::vector<bool>>(2, true);
         (*done)[party] = false;
-        auto reply = transport_->Capability(party).statsRequest().send().then(
-            [&info, done, party](capnp::Response<rpc::VeilServer::StatsResults> r) {
-              info = rpc::ReadStats(r.getStats());
-              (*done)[party] = true;
-              return absl::OkStatus();
-            },
-            [this, party](kj::Exception&& e) { return transport_->ServerError(party, e); });
+        auto reply = transport_->Call(party, [&info](rpc::VeilServer::Client cap, int) {
+          return cap.statsRequest().send().then(
+              [&info](capnp::Response<rpc::VeilServer::StatsResults> r) {
+                info = rpc::ReadStats(r.getStats());
+                return absl::OkStatus();
+              });
+        });
         return transport_->WithTimeout(kj::mv(reply), done);
       },
       "stats");
   if (!status.ok()) return status;
   return info;
 }
-
 CallStats ShareExchange::last_call() const {
   absl::MutexLock lock(&call_mu_);
   return last_call_;
@@ -449,6 +482,8 @@ CallStats ShareExchange::totals() const {
   t.lookups = total_lookups_.load();
   t.keys = total_keys_.load();
   t.calls = total_calls_.load();
+  t.failovers = total_failovers_.load();
+  t.hedges = total_hedges_.load();
   return t;
 }
 
