@@ -53,13 +53,6 @@ using client::CallStats;
 using client::Client;
 using client::ClientOptions;
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(p * (v.size() - 1) + 0.5);
-  return v[std::min(rank, v.size() - 1)];
-}
-
 // CPU seconds (user + system) used so far by process `pid`, from /proc.
 double ProcessCpuSeconds(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));

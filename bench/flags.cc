@@ -30,6 +30,10 @@ ABSL_FLAG(absl::optional<std::string>, dim, absl::nullopt, "bfv-bag-e2e: embeddi
 ABSL_FLAG(absl::optional<std::string>, dir, absl::nullopt,
           "table-load: where the table is written");
 ABSL_FLAG(absl::optional<std::string>, duration_s, absl::nullopt, "e2e: measured seconds");
+ABSL_FLAG(absl::optional<std::string>, hostile, absl::nullopt,
+          "neighbour: hostile connections (slow senders, idle, other key types)");
+ABSL_FLAG(absl::optional<std::string>, hostile_interval_ms, absl::nullopt,
+          "neighbour: pause between the other-key-type clients' calls (0: none)");
 ABSL_FLAG(absl::optional<std::string>, json_out, absl::nullopt,
           "also append the JSON lines to this file");
 ABSL_FLAG(absl::optional<std::string>, kernels, absl::nullopt,
@@ -66,6 +70,8 @@ ABSL_FLAG(absl::optional<std::string>, reference, absl::nullopt,
 ABSL_FLAG(absl::optional<std::string>, reps, absl::nullopt, "repetitions");
 ABSL_FLAG(absl::optional<std::string>, row_bytes, absl::nullopt,
           "lwe-answer, lattice: bytes per table row");
+ABSL_FLAG(absl::optional<std::string>, round_s, absl::nullopt,
+          "neighbour: seconds of each alternating round alone / with the hostiles");
 ABSL_FLAG(absl::optional<std::string>, rows, absl::nullopt, "table rows");
 ABSL_FLAG(absl::optional<std::string>, server_bin, absl::nullopt,
           "e2e suites: the veil-server executable");

@@ -120,6 +120,13 @@ std::vector<double> SortedTimes(const std::function<void()>& run, int warmup, in
 }
 }  // namespace
 
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(rank, v.size() - 1)];
+}
+
 double MedianSeconds(const std::function<void()>& run, int warmup, int max_reps,
                      double budget_s) {
   std::vector<double> times = SortedTimes(run, warmup, max_reps, budget_s);
