@@ -15,7 +15,9 @@
 //      --lookups-per-call rows per call, a call every --hostile-interval-ms (0: back to back), so
 //      that the servers see both key types at once and must not batch them together.
 // good_qps_ratio = qps_with / qps_alone (rows per second), p99 per call; good_errors counts the
-// good client's failed calls and wrong rows while the hostiles run (and alone).
+// good client's failed calls and wrong rows while the hostiles run (and alone). The CPU seconds of
+// both servers and of this process (the good client, plus the hostiles in their rounds) in each
+// phase tell a slowdown from sharing the cores apart from one inside the servers.
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -53,6 +55,8 @@ struct NeighbourOptions {
 
 struct Phase {
   std::vector<double> latency_ms;
+  double server_cpu_s = 0;  // both servers
+  double client_cpu_s = 0;  // this process: the good client, and the hostiles while they run
   uint64_t rows = 0;
   uint64_t errors = 0;
   std::string first_error;
@@ -279,7 +283,14 @@ absl::Status Neighbour(const Flags& flags) {
     on.active = hostile_round;
     // Let the hostiles (re)connect before the round counts.
     if (hostile_round) absl::SleepFor(absl::Milliseconds(50));
-    RunGood(**good, **table, o, o.round_s, rows_gen, hostile_round ? with : alone);
+    Phase& phase = hostile_round ? with : alone;
+    auto server_cpu = [&] {
+      return ProcessCpuSeconds(servers[0]->pid()) + ProcessCpuSeconds(servers[1]->pid());
+    };
+    const double server_before = server_cpu(), client_before = SelfCpuSeconds();
+    RunGood(**good, **table, o, o.round_s, rows_gen, phase);
+    phase.server_cpu_s += server_cpu() - server_before;
+    phase.client_cpu_s += SelfCpuSeconds() - client_before;
   }
   on.stop = true;
   for (std::thread& t : hostiles) t.join();
@@ -313,6 +324,10 @@ absl::Status Neighbour(const Flags& flags) {
       .Add("p99_alone_ms", Percentile(alone.latency_ms, 0.99))
       .Add("p99_with_ms", Percentile(with.latency_ms, 0.99))
       .Add("good_errors", alone.errors + with.errors)
+      .Add("server_cpu_alone_s", alone.server_cpu_s)
+      .Add("server_cpu_with_s", with.server_cpu_s)
+      .Add("client_cpu_alone_s", alone.client_cpu_s)
+      .Add("client_cpu_with_s", with.client_cpu_s)
       .Add("hostile_dropped", counts.dropped.load())
       .Add("hostile_xor_rows", counts.lookups.load())
       .Add("hostile_xor_errors", counts.errors.load())

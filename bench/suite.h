@@ -66,6 +66,11 @@ struct SuiteRegistration {
 double MedianSeconds(const std::function<void()>& run, int warmup = 1, int max_reps = 15,
                      double budget_s = 3.0);
 
+// CPU seconds (user + system) used so far by process `pid`, from /proc (0 if unreadable).
+double ProcessCpuSeconds(int pid);
+// CPU seconds used so far by this process.
+double SelfCpuSeconds();
+
 // The p-quantile (0..1) of `v` by nearest rank; 0 for none.
 double Percentile(std::vector<double> v, double p);
 
