@@ -50,7 +50,8 @@ class ShareExchange;  // mobile_client/share_exchange.h
 struct ClientOptions {
   // "HOST:PORT" of party 0, or its replicas "HOST:PORT,HOST:PORT,..." (mobile_client/replicas.h).
   // Replicas of one party must serve the same table (Connect refuses one that does not, naming
-  // it); Connect needs one replica of each party up. A call that fails on a replica (connection
+  // it); Connect needs one replica of each party up, and waits for every replica's answer (a
+  // silent one's for up to `timeout`). A call that fails on a replica (connection
   // lost, UNAVAILABLE, RESOURCE_EXHAUSTED, the server's DEADLINE_EXCEEDED, a replica that cannot
   // be reached) is sent again with the same keys to another replica of that party (a failover),
   // and a call whose reply is slower than the 95th percentile of the party's recent replies (at

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "mobile_client/client.h"
 #include "tests/server/two_servers.h"
+#include "tools/launcher.h"
 
 namespace veil::client {
 namespace {
@@ -197,6 +198,36 @@ TEST_F(ReplicasTest, ConnectToleratesADownReplica) {
   ASSERT_FALSE(words.ok());
   EXPECT_EQ(words.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(words.status().message(), HasSubstr("server 0: all 2 of its replicas failed"));
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST_F(ReplicasTest, ADeadReplicaIsUsedAgainOnceItComesBack) {
+  auto client = Client::Connect(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::mt19937_64 rng(4);
+  int failed = 0, wrong = 0;
+  const int port = pair_[0].server[0]->port();
+  pair_[0].server[0]->Kill();  // party 0's first replica
+  LookUp(**client, 5, rng, &failed, &wrong);
+  // It comes back on its port; once its backoff has passed, a call reconnects it in the
+  // background, and the lookups survive losing party 0's other replica.
+  tools::ServerProcessOptions restart;
+  restart.binary = VEIL_SERVER_BINARY;
+  restart.party = 0;
+  restart.table_path = path_;
+  restart.listen = absl::StrCat("127.0.0.1:", port);
+  auto back = tools::ServerProcess::Start(restart);
+  ASSERT_TRUE(back.ok()) << back.status();
+  // Its backoff has doubled with each failed reconnection while it was down (at most 1.6 s in
+  // the second it takes to come back): three seconds of calls pass it.
+  const absl::Time until = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < until) {
+    LookUp(**client, 1, rng, &failed, &wrong);
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  pair_[1].server[0]->Kill();
+  LookUp(**client, 10, rng, &failed, &wrong);
   EXPECT_EQ(failed, 0);
   EXPECT_EQ(wrong, 0);
 }
