@@ -41,7 +41,8 @@ constexpr char kUsage[] =
     "      trust DIR/server.pem (--tls-certs).\n"
     "\n"
     "example:\n"
-    "  veil lookup --server0=127.0.0.1:4000 --server1=127.0.0.1:4001 --rows=3,17\n"    "  veil lookup --server0=127.0.0.1:4000,127.0.0.1:4002 --server1=127.0.0.1:4001 --rows=3\n"
+    "  veil lookup --server0=127.0.0.1:4000 --server1=127.0.0.1:4001 --rows=3,17\n"
+    "  veil lookup --server0=127.0.0.1:4000,127.0.0.1:4002 --server1=127.0.0.1:4001 --rows=3\n"
     "\n"
     "Flags may be spelled with dashes or underscores; --helpfull lists them all.";
 
@@ -164,7 +165,12 @@ int Lookup() {
   for (const std::string& line : lines) std::cout << line << "\n";
   veil::client::CallStats s = (*client)->last_call();
   std::cerr << s.lookups << " lookup(s) in " << s.latency_ms << " ms; sent " << s.bytes_up
-            << " B, received " << s.bytes_down << " B (both servers)\n";
+            << " B, received " << s.bytes_down << " B (both servers)";
+  if (s.failovers != 0 || s.hedges != 0) {
+    std::cerr << "; " << s.failovers << " call(s) failed over and " << s.hedges
+              << " hedged to another replica";
+  }
+  std::cerr << "\n";
   return 0;
 }
 
