@@ -80,9 +80,9 @@ class Transport {
   std::string ReplicaName(int s, int replica) const;
   const TransportOptions& options() const { return options_; }
 
-  // Caller thread: (re)connects every replica of the servers marked in `which`, checks their
-  // `hello`, and runs `on_connected` for each, each replica within the timeout. Succeeds when
-  // every marked server has a replica up and no replica failed otherwise than by being
+  // Caller thread: connects every replica of the servers marked in `which` that is not up,
+  // checks its `hello`, and runs `on_connected` for it, each replica within the timeout. Succeeds
+  // when every marked server has a replica up and no replica failed otherwise than by being
   // unreachable or silent. Returns UNAVAILABLE naming a server none of whose replicas can be
   // reached (with one replica: naming it), whose TLS handshake fails or which closes a plaintext
   // connection before answering; DEADLINE_EXCEEDED if a lone replica does not answer in time;
@@ -96,7 +96,8 @@ class Transport {
   std::vector<bool> Lost() const;
 
   // Loop thread: runs `send` on a replica of server s, with failover and hedging (see above);
-  // replicas that are down are reconnected first (with SetReconnectCheck's check). Returns the
+  // a replica without a connection is connected before the call goes to it (with
+  // SetReconnectCheck's check). Returns the
   // first good reply's status; a reply's own error (send's status, or a server's error reply
   // other than those failed over) at once; with one replica, its failure; otherwise UNAVAILABLE
   // naming the server and each replica's failure once all have failed. The caller bounds it
