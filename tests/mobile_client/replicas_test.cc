@@ -169,6 +169,20 @@ TEST_F(ReplicasTest, AStalledReplicaIsHedged) {
   EXPECT_LT(took, absl::Seconds(3));
 }
 
+TEST_F(ReplicasTest, ConnectGoesAheadWithoutAStalledReplica) {
+  const pid_t stalled = pair_[1].server[1]->pid();  // party 1's second replica
+  ASSERT_EQ(kill(stalled, SIGSTOP), 0);
+  // Connect waits for the silent replica up to the timeout, then goes ahead without it.
+  auto client = Client::Connect(Options(absl::Seconds(1)));
+  std::mt19937_64 rng(5);
+  int failed = 0, wrong = 0;
+  if (client.ok()) LookUp(**client, 20, rng, &failed, &wrong);
+  ASSERT_EQ(kill(stalled, SIGCONT), 0);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST_F(ReplicasTest, AllReplicasOfAPartyDownIsUnavailableNamingIt) {
   auto client = Client::Connect(Options(absl::Seconds(2)));
   ASSERT_TRUE(client.ok()) << client.status();
