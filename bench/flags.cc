@@ -20,7 +20,7 @@ ABSL_FLAG(absl::optional<std::string>, batch, absl::nullopt,
 ABSL_FLAG(absl::optional<std::string>, bits, absl::nullopt,
           "paillier: modulus bits (1024, 2048, 3072)");
 ABSL_FLAG(absl::optional<std::string>, budget_s, absl::nullopt, "seconds each timing may take");
-ABSL_FLAG(absl::optional<std::string>, clients, absl::nullopt, "e2e: client threads");
+ABSL_FLAG(absl::optional<std::string>, clients, absl::nullopt, "e2e, soak: client threads");
 ABSL_FLAG(absl::optional<std::string>, columns, absl::nullopt, "GPU suites: table columns");
 ABSL_FLAG(absl::optional<std::string>, count, absl::nullopt, "operations timed");
 ABSL_FLAG(absl::optional<std::string>, device, absl::nullopt, "GPU suites: the CUDA device");
@@ -28,8 +28,14 @@ ABSL_FLAG(absl::optional<std::string>, devices, absl::nullopt,
           "GPU suites: how many devices share the table");
 ABSL_FLAG(absl::optional<std::string>, dim, absl::nullopt, "bfv-bag-e2e: embedding dimension");
 ABSL_FLAG(absl::optional<std::string>, dir, absl::nullopt,
-          "table-load: where the table is written");
+          "table-load, soak: where the tables (and the soak servers' logs) are written");
 ABSL_FLAG(absl::optional<std::string>, duration_s, absl::nullopt, "e2e: measured seconds");
+ABSL_FLAG(absl::optional<std::string>, hostile, absl::nullopt,
+          "neighbour: hostile connections (slow senders, idle, other key types)");
+ABSL_FLAG(absl::optional<std::string>, hostile_interval_ms, absl::nullopt,
+          "neighbour: pause between the other-key-type clients' calls (0: none)");
+ABSL_FLAG(absl::optional<std::string>, kill_every_s, absl::nullopt,
+          "soak: seconds between replica kills");
 ABSL_FLAG(absl::optional<std::string>, json_out, absl::nullopt,
           "also append the JSON lines to this file");
 ABSL_FLAG(absl::optional<std::string>, kernels, absl::nullopt,
@@ -66,6 +72,12 @@ ABSL_FLAG(absl::optional<std::string>, reference, absl::nullopt,
 ABSL_FLAG(absl::optional<std::string>, reps, absl::nullopt, "repetitions");
 ABSL_FLAG(absl::optional<std::string>, row_bytes, absl::nullopt,
           "lwe-answer, lattice: bytes per table row");
+ABSL_FLAG(absl::optional<std::string>, round_s, absl::nullopt,
+          "neighbour: seconds of each alternating round alone / with the hostiles");
+ABSL_FLAG(absl::optional<std::string>, restart_after_s, absl::nullopt,
+          "soak: seconds a killed replica stays down");
+ABSL_FLAG(absl::optional<std::string>, roll_at_s, absl::nullopt,
+          "soak: when every replica rolls to the new table version");
 ABSL_FLAG(absl::optional<std::string>, rows, absl::nullopt, "table rows");
 ABSL_FLAG(absl::optional<std::string>, server_bin, absl::nullopt,
           "e2e suites: the veil-server executable");

@@ -66,6 +66,14 @@ struct SuiteRegistration {
 double MedianSeconds(const std::function<void()>& run, int warmup = 1, int max_reps = 15,
                      double budget_s = 3.0);
 
+// CPU seconds (user + system) used so far by process `pid`, from /proc (0 if unreadable).
+double ProcessCpuSeconds(int pid);
+// CPU seconds used so far by this process.
+double SelfCpuSeconds();
+
+// The p-quantile (0..1) of `v` by nearest rank; 0 for none.
+double Percentile(std::vector<double> v, double p);
+
 // Fastest of repeated timings: for ceilings (a machine's limit is its best run; interference
 // only slows a run down).
 double FastestSeconds(const std::function<void()>& run, int warmup = 1, int max_reps = 15,

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "embedding/row_format.h"
@@ -131,6 +132,12 @@ BagClient::~BagClient() = default;
 absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOptions& options) {
   if (sodium_init() < 0) return absl::InternalError("libsodium failed to initialise");
   if (options.server.empty()) return absl::InvalidArgumentError("no server address");
+  // The server keeps this client's Galois keys per connection, so it has no replicas to fail over
+  // to.
+  if (absl::StrContains(options.server, ',')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a bfv-bag client takes one server address, not a list (\"", options.server, "\")"));
+  }
   TransportOptions t;
   t.addresses = {options.server};
   t.tls_names = {options.tls_server_name};
@@ -143,7 +150,7 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOpt
   std::unique_ptr<BagClient> client(new BagClient(options, *std::move(transport)));
   ServerConfig config;
   absl::Status connected = client->transport_->Connect(
-      {true}, [&](int, rpc::VeilServer::Client server) { return ReadConfig(server, config); });
+      {true}, [&](int, int, rpc::VeilServer::Client server) { return ReadConfig(server, config); });
   if (!connected.ok()) return connected;
   if (absl::Status s = client->Adopt(config); !s.ok()) return s;
   absl::MutexLock lock(&client->mu_);
@@ -254,7 +261,7 @@ absl::Status BagClient::Reconnect() {
   if (!transport_->Lost()[0]) return absl::OkStatus();
   ServerConfig config;
   absl::Status connected = transport_->Connect(
-      {true}, [&](int, rpc::VeilServer::Client server) { return ReadConfig(server, config); });
+      {true}, [&](int, int, rpc::VeilServer::Client server) { return ReadConfig(server, config); });
   if (!connected.ok()) return connected;
   if (!SameTable(config.table, table_)) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -8,9 +8,10 @@
 // Rolling updates: servers may serve several versions (epochs) of the table for a while; the
 // client uses the newest version both serve, names it in every call, and moves to a newer one
 // (retrying a call refused because its version was dropped) without failing lookups.
-// There is no fallback to asking one server in the clear: if either server is down, every lookup
-// fails with UNAVAILABLE (or DEADLINE_EXCEEDED) naming it. A lost connection is reopened by the
-// next call, which goes ahead only if the server still serves the session's table.
+// There is no fallback to asking one server in the clear: if every replica of a server is down,
+// every lookup fails with UNAVAILABLE (or DEADLINE_EXCEEDED) naming it. A lost connection is
+// reopened by a later call, which uses it only if the server still serves the session's table
+// version; with replicas, the other replicas of that party answer meanwhile (ClientOptions::server0).
 //
 // Layout lookups (LookupLayout) fetch the rows an inference wants through a batch-PIR layout
 // (embedding/layout.h, pir/batch/): always the same number of keys to every bin, whatever is
@@ -50,8 +51,18 @@ using pir::RowRange;
 class ShareExchange;  // mobile_client/share_exchange.h
 
 struct ClientOptions {
-  std::string server0;  // "HOST:PORT" of party 0
-  std::string server1;  // "HOST:PORT" of party 1
+  // "HOST:PORT" of party 0, or its replicas "HOST:PORT,HOST:PORT,..." (mobile_client/replicas.h).
+  // Replicas of one party must serve the same table (Connect refuses one that does not, naming
+  // it); Connect needs one replica of each party up, and waits for every replica's answer (a
+  // silent one's for up to `timeout`). A call that fails on a replica (connection
+  // lost, UNAVAILABLE, RESOURCE_EXHAUSTED, the server's DEADLINE_EXCEEDED, a replica that cannot
+  // be reached) is sent again with the same keys to another replica of that party (a failover),
+  // and a call whose reply is slower than the 95th percentile of the party's recent replies (at
+  // least 10 ms) is also sent to another replica (a hedge); the first good reply wins, all within
+  // `timeout`. A replica that failed is avoided for a backoff (100 ms, doubling up to 5 s), then
+  // reconnected in the background.
+  std::string server0;
+  std::string server1;  // the same for party 1
   // Bound on connecting and on every lookup, both servers together.
   absl::Duration timeout = absl::Seconds(5);
   dpf::Prg prg = dpf::Prg::kAes128;
@@ -107,6 +118,10 @@ struct CallStats {
   uint32_t lookups = 0;  // rows (Lookup), bags (LookupPooled) or keys (LookupLayout) returned
   uint32_t keys = 0;     // keys sent to each server
   uint32_t calls = 0;    // RPC calls per server (a lookup is split at max_keys_per_call)
+  // Calls sent again to another replica of their server after a failure, and calls also sent to
+  // another replica because the first was slow (ClientOptions::server0).
+  uint32_t failovers = 0;
+  uint32_t hedges = 0;
 };
 
 enum class PoolingMode { kSum, kMean };
@@ -123,7 +138,8 @@ struct LayoutLookup {
 class Client {
  public:
   // Connects to both servers and compares their configurations.
-  // Returns INVALID_ARGUMENT for an empty or unparsable address, or a tls_server_name without
+  // Returns INVALID_ARGUMENT for an empty or unparsable address or replica list, or a
+  // tls_server_name without
   // tls_trusted_certs; tls_trusted_certs' error if it cannot be read (NOT_FOUND,
   // PERMISSION_DENIED) or holds no certificate (INVALID_ARGUMENT); UNAVAILABLE naming the server
   // that cannot be reached, whose TLS handshake fails (a server without TLS, for instance), or

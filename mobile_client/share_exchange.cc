@@ -50,6 +50,12 @@ struct ShareExchange::PreparedCall {
 
 namespace {
 
+// A call refused because its table version is not served (FAILED_PRECONDITION) is sent again on
+// the newest common version, up to this many times, after this pause when the version did not
+// change (the replicas of a party roll one after the other).
+constexpr int kVersionRetries = 3;
+constexpr absl::Duration kVersionRetryPause = absl::Milliseconds(100);
+
 using PreparedCall = ShareExchange::PreparedCall;
 using ServerConfig = ShareExchange::ServerConfig;
 
@@ -194,6 +200,8 @@ void FillRequest(Request& request, const PreparedCall& call, int s, const TableI
 ShareExchange::ShareExchange(ClientOptions options, std::unique_ptr<Transport> transport)
     : options_(std::move(options)), transport_(std::move(transport)) {}
 
+ShareExchange::~ShareExchange() = default;
+
 absl::StatusOr<std::unique_ptr<ShareExchange>> ShareExchange::Connect(
     const ClientOptions& options) {
   TransportOptions t;
@@ -213,24 +221,77 @@ absl::StatusOr<std::unique_ptr<ShareExchange>> ShareExchange::Connect(
   if (!transport.ok()) return transport.status();
   std::unique_ptr<ShareExchange> exchange(new ShareExchange(options, *std::move(transport)));
   exchange->row_key_ = row_key;
-  std::vector<ServerConfig> configs(2);
-  absl::Status connected =
-      exchange->transport_->Connect({true, true}, [&](int s, rpc::VeilServer::Client server) {
-        return exchange->ReadConfig(s, std::move(server), configs);
-      });
-  if (!connected.ok()) return connected;
+  Transport& connections = *exchange->transport_;
+  for (int s = 0; s < 2; ++s) exchange->replica_configs_[s].resize(connections.replicas(s));
+  auto read_config = [e = exchange.get()](int s, int replica, rpc::VeilServer::Client server) {
+    return e->ReadConfig(s, replica, std::move(server));
+  };
+  connections.SetReconnectCheck(read_config);
+  if (absl::Status connected = connections.Connect({true, true}, read_config); !connected.ok()) {
+    return connected;
+  }
   absl::MutexLock lock(&exchange->call_mu_);
-  if (absl::Status s = exchange->Adopt(configs); !s.ok()) return s;
+  auto configs = exchange->ConfigsAtConnect();
+  if (!configs.ok()) return configs.status();
+  if (absl::Status s = exchange->Adopt(*configs); !s.ok()) return s;
+  exchange->adopted_ = true;
   return exchange;
 }
 
-kj::Promise<absl::Status> ShareExchange::ReadConfig(int s, rpc::VeilServer::Client server,
-                                                    std::vector<ServerConfig>& configs) {
+kj::Promise<absl::Status> ShareExchange::ReadConfig(int s, int replica,
+                                                    rpc::VeilServer::Client server) {
   return server.castAs<rpc::PirServer>().configRequest().send().then(
-      [this, s, &configs](capnp::Response<rpc::PirServer::ConfigResults> reply) {
-        configs[s] = ParseConfig(reply.getConfig());
-        return CheckServer(s, configs[s]);
+      [this, s, replica](capnp::Response<rpc::PirServer::ConfigResults> reply) {
+        ServerConfig config = ParseConfig(reply.getConfig());
+        if (absl::Status ok = CheckServer(s, replica, config); !ok.ok()) return ok;
+        if (!adopted_) {
+          replica_configs_[s][replica] = std::move(config);
+          return absl::OkStatus();
+        }
+        // A replica (re)connected after Connect: it must serve the session's table version.
+        const TableInfo session = table();
+        const TableInfo& t = config.table;
+        if (!SameShape(t, session) || !Serves(config, session)) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              transport_->ReplicaName(s, replica), " came back serving another table (digest ",
+              t.digest_hex, " epoch ", t.epoch, ", serving epochs ", Epochs(config),
+              ") than this session's (digest ", session.digest_hex, " epoch ", session.epoch,
+              "); connect a new client once both servers serve the same table"));
+        }
+        return absl::OkStatus();
       });
+}
+
+absl::StatusOr<std::vector<ShareExchange::ServerConfig>> ShareExchange::ConfigsAtConnect() const {
+  // Each server's configuration is its first replica's that answered, keeping only the versions
+  // every answering replica serves; the replicas must all have one shape and a version in common.
+  std::vector<ServerConfig> configs(2);
+  for (int s = 0; s < 2; ++s) {
+    int first = -1;
+    for (int r = 0; r < transport_->replicas(s); ++r) {
+      const std::optional<ServerConfig>& c = replica_configs_[s][r];
+      if (!c) continue;
+      if (first < 0) {
+        first = r;
+        configs[s] = *c;
+        continue;
+      }
+      std::vector<TableInfo> shared;
+      for (const TableInfo& v : configs[s].versions) {
+        if (Serves(*c, v)) shared.push_back(v);
+      }
+      if (!SameShape(c->table, configs[s].table) || shared.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            transport_->ReplicaName(s, r), " serves another table (digest ", c->table.digest_hex,
+            " epoch ", c->table.epoch, ", serving epochs ", Epochs(*c), ") than its fellow replica ",
+            transport_->ReplicaName(s, first), " (digest ", configs[s].table.digest_hex,
+            " epoch ", configs[s].table.epoch, ", serving epochs ", Epochs(configs[s]),
+            "); replicas of one server must serve the same table: refusing it"));
+      }
+      configs[s].versions = std::move(shared);
+    }
+  }
+  return configs;
 }
 
 std::string ShareExchange::ServerPair() const {
@@ -238,9 +299,10 @@ std::string ShareExchange::ServerPair() const {
                       transport_->Name(1).substr(7));
 }
 
-absl::Status ShareExchange::CheckServer(int s, const ServerConfig& c) const {
+absl::Status ShareExchange::CheckServer(int s, int replica, const ServerConfig& c) const {
   if (c.party != s) {
-    return absl::FailedPreconditionError(absl::StrCat(transport_->Name(s), " is party ", c.party,
+    return absl::FailedPreconditionError(absl::StrCat(transport_->ReplicaName(s, replica),
+                                                      " is party ", c.party,
                                                       ", expected party ", s,
                                                       " (are the addresses swapped?)"));
   }
@@ -248,7 +310,7 @@ absl::Status ShareExchange::CheckServer(int s, const ServerConfig& c) const {
       !Contains(c.outputs, static_cast<uint8_t>(options_.output)) ||
       !Contains(c.outputs, static_cast<uint8_t>(dpf::OutputType::kAdditive))) {
     return absl::FailedPreconditionError(
-        absl::StrCat(transport_->Name(s), " does not evaluate PRG ",
+        absl::StrCat(transport_->ReplicaName(s, replica), " does not evaluate PRG ",
                      std::string(dpf::PrgName(options_.prg)), " with these key types"));
   }
   return absl::OkStatus();
@@ -322,31 +384,26 @@ absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
 
 absl::Status ShareExchange::MoveToNewestVersion(bool& moved) {
   moved = false;
+  // Each server's configuration, from the replica its calls go to now.
   std::vector<ServerConfig> configs(2);
-  const std::vector<bool> lost = transport_->Lost();
-  auto read_config = [&](int s, rpc::VeilServer::Client server) {
-    return ReadConfig(s, std::move(server), configs);
-  };
-  // Lost connections are reopened (reading their configuration); the others are asked again.
-  if (absl::Status s = transport_->Connect(lost, read_config); !s.ok()) return s;
   absl::Status read = transport_->Run(
       [&]() -> kj::Promise<absl::Status> {
-        auto done = std::make_shared<std::vector<bool>>(lost);
+        auto done = std::make_shared<std::vector<bool>>(2, false);
         auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(2);
         for (int s = 0; s < 2; ++s) {
-          if (lost[s]) {
-            replies.add(absl::OkStatus());
-            continue;
-          }
-          replies.add(
-              read_config(s, transport_->Capability(s))
-                  .then(
-                      [done, s](absl::Status status) {
-                        (*done)[s] = true;
-                        return status;
-                      },
-                      [this, s](kj::Exception&& e) { return transport_->ServerError(s, e); })
-                  .eagerlyEvaluate(nullptr));
+          auto read_config = [this, s, &configs](rpc::VeilServer::Client server, int replica) {
+            return server.castAs<rpc::PirServer>().configRequest().send().then(
+                [this, s, replica, &configs](capnp::Response<rpc::PirServer::ConfigResults> r) {
+                  configs[s] = ParseConfig(r.getConfig());
+                  return CheckServer(s, replica, configs[s]);
+                });
+          };
+          replies.add(transport_->Call(s, std::move(read_config))
+                          .then([done, s](absl::Status status) {
+                            (*done)[s] = true;
+                            return status;
+                          })
+                          .eagerlyEvaluate(nullptr));
         }
         auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> results) {
           for (absl::Status& r : results) {
@@ -362,25 +419,6 @@ absl::Status ShareExchange::MoveToNewestVersion(bool& moved) {
   if (absl::Status s = Adopt(configs); !s.ok()) return s;
   moved = !SameVersion(before, table_);
   return absl::OkStatus();
-}
-
-absl::Status ShareExchange::Reconnect() {
-  const std::vector<bool> lost = transport_->Lost();
-  if (!lost[0] && !lost[1]) return absl::OkStatus();
-  std::vector<ServerConfig> configs(2);
-  return transport_->Connect(lost, [&](int s, rpc::VeilServer::Client server) {
-    return ReadConfig(s, std::move(server), configs).then([this, s, &configs](absl::Status st) {
-      if (!st.ok()) return st;
-      const TableInfo& t = configs[s].table;
-      if (!SameShape(t, table_) || !Serves(configs[s], table_)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            transport_->Name(s), " came back serving another table (digest ", t.digest_hex,
-            " epoch ", t.epoch, ") than this session's (digest ", table_.digest_hex, " epoch ",
-            table_.epoch, "); connect a new client once both servers serve the same table"));
-      }
-      return absl::OkStatus();
-    });
-  });
 }
 
 absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(std::vector<pir::QueryKeys>& queries,
@@ -410,13 +448,16 @@ absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(std::vector<pir::Q
   std::vector<uint32_t> shares[2];
   CallStats stats;
   absl::Status status = RunCalls(*calls, shares, stats, what);
-  if (absl::IsFailedPrecondition(status)) {
-    // The session's version may have been dropped by a roll: once more on the newest common one.
+  // The session's version may have been dropped by a roll: once more on the newest common one.
+  // During a roll the replicas of a party may briefly disagree, so a call that did not move is
+  // tried again after a pause, a few times.
+  for (int attempt = 0; attempt < kVersionRetries && absl::IsFailedPrecondition(status);
+       ++attempt) {
     bool moved = false;
-    if (MoveToNewestVersion(moved).ok() && moved) {
-      stats = CallStats();
-      status = RunCalls(*calls, shares, stats, what);
-    }
+    if (!MoveToNewestVersion(moved).ok()) break;
+    if (!moved) absl::SleepFor(kVersionRetryPause);
+    stats = CallStats();
+    status = RunCalls(*calls, shares, stats, what);
   }
   if (!status.ok()) return status;
   std::vector<uint32_t> out(shares[0].size());
@@ -429,18 +470,20 @@ absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(std::vector<pir::Q
   total_lookups_ += stats.lookups;
   total_keys_ += stats.keys;
   total_calls_ += stats.calls;
+  total_failovers_ += stats.failovers;
+  total_hedges_ += stats.hedges;
   return out;
 }
 
 absl::Status ShareExchange::RunCalls(std::vector<PreparedCall>& calls,
                                      std::vector<uint32_t> (&shares)[2], CallStats& stats,
                                      const char* what) {
-  if (absl::Status s = Reconnect(); !s.ok()) return s;
   size_t total_words = 0;
   for (const PreparedCall& c : calls) total_words += c.reply_words;
   shares[0].assign(total_words, 0);
   shares[1].assign(total_words, 0);
   const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
+  const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + options_.timeout;
 
@@ -465,21 +508,24 @@ absl::Status ShareExchange::RunCalls(std::vector<PreparedCall>& calls,
   stats.bytes_down = transport_->bytes_down() - down_before;
   stats.calls = static_cast<uint32_t>(calls.size());
   for (const PreparedCall& c : calls) stats.keys += static_cast<uint32_t>(c.keys[0].size());
+  stats.failovers = static_cast<uint32_t>(transport_->failovers() - failovers_before);
+  stats.hedges = static_cast<uint32_t>(transport_->hedges() - hedges_before);
   return absl::OkStatus();
 }
 
-absl::Status ShareExchange::CheckReply(int s, rpc::TableId::Reader id, size_t words,
+absl::Status ShareExchange::CheckReply(int s, int replica, rpc::TableId::Reader id, size_t words,
                                        size_t expected) const {
   capnp::Data::Reader digest = id.getDigest();
   if (id.getEpoch() != table_.epoch || digest.size() != table_.digest.size() ||
       std::memcmp(digest.begin(), table_.digest.data(), digest.size()) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        transport_->Name(s), " answered from another table version (epoch ", id.getEpoch(),
+        transport_->ReplicaName(s, replica), " answered from another table version (epoch ",
+        id.getEpoch(),
         ") than the one asked for (epoch ", table_.epoch, "); not combining its shares"));
   }
   if (words != expected) {
-    return absl::InternalError(absl::StrCat(transport_->Name(s), " returned ", words,
-                                            " share words, expected ", expected));
+    return absl::InternalError(absl::StrCat(transport_->ReplicaName(s, replica), " returned ",
+                                            words, " share words, expected ", expected));
   }
   return absl::OkStatus();
 }
@@ -496,33 +542,43 @@ absl::Status ShareExchange::SendWave(absl::Span<PreparedCall> calls, size_t firs
         size_t offset = first_offset;
         for (PreparedCall& call : calls) {
           for (int s = 0; s < 2; ++s) {
-            auto on_reply = [this, s, offset, words = call.reply_words, &shares, done,
-                             remaining](auto reply) -> absl::Status {
-              auto list = reply.getShares();
-              if (absl::Status ok = CheckReply(s, reply.getTable(), list.size(), words); !ok.ok()) {
-                return ok;
+            // The same keys may go to several replicas (failover, hedging); the first good reply
+            // fills the shares, later ones are dropped.
+            auto filled = std::make_shared<bool>(false);
+            auto send = [this, s, &call, offset, &shares, filled](
+                            rpc::VeilServer::Client cap, int replica) -> kj::Promise<absl::Status> {
+              auto on_reply = [this, s, replica, offset, words = call.reply_words, &shares,
+                               filled](auto reply) -> absl::Status {
+                auto list = reply.getShares();
+                if (absl::Status ok = CheckReply(s, replica, reply.getTable(), list.size(), words);
+                    !ok.ok()) {
+                  return ok;
+                }
+                if (reply.getNewestEpoch() > newest_epoch_[s]) newer_version_ = true;
+                if (*filled) return absl::OkStatus();
+                *filled = true;
+                uint32_t* out = shares[s].data() + offset;
+                for (size_t i = 0; i < words; ++i) out[i] = list[i];
+                return absl::OkStatus();
+              };
+              auto server = cap.castAs<rpc::PirServer>();
+              if (call.bag_sizes.empty()) {
+                auto request = server.answerRequest();
+                FillRequest(request, call, s, table_);
+                return request.send().then(std::move(on_reply));
               }
-              if (reply.getNewestEpoch() > newest_epoch_[s]) newer_version_ = true;
-              uint32_t* out = shares[s].data() + offset;
-              for (size_t i = 0; i < words; ++i) out[i] = list[i];
-              if (--(*remaining)[s] == 0) (*done)[s] = true;
-              return absl::OkStatus();
-            };
-            auto on_error = [this, s](kj::Exception&& e) { return transport_->ServerError(s, e); };
-            auto server = transport_->Capability(s).castAs<rpc::PirServer>();
-            kj::Promise<absl::Status> reply = nullptr;
-            if (call.bag_sizes.empty()) {
-              auto request = server.answerRequest();
-              FillRequest(request, call, s, table_);
-              reply = request.send().then(std::move(on_reply), std::move(on_error));
-            } else {
               auto request = server.answerPooledRequest();
               FillRequest(request, call, s, table_);
               auto bags = request.initBagSizes(call.bag_sizes.size());
               for (size_t b = 0; b < call.bag_sizes.size(); ++b) bags.set(b, call.bag_sizes[b]);
-              reply = request.send().then(std::move(on_reply), std::move(on_error));
-            }
-            statuses.add(reply.eagerlyEvaluate(nullptr));
+              return request.send().then(std::move(on_reply));
+            };
+            statuses.add(transport_->Call(s, std::move(send))
+                             .then([s, done, remaining](absl::Status status) {
+                               if (status.ok() && --(*remaining)[s] == 0) (*done)[s] = true;
+                               return status;
+                             })
+                             .eagerlyEvaluate(nullptr));
           }
           offset += call.reply_words;
         }
@@ -548,19 +604,24 @@ TableInfo ShareExchange::table() const {
 absl::StatusOr<rpc::StatsSnapshot> ShareExchange::Stats(int party) {
   if (party != 0 && party != 1) return absl::InvalidArgumentError("party must be 0 or 1");
   absl::MutexLock lock(&call_mu_);
-  if (absl::Status s = Reconnect(); !s.ok()) return s;
   rpc::StatsSnapshot info;
   absl::Status status = transport_->Run(
       [&]() -> kj::Promise<absl::Status> {
         auto done = std::make_shared<std::vector<bool>>(2, true);
         (*done)[party] = false;
-        auto reply = transport_->Capability(party).statsRequest().send().then(
-            [&info, done, party](capnp::Response<rpc::VeilServer::StatsResults> r) {
-              info = rpc::ReadStats(r.getStats());
-              (*done)[party] = true;
-              return absl::OkStatus();
-            },
-            [this, party](kj::Exception&& e) { return transport_->ServerError(party, e); });
+        auto reply = transport_
+                         ->Call(party,
+                                [&info](rpc::VeilServer::Client cap, int) {
+                                  return cap.statsRequest().send().then(
+                                      [&info](capnp::Response<rpc::VeilServer::StatsResults> r) {
+                                        info = rpc::ReadStats(r.getStats());
+                                        return absl::OkStatus();
+                                      });
+                                })
+                         .then([done, party](absl::Status status) {
+                           (*done)[party] = true;
+                           return status;
+                         });
         return transport_->WithTimeout(kj::mv(reply), done);
       },
       "stats");
@@ -580,6 +641,8 @@ CallStats ShareExchange::totals() const {
   t.lookups = total_lookups_.load();
   t.keys = total_keys_.load();
   t.calls = total_calls_.load();
+  t.failovers = total_failovers_.load();
+  t.hedges = total_hedges_.load();
   return t;
 }
 

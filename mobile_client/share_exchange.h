@@ -1,6 +1,7 @@
-// The dpf2 protocol's client core, below the lookup API (client.h): connects to both parties over
-// the transport, checks that they serve the same table and accept the client's keys, and
-// exchanges key shares for answer shares. A lookup's keys are split into calls that fit both
+// The dpf2 protocol's client core, below the lookup API (client.h): connects to both parties (each
+// party's replicas) over the transport, checks that they serve the same table and accept the
+// client's keys, and exchanges key shares for answer shares, each call failed over or hedged
+// across the party's replicas by the transport. A lookup's keys are split into calls that fit both
 // servers' limits (bags kept whole), sent in waves that fit their per-connection queues, and every
 // answer is checked against the session's table before its shares are added.
 //
@@ -36,6 +37,7 @@ class ShareExchange {
  public:
   // Connects to both servers and checks their configurations (see Client::Connect).
   static absl::StatusOr<std::unique_ptr<ShareExchange>> Connect(const ClientOptions& options);
+  ~ShareExchange();
 
   // The session's table: its shape and the version (epoch, digest) lookups use now.
   TableInfo table() const;
@@ -67,30 +69,33 @@ class ShareExchange {
  private:
   explicit ShareExchange(ClientOptions options, std::unique_ptr<Transport> transport);
 
-  // Loop thread: reads server s's `config` into configs[s].
-  kj::Promise<absl::Status> ReadConfig(int s, rpc::VeilServer::Client server,
-                                       std::vector<ServerConfig>& configs);
-  // One server's configuration on its own: party, PRG and key types.
-  absl::Status CheckServer(int s, const ServerConfig& config) const;
+  // Loop thread: reads the `config` of replica `replica` of server s and checks it; before the
+  // session's table is adopted keeps it for ConfigsAtConnect, after it accepts the replica only if
+  // it serves the session's table version (FAILED_PRECONDITION otherwise: the transport then
+  // avoids it and tries again later).
+  kj::Promise<absl::Status> ReadConfig(int s, int replica, rpc::VeilServer::Client server);
+  // One replica's configuration on its own: party, PRG and key types.
+  absl::Status CheckServer(int s, int replica, const ServerConfig& config) const;
+  // Each server's configuration from those read at Connect: its replicas must have one shape and
+  // share a version; only the versions all of them serve are kept.
+  absl::StatusOr<std::vector<ServerConfig>> ConfigsAtConnect() const;
   // Both servers' configurations: the newest table version both serve, which must have the
   // session's shape if one is set; the session's limits. Changes nothing when it fails.
   absl::Status Adopt(const std::vector<ServerConfig>& configs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(call_mu_);
-  // Reads both servers' configurations again (reconnecting lost ones) and adopts them. Sets
-  // `moved` when the session's table version changed.
+  // Reads both servers' configurations again (from the replica each one's calls go to) and adopts
+  // them. Sets `moved` when the session's table version changed.
   absl::Status MoveToNewestVersion(bool& moved) ABSL_EXCLUSIVE_LOCKS_REQUIRED(call_mu_);
-  // Before a call: reconnects to servers whose connection was lost, accepting them only if they
-  // still serve the session's table version (FAILED_PRECONDITION otherwise).
-  absl::Status Reconnect();
   // `what` names the lookup in errors that arise on this side.
   absl::Status RunCalls(std::vector<PreparedCall>& calls, std::vector<uint32_t> (&shares)[2],
                         CallStats& stats, const char* what);
   // Sends `calls` to both servers at once; their replies fill `shares` from word first_offset.
   absl::Status SendWave(absl::Span<PreparedCall> calls, size_t first_offset,
                         std::vector<uint32_t> (&shares)[2], absl::Time deadline, const char* what);
-  // The status of a reply of `words` share words from server s (`expected` asked): its table and
-  // its size.
-  absl::Status CheckReply(int s, rpc::TableId::Reader table, size_t words, size_t expected) const;
+  // The status of a reply of `words` share words from replica `replica` of server s (`expected`
+  // asked): its table and its size.
+  absl::Status CheckReply(int s, int replica, rpc::TableId::Reader table, size_t words,
+                          size_t expected) const;
 
   const ClientOptions options_;
   std::optional<embedding::RowKey> row_key_;
@@ -105,10 +110,14 @@ class ShareExchange {
   std::atomic<bool> newer_version_{false};
   uint64_t max_message_bytes_ = 0;
   uint64_t max_queued_keys_ = 0;  // per connection, the smaller of the two; 0: no limit
+  // Per server and replica: the configuration read at Connect (none: the replica is down).
+  std::vector<std::optional<ServerConfig>> replica_configs_[2];
+  std::atomic<bool> adopted_{false};  // table_ is the session's (set once, before any call)
 
   mutable absl::Mutex call_mu_;  // serializes the calls
   CallStats last_call_ ABSL_GUARDED_BY(call_mu_);
   std::atomic<uint64_t> total_lookups_{0}, total_keys_{0}, total_calls_{0};
+  std::atomic<uint64_t> total_failovers_{0}, total_hedges_{0};
 };
 
 }  // namespace veil::client

@@ -7,6 +7,9 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <list>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -15,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "mobile_client/replicas.h"
 #include "rpc/status.h"
 #include "rpc/tls.h"
 
@@ -83,6 +87,25 @@ struct Transport::Connection {
 // How far a connection got, for the messages of its failures.
 enum class Transport::Stage { kResolving, kConnecting, kHandshake, kHello };
 
+// One replica of one server, and its connection.
+struct Transport::Endpoint {
+  enum class State { kIdle, kConnecting, kUp, kDown };
+
+  int server = 0;
+  int replica = 0;
+  std::string address;
+  std::string tls_name;  // what its certificate must hold
+  Connection connection;
+  State state = State::kIdle;
+  Stage stage = Stage::kResolving;  // of the connection under way
+  // While kConnecting: the connection under way, which callers join (its result is the state's).
+  std::optional<kj::ForkedPromise<absl::Status>> connecting;
+  // Failures (or hedge races lost) in a row, and until when the replica is avoided: down, it is
+  // reconnected only after it; up, calls go to it first again only after it.
+  int failures = 0;
+  absl::Time retry_at = absl::InfinitePast();
+};
+
 // The event loop's thread and what only it touches, plus the byte counts of replaced connections.
 struct Transport::Loop {
   std::thread thread;
@@ -96,32 +119,20 @@ struct Transport::Loop {
   uint64_t retired_down ABSL_GUARDED_BY(streams_mu) = 0;
 };
 
-namespace {
-
-// Whether an exception arose on this side (a broken connection, bytes that are no RPC message)
-// rather than being a server's error reply, which arrives as a remote exception.
-bool IsLocalFailure(const kj::Exception& e) {
+bool Transport::IsLocalFailure(const kj::Exception& e) {
   return !absl::StartsWith(e.getDescription().cStr(), "remote exception: ");
 }
-
-absl::Status FirstError(kj::Array<absl::Status> results) {
-  for (absl::Status& r : results) {
-    if (!r.ok()) return r;
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(TransportOptions options) {
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the timeout must be positive");
   }
   if (options.addresses.empty()) return absl::InvalidArgumentError("no server address");
+  std::vector<std::vector<std::string>> replicas;
   for (size_t s = 0; s < options.addresses.size(); ++s) {
-    if (options.addresses[s].empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("no address for server ", s));
-    }
+    auto list = ParseReplicaList(options.addresses[s], static_cast<int>(s));
+    if (!list.ok()) return list.status();
+    replicas.push_back(*std::move(list));
   }
   std::unique_ptr<kj::TlsContext> tls;
   bool names = false;
@@ -134,21 +145,31 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(TransportOptions op
     return absl::InvalidArgumentError(
         "tls_server_name0 / tls_server_name1 need tls_trusted_certs (TLS is off without it)");
   }
-  return std::unique_ptr<Transport>(new Transport(std::move(options), std::move(tls)));
+  return std::unique_ptr<Transport>(
+      new Transport(std::move(options), std::move(replicas), std::move(tls)));
 }
 
-Transport::Transport(TransportOptions options, std::unique_ptr<kj::TlsContext> tls)
+Transport::Transport(TransportOptions options, std::vector<std::vector<std::string>> replicas,
+                     std::unique_ptr<kj::TlsContext> tls)
     : options_(std::move(options)),
       tls_(std::move(tls)),
-      addresses_(options_.addresses),
-      connections_(new Connection[options_.addresses.size()]),
-      lost_(new std::atomic<bool>[options_.addresses.size()]),
+      replicas_(replicas.size()),
+      latency_(replicas.size()),
       loop_(std::make_unique<Loop>()) {
-  for (size_t s = 0; s < addresses_.size(); ++s) {
+  for (size_t s = 0; s < replicas.size(); ++s) {
     const bool named = s < options_.tls_names.size() && !options_.tls_names[s].empty();
-    tls_names_.push_back(named ? options_.tls_names[s] : rpc::HostOf(addresses_[s]));
-    lost_[s] = false;
+    for (size_t r = 0; r < replicas[s].size(); ++r) {
+      auto endpoint = std::make_unique<Endpoint>();
+      endpoint->server = static_cast<int>(s);
+      endpoint->replica = static_cast<int>(r);
+      endpoint->address = replicas[s][r];
+      endpoint->tls_name = named ? options_.tls_names[s] : rpc::HostOf(replicas[s][r]);
+      replicas_[s].push_back(static_cast<int>(endpoints_.size()));
+      endpoints_.push_back(std::move(endpoint));
+    }
   }
+  up_.reset(new std::atomic<bool>[endpoints_.size()]);
+  for (size_t e = 0; e < endpoints_.size(); ++e) up_[e] = false;
   loop_->thread = std::thread([this] { RunLoop(); });
   absl::MutexLock lock(&loop_->mu);
   loop_->mu.Await(absl::Condition(
@@ -157,8 +178,9 @@ Transport::Transport(TransportOptions options, std::unique_ptr<kj::TlsContext> t
 
 Transport::~Transport() {
   loop_->executor->executeSync([this] {
+    for (auto& endpoint : endpoints_) endpoint->connecting.reset();
     absl::MutexLock lock(&loop_->streams_mu);
-    for (int s = 0; s < servers(); ++s) connections_[s].Close();
+    for (auto& endpoint : endpoints_) endpoint->connection.Close();
     loop_->stop->fulfill();
   });
   loop_->thread.join();
@@ -176,15 +198,38 @@ void Transport::RunLoop() {
   stop.promise.wait(io.waitScope);
 }
 
-rpc::VeilServer::Client Transport::Capability(int s) { return connections_[s].cap; }
+rpc::VeilServer::Client Transport::Capability(int s) {
+  return endpoints_[Preferred(s)]->connection.cap;
+}
+
+int Transport::Preferred(int s) const {
+  const absl::Time now = absl::Now();
+  int up = -1;
+  for (int e : replicas_[s]) {
+    if (endpoints_[e]->state != Endpoint::State::kUp) continue;
+    if (endpoints_[e]->retry_at <= now) return e;
+    if (up < 0) up = e;
+  }
+  return up >= 0 ? up : replicas_[s][0];
+}
 
 std::string Transport::Name(int s) const {
-  return absl::StrCat("server ", s, " (", addresses_[s], ")");
+  std::string addresses;
+  for (int e : replicas_[s]) {
+    absl::StrAppend(&addresses, addresses.empty() ? "" : ", ", endpoints_[e]->address);
+  }
+  return absl::StrCat("server ", s, " (", addresses, ")");
+}
+
+std::string Transport::ReplicaName(int s, int replica) const {
+  return absl::StrCat("server ", s, " (", endpoints_[replicas_[s][replica]]->address, ")");
 }
 
 std::vector<bool> Transport::Lost() const {
-  std::vector<bool> lost(servers());
-  for (int s = 0; s < servers(); ++s) lost[s] = lost_[s].load();
+  std::vector<bool> lost(servers(), true);
+  for (int s = 0; s < servers(); ++s) {
+    for (int e : replicas_[s]) lost[s] = lost[s] && !up_[e].load();
+  }
   return lost;
 }
 
@@ -200,70 +245,121 @@ absl::Status Transport::Run(const std::function<kj::Promise<absl::Status>()>& bo
 absl::Status Transport::Connect(const std::vector<bool>& which, const OnConnected& on_connected) {
   return Run(
       [&]() -> kj::Promise<absl::Status> {
-        auto done = std::make_shared<std::vector<bool>>(servers(), true);
-        auto stages = std::make_shared<std::vector<Stage>>(servers(), Stage::kResolving);
-        auto statuses = kj::heapArrayBuilder<kj::Promise<absl::Status>>(servers());
+        auto statuses = kj::heapArrayBuilder<kj::Promise<absl::Status>>(endpoints_.size());
         for (int s = 0; s < servers(); ++s) {
-          if (!which[s]) {
-            statuses.add(absl::OkStatus());
-            continue;
+          for (int e : replicas_[s]) {
+            statuses.add(which[s] ? EnsureConnected(e, &on_connected)
+                                  : kj::Promise<absl::Status>(absl::OkStatus()));
           }
-          (*done)[s] = false;
-          statuses.add(
-              Open(s, stages)
-                  .then([this, s]() { return Capability(s).helloRequest().send(); })
-                  .then([this, s, &on_connected](capnp::Response<rpc::VeilServer::HelloResults> r) {
-                    if (absl::Status hello = CheckHello(s, r.getHello()); !hello.ok()) {
-                      return kj::Promise<absl::Status>(hello);
-                    }
-                    return on_connected(s, Capability(s));
-                  })
-                  .then(
-                      [this, s, done](absl::Status status) {
-                        (*done)[s] = true;
-                        if (status.ok()) lost_[s] = false;
-                        return status;
-                      },
-                      [this, s, stages](kj::Exception&& e) {
-                        return ConnectError(s, (*stages)[s], e);
-                      })
-                  // Now, not when the join completes: `done` must name the servers that answered.
-                  .eagerlyEvaluate(nullptr));
         }
-        auto all = kj::joinPromises(statuses.finish()).then([](kj::Array<absl::Status> r) { return FirstError(kj::mv(r)); });
-        return all.exclusiveJoin(TimeoutNaming(done, stages, absl::Now() + options_.timeout));
+        return kj::joinPromises(statuses.finish())
+            .then([this, &which](kj::Array<absl::Status> results) {
+              for (int s = 0; s < servers(); ++s) {
+                if (!which[s]) continue;
+                bool up = false;
+                std::vector<absl::Status> errors;
+                for (int e : replicas_[s]) {
+                  const absl::Status& r = results[e];
+                  if (r.ok()) {
+                    up = true;
+                    continue;
+                  }
+                  // A replica that is down is tolerated; one configured wrong is not.
+                  if (!absl::IsUnavailable(r) && !absl::IsDeadlineExceeded(r)) return r;
+                  errors.push_back(r);
+                }
+                if (!up) return AllFailed(s, errors);
+              }
+              return absl::OkStatus();
+            });
       },
       "connect");
 }
 
-kj::Promise<void> Transport::Open(int s, std::shared_ptr<std::vector<Stage>> stages) {
+kj::Promise<absl::Status> Transport::EnsureConnected(int e, const OnConnected* check) {
+  Endpoint& ep = *endpoints_[e];
+  if (ep.state == Endpoint::State::kUp) return absl::OkStatus();
+  if (ep.state == Endpoint::State::kConnecting) return ep.connecting->addBranch();
+  ep.state = Endpoint::State::kConnecting;
+  ep.stage = Stage::kResolving;
+  up_[e] = false;
+  auto connected =
+      Open(e)
+          .then([this, e]() { return endpoints_[e]->connection.cap.helloRequest().send(); })
+          .then([this, e, check](capnp::Response<rpc::VeilServer::HelloResults> r) {
+            if (absl::Status hello = CheckHello(e, r.getHello()); !hello.ok()) {
+              return kj::Promise<absl::Status>(hello);
+            }
+            if (check == nullptr || !*check) return kj::Promise<absl::Status>(absl::OkStatus());
+            Endpoint& ep = *endpoints_[e];
+            return (*check)(ep.server, ep.replica, ep.connection.cap);
+          })
+          .then([](absl::Status status) { return status; },
+                [this, e](kj::Exception&& exception) {
+                  return ConnectError(e, endpoints_[e]->stage, exception);
+                });
+  auto timeout = loop_->io->provider->getTimer()
+                     .afterDelay(absl::ToInt64Nanoseconds(options_.timeout) * kj::NANOSECONDS)
+                     .then([this, e]() {
+                       const Endpoint& ep = *endpoints_[e];
+                       return absl::DeadlineExceededError(absl::StrCat(
+                           "no answer from ", ReplicaName(ep.server, ep.replica),
+                           ep.stage == Stage::kHandshake ? " (TLS handshake unfinished)" : "",
+                           " within ", absl::FormatDuration(options_.timeout)));
+                     });
+  ep.connecting = connected.exclusiveJoin(kj::mv(timeout))
+                      .then([this, e](absl::Status status) {
+                        Endpoint& ep = *endpoints_[e];
+                        if (!status.ok()) {
+                          MarkDown(e);
+                          return status;
+                        }
+                        ep.state = Endpoint::State::kUp;
+                        ep.failures = 0;
+                        ep.retry_at = absl::InfinitePast();
+                        up_[e] = true;
+                        return status;
+                      })
+                      .fork();
+  return ep.connecting->addBranch();
+}
+
+void Transport::MarkDown(int e) {
+  Endpoint& ep = *endpoints_[e];
+  ep.state = Endpoint::State::kDown;
+  ++ep.failures;
+  ep.retry_at = absl::Now() + BackoffAfter(ep.failures);
+  up_[e] = false;
+}
+
+kj::Promise<void> Transport::Open(int e) {
   return loop_->io->provider->getNetwork()
-      .parseAddress(addresses_[s])
-      .then([s, stages](kj::Own<kj::NetworkAddress> address) {
-        (*stages)[s] = Stage::kConnecting;
+      .parseAddress(endpoints_[e]->address)
+      .then([this, e](kj::Own<kj::NetworkAddress> address) {
+        endpoints_[e]->stage = Stage::kConnecting;
         return address->connect().attach(kj::mv(address));
       })
-      .then([this, s, stages](kj::Own<kj::AsyncIoStream> tcp)
+      .then([this, e](kj::Own<kj::AsyncIoStream> tcp)
                 -> kj::Promise<std::pair<CountingStream*, kj::Own<kj::AsyncIoStream>>> {
         int one = 1;
         tcp->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         auto socket = kj::heap<CountingStream>(kj::mv(tcp));
         CountingStream* counted = socket.get();
         if (tls_ == nullptr) {
-          if (absl::Status allowed = CheckPlaintextAllowed(s, *counted); !allowed.ok()) {
+          if (absl::Status allowed = CheckPlaintextAllowed(e, *counted); !allowed.ok()) {
             return rpc::StatusToException(allowed);
           }
           return std::make_pair(counted, kj::Own<kj::AsyncIoStream>(kj::mv(socket)));
         }
-        (*stages)[s] = Stage::kHandshake;
-        return tls_->wrapClient(kj::mv(socket), tls_names_[s])
+        endpoints_[e]->stage = Stage::kHandshake;
+        return tls_->wrapClient(kj::mv(socket), endpoints_[e]->tls_name)
             .then([counted](kj::Own<kj::AsyncIoStream> secure) {
               return std::make_pair(counted, kj::mv(secure));
             });
       })
-      .then([this, s, stages](std::pair<CountingStream*, kj::Own<kj::AsyncIoStream>> opened) {
-        (*stages)[s] = Stage::kHello;
-        Connection& c = connections_[s];
+      .then([this, e](std::pair<CountingStream*, kj::Own<kj::AsyncIoStream>> opened) {
+        endpoints_[e]->stage = Stage::kHello;
+        Connection& c = endpoints_[e]->connection;
         absl::MutexLock lock(&loop_->streams_mu);
         if (c.socket != nullptr) {
           loop_->retired_up += c.socket->bytes_written();
@@ -277,48 +373,210 @@ kj::Promise<void> Transport::Open(int s, std::shared_ptr<std::vector<Stage>> sta
       });
 }
 
-absl::Status Transport::CheckHello(int s, rpc::Hello::Reader hello) const {
+// One Call(): the attempts on the server's replicas, and the hedge timers.
+struct Transport::CallState {
+  int s = 0;
+  Send send;
+  kj::Own<kj::PromiseFulfiller<absl::Status>> fulfiller;
+  bool settled = false;
+  std::vector<bool> tried;                // per replica
+  std::vector<int> in_flight;             // endpoints with an attempt under way
+  std::vector<absl::Status> errors;       // of the attempts that failed over
+  std::list<kj::Promise<void>> attempts;  // never moved while they run; cancelled with the call
+  int generation = 0;                     // of the newest attempt; older hedge timers do nothing
+
+  void Settle(absl::Status status) {
+    settled = true;
+    fulfiller->fulfill(std::move(status));
+  }
+};
+
+kj::Promise<absl::Status> Transport::Call(int s, Send send) {
+  // Replicas whose backoff has passed are reconnected off the call's path (the connection runs on
+  // by itself; calls join it once they pick the replica).
+  const absl::Time now = absl::Now();
+  for (int e : replicas_[s]) {
+    const Endpoint& ep = *endpoints_[e];
+    if (replicas(s) > 1 && ep.state == Endpoint::State::kDown && ep.retry_at <= now) {
+      EnsureConnected(e, &reconnect_check_);
+    }
+  }
+  auto call = kj::heap<CallState>();
+  call->s = s;
+  call->send = std::move(send);
+  call->tried.assign(replicas(s), false);
+  auto result = kj::newPromiseAndFulfiller<absl::Status>();
+  call->fulfiller = kj::mv(result.fulfiller);
+  StartAttempt(*call, /*hedge=*/false);
+  return result.promise.attach(kj::mv(call));
+}
+
+bool Transport::StartAttempt(CallState& call, bool hedge) {
+  // The untried replica to ask: up and not avoided; up; connecting; down with its backoff over
+  // (or never connected); down (a last resort within the call's deadline).
+  const absl::Time now = absl::Now();
+  int best = -1, best_rank = 5;
+  for (int r = 0; r < replicas(call.s); ++r) {
+    if (call.tried[r]) continue;
+    const Endpoint& ep = *endpoints_[replicas_[call.s][r]];
+    int rank = 4;
+    switch (ep.state) {
+      case Endpoint::State::kUp:
+        rank = ep.retry_at <= now ? 0 : 1;
+        break;
+      case Endpoint::State::kConnecting:
+        rank = 2;
+        break;
+      case Endpoint::State::kIdle:
+      case Endpoint::State::kDown:
+        rank = ep.retry_at <= now ? 3 : 4;
+        break;
+    }
+    if (rank < best_rank) {
+      best = r;
+      best_rank = rank;
+    }
+  }
+  if (best < 0) return false;
+  if (hedge) {
+    ++hedges_;
+  } else if (!call.errors.empty()) {
+    ++failovers_;
+  }
+  call.tried[best] = true;
+  const int e = replicas_[call.s][best];
+  call.in_flight.push_back(e);
+  const bool was_up = endpoints_[e]->state == Endpoint::State::kUp;
+  CallState* state = &call;  // owns the attempt, so outlives it
+  auto attempt =
+      EnsureConnected(e, &reconnect_check_)
+          .then([this, state,
+                 e](absl::Status connected) -> kj::Promise<std::pair<absl::Status, bool>> {
+            // A replica that cannot be reached or is refused: another may do.
+            if (!connected.ok()) return std::make_pair(connected, true);
+            Endpoint& ep = *endpoints_[e];
+            return state->send(ep.connection.cap, ep.replica)
+                .then([](absl::Status status) { return std::make_pair(status, false); },
+                      [this, e](kj::Exception&& exception) {
+                        absl::Status status = EndpointError(e, exception);
+                        const bool retry =
+                            IsLocalFailure(exception) || absl::IsUnavailable(status) ||
+                            absl::IsResourceExhausted(status) || absl::IsDeadlineExceeded(status);
+                        return std::make_pair(status, retry);
+                      });
+          })
+          .then([this, state, e, now, was_up](std::pair<absl::Status, bool> result) {
+            FinishAttempt(*state, e, std::move(result.first), result.second, now, was_up);
+          });
+  call.attempts.push_back(attempt.eagerlyEvaluate(nullptr));
+  ArmHedge(call);
+  return true;
+}
+
+void Transport::FinishAttempt(CallState& call, int e, absl::Status status, bool retry,
+                              absl::Time start, bool was_up) {
+  call.in_flight.erase(std::find(call.in_flight.begin(), call.in_flight.end(), e));
+  if (call.settled) return;
+  Endpoint& ep = *endpoints_[e];
+  const absl::Time now = absl::Now();
+  // An up replica that failed, or that another replica beat, is asked first again after a backoff.
+  auto avoid = [now](Endpoint& slow) {
+    if (slow.state != Endpoint::State::kUp) return;
+    ++slow.failures;
+    slow.retry_at = now + BackoffAfter(slow.failures);
+  };
+  if (status.ok()) {
+    // Latencies of calls that waited for a connection say nothing about the replicas' replies.
+    if (was_up) latency_[call.s].Add(now - start);
+    ep.failures = 0;
+    ep.retry_at = absl::InfinitePast();
+    for (int other : call.in_flight) avoid(*endpoints_[other]);
+    call.Settle(absl::OkStatus());
+    return;
+  }
+  if (!retry) {
+    call.Settle(std::move(status));
+    return;
+  }
+  avoid(ep);
+  call.errors.push_back(std::move(status));
+  if (!StartAttempt(call, /*hedge=*/false) && call.in_flight.empty()) {
+    call.Settle(AllFailed(call.s, call.errors));
+  }
+}
+
+void Transport::ArmHedge(CallState& call) {
+  if (std::find(call.tried.begin(), call.tried.end(), false) == call.tried.end()) return;
+  const int generation = ++call.generation;
+  const absl::Duration delay = latency_[call.s].HedgeDelay(options_.timeout);
+  CallState* state = &call;
+  call.attempts.push_back(loop_->io->provider->getTimer()
+                              .afterDelay(absl::ToInt64Nanoseconds(delay) * kj::NANOSECONDS)
+                              .then([this, state, generation]() {
+                                if (!state->settled && state->generation == generation) {
+                                  StartAttempt(*state, /*hedge=*/true);
+                                }
+                              })
+                              .eagerlyEvaluate(nullptr));
+}
+
+absl::Status Transport::AllFailed(int s, const std::vector<absl::Status>& errors) const {
+  if (replicas(s) == 1 && errors.size() == 1) return errors[0];
+  std::string causes;
+  for (const absl::Status& e : errors) {
+    absl::StrAppend(&causes, causes.empty() ? "" : "; ", e.message());
+  }
+  return absl::UnavailableError(
+      absl::StrCat("server ", s, ": all ", replicas(s), " of its replicas failed: ", causes));
+}
+
+absl::Status Transport::CheckHello(int e, rpc::Hello::Reader hello) const {
+  const std::string name = ReplicaName(endpoints_[e]->server, endpoints_[e]->replica);
   const std::string protocol = hello.getProtocol();
   if (protocol != options_.protocol) {
     return absl::FailedPreconditionError(
-        absl::StrCat(Name(s), " speaks protocol \"", protocol, "\"; this client speaks \"",
+        absl::StrCat(name, " speaks protocol \"", protocol, "\"; this client speaks \"",
                      options_.protocol, "\" (is it another kind of veil server?)"));
   }
   if (hello.getProtocolVersion() != rpc::PROTOCOL_VERSION) {
     return absl::FailedPreconditionError(
-        absl::StrCat(Name(s), " speaks protocol version ", hello.getProtocolVersion(),
+        absl::StrCat(name, " speaks protocol version ", hello.getProtocolVersion(),
                      "; this client speaks version ", rpc::PROTOCOL_VERSION));
   }
   return absl::OkStatus();
 }
 
 absl::Status Transport::ServerError(int s, const kj::Exception& e) {
-  if (e.getType() == kj::Exception::Type::DISCONNECTED) {
-    lost_[s] = true;
-    return rpc::ExceptionToStatus(e, absl::StrCat(Name(s), " is unreachable"));
+  return EndpointError(Preferred(s), e);
+}
+
+absl::Status Transport::EndpointError(int e, const kj::Exception& exception) {
+  const std::string name = ReplicaName(endpoints_[e]->server, endpoints_[e]->replica);
+  if (exception.getType() == kj::Exception::Type::DISCONNECTED) {
+    absl::Status status = rpc::ExceptionToStatus(exception, absl::StrCat(name, " is unreachable"));
+    // A server's own UNAVAILABLE reply also travels as DISCONNECTED, but leaves the connection up.
+    if (IsLocalFailure(exception) && endpoints_[e]->state == Endpoint::State::kUp) {
+      MarkDown(e);
+    }
+    return status;
   }
-  return rpc::ExceptionToStatus(e, Name(s));
+  return rpc::ExceptionToStatus(exception, name);
 }
 
 kj::Promise<absl::Status> Transport::WithTimeout(kj::Promise<absl::Status> promise,
                                                  std::shared_ptr<std::vector<bool>> done,
                                                  absl::Time deadline) {
   if (deadline == absl::InfiniteFuture()) deadline = absl::Now() + options_.timeout;
-  return promise.exclusiveJoin(TimeoutNaming(std::move(done), nullptr, deadline));
+  return promise.exclusiveJoin(TimeoutNaming(std::move(done), deadline));
 }
 
 kj::Promise<absl::Status> Transport::TimeoutNaming(std::shared_ptr<std::vector<bool>> done,
-                                                   std::shared_ptr<std::vector<Stage>> stages,
                                                    absl::Time deadline) {
   const int64_t left_ns = std::max<int64_t>(0, absl::ToInt64Nanoseconds(deadline - absl::Now()));
   return loop_->io->provider->getTimer().afterDelay(left_ns * kj::NANOSECONDS).then([=, this]() {
     std::string who;
     for (int s = 0; s < servers(); ++s) {
-      if ((*done)[s]) continue;
-      absl::StrAppend(&who, who.empty() ? "" : " and ", Name(s));
-      if (stages != nullptr && (*stages)[s] == Stage::kHandshake) {
-        absl::StrAppend(&who, " (TLS handshake unfinished)");
-      }
+      if (!(*done)[s]) absl::StrAppend(&who, who.empty() ? "" : " and ", Name(s));
     }
     return absl::DeadlineExceededError(absl::StrCat("no answer from ",
                                                     who.empty() ? "the servers" : who, " within ",
@@ -326,72 +584,75 @@ kj::Promise<absl::Status> Transport::TimeoutNaming(std::shared_ptr<std::vector<b
   });
 }
 
-absl::Status Transport::CheckPlaintextAllowed(int s, kj::AsyncIoStream& stream) const {
+absl::Status Transport::CheckPlaintextAllowed(int e, kj::AsyncIoStream& stream) const {
   if (options_.allow_plaintext) return absl::OkStatus();
   sockaddr_storage peer;
   uint length = sizeof(peer);
   stream.getpeername(reinterpret_cast<sockaddr*>(&peer), &length);
   if (rpc::IsLoopback(reinterpret_cast<const sockaddr*>(&peer), length)) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      "refusing to send queries in plaintext to ", addresses_[s],
+      "refusing to send queries in plaintext to ", endpoints_[e]->address,
       ", which is not a loopback address: ", rpc::kPlaintextRisk,
       ". Set tls_trusted_certs (the servers' certificate or their CA), or allow_plaintext if "
       "this network is protected otherwise"));
 }
 
-absl::Status Transport::HandshakeError(int s, const kj::Exception& e) const {
-  absl::string_view text = e.getDescription().cStr();
+absl::Status Transport::HandshakeError(int e, const kj::Exception& exception) const {
+  const Endpoint& ep = *endpoints_[e];
+  const std::string name = ReplicaName(ep.server, ep.replica);
+  absl::string_view text = exception.getDescription().cStr();
   // kj's wording (0.9.2): "TLS peer's certificate is not trusted; reason = <OpenSSL's reason>".
   absl::string_view reason = text;
   if (size_t at = text.find("reason = "); at != absl::string_view::npos) {
     reason = text.substr(at + 9);
   }
-  const std::string setting = absl::StrCat("tls_server_name", s);
+  const std::string setting = absl::StrCat("tls_server_name", ep.server);
   if (absl::StrContains(text, "hostname mismatch")) {
     return absl::FailedPreconditionError(absl::StrCat(
-        Name(s), ": its TLS certificate is not valid for the name \"", tls_names_[s],
+        name, ": its TLS certificate is not valid for the name \"", ep.tls_name,
         "\" (hostname mismatch): connect by a name or IP address the certificate holds, or set ",
         setting, " to one"));
   }
   if (absl::StrContains(text, "certificate is not trusted") ||
       absl::StrContains(text, "provided no certificate")) {
     return absl::FailedPreconditionError(
-        absl::StrCat(Name(s), ": its TLS certificate is not trusted (", reason,
+        absl::StrCat(name, ": its TLS certificate is not trusted (", reason,
                      "): it does not chain to a certificate in ", options_.tls_trusted_certs));
   }
   return absl::UnavailableError(absl::StrCat(
-      Name(s), ": the TLS handshake failed (", text,
+      name, ": the TLS handshake failed (", text,
       "); is the server running without TLS (no --tls-cert), or is it not a veil server?"));
 }
 
-absl::Status Transport::ConnectError(int s, Stage stage, const kj::Exception& e) {
+absl::Status Transport::ConnectError(int e, Stage stage, const kj::Exception& exception) {
+  const std::string name = ReplicaName(endpoints_[e]->server, endpoints_[e]->replica);
   switch (stage) {
     case Stage::kResolving:
       return absl::InvalidArgumentError(absl::StrCat(
-          Name(s), ": the address cannot be parsed or resolved (", e.getDescription().cStr(),
+          name, ": the address cannot be parsed or resolved (", exception.getDescription().cStr(),
           "); give HOST:PORT with a resolvable host name or an IP address"));
     case Stage::kConnecting:
       break;
     case Stage::kHandshake:
-      return HandshakeError(s, e);
+      return HandshakeError(e, exception);
     case Stage::kHello:
-      if (tls_ == nullptr && IsLocalFailure(e)) {
-        lost_[s] = true;
+      if (tls_ == nullptr && IsLocalFailure(exception)) {
         return absl::UnavailableError(absl::StrCat(
-            Name(s), " broke the connection before answering (", e.getDescription().cStr(),
+            name, " broke the connection before answering (", exception.getDescription().cStr(),
             "); a TLS server (--tls-cert) does that to a client without TLS: set "
             "tls_trusted_certs to its certificate"));
       }
       break;
   }
-  return ServerError(s, e);
+  return EndpointError(e, exception);
 }
 
 uint64_t Transport::bytes_up() const {
   absl::MutexLock lock(&loop_->streams_mu);
   uint64_t total = loop_->retired_up;
-  for (int s = 0; s < servers(); ++s) {
-    if (connections_[s].socket != nullptr) total += connections_[s].socket->bytes_written();
+  for (const auto& endpoint : endpoints_) {
+    if (endpoint->connection.socket != nullptr)
+      total += endpoint->connection.socket->bytes_written();
   }
   return total;
 }
@@ -399,8 +660,8 @@ uint64_t Transport::bytes_up() const {
 uint64_t Transport::bytes_down() const {
   absl::MutexLock lock(&loop_->streams_mu);
   uint64_t total = loop_->retired_down;
-  for (int s = 0; s < servers(); ++s) {
-    if (connections_[s].socket != nullptr) total += connections_[s].socket->bytes_read();
+  for (const auto& endpoint : endpoints_) {
+    if (endpoint->connection.socket != nullptr) total += endpoint->connection.socket->bytes_read();
   }
   return total;
 }

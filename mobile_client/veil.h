@@ -68,8 +68,13 @@ typedef struct veil_layout veil_layout;
  * zero field means its default. */
 typedef struct veil_client_options {
   uint32_t struct_size; /* sizeof(veil_client_options) as the app was compiled */
-  const char* server0;  /* "HOST:PORT" of party 0 */
-  const char* server1;  /* "HOST:PORT" of party 1 */
+  /* "HOST:PORT" of party 0, or its replicas "HOST:PORT,HOST:PORT,...": replicas of one party
+   * serve the same table (one that does not is refused, naming it); a call that fails on one
+   * (connection lost, unavailable) is sent again to another within timeout_ms, and a call slower
+   * than the 95th percentile of recent replies is also sent to another (first reply wins).
+   * A malformed list is VEIL_ERR_INVALID_ARGUMENT. */
+  const char* server0;
+  const char* server1;  /* the same for party 1 */
   uint32_t timeout_ms;  /* per call, both servers together; 0 means 5000 */
   const char* prg;      /* "aes128" (NULL), "chacha8", "chacha12", "chacha20", "siphash" */
   /* Version 2: TLS. Whoever reads both connections learns the rows, so off loopback the
@@ -197,6 +202,11 @@ int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t coun
 
 /* The cost of this client's last successful lookup. */
 int veil_last_call_stats(const veil_client* client, veil_call_stats* out_stats);
+
+/* Since this client connected: calls sent again to another replica after a failure
+ * (*out_failovers) and calls also sent to another replica because the first was slow
+ * (*out_hedges); see server0. Either pointer may be NULL. */
+int veil_replica_stats(const veil_client* client, uint64_t* out_failovers, uint64_t* out_hedges);
 
 /* The message of the last error on this thread ("" if none). Valid until the next veil call on
  * this thread. */

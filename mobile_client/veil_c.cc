@@ -370,6 +370,18 @@ int veil_last_call_stats(const veil_client* client, veil_call_stats* out_stats) 
   });
 }
 
+int veil_replica_stats(const veil_client* client, uint64_t* out_failovers, uint64_t* out_hedges) {
+  return Guarded([&]() -> int {
+    if (!IsLive(client)) {
+      return Fail(absl::StatusCode::kInvalidArgument, "a live client is required");
+    }
+    veil::client::CallStats totals = client->client->totals();
+    if (out_failovers != nullptr) *out_failovers = totals.failovers;
+    if (out_hedges != nullptr) *out_hedges = totals.hedges;
+    return VEIL_OK;
+  });
+}
+
 const char* veil_last_error(void) { return last_error.c_str(); }
 
 const char* veil_status_name(int code) {

@@ -2,8 +2,8 @@
 
 #include "absl/flags/flag.h"
 
-ABSL_FLAG(std::string, server0, "", "lookup: HOST:PORT of party 0");
-ABSL_FLAG(std::string, server1, "", "lookup: HOST:PORT of party 1");
+ABSL_FLAG(std::string, server0, "", "lookup: HOST:PORT of party 0, or its replicas HOST:PORT,HOST:PORT,...");
+ABSL_FLAG(std::string, server1, "", "lookup: HOST:PORT of party 1, or its replicas HOST:PORT,HOST:PORT,...");
 ABSL_FLAG(std::string, bags, "",
           "lookup: pooled lookup of a fixed-point table: the bag sizes N,M,... over --rows");
 ABSL_FLAG(std::string, mode, "sum", "lookup: pooling of --bags: sum or mean");

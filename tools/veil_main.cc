@@ -30,7 +30,10 @@ constexpr char kUsage[] =
     "              [--tls-certs=PEM_FILE [--tls-name0=NAME] [--tls-name1=NAME]]\n"
     "              [--allow-plaintext]   (plaintext to a non-loopback server)\n"
     "              [--row-key=TABLE.rowkey]   (check every row's authentication tag)\n"
-    "      Fetches rows privately from two veil-server parties and prints them.\n"
+    "      Fetches rows privately from two veil-server parties and prints them. Each of\n"
+    "      --server0/--server1 may list replicas of its party, HOST:PORT,HOST:PORT,...: they must\n"
+    "      serve the same table; a failed call is sent again to another replica and a slow one\n"
+    "      (slower than the 95th percentile of recent replies) is hedged on another replica.\n"
     "  veil table build|inspect|verify ...   (veil table for its usage)\n"
     "  veil tls-cert --out-dir=DIR [--hosts=127.0.0.1,::1,localhost] [--days=365]\n"
     "      An ECDSA P-256 key (DIR/server.key, mode 0600) and a self-signed certificate for those\n"
@@ -39,6 +42,7 @@ constexpr char kUsage[] =
     "\n"
     "example:\n"
     "  veil lookup --server0=127.0.0.1:4000 --server1=127.0.0.1:4001 --rows=3,17\n"
+    "  veil lookup --server0=127.0.0.1:4000,127.0.0.1:4002 --server1=127.0.0.1:4001 --rows=3\n"
     "\n"
     "Flags may be spelled with dashes or underscores; --helpfull lists them all.";
 
@@ -161,7 +165,12 @@ int Lookup() {
   for (const std::string& line : lines) std::cout << line << "\n";
   veil::client::CallStats s = (*client)->last_call();
   std::cerr << s.lookups << " lookup(s) in " << s.latency_ms << " ms; sent " << s.bytes_up
-            << " B, received " << s.bytes_down << " B (both servers)\n";
+            << " B, received " << s.bytes_down << " B (both servers)";
+  if (s.failovers != 0 || s.hedges != 0) {
+    std::cerr << "; " << s.failovers << " call(s) failed over and " << s.hedges
+              << " hedged to another replica";
+  }
+  std::cerr << "\n";
   return 0;
 }
 

@@ -47,7 +47,10 @@ static int check_errors(const char* server0) {
   /* An address that does not parse, or a host that does not resolve, is the caller's error. */
   options.server1 = "not an address";
   CHECK(veil_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
-  CHECK(strstr(veil_last_error(), "cannot be parsed or resolved") != NULL);
+  CHECK(strstr(veil_last_error(), "cannot be parsed") != NULL);
+  options.server1 = "127.0.0.1:4000,,127.0.0.1:4001"; /* a replica list with an empty entry */
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "empty entry") != NULL);
   options.server1 = "no-such-host.invalid:4000";
   CHECK(veil_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
 
@@ -85,6 +88,13 @@ static int check_range_lookups(veil_client* client, uint64_t rows, uint32_t dim)
   }
   CHECK(veil_last_call_stats(client, &stats) == VEIL_OK);
   CHECK(stats.lookups == 4 && stats.keys == 4);
+  {
+    /* One replica per party: nothing to fail over to or hedge on. */
+    uint64_t failovers = 1, hedges = 1;
+    CHECK(veil_replica_stats(client, &failovers, &hedges) == VEIL_OK);
+    CHECK(failovers == 0 && hedges == 0);
+    CHECK(veil_replica_stats(NULL, &failovers, NULL) == VEIL_ERR_INVALID_ARGUMENT);
+  }
   CHECK(veil_lookup_in_ranges(client, indices, ranges, 4, values, 4 * dim) == VEIL_OK);
   for (i = 0; i < 4; ++i) {
     for (j = 0; j < dim; ++j) {
