@@ -7,6 +7,7 @@
 #include "server/bfv_bag.h"
 #include "server/dpf2.h"
 #include "server/log.h"
+#include "server/lwe.h"
 
 namespace veil::server {
 namespace {
@@ -21,6 +22,8 @@ struct Entry {
 constexpr Entry kProtocols[] = {
     {"dpf2", CreateDpf2Protocol},
     {"bfv-bag", CreateBfvBagProtocol},
+    {"lwe-simple", CreateLweSimpleProtocol},
+    {"lwe-double", CreateLweDoubleProtocol},
 };
 
 }  // namespace
@@ -49,8 +52,8 @@ void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id) 
 
 void RejectCall(ServerStats& stats, const absl::Status& status, absl::string_view call) {
   const uint64_t errors = stats.RecordError();
-  LogThrottled("rejected", absl::StrCat("rejected ", call, " (error #", errors, "): ",
-                                        status.ToString()));
+  LogThrottled("rejected",
+               absl::StrCat("rejected ", call, " (error #", errors, "): ", status.ToString()));
   kj::throwFatalException(rpc::StatusToException(status));
 }
 

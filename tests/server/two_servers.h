@@ -1,6 +1,6 @@
 // Test fixtures for the end-to-end tests: random table files, self-signed certificates, and real
-// veil-server processes on loopback (two dpf2 parties or one bfv-bag server; port 0, plaintext or
-// TLS), found through the build's VEIL_SERVER_BINARY path.
+// veil-server processes on loopback (two dpf2 parties, one bfv-bag or one LWE server; port 0,
+// plaintext or TLS), found through the build's VEIL_SERVER_BINARY path.
 #ifndef VEIL_TESTS_SERVER_TWO_SERVERS_H_
 #define VEIL_TESTS_SERVER_TWO_SERVERS_H_
 
@@ -12,8 +12,8 @@
 #include "absl/status/statusor.h"
 #include "embedding/row_format.h"
 #include "embedding/row_tag.h"
-#include "tools/launcher.h"
 #include "rpc/tls.h"
+#include "tools/launcher.h"
 #include "tools/tls_cert.h"
 
 namespace veil::testing {
@@ -28,9 +28,10 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
                                              uint64_t epoch = 1,
                                              const embedding::RowKey* row_key = nullptr);
 
-// A fresh self-signed certificate and key (tools/tls_cert.h) in a new temporary folder, for `hosts`.
+// A fresh self-signed certificate and key (tools/tls_cert.h) in a new temporary folder, for
+// `hosts`.
 absl::StatusOr<tools::CertificateFiles> MakeCertificate(const std::vector<std::string>& hosts = {
-                                                             "127.0.0.1", "localhost"});
+                                                            "127.0.0.1", "localhost"});
 
 // Server 0 serves table0, server 1 table1 (the same file unless a test wants a mismatch).
 struct TwoServers {
@@ -48,6 +49,12 @@ absl::StatusOr<TwoServers> StartTwoServers(const std::string& table0, const std:
 absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartBagServer(
     const std::string& table, const std::vector<std::string>& extra_args = {},
     const tools::CertificateFiles* tls = nullptr, const std::string& log_path = "");
+
+// One LWE server (veil-server --protocol=lwe-simple or lwe-double) on `table`; its hint is
+// computed in memory (--lwe_hint_cache=false) unless extra_args say otherwise.
+absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartLweServer(
+    const std::string& table, const std::string& protocol,
+    const std::vector<std::string>& extra_args = {}, const std::string& log_path = "");
 
 }  // namespace veil::testing
 
