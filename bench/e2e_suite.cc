@@ -42,8 +42,8 @@
 #include "mobile_client/client.h"
 #include "pir/two_server/backend.h"
 #include "pir/two_server/query.h"
-#include "tools/launcher.h"
 #include "rpc/tls.h"
+#include "tools/launcher.h"
 #include "tools/tls_cert.h"
 
 namespace veil::bench {
@@ -52,34 +52,6 @@ namespace {
 using client::CallStats;
 using client::Client;
 using client::ClientOptions;
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(p * (v.size() - 1) + 0.5);
-  return v[std::min(rank, v.size() - 1)];
-}
-
-// CPU seconds (user + system) used so far by process `pid`, from /proc.
-double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t close = text.rfind(')');  // the command name may hold spaces
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) {
-    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
-  }
-  return ticks / sysconf(_SC_CLK_TCK);
-}
-
-double SelfCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 struct Reference {
   double qps = 0;
@@ -222,8 +194,8 @@ absl::Status StartServers(const E2eOptions& o, const std::string& dir,
 
 // One client thread: lookups of random rows until `end`, measured after `measure_from`, every
 // row checked against the table.
-ClientResult RunClient(Client& client, const embedding::Table& table, const E2eOptions& o,
-                       int c, absl::Time measure_from, absl::Time end) {
+ClientResult RunClient(Client& client, const embedding::Table& table, const E2eOptions& o, int c,
+                       absl::Time measure_from, absl::Time end) {
   ClientResult r;
   std::mt19937_64 gen(100 + c);
   std::vector<uint64_t> wanted(o.per_call);
@@ -356,9 +328,9 @@ absl::Status E2e(const Flags& flags) {
     return s;
   }
   std::cerr << "e2e: servers on " << servers[0]->address() << " and " << servers[1]->address()
-            << (o.tls ? " over TLS" : " in plaintext") << " (logs in " << dir << "); "
-            << o.clients << " client(s), " << o.per_call << " lookups per call, " << o.warmup_s
-            << " s warm-up, " << o.duration_s << " s\n";
+            << (o.tls ? " over TLS" : " in plaintext") << " (logs in " << dir << "); " << o.clients
+            << " client(s), " << o.per_call << " lookups per call, " << o.warmup_s << " s warm-up, "
+            << o.duration_s << " s\n";
   std::vector<std::unique_ptr<Client>> connected;
   for (int c = 0; c < o.clients; ++c) {
     auto client = Client::Connect(client_options);
@@ -370,9 +342,8 @@ absl::Status E2e(const Flags& flags) {
   std::vector<ClientResult> results(o.clients);
   std::vector<std::thread> pool;
   for (int c = 0; c < o.clients; ++c) {
-    pool.emplace_back([&, c] {
-      results[c] = RunClient(*connected[c], **table, o, c, measure_from, end);
-    });
+    pool.emplace_back(
+        [&, c] { results[c] = RunClient(*connected[c], **table, o, c, measure_from, end); });
   }
   auto window = WatchServers(client_options, servers, measure_from, end);
   for (std::thread& t : pool) t.join();

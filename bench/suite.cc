@@ -1,5 +1,8 @@
 #include "bench/suite.h"
 
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -7,8 +10,12 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace veil::bench {
@@ -120,15 +127,41 @@ std::vector<double> SortedTimes(const std::function<void()>& run, int warmup, in
 }
 }  // namespace
 
-double MedianSeconds(const std::function<void()>& run, int warmup, int max_reps,
-                     double budget_s) {
+double MedianSeconds(const std::function<void()>& run, int warmup, int max_reps, double budget_s) {
   std::vector<double> times = SortedTimes(run, warmup, max_reps, budget_s);
   return times[times.size() / 2];
 }
 
-double FastestSeconds(const std::function<void()>& run, int warmup, int max_reps,
-                      double budget_s) {
+double FastestSeconds(const std::function<void()>& run, int warmup, int max_reps, double budget_s) {
   return SortedTimes(run, warmup, max_reps, budget_s).front();
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(rank, v.size() - 1)];
+}
+
+// CPU seconds (user + system) used so far by process `pid`, from /proc.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  }
+  return ticks / sysconf(_SC_CLK_TCK);
+}
+
+double SelfCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 }  // namespace veil::bench

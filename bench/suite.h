@@ -4,6 +4,8 @@
 #ifndef VEIL_BENCH_SUITE_H_
 #define VEIL_BENCH_SUITE_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,6 +72,13 @@ double MedianSeconds(const std::function<void()>& run, int warmup = 1, int max_r
 // only slows a run down).
 double FastestSeconds(const std::function<void()>& run, int warmup = 1, int max_reps = 15,
                       double budget_s = 3.0);
+
+// The value at quantile p (0..1) of v; 0 for none.
+double Percentile(std::vector<double> v, double p);
+
+// CPU seconds (user + system) used so far by process `pid` (from /proc), and by this process.
+double ProcessCpuSeconds(pid_t pid);
+double SelfCpuSeconds();
 
 }  // namespace veil::bench
 
