@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "pir/lattice/kernels.h"
 #include "pir/lattice/server.h"
 #include "server/log.h"
 #include "server/scheduler.h"
@@ -323,6 +324,17 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
                      4 * table->query_words, " and ", 4 * table->answer_words,
                      " bytes: --max_message_bytes must be at least ", largest + kEnvelopeBytes));
   }
+  // The product picks its kernel per power-of-two batch size by measuring it the first time;
+  // measure every size this server can batch now, so that no client's first query pays for it.
+  const absl::Time kernels_start = absl::Now();
+  std::string kernels;
+  for (uint32_t batch = 1;; batch = std::min(2 * batch, o.limits.max_batch_keys)) {
+    absl::StrAppend(&kernels, kernels.empty() ? "" : ", ", batch, ": ",
+                    std::string(lattice::ProductKernelName(lattice::FastestKernelForBatch(batch))));
+    if (batch == o.limits.max_batch_keys) break;
+  }
+  Log(absl::StrFormat("%s: product kernels by batch size (measured in %.2f s): %s", table->name,
+                      absl::ToDoubleSeconds(absl::Now() - kernels_start), kernels));
   return std::make_unique<LweProtocol>(env, std::move(table), hint_s);
 }
 
