@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "pir/lattice/kernels.h"
 #include "pir/lattice/server.h"
+#include "server/backend_select.h"
 #include "server/log.h"
 #include "server/scheduler.h"
 
@@ -314,6 +315,13 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
                           ? std::string("read from its file, current")
                           : absl::StrCat("computed: ", (*server)->hint_note())));
   table->server = *std::move(server);
+  // A pass holds at most max_batch_keys - 1 waiting queries and one more call (items are never
+  // split).
+  auto product = CreateLweProduct(
+      o.backend, table->server->database().view(),
+      static_cast<int>(o.limits.max_batch_keys + o.limits.max_keys_per_call), o.gpus);
+  if (!product.ok()) return product.status();
+  if (*product != nullptr) table->server->SetDatabaseProduct(*std::move(product));
   table->query_words = table->server->shape().query_words();
   table->answer_words = table->server->shape().answer_words();
   const uint64_t largest =
@@ -326,15 +334,18 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
   }
   // The product picks its kernel per power-of-two batch size by measuring it the first time;
   // measure every size this server can batch now, so that no client's first query pays for it.
-  const absl::Time kernels_start = absl::Now();
-  std::string kernels;
-  for (uint32_t batch = 1;; batch = std::min(2 * batch, o.limits.max_batch_keys)) {
-    absl::StrAppend(&kernels, kernels.empty() ? "" : ", ", batch, ": ",
-                    std::string(lattice::ProductKernelName(lattice::FastestKernelForBatch(batch))));
-    if (batch == o.limits.max_batch_keys) break;
+  if (table->server->database_product().name() == "cpu") {
+    const absl::Time kernels_start = absl::Now();
+    std::string kernels;
+    for (uint32_t batch = 1;; batch = std::min(2 * batch, o.limits.max_batch_keys)) {
+      absl::StrAppend(
+          &kernels, kernels.empty() ? "" : ", ", batch, ": ",
+          std::string(lattice::ProductKernelName(lattice::FastestKernelForBatch(batch))));
+      if (batch == o.limits.max_batch_keys) break;
+    }
+    Log(absl::StrFormat("%s: product kernels by batch size (measured in %.2f s): %s", table->name,
+                        absl::ToDoubleSeconds(absl::Now() - kernels_start), kernels));
   }
-  Log(absl::StrFormat("%s: product kernels by batch size (measured in %.2f s): %s", table->name,
-                      absl::ToDoubleSeconds(absl::Now() - kernels_start), kernels));
   return std::make_unique<LweProtocol>(env, std::move(table), hint_s);
 }
 

@@ -5,6 +5,9 @@
 // there (unless --lwe_hint_cache=false). Each connection may then download the hint blob in
 // chunks (`hint`) and send queries (`answer`).
 //
+// The first level's product runs where --backend says (server/backend_select.h: the CPU kernels,
+// or gpu/lwe.h's device product on the first device of --gpus); the hint is computed on the CPU.
+//
 // Queries of every connection are batched by the shared BatchScheduler: one pass answers all the
 // waiting queries with one product over the database (DB x [q_1 ... q_B]), on the scheduler's
 // worker. Queues are bounded in queries (the dpf2 key limits: max_keys_per_call,
