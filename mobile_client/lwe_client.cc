@@ -260,12 +260,11 @@ absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOpt
         return ReadConfig(server, options.protocol, config);
       });
   if (!connected.ok()) return connected;
-  if (absl::Status s = client->Adopt(config); !s.ok()) return s;
+  absl::StatusOr<lattice::LweConfig> lattice_config = client->Adopt(config);
+  if (!lattice_config.ok()) return lattice_config.status();
   absl::MutexLock lock(&client->mu_);
   absl::StatusOr<std::vector<uint8_t>> blob = client->GetHint();
   if (!blob.ok()) return blob.status();
-  absl::StatusOr<lattice::LweConfig> lattice_config = LatticeConfig(config);
-  if (!lattice_config.ok()) return lattice_config.status();
   auto lwe = lattice::LweClient::Create(*lattice_config, *blob);
   if (!lwe.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -275,7 +274,7 @@ absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOpt
   return client;
 }
 
-absl::Status LweClient::Adopt(const ServerConfig& config) {
+absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) {
   const std::string who = transport_->Name(0);
   const LweTableInfo& t = config.table;
   if (t.rows == 0 || t.row_words == 0 || !embedding::IsKnownRowFormat(t.format) ||
@@ -312,7 +311,7 @@ absl::Status LweClient::Adopt(const ServerConfig& config) {
   max_queries_per_call_ = config.max_queries_per_call;
   max_queued_queries_ = config.max_queued_queries;
   max_message_bytes_ = config.max_message_bytes;
-  return absl::OkStatus();
+  return lattice_config;
 }
 
 absl::StatusOr<std::vector<uint8_t>> LweClient::GetHint() {

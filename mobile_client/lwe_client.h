@@ -11,6 +11,9 @@
 // row's column under a fresh secret that never leaves the client) and decrypts the answer with
 // the hint; the server learns nothing about the row.
 //
+// A lost connection is reopened by the next call (the call that finds it lost fails with
+// UNAVAILABLE), which goes ahead only if the server still serves the session's table and hint.
+//
 // Never a wrong row: when the table's rows carry authentication tags (embedding/row_tag.h) the
 // client needs the table's row key and checks every decrypted row (DATA_LOSS, never returned, on
 // a mismatch: a corrupted table, a wrong answer or a failed decryption).
@@ -37,6 +40,7 @@
 
 namespace veil::lattice {
 class LweClient;
+struct LweConfig;
 }  // namespace veil::lattice
 
 namespace veil::client {
@@ -130,8 +134,9 @@ class LweClient {
  private:
   LweClient(LweClientOptions options, std::unique_ptr<Transport> transport);
 
-  // Checks the server's config (FAILED_PRECONDITION naming the problem) and adopts it.
-  absl::Status Adopt(const ServerConfig& config);
+  // Checks the server's config (FAILED_PRECONDITION naming the problem), adopts it and returns
+  // its lattice parameters.
+  absl::StatusOr<lattice::LweConfig> Adopt(const ServerConfig& config);
   // The hint blob from the cache or the server (chunk waves, resuming after a lost connection).
   absl::StatusOr<std::vector<uint8_t>> GetHint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Before a call: reopens a lost connection, to the same table and hint only.

@@ -1,10 +1,12 @@
 // veil::client::LweClient against real lwe-simple / lwe-double server processes on loopback:
 // every lookup decrypts to the table's row bit for bit (row formats, tagged and untagged rows,
 // awkward row counts, lookups split across calls and waves), a wrong row key is DATA_LOSS and
-// never a wrong row, the hint cache is used and a corrupted cache entry is fetched again, and a
-// client never talks to a server of another protocol.
+// never a wrong row, the hint cache is used and a corrupted cache entry is fetched again, a
+// client never talks to a server of another protocol, and a restarted server is reconnected to
+// (the same table and hint only; the server reads its hint file back).
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <tuple>
 
@@ -197,6 +199,53 @@ TEST_F(LweClientTest, BadArgumentsAreRejectedLocally) {
   auto outside = (*client)->LookupWords({200});
   EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(outside.status().message(), HasSubstr("row 200 is outside the table (200 rows)"));
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST_F(LweClientTest, ARestartedServerIsReconnectedToTheSameTableOnly) {
+  // A server keeping its hint file (the fixture's computes it in memory).
+  const std::string log1 = testing::TempPath("lwe_first.log");
+  auto first = testing::StartLweServer(path_, "lwe-simple", {"--lwe_hint_cache=true"}, log1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string listen = absl::StrCat("--listen=", (*first)->address());
+  LweClientOptions o = Options();
+  o.server = (*first)->address();
+  auto client = LweClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto table = embedding::Table::Open(path_);
+  ASSERT_TRUE(table.ok());
+  ASSERT_TRUE((*client)->LookupWords({4}).ok());
+  ASSERT_TRUE((*first)->Stop().ok());
+  EXPECT_THAT(ReadText(log1), HasSubstr("hint ready after"));
+
+  // The same table on the same address: the hint is read back from its file, and the client
+  // goes on with the hint it holds.
+  const std::string log2 = testing::TempPath("lwe_second.log");
+  auto second =
+      testing::StartLweServer(path_, "lwe-simple", {"--lwe_hint_cache=true", listen}, log2);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_THAT(ReadText(log2), HasSubstr("read from its file, current"));
+  // The call that finds the connection lost fails (as with two servers); the next reconnects.
+  EXPECT_EQ((*client)->LookupWords({4}).status().code(), absl::StatusCode::kUnavailable);
+  auto words = (*client)->LookupWords({4, 150});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, PlainWords(**table, {4, 150}));
+  ASSERT_TRUE((*second)->Stop().ok());
+
+  // Another table there: refused, never decoded with the old hint.
+  auto other = testing::WriteRandomTable("lwe_other.veil", embedding::RowFormat::kInt8RowWise, 200,
+                                         16, 4, 1, &key_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto third = testing::StartLweServer(*other, "lwe-simple", {listen});
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ((*client)->LookupWords({4}).status().code(), absl::StatusCode::kUnavailable);
+  auto refused = (*client)->LookupWords({4});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("came back serving another table"));
 }
 
 }  // namespace
