@@ -205,7 +205,8 @@ interface LweServer extends(VeilServer) {
   hint @1 (chunk :UInt64, hintDigest :Data) -> (data :Data);
   # Chunk `chunk` of the hint blob (hintChunkBytes bytes, the last one shorter): a download resumes
   # at any chunk. `hintDigest` is the digest the client is downloading; FAILED_PRECONDITION ("stale
-  # hint") if the server now serves another, OUT_OF_RANGE for a chunk past the end.
+  # hint") if the server now serves another, OUT_OF_RANGE for a chunk past the end,
+  # RESOURCE_EXHAUSTED once a connection has been sent twice the hint's bytes (reconnect).
 
   answer @2 (queries :Data, hintDigest :Data) -> (answers :Data, table :TableId);
   # One or more queries (queryWords little-endian 32-bit words each, back to back) made with the

@@ -22,6 +22,8 @@ namespace {
 // Queries and answers travel as little-endian words, copied as they are.
 static_assert(std::endian::native == std::endian::little);
 
+// Hint bytes a connection may be sent, in hints (LweService::hint).
+constexpr uint64_t kHintDownloadsPerConnection = 2;
 // Room for a call's Cap'n Proto envelope (pointers, the digest, the list header) beside its data.
 constexpr uint64_t kEnvelopeBytes = 1024;
 
@@ -88,8 +90,9 @@ class LweService final : public ServiceBase<rpc::LweServer> {
   const embedding::Table& file_;
   const ServerLimits limits_;
   BatchScheduler& scheduler_;
-  uint64_t queued_ = 0;  // this connection's queries waiting for the worker
-  uint32_t calls_ = 0;   // this connection's answer calls waiting
+  uint64_t hint_bytes_sent_ = 0;  // hint chunks sent on this connection
+  uint64_t queued_ = 0;           // this connection's queries waiting for the worker
+  uint32_t calls_ = 0;            // this connection's answer calls waiting
 };
 
 kj::Promise<void> LweService::config(ConfigContext context) {
@@ -135,6 +138,18 @@ kj::Promise<void> LweService::hint(HintContext context) {
   }
   auto chunk = table_.server->HintChunk(params.getChunk());
   if (!chunk.ok()) Reject(chunk.status(), "hint");
+  // A chunk request is ~100 bytes and its reply 1 MiB, and replies wait in memory until the
+  // client reads them: a connection that asked for the hint more than kHintDownloadsPerConnection
+  // times is refused further chunks (a client downloads it once; a resumed download is a new
+  // connection), so that no connection can make the server buffer without bound.
+  const uint64_t budget = kHintDownloadsPerConnection * table_.server->hint_blob().size();
+  if (hint_bytes_sent_ + chunk->size() > budget) {
+    Reject(absl::ResourceExhaustedError(absl::StrCat(
+               "this connection has already been sent ", hint_bytes_sent_, " bytes of hint (",
+               kHintDownloadsPerConnection, " times the hint); reconnect to download it again")),
+           "hint");
+  }
+  hint_bytes_sent_ += chunk->size();
   auto results = context.getResults(capnp::MessageSize{chunk->size() / 8 + 8, 0});
   results.setData(capnp::Data::Reader(chunk->data(), chunk->size()));
   return kj::READY_NOW;

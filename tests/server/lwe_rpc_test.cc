@@ -164,6 +164,19 @@ TEST_P(LweRpcTest, HostileCallsGetClearErrorsWhileAGoodClientKeepsWorking) {
   ASSERT_TRUE(chunk.ok()) << chunk.status();
   EXPECT_EQ(chunk->size(), std::min<uint64_t>(c.getHintBytes(), c.getHintChunkBytes()));
 
+  // The hint twice over on one connection, then no more (replies wait in the server's memory
+  // until read); another connection still gets it.
+  const uint64_t chunks = (c.getHintBytes() + c.getHintChunkBytes() - 1) / c.getHintChunkBytes();
+  {
+    RawSession greedy(server_->port());
+    for (uint64_t i = 0; i < 2 * chunks; ++i) {
+      ASSERT_TRUE(greedy.Hint(i % chunks, digest).ok()) << i;
+    }
+    auto refused = greedy.Hint(0, digest);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+    EXPECT_THAT(refused.status().message(), HasSubstr("reconnect to download it again"));
+  }
+
   // Queries: none, a partial one, one word too many, another protocol's size, too many per
   // call, a stale hint digest.
   const std::vector<uint32_t> one(qw, 12345);
