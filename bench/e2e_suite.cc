@@ -42,8 +42,8 @@
 #include "mobile_client/client.h"
 #include "pir/two_server/backend.h"
 #include "pir/two_server/query.h"
-#include "tools/launcher.h"
 #include "rpc/tls.h"
+#include "tools/launcher.h"
 #include "tools/tls_cert.h"
 
 namespace veil::bench {
@@ -194,8 +194,8 @@ absl::Status StartServers(const E2eOptions& o, const std::string& dir,
 
 // One client thread: lookups of random rows until `end`, measured after `measure_from`, every
 // row checked against the table.
-ClientResult RunClient(Client& client, const embedding::Table& table, const E2eOptions& o,
-                       int c, absl::Time measure_from, absl::Time end) {
+ClientResult RunClient(Client& client, const embedding::Table& table, const E2eOptions& o, int c,
+                       absl::Time measure_from, absl::Time end) {
   ClientResult r;
   std::mt19937_64 gen(100 + c);
   std::vector<uint64_t> wanted(o.per_call);
@@ -328,9 +328,9 @@ absl::Status E2e(const Flags& flags) {
     return s;
   }
   std::cerr << "e2e: servers on " << servers[0]->address() << " and " << servers[1]->address()
-            << (o.tls ? " over TLS" : " in plaintext") << " (logs in " << dir << "); "
-            << o.clients << " client(s), " << o.per_call << " lookups per call, " << o.warmup_s
-            << " s warm-up, " << o.duration_s << " s\n";
+            << (o.tls ? " over TLS" : " in plaintext") << " (logs in " << dir << "); " << o.clients
+            << " client(s), " << o.per_call << " lookups per call, " << o.warmup_s << " s warm-up, "
+            << o.duration_s << " s\n";
   std::vector<std::unique_ptr<Client>> connected;
   for (int c = 0; c < o.clients; ++c) {
     auto client = Client::Connect(client_options);
@@ -342,9 +342,8 @@ absl::Status E2e(const Flags& flags) {
   std::vector<ClientResult> results(o.clients);
   std::vector<std::thread> pool;
   for (int c = 0; c < o.clients; ++c) {
-    pool.emplace_back([&, c] {
-      results[c] = RunClient(*connected[c], **table, o, c, measure_from, end);
-    });
+    pool.emplace_back(
+        [&, c] { results[c] = RunClient(*connected[c], **table, o, c, measure_from, end); });
   }
   auto window = WatchServers(client_options, servers, measure_from, end);
   for (std::thread& t : pool) t.join();

@@ -26,7 +26,8 @@ ABSL_FLAG(absl::optional<std::string>, count, absl::nullopt, "operations timed")
 ABSL_FLAG(absl::optional<std::string>, device, absl::nullopt, "GPU suites: the CUDA device");
 ABSL_FLAG(absl::optional<std::string>, devices, absl::nullopt,
           "GPU suites: how many devices share the table");
-ABSL_FLAG(absl::optional<std::string>, dim, absl::nullopt, "bfv-bag-e2e: embedding dimension");
+ABSL_FLAG(absl::optional<std::string>, dim, absl::nullopt,
+          "bfv-bag-e2e, lwe-e2e: embedding dimension");
 ABSL_FLAG(absl::optional<std::string>, dir, absl::nullopt,
           "table-load, soak: where the tables (and the soak servers' logs) are written");
 ABSL_FLAG(absl::optional<std::string>, duration_s, absl::nullopt, "e2e: measured seconds");
@@ -64,7 +65,7 @@ ABSL_FLAG(absl::optional<std::string>, plain_bits, absl::nullopt, "he: plaintext
 ABSL_FLAG(absl::optional<std::string>, prg, absl::nullopt,
           "DPF PRG: aes128, chacha8, chacha12, chacha20 or siphash");
 ABSL_FLAG(absl::optional<std::string>, protocol, absl::nullopt,
-          "lwe-answer, lattice: simple or double");
+          "lwe-answer, lattice, lwe-e2e: simple or double");
 ABSL_FLAG(absl::optional<std::string>, records_per_column, absl::nullopt,
           "lattice: records per database column (0: chosen)");
 ABSL_FLAG(absl::optional<std::string>, reference, absl::nullopt,

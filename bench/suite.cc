@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -125,7 +127,24 @@ std::vector<double> SortedTimes(const std::function<void()>& run, int warmup, in
 }
 }  // namespace
 
-double ProcessCpuSeconds(int pid) {
+double MedianSeconds(const std::function<void()>& run, int warmup, int max_reps, double budget_s) {
+  std::vector<double> times = SortedTimes(run, warmup, max_reps, budget_s);
+  return times[times.size() / 2];
+}
+
+double FastestSeconds(const std::function<void()>& run, int warmup, int max_reps, double budget_s) {
+  return SortedTimes(run, warmup, max_reps, budget_s).front();
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(rank, v.size() - 1)];
+}
+
+// CPU seconds (user + system) used so far by process `pid`, from /proc.
+double ProcessCpuSeconds(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t close = text.rfind(')');  // the command name may hold spaces
@@ -143,24 +162,6 @@ double SelfCpuSeconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(p * (v.size() - 1) + 0.5);
-  return v[std::min(rank, v.size() - 1)];
-}
-
-double MedianSeconds(const std::function<void()>& run, int warmup, int max_reps,
-                     double budget_s) {
-  std::vector<double> times = SortedTimes(run, warmup, max_reps, budget_s);
-  return times[times.size() / 2];
-}
-
-double FastestSeconds(const std::function<void()>& run, int warmup, int max_reps,
-                      double budget_s) {
-  return SortedTimes(run, warmup, max_reps, budget_s).front();
 }
 
 }  // namespace veil::bench

@@ -4,6 +4,8 @@
 #ifndef VEIL_BENCH_SUITE_H_
 #define VEIL_BENCH_SUITE_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -66,18 +68,17 @@ struct SuiteRegistration {
 double MedianSeconds(const std::function<void()>& run, int warmup = 1, int max_reps = 15,
                      double budget_s = 3.0);
 
-// CPU seconds (user + system) used so far by process `pid`, from /proc (0 if unreadable).
-double ProcessCpuSeconds(int pid);
-// CPU seconds used so far by this process.
-double SelfCpuSeconds();
-
-// The p-quantile (0..1) of `v` by nearest rank; 0 for none.
-double Percentile(std::vector<double> v, double p);
-
 // Fastest of repeated timings: for ceilings (a machine's limit is its best run; interference
 // only slows a run down).
 double FastestSeconds(const std::function<void()>& run, int warmup = 1, int max_reps = 15,
                       double budget_s = 3.0);
+
+// The value at quantile p (0..1) of v; 0 for none.
+double Percentile(std::vector<double> v, double p);
+
+// CPU seconds (user + system) used so far by process `pid` (from /proc), and by this process.
+double ProcessCpuSeconds(pid_t pid);
+double SelfCpuSeconds();
 
 }  // namespace veil::bench
 

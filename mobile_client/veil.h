@@ -1,6 +1,7 @@
-/* veil C ABI: private embedding lookups through two PIR servers (veil_client, protocol dpf2), or
- * private pooled lookups from one server (veil_bag_client, protocol bfv-bag), for apps that cannot
- * link C++.
+/* veil C ABI: private embedding lookups through two PIR servers (veil_client, protocol dpf2),
+ * private pooled lookups from one server (veil_bag_client, protocol bfv-bag), or private lookups
+ * from one LWE PIR server (veil_lwe_client, protocols lwe-simple and lwe-double), for apps that
+ * cannot link C++.
  *
  * C99. Handles are opaque; every buffer is owned by the caller and passed with its length in
  * elements; every function returns VEIL_OK (0) or a negative VEIL_ERR_* code and never lets a C++
@@ -21,27 +22,27 @@ extern "C" {
 /* The ABI's version. Fields are only ever appended to the structs of this header, and the version
  * bumps whenever a struct grows or functions are added (2: veil_client_options gained the TLS
  * fields; 3: layout lookups; 4: struct_size first in every options struct, row authentication
- * keys). Every options struct starts with struct_size, which the caller sets to the sizeof the
- * struct it was compiled with: a library refuses (VEIL_ERR_INVALID_ARGUMENT) a size it does not
- * know, so an app built against another veil.h is detected instead of misread. Check
+ * keys; 5: veil_lwe_client). Every options struct starts with struct_size, which the caller sets to
+ * the sizeof the struct it was compiled with: a library refuses (VEIL_ERR_INVALID_ARGUMENT) a size
+ * it does not know, so an app built against another veil.h is detected instead of misread. Check
  * veil_abi_version() == VEIL_ABI_VERSION at start-up as well.
  *
  * Handles: a closed handle, or a pointer that is not a live handle of the right kind, is refused
  * with VEIL_ERR_INVALID_ARGUMENT where that can be detected (the library tracks the handles it
  * gave out); closing twice is harmless. Using a handle while another thread closes it is not
  * detected. */
-#define VEIL_ABI_VERSION 4
+#define VEIL_ABI_VERSION 5
 
 /* Return codes: the negated absl::StatusCode values. */
 #define VEIL_OK 0
 #define VEIL_ERR_CANCELLED (-1)
 #define VEIL_ERR_UNKNOWN (-2)
-#define VEIL_ERR_INVALID_ARGUMENT (-3) /* bad argument, NULL pointer, buffer too small */
+#define VEIL_ERR_INVALID_ARGUMENT (-3)  /* bad argument, NULL pointer, buffer too small */
 #define VEIL_ERR_DEADLINE_EXCEEDED (-4) /* a server did not answer within the timeout */
 #define VEIL_ERR_NOT_FOUND (-5)
 #define VEIL_ERR_ALREADY_EXISTS (-6)
 #define VEIL_ERR_PERMISSION_DENIED (-7)
-#define VEIL_ERR_RESOURCE_EXHAUSTED (-8) /* a server is overloaded */
+#define VEIL_ERR_RESOURCE_EXHAUSTED (-8)  /* a server is overloaded */
 #define VEIL_ERR_FAILED_PRECONDITION (-9) /* tables differ, wrong format, TLS trust or name */
 #define VEIL_ERR_ABORTED (-10)
 #define VEIL_ERR_OUT_OF_RANGE (-11)
@@ -99,12 +100,12 @@ typedef struct veil_client_options {
 
 typedef struct veil_table_info {
   uint64_t rows;
-  uint32_t dim;        /* floats per row returned by veil_lookup */
-  uint32_t row_words;  /* 32-bit words per row returned by veil_lookup_words */
-  int32_t row_format;  /* VEIL_FORMAT_* */
-  int32_t frac_bits;   /* VEIL_FORMAT_FIXED: value = int32 / 2^frac_bits */
+  uint32_t dim;       /* floats per row returned by veil_lookup */
+  uint32_t row_words; /* 32-bit words per row returned by veil_lookup_words */
+  int32_t row_format; /* VEIL_FORMAT_* */
+  int32_t frac_bits;  /* VEIL_FORMAT_FIXED: value = int32 / 2^frac_bits */
   uint64_t epoch;
-  uint8_t digest[32];  /* BLAKE2b-256 of the table; both servers reported it */
+  uint8_t digest[32]; /* BLAKE2b-256 of the table; both servers reported it */
 } veil_table_info;
 
 /* Rows [first_row, first_row + rows) of the served table (e.g. a batch-PIR bin). */
@@ -114,11 +115,11 @@ typedef struct veil_row_range {
 } veil_row_range;
 
 typedef struct veil_call_stats {
-  uint64_t bytes_up;    /* both servers, RPC framing included */
+  uint64_t bytes_up; /* both servers, RPC framing included */
   uint64_t bytes_down;
   double latency_ms;
-  uint32_t lookups;     /* rows or bags returned */
-  uint32_t keys;        /* keys sent to each server */
+  uint32_t lookups; /* rows or bags returned */
+  uint32_t keys;    /* keys sent to each server */
 } veil_call_stats;
 
 /* VEIL_ABI_VERSION of the library actually linked. */
@@ -173,9 +174,9 @@ int veil_layout_open(const char* path, veil_layout** out_layout);
 void veil_layout_close(veil_layout* layout);
 
 typedef struct veil_layout_info {
-  uint32_t rows;        /* rows of the table the layout arranges */
-  uint32_t row_values;  /* floats per row returned by veil_lookup_layout */
-  uint32_t keys;        /* keys sent to each server per veil_lookup_layout, whatever is wanted */
+  uint32_t rows;       /* rows of the table the layout arranges */
+  uint32_t row_values; /* floats per row returned by veil_lookup_layout */
+  uint32_t keys;       /* keys sent to each server per veil_lookup_layout, whatever is wanted */
 } veil_layout_info;
 
 int veil_layout_get_info(const veil_layout* layout, veil_layout_info* out_info);
@@ -237,12 +238,12 @@ typedef struct veil_bag_client_options {
 
 typedef struct veil_bag_table_info {
   uint64_t rows;
-  uint32_t dim;             /* values per pooled row */
-  int32_t frac_bits;        /* value = int32 / 2^frac_bits */
+  uint32_t dim;      /* values per pooled row */
+  int32_t frac_bits; /* value = int32 / 2^frac_bits */
   uint64_t epoch;
-  uint8_t digest[32];       /* BLAKE2b-256 of the table */
-  uint64_t query_bytes;     /* up, per bag */
-  uint64_t answer_bytes;    /* down, per bag */
+  uint8_t digest[32];        /* BLAKE2b-256 of the table */
+  uint64_t query_bytes;      /* up, per bag */
+  uint64_t answer_bytes;     /* down, per bag */
   uint64_t galois_key_bytes; /* up, once per session */
 } veil_bag_table_info;
 
@@ -268,11 +269,67 @@ int veil_bag_lookup_pooled(veil_bag_client* client, const uint64_t* indices, siz
 
 /* The exact sums (fixed-point integers times weights): out_len >= bag_count * dim. */
 int veil_bag_lookup_pooled_sums(veil_bag_client* client, const uint64_t* indices, size_t count,
-                                const uint32_t* bag_sizes, size_t bag_count,
-                                const int64_t* weights, int64_t* out, size_t out_len);
+                                const uint32_t* bag_sizes, size_t bag_count, const int64_t* weights,
+                                int64_t* out, size_t out_len);
 
 /* The cost of this client's last successful lookup (keys: query ciphertexts sent). */
 int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out_stats);
+
+/* ---- Protocols lwe-simple and lwe-double: private row lookups from ONE server (LWE PIR). ----
+ * Connecting downloads the table's hint once (megabytes; veil_lwe_table_info.hint_bytes), or reads
+ * it from hint_cache_dir, where it is kept per table version. Each row then costs one query up
+ * and one answer down (query_bytes, answer_bytes), encrypted under a fresh secret that never
+ * leaves the client: the server learns nothing about the row. lwe-double (DoublePIR) has a much
+ * smaller hint than lwe-simple (SimplePIR) and larger answers. Rows come back bit-exact; with the
+ * table's row key every row's authentication tag is checked (VEIL_ERR_DATA_LOSS, never a wrong
+ * row). Errors and threading as for veil_client (ABI 5). */
+typedef struct veil_lwe_client veil_lwe_client;
+
+/* Zero it (memset) and set struct_size = sizeof(veil_lwe_client_options) before setting fields:
+ * a zero field means its default. */
+typedef struct veil_lwe_client_options {
+  uint32_t struct_size;          /* sizeof(veil_lwe_client_options) as the app was compiled */
+  const char* server;            /* "HOST:PORT" of the LWE server */
+  const char* protocol;          /* "lwe-simple" (NULL) or "lwe-double": what the server speaks */
+  uint32_t timeout_ms;           /* connecting (hint included) and each lookup; 0: 30000 */
+  const char* tls_trusted_certs; /* as in veil_client_options; NULL: no TLS (loopback only) */
+  const char* tls_server_name;   /* the name the server's certificate must hold; NULL: its HOST */
+  const char* row_key_file;      /* the table's row key file; required for tagged tables */
+  const char* hint_cache_dir;    /* folder keeping downloaded hints; NULL: download every time */
+} veil_lwe_client_options;
+
+typedef struct veil_lwe_table_info {
+  uint64_t rows;
+  uint32_t dim;       /* floats per row returned by veil_lwe_lookup */
+  uint32_t row_words; /* 32-bit words per row returned by veil_lwe_lookup_words */
+  int32_t row_format; /* VEIL_FORMAT_* */
+  int32_t frac_bits;  /* VEIL_FORMAT_FIXED: value = int32 / 2^frac_bits */
+  uint64_t epoch;
+  uint8_t digest[32];      /* BLAKE2b-256 of the table */
+  uint64_t hint_bytes;     /* down, once per table version */
+  uint64_t query_bytes;    /* up, per row */
+  uint64_t answer_bytes;   /* down, per row */
+  int32_t hint_from_cache; /* 1 if veil_lwe_client_connect found the hint in hint_cache_dir */
+} veil_lwe_table_info;
+
+/* Connects, checks the server's parameters and gets the hint. On success *out_client holds a new
+ * client (close it with veil_lwe_client_close); on failure it is set to NULL.
+ * VEIL_ERR_INVALID_ARGUMENT for an unknown protocol; VEIL_ERR_FAILED_PRECONDITION for a server of
+ * another protocol ("speaks protocol"), parameters this client refuses, a tagged table without
+ * row_key_file, and the TLS failures of veil_client_connect. */
+int veil_lwe_client_connect(const veil_lwe_client_options* options, veil_lwe_client** out_client);
+/* Closes the connection and frees the client. NULL is ignored. */
+void veil_lwe_client_close(veil_lwe_client* client);
+int veil_lwe_client_table_info(const veil_lwe_client* client, veil_lwe_table_info* out_info);
+/* Rows `indices[0..count)`, dequantized: out_len >= count * dim floats. VEIL_ERR_DATA_LOSS if a
+ * row fails its authentication tag. */
+int veil_lwe_lookup(veil_lwe_client* client, const uint64_t* indices, size_t count, float* out,
+                    size_t out_len);
+/* The same rows as stored (bit-exact words): out_len >= count * row_words. */
+int veil_lwe_lookup_words(veil_lwe_client* client, const uint64_t* indices, size_t count,
+                          uint32_t* out, size_t out_len);
+/* The cost of this client's last successful lookup (keys: queries sent). */
+int veil_lwe_last_call_stats(const veil_lwe_client* client, veil_call_stats* out_stats);
 
 #ifdef __cplusplus
 }

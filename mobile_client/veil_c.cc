@@ -1,5 +1,5 @@
-// The C ABI (veil.h) over veil::client::Client and BagClient: converts arguments, catches
-// everything, and keeps the last error message per thread.
+// The C ABI (veil.h) over veil::client::Client, BagClient and LweClient: converts arguments,
+// catches everything, and keeps the last error message per thread.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -10,10 +10,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "mobile_client/bag_client.h"
 #include "mobile_client/client.h"
+#include "mobile_client/lwe_client.h"
 #include "mobile_client/veil.h"
 
 struct veil_client {
@@ -121,10 +122,27 @@ int CheckStructSize(const Options* options, const char* name) {
   if (options->struct_size != sizeof(Options)) {
     return Fail(absl::StatusCode::kInvalidArgument,
                 absl::StrCat(name, ".struct_size is ", options->struct_size, "; this library (ABI ",
-                             VEIL_ABI_VERSION, ") takes ", sizeof(Options),
-                             ": set it to sizeof(", name, ") and build with this veil.h"));
+                             VEIL_ABI_VERSION, ") takes ", sizeof(Options), ": set it to sizeof(",
+                             name, ") and build with this veil.h"));
   }
   return VEIL_OK;
+}
+
+// The body of the *_last_call_stats functions: the client's last_call() into out_stats.
+template <typename Handle>
+int LastCallStats(const Handle* client, veil_call_stats* out_stats) {
+  return Guarded([&]() -> int {
+    if (!IsLive(client) || out_stats == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_stats are required");
+    }
+    const veil::client::CallStats s = client->client->last_call();
+    out_stats->bytes_up = s.bytes_up;
+    out_stats->bytes_down = s.bytes_down;
+    out_stats->latency_ms = s.latency_ms;
+    out_stats->lookups = s.lookups;
+    out_stats->keys = s.keys;
+    return VEIL_OK;
+  });
 }
 
 // Checks that out_len holds `count` items of `per_item` elements each.
@@ -234,7 +252,8 @@ int veil_lookup(veil_client* client, const uint64_t* indices, size_t count, floa
                 size_t out_len) {
   return Guarded([&]() -> int {
     if (!IsLive(client) || indices == nullptr || out == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "a live client, indices and out are required");
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  "a live client, indices and out are required");
     }
     if (int rc = CheckOut(out_len, count, client->client->table().dim, "floats"); rc != VEIL_OK) {
       return rc;
@@ -250,7 +269,8 @@ int veil_lookup_words(veil_client* client, const uint64_t* indices, size_t count
                       size_t out_len) {
   return Guarded([&]() -> int {
     if (!IsLive(client) || indices == nullptr || out == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "a live client, indices and out are required");
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  "a live client, indices and out are required");
     }
     if (int rc = CheckOut(out_len, count, client->client->table().row_words, "words");
         rc != VEIL_OK) {
@@ -356,18 +376,7 @@ int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t coun
 }
 
 int veil_last_call_stats(const veil_client* client, veil_call_stats* out_stats) {
-  return Guarded([&]() -> int {
-    if (!IsLive(client) || out_stats == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_stats are required");
-    }
-    veil::client::CallStats s = client->client->last_call();
-    out_stats->bytes_up = s.bytes_up;
-    out_stats->bytes_down = s.bytes_down;
-    out_stats->latency_ms = s.latency_ms;
-    out_stats->lookups = s.lookups;
-    out_stats->keys = s.keys;
-    return VEIL_OK;
-  });
+  return LastCallStats(client, out_stats);
 }
 
 int veil_replica_stats(const veil_client* client, uint64_t* out_failovers, uint64_t* out_hedges) {
@@ -387,12 +396,23 @@ const char* veil_last_error(void) { return last_error.c_str(); }
 const char* veil_status_name(int code) {
   if (code > 0 || code < -16) return "UNKNOWN_CODE";
   // absl::StatusCodeToString returns a std::string; these are its names, with static storage.
-  static const char* const kNames[] = {
-      "OK",        "CANCELLED",           "UNKNOWN",       "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",   "ALREADY_EXISTS", "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",        "UNAVAILABLE",   "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   return kNames[-code];
 }
 
@@ -508,18 +528,109 @@ int veil_bag_lookup_pooled_sums(veil_bag_client* client, const uint64_t* indices
 }
 
 int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out_stats) {
+  return LastCallStats(client, out_stats);
+}
+
+}  // extern "C"
+
+// ---- Protocols lwe-simple and lwe-double (veil_lwe_client): over veil::client::LweClient. ----
+
+struct veil_lwe_client {
+  std::unique_ptr<veil::client::LweClient> client;
+};
+
+namespace {
+template <>
+constexpr const char* kKind<veil_lwe_client> = "veil_lwe_client";
+
+// The body of veil_lwe_lookup and veil_lwe_lookup_words: checks the arguments, runs `lookup`
+// (returning row_words words or dim floats per index) and copies its result to out.
+template <typename T, typename Lookup>
+int LweLookup(veil_lwe_client* client, const uint64_t* indices, size_t count, T* out,
+              size_t out_len, bool words, Lookup lookup) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || out_stats == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_stats are required");
+    if (!IsLive(client) || indices == nullptr || out == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  "a live client, indices and out are required");
     }
-    const veil::client::CallStats s = client->client->last_call();
-    out_stats->bytes_up = s.bytes_up;
-    out_stats->bytes_down = s.bytes_down;
-    out_stats->latency_ms = s.latency_ms;
-    out_stats->lookups = s.lookups;
-    out_stats->keys = s.keys;
+    const veil::client::LweTableInfo& t = client->client->table();
+    if (int rc = CheckOut(out_len, count, words ? t.row_words : t.dim, words ? "words" : "floats");
+        rc != VEIL_OK) {
+      return rc;
+    }
+    auto values = lookup(*client->client, absl::MakeConstSpan(indices, count));
+    if (!values.ok()) return Fail(values.status());
+    std::copy(values->begin(), values->end(), out);
     return VEIL_OK;
   });
+}
+
+}  // namespace
+
+extern "C" {
+
+int veil_lwe_client_connect(const veil_lwe_client_options* options, veil_lwe_client** out_client) {
+  return Guarded([&]() -> int {
+    if (out_client == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "out_client is NULL");
+    }
+    *out_client = nullptr;
+    if (int rc = CheckStructSize(options, "veil_lwe_client_options"); rc != VEIL_OK) return rc;
+    if (options->server == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "the server address is required");
+    }
+    veil::client::LweClientOptions o;
+    o.server = options->server;
+    if (options->protocol != nullptr) o.protocol = options->protocol;
+    if (options->timeout_ms != 0) o.timeout = absl::Milliseconds(options->timeout_ms);
+    if (options->tls_trusted_certs != nullptr) o.tls_trusted_certs = options->tls_trusted_certs;
+    if (options->tls_server_name != nullptr) o.tls_server_name = options->tls_server_name;
+    if (options->row_key_file != nullptr) o.row_key_file = options->row_key_file;
+    if (options->hint_cache_dir != nullptr) o.hint_cache_dir = options->hint_cache_dir;
+    auto client = veil::client::LweClient::Connect(o);
+    if (!client.ok()) return Fail(client.status());
+    *out_client = Register(new veil_lwe_client{*std::move(client)});
+    return VEIL_OK;
+  });
+}
+
+void veil_lwe_client_close(veil_lwe_client* client) { Close(client); }
+
+int veil_lwe_client_table_info(const veil_lwe_client* client, veil_lwe_table_info* out_info) {
+  return Guarded([&]() -> int {
+    if (!IsLive(client) || out_info == nullptr) {
+      return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_info are required");
+    }
+    const veil::client::LweTableInfo& t = client->client->table();
+    out_info->rows = t.rows;
+    out_info->dim = t.dim;
+    out_info->row_words = t.row_words;
+    out_info->row_format = static_cast<int32_t>(t.format);
+    out_info->frac_bits = t.frac_bits;
+    out_info->epoch = t.epoch;
+    std::memcpy(out_info->digest, t.digest.data(), sizeof(out_info->digest));
+    out_info->hint_bytes = t.hint_bytes;
+    out_info->query_bytes = t.query_bytes;
+    out_info->answer_bytes = t.answer_bytes;
+    out_info->hint_from_cache = client->client->hint_from_cache() ? 1 : 0;
+    return VEIL_OK;
+  });
+}
+
+int veil_lwe_lookup(veil_lwe_client* client, const uint64_t* indices, size_t count, float* out,
+                    size_t out_len) {
+  return LweLookup(client, indices, count, out, out_len, /*words=*/false,
+                   [](veil::client::LweClient& c, auto i) { return c.Lookup(i); });
+}
+
+int veil_lwe_lookup_words(veil_lwe_client* client, const uint64_t* indices, size_t count,
+                          uint32_t* out, size_t out_len) {
+  return LweLookup(client, indices, count, out, out_len, /*words=*/true,
+                   [](veil::client::LweClient& c, auto i) { return c.LookupWords(i); });
+}
+
+int veil_lwe_last_call_stats(const veil_lwe_client* client, veil_call_stats* out_stats) {
+  return LastCallStats(client, out_stats);
 }
 
 }  // extern "C"

@@ -18,6 +18,12 @@
 # decrypt. The server needs the client's Galois keys (public key material, ~8-25 MB at N = 8192),
 # uploaded once per connection in chunks and held within a server-wide memory bound.
 #
+# Protocols "lwe-simple" and "lwe-double" (LweServer): one server; single-server lattice PIR over
+# LWE (pir/lattice/, docs/lattice.md). The client downloads the table's hint once (chunked,
+# resumable, keyed by its digest), then per lookup sends a query (an LWE encryption of a unit
+# vector over the database columns, under a fresh secret) and decrypts the answer with the hint.
+# The server learns nothing about the row; its work depends only on the sizes.
+#
 # Errors: a refused call fails with a Cap'n Proto exception whose reason starts with the absl
 # status code name, e.g. "INVALID_ARGUMENT: key 3 is for party 1 but this server is party 0"
 # (rpc/status.h). Calls over Limits get such a reply; messages far beyond them close the
@@ -164,4 +170,60 @@ interface BagServer extends(VeilServer) {
   # `query`: he::SerializeBagQuery (queryBlocks ciphertexts of the client's weights); `answer`:
   # he::SerializeCiphertext of Enc(T^T w). FAILED_PRECONDITION before the keys are installed;
   # ABORTED if they were evicted to make room for another session's (upload them again).
+}
+
+struct LweLimits {
+  # Protocols "lwe-simple" and "lwe-double": checked by the server before any work.
+  maxQueriesPerCall @0 :UInt32;
+  maxMessageBytes @1 :UInt64;               # size of one call's parameters
+  maxQueuedQueries @2 :UInt32;              # queries waiting for the worker, all connections
+  maxQueuedQueriesPerConnection @3 :UInt32;
+}
+
+struct LweConfig {
+  # Protocols "lwe-simple" and "lwe-double": the table, and everything public about the protocol
+  # instance (pir/lattice/server.h LweConfig). A client recomputes the shape and the seed from
+  # these figures and refuses any disagreement before it uses them.
+  table @0 :TableId;
+  rows @1 :UInt64;
+  rowWords @2 :UInt32;           # words per row, tag words included: a record is 4 * rowWords bytes
+  dim @3 :UInt32;
+  rowFormat @4 :UInt8;           # embedding::RowFormat wire id
+  fracBits @5 :UInt8;
+  rowTag @6 :UInt8;              # embedding::RowTag: rows end with an authentication tag
+  lweProtocol @7 :UInt8;         # lattice::Protocol wire id: 1 SimplePIR, 2 DoublePIR
+  lweDimension @8 :UInt32;       # n
+  logModulus @9 :UInt8;          # log2 q
+  plaintextModulus @10 :UInt32;  # p
+  sigmaMicro @11 :UInt32;        # the error's sigma in millionths
+  recordsPerColumn @12 :UInt64;  # k: the database is D1 = k * 4 * rowWords rows by D0 columns
+  d0 @13 :UInt64;
+  d1 @14 :UInt64;
+  seed @15 :Data;                # 32 bytes: the seed of the public matrices (lattice::DeriveSeed)
+  hintBytes @16 :UInt64;         # the client hint blob (pir/lattice/hint.h)
+  hintDigest @17 :Data;          # BLAKE2b-256 of the blob: the cache key of a client's hint
+  hintChunkBytes @18 :UInt64;    # bytes of every `hint` chunk but the last
+  queryWords @19 :UInt64;        # 32-bit words of one query
+  answerWords @20 :UInt64;       # 32-bit words of one answer
+  limits @21 :LweLimits;
+  backend @22 :Text;             # "cpu", for diagnostics only
+}
+
+interface LweServer extends(VeilServer) {
+  # Protocols "lwe-simple" and "lwe-double".
+  config @0 () -> (config :LweConfig);
+
+  hint @1 (chunk :UInt64, hintDigest :Data) -> (data :Data);
+  # Chunk `chunk` of the hint blob (hintChunkBytes bytes, the last one shorter): a download resumes
+  # at any chunk. `hintDigest` is the digest the client is downloading; FAILED_PRECONDITION ("stale
+  # hint") if the server now serves another, OUT_OF_RANGE for a chunk past the end,
+  # RESOURCE_EXHAUSTED once a connection has been sent twice the hint's bytes (reconnect).
+
+  answer @2 (queries :Data, hintDigest :Data) -> (answers :Data, table :TableId);
+  # One or more queries (queryWords little-endian 32-bit words each, back to back) made with the
+  # hint of digest `hintDigest`; `answers` holds answerWords words per query, in order. Queries of
+  # every connection are answered together, as one product per table pass. INVALID_ARGUMENT for a
+  # size that is not a whole number of queries, more than maxQueriesPerCall, or answers that
+  # would not fit maxMessageBytes;
+  # FAILED_PRECONDITION ("stale hint") for another hint digest.
 }

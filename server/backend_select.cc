@@ -11,19 +11,33 @@
 
 #ifdef VEIL_HAVE_GPU_BACKEND
 #include "gpu/backend.h"
+#include "gpu/lwe.h"
 #endif
 
 namespace veil::server {
 namespace {
 
-absl::StatusOr<std::unique_ptr<pir::Backend>> CreateGpu(const dpf::TableView& table,
-                                                        absl::string_view gpus) {
+absl::Status NoGpuBuilt() {
+  return absl::UnavailableError(
+      "this build has no GPU backend (configure with CUDA: -DVEIL_ENABLE_CUDA=ON on a machine "
+      "with nvcc); use --backend=cpu or --backend=auto");
+}
+
 #ifdef VEIL_HAVE_GPU_BACKEND
+// The devices of --gpus, or UNAVAILABLE when none is present.
+absl::StatusOr<std::vector<int>> PresentDevices(absl::string_view gpus) {
   const int present = gpu::GpuDeviceCount();
   if (present == 0) {
     return absl::UnavailableError("no CUDA device is present (or no driver)");
   }
-  absl::StatusOr<std::vector<int>> devices = ParseGpuList(gpus, present);
+  return ParseGpuList(gpus, present);
+}
+#endif
+
+absl::StatusOr<std::unique_ptr<pir::Backend>> CreateGpu(const dpf::TableView& table,
+                                                        absl::string_view gpus) {
+#ifdef VEIL_HAVE_GPU_BACKEND
+  absl::StatusOr<std::vector<int>> devices = PresentDevices(gpus);
   if (!devices.ok()) return devices.status();
   gpu::GpuBackendOptions options;
   options.devices = *std::move(devices);
@@ -31,10 +45,46 @@ absl::StatusOr<std::unique_ptr<pir::Backend>> CreateGpu(const dpf::TableView& ta
 #else
   (void)table;
   (void)gpus;
-  return absl::UnavailableError(
-      "this build has no GPU backend (configure with CUDA: -DVEIL_ENABLE_CUDA=ON on a machine "
-      "with nvcc); use --backend=cpu or --backend=auto");
+  return NoGpuBuilt();
 #endif
+}
+
+absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweGpu(
+    const lattice::ByteMatrixView& db, int max_batch, absl::string_view gpus) {
+#ifdef VEIL_HAVE_GPU_BACKEND
+  absl::StatusOr<std::vector<int>> devices = PresentDevices(gpus);
+  if (!devices.ok()) return devices.status();
+  gpu::LweGpuOptions options;
+  options.device = devices->front();
+  options.max_batch = max_batch;
+  auto product = gpu::LweGpuProduct::Create(db, options);
+  if (!product.ok()) return product.status();
+  return std::unique_ptr<lattice::DatabaseProduct>(*std::move(product));
+#else
+  (void)db;
+  (void)max_batch;
+  (void)gpus;
+  return NoGpuBuilt();
+#endif
+}
+
+// --backend: "cpu" makes the CPU one, "gpu" the GPU one, "auto" the GPU one where it is built
+// and starts, else (saying why on stderr) the CPU one.
+template <typename T, typename MakeGpu, typename MakeCpu>
+absl::StatusOr<T> Choose(absl::string_view name, MakeGpu make_gpu, MakeCpu make_cpu) {
+  if (name == "cpu") return make_cpu();
+  if (name == "gpu") return make_gpu();
+  if (name == "auto") {
+    if (GpuBackendBuilt()) {
+      absl::StatusOr<T> gpu = make_gpu();
+      if (gpu.ok()) return gpu;
+      std::fprintf(stderr, "veil-server: GPU backend unavailable (%s); using the CPU backend\n",
+                   std::string(gpu.status().message()).c_str());
+    }
+    return make_cpu();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown backend \"", name, "\": expected cpu, gpu or auto"));
 }
 
 }  // namespace
@@ -48,8 +98,9 @@ absl::StatusOr<std::vector<int>> ParseGpuList(absl::string_view gpus, int presen
   for (absl::string_view part : absl::StrSplit(gpus, ',')) {
     int d = -1;
     if (!absl::SimpleAtoi(part, &d) || d < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--gpus: \"", std::string(part), "\" is not a device number (expected all or a list such as 0,1)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--gpus: \"", std::string(part),
+                       "\" is not a device number (expected all or a list such as 0,1)"));
     }
     if (std::find(devices.begin(), devices.end(), d) != devices.end()) {
       return absl::InvalidArgumentError(absl::StrCat("--gpus: device ", d, " is named twice"));
@@ -74,19 +125,17 @@ bool GpuBackendBuilt() {
 absl::StatusOr<std::unique_ptr<pir::Backend>> CreateBackend(absl::string_view name,
                                                             const dpf::TableView& table,
                                                             int threads, absl::string_view gpus) {
-  if (name == "cpu") return pir::CreateCpuBackend(table, threads);
-  if (name == "gpu") return CreateGpu(table, gpus);
-  if (name == "auto") {
-    if (GpuBackendBuilt()) {
-      auto gpu = CreateGpu(table, gpus);
-      if (gpu.ok()) return gpu;
-      std::fprintf(stderr, "veil-server: GPU backend unavailable (%s); using the CPU backend\n",
-                   std::string(gpu.status().message()).c_str());
-    }
-    return pir::CreateCpuBackend(table, threads);
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown backend \"", name, "\": expected cpu, gpu or auto"));
+  return Choose<std::unique_ptr<pir::Backend>>(
+      name, [&] { return CreateGpu(table, gpus); },
+      [&] { return pir::CreateCpuBackend(table, threads); });
+}
+
+absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweProduct(
+    absl::string_view name, const lattice::ByteMatrixView& db, int max_batch,
+    absl::string_view gpus) {
+  return Choose<std::unique_ptr<lattice::DatabaseProduct>>(
+      name, [&] { return CreateLweGpu(db, max_batch, gpus); },
+      [] { return absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>>(nullptr); });
 }
 
 }  // namespace veil::server

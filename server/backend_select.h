@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "dpf/eval.h"
+#include "pir/lattice/server.h"
 #include "pir/two_server/backend.h"
 
 namespace veil::server {
@@ -29,6 +30,15 @@ absl::StatusOr<std::unique_ptr<pir::Backend>> CreateBackend(absl::string_view na
                                                             const dpf::TableView& table,
                                                             int threads,
                                                             absl::string_view gpus = "all");
+
+// The database product of an LWE server (protocols lwe-simple, lwe-double) for --backend `name`:
+// null for "cpu" (the CPU product built into lattice::LweServer), the GPU one (gpu/lwe.h) on the
+// first device of `gpus` for "gpu", and for "auto" the GPU one where it is built and starts, else
+// null. `max_batch` is the most queries one product call may hold. Returns CreateBackend's errors
+// and LweGpuProduct::Create's.
+absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweProduct(
+    absl::string_view name, const lattice::ByteMatrixView& db, int max_batch,
+    absl::string_view gpus = "all");
 
 }  // namespace veil::server
 

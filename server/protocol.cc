@@ -7,6 +7,7 @@
 #include "server/bfv_bag.h"
 #include "server/dpf2.h"
 #include "server/log.h"
+#include "server/lwe.h"
 
 namespace veil::server {
 namespace {
@@ -21,6 +22,8 @@ struct Entry {
 constexpr Entry kProtocols[] = {
     {"dpf2", CreateDpf2Protocol},
     {"bfv-bag", CreateBfvBagProtocol},
+    {"lwe-simple", CreateLweSimpleProtocol},
+    {"lwe-double", CreateLweDoubleProtocol},
 };
 
 }  // namespace

@@ -19,6 +19,11 @@ struct ServerOptions {
   int party = -1;                 // dpf2: 0 or 1
   int bfv_log_n = 13;             // bfv-bag: ring degree 2^13 or 2^14 (he::BagParams)
   std::string table_path;
+  // lwe-simple / lwe-double: keep the hint in a file (read when current, else computed and
+  // written), at lwe_hint_file or, empty, next to the table (lattice::HintPathFor); without the
+  // cache it is computed in memory at every start.
+  bool lwe_hint_cache = true;
+  std::string lwe_hint_file;
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free one
   std::string backend = "auto";        // cpu | gpu | auto
   int threads = 1;                     // CPU backend threads

@@ -1,8 +1,9 @@
-// veil-server: one party of the two-server PIR service (--protocol=dpf2), or a single bfv-bag
-// server.
+// veil-server: one party of the two-server PIR service (--protocol=dpf2), or a single bfv-bag or
+// LWE (lwe-simple, lwe-double) server.
 //   veil-server --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto --threads=1
 //               [--tls-cert=server.pem --tls-key=server.key | --insecure-plaintext]
 //   veil-server --protocol=bfv-bag --table=fixed.veil [--bfv-log-n=13]
+//   veil-server --protocol=lwe-simple|lwe-double --table=t.veil [--lwe-hint-file=PATH]
 // Prints the bound port on stdout; logs on stderr; rolls to the --table file's new version on
 // SIGHUP (dpf2); stops cleanly on SIGTERM / SIGINT.
 #include <algorithm>
@@ -18,8 +19,9 @@
 #include "tools/flags.h"
 
 ABSL_FLAG(std::string, protocol, "dpf2",
-          "what this server speaks: dpf2 (one of two non-colluding servers) or bfv-bag (a single "
-          "server answering encrypted pooled lookups)");
+          "what this server speaks: dpf2 (one of two non-colluding servers), bfv-bag (a single "
+          "server answering encrypted pooled lookups), lwe-simple or lwe-double (a single server "
+          "answering LWE PIR lookups; clients download a hint once)");
 ABSL_FLAG(int, party, -1, "dpf2: which key shares this server answers, 0 or 1");
 ABSL_FLAG(int, bfv_log_n, 13, "bfv-bag: the BFV ring degree 2^N, 13 or 14");
 ABSL_FLAG(int, max_queued_ciphertexts, 64,
@@ -35,6 +37,12 @@ ABSL_FLAG(std::string, table, "",
 ABSL_FLAG(int, epoch_grace_s, 60,
           "dpf2: after a roll, how long older table versions are still served (then they are "
           "dropped and freed, and calls naming them get FAILED_PRECONDITION)");
+ABSL_FLAG(bool, lwe_hint_cache, true,
+          "lwe-simple / lwe-double: keep the hint in a file (read at start when current, else "
+          "computed and written); false computes it in memory at every start");
+ABSL_FLAG(std::string, lwe_hint_file, "",
+          "lwe-simple / lwe-double: the hint file; empty: next to the table "
+          "(TABLE.lwe-simple.hint, TABLE.lwe-double.hint)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "HOST:PORT to listen on; port 0 picks a free port");
 ABSL_FLAG(std::string, backend, "auto", "cpu, gpu, or auto (gpu when built and present)");
 ABSL_FLAG(int, threads, 1, "CPU backend threads");
@@ -89,11 +97,15 @@ constexpr char kUsage[] =
     "--tls-key=PEM_FILE | --insecure-plaintext]\n"
     "veil-server --protocol=bfv-bag --table=FIXED_POINT_FILE [--bfv-log-n=13|14] "
     "[--max-galois-key-bytes=N] [--listen, --threads, TLS as above]\n"
+    "veil-server --protocol=lwe-simple|lwe-double --table=FILE [--lwe-hint-file=PATH | "
+    "--lwe-hint-cache=false] [--listen, --threads, TLS, limits as above]\n"
     "\n"
     "Protocols: dpf2 is one of two non-colluding servers (the client adds their answers); bfv-bag "
     "is a single server that answers EmbeddingBag lookups whose weights it receives encrypted "
     "under the client's BFV key (it learns nothing of the bag; it needs each client's Galois "
-    "keys, uploaded once per connection).\n"
+    "keys, uploaded once per connection); lwe-simple and lwe-double are single servers of LWE "
+    "PIR (SimplePIR, DoublePIR): each client downloads the table's hint once, then every lookup "
+    "is an encrypted query the server cannot read (queries count as keys in the key limits).\n"
     "\n"
     "Transport: with --tls-cert and --tls-key every connection is TLS (1.2 or newer; 1.3 with "
     "OpenSSL 3 clients) and clients authenticate the server by its certificate (veil tls-cert "
@@ -153,6 +165,8 @@ int main(int argc, char** argv) {
   options.party = absl::GetFlag(FLAGS_party);
   options.bfv_log_n = absl::GetFlag(FLAGS_bfv_log_n);
   options.table_path = absl::GetFlag(FLAGS_table);
+  options.lwe_hint_cache = absl::GetFlag(FLAGS_lwe_hint_cache);
+  options.lwe_hint_file = absl::GetFlag(FLAGS_lwe_hint_file);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.backend = absl::GetFlag(FLAGS_backend);
   options.threads = absl::GetFlag(FLAGS_threads);

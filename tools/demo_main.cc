@@ -3,7 +3,8 @@
 // matrix factorisation of the ratings), starts two veil-server processes on loopback over TLS (a
 // self-signed certificate made in the work folder; --tls=off for plaintext), fetches movies' rows
 // privately, checks every row against the plaintext table, prints latency and bytes per lookup,
-// and stops the servers.
+// and stops the servers. With --lwe (on by default) the same lookups also go to ONE lattice PIR
+// server (lwe-simple or lwe-double), and both protocols' costs are printed side by side.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "embedding/table.h"
 #include "embedding/table_builder.h"
 #include "mobile_client/client.h"
+#include "mobile_client/lwe_client.h"
 #include "rpc/tls.h"
 #include "tools/flags.h"
 #include "tools/launcher.h"
@@ -32,6 +34,9 @@ ABSL_FLAG(int, dim, 32, "embedding dimension of the movie vectors");
 ABSL_FLAG(int, lookups, 50, "single-row private lookups to make");
 ABSL_FLAG(std::string, backend, "cpu", "the servers' backend: cpu, gpu or auto");
 ABSL_FLAG(std::string, tls, "on", "on: both servers over TLS (a self-signed certificate); off");
+ABSL_FLAG(std::string, lwe, "simple",
+          "also look the movies up from one LWE PIR server: simple (SimplePIR), double "
+          "(DoublePIR) or off");
 
 namespace {
 
@@ -180,6 +185,68 @@ absl::StatusOr<LookupFigures> LookUpMovies(Client& client, const veil::embedding
   return f;
 }
 
+// The same lookups from ONE lattice PIR server (protocol lwe-simple or lwe-double) with the
+// same certificate and row key: one row per call, then all in one call, every row checked.
+// Returns the lines to print beside the two-server figures.
+absl::StatusOr<std::string> LookUpOverLwe(const std::string& mode, const std::string& table_path,
+                                          const std::string& work_dir, const std::string& key_path,
+                                          const veil::tools::CertificateFiles& certificate,
+                                          const veil::embedding::Table& table, const Movies& m,
+                                          const std::vector<int32_t>& ids, int& mismatches) {
+  const std::string protocol = "lwe-" + mode;
+  veil::tools::ServerProcessOptions o;
+  o.binary = veil::tools::ServerBinaryNextToSelf();
+  o.protocol = protocol;
+  o.table_path = table_path;
+  o.log_path = work_dir + "/server-" + protocol + ".log";
+  o.tls_cert_path = certificate.cert_path;
+  o.tls_key_path = certificate.key_path;
+  o.extra_args = {"--max_message_bytes=16777216"};  // DoublePIR answers are ~0.5-1 MB per row
+  auto server = veil::tools::ServerProcess::Start(o);
+  if (!server.ok()) return server.status();
+  veil::client::LweClientOptions co;
+  co.server = (*server)->address();
+  co.protocol = protocol;
+  co.tls_trusted_certs = certificate.cert_path;
+  co.row_key_file = key_path;
+  co.hint_cache_dir = work_dir + "/lwe-hints";
+  auto client = veil::client::LweClient::Connect(co);
+  if (!client.ok()) return client.status();
+  const veil::client::LweTableInfo& info = (*client)->table();
+  std::vector<double> latency, up, down;
+  std::vector<uint64_t> rows;
+  for (int32_t id : ids) rows.push_back(static_cast<uint64_t>(m.items.RowOf(id)));
+  for (uint64_t row : rows) {
+    auto words = (*client)->LookupWords({row});
+    if (!words.ok()) return words.status();
+    auto plain = table.row(row).first(table.data_words());
+    if (!std::equal(plain.begin(), plain.end(), words->begin(), words->end())) ++mismatches;
+    const CallStats s = (*client)->last_call();
+    latency.push_back(s.latency_ms);
+    up.push_back(s.bytes_up);
+    down.push_back(s.bytes_down);
+  }
+  auto batched = (*client)->LookupWords(rows);
+  if (!batched.ok()) return batched.status();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto plain = table.row(rows[i]).first(table.data_words());
+    if (!std::equal(plain.begin(), plain.end(), batched->begin() + i * info.row_words)) {
+      ++mismatches;
+    }
+  }
+  const CallStats b = (*client)->last_call();
+  std::string lines = absl::StrFormat(
+      "      one %s server (%llu x %llu database): median %.2f ms, %.0f B up and %.0f B down "
+      "per lookup; %zu in 1 call: %.2f ms; hint %llu B downloaded once (%s)\n",
+      protocol, static_cast<unsigned long long>(info.d1), static_cast<unsigned long long>(info.d0),
+      Median(latency), Median(up), Median(down), rows.size(), b.latency_ms,
+      static_cast<unsigned long long>(info.hint_bytes),
+      (*client)->hint_from_cache() ? "this time read from the cache" : "then cached");
+  client->reset();
+  if (absl::Status s = (*server)->Stop(); !s.ok()) return s;
+  return lines;
+}
+
 // Fixed-point tables also pool: the mean vector of one user's rated movies (EmbeddingBag), summed
 // on the servers so that one row per server comes back. Returns the line to print.
 absl::StatusOr<std::string> PoolOneUser(Client& client, const veil::embedding::Table& table,
@@ -222,8 +289,12 @@ int main(int argc, char** argv) {
   const std::string format_name = absl::GetFlag(FLAGS_format);
   const std::string tls_flag = absl::GetFlag(FLAGS_tls);
   const int dim = absl::GetFlag(FLAGS_dim), lookups = absl::GetFlag(FLAGS_lookups);
-  if ((tls_flag != "on" && tls_flag != "off") || dim < 1 || lookups < 1) {
-    std::fprintf(stderr, "veil-demo: --tls must be on or off, --dim and --lookups positive\n");
+  const std::string lwe_flag = absl::GetFlag(FLAGS_lwe);
+  if ((tls_flag != "on" && tls_flag != "off") || dim < 1 || lookups < 1 ||
+      (lwe_flag != "simple" && lwe_flag != "double" && lwe_flag != "off")) {
+    std::fprintf(stderr,
+                 "veil-demo: --tls must be on or off, --lwe simple, double or off, --dim and "
+                 "--lookups positive\n");
     return 2;
   }
   auto format = veil::embedding::ParseRowFormat(format_name);
@@ -239,7 +310,8 @@ int main(int argc, char** argv) {
   veil::embedding::TableOptions table_options;
   table_options.epoch = 1;
   // Every row ends with an authentication tag under a key only the client holds: a server that
-  // answers from a corrupted table, or shifts its share, is caught instead of returning a wrong row.
+  // answers from a corrupted table, or shifts its share, is caught instead of returning a wrong
+  // row.
   table_options.row_key = veil::embedding::NewRowKey();
   const std::string key_path = table_path + ".rowkey";
   if (absl::Status s = veil::embedding::WriteRowKeyFile(key_path, *table_options.row_key);
@@ -290,9 +362,20 @@ int main(int argc, char** argv) {
     pooled_line = *line;
   }
 
+  std::string lwe_lines;
+  if (lwe_flag != "off") {
+    std::printf("      the same lookups from one lwe-%s server (single-server lattice PIR)\n",
+                lwe_flag.c_str());
+    auto lines = LookUpOverLwe(lwe_flag, table_path, work_dir, key_path, certificate, **table,
+                               *movies, ids, figures->mismatches);
+    if (!lines.ok()) return Fail("lookups over LWE", lines.status());
+    lwe_lines = *lines;
+  }
+
   std::printf("[5/5] results\n%s", pooled_line.c_str());
   std::printf(
-      "      %zu single lookups: median %.2f ms, %.0f B up and %.0f B down per lookup "
+      "      two dpf2 servers, %zu single lookups: median %.2f ms, %.0f B up and %.0f B down per "
+      "lookup "
       "(row %u B; both servers)\n",
       ids.size(), Median(figures->latency_ms), Median(figures->up), Median(figures->down),
       (*client)->table().row_words * 4);
@@ -301,10 +384,12 @@ int main(int argc, char** argv) {
       ids.size(), figures->batch.latency_ms,
       static_cast<double>(figures->batch.bytes_up) / ids.size(),
       static_cast<double>(figures->batch.bytes_down) / ids.size());
-  std::printf("      every row's authentication tag checked by the client, and every row checked "
-              "against the plaintext table: %s\n",
-              figures->mismatches == 0 ? "all match"
-                                       : absl::StrCat(figures->mismatches, " MISMATCHES").c_str());
+  std::printf("%s", lwe_lines.c_str());
+  std::printf(
+      "      every row's authentication tag checked by the client, and every row checked "
+      "against the plaintext table: %s\n",
+      figures->mismatches == 0 ? "all match"
+                               : absl::StrCat(figures->mismatches, " MISMATCHES").c_str());
   client->reset();
   for (int party = 0; party < 2; ++party) {
     if (absl::Status s = servers[party]->Stop(); !s.ok()) {

@@ -9,6 +9,9 @@
 #include "absl/flags/declare.h"
 
 // lookup
+ABSL_DECLARE_FLAG(std::string, protocol);
+ABSL_DECLARE_FLAG(std::string, server);
+ABSL_DECLARE_FLAG(std::string, hint_cache);
 ABSL_DECLARE_FLAG(std::string, server0);
 ABSL_DECLARE_FLAG(std::string, server1);
 ABSL_DECLARE_FLAG(std::string, bags);

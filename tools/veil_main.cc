@@ -1,10 +1,12 @@
 // `veil`: the command line of the client side and of table and certificate housekeeping.
 //   veil lookup --server0=HOST:PORT --server1=HOST:PORT --rows=3,17,42 [...]
+//   veil lookup --protocol=lwe-simple|lwe-double --server=HOST:PORT --rows=3,17,42 [...]
 //   veil table build|inspect|verify ...   (tools/table_cli.h)
 //   veil tls-cert --out-dir=DIR [--hosts=127.0.0.1,::1,localhost] [--days=365]
 // Flags: tools/veil_flags.h; each subcommand refuses the others' flags.
 #include <iostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -13,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "mobile_client/client.h"
+#include "mobile_client/lwe_client.h"
 #include "tools/flags.h"
 #include "tools/table_cli.h"
 #include "tools/tls_cert.h"
@@ -34,6 +37,13 @@ constexpr char kUsage[] =
     "      --server0/--server1 may list replicas of its party, HOST:PORT,HOST:PORT,...: they must\n"
     "      serve the same table; a failed call is sent again to another replica and a slow one\n"
     "      (slower than the 95th percentile of recent replies) is hedged on another replica.\n"
+    "  veil lookup --protocol=lwe-simple|lwe-double --server=HOST:PORT --rows=I,J,... [--words]\n"
+    "              [--hint-cache=DIR] [--timeout-ms=5000] [--tls-certs=PEM_FILE "
+    "[--tls-name0=NAME]]\n"
+    "              [--allow-plaintext] [--row-key=TABLE.rowkey]\n"
+    "      Fetches rows privately from ONE LWE PIR server (SimplePIR or DoublePIR): the table's "
+    "hint\n"
+    "      is downloaded first (or read from --hint-cache, where it is kept per table version).\n"
     "  veil table build|inspect|verify ...   (veil table for its usage)\n"
     "  veil tls-cert --out-dir=DIR [--hosts=127.0.0.1,::1,localhost] [--days=365]\n"
     "      An ECDSA P-256 key (DIR/server.key, mode 0600) and a self-signed certificate for those\n"
@@ -43,6 +53,7 @@ constexpr char kUsage[] =
     "example:\n"
     "  veil lookup --server0=127.0.0.1:4000 --server1=127.0.0.1:4001 --rows=3,17\n"
     "  veil lookup --server0=127.0.0.1:4000,127.0.0.1:4002 --server1=127.0.0.1:4001 --rows=3\n"
+    "  veil lookup --protocol=lwe-simple --server=127.0.0.1:4002 --rows=3,17 --hint-cache=hints\n"
     "\n"
     "Flags may be spelled with dashes or underscores; --helpfull lists them all.";
 
@@ -54,6 +65,25 @@ bool ParseList(const std::string& text, std::vector<T>* out) {
     out->push_back(value);
   }
   return !out->empty();
+}
+
+// "row I: v0 v1 ..." per fetched row: words as hex, values as decimals.
+template <typename T>
+std::vector<std::string> RowLines(const std::vector<uint64_t>& rows, const std::vector<T>& values,
+                                  size_t per_row) {
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::string line = absl::StrCat("row ", rows[i], ":");
+    for (size_t j = 0; j < per_row; ++j) {
+      if constexpr (std::is_same_v<T, uint32_t>) {
+        absl::StrAppend(&line, " ", absl::Hex(values[i * per_row + j], absl::kZeroPad8));
+      } else {
+        absl::StrAppend(&line, " ", values[i * per_row + j]);
+      }
+    }
+    lines.push_back(line);
+  }
+  return lines;
 }
 
 int UsageError(const std::string& command, const std::string& message) {
@@ -143,24 +173,14 @@ int Lookup() {
       std::cerr << "veil lookup: " << result.status() << "\n";
       return 1;
     }
-    for (size_t i = 0; i < rows.size(); ++i) {
-      std::string line = absl::StrCat("row ", rows[i], ":");
-      for (size_t j = 0; j < per_row; ++j) {
-        absl::StrAppend(&line, " ", absl::Hex((*result)[i * per_row + j], absl::kZeroPad8));
-      }
-      lines.push_back(line);
-    }
+    lines = RowLines(rows, *result, per_row);
   } else {
     auto result = (*client)->Lookup(rows);
     if (!result.ok()) {
       std::cerr << "veil lookup: " << result.status() << "\n";
       return 1;
     }
-    for (size_t i = 0; i < rows.size(); ++i) {
-      std::string line = absl::StrCat("row ", rows[i], ":");
-      for (size_t j = 0; j < per_row; ++j) absl::StrAppend(&line, " ", (*result)[i * per_row + j]);
-      lines.push_back(line);
-    }
+    lines = RowLines(rows, *result, per_row);
   }
   for (const std::string& line : lines) std::cout << line << "\n";
   veil::client::CallStats s = (*client)->last_call();
@@ -174,6 +194,60 @@ int Lookup() {
   return 0;
 }
 
+// veil lookup --protocol=lwe-simple|lwe-double: one LWE PIR server.
+int LookupLwe(const std::string& protocol) {
+  veil::client::LweClientOptions options;
+  options.protocol = protocol;
+  options.server = absl::GetFlag(FLAGS_server);
+  options.tls_trusted_certs = absl::GetFlag(FLAGS_tls_certs);
+  options.tls_server_name = absl::GetFlag(FLAGS_tls_name0);
+  options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
+  options.row_key_file = absl::GetFlag(FLAGS_row_key);
+  options.hint_cache_dir = absl::GetFlag(FLAGS_hint_cache);
+  const bool words = absl::GetFlag(FLAGS_words);
+  // Bounds connecting, each wave of hint chunks (8 MiB) and the lookup.
+  const int64_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  if (timeout_ms <= 0) return UsageError("lookup", "--timeout-ms must be a positive integer");
+  options.timeout = absl::Milliseconds(timeout_ms);
+  if (options.server.empty()) return UsageError("lookup", "--server is required for " + protocol);
+  std::vector<uint64_t> rows;
+  if (!ParseList(absl::GetFlag(FLAGS_rows), &rows)) {
+    return UsageError("lookup", "--rows must list the rows to fetch (I,J,...)");
+  }
+  auto client = veil::client::LweClient::Connect(options);
+  if (!client.ok()) {
+    std::cerr << "veil lookup: " << client.status() << "\n";
+    return 1;
+  }
+  const veil::client::LweTableInfo& t = (*client)->table();
+  std::cerr << "table: " << t.rows << " rows, " << veil::embedding::RowFormatName(t.format)
+            << " dim " << t.dim << ", epoch " << t.epoch << ", digest "
+            << t.digest_hex.substr(0, 16) << "...; " << protocol << " " << t.d1 << " x " << t.d0
+            << " database, hint " << t.hint_bytes << " B "
+            << ((*client)->hint_from_cache() ? "(from the cache)" : "(downloaded)") << "\n";
+  std::vector<std::string> lines;
+  if (words) {
+    auto result = (*client)->LookupWords(rows);
+    if (!result.ok()) {
+      std::cerr << "veil lookup: " << result.status() << "\n";
+      return 1;
+    }
+    lines = RowLines(rows, *result, t.row_words);
+  } else {
+    auto result = (*client)->Lookup(rows);
+    if (!result.ok()) {
+      std::cerr << "veil lookup: " << result.status() << "\n";
+      return 1;
+    }
+    lines = RowLines(rows, *result, t.dim);
+  }
+  for (const std::string& line : lines) std::cout << line << "\n";
+  const veil::client::CallStats s = (*client)->last_call();
+  std::cerr << s.lookups << " lookup(s) in " << s.latency_ms << " ms; sent " << s.bytes_up
+            << " B, received " << s.bytes_down << " B (one server)\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,12 +256,22 @@ int main(int argc, char** argv) {
   const std::vector<std::string> operands(args.begin() + std::min<size_t>(2, args.size()),
                                           args.end());
   absl::Status flags = absl::OkStatus();
-  if (command == "lookup") {
-    flags = veil::tools::CheckFlags({"server0", "server1", "rows", "bags", "mode", "words",
-                                     "tls_certs", "tls_name0", "tls_name1", "allow_plaintext",
-                                     "timeout_ms", "prg", "row_key"});
+  if (command == "lookup" && absl::GetFlag(FLAGS_protocol) == "dpf2") {
+    flags = veil::tools::CheckFlags({"protocol", "server0", "server1", "rows", "bags", "mode",
+                                     "words", "tls_certs", "tls_name0", "tls_name1",
+                                     "allow_plaintext", "timeout_ms", "prg", "row_key"});
     if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
     if (flags.ok()) return Lookup();
+  } else if (command == "lookup") {
+    const std::string protocol = absl::GetFlag(FLAGS_protocol);
+    if (protocol != "lwe-simple" && protocol != "lwe-double") {
+      return UsageError(command, "--protocol must be dpf2, lwe-simple or lwe-double");
+    }
+    flags =
+        veil::tools::CheckFlags({"protocol", "server", "rows", "words", "tls_certs", "tls_name0",
+                                 "allow_plaintext", "timeout_ms", "row_key", "hint_cache"});
+    if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
+    if (flags.ok()) return LookupLwe(protocol);
   } else if (command == "tls-cert") {
     flags = veil::tools::CheckFlags({"out_dir", "hosts", "days"});
     if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);

@@ -71,18 +71,29 @@ absl::StatusOr<std::unique_ptr<LweServer>> LweServer::Open(const std::string& ta
                                                            const LweServerOptions& options) {
   absl::StatusOr<std::unique_ptr<embedding::Table>> table = embedding::Table::Open(table_path);
   if (!table.ok()) return table.status();
+  LweServerOptions with_path = options;
+  if (with_path.hint_path.empty()) with_path.hint_path = HintPathFor(table_path, options.protocol);
+  return FromTable(**table, with_path);
+}
+
+absl::StatusOr<std::unique_ptr<LweServer>> LweServer::FromTable(const embedding::Table& table,
+                                                                const LweServerOptions& options) {
   absl::StatusOr<Shape> shape =
-      ChooseShape(options.protocol, (*table)->rows(), 4 * (*table)->row_words(), options.shape);
+      ChooseShape(options.protocol, table.rows(), 4 * table.row_words(), options.shape);
   if (!shape.ok()) return shape.status();
-  absl::StatusOr<Database> db = Database::FromTable(*shape, **table);
+  absl::StatusOr<Database> db = Database::FromTable(*shape, table);
   if (!db.ok()) return db.status();
   std::unique_ptr<LweServer> server(new LweServer(*std::move(db), options));
-  const embedding::TableDigestBytes digest = (*table)->digest();
-  const std::string path =
-      options.hint_path.empty() ? HintPathFor(table_path, options.protocol) : options.hint_path;
-  absl::StatusOr<Hint> hint =
-      LoadOrComputeHint(path, *shape, DeriveSeed(*shape, digest), digest, server->database_.view(),
-                        server->threads_, &server->hint_note_);
+  const embedding::TableDigestBytes digest = table.digest();
+  const Seed seed = DeriveSeed(*shape, digest);
+  absl::StatusOr<Hint> hint;
+  if (options.hint_path.empty()) {
+    hint = ComputeHint(*shape, seed, server->database_.view(), server->threads_);
+    server->hint_note_ = "computed in memory (no hint file)";
+  } else {
+    hint = LoadOrComputeHint(options.hint_path, *shape, seed, digest, server->database_.view(),
+                             server->threads_, &server->hint_note_);
+  }
   if (!hint.ok()) return hint.status();
   if (absl::Status s = server->Finish(digest, *std::move(hint)); !s.ok()) return s;
   return server;

@@ -53,7 +53,8 @@ struct LweServerOptions {
   Protocol protocol = Protocol::kSimplePir;
   ShapeOptions shape;
   int threads = 1;
-  // Where Open keeps the hint; empty: HintPathFor(table path, protocol).
+  // Where the hint is kept (read when current, else computed and written). Open: empty means
+  // HintPathFor(table path, protocol); FromTable: empty means computed in memory, no file.
   std::string hint_path;
 };
 
@@ -72,6 +73,11 @@ class LweServer {
   // embedding::Table::Open's errors, ChooseShape's, and LoadOrComputeHint's.
   static absl::StatusOr<std::unique_ptr<LweServer>> Open(const std::string& table_path,
                                                          const LweServerOptions& options);
+  // As Open, from a table already in memory (a server's verified copy), which need not outlive
+  // the server. Returns ChooseShape's errors and LoadOrComputeHint's (ComputeHint's without a
+  // hint_path).
+  static absl::StatusOr<std::unique_ptr<LweServer>> FromTable(const embedding::Table& table,
+                                                              const LweServerOptions& options);
   // From records in memory (rows * record_bytes bytes) named by `digest`; computes the hint and
   // writes no file. For benchmarks and tests. Returns ChooseShape's and Database's errors.
   static absl::StatusOr<std::unique_ptr<LweServer>> FromRecords(

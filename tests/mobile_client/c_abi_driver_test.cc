@@ -1,5 +1,5 @@
-// Starts servers (two dpf2, one bfv-bag) on a known fixed-point table and runs the C checks of
-// c_abi_test.c.
+// Starts servers (two dpf2, one bfv-bag, one lwe-simple) on a known fixed-point table and runs the
+// C checks of c_abi_test.c.
 #include <algorithm>
 #include <vector>
 
@@ -16,6 +16,8 @@ extern "C" int veil_c_abi_tls_checks(const char* server0, const char* server1,
                                      uint64_t rows, uint32_t dim);
 extern "C" int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64_t rows,
                                      uint32_t dim);
+extern "C" int veil_c_abi_lwe_checks(const char* lwe_server, const char* hint_cache_dir,
+                                     uint64_t rows, uint32_t dim);
 
 extern "C" int veil_c_abi_layout_checks(const char* server0, const char* server1,
                                         const char* layout_path, const char* not_a_layout,
@@ -76,18 +78,17 @@ TEST(CAbiTest, CProgramDoesLayoutLookups) {
   std::vector<float> rows(300 * 3);
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i) / 8;
   const std::string table = testing::TempPath("layout_c.veil");
-  ASSERT_TRUE(embedding::WriteTable(table, embedding::RowFormat::kFp32,
-                                    static_cast<uint32_t>(layout->entry_words()),
-                                    *embedding::ArrangeRows(*layout, rows),
-                                    embedding::TableOptions())
+  ASSERT_TRUE(embedding::WriteTable(
+                  table, embedding::RowFormat::kFp32, static_cast<uint32_t>(layout->entry_words()),
+                  *embedding::ArrangeRows(*layout, rows), embedding::TableOptions())
                   .ok());
   const std::string layout_path = testing::TempPath("c.veillayout");
   ASSERT_TRUE(layout->WriteFile(layout_path).ok());
   auto servers = testing::StartTwoServers(table, table);
   ASSERT_TRUE(servers.ok()) << servers.status();
 
-  const std::vector<int32_t> wanted = {3, 250, 17, 3, 99, 100, 101, 299, 0, 5,
-                                       42, 43, 44, 45, 46, 200, 201, 202, 7, 150};
+  const std::vector<int32_t> wanted = {3,  250, 17, 3,  99, 100, 101, 299, 0, 5,
+                                       42, 43,  44, 45, 46, 200, 201, 202, 7, 150};
   client::ClientOptions options;
   options.server0 = servers->address(0);
   options.server1 = servers->address(1);
@@ -117,6 +118,15 @@ TEST(CAbiTest, CProgramUsesABagServer) {
   ASSERT_TRUE(dpf_servers.ok()) << dpf_servers.status();
   EXPECT_EQ(veil_c_abi_bag_checks((*bag_server)->address().c_str(), dpf_servers->address(0).c_str(),
                                   kRows, kDim),
+            0);
+}
+
+TEST(CAbiTest, CProgramUsesAnLweServer) {
+  const std::string path = WriteKnownTable();
+  auto server = testing::StartLweServer(path, "lwe-simple");
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(veil_c_abi_lwe_checks((*server)->address().c_str(),
+                                  testing::TempPath("c_abi_hints").c_str(), kRows, kDim),
             0);
 }
 

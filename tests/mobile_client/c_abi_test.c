@@ -12,14 +12,16 @@ int veil_c_abi_tls_checks(const char* server0, const char* server1, const char* 
                           const char* other_certs, uint64_t rows, uint32_t dim);
 int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64_t rows,
                           uint32_t dim);
+int veil_c_abi_lwe_checks(const char* lwe_server, const char* hint_cache_dir, uint64_t rows,
+                          uint32_t dim);
 
-#define CHECK(cond)                                                                   \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s (veil_last_error: \"%s\")\n", __FILE__, \
-              __LINE__, #cond, veil_last_error());                                    \
-      return 1;                                                                       \
-    }                                                                                 \
+#define CHECK(cond)                                                                              \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
+      fprintf(stderr, "%s:%d: check failed: %s (veil_last_error: \"%s\")\n", __FILE__, __LINE__, \
+              #cond, veil_last_error());                                                         \
+      return 1;                                                                                  \
+    }                                                                                            \
   } while (0)
 
 static float expected_value(uint64_t row, uint32_t col) { return (float)(row * 7 + col) / 4.0f; }
@@ -436,5 +438,85 @@ int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64
 
   veil_bag_client_close(client);
   veil_bag_client_close(NULL);
+  return 0;
+}
+
+/* lwe_server speaks lwe-simple; dim <= 16. */
+int veil_c_abi_lwe_checks(const char* lwe_server, const char* hint_cache_dir, uint64_t rows,
+                          uint32_t dim) {
+  veil_lwe_client* client = (veil_lwe_client*)&client; /* must be reset to NULL on failure */
+  veil_lwe_client_options options;
+  veil_lwe_table_info info;
+  veil_call_stats stats;
+  uint64_t indices[3] = {0, 0, 0};
+  uint32_t words[3 * 16];
+  float values[3 * 16];
+  uint32_t i, j;
+
+  indices[1] = rows - 1;
+  indices[2] = 17;
+  memset(&options, 0, sizeof(options));
+  CHECK(veil_lwe_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(client == NULL);
+  CHECK(strstr(veil_last_error(), "struct_size") != NULL);
+  options.struct_size = sizeof(options);
+  CHECK(veil_lwe_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(veil_lwe_client_connect(&options, NULL) == VEIL_ERR_INVALID_ARGUMENT);
+  options.server = lwe_server;
+  options.protocol = "lwe-triple";
+  CHECK(veil_lwe_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "lwe-simple or lwe-double") != NULL);
+  /* The server speaks lwe-simple: a DoublePIR client is refused before any query. */
+  options.protocol = "lwe-double";
+  CHECK(veil_lwe_client_connect(&options, &client) == VEIL_ERR_FAILED_PRECONDITION);
+  CHECK(strstr(veil_last_error(), "speaks protocol") != NULL);
+  CHECK(client == NULL);
+
+  options.protocol = NULL; /* lwe-simple */
+  options.hint_cache_dir = hint_cache_dir;
+  CHECK(veil_lwe_client_connect(&options, &client) == VEIL_OK);
+  CHECK(veil_lwe_client_table_info(client, &info) == VEIL_OK);
+  CHECK(info.rows == rows && info.dim == dim && info.row_words == dim);
+  CHECK(info.row_format == VEIL_FORMAT_FIXED && info.frac_bits == 16);
+  CHECK(info.hint_bytes > 0 && info.query_bytes > 0 && info.answer_bytes > 0);
+  CHECK(info.hint_from_cache == 0);
+
+  CHECK(veil_lwe_lookup_words(client, indices, 3, words, 3 * dim) == VEIL_OK);
+  for (i = 0; i < 3; ++i) {
+    for (j = 0; j < dim; ++j) {
+      CHECK(words[i * dim + j] == (uint32_t)((indices[i] * 7 + j) * 16384u));
+    }
+  }
+  CHECK(veil_lwe_lookup(client, indices, 3, values, 3 * dim) == VEIL_OK);
+  for (i = 0; i < 3; ++i) {
+    for (j = 0; j < dim; ++j) CHECK(values[i * dim + j] == expected_value(indices[i], j));
+  }
+  CHECK(veil_lwe_last_call_stats(client, &stats) == VEIL_OK);
+  CHECK(stats.lookups == 3 && stats.keys == 3);
+  CHECK(stats.bytes_up >= 3 * info.query_bytes && stats.bytes_down >= 3 * info.answer_bytes);
+
+  /* Short buffers, a row outside the table, no indices. */
+  CHECK(veil_lwe_lookup(client, indices, 3, values, 3 * dim - 1) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "output buffer") != NULL);
+  indices[0] = rows;
+  CHECK(veil_lwe_lookup_words(client, indices, 1, words, dim) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "outside the table") != NULL);
+  CHECK(veil_lwe_lookup_words(client, NULL, 1, words, dim) == VEIL_ERR_INVALID_ARGUMENT);
+  /* A handle of another kind is refused. */
+  CHECK(veil_lwe_last_call_stats((const veil_lwe_client*)&options, &stats) ==
+        VEIL_ERR_INVALID_ARGUMENT);
+  veil_lwe_client_close(client);
+  CHECK(veil_lwe_client_table_info(client, &info) == VEIL_ERR_INVALID_ARGUMENT);
+  veil_lwe_client_close(client); /* closing twice is harmless */
+  veil_lwe_client_close(NULL);
+
+  /* A second client finds the hint in the cache. */
+  CHECK(veil_lwe_client_connect(&options, &client) == VEIL_OK);
+  CHECK(veil_lwe_client_table_info(client, &info) == VEIL_OK);
+  CHECK(info.hint_from_cache == 1);
+  indices[0] = 5;
+  CHECK(veil_lwe_lookup_words(client, indices, 1, words, dim) == VEIL_OK);
+  for (j = 0; j < dim; ++j) CHECK(words[j] == (uint32_t)((5 * 7 + j) * 16384u));
+  veil_lwe_client_close(client);
   return 0;
 }

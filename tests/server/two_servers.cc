@@ -109,4 +109,17 @@ absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartBagServer(
   return tools::ServerProcess::Start(options);
 }
 
+absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartLweServer(
+    const std::string& table, const std::string& protocol,
+    const std::vector<std::string>& extra_args, const std::string& log_path) {
+  tools::ServerProcessOptions options;
+  options.binary = VEIL_SERVER_BINARY;
+  options.protocol = protocol;
+  options.table_path = table;
+  options.extra_args = {"--lwe_hint_cache=false"};
+  options.extra_args.insert(options.extra_args.end(), extra_args.begin(), extra_args.end());
+  options.log_path = log_path;
+  return tools::ServerProcess::Start(options);
+}
+
 }  // namespace veil::testing

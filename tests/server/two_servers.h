@@ -1,6 +1,6 @@
 // Test fixtures for the end-to-end tests: random table files, self-signed certificates, and real
-// veil-server processes on loopback (two dpf2 parties or one bfv-bag server; port 0, plaintext or
-// TLS), found through the build's VEIL_SERVER_BINARY path.
+// veil-server processes on loopback (two dpf2 parties, one bfv-bag or one LWE server; port 0,
+// plaintext or TLS), found through the build's VEIL_SERVER_BINARY path.
 #ifndef VEIL_TESTS_SERVER_TWO_SERVERS_H_
 #define VEIL_TESTS_SERVER_TWO_SERVERS_H_
 
@@ -57,6 +57,12 @@ absl::Status WaitForEpochs(const tools::ServerProcess& server, const std::vector
 absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartBagServer(
     const std::string& table, const std::vector<std::string>& extra_args = {},
     const tools::CertificateFiles* tls = nullptr, const std::string& log_path = "");
+
+// One LWE server (veil-server --protocol=lwe-simple or lwe-double) on `table`; its hint is
+// computed in memory (--lwe_hint_cache=false) unless extra_args say otherwise.
+absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartLweServer(
+    const std::string& table, const std::string& protocol,
+    const std::vector<std::string>& extra_args = {}, const std::string& log_path = "");
 
 }  // namespace veil::testing
 

@@ -1,0 +1,598 @@
+#include "mobile_client/lwe_client.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "mobile_client/transport.h"
+#include "pir/lattice/client.h"
+#include "rpc/stats_wire.h"
+
+namespace veil::client {
+
+// Queries and answers travel as little-endian words, copied as they are.
+static_assert(std::endian::native == std::endian::little);
+
+// What the server said in its `config` reply, as received (Adopt checks it).
+struct LweClient::ServerConfig {
+  LweTableInfo table;
+  uint32_t row_words_with_tags = 0;
+  uint8_t lwe_protocol = 0;
+  uint32_t lwe_dimension = 0;
+  uint32_t log_modulus = 0;
+  uint32_t plaintext_modulus = 0;
+  uint32_t sigma_micro = 0;
+  std::vector<uint8_t> seed;
+  std::vector<uint8_t> hint_digest;
+  uint64_t hint_chunk_bytes = 0;
+  uint64_t query_words = 0;
+  uint64_t answer_words = 0;
+  uint32_t max_queries_per_call = 0;
+  uint32_t max_queued_queries = 0;  // per connection
+  uint64_t max_message_bytes = 0;
+};
+
+namespace {
+
+using ServerConfig = LweClient::ServerConfig;
+
+// Room for a call's Cap'n Proto envelope beside its queries (as the server counts it).
+constexpr uint64_t kEnvelopeBytes = 1024;
+// Calls in flight at once (the server bounds calls per connection, 64 by default).
+constexpr size_t kMaxCallsInFlight = 32;
+// Hint chunks requested at once, and how often a lost connection may resume a download.
+constexpr uint64_t kChunksInFlight = 8;
+constexpr int kResumes = 3;
+
+std::string Hex(absl::Span<const uint8_t> bytes) {
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+std::vector<uint8_t> Bytes(capnp::Data::Reader data) {
+  return std::vector<uint8_t>(data.begin(), data.end());
+}
+
+ServerConfig ParseConfig(rpc::LweConfig::Reader c, const std::string& protocol) {
+  ServerConfig config;
+  LweTableInfo& t = config.table;
+  capnp::Data::Reader digest = c.getTable().getDigest();
+  if (digest.size() == t.digest.size()) std::memcpy(t.digest.data(), digest.begin(), digest.size());
+  t.digest_hex = Hex(absl::MakeConstSpan(digest.begin(), digest.size()));
+  t.epoch = c.getTable().getEpoch();
+  t.rows = c.getRows();
+  t.row_tag = static_cast<embedding::RowTag>(c.getRowTag());
+  config.row_words_with_tags = c.getRowWords();
+  t.row_words = c.getRowWords() - std::min(c.getRowWords(), embedding::TagWords(t.row_tag));
+  t.dim = c.getDim();
+  t.format = static_cast<embedding::RowFormat>(c.getRowFormat());
+  t.frac_bits = c.getFracBits();
+  t.protocol = protocol;
+  t.backend = c.getBackend();
+  t.records_per_column = c.getRecordsPerColumn();
+  t.d0 = c.getD0();
+  t.d1 = c.getD1();
+  t.hint_bytes = c.getHintBytes();
+  config.lwe_protocol = c.getLweProtocol();
+  config.lwe_dimension = c.getLweDimension();
+  config.log_modulus = c.getLogModulus();
+  config.plaintext_modulus = c.getPlaintextModulus();
+  config.sigma_micro = c.getSigmaMicro();
+  config.seed = Bytes(c.getSeed());
+  config.hint_digest = Bytes(c.getHintDigest());
+  t.hint_digest_hex = Hex(config.hint_digest);
+  config.hint_chunk_bytes = c.getHintChunkBytes();
+  config.query_words = c.getQueryWords();
+  config.answer_words = c.getAnswerWords();
+  config.max_queries_per_call = c.getLimits().getMaxQueriesPerCall();
+  config.max_queued_queries = c.getLimits().getMaxQueuedQueriesPerConnection();
+  config.max_message_bytes = c.getLimits().getMaxMessageBytes();
+  return config;
+}
+
+// Loop thread: the server's `config` into `config`.
+kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, const std::string& protocol,
+                                     ServerConfig& config) {
+  return server.castAs<rpc::LweServer>().configRequest().send().then(
+      [&config, protocol](capnp::Response<rpc::LweServer::ConfigResults> reply) {
+        config = ParseConfig(reply.getConfig(), protocol);
+        return absl::OkStatus();
+      });
+}
+
+// The lattice parameters of `c`, checked against this client's: the shape recomputed from the
+// table's size and records per column (never taken from the server), the seed derived from the
+// table. INVALID_ARGUMENT naming the problem.
+absl::StatusOr<lattice::LweConfig> LatticeConfig(const ServerConfig& c) {
+  const LweTableInfo& t = c.table;
+  absl::StatusOr<lattice::Protocol> protocol = lattice::ParseProtocol(t.protocol);
+  if (!protocol.ok()) return protocol.status();
+  if (c.lwe_protocol != static_cast<uint8_t>(*protocol) ||
+      c.lwe_dimension != lattice::kLweDimension || c.log_modulus != lattice::kLogModulus ||
+      c.plaintext_modulus != lattice::kPlaintextModulus || c.sigma_micro != lattice::kSigmaMicro) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LWE parameters (protocol ", c.lwe_protocol, ", n = ", c.lwe_dimension,
+        ", log q = ", c.log_modulus, ", p = ", c.plaintext_modulus, ", sigma = ", c.sigma_micro,
+        "e-6) other than this client's (n = ", lattice::kLweDimension,
+        ", log q = ", lattice::kLogModulus, ", p = ", lattice::kPlaintextModulus,
+        ", sigma = ", lattice::kSigmaMicro, "e-6)"));
+  }
+  if (c.row_words_with_tags == 0 || c.row_words_with_tags > lattice::kMaxRecordBytes / 4 ||
+      t.records_per_column == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a table of ", c.row_words_with_tags,
+                                                   " words per row, ", t.records_per_column,
+                                                   " records per column"));
+  }
+  lattice::ShapeOptions options;
+  options.records_per_column = t.records_per_column;
+  absl::StatusOr<lattice::Shape> shape =
+      lattice::ChooseShape(*protocol, t.rows, 4 * c.row_words_with_tags, options);
+  if (!shape.ok()) return shape.status();
+  if (shape->d0 != t.d0 || shape->d1 != t.d1 || shape->query_words() != c.query_words ||
+      shape->answer_words() != c.answer_words) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a ", t.d1, " x ", t.d0, " database with queries of ", c.query_words,
+        " words and answers of ", c.answer_words, "; the table's shape is ", shape->d1, " x ",
+        shape->d0, " with ", shape->query_words(), " and ", shape->answer_words()));
+  }
+  lattice::LweConfig config;
+  config.shape = *shape;
+  if (c.seed.size() != config.seed.size() || c.hint_digest.size() != config.hint_digest.size()) {
+    return absl::InvalidArgumentError("a seed or hint digest that is not 32 bytes");
+  }
+  std::copy(c.seed.begin(), c.seed.end(), config.seed.begin());
+  std::copy(c.hint_digest.begin(), c.hint_digest.end(), config.hint_digest.begin());
+  config.table_digest = t.digest;
+  config.hint_bytes = t.hint_bytes;
+  config.hint_chunk_bytes = c.hint_chunk_bytes;
+  if (absl::Status s = lattice::ValidateConfig(config); !s.ok()) return s;
+  return config;
+}
+
+// FAILED_PRECONDITION unless an answer of `server` is from the session's table.
+absl::Status CheckReplyTable(const LweTableInfo& table, const std::string& server,
+                             rpc::TableId::Reader id) {
+  capnp::Data::Reader digest = id.getDigest();
+  if (id.getEpoch() == table.epoch && digest.size() == table.digest.size() &&
+      std::memcmp(digest.begin(), table.digest.data(), digest.size()) == 0) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat(server, " answered from another table (epoch ", id.getEpoch(),
+                   ") than the one it reported at connect (epoch ", table.epoch,
+                   "); connect a new client to use the new table"));
+}
+
+absl::Status FirstError(kj::Array<absl::Status> results) {
+  for (absl::Status& r : results) {
+    if (!r.ok()) return r;
+  }
+  return absl::OkStatus();
+}
+
+std::string CachePath(const std::string& dir, const std::string& hint_digest_hex) {
+  return (std::filesystem::path(dir) / (hint_digest_hex + ".lwe-hint")).string();
+}
+
+// The cached blob, if the cache holds one of `bytes` bytes with digest `digest`.
+std::optional<std::vector<uint8_t>> ReadCachedHint(const std::string& path, uint64_t bytes,
+                                                   const std::array<uint8_t, 32>& digest) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  in.seekg(0, std::ios::end);
+  if (!in || static_cast<uint64_t>(in.tellg()) != bytes) return std::nullopt;
+  in.seekg(0);
+  std::vector<uint8_t> blob(bytes);
+  if (!in.read(reinterpret_cast<char*>(blob.data()), static_cast<std::streamsize>(bytes))) {
+    return std::nullopt;
+  }
+  if (lattice::Blake2b256(blob) != digest) return std::nullopt;
+  return blob;
+}
+
+// Writes the blob under a temporary name, renamed into place when complete.
+absl::Status WriteCachedHint(const std::string& dir, const std::string& path,
+                             absl::Span<const uint8_t> blob) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("hint cache ", dir, " cannot be created: ", error.message()));
+  }
+  const std::string temporary = path + ".partial";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(blob.data()),
+              static_cast<std::streamsize>(blob.size()));
+    if (!out) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("hint cache file ", temporary, " cannot be written"));
+    }
+  }
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("hint cache file ", path, " cannot be written: ", error.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+LweClient::LweClient(LweClientOptions options, std::unique_ptr<Transport> transport)
+    : options_(std::move(options)), transport_(std::move(transport)) {}
+
+LweClient::~LweClient() = default;
+
+absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOptions& options) {
+  if (!lattice::ParseProtocol(options.protocol).ok() || options.protocol.rfind("lwe-", 0) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown LWE protocol \"", options.protocol,
+                                                   "\"; use lwe-simple or lwe-double"));
+  }
+  std::optional<embedding::RowKey> row_key;
+  if (!options.row_key_file.empty()) {
+    auto key = embedding::ReadRowKeyFile(options.row_key_file);
+    if (!key.ok()) return key.status();
+    row_key = *key;
+  }
+  // TODO(reliability): replicas of an LWE server (they would need the same hint) are not failed
+  // over to yet.
+  if (absl::StrContains(options.server, ',')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an LWE client takes one server address, not a list (\"", options.server, "\")"));
+  }
+  TransportOptions t;
+  t.addresses = {options.server};
+  t.tls_names = {options.tls_server_name};
+  t.tls_trusted_certs = options.tls_trusted_certs;
+  t.allow_plaintext = options.allow_plaintext;
+  t.timeout = options.timeout;
+  t.protocol = options.protocol;
+  auto transport = Transport::Create(std::move(t));
+  if (!transport.ok()) return transport.status();
+  std::unique_ptr<LweClient> client(new LweClient(options, *std::move(transport)));
+  client->row_key_ = row_key;
+  ServerConfig config;
+  absl::Status connected =
+      client->transport_->Connect({true}, [&](int, int, rpc::VeilServer::Client server) {
+        return ReadConfig(server, options.protocol, config);
+      });
+  if (!connected.ok()) return connected;
+  absl::StatusOr<lattice::LweConfig> lattice_config = client->Adopt(config);
+  if (!lattice_config.ok()) return lattice_config.status();
+  absl::MutexLock lock(&client->mu_);
+  absl::StatusOr<std::vector<uint8_t>> blob = client->GetHint();
+  if (!blob.ok()) return blob.status();
+  auto lwe = lattice::LweClient::Create(*lattice_config, *blob);
+  if (!lwe.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        client->transport_->Name(0), " sent an unusable hint: ", lwe.status().message()));
+  }
+  client->lwe_ = *std::move(lwe);
+  return client;
+}
+
+absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) {
+  const std::string who = transport_->Name(0);
+  const LweTableInfo& t = config.table;
+  if (t.rows == 0 || t.row_words == 0 || !embedding::IsKnownRowFormat(t.format) ||
+      !embedding::IsKnownRowTag(static_cast<uint8_t>(t.row_tag)) ||
+      embedding::RowWords(t.format, t.dim) != t.row_words) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who, " describes an unusable table (", t.rows, " rows, ", t.row_words,
+                     " words, ", embedding::RowFormatName(t.format), " dim ", t.dim, ")"));
+  }
+  absl::StatusOr<lattice::LweConfig> lattice_config = LatticeConfig(config);
+  if (!lattice_config.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, " reports a configuration this client refuses: ", lattice_config.status().message()));
+  }
+  if (config.max_queries_per_call == 0 || config.max_queued_queries == 0 ||
+      4 * std::max(config.query_words, config.answer_words) + kEnvelopeBytes >
+          config.max_message_bytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who, " accepts no query (", config.max_queries_per_call, " per call, ",
+                     config.max_message_bytes, " bytes per call)"));
+  }
+  if (t.row_tag != embedding::RowTag::kNone && !row_key_) {
+    return absl::FailedPreconditionError(
+        "the server's table carries row authentication tags, but this client has no row key to "
+        "check them with: set row_key_file to the table's key file (veil table build writes "
+        "TABLE.rowkey)");
+  }
+  table_ = t;
+  table_.log2_failure = lattice_config->shape.log2_failure;
+  table_.query_bytes = 4 * config.query_words;
+  table_.answer_bytes = 4 * config.answer_words;
+  hint_digest_ = lattice_config->hint_digest;
+  hint_chunk_bytes_ = config.hint_chunk_bytes;
+  max_queries_per_call_ = config.max_queries_per_call;
+  max_queued_queries_ = config.max_queued_queries;
+  max_message_bytes_ = config.max_message_bytes;
+  return lattice_config;
+}
+
+absl::StatusOr<std::vector<uint8_t>> LweClient::GetHint() {
+  const uint64_t bytes = table_.hint_bytes;
+  std::string cache_path;
+  if (!options_.hint_cache_dir.empty()) {
+    cache_path = CachePath(options_.hint_cache_dir, table_.hint_digest_hex);
+    if (auto cached = ReadCachedHint(cache_path, bytes, hint_digest_)) {
+      hint_from_cache_ = true;
+      return *std::move(cached);
+    }
+  }
+  std::vector<uint8_t> blob(bytes);
+  const uint64_t chunks = (bytes + hint_chunk_bytes_ - 1) / hint_chunk_bytes_;
+  int resumes = 0;
+  for (uint64_t first = 0; first < chunks;) {
+    const uint64_t last = std::min(chunks, first + kChunksInFlight);
+    absl::Status status = transport_->Run(
+        [&]() -> kj::Promise<absl::Status> {
+          auto server = transport_->Capability(0).castAs<rpc::LweServer>();
+          auto done = std::make_shared<std::vector<bool>>(1, false);
+          auto remaining = std::make_shared<uint64_t>(last - first);
+          auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(last - first);
+          for (uint64_t c = first; c < last; ++c) {
+            auto request = server.hintRequest();
+            request.setChunk(c);
+            request.setHintDigest(capnp::Data::Reader(hint_digest_.data(), hint_digest_.size()));
+            const uint64_t offset = c * hint_chunk_bytes_;
+            const uint64_t size = std::min(hint_chunk_bytes_, bytes - offset);
+            replies.add(request.send()
+                            .then(
+                                [this, &blob, offset, size, c, done,
+                                 remaining](capnp::Response<rpc::LweServer::HintResults> r) {
+                                  capnp::Data::Reader data = r.getData();
+                                  if (data.size() != size) {
+                                    return absl::InternalError(absl::StrCat(
+                                        transport_->Name(0), " sent hint chunk ", c, " of ",
+                                        data.size(), " bytes, expected ", size));
+                                  }
+                                  std::memcpy(blob.data() + offset, data.begin(), size);
+                                  if (--*remaining == 0) (*done)[0] = true;
+                                  return absl::OkStatus();
+                                },
+                                [this](kj::Exception&& e) { return transport_->ServerError(0, e); })
+                            .eagerlyEvaluate(nullptr));
+          }
+          return transport_->WithTimeout(
+              kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
+                return FirstError(kj::mv(r));
+              }),
+              done);
+        },
+        "hint download");
+    if (absl::IsUnavailable(status) && transport_->Lost()[0] && resumes < kResumes) {
+      // Resume this wave on a new connection, if the server still serves this hint.
+      ++resumes;
+      if (absl::Status s = Reconnect(); !s.ok()) return s;
+      continue;
+    }
+    if (!status.ok()) return status;
+    first = last;
+  }
+  if (lattice::Blake2b256(blob) != hint_digest_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        transport_->Name(0), " sent a hint whose digest is not the one its config names"));
+  }
+  if (!cache_path.empty()) {
+    if (absl::Status s = WriteCachedHint(options_.hint_cache_dir, cache_path, blob); !s.ok()) {
+      return s;
+    }
+  }
+  return blob;
+}
+
+absl::Status LweClient::Reconnect() {
+  if (!transport_->Lost()[0]) return absl::OkStatus();
+  ServerConfig config;
+  absl::Status connected = transport_->Connect({true}, [&](int, int, rpc::VeilServer::Client server) {
+    return ReadConfig(server, options_.protocol, config);
+  });
+  if (!connected.ok()) return connected;
+  if (config.table.digest != table_.digest || config.table.epoch != table_.epoch ||
+      config.table.hint_digest_hex != table_.hint_digest_hex) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(transport_->Name(0), " came back serving another table or hint (digest ",
+                     config.table.digest_hex, " epoch ", config.table.epoch, ", hint ",
+                     config.table.hint_digest_hex.substr(0, 16), ") than this session's (digest ",
+                     table_.digest_hex, " epoch ", table_.epoch, ", hint ",
+                     table_.hint_digest_hex.substr(0, 16), "); connect a new client to use it"));
+  }
+  return absl::OkStatus();
+}
+
+size_t LweClient::QueriesPerCall() const {
+  return std::max<size_t>(
+      1, std::min<uint64_t>({max_queries_per_call_,
+                             (max_message_bytes_ - kEnvelopeBytes) / table_.query_bytes,
+                             (max_message_bytes_ - kEnvelopeBytes) / table_.answer_bytes}));
+}
+
+absl::Status LweClient::SendQueries(absl::Span<const uint32_t> queries, size_t count,
+                                    absl::Time deadline, absl::Span<uint32_t> answers) {
+  const uint64_t qw = queries.size() / count, aw = answers.size() / count;
+  const size_t per_call = QueriesPerCall();
+  const size_t calls = (count + per_call - 1) / per_call;
+  return transport_->Run(
+      [&]() -> kj::Promise<absl::Status> {
+        auto server = transport_->Capability(0).castAs<rpc::LweServer>();
+        auto done = std::make_shared<std::vector<bool>>(1, false);
+        auto remaining = std::make_shared<size_t>(calls);
+        auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(calls);
+        for (size_t call = 0; call < calls; ++call) {
+          const size_t first = call * per_call, n = std::min(per_call, count - first);
+          auto request = server.answerRequest(
+              capnp::MessageSize{n * qw / 2 + 16 + hint_digest_.size() / 8, 0});
+          request.setQueries(capnp::Data::Reader(
+              reinterpret_cast<const uint8_t*>(queries.data() + first * qw), 4 * n * qw));
+          request.setHintDigest(capnp::Data::Reader(hint_digest_.data(), hint_digest_.size()));
+          auto on_reply = [this, first, n, aw, answers, done,
+                           remaining](capnp::Response<rpc::LweServer::AnswerResults> r) {
+            if (absl::Status s = CheckReplyTable(table_, transport_->Name(0), r.getTable());
+                !s.ok()) {
+              return s;
+            }
+            capnp::Data::Reader data = r.getAnswers();
+            if (data.size() != 4 * n * aw) {
+              return absl::InternalError(absl::StrCat(transport_->Name(0), " sent ", data.size(),
+                                                      " bytes of answers, expected ", 4 * n * aw));
+            }
+            std::memcpy(answers.data() + first * aw, data.begin(), data.size());
+            if (--*remaining == 0) (*done)[0] = true;
+            return absl::OkStatus();
+          };
+          auto on_error = [this](kj::Exception&& e) { return transport_->ServerError(0, e); };
+          replies.add(request.send()
+                          .then(std::move(on_reply), std::move(on_error))
+                          .eagerlyEvaluate(nullptr));
+        }
+        auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
+          return FirstError(kj::mv(r));
+        });
+        // evalLast: the replies' Finish messages are written in a later turn; count them here.
+        return transport_->WithTimeout(kj::mv(all), done, deadline).then([](absl::Status s) {
+          return kj::evalLast([s = std::move(s)]() mutable { return std::move(s); });
+        });
+      },
+      "LWE lookup");
+}
+
+absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const uint64_t> indices) {
+  if (indices.empty()) return absl::InvalidArgumentError("no rows requested");
+  for (uint64_t row : indices) {
+    if (row >= table_.rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row ", row, " is outside the table (", table_.rows, " rows)"));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Reconnect(); !s.ok()) return s;
+  const lattice::Shape& shape = lwe_->shape();
+  const uint64_t qw = shape.query_words(), aw = shape.answer_words();
+  const uint32_t data_words = table_.row_words, record_bytes = shape.record_bytes;
+  const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options_.timeout;
+  LweClientTimes times;
+  std::vector<uint32_t> rows(indices.size() * data_words);
+  std::vector<uint8_t> record_bytes_buffer(record_bytes);
+  std::vector<uint32_t> record(record_bytes / 4);
+  // Waves that fit the server's per-connection queue and this client's calls in flight; each
+  // wave's queries are made just before it and its answers decoded right after, so that memory
+  // follows the wave, not the lookup.
+  const size_t per_call = QueriesPerCall();
+  const size_t per_wave =
+      std::max<size_t>(1, std::min<size_t>(max_queued_queries_, per_call * kMaxCallsInFlight));
+  for (size_t first = 0; first < indices.size(); first += per_wave) {
+    const size_t n = std::min(per_wave, indices.size() - first);
+    std::vector<uint32_t> queries(n * qw), answers(n * aw);
+    absl::Time t0 = absl::Now();
+    auto pending = lwe_->MakeQueries(indices.subspan(first, n), absl::MakeSpan(queries));
+    if (!pending.ok()) return pending.status();
+    times.query_ms += absl::ToDoubleMilliseconds(absl::Now() - t0);
+    if (absl::Status s = SendQueries(queries, n, deadline, absl::MakeSpan(answers)); !s.ok()) {
+      return s;
+    }
+    t0 = absl::Now();
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t row = indices[first + i];
+      if (absl::Status s =
+              lwe_->Decode((*pending)[i], absl::MakeConstSpan(answers).subspan(i * aw, aw),
+                           absl::MakeSpan(record_bytes_buffer));
+          !s.ok()) {
+        return s;
+      }
+      std::memcpy(record.data(), record_bytes_buffer.data(), record_bytes);
+      const absl::Span<const uint32_t> words = absl::MakeConstSpan(record);
+      if (table_.row_tag != embedding::RowTag::kNone &&
+          !embedding::RowTagMatches(*row_key_, row, words.first(data_words),
+                                    words.subspan(data_words))) {
+        return absl::DataLossError(absl::StrCat(
+            "row ", row, " fails its authentication tag: the answer of ", transport_->Name(0),
+            " does not decrypt to the table's row (a corrupted or tampered table, or a wrong "
+            "answer); not returning it"));
+      }
+      std::copy_n(record.begin(), data_words, rows.begin() + (first + i) * data_words);
+    }
+    times.decode_ms += absl::ToDoubleMilliseconds(absl::Now() - t0);
+  }
+  CallStats stats;
+  stats.latency_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  stats.bytes_up = transport_->bytes_up() - up_before;
+  stats.bytes_down = transport_->bytes_down() - down_before;
+  stats.lookups = static_cast<uint32_t>(indices.size());
+  stats.keys = static_cast<uint32_t>(indices.size());
+  stats.calls = static_cast<uint32_t>((indices.size() + per_call - 1) / per_call);
+  last_call_ = stats;
+  last_times_ = times;
+  totals_.lookups += stats.lookups;
+  totals_.keys += stats.keys;
+  totals_.calls += stats.calls;
+  return rows;
+}
+
+absl::StatusOr<std::vector<float>> LweClient::Lookup(absl::Span<const uint64_t> indices) {
+  auto words = LookupWords(indices);
+  if (!words.ok()) return words.status();
+  std::vector<float> values(indices.size() * table_.dim);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    absl::Status s = embedding::DecodeRow(
+        table_.format, table_.frac_bits, table_.dim,
+        absl::MakeConstSpan(*words).subspan(i * table_.row_words, table_.row_words),
+        absl::MakeSpan(values).subspan(i * table_.dim, table_.dim));
+    if (!s.ok()) return s;
+  }
+  return values;
+}
+
+absl::StatusOr<rpc::StatsSnapshot> LweClient::ServerStats() {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Reconnect(); !s.ok()) return s;
+  rpc::StatsSnapshot info;
+  absl::Status status = transport_->Run(
+      [&]() -> kj::Promise<absl::Status> {
+        auto done = std::make_shared<std::vector<bool>>(1, false);
+        auto reply = transport_->Capability(0).statsRequest().send().then(
+            [&info, done](capnp::Response<rpc::VeilServer::StatsResults> r) {
+              info = rpc::ReadStats(r.getStats());
+              (*done)[0] = true;
+              return absl::OkStatus();
+            },
+            [this](kj::Exception&& e) { return transport_->ServerError(0, e); });
+        return transport_->WithTimeout(kj::mv(reply), done);
+      },
+      "stats");
+  if (!status.ok()) return status;
+  return info;
+}
+
+CallStats LweClient::last_call() const {
+  absl::MutexLock lock(&mu_);
+  return last_call_;
+}
+
+CallStats LweClient::totals() const {
+  absl::MutexLock lock(&mu_);
+  CallStats t = totals_;
+  t.bytes_up = transport_->bytes_up();
+  t.bytes_down = transport_->bytes_down();
+  return t;
+}
+
+LweClientTimes LweClient::last_times() const {
+  absl::MutexLock lock(&mu_);
+  return last_times_;
+}
+
+}  // namespace veil::client

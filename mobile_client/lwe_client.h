@@ -1,0 +1,172 @@
+// veil::client::LweClient: private lookups of embedding-table rows from ONE server speaking
+// protocol "lwe-simple" (SimplePIR) or "lwe-double" (DoublePIR): single-server lattice PIR over
+// LWE (pir/lattice/, docs/lattice.md, server/lwe.h).
+//
+// Connect reads the server's config, checks every public parameter against the correctness rule
+// and the seed of the public matrices against the table (the server cannot choose them), and
+// gets the table's hint: from the hint cache (a folder; one file per hint digest, which names the
+// table, protocol and shape) when it holds it, else downloaded in chunks (a lost connection
+// resumes at the next chunk) and written to the cache. A new table version has a new digest, so
+// its hint is fetched again. Each lookup then sends one query per row (an LWE encryption of the
+// row's column under a fresh secret that never leaves the client) and decrypts the answer with
+// the hint; the server learns nothing about the row.
+//
+// A lost connection is reopened by the next call (the call that finds it lost fails with
+// UNAVAILABLE), which goes ahead only if the server still serves the session's table and hint.
+//
+// Never a wrong row: when the table's rows carry authentication tags (embedding/row_tag.h) the
+// client needs the table's row key and checks every decrypted row (DATA_LOSS, never returned, on
+// a mismatch: a corrupted table, a wrong answer or a failed decryption).
+//
+// Thread-safe: calls are serialized. Network I/O runs on a thread the client owns.
+#ifndef VEIL_MOBILE_CLIENT_LWE_CLIENT_H_
+#define VEIL_MOBILE_CLIENT_LWE_CLIENT_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "embedding/row_format.h"
+#include "embedding/row_tag.h"
+#include "mobile_client/client.h"
+#include "rpc/stats.h"
+
+namespace veil::lattice {
+class LweClient;
+struct LweConfig;
+}  // namespace veil::lattice
+
+namespace veil::client {
+
+class Transport;
+
+struct LweClientOptions {
+  std::string server;                   // "HOST:PORT"
+  std::string protocol = "lwe-simple";  // or "lwe-double": what the server must speak
+  // Bound on connecting, on each wave of hint chunks and on each lookup.
+  absl::Duration timeout = absl::Seconds(30);
+  // TLS as in ClientOptions; empty tls_trusted_certs: plaintext, to loopback only unless
+  // allow_plaintext.
+  std::string tls_trusted_certs;
+  std::string tls_server_name;
+  bool allow_plaintext = false;
+  // The table's row key file (TABLE.rowkey): required when the table's rows carry tags.
+  std::string row_key_file;
+  // Folder that keeps downloaded hints (created if absent), one file per hint digest; empty:
+  // the hint is downloaded at every Connect and kept in memory only.
+  std::string hint_cache_dir;
+};
+
+// The table the server serves, and the protocol's sizes.
+struct LweTableInfo {
+  uint64_t rows = 0;
+  uint32_t dim = 0;
+  uint32_t row_words = 0;  // words per row as LookupWords returns them (tags excluded)
+  embedding::RowTag row_tag = embedding::RowTag::kNone;
+  embedding::RowFormat format = embedding::RowFormat::kFp32;
+  int frac_bits = 0;
+  uint64_t epoch = 0;
+  std::array<uint8_t, 32> digest{};
+  std::string digest_hex;
+  std::string protocol;                             // "lwe-simple" or "lwe-double"
+  std::string backend;                              // what the server's product runs on
+  uint64_t d0 = 0, d1 = 0, records_per_column = 0;  // the database shape
+  double log2_failure = 0;    // the correctness rule's bound on one lookup failing, log2
+  uint64_t hint_bytes = 0;    // downloaded once per table version
+  uint64_t query_bytes = 0;   // up, per row
+  uint64_t answer_bytes = 0;  // down, per row
+  std::string hint_digest_hex;
+};
+
+// Client-side work of the last lookup.
+struct LweClientTimes {
+  double query_ms = 0;   // making the queries (expanding A, encrypting)
+  double decode_ms = 0;  // decrypting the answers (and checking tags)
+};
+
+class LweClient {
+ public:
+  // Connects, checks the config and gets the hint (cache or download).
+  // Returns INVALID_ARGUMENT for an empty address, an unknown protocol, or a tls_server_name
+  // without tls_trusted_certs; the row key file's errors; UNAVAILABLE / DEADLINE_EXCEEDED /
+  // FAILED_PRECONDITION as Client::Connect (unreachable server, TLS trust, a server of another
+  // protocol: "speaks protocol"); FAILED_PRECONDITION if the config is unusable (parameters
+  // other than this client's, a shape the correctness rule refuses, a seed not derived from the
+  // table, a hint of the wrong size or digest) or the table carries row tags and no row key was
+  // given; the hint cache folder's errors when it cannot be created or written; the server's
+  // error reply.
+  static absl::StatusOr<std::unique_ptr<LweClient>> Connect(const LweClientOptions& options);
+
+  ~LweClient();
+  LweClient(const LweClient&) = delete;
+  LweClient& operator=(const LweClient&) = delete;
+
+  const LweTableInfo& table() const { return table_; }
+  // Whether Connect found the hint in the cache (else it was downloaded).
+  bool hint_from_cache() const { return hint_from_cache_; }
+
+  // Rows `indices`, dequantized: indices.size() * dim floats.
+  // Returns INVALID_ARGUMENT if indices is empty or an index is >= rows; UNAVAILABLE /
+  // DEADLINE_EXCEEDED naming the server; FAILED_PRECONDITION if the server came back with
+  // another table or hint (connect a new client) or answers from another table; DATA_LOSS if a
+  // row fails its authentication tag; the server's error reply.
+  absl::StatusOr<std::vector<float>> Lookup(absl::Span<const uint64_t> indices);
+  // The same rows as stored: indices.size() * row_words words, bit-exact.
+  absl::StatusOr<std::vector<uint32_t>> LookupWords(absl::Span<const uint64_t> indices);
+
+  absl::StatusOr<rpc::StatsSnapshot> ServerStats();
+
+  // The last successful lookup's cost (keys: queries sent), the totals since Connect (the hint
+  // download included), and the last lookup's client-side work.
+  CallStats last_call() const;
+  CallStats totals() const;
+  LweClientTimes last_times() const;
+
+  struct ServerConfig;
+
+ private:
+  LweClient(LweClientOptions options, std::unique_ptr<Transport> transport);
+
+  // Checks the server's config (FAILED_PRECONDITION naming the problem), adopts it and returns
+  // its lattice parameters.
+  absl::StatusOr<lattice::LweConfig> Adopt(const ServerConfig& config);
+  // The hint blob from the cache or the server (chunk waves, resuming after a lost connection).
+  absl::StatusOr<std::vector<uint8_t>> GetHint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Before a call: reopens a lost connection, to the same table and hint only.
+  absl::Status Reconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queries in one answer call: within the server's limits, the queries and their answers each
+  // within max_message_bytes.
+  size_t QueriesPerCall() const;
+  // Sends queries (query_words each) in calls that fit the server's limits, waves that fit its
+  // per-connection queue, and writes answer_words per query to `answers`.
+  absl::Status SendQueries(absl::Span<const uint32_t> queries, size_t count, absl::Time deadline,
+                           absl::Span<uint32_t> answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const LweClientOptions options_;
+  std::unique_ptr<Transport> transport_;
+  std::optional<embedding::RowKey> row_key_;
+  LweTableInfo table_;
+  std::array<uint8_t, 32> hint_digest_{};
+  uint64_t hint_chunk_bytes_ = 0;
+  uint32_t max_queries_per_call_ = 0;
+  uint32_t max_queued_queries_ = 0;  // per connection
+  uint64_t max_message_bytes_ = 0;
+  bool hint_from_cache_ = false;
+  std::unique_ptr<lattice::LweClient> lwe_;
+
+  mutable absl::Mutex mu_;  // serializes the calls
+  CallStats last_call_ ABSL_GUARDED_BY(mu_);
+  CallStats totals_ ABSL_GUARDED_BY(mu_);
+  LweClientTimes last_times_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace veil::client
+
+#endif  // VEIL_MOBILE_CLIENT_LWE_CLIENT_H_

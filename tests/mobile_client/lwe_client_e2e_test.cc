@@ -1,0 +1,252 @@
+// veil::client::LweClient against real lwe-simple / lwe-double server processes on loopback:
+// every lookup decrypts to the table's row bit for bit (row formats, tagged and untagged rows,
+// awkward row counts, lookups split across calls and waves), a wrong row key is DATA_LOSS and
+// never a wrong row, the hint cache is used and a corrupted cache entry is fetched again, a
+// client never talks to a server of another protocol, and a restarted server is reconnected to
+// (the same table and hint only; the server reads its hint file back).
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "embedding/row_format.h"
+#include "embedding/row_tag.h"
+#include "embedding/table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mobile_client/lwe_client.h"
+#include "tests/server/two_servers.h"
+
+namespace veil {
+namespace {
+
+using client::LweClient;
+using client::LweClientOptions;
+using ::testing::HasSubstr;
+
+// The table's rows `indices`, data words only (tags excluded).
+std::vector<uint32_t> PlainWords(const embedding::Table& table,
+                                 const std::vector<uint64_t>& indices) {
+  const uint32_t data = table.row_words() - embedding::TagWords(table.row_tag());
+  std::vector<uint32_t> words;
+  for (uint64_t r : indices) {
+    absl::Span<const uint32_t> row = table.row(r);
+    words.insert(words.end(), row.begin(), row.begin() + data);
+  }
+  return words;
+}
+
+struct Case {
+  std::string protocol;
+  embedding::RowFormat format;
+  uint64_t rows;
+  uint32_t dim;
+  bool tagged;
+};
+
+class LweLookupTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LweLookupTest, EveryLookupDecryptsToTheRow) {
+  const Case& c = GetParam();
+  const embedding::RowKey key = embedding::NewRowKey();
+  const std::string name = absl::StrCat("lwe_", c.protocol, "_", c.rows, "_", c.dim, ".veil");
+  auto path =
+      testing::WriteRandomTable(name, c.format, c.rows, c.dim, 5, 1, c.tagged ? &key : nullptr);
+  ASSERT_TRUE(path.ok()) << path.status();
+  auto table = embedding::Table::Open(*path);
+  ASSERT_TRUE(table.ok()) << table.status();
+  auto server = testing::StartLweServer(*path, c.protocol, {"--max_keys_per_call=8"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  LweClientOptions o;
+  o.server = (*server)->address();
+  o.protocol = c.protocol;
+  if (c.tagged) {
+    o.row_key_file = testing::TempPath(name + ".rowkey");
+    ASSERT_TRUE(embedding::WriteRowKeyFile(o.row_key_file, key).ok());
+  }
+  auto client = LweClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->table().rows, c.rows);
+  EXPECT_EQ((*client)->table().protocol, c.protocol);
+  EXPECT_LE((*client)->table().log2_failure, -40);
+
+  // Every row, then random rows with repeats: more than one call (8 queries per call).
+  std::vector<uint64_t> indices;
+  for (uint64_t r = 0; r < c.rows; ++r) indices.push_back(r);
+  std::mt19937_64 rng(c.rows);
+  for (int i = 0; i < 19; ++i) indices.push_back(rng() % c.rows);
+  auto words = (*client)->LookupWords(indices);
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, PlainWords(**table, indices));
+  EXPECT_EQ((*client)->last_call().lookups, indices.size());
+  EXPECT_GE((*client)->last_call().calls, 3u);
+
+  auto values = (*client)->Lookup({c.rows - 1});
+  ASSERT_TRUE(values.ok()) << values.status();
+  std::vector<float> expected(c.dim);
+  ASSERT_TRUE(embedding::DecodeRow(c.format, (*table)->frac_bits(), c.dim,
+                                   PlainWords(**table, {c.rows - 1}), absl::MakeSpan(expected))
+                  .ok());
+  EXPECT_EQ(*values, expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tables, LweLookupTest,
+    ::testing::Values(Case{"lwe-simple", embedding::RowFormat::kInt8RowWise, 300, 16, true},
+                      Case{"lwe-double", embedding::RowFormat::kInt8RowWise, 60, 16, true},
+                      Case{"lwe-simple", embedding::RowFormat::kFp32, 1, 3, false},
+                      Case{"lwe-double", embedding::RowFormat::kFp32, 17, 5, false},
+                      Case{"lwe-simple", embedding::RowFormat::kFixed32, 2, 8, true},
+                      Case{"lwe-simple", embedding::RowFormat::kFp16, 1000, 7, false}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return absl::StrCat(info.param.protocol == "lwe-simple" ? "Simple" : "Double",
+                          embedding::RowFormatName(info.param.format), info.param.rows, "Rows",
+                          info.param.tagged ? "Tagged" : "");
+    });
+
+class LweClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto path = testing::WriteRandomTable("lwe.veil", embedding::RowFormat::kInt8RowWise, 200, 16,
+                                          3, 1, &key_);
+    ASSERT_TRUE(path.ok()) << path.status();
+    path_ = *path;
+    key_file_ = testing::TempPath("lwe.rowkey");
+    ASSERT_TRUE(embedding::WriteRowKeyFile(key_file_, key_).ok());
+    auto server = testing::StartLweServer(path_, "lwe-simple");
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+
+  LweClientOptions Options() const {
+    LweClientOptions o;
+    o.server = server_->address();
+    o.row_key_file = key_file_;
+    return o;
+  }
+
+  embedding::RowKey key_ = embedding::NewRowKey();
+  std::string path_, key_file_;
+  std::unique_ptr<tools::ServerProcess> server_;
+};
+
+TEST_F(LweClientTest, AWrongRowKeyIsDataLossNeverAWrongRow) {
+  LweClientOptions o = Options();
+  o.row_key_file = testing::TempPath("other.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(o.row_key_file, embedding::NewRowKey()).ok());
+  auto client = LweClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto words = (*client)->LookupWords({7});
+  EXPECT_EQ(words.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(words.status().message(), HasSubstr("row 7 fails its authentication tag"));
+}
+
+TEST_F(LweClientTest, ATaggedTableNeedsTheRowKey) {
+  LweClientOptions o = Options();
+  o.row_key_file.clear();
+  auto client = LweClient::Connect(o);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(client.status().message(), HasSubstr("row_key_file"));
+}
+
+TEST_F(LweClientTest, TheHintCacheIsUsedAndACorruptEntryIsFetchedAgain) {
+  LweClientOptions o = Options();
+  o.hint_cache_dir = testing::TempPath("hints");
+  auto first = LweClient::Connect(o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE((*first)->hint_from_cache());
+  const std::string cached =
+      (std::filesystem::path(o.hint_cache_dir) / ((*first)->table().hint_digest_hex + ".lwe-hint"))
+          .string();
+  EXPECT_EQ(std::filesystem::file_size(cached), (*first)->table().hint_bytes);
+
+  auto second = LweClient::Connect(o);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE((*second)->hint_from_cache());
+  EXPECT_LT((*second)->totals().bytes_down, (*first)->table().hint_bytes / 2);
+
+  {  // Same size, one byte changed: its digest no longer matches.
+    std::fstream f(cached, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(300);
+    f.put('\x5a');
+  }
+  auto third = LweClient::Connect(o);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_FALSE((*third)->hint_from_cache());
+  auto table = embedding::Table::Open(path_);
+  ASSERT_TRUE(table.ok());
+  auto words = (*third)->LookupWords({0, 199});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, PlainWords(**table, {0, 199}));
+}
+
+TEST_F(LweClientTest, AServerOfAnotherProtocolIsRefused) {
+  LweClientOptions o = Options();
+  o.protocol = "lwe-double";
+  auto client = LweClient::Connect(o);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(client.status().message(), HasSubstr("speaks protocol"));
+  o.protocol = "dpf2";
+  EXPECT_EQ(LweClient::Connect(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(LweClientTest, BadArgumentsAreRejectedLocally) {
+  auto client = LweClient::Connect(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->LookupWords({}).status().code(), absl::StatusCode::kInvalidArgument);
+  auto outside = (*client)->LookupWords({200});
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(outside.status().message(), HasSubstr("row 200 is outside the table (200 rows)"));
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST_F(LweClientTest, ARestartedServerIsReconnectedToTheSameTableOnly) {
+  // A server keeping its hint file (the fixture's computes it in memory).
+  const std::string log1 = testing::TempPath("lwe_first.log");
+  auto first = testing::StartLweServer(path_, "lwe-simple", {"--lwe_hint_cache=true"}, log1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string listen = absl::StrCat("--listen=", (*first)->address());
+  LweClientOptions o = Options();
+  o.server = (*first)->address();
+  auto client = LweClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto table = embedding::Table::Open(path_);
+  ASSERT_TRUE(table.ok());
+  ASSERT_TRUE((*client)->LookupWords({4}).ok());
+  ASSERT_TRUE((*first)->Stop().ok());
+  EXPECT_THAT(ReadText(log1), HasSubstr("hint ready after"));
+
+  // The same table on the same address: the hint is read back from its file, and the client
+  // goes on with the hint it holds.
+  const std::string log2 = testing::TempPath("lwe_second.log");
+  auto second =
+      testing::StartLweServer(path_, "lwe-simple", {"--lwe_hint_cache=true", listen}, log2);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_THAT(ReadText(log2), HasSubstr("read from its file, current"));
+  // The call that finds the connection lost fails (as with two servers); the next reconnects.
+  EXPECT_EQ((*client)->LookupWords({4}).status().code(), absl::StatusCode::kUnavailable);
+  auto words = (*client)->LookupWords({4, 150});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, PlainWords(**table, {4, 150}));
+  ASSERT_TRUE((*second)->Stop().ok());
+
+  // Another table there: refused, never decoded with the old hint.
+  auto other = testing::WriteRandomTable("lwe_other.veil", embedding::RowFormat::kInt8RowWise, 200,
+                                         16, 4, 1, &key_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto third = testing::StartLweServer(*other, "lwe-simple", {listen});
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ((*client)->LookupWords({4}).status().code(), absl::StatusCode::kUnavailable);
+  auto refused = (*client)->LookupWords({4});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("came back serving another table"));
+}
+
+}  // namespace
+}  // namespace veil
