@@ -83,8 +83,8 @@ absl::StatusOr<std::unique_ptr<embedding::Table>> WriteVersion(const SoakOptions
   embedding::TableOptions options;
   options.epoch = epoch;
   options.row_key = key;
-  if (absl::Status s = embedding::WriteTable(path, embedding::RowFormat::kFp32, o.dim, values,
-                                             options);
+  if (absl::Status s =
+          embedding::WriteTable(path, embedding::RowFormat::kFp32, o.dim, values, options);
       !s.ok()) {
     return s;
   }
@@ -125,7 +125,9 @@ class Replicas {
   }
   void Kill(int i) { server_[i]->Kill(); }
   absl::Status Restart(int i) { return Start(i, absl::StrCat("127.0.0.1:", port_[i])); }
-  absl::Status Roll(int i, const std::string& next) { return server_[i]->RollTable(served_[i], next); }
+  absl::Status Roll(int i, const std::string& next) {
+    return server_[i]->RollTable(served_[i], next);
+  }
   double ResidentMb() const {
     uint64_t kb = 0;
     for (const auto& s : server_) kb += ResidentKb(s->pid());
@@ -261,9 +263,9 @@ absl::Status Soak(const Flags& flags) {
       }
       rolled = true;
     }
-    std::cerr << "soak: " << absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Seconds(1)))
-              << ": killing replica " << next / kParties << " of party " << next % kParties
-              << "\n";
+    std::cerr << "soak: "
+              << absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Seconds(1)))
+              << ": killing replica " << next / kParties << " of party " << next % kParties << "\n";
     replicas.Kill(next);
     ++kills;
     absl::SleepFor(absl::Seconds(o.restart_after_s));

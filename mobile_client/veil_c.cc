@@ -1,5 +1,5 @@
-// The C ABI (veil.h) over veil::client::Client, BagClient and LweClient: converts arguments,
-// catches everything, and keeps the last error message per thread.
+// The C ABI (veil.h) over veil::client::Client (two-server dpf2 lookups and layouts): converts
+// arguments, catches everything, and keeps the last error message per thread (veil_c_support.h).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -12,10 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "mobile_client/bag_client.h"
 #include "mobile_client/client.h"
-#include "mobile_client/lwe_client.h"
 #include "mobile_client/veil.h"
+#include "mobile_client/veil_c_support.h"
 
 struct veil_client {
   std::unique_ptr<veil::client::Client> client;
@@ -25,139 +24,16 @@ struct veil_layout {
   veil::embedding::Layout layout;
 };
 
-namespace {
+using namespace veil_c_support;  // NOLINT: the ABI's shared helpers
 
-thread_local std::string last_error;
-
-// Every handle given out and not yet closed, with its kind: a closed, foreign or wrong-kind
-// pointer is refused before it is dereferenced, and closing twice does nothing. (A handle closed
-// by one thread while another uses it is not detected.)
-class HandleRegistry {
- public:
-  void Add(const void* handle, const char* kind) {
-    absl::MutexLock lock(&mu_);
-    live_[handle] = kind;
-  }
-  bool Remove(const void* handle, const char* kind) {
-    absl::MutexLock lock(&mu_);
-    auto it = live_.find(handle);
-    if (it == live_.end() || it->second != kind) return false;
-    live_.erase(it);
-    return true;
-  }
-  bool Live(const void* handle, const char* kind) const {
-    absl::MutexLock lock(&mu_);
-    auto it = live_.find(handle);
-    return it != live_.end() && it->second == kind;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<const void*, const char*> live_ ABSL_GUARDED_BY(mu_);
-};
-
-HandleRegistry& Handles() {
-  static HandleRegistry* registry = new HandleRegistry;
-  return *registry;
-}
-
-template <typename T>
-constexpr const char* kKind = nullptr;
+namespace veil_c_support {
 template <>
 constexpr const char* kKind<veil_client> = "veil_client";
 template <>
 constexpr const char* kKind<veil_layout> = "veil_layout";
+}  // namespace veil_c_support
 
-// Whether `handle` is a live handle of its kind (NULL is not).
-template <typename T>
-bool IsLive(const T* handle) {
-  return handle != nullptr && Handles().Live(handle, kKind<T>);
-}
-
-template <typename T>
-T* Register(T* handle) {
-  Handles().Add(handle, kKind<T>);
-  return handle;
-}
-
-// Frees a live handle; anything else (NULL, closed, foreign) is ignored.
-template <typename T>
-void Close(T* handle) {
-  if (handle == nullptr || !Handles().Remove(handle, kKind<T>)) return;
-  try {
-    delete handle;
-  } catch (...) {
-    // Closing must not throw across the ABI; a failed close leaks nothing more than the handle.
-  }
-}
-
-int Fail(const absl::Status& status) {
-  last_error = std::string(status.message());
-  return -static_cast<int>(status.code());
-}
-
-int Fail(absl::StatusCode code, std::string message) { return Fail(absl::Status(code, message)); }
-
-// Runs `body` with the error state cleared, turning exceptions into VEIL_ERR_INTERNAL.
-template <typename Body>
-int Guarded(Body&& body) {
-  last_error.clear();
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return Fail(absl::StatusCode::kResourceExhausted, "out of memory");
-  } catch (const std::exception& e) {
-    return Fail(absl::StatusCode::kInternal, absl::StrCat("internal error: ", e.what()));
-  } catch (...) {
-    return Fail(absl::StatusCode::kInternal, "internal error");
-  }
-}
-
-// Checks that `options` is there and was compiled with this library's struct (struct_size).
-template <typename Options>
-int CheckStructSize(const Options* options, const char* name) {
-  if (options == nullptr) {
-    return Fail(absl::StatusCode::kInvalidArgument, absl::StrCat(name, " is NULL"));
-  }
-  if (options->struct_size != sizeof(Options)) {
-    return Fail(absl::StatusCode::kInvalidArgument,
-                absl::StrCat(name, ".struct_size is ", options->struct_size, "; this library (ABI ",
-                             VEIL_ABI_VERSION, ") takes ", sizeof(Options), ": set it to sizeof(",
-                             name, ") and build with this veil.h"));
-  }
-  return VEIL_OK;
-}
-
-// The body of the *_last_call_stats functions: the client's last_call() into out_stats.
-template <typename Handle>
-int LastCallStats(const Handle* client, veil_call_stats* out_stats) {
-  return Guarded([&]() -> int {
-    if (!IsLive(client) || out_stats == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_stats are required");
-    }
-    const veil::client::CallStats s = client->client->last_call();
-    out_stats->bytes_up = s.bytes_up;
-    out_stats->bytes_down = s.bytes_down;
-    out_stats->latency_ms = s.latency_ms;
-    out_stats->lookups = s.lookups;
-    out_stats->keys = s.keys;
-    return VEIL_OK;
-  });
-}
-
-// Checks that out_len holds `count` items of `per_item` elements each.
-int CheckOut(size_t out_len, size_t count, size_t per_item, const char* what) {
-  if (per_item != 0 && count > SIZE_MAX / per_item) {
-    return Fail(absl::StatusCode::kInvalidArgument, absl::StrCat("count ", count, " is too large"));
-  }
-  const size_t needed = count * per_item;
-  if (out_len < needed) {
-    return Fail(
-        absl::StatusCode::kInvalidArgument,
-        absl::StrCat("output buffer holds ", out_len, " ", what, "; ", needed, " are needed"));
-  }
-  return VEIL_OK;
-}
+namespace {
 
 template <typename T>
 using RangeLookupMethod = absl::StatusOr<std::vector<T>> (veil::client::Client::*)(
@@ -414,223 +290,6 @@ const char* veil_status_name(int code) {
                                        "DATA_LOSS",
                                        "UNAUTHENTICATED"};
   return kNames[-code];
-}
-
-}  // extern "C"
-
-// ---- Protocol bfv-bag (veil_bag_client): over veil::client::BagClient. ----
-
-struct veil_bag_client {
-  std::unique_ptr<veil::client::BagClient> client;
-};
-
-namespace {
-template <>
-constexpr const char* kKind<veil_bag_client> = "veil_bag_client";
-}  // namespace
-
-namespace {
-
-// The body of veil_bag_lookup_pooled and veil_bag_lookup_pooled_sums: checks the arguments, runs
-// `lookup` (returning dim values per bag) and copies its result to out.
-template <typename T, typename Lookup>
-int BagLookup(veil_bag_client* client, const uint64_t* indices, size_t count,
-              const uint32_t* bag_sizes, size_t bag_count, const int64_t* weights, T* out,
-              size_t out_len, const char* element_name, Lookup lookup) {
-  return Guarded([&]() -> int {
-    if (!IsLive(client) || indices == nullptr || bag_sizes == nullptr || out == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument,
-                  "a live client, indices, bag_sizes and out are required");
-    }
-    if (int rc = CheckOut(out_len, bag_count, client->client->table().dim, element_name);
-        rc != VEIL_OK) {
-      return rc;
-    }
-    auto values = lookup(
-        *client->client, absl::MakeConstSpan(indices, count),
-        absl::MakeConstSpan(bag_sizes, bag_count),
-        weights == nullptr ? absl::Span<const int64_t>() : absl::MakeConstSpan(weights, count));
-    if (!values.ok()) return Fail(values.status());
-    std::copy(values->begin(), values->end(), out);
-    return VEIL_OK;
-  });
-}
-
-}  // namespace
-
-extern "C" {
-
-int veil_bag_client_connect(const veil_bag_client_options* options, veil_bag_client** out_client) {
-  return Guarded([&]() -> int {
-    if (out_client == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "out_client is NULL");
-    }
-    *out_client = nullptr;
-    if (int rc = CheckStructSize(options, "veil_bag_client_options"); rc != VEIL_OK) return rc;
-    if (options->server == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "the server address is required");
-    }
-    veil::client::BagClientOptions o;
-    o.server = options->server;
-    if (options->timeout_ms != 0) o.timeout = absl::Milliseconds(options->timeout_ms);
-    if (options->tls_trusted_certs != nullptr) o.tls_trusted_certs = options->tls_trusted_certs;
-    if (options->tls_server_name != nullptr) o.tls_server_name = options->tls_server_name;
-    auto client = veil::client::BagClient::Connect(o);
-    if (!client.ok()) return Fail(client.status());
-    *out_client = Register(new veil_bag_client{*std::move(client)});
-    return VEIL_OK;
-  });
-}
-
-void veil_bag_client_close(veil_bag_client* client) { Close(client); }
-
-int veil_bag_client_table_info(const veil_bag_client* client, veil_bag_table_info* out_info) {
-  return Guarded([&]() -> int {
-    if (!IsLive(client) || out_info == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_info are required");
-    }
-    const veil::client::BagTableInfo& t = client->client->table();
-    out_info->rows = t.rows;
-    out_info->dim = t.dim;
-    out_info->frac_bits = t.frac_bits;
-    out_info->epoch = t.epoch;
-    std::memcpy(out_info->digest, t.digest.data(), sizeof(out_info->digest));
-    out_info->query_bytes = t.query_bytes;
-    out_info->answer_bytes = t.answer_bytes;
-    out_info->galois_key_bytes = t.galois_key_bytes;
-    return VEIL_OK;
-  });
-}
-
-int veil_bag_lookup_pooled(veil_bag_client* client, const uint64_t* indices, size_t count,
-                           const uint32_t* bag_sizes, size_t bag_count, const int64_t* weights,
-                           int mode, float* out, size_t out_len) {
-  if (mode != VEIL_POOL_SUM && mode != VEIL_POOL_MEAN) {
-    return Guarded([mode] {
-      return Fail(absl::StatusCode::kInvalidArgument, absl::StrCat("unknown pooling mode ", mode));
-    });
-  }
-  const auto pooling =
-      mode == VEIL_POOL_SUM ? veil::client::PoolingMode::kSum : veil::client::PoolingMode::kMean;
-  return BagLookup(client, indices, count, bag_sizes, bag_count, weights, out, out_len, "floats",
-                   [pooling](veil::client::BagClient& c, auto i, auto b, auto w) {
-                     return c.LookupPooled(i, b, w, pooling);
-                   });
-}
-
-int veil_bag_lookup_pooled_sums(veil_bag_client* client, const uint64_t* indices, size_t count,
-                                const uint32_t* bag_sizes, size_t bag_count, const int64_t* weights,
-                                int64_t* out, size_t out_len) {
-  return BagLookup(client, indices, count, bag_sizes, bag_count, weights, out, out_len, "sums",
-                   [](veil::client::BagClient& c, auto i, auto b, auto w) {
-                     return c.LookupPooledSums(i, b, w);
-                   });
-}
-
-int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out_stats) {
-  return LastCallStats(client, out_stats);
-}
-
-}  // extern "C"
-
-// ---- Protocols lwe-simple and lwe-double (veil_lwe_client): over veil::client::LweClient. ----
-
-struct veil_lwe_client {
-  std::unique_ptr<veil::client::LweClient> client;
-};
-
-namespace {
-template <>
-constexpr const char* kKind<veil_lwe_client> = "veil_lwe_client";
-
-// The body of veil_lwe_lookup and veil_lwe_lookup_words: checks the arguments, runs `lookup`
-// (returning row_words words or dim floats per index) and copies its result to out.
-template <typename T, typename Lookup>
-int LweLookup(veil_lwe_client* client, const uint64_t* indices, size_t count, T* out,
-              size_t out_len, bool words, Lookup lookup) {
-  return Guarded([&]() -> int {
-    if (!IsLive(client) || indices == nullptr || out == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument,
-                  "a live client, indices and out are required");
-    }
-    const veil::client::LweTableInfo& t = client->client->table();
-    if (int rc = CheckOut(out_len, count, words ? t.row_words : t.dim, words ? "words" : "floats");
-        rc != VEIL_OK) {
-      return rc;
-    }
-    auto values = lookup(*client->client, absl::MakeConstSpan(indices, count));
-    if (!values.ok()) return Fail(values.status());
-    std::copy(values->begin(), values->end(), out);
-    return VEIL_OK;
-  });
-}
-
-}  // namespace
-
-extern "C" {
-
-int veil_lwe_client_connect(const veil_lwe_client_options* options, veil_lwe_client** out_client) {
-  return Guarded([&]() -> int {
-    if (out_client == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "out_client is NULL");
-    }
-    *out_client = nullptr;
-    if (int rc = CheckStructSize(options, "veil_lwe_client_options"); rc != VEIL_OK) return rc;
-    if (options->server == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "the server address is required");
-    }
-    veil::client::LweClientOptions o;
-    o.server = options->server;
-    if (options->protocol != nullptr) o.protocol = options->protocol;
-    if (options->timeout_ms != 0) o.timeout = absl::Milliseconds(options->timeout_ms);
-    if (options->tls_trusted_certs != nullptr) o.tls_trusted_certs = options->tls_trusted_certs;
-    if (options->tls_server_name != nullptr) o.tls_server_name = options->tls_server_name;
-    if (options->row_key_file != nullptr) o.row_key_file = options->row_key_file;
-    if (options->hint_cache_dir != nullptr) o.hint_cache_dir = options->hint_cache_dir;
-    auto client = veil::client::LweClient::Connect(o);
-    if (!client.ok()) return Fail(client.status());
-    *out_client = Register(new veil_lwe_client{*std::move(client)});
-    return VEIL_OK;
-  });
-}
-
-void veil_lwe_client_close(veil_lwe_client* client) { Close(client); }
-
-int veil_lwe_client_table_info(const veil_lwe_client* client, veil_lwe_table_info* out_info) {
-  return Guarded([&]() -> int {
-    if (!IsLive(client) || out_info == nullptr) {
-      return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_info are required");
-    }
-    const veil::client::LweTableInfo& t = client->client->table();
-    out_info->rows = t.rows;
-    out_info->dim = t.dim;
-    out_info->row_words = t.row_words;
-    out_info->row_format = static_cast<int32_t>(t.format);
-    out_info->frac_bits = t.frac_bits;
-    out_info->epoch = t.epoch;
-    std::memcpy(out_info->digest, t.digest.data(), sizeof(out_info->digest));
-    out_info->hint_bytes = t.hint_bytes;
-    out_info->query_bytes = t.query_bytes;
-    out_info->answer_bytes = t.answer_bytes;
-    out_info->hint_from_cache = client->client->hint_from_cache() ? 1 : 0;
-    return VEIL_OK;
-  });
-}
-
-int veil_lwe_lookup(veil_lwe_client* client, const uint64_t* indices, size_t count, float* out,
-                    size_t out_len) {
-  return LweLookup(client, indices, count, out, out_len, /*words=*/false,
-                   [](veil::client::LweClient& c, auto i) { return c.Lookup(i); });
-}
-
-int veil_lwe_lookup_words(veil_lwe_client* client, const uint64_t* indices, size_t count,
-                          uint32_t* out, size_t out_len) {
-  return LweLookup(client, indices, count, out, out_len, /*words=*/true,
-                   [](veil::client::LweClient& c, auto i) { return c.LookupWords(i); });
-}
-
-int veil_lwe_last_call_stats(const veil_lwe_client* client, veil_call_stats* out_stats) {
-  return LastCallStats(client, out_stats);
 }
 
 }  // extern "C"

@@ -1,7 +1,7 @@
 #include "server/connections.h"
 
-#include <capnp/rpc-twoparty.h>
 #include <arpa/inet.h>
+#include <capnp/rpc-twoparty.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -131,9 +131,9 @@ class RefusingService final : public rpc::VeilServer::Server {
 
  private:
   kj::Promise<void> Refusal() const {
-    return rpc::StatusToException(absl::ResourceExhaustedError(absl::StrCat(
-        "the server is at its connection limit (", limit_,
-        " connections, all busy); retry later")));
+    return rpc::StatusToException(
+        absl::ResourceExhaustedError(absl::StrCat("the server is at its connection limit (", limit_,
+                                                  " connections, all busy); retry later")));
   }
   uint32_t limit_;
 };
@@ -214,7 +214,8 @@ class GuardedStream final : public kj::AsyncIoStream {
           });
       if (!ok) {
         if (refusal.empty()) refusal = "a message table no reader accepts";
-        LogThrottled("closed", absl::StrCat("closed the connection of ", entry_.peer, ": ", refusal));
+        LogThrottled("closed",
+                     absl::StrCat("closed the connection of ", entry_.peer, ": ", refusal));
         kj::throwFatalException(Disconnect(refusal));
       }
       // A message that started in these bytes (one that also ended here needs no deadline).
@@ -266,7 +267,8 @@ class Listener::ErrorHandler final : public kj::TaskSet::ErrorHandler {
 };
 
 Listener::Listener(kj::ConnectionReceiver& receiver, kj::TlsContext* tls, kj::Timer& timer,
-                   kj::Network& network, std::function<capnp::Capability::Client(const Peer&)> new_service,
+                   kj::Network& network,
+                   std::function<capnp::Capability::Client(const Peer&)> new_service,
                    const ServerLimits& limits, ServerStats& stats)
     : receiver_(receiver),
       tls_(tls),
@@ -343,8 +345,8 @@ void Listener::Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
   entry->stream = kj::heap<GuardedStream>(kj::mv(stream), *entry, buffered_bytes_, limits_);
   capnp::ReaderOptions options;
   options.traversalLimitInWords = limits_.HardMessageWords();
-  entry->network = kj::heap<capnp::TwoPartyVatNetwork>(
-      *entry->stream, capnp::rpc::twoparty::Side::SERVER, options);
+  entry->network = kj::heap<capnp::TwoPartyVatNetwork>(*entry->stream,
+                                                       capnp::rpc::twoparty::Side::SERVER, options);
   entry->rpc = kj::heap(capnp::makeRpcServer(*entry->network, new_service_(peer)));
   auto done = entry->network->onDisconnect().exclusiveJoin(kj::mv(killed.promise));
   tasks_.add(done.attach(kj::mv(entry)));
@@ -360,8 +362,8 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
         : listener(listener_in),
           stream(kj::mv(stream_in)),
           network(*stream, capnp::rpc::twoparty::Side::SERVER),
-          rpc(capnp::makeRpcServer(network, capnp::Capability::Client(
-                                                kj::heap<RefusingService>(limit)))) {
+          rpc(capnp::makeRpcServer(network,
+                                   capnp::Capability::Client(kj::heap<RefusingService>(limit)))) {
       ++listener.refusing_;
     }
     ~Refusal() { --listener.refusing_; }
@@ -380,12 +382,11 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
 kj::Promise<void> Listener::Handshake(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
   ++handshakes_;
   const absl::Duration limit = limits_.tls_handshake_timeout;
-  auto timeout =
-      timer_.afterDelay(absl::ToInt64Nanoseconds(limit) * kj::NANOSECONDS)
-          .then([limit]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
-            return Disconnect(absl::StrCat("no complete handshake within ",
-                                           absl::FormatDuration(limit)));
-          });
+  auto timeout = timer_.afterDelay(absl::ToInt64Nanoseconds(limit) * kj::NANOSECONDS)
+                     .then([limit]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+                       return Disconnect(absl::StrCat("no complete handshake within ",
+                                                      absl::FormatDuration(limit)));
+                     });
   return tls_->wrapServer(kj::mv(stream))
       .exclusiveJoin(kj::mv(timeout))
       .then(
@@ -395,9 +396,9 @@ kj::Promise<void> Listener::Handshake(kj::Own<kj::AsyncIoStream> stream, Peer pe
           },
           [this, address = peer.address](kj::Exception&& e) {
             --handshakes_;
-            LogThrottled("handshake", absl::StrCat("TLS handshake with ", address,
-                                                   " failed (connection closed): ",
-                                                   e.getDescription().cStr()));
+            LogThrottled("handshake",
+                         absl::StrCat("TLS handshake with ", address,
+                                      " failed (connection closed): ", e.getDescription().cStr()));
           });
 }
 

@@ -18,9 +18,9 @@
 
 #include <capnp/capability.h>
 #include <kj/async-io.h>
-#include <sys/socket.h>
 #include <kj/compat/tls.h>
 #include <kj/timer.h>
+#include <sys/socket.h>
 
 #include <functional>
 #include <list>
@@ -74,8 +74,8 @@ class Listener {
   std::function<capnp::Capability::Client(const Peer&)> new_service_;
   const ServerLimits& limits_;
   ServerStats& stats_;
-  uint32_t handshakes_ = 0;  // streams in their TLS handshake (they count as connections)
-  uint32_t refusing_ = 0;    // refused streams being told why
+  uint32_t handshakes_ = 0;      // streams in their TLS handshake (they count as connections)
+  uint32_t refusing_ = 0;        // refused streams being told why
   uint64_t buffered_bytes_ = 0;  // reserved for messages being received, all connections
   std::list<Entry*> entries_;    // open connections
   class ErrorHandler;

@@ -51,7 +51,8 @@ class RawSocket {
   RawSocket(RawSocket&& other) : fd_(other.fd_) { other.fd_ = -1; }
   bool ok() const { return fd_ >= 0; }
   bool Send(const std::string& bytes) const {
-    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
   }
   // Whether the server closed it within `wait`: reads (and drops whatever it said last, e.g.
   // an abort message) until the end of the stream or an error.
@@ -73,7 +74,8 @@ class RawSocket {
   int fd_;
 };
 
-// The start of a Cap'n Proto message declaring one segment of `words` words, and `body` bytes of it.
+// The start of a Cap'n Proto message declaring one segment of `words` words, and `body` bytes of
+// it.
 std::string PartialMessage(uint32_t words, size_t body) {
   std::string bytes(8 + body, '\0');
   const uint32_t header[2] = {0, words};
