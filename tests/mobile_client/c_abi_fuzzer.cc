@@ -113,11 +113,11 @@ std::vector<uint8_t> Bytes(Op op, std::vector<uint8_t> rest) {
 }
 
 std::vector<uint8_t> Options(Op op, uint32_t struct_size, uint8_t flags, const std::string& prg) {
-  std::vector<uint8_t> bytes = {op};
-  bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(&struct_size),
-               reinterpret_cast<const uint8_t*>(&struct_size) + 4);
-  bytes.push_back(flags);
-  bytes.insert(bytes.end(), prg.begin(), prg.end());
+  std::vector<uint8_t> bytes(6 + prg.size());
+  bytes[0] = op;
+  std::memcpy(&bytes[1], &struct_size, 4);
+  bytes[5] = flags;
+  std::memcpy(bytes.data() + 6, prg.data(), prg.size());
   return bytes;
 }
 

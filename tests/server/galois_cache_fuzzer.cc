@@ -87,8 +87,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case kAppend: {
         const uint64_t offset = next() % (kWireBytes + 2);
-        std::vector<uint8_t> chunk(next() % (kWireBytes + 2));
-        for (size_t k = 0; k < chunk.size(); ++k) chunk[k] = static_cast<uint8_t>(offset + k);
+        const size_t length = next() % (kWireBytes + 2);
+        std::vector<uint8_t> chunk;
+        for (size_t k = 0; k < length; ++k) chunk.push_back(static_cast<uint8_t>(offset + k));
         auto upload = cache.Append(*s.id, offset, chunk);
         if (!upload.ok()) {
           CheckCode(upload.status(),
