@@ -1,0 +1,155 @@
+// Fuzz target for what bfv-bag clients send before any parsing: the Galois key uploads
+// (BagServer.uploadGaloisKeys: offset and chunk) and answers, as the server's GaloisKeyCache
+// (server/galois_cache.h) admits them. Each input is a sequence of operations by up to four
+// sessions (open, close, upload a chunk at an offset, finish or fail the parse, acquire keys for
+// an answer, finish answers); the target keeps a model of what each session uploaded.
+// Invariants: the memory charged never exceeds the bound; every refusal has a documented code; a
+// completed upload is exactly the chunks the session sent since offset 0; keys are acquired only
+// after an install and are the installed ones; when every session is closed and every hold
+// released, nothing is charged.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "server/galois_cache.h"
+#include "tests/fuzz/fuzz.h"
+
+namespace veil::fuzz {
+namespace {
+
+using server::GaloisKeyCache;
+
+constexpr uint64_t kWireBytes = 10;
+constexpr uint64_t kParsedBytes = 16;  // two words: InstalledKeys()
+constexpr uint64_t kMaxBytes = 60;     // two uploads (26 bytes each), or several installed keys
+constexpr int kSessions = 4;
+
+enum Op : uint8_t { kOpen, kClose, kAppend, kInstall, kDiscard, kAcquire, kRelease, kOps };
+
+std::shared_ptr<const he::GaloisKeys> InstalledKeys() {
+  auto keys = std::make_shared<he::GaloisKeys>();
+  keys->keys[3].b = {1};
+  keys->keys[3].a = {2};
+  return keys;
+}
+
+struct Session {
+  std::optional<GaloisKeyCache::Session> id;
+  std::vector<uint8_t> sent;                      // chunks since offset 0 (the model)
+  std::unique_ptr<GaloisKeyCache::Hold> parsing;  // a completed upload being "parsed"
+  std::vector<GaloisKeyCache::Keys> answers;      // keys held by answers in flight
+};
+
+void CheckCode(const absl::Status& status, std::initializer_list<absl::StatusCode> allowed,
+               const char* what) {
+  bool ok = false;
+  for (absl::StatusCode code : allowed) ok = ok || status.code() == code;
+  Check(ok, what);
+}
+
+}  // namespace
+
+std::vector<std::vector<uint8_t>> Seeds() {
+  // Operation bytes: op, session (low 2 bits), then for kAppend an offset and a chunk length.
+  return {
+      {kOpen, 0, kAppend, 0, 0, 4, kAppend, 0, 4, 6, kInstall, 0, kAcquire, 0, kRelease, 0},
+      {kOpen,   0, kOpen, 1,  kOpen,    2, kAppend,  0, 0,        3,
+       kAppend, 1, 0,     10, kAppend,  2, 0,        5, kDiscard, 1,
+       kAppend, 0, 3,     7,  kInstall, 0, kAcquire, 2, kClose,   1},
+      {kOpen, 3, kAppend, 3, 0, 10, kClose, 3, kInstall, 3, kOpen, 1, kAppend, 1, 2, 2},
+  };
+}
+
+}  // namespace veil::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace veil::fuzz;
+  using absl::StatusCode;
+  GaloisKeyCache cache(kMaxBytes, kWireBytes, kParsedBytes);
+  const std::shared_ptr<const veil::he::GaloisKeys> installed = InstalledKeys();
+  Check(GaloisKeyCache::ParsedBytes(*installed) == kParsedBytes, "InstalledKeys' size");
+  Session sessions[kSessions];
+  size_t i = 0;
+  auto next = [&]() -> uint8_t { return i < size ? data[i++] : 0; };
+  while (i < size) {
+    const uint8_t op = next() % kOps;
+    Session& s = sessions[next() % kSessions];
+    if (op != kOpen && !s.id.has_value()) continue;
+    switch (op) {
+      case kOpen:
+        if (!s.id.has_value()) s.id = cache.Open();
+        break;
+      case kClose:
+        cache.Close(*s.id);
+        s = Session();
+        break;
+      case kAppend: {
+        const uint64_t offset = next() % (kWireBytes + 2);
+        const size_t length = next() % (kWireBytes + 2);
+        std::vector<uint8_t> chunk;
+        for (size_t k = 0; k < length; ++k) chunk.push_back(static_cast<uint8_t>(offset + k));
+        auto upload = cache.Append(*s.id, offset, chunk);
+        if (!upload.ok()) {
+          CheckCode(upload.status(),
+                    {StatusCode::kInvalidArgument, StatusCode::kFailedPrecondition,
+                     StatusCode::kAborted, StatusCode::kResourceExhausted},
+                    "Append: undocumented code");
+          // A non-empty chunk at offset 0 drops the previous upload even when it is refused
+          // later (no room, too long), unless the keys are in use.
+          if (offset == 0 && !chunk.empty() &&
+              upload.status().code() != StatusCode::kFailedPrecondition) {
+            s.sent.clear();
+          }
+          break;
+        }
+        if (offset == 0) s.sent.clear();
+        Check(offset == s.sent.size(), "a chunk at the wrong offset was accepted");
+        s.sent.insert(s.sent.end(), chunk.begin(), chunk.end());
+        Check(s.sent.size() <= kWireBytes, "an upload past the keys' size was accepted");
+        Check(upload->has_value() == (s.sent.size() == kWireBytes),
+              "an upload completed at the wrong size");
+        if (upload->has_value()) {
+          Check((*upload)->bytes == s.sent, "a completed upload differs from what was sent");
+          s.parsing = std::move((*upload)->hold);
+          s.sent.clear();
+        }
+        break;
+      }
+      case kInstall:
+        if (s.parsing != nullptr) {
+          Check(cache.Install(*s.id, installed).ok(), "Install of an open session failed");
+          s.parsing.reset();
+        }
+        break;
+      case kDiscard:
+        if (s.parsing != nullptr) {
+          cache.Discard(*s.id);
+          s.parsing.reset();
+        }
+        break;
+      case kAcquire: {
+        auto keys = cache.Acquire(*s.id);
+        if (keys.ok()) {
+          Check(keys->keys == installed, "Acquire gave other keys than those installed");
+          s.answers.push_back(*std::move(keys));
+        } else {
+          CheckCode(keys.status(), {StatusCode::kFailedPrecondition, StatusCode::kAborted},
+                    "Acquire: undocumented code");
+        }
+        break;
+      }
+      case kRelease:
+        s.answers.clear();
+        break;
+    }
+    Check(cache.charged_bytes() <= kMaxBytes, "the cache charged more than its bound");
+  }
+  for (Session& s : sessions) {
+    if (s.id.has_value()) cache.Close(*s.id);
+    s = Session();
+  }
+  Check(cache.charged_bytes() == 0, "memory stays charged after every session closed");
+  return 0;
+}
