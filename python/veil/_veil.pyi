@@ -84,6 +84,7 @@ class Workload:
     train_requests: List[List[int]]
     validation_requests: List[List[int]]
     train_clients: List[int]
+    validation_clients: List[int]
     def samples(self, validation: bool) -> Dict[str, np.ndarray]: ...
 
 def write_table(path: str, values: np.ndarray, format: str, epoch: int, frac_bits: int) -> None: ...
@@ -107,7 +108,9 @@ def simulate(layout: Layout, flat: np.ndarray, offsets: np.ndarray,
              backend_words_per_s: float) -> Dict[str, Any]: ...
 def default_grid(quick: bool) -> Dict[str, List[float]]: ...
 def sweep(frequency: np.ndarray, co_accessed: List[List[int]], num_requests: int, row_words: int,
-          flat: np.ndarray, offsets: np.ndarray, grid: Dict[str, List[float]], seed: int,
-          backend_words_per_s: float, max_bytes: int, min_fetched_share: float, model: Any,
-          progress: Optional[Callable[[int, int], None]], workload: str, csv_path: str,
+          flat: np.ndarray, offsets: np.ndarray, clients: List[int], grid: Dict[str, List[float]],
+          seed: int, backend_words_per_s: float, max_bytes: int, min_fetched_share: float,
+          allow_unreachable_rows: bool, unseen_rows: str, tolerance: float, bootstrap: int,
+          bootstrap_seed: int, threads: int, models: List[Any],
+          progress: Optional[Callable[[str, int, int], None]], workload: str, csv_path: str,
           png_path: str) -> Dict[str, Any]: ...
