@@ -61,8 +61,8 @@ class Client:
     NotFoundError (``tls_certs`` missing), UnavailableError (a server cannot be reached, or TLS on
     one side only), DeadlineExceededError, FailedPreconditionError (servers of different tables,
     an untrusted certificate, plaintext off loopback, a tagged table without ``row_key``),
-    NotFoundError / InvalidArgumentError for an unreadable ``row_key``, Error(UNIMPLEMENTED) for a protocol other
-    than ``dpf2``.
+    NotFoundError / InvalidArgumentError for an unreadable ``row_key``, Error(UNIMPLEMENTED) for
+    a protocol other than ``dpf2``.
     """
 
     def __init__(

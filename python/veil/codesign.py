@@ -87,8 +87,9 @@ def load_workload(
 
     Returns a Workload with ``name``, ``kind``, ``num_rows``, ``row_words``, ``train_requests``
     and ``validation_requests`` (lists of row lists), ``train_clients`` and
-    ``validation_clients`` (who makes each request: the user or document), and ``samples(validation)``
-    (recommendation: history, offsets, history_labels, items, labels as arrays). Raises
+    ``validation_clients`` (who makes each request: the user or document), and
+    ``samples(validation)`` (recommendation: history, offsets, history_labels, items, labels as
+    arrays). Raises
     NotFoundError for missing data, InvalidArgumentError for none or several sources.
     """
     return _veil.load_workload(preset, data_dir, interactions,
