@@ -1,5 +1,5 @@
 /* A phone app's private lookups through veil's C ABI (docs/phone-app.md).
- * Usage: phone_app SERVER0 SERVER1 TRUSTED_PEM ROW [ROW...]
+ * Usage: phone_app SERVER0 SERVER1 TRUSTED_PEM ROW_KEY ROW [ROW...]
  * Prints each row's values; on failure prints the status name and message and exits 1. */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,8 +23,9 @@ int main(int argc, char** argv) {
   uint32_t j;
   int rc;
 
-  if (argc < 5 || argc - 4 > 16) {
-    fprintf(stderr, "usage: %s SERVER0 SERVER1 TRUSTED_PEM ROW [ROW...] (at most 16 rows)\n",
+  if (argc < 6 || argc - 5 > 16) {
+    fprintf(stderr,
+            "usage: %s SERVER0 SERVER1 TRUSTED_PEM ROW_KEY ROW [ROW...] (at most 16 rows)\n",
             argv[0]);
     return 2;
   }
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   options.server0 = argv[1];
   options.server1 = argv[2];
   options.tls_trusted_certs = argv[3]; /* shipped with the app */
+  options.row_key_file = argv[4];      /* the table's row key: every row's tag is checked */
   options.timeout_ms = 3000;
   rc = veil_client_connect(&options, &client);
   if (rc != VEIL_OK) return fail("connect", rc);
@@ -47,7 +49,7 @@ int main(int argc, char** argv) {
     veil_client_close(client);
     return fail("table info", rc);
   }
-  for (i = 4; i < (size_t)argc; ++i) rows[count++] = strtoull(argv[i], NULL, 10);
+  for (i = 5; i < (size_t)argc; ++i) rows[count++] = strtoull(argv[i], NULL, 10);
   values = malloc(count * table.dim * sizeof(float));
   if (values == NULL) {
     veil_client_close(client);

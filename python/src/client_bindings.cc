@@ -80,7 +80,8 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
                                 const std::string& protocol, const std::string& tls_certs,
                                 const std::string& tls_name0, const std::string& tls_name1,
                                 double timeout_s, const std::string& prg, const std::string& output,
-                                uint32_t pad_bags_to, bool allow_plaintext) {
+                                uint32_t pad_bags_to, bool allow_plaintext,
+                                const std::string& row_key_file) {
   if (protocol != "dpf2") {
     throw StatusError(absl::UnimplementedError(absl::StrCat(
         "protocol \"", protocol, "\": veil.Client speaks dpf2 (two non-colluding servers)")));
@@ -105,6 +106,7 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
   }
   options.pad_bags_to = pad_bags_to;
   options.allow_plaintext = allow_plaintext;
+  options.row_key_file = row_key_file;
   py::gil_scoped_release release;
   return std::shared_ptr<Client>(ValueOrThrow(Client::Connect(options)));
 }
@@ -148,7 +150,8 @@ void RegisterClient(py::module_& m) {
   py::class_<Client, std::shared_ptr<Client>>(m, "Client")
       .def(py::init(&Connect), py::arg("server0"), py::arg("server1"), py::arg("protocol"),
            py::arg("tls_certs"), py::arg("tls_name0"), py::arg("tls_name1"), py::arg("timeout_s"),
-           py::arg("prg"), py::arg("output"), py::arg("pad_bags_to"), py::arg("allow_plaintext"))
+           py::arg("prg"), py::arg("output"), py::arg("pad_bags_to"), py::arg("allow_plaintext"),
+           py::arg("row_key_file"))
       .def("table", [](const Client& c) { return TableDict(c.table()); })
       .def("lookup",
            [](Client& c, const Array<uint64_t>& rows) {

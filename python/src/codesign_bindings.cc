@@ -1,6 +1,7 @@
-// veil.codesign over training_tools/ (profile.h, simulate.h, workload.h): workloads from real
-// logs, access profiles, layouts, the collision and cost simulation, and sweeps, with the model's
-// quality measured by a Python object (QualityModel's methods) when one is given.
+// veil.codesign over training_tools/ (profile.h, simulate.h, sweep.h, workload.h): workloads from
+// real logs, access profiles, layouts, the collision and cost simulation, and sweeps, with the
+// quality measured by Python models (one per training seed, QualityModel's members) when given,
+// and reported with its 95% intervals (quality.h).
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -17,7 +18,10 @@
 #include "embedding/layout.h"
 #include "python/src/bindings.h"
 #include "training_tools/profile.h"
+#include "training_tools/quality.h"
 #include "training_tools/simulate.h"
+#include "training_tools/sweep.h"
+#include "training_tools/sweep_report.h"
 #include "training_tools/workload.h"
 
 namespace veil::python {
@@ -72,31 +76,88 @@ AccessProfile Profile(const Array<int64_t>& frequency,
   return profile;
 }
 
-// QualityModel implemented by a Python object (veil.codesign.QualityModel): called with the GIL
-// held, from a sweep or simulation that runs without it.
+// QualityModel implemented by a Python object (veil.codesign.QualityModel): `metric` and
+// `targets()` are read once; `score(examples, missing)` is called with the GIL held from the
+// sweep's threads. A Python exception cannot cross those threads: the first one is kept, later
+// chunks are not scored, and RethrowError raises it once the sweep is back on Python's thread.
 class PyQualityModel : public training::QualityModel {
  public:
-  explicit PyQualityModel(py::object model) : model_(std::move(model)) {}
-  std::string metric() const override {
-    py::gil_scoped_acquire gil;
-    return py::str(model_.attr("metric"));
+  explicit PyQualityModel(py::object model) : model_(std::move(model)) {
+    const std::string metric = py::str(model_.attr("metric"));
+    if (metric == training::MetricName(training::Metric::kAuc)) {
+      metric_ = training::Metric::kAuc;
+    } else if (metric == training::MetricName(training::Metric::kPerplexity)) {
+      metric_ = training::Metric::kPerplexity;
+    } else {
+      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+          "QualityModel.metric must be \"auc\" or \"perplexity\", not \"", metric, "\"")));
+    }
+    targets_ = model_.attr("targets")().cast<std::vector<double>>();
   }
-  bool higher_is_better() const override {
+  ~PyQualityModel() override {
     py::gil_scoped_acquire gil;
-    return model_.attr("higher_is_better").cast<bool>();
+    error_.reset();
   }
-  double Evaluate(const std::vector<std::vector<int32_t>>& missing) override {
+  training::Metric metric() const override { return metric_; }
+  std::vector<double> Targets() const override { return targets_; }
+  training::Outcomes Score(absl::Span<const training::ExampleQuery> queries) const override {
     py::gil_scoped_acquire gil;
-    return model_.attr("evaluate")(RequestList(missing)).cast<double>();
+    if (failed_) return training::Outcomes(queries.size(), 0);
+    try {
+      std::vector<int32_t> examples;
+      py::list missing(queries.size());
+      for (size_t i = 0; i < queries.size(); ++i) {
+        examples.push_back(queries[i].example);
+        missing[i] = py::cast(*queries[i].missing);
+      }
+      auto outcomes = model_.attr("score")(examples, missing).cast<training::Outcomes>();
+      if (outcomes.size() != queries.size()) {
+        throw StatusError(
+            absl::InvalidArgumentError(absl::StrCat("QualityModel.score returned ", outcomes.size(),
+                                                    " outcomes for ", queries.size(), " queries")));
+      }
+      return outcomes;
+    } catch (py::error_already_set& e) {
+      error_.emplace(std::move(e));
+    } catch (const StatusError& e) {
+      status_error_.emplace(e);
+    } catch (const py::cast_error& e) {
+      status_error_.emplace(absl::InvalidArgumentError(
+          absl::StrCat("QualityModel.score must return one float per query: ", e.what())));
+    }
+    failed_ = true;
+    return training::Outcomes(queries.size(), 0);
   }
-  bool Preserved(double quality, double reference) const override {
-    py::gil_scoped_acquire gil;
-    return model_.attr("preserved")(quality, reference).cast<bool>();
+  // Raises the first failure of score(), if any (with the GIL held).
+  void RethrowError() {
+    if (status_error_) throw *status_error_;
+    if (error_) throw *error_;
   }
 
  private:
   py::object model_;
+  training::Metric metric_;
+  std::vector<double> targets_;
+  mutable bool failed_ = false;  // guarded by the GIL, like the two below
+  mutable std::optional<py::error_already_set> error_;
+  mutable std::optional<StatusError> status_error_;
 };
+
+py::dict EstimateDict(const training::Estimate& e) {
+  py::dict d;
+  d["value"] = e.value;
+  d["low"] = e.low;
+  d["high"] = e.high;
+  d["se"] = e.se();
+  d["se_examples"] = e.se_examples;
+  d["se_seeds"] = e.se_seeds;
+  d["df"] = e.df;
+  return d;
+}
+
+py::object Optional(const std::optional<double>& value) {
+  return value ? py::cast(*value) : py::none();
+}
 
 py::dict SimulationDict(const training::SimulationResult& s) {
   py::dict d = CostDict(s.cost);
@@ -128,7 +189,8 @@ py::dict GridDict(const training::SweepGrid& g) {
   return d;
 }
 
-// The sweep's points as column lists (the columns of WriteSweepCsv) and its summary.
+// The sweep's points (the columns of WriteSweepCsv, the quality and paired loss with their 95%
+// intervals) and its summary: policies, reference, no rows, worth, the claim and the choices.
 py::dict SweepDict(const training::SweepResult& r, const std::string& workload) {
   std::vector<py::dict> points;
   for (size_t i = 0; i < r.points.size(); ++i) {
@@ -140,8 +202,19 @@ py::dict SweepDict(const training::SweepResult& r, const std::string& workload) 
     d["cold_bins"] = p.choice.cold_bins;
     d["cold_rounds"] = p.choice.cold_rounds;
     d["colocation"] = p.choice.colocation;
-    for (auto item : SimulationDict(p.simulation)) d[item.first] = item.second;
-    d["quality"] = p.quality;
+    for (auto item : CostDict(p.cost)) d[item.first] = item.second;
+    d["latency_ms"] = p.latency_ms;
+    d["fetched_share"] = p.fetched_share;
+    d["complete_share"] = p.complete_share;
+    d["reachable"] = p.reachable;
+    d["unreachable_client_share"] = p.unreachable_client_share;
+    d["quality"] = p.quality.value;
+    d["quality_ci_low"] = p.quality.low;
+    d["quality_ci_high"] = p.quality.high;
+    d["loss"] = p.loss.value;
+    d["loss_ci_low"] = p.loss.low;
+    d["loss_ci_high"] = p.loss.high;
+    d["preserved_per_seed"] = std::vector<bool>(p.preserved_per_seed);
     d["baseline"] = p.baseline;
     d["preserved"] = p.preserved;
     d["pareto"] = p.pareto;
@@ -150,14 +223,36 @@ py::dict SweepDict(const training::SweepResult& r, const std::string& workload) 
     points.push_back(std::move(d));
   }
   py::dict d;
-  d["metric"] = r.metric;
-  d["higher_is_better"] = r.higher_is_better;
-  d["reference_quality"] = r.reference_quality;
-  d["no_rows_quality"] = r.no_rows_quality;
+  d["metric"] = training::MetricName(r.metric);
+  d["higher_is_better"] = training::HigherIsBetter(r.metric);
+  d["seeds"] = r.seeds;
+  d["tolerance"] = r.tolerance;
+  d["reachable_policy"] = training::ReachablePolicyName(r.reachable);
+  d["unseen_rows_policy"] = training::UnseenRowsPolicyName(r.unseen);
+  d["unseen_rows"] = r.unseen_rows;
+  d["unseen_wanted_share"] = r.unseen_wanted_share;
+  d["unseen_client_share"] = r.unseen_client_share;
+  d["reference_quality"] = r.reference.value;
+  d["reference"] = EstimateDict(r.reference);
+  d["reference_per_seed"] = r.reference_per_seed;
+  d["no_rows_quality"] = r.no_rows.value;
+  d["no_rows"] = EstimateDict(r.no_rows);
+  d["worth"] = EstimateDict(r.worth);
+  d["worth_per_seed"] = r.worth_per_seed;
+  d["claim_supported"] = r.claim_supported;
+  d["claim_note"] = r.claim_note;
   d["chosen"] = r.chosen;
   d["baseline"] = r.baseline;
+  d["chosen_all_reachable"] = r.chosen_all_reachable;
+  d["chosen_per_seed"] = r.chosen_per_seed;
+  d["baseline_per_seed"] = r.baseline_per_seed;
+  d["compute_reduction"] = Optional(r.Reduction());
+  d["compute_reduction_all_reachable"] = Optional(r.ReductionAllReachable());
+  py::list per_seed;
+  for (const auto& reduction : r.ReductionPerSeed()) per_seed.append(Optional(reduction));
+  d["compute_reduction_per_seed"] = per_seed;
   d["points"] = points;
-  d["summary_json"] = training::SweepSummaryJson(workload, r);
+  d["summary_json"] = training::SweepSummaryJson("sweep", workload, r, "");
   return d;
 }
 
@@ -177,6 +272,7 @@ void RegisterWorkload(py::module_& m) {
       .def_property_readonly("validation_requests",
                              [](const Workload& w) { return RequestList(w.validation_requests); })
       .def_readonly("train_clients", &Workload::train_clients)
+      .def_readonly("validation_clients", &Workload::validation_clients)
       .def("samples", [](const Workload& w, bool validation) {
         const auto& samples = validation ? w.validation_samples : w.train_samples;
         std::vector<int64_t> history, offsets, items;
@@ -274,49 +370,73 @@ void RegisterCodesign(py::module_& m) {
       "sweep",
       [](const Array<int64_t>& frequency, const std::vector<std::vector<int32_t>>& co_accessed,
          int64_t num_requests, int32_t row_words, const Array<int32_t>& flat,
-         const Array<int64_t>& offsets, const py::dict& grid, uint64_t seed,
-         double backend_words_per_s, int64_t max_bytes, double min_fetched_share,
-         const py::object& model, std::function<void(size_t, size_t)> progress,
-         const std::string& workload, const std::string& csv_path, const std::string& png_path) {
+         const Array<int64_t>& offsets, const std::vector<int32_t>& clients, const py::dict& grid,
+         uint64_t seed, double backend_words_per_s, int64_t max_bytes, double min_fetched_share,
+         bool allow_unreachable_rows, const std::string& unseen_rows, double tolerance,
+         int bootstrap, uint64_t bootstrap_seed, int threads, const py::list& models,
+         std::function<void(std::string, size_t, size_t)> progress, const std::string& workload,
+         const std::string& csv_path, const std::string& png_path) {
         const AccessProfile profile = Profile(frequency, co_accessed, num_requests);
-        const std::vector<RowRequest> validation = Requests(flat, offsets);
+        training::ValidationSet validation{Requests(flat, offsets), clients};
+        if (validation.clients.empty()) {
+          for (size_t i = 0; i < validation.requests.size(); ++i) {
+            validation.clients.push_back(static_cast<int32_t>(i));
+          }
+        }
         training::SweepOptions options;
         options.seed = embedding::LayoutSeedFromU64(seed);
         options.backend_words_per_s = backend_words_per_s;
         options.max_bytes_per_inference = max_bytes;
         options.min_fetched_share = min_fetched_share;
+        options.reachable = allow_unreachable_rows ? training::ReachablePolicy::kOptIn
+                                                   : training::ReachablePolicy::kAll;
+        options.unseen = ValueOrThrow(training::ParseUnseenRowsPolicy(unseen_rows));
+        options.tolerance = tolerance;
+        options.bootstrap_replicates = bootstrap;
+        options.bootstrap_seed = bootstrap_seed;
+        options.threads = threads;
         if (progress) {
-          options.progress = [&progress](size_t done, size_t total) {
+          options.progress = [&progress](const char* stage, size_t done, size_t total) {
             py::gil_scoped_acquire gil;
-            progress(done, total);
+            progress(stage, done, total);
           };
         }
-        std::optional<PyQualityModel> quality;
-        if (!model.is_none()) quality.emplace(model);
+        std::vector<std::unique_ptr<PyQualityModel>> owned;
+        std::vector<training::QualityModel*> seeds;
+        for (const py::handle model : models) {
+          owned.push_back(
+              std::make_unique<PyQualityModel>(py::reinterpret_borrow<py::object>(model)));
+          seeds.push_back(owned.back().get());
+        }
         const training::SweepGrid g = Grid(grid);
-        training::SweepResult result;
+        absl::StatusOr<training::SweepResult> result;
         {
           py::gil_scoped_release release;
-          result = ValueOrThrow(training::Sweep(profile, row_words, validation, g, options,
-                                                quality ? &*quality : nullptr));
-          if (!csv_path.empty()) {
-            {
-              std::ofstream csv(csv_path);
-              training::WriteSweepCsv(result, csv);
-              if (!csv) {
-                throw StatusError(absl::InternalError(absl::StrCat("cannot write ", csv_path)));
-              }
+          result = training::Sweep(profile, row_words, validation, g, options, seeds);
+        }
+        for (const auto& model : owned) model->RethrowError();
+        ThrowIfError(result.status());
+        if (!csv_path.empty()) {
+          py::gil_scoped_release release;
+          {
+            std::ofstream csv(csv_path);
+            training::WriteSweepCsv(*result, csv);
+            if (!csv) {
+              throw StatusError(absl::InternalError(absl::StrCat("cannot write ", csv_path)));
             }
-            if (!png_path.empty()) ThrowIfError(training::PlotSweep(result, csv_path, png_path));
+          }
+          if (!png_path.empty()) {
+            ThrowIfError(training::PlotSweep(*result, workload, csv_path, png_path));
           }
         }
-        return SweepDict(result, workload);
+        return SweepDict(*result, workload);
       },
       py::arg("frequency"), py::arg("co_accessed"), py::arg("num_requests"), py::arg("row_words"),
-      py::arg("flat"), py::arg("offsets"), py::arg("grid"), py::arg("seed"),
+      py::arg("flat"), py::arg("offsets"), py::arg("clients"), py::arg("grid"), py::arg("seed"),
       py::arg("backend_words_per_s"), py::arg("max_bytes"), py::arg("min_fetched_share"),
-      py::arg("model"), py::arg("progress"), py::arg("workload"), py::arg("csv_path"),
-      py::arg("png_path"));
+      py::arg("allow_unreachable_rows"), py::arg("unseen_rows"), py::arg("tolerance"),
+      py::arg("bootstrap"), py::arg("bootstrap_seed"), py::arg("threads"), py::arg("models"),
+      py::arg("progress"), py::arg("workload"), py::arg("csv_path"), py::arg("png_path"));
 }
 
 }  // namespace veil::python

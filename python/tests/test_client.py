@@ -1,7 +1,9 @@
 """veil.Client against real servers: rows, words, pooled bags, layout lookups, statistics, TLS,
 and errors carrying their status codes."""
 
+import os
 import socket
+import subprocess
 import threading
 
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 import torch
 
 import veil
+from veil import _build
 from conftest import DIM, ROWS
 
 
@@ -144,3 +147,20 @@ def test_one_client_shared_by_threads(plain_servers, weight):
     for t in threads:
         t.join()
     assert wrong == [] and client.totals()["lookups"] >= 100
+
+
+def test_tagged_tables_need_the_row_key(tmp_path):
+    """`veil table build` tags every row and writes TABLE.rowkey: the client checks each row's tag
+    with it, and refuses the servers without it."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text("v0,v1\n" + "".join(f"{r},{r + 0.5}\n" for r in range(20)))
+    table = tmp_path / "tagged.veil"
+    subprocess.run([os.path.join(_build.BIN_DIR, "veil"), "table", "build", f"--csv={rows}",
+                    "--format=fp32", f"--out={table}"], check=True, capture_output=True)
+    with veil.local_servers(str(table)) as servers:
+        with pytest.raises(veil.FailedPreconditionError, match="row key"):
+            servers.client()
+        client = servers.client(row_key=f"{table}.rowkey")
+        assert client.lookup([3, 17]).tolist() == [[3.0, 3.5], [17.0, 17.5]]
+        with pytest.raises(veil.NotFoundError):
+            servers.client(row_key=str(tmp_path / "none.rowkey"))

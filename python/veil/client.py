@@ -49,7 +49,10 @@ class Client:
     Both servers must serve the same table (digest and epoch), checked at connection and on
     every answer. With ``tls_certs`` (a PEM file of the certificates to trust) every connection
     is TLS and each server must present a certificate for its host name; without it only
-    loopback servers are accepted unless ``allow_plaintext`` is set.
+    loopback servers are accepted unless ``allow_plaintext`` is set. ``row_key`` is the table's
+    row key file (``veil table build`` writes ``TABLE.rowkey``): every fetched row's tag is checked
+    against it (a wrong row raises DataLossError, never comes back); servers of a tagged table
+    are refused without it.
 
     Thread-safe: calls from several threads are serialized by the C++ client, and every network
     call releases the GIL.
@@ -57,8 +60,9 @@ class Client:
     Raises, from the constructor: InvalidArgumentError (bad address, unreadable options),
     NotFoundError (``tls_certs`` missing), UnavailableError (a server cannot be reached, or TLS on
     one side only), DeadlineExceededError, FailedPreconditionError (servers of different tables,
-    an untrusted certificate, plaintext off loopback), Error(UNIMPLEMENTED) for a protocol other
-    than ``dpf2``.
+    an untrusted certificate, plaintext off loopback, a tagged table without ``row_key``),
+    NotFoundError / InvalidArgumentError for an unreadable ``row_key``, Error(UNIMPLEMENTED) for
+    a protocol other than ``dpf2``.
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class Client:
         output: str = "additive",
         pad_bags_to: int = 32,
         allow_plaintext: bool = False,
+        row_key: Optional[str] = None,
     ) -> None:
         self._native = None
         if isinstance(servers, str) or len(servers) != 2:
@@ -82,7 +87,8 @@ class Client:
         names = tls_server_names or ("", "")
         self._native = _veil.Client(
             str(servers[0]), str(servers[1]), protocol, str(tls_certs or ""), names[0], names[1],
-            float(timeout), prg, output, int(pad_bags_to), bool(allow_plaintext))
+            float(timeout), prg, output, int(pad_bags_to), bool(allow_plaintext),
+            str(row_key or ""))
         self.servers = (str(servers[0]), str(servers[1]))
 
     @property

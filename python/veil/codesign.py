@@ -9,8 +9,9 @@ The steps of ``veil-codesign`` as functions over plain Python data:
 4. :func:`simulate` plans every validation request with the client's planner: which rows would
    be missing, keys, bytes and server work per inference.
 5. :func:`sweep` does 3–4 over a grid and picks the cheapest layout whose model quality is
-   preserved, quality measured by your model (a :class:`QualityModel`) or, without one, by the
-   share of rows fetched.
+   preserved (the upper end of the 95% interval of its quality loss within the tolerance),
+   quality measured by your models (a :class:`QualityModel` per training seed) or, without one,
+   by the share of rows fetched.
 
 Tables come back as pandas DataFrames when pandas is installed (Debian's python3-pandas), and as
 dicts of column lists otherwise.
@@ -85,8 +86,10 @@ def load_workload(
     inference per `window`-token window over a `vocab`-word table.
 
     Returns a Workload with ``name``, ``kind``, ``num_rows``, ``row_words``, ``train_requests``
-    and ``validation_requests`` (lists of row lists), ``train_clients``, and ``samples(validation)``
-    (recommendation: history, offsets, history_labels, items, labels as arrays). Raises
+    and ``validation_requests`` (lists of row lists), ``train_clients`` and
+    ``validation_clients`` (who makes each request: the user or document), and
+    ``samples(validation)`` (recommendation: history, offsets, history_labels, items, labels as
+    arrays). Raises
     NotFoundError for missing data, InvalidArgumentError for none or several sources.
     """
     return _veil.load_workload(preset, data_dir, interactions,
@@ -150,18 +153,26 @@ def simulate(layout: "_veil.Layout", requests: Requests,
 
 
 class QualityModel:
-    """The model quality a sweep preserves. Subclass it (or give any object with these members):
-    ``evaluate(missing)`` scores the validation requests with ``missing[i]`` (sorted rows) of
-    request ``i`` replaced by the default row; ``preserved(quality, reference)`` says whether a
-    point keeps the quality of fetching every row (the reference)."""
+    """A model whose quality a sweep preserves, one per training seed. Subclass it (or give any
+    object with these members):
 
-    metric: str = "quality"
-    higher_is_better: bool = True
+    - ``metric``: ``"auc"`` (a click model) or ``"perplexity"`` (a language model);
+    - ``targets()``: per validation request (in order), its label (AUC: 1 = click, 0 otherwise)
+      or the number of tokens it scores (perplexity);
+    - ``score(examples, missing)``: per query ``i``, validation request ``examples[i]`` scored with
+      the rows ``missing[i]`` (sorted) replaced by the default row: its logit (AUC) or the summed
+      negative log-likelihood of its tokens (perplexity). A request's outcome must not depend on
+      the other queries of the call.
 
-    def evaluate(self, missing: List[List[int]]) -> float:
+    The sweep computes the metric itself, with bootstrap intervals over the validation clients
+    and the spread over the models (seeds)."""
+
+    metric: str = "auc"
+
+    def targets(self) -> Sequence[float]:
         raise NotImplementedError
 
-    def preserved(self, quality: float, reference: float) -> bool:
+    def score(self, examples: List[int], missing: List[List[int]]) -> Sequence[float]:
         raise NotImplementedError
 
 
@@ -176,29 +187,49 @@ def sweep(
     row_words: int,
     validation: Requests,
     *,
+    clients: Optional[Sequence[int]] = None,
     grid: Optional[Dict[str, Sequence[float]]] = None,
     quick: bool = True,
-    model: Optional[QualityModel] = None,
+    model: Union[QualityModel, Sequence[QualityModel], None] = None,
     seed: int = 1,
     backend_words_per_s: float = 0.0,
     max_bytes: int = 300_000,
     min_fetched_share: float = 0.99,
-    progress: Optional[Callable[[int, int], None]] = None,
+    allow_unreachable_rows: bool = False,
+    unseen_rows: str = "default",
+    tolerance: float = 0.0,
+    bootstrap: int = 500,
+    bootstrap_seed: int = 1,
+    threads: int = 1,
+    progress: Optional[Callable[[str, int, int], None]] = None,
     out: Optional[str] = None,
     name: str = "custom",
 ) -> Frame:
     """Evaluates every layout of the grid (:func:`default_grid` with `grid`'s lists in place of
-    its own) on the `validation` requests: one row per point with the columns of
+    its own) on the `validation` requests, made by `clients` (one per request: the bootstrap draws
+    whole clients; default: every request its own client): one row per point with the columns of
     ``veil-codesign sweep``'s CSV (the choice, keys, words_scanned, bytes, latency_ms,
-    fetched_share, complete_share, quality, baseline, preserved, pareto, chosen,
-    chosen_baseline). ``attrs``: metric, reference_quality (every row fetched),
-    no_rows_quality, chosen and baseline (row indices, -1 if none), summary_json.
+    fetched_share, complete_share, reachable, unreachable_client_share, quality with
+    quality_ci_low / quality_ci_high, the paired loss against fetching every row with loss_ci_low /
+    loss_ci_high, preserved_per_seed, baseline, preserved, pareto, chosen, chosen_baseline).
+    ``attrs``: metric, seeds, tolerance, reachable_policy, unseen_rows_policy, unseen_rows,
+    reference / no_rows / worth (dicts: value, low, high, se, se_examples, se_seeds, df) and
+    reference_quality / no_rows_quality (their values), claim_supported and claim_note, chosen,
+    baseline and chosen_all_reachable (row indices, -1 if none), chosen_per_seed,
+    compute_reduction (baseline's words over the chosen's; None without a supported claim),
+    compute_reduction_all_reachable, compute_reduction_per_seed, summary_json.
 
-    Quality is ``model``'s (see :class:`QualityModel`) or, without one, the fetched share, then
-    preserved means at least `min_fetched_share`. The chosen point is the cheapest preserved one
-    within `max_bytes` per inference; the baseline the cheapest preserved plain batch-PIR point
-    (random bins, no hot table, no co-location). With `out` (a folder), also writes
-    ``sweep-<name>.csv`` and its gnuplot picture ``sweep-<name>.png`` there."""
+    Quality is measured by `model` (one :class:`QualityModel`, or a list: one per training seed)
+    or, without one, is the fetched share (tolerance 1 − `min_fetched_share`). A point is
+    preserved when the upper end of its loss's 95% interval is within `tolerance` (0: AUC 0.005,
+    perplexity 2%). Layouts that leave a table unqueried (rows unreachable) are swept only with
+    `allow_unreachable_rows`. `unseen_rows`: "default" (rows never requested in training are not
+    fetched) or "fetch". The chosen point is the cheapest preserved one within `max_bytes` per
+    inference; the baseline the cheapest preserved plain batch-PIR point (random bins, no hot
+    table, no co-location). `progress(stage, done, total)` is called as the sweep advances. With
+    `out` (a folder), also writes ``sweep-<name>.csv`` and its gnuplot picture
+    ``sweep-<name>.png`` there. Raises InvalidArgumentError for an unknown grid key or policy,
+    models of different metrics, or targets that do not match `validation`."""
     frequency, co_accessed, num_requests = _profile_parts(prof)
     full = default_grid(quick)
     for key, values in (grid or {}).items():
@@ -206,15 +237,19 @@ def sweep(
             raise InvalidArgumentError(StatusCode.INVALID_ARGUMENT,
                                        f"sweep: unknown grid key {key!r} (keys: {list(full)})")
         full[key] = list(values)
+    models = [] if model is None else list(model) if isinstance(model, (list, tuple)) else [model]
     flat, offsets = _csr(validation)
     csv_path = png_path = ""
     if out is not None:
         os.makedirs(out, exist_ok=True)
         csv_path = os.path.join(out, f"sweep-{name}.csv")
         png_path = os.path.join(out, f"sweep-{name}.png")
-    result = _veil.sweep(frequency, co_accessed, num_requests, int(row_words), flat, offsets, full,
-                         int(seed), float(backend_words_per_s), int(max_bytes),
-                         float(min_fetched_share), model, progress, name, csv_path, png_path)
+    result = _veil.sweep(frequency, co_accessed, num_requests, int(row_words), flat, offsets,
+                         [] if clients is None else [int(c) for c in clients], full, int(seed),
+                         float(backend_words_per_s), int(max_bytes), float(min_fetched_share),
+                         bool(allow_unreachable_rows), str(unseen_rows), float(tolerance),
+                         int(bootstrap), int(bootstrap_seed), int(threads), models, progress,
+                         name, csv_path, png_path)
     points = result.pop("points")
     columns = {k: [p[k] for p in points] for k in (points[0] if points else {})}
     return _frame(columns, result)
