@@ -111,6 +111,8 @@ absl::Status BfvBagE2e(const Flags& flags) {
   const uint32_t bag_size = static_cast<uint32_t>(flags.Int("bag", 32));
   const int reps = static_cast<int>(flags.Int("reps", 10));
   const int threads = static_cast<int>(flags.Int("threads", 1));
+  // The two-server lookup pads every bag to this many keys (ClientOptions::pad_bags_to; 0: not).
+  const uint32_t pad_bags = static_cast<uint32_t>(flags.Int("pad-bags", 32));
   const std::string server_bin = flags.Str("server-bin", tools::ServerBinaryNextToSelf());
   if (rows == 0 || dim == 0 || bag_size == 0 || bag_size > rows || reps < 1 || threads < 1) {
     return absl::InvalidArgumentError(
@@ -160,6 +162,7 @@ absl::Status BfvBagE2e(const Flags& flags) {
   dpf_options.server0 = dpf_servers[0]->address();
   dpf_options.server1 = dpf_servers[1]->address();
   dpf_options.timeout = absl::Seconds(60);
+  dpf_options.pad_bags_to = pad_bags;
   auto dpf_client = client::Client::Connect(dpf_options);
   if (!dpf_client.ok()) return dpf_client.status();
   std::cerr << "bfv-bag-e2e: connected (" << connect_ms << " ms with key generation and "
@@ -229,6 +232,7 @@ absl::Status BfvBagE2e(const Flags& flags) {
       .Add("max_abs_error", he.max_abs_error)
       .Add("galois_key_bytes", info.galois_key_bytes)
       .Add("connect_ms", connect_ms)
+      .Add("dpf_pad_bags", int64_t{pad_bags})
       .Add("dpf_server_ms", dpf_stats.ok() ? dpf_stats->latency_p50_ms : -1.0)
       .Add("dpf_latency_ms", Median(dpf.latency_ms))
       .Add("dpf_bytes_up", static_cast<uint64_t>(std::llround(dpf.bytes_up / m)))
@@ -243,11 +247,11 @@ absl::Status BfvBagE2e(const Flags& flags) {
 }
 
 const char kHelp[] =
-    "--rows --dim --bag [--reps=10 --threads=1 --server-bin]: one bfv-bag server and a BagClient "
+    "--rows --dim --bag [--reps=10 --threads=1 --pad-bags=32 --server-bin]: one bfv-bag server and a BagClient "
     "doing --reps pooled lookups of --bag random rows with random weights: server_ms (median call "
     "time on the server), bytes_up / bytes_down per lookup, errors, max_abs_error, "
     "galois_key_bytes (once per session), connect_ms; and dpf_* for the two-server DPF pooled "
-    "lookup of the same bags on the same table";
+    "lookup of the same bags on the same table, its bags padded to --pad-bags keys (0: not padded)";
 
 SuiteRegistration bfv_bag_e2e("bfv-bag-e2e", kHelp, BfvBagE2e);
 

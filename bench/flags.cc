@@ -61,6 +61,8 @@ ABSL_FLAG(absl::optional<std::string>, mode, absl::nullopt, "dpf-eval: full or p
 ABSL_FLAG(absl::optional<std::string>, n, absl::nullopt, "he: ring dimension N");
 ABSL_FLAG(absl::optional<std::string>, output, absl::nullopt,
           "DPF output: add1, add4, add16 or xor");
+ABSL_FLAG(absl::optional<std::string>, pad_bags, absl::nullopt,
+          "bfv-bag-e2e: keys per bag of the two-server pooled lookup (0: not padded)");
 ABSL_FLAG(absl::optional<std::string>, plain_bits, absl::nullopt, "he: plaintext modulus bits");
 ABSL_FLAG(absl::optional<std::string>, prg, absl::nullopt,
           "DPF PRG: aes128, chacha8, chacha12, chacha20 or siphash");
