@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -24,9 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "bench/suite.h"
@@ -91,18 +88,6 @@ absl::StatusOr<std::unique_ptr<embedding::Table>> WriteVersion(const SoakOptions
   return embedding::Table::Open(path);
 }
 
-uint64_t ResidentKb(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) != 0) continue;
-    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    uint64_t kb = 0;
-    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kb)) return kb;
-  }
-  return 0;
-}
-
 // The four servers: replica r of party p serves its own copy of the table (so that a roll renames
 // over that copy only) and keeps its port across restarts.
 class Replicas {
@@ -130,7 +115,7 @@ class Replicas {
   }
   double ResidentMb() const {
     uint64_t kb = 0;
-    for (const auto& s : server_) kb += ResidentKb(s->pid());
+    for (const auto& s : server_) kb += s->ResidentKb();
     return kb / 1024.0;
   }
   absl::Status StopAll() {

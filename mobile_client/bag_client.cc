@@ -16,7 +16,6 @@
 #include "mobile_client/transport.h"
 #include "pir/he/bag.h"
 #include "pir/he/serialization.h"
-#include "rpc/stats_wire.h"
 
 namespace veil::client {
 
@@ -433,22 +432,7 @@ absl::StatusOr<std::vector<float>> BagClient::LookupPooled(absl::Span<const uint
 absl::StatusOr<rpc::StatsSnapshot> BagClient::ServerStats() {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Reconnect(); !s.ok()) return s;
-  rpc::StatsSnapshot info;
-  absl::Status status = transport_->Run(
-      [&]() -> kj::Promise<absl::Status> {
-        auto done = std::make_shared<std::vector<bool>>(1, false);
-        auto reply = transport_->Capability(0).statsRequest().send().then(
-            [&info, done](capnp::Response<rpc::VeilServer::StatsResults> r) {
-              info = rpc::ReadStats(r.getStats());
-              (*done)[0] = true;
-              return absl::OkStatus();
-            },
-            [this](kj::Exception&& e) { return transport_->ServerError(0, e); });
-        return transport_->WithTimeout(kj::mv(reply), done);
-      },
-      "stats");
-  if (!status.ok()) return status;
-  return info;
+  return transport_->Stats(0);
 }
 
 CallStats BagClient::last_call() const {

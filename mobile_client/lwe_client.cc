@@ -15,7 +15,6 @@
 #include "absl/time/clock.h"
 #include "mobile_client/transport.h"
 #include "pir/lattice/client.h"
-#include "rpc/stats_wire.h"
 
 namespace veil::client {
 
@@ -559,22 +558,7 @@ absl::StatusOr<std::vector<float>> LweClient::Lookup(absl::Span<const uint64_t> 
 absl::StatusOr<rpc::StatsSnapshot> LweClient::ServerStats() {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Reconnect(); !s.ok()) return s;
-  rpc::StatsSnapshot info;
-  absl::Status status = transport_->Run(
-      [&]() -> kj::Promise<absl::Status> {
-        auto done = std::make_shared<std::vector<bool>>(1, false);
-        auto reply = transport_->Capability(0).statsRequest().send().then(
-            [&info, done](capnp::Response<rpc::VeilServer::StatsResults> r) {
-              info = rpc::ReadStats(r.getStats());
-              (*done)[0] = true;
-              return absl::OkStatus();
-            },
-            [this](kj::Exception&& e) { return transport_->ServerError(0, e); });
-        return transport_->WithTimeout(kj::mv(reply), done);
-      },
-      "stats");
-  if (!status.ok()) return status;
-  return info;
+  return transport_->Stats(0);
 }
 
 CallStats LweClient::last_call() const {

@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "dpf/key.h"
-#include "rpc/stats_wire.h"
 
 namespace veil::client {
 
@@ -294,29 +293,7 @@ TableInfo ShareExchange::table() const {
 absl::StatusOr<rpc::StatsSnapshot> ShareExchange::Stats(int party) {
   if (party != 0 && party != 1) return absl::InvalidArgumentError("party must be 0 or 1");
   absl::MutexLock lock(&call_mu_);
-  rpc::StatsSnapshot info;
-  absl::Status status = transport_->Run(
-      [&]() -> kj::Promise<absl::Status> {
-        auto done = std::make_shared<std::vector<bool>>(2, true);
-        (*done)[party] = false;
-        auto reply = transport_
-                         ->Call(party,
-                                [&info](rpc::VeilServer::Client cap, int) {
-                                  return cap.statsRequest().send().then(
-                                      [&info](capnp::Response<rpc::VeilServer::StatsResults> r) {
-                                        info = rpc::ReadStats(r.getStats());
-                                        return absl::OkStatus();
-                                      });
-                                })
-                         .then([done, party](absl::Status status) {
-                           (*done)[party] = true;
-                           return status;
-                         });
-        return transport_->WithTimeout(kj::mv(reply), done);
-      },
-      "stats");
-  if (!status.ok()) return status;
-  return info;
+  return transport_->Stats(party);
 }
 
 CallStats ShareExchange::last_call() const {

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "mobile_client/replicas.h"
+#include "rpc/stats.h"
 #include "rpc/veil.capnp.h"
 
 namespace kj {
@@ -106,6 +107,10 @@ class Transport {
   // Calls sent to another replica after a failure, and hedged calls, since Create.
   uint64_t failovers() const { return failovers_.load(); }
   uint64_t hedges() const { return hedges_.load(); }
+
+  // Caller thread: server s's `stats` (a VeilServer call every protocol answers), through Call,
+  // within the timeout.
+  absl::StatusOr<rpc::StatsSnapshot> Stats(int s);
 
   // Caller thread: runs `body` on the loop thread and waits for its status. A kj exception
   // becomes a status (rpc/status.h) with `what` as context.

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "mobile_client/transport.h"
 #include "mobile_client/transport_state.h"
+#include "rpc/stats_wire.h"
 #include "rpc/status.h"
 
 namespace veil::client {
@@ -170,6 +171,29 @@ absl::Status Transport::AllFailed(int s, const std::vector<absl::Status>& errors
   }
   return absl::UnavailableError(
       absl::StrCat("server ", s, ": all ", replicas(s), " of its replicas failed: ", causes));
+}
+
+absl::StatusOr<rpc::StatsSnapshot> Transport::Stats(int s) {
+  rpc::StatsSnapshot info;
+  absl::Status status = Run(
+      [&]() -> kj::Promise<absl::Status> {
+        auto done = std::make_shared<std::vector<bool>>(servers(), true);
+        (*done)[s] = false;
+        auto reply = Call(s, [&info](rpc::VeilServer::Client cap, int) {
+                       return cap.statsRequest().send().then(
+                           [&info](capnp::Response<rpc::VeilServer::StatsResults> r) {
+                             info = rpc::ReadStats(r.getStats());
+                             return absl::OkStatus();
+                           });
+                     }).then([done, s](absl::Status result) {
+          (*done)[s] = true;
+          return result;
+        });
+        return WithTimeout(kj::mv(reply), done);
+      },
+      "stats");
+  if (!status.ok()) return status;
+  return info;
 }
 
 }  // namespace veil::client

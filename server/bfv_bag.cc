@@ -125,12 +125,6 @@ class BagService final : public ServiceBase<rpc::BagServer> {
   kj::Promise<void> answer(AnswerContext context) override;
 
  private:
-  absl::Status CheckMessage(uint64_t words) const {
-    if (words * 8 <= limits_.max_message_bytes) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("a call of ", words * 8, " bytes; the limit is ",
-                                                   limits_.max_message_bytes, " bytes"));
-  }
-
   const BagTable& table_;
   const embedding::Table& file_;
   const ServerLimits limits_;
@@ -162,7 +156,7 @@ kj::Promise<void> BagService::config(ConfigContext context) {
 
 kj::Promise<void> BagService::uploadGaloisKeys(UploadGaloisKeysContext context) {
   auto params = context.getParams();
-  if (absl::Status s = CheckMessage(params.totalSize().wordCount); !s.ok()) {
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok()) {
     Reject(s, "uploadGaloisKeys");
   }
   capnp::Data::Reader chunk = params.getChunk();
@@ -193,7 +187,7 @@ kj::Promise<void> BagService::uploadGaloisKeys(UploadGaloisKeysContext context) 
 kj::Promise<void> BagService::answer(AnswerContext context) {
   const absl::Time arrival = absl::Now();
   auto params = context.getParams();
-  if (absl::Status s = CheckMessage(params.totalSize().wordCount); !s.ok()) Reject(s, "answer");
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok()) Reject(s, "answer");
   auto keys = cache_.Acquire(session_);
   if (!keys.ok()) Reject(keys.status(), "answer");
   const size_t blocks = table_.server->plan().blocks();

@@ -78,11 +78,6 @@ class LweService final : public ServiceBase<rpc::LweServer> {
   kj::Promise<void> answer(AnswerContext context) override;
 
  private:
-  absl::Status CheckMessage(uint64_t words) const {
-    if (words * 8 <= limits_.max_message_bytes) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("a call of ", words * 8, " bytes; the limit is ",
-                                                   limits_.max_message_bytes, " bytes"));
-  }
   // The number of queries in `bytes` of queries, or INVALID_ARGUMENT.
   absl::StatusOr<size_t> CountQueries(size_t bytes) const;
 
@@ -131,7 +126,7 @@ kj::Promise<void> LweService::config(ConfigContext context) {
 
 kj::Promise<void> LweService::hint(HintContext context) {
   auto params = context.getParams();
-  if (absl::Status s = CheckMessage(params.totalSize().wordCount); !s.ok()) Reject(s, "hint");
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok()) Reject(s, "hint");
   if (absl::Status s = StaleHint(params.getHintDigest(), table_.server->config().hint_digest);
       !s.ok()) {
     Reject(s, "hint");
@@ -179,7 +174,7 @@ absl::StatusOr<size_t> LweService::CountQueries(size_t bytes) const {
 kj::Promise<void> LweService::answer(AnswerContext context) {
   const absl::Time arrival = absl::Now();
   auto params = context.getParams();
-  if (absl::Status s = CheckMessage(params.totalSize().wordCount); !s.ok()) Reject(s, "answer");
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok()) Reject(s, "answer");
   if (absl::Status s = StaleHint(params.getHintDigest(), table_.server->config().hint_digest);
       !s.ok()) {
     Reject(s, "answer");

@@ -48,6 +48,12 @@ void Protocol::Roll() {
   Log("SIGHUP: this protocol does not roll tables; restart the server to serve a new table");
 }
 
+absl::Status CheckCallWords(uint64_t words, const ServerLimits& limits) {
+  if (words * 8 <= limits.max_message_bytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("a call of ", words * 8, " bytes; the limit is ",
+                                                 limits.max_message_bytes, " bytes"));
+}
+
 void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id) {
   embedding::TableDigestBytes digest = table.digest();
   table_id.setDigest(capnp::Data::Reader(digest.data(), digest.size()));

@@ -62,6 +62,9 @@ std::vector<std::string> ProtocolNames();
 absl::StatusOr<std::unique_ptr<Protocol>> CreateProtocol(absl::string_view name,
                                                          const ProtocolEnv& env);
 
+// INVALID_ARGUMENT when a call's parameters (`words` 8-byte words) exceed max_message_bytes.
+absl::Status CheckCallWords(uint64_t words, const ServerLimits& limits);
+
 // The digest and epoch of `table`, as every protocol's answers carry them.
 void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id);
 

@@ -10,11 +10,13 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <system_error>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
 namespace veil::tools {
@@ -141,6 +143,18 @@ int ServerProcess::WaitFor(absl::Duration timeout) {
     if (absl::Now() >= deadline) return -1;
     absl::SleepFor(absl::Milliseconds(5));
   }
+}
+
+uint64_t ServerProcess::ResidentKb() const {
+  std::ifstream status(absl::StrCat("/proc/", pid_, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) != 0) continue;
+    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    uint64_t kb = 0;
+    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kb)) return kb;
+  }
+  return 0;
 }
 
 absl::Status ServerProcess::Stop(absl::Duration timeout) {

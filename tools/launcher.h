@@ -50,6 +50,8 @@ class ServerProcess {
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
   std::string address() const;  // "127.0.0.1:PORT"
+  // The server's resident memory (VmRSS, KiB) from /proc; 0 if it cannot be read.
+  uint64_t ResidentKb() const;
 
   // SIGTERM, then waits up to `timeout` (SIGKILL after it). Returns INTERNAL unless the server
   // exited with status 0 before the timeout.

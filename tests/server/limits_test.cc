@@ -14,8 +14,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "dpf/params.h"
 #include "embedding/table.h"
@@ -81,19 +79,6 @@ std::string PartialMessage(uint32_t words, size_t body) {
   const uint32_t header[2] = {0, words};
   std::memcpy(bytes.data(), header, sizeof(header));
   return bytes;
-}
-
-uint64_t ResidentKb(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
-      uint64_t kb = 0;
-      if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kb)) return kb;
-    }
-  }
-  return 0;
 }
 
 class LimitsTest : public ::testing::Test {
@@ -196,7 +181,7 @@ TEST_F(LimitsTest, SlowSendersHoldNeitherMemoryNorConnectionsForLong) {
   // arriving messages (8 MB) closes the connections beyond it at once; the read timeout closes
   // the rest. Before: 300 such connections took server memory from 33 MB to 629 MB.
   Start({"--max_buffered_bytes=8000000", "--read_timeout_ms=1500"});
-  const uint64_t rss_before = ResidentKb(server_[0]->pid());
+  const uint64_t rss_before = server_[0]->ResidentKb();
   std::vector<RawSocket> slow;
   for (int i = 0; i < 40; ++i) {
     slow.emplace_back(server_[0]->port());
@@ -205,7 +190,7 @@ TEST_F(LimitsTest, SlowSendersHoldNeitherMemoryNorConnectionsForLong) {
   int closed_at_once = 0;
   for (const RawSocket& s : slow) closed_at_once += s.ClosedByPeer(absl::Milliseconds(50));
   EXPECT_GE(closed_at_once, 35) << "at most 8 MB of declared messages may be arriving";
-  const uint64_t rss_during = ResidentKb(server_[0]->pid());
+  const uint64_t rss_during = server_[0]->ResidentKb();
   EXPECT_LT(rss_during, rss_before + 40 * 1024) << "KB";
   auto client = client::Client::Connect(Options());
   ASSERT_TRUE(client.ok()) << client.status();
