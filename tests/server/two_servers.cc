@@ -2,7 +2,11 @@
 
 #include <capnp/ez-rpc.h>
 
+#include <stdlib.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -16,8 +20,18 @@
 namespace veil::testing {
 
 std::string TempPath(const std::string& name) {
+  // A directory of this process's own (mkdtemp), so a file a process with the same pid left
+  // behind in an earlier test run can never be mistaken for one of ours.
+  static const std::string dir = [] {
+    std::string pattern = absl::StrCat(::testing::TempDir(), "/veil_test_XXXXXX");
+    if (mkdtemp(pattern.data()) == nullptr) {
+      ADD_FAILURE() << "mkdtemp " << pattern << ": " << std::strerror(errno);
+      std::abort();
+    }
+    return pattern;
+  }();
   static std::atomic<int> counter{0};
-  return absl::StrCat(::testing::TempDir(), "/veil_", getpid(), "_", counter++, "_", name);
+  return absl::StrCat(dir, "/", counter++, "_", name);
 }
 
 absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding::RowFormat format,
