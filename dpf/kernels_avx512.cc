@@ -4,6 +4,7 @@
 // [kL, kR, kL, kR] give [L0, R0, L1, R1], already in the children's order. Eight vectors (32
 // blocks) are in flight to cover the AES latency. ChaCha runs 16 seeds across the 16 lanes.
 #include <immintrin.h>
+#include <sodium.h>
 
 #include "dpf/kernels.h"
 #include "dpf/kernels_generic.h"
@@ -365,21 +366,56 @@ void MacAddAvx512(const uint32_t* const* y, int keys, const uint32_t* rows, uint
   }
 }
 
-void MacXorAvx512(const uint32_t* const* y, int keys, const uint32_t* rows, uint64_t stride,
-                  size_t nrows, uint32_t row_words, uint32_t* acc) {
+// K keys' accumulators stay in registers while the rows stream past (each row loaded once). A key's
+// bits for 32 rows are first spread to 32 words of 0 or ~0 (a zero-masked move), so that each row costs a key
+// one broadcast load and one ternary-logic op, acc ^= row & mask, with no mask register traffic.
+template <int K>
+void MacXorKeys(const uint32_t* const* y, const uint32_t* rows, uint64_t stride, size_t nrows,
+                uint32_t row_words, uint32_t* acc) {
+  alignas(64) uint32_t masks[K][32];
+  const __m512i ones = _mm512_set1_epi32(-1);
   for (uint32_t j0 = 0; j0 < row_words; j0 += 16) {
     const uint32_t width = row_words - j0 < 16 ? row_words - j0 : 16;
     const __mmask16 wm = static_cast<__mmask16>((1u << width) - 1);
-    for (int k = 0; k < keys; ++k) {
-      __m512i a = _mm512_setzero_si512();
-      const uint32_t* yk = y[k];
-      for (size_t r = 0; r < nrows; ++r) {
-        const __m512i row = _mm512_maskz_loadu_epi32(wm, rows + r * stride + j0);
-        const __mmask16 take = static_cast<__mmask16>(wm & (0u - ((yk[r / 32] >> (r % 32)) & 1)));
-        a = _mm512_mask_xor_epi32(a, take, a, row);
+    __m512i a[K];
+    for (int k = 0; k < K; ++k) a[k] = _mm512_setzero_si512();
+    for (size_t r0 = 0; r0 < nrows; r0 += 32) {
+      for (int k = 0; k < K; ++k) {
+        const uint32_t bits = y[k][r0 / 32];
+        _mm512_store_si512(masks[k], _mm512_maskz_mov_epi32(static_cast<__mmask16>(bits), ones));
+        _mm512_store_si512(masks[k] + 16,
+                           _mm512_maskz_mov_epi32(static_cast<__mmask16>(bits >> 16), ones));
       }
+      const size_t rn = nrows - r0 < 32 ? nrows - r0 : 32;
+      for (size_t i = 0; i < rn; ++i) {
+        const __m512i row = _mm512_maskz_loadu_epi32(wm, rows + (r0 + i) * stride + j0);
+        for (int k = 0; k < K; ++k) {
+          a[k] = _mm512_ternarylogic_epi32(a[k], row, _mm512_set1_epi32(masks[k][i]), 0x78);
+        }
+      }
+    }
+    for (int k = 0; k < K; ++k) {
       uint32_t* dst = acc + size_t(k) * row_words + j0;
-      _mm512_mask_storeu_epi32(dst, wm, _mm512_xor_si512(_mm512_maskz_loadu_epi32(wm, dst), a));
+      _mm512_mask_storeu_epi32(dst, wm, _mm512_xor_si512(_mm512_maskz_loadu_epi32(wm, dst), a[k]));
+    }
+  }
+  sodium_memzero(masks, sizeof(masks));
+}
+
+void MacXorAvx512(const uint32_t* const* y, int keys, const uint32_t* rows, uint64_t stride,
+                  size_t nrows, uint32_t row_words, uint32_t* acc) {
+  for (int k0 = 0; k0 < keys; k0 += 8) {
+    const uint32_t* const* yk = y + k0;
+    uint32_t* ak = acc + size_t(k0) * row_words;
+    switch (keys - k0 < 8 ? keys - k0 : 8) {
+      case 1: MacXorKeys<1>(yk, rows, stride, nrows, row_words, ak); break;
+      case 2: MacXorKeys<2>(yk, rows, stride, nrows, row_words, ak); break;
+      case 3: MacXorKeys<3>(yk, rows, stride, nrows, row_words, ak); break;
+      case 4: MacXorKeys<4>(yk, rows, stride, nrows, row_words, ak); break;
+      case 5: MacXorKeys<5>(yk, rows, stride, nrows, row_words, ak); break;
+      case 6: MacXorKeys<6>(yk, rows, stride, nrows, row_words, ak); break;
+      case 7: MacXorKeys<7>(yk, rows, stride, nrows, row_words, ak); break;
+      default: MacXorKeys<8>(yk, rows, stride, nrows, row_words, ak); break;
     }
   }
 }
