@@ -187,7 +187,20 @@ std::vector<uint8_t> Layout::Serialize() const {
   return out;
 }
 
-absl::StatusOr<Layout> Layout::Parse(absl::Span<const uint8_t> bytes) {
+uint64_t Layout::PeakMemoryBytes(const LayoutParams& params) {
+  const uint64_t rows = params.num_rows > 0 ? static_cast<uint64_t>(params.num_rows) : 0;
+  const uint64_t c = params.colocation > 0 ? static_cast<uint64_t>(params.colocation) : 0;
+  // Per row: its table's member list (4), the keyed sort (16), its location (12), its entry and
+  // companions (4 (1 + c)), the companion array (4c) and, from Parse, a companion vector (24 + 4c);
+  // bins may pad the entries by up to one slot per bin.
+  const uint64_t per_row = 4 + 16 + 12 + 4 * (1 + c) + 4 * c + (c > 0 ? 24 + 4 * c : 0);
+  const uint64_t padding = 4 * (1 + c) *
+                           (static_cast<uint64_t>(std::max(0, params.hot.bins)) +
+                            static_cast<uint64_t>(std::max(0, params.cold.bins)));
+  return rows * per_row + padding;
+}
+
+absl::StatusOr<Layout> Layout::Parse(absl::Span<const uint8_t> bytes, uint64_t max_memory_bytes) {
   if (bytes.size() < kHeaderBytes + kDigestBytes ||
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     return absl::InvalidArgumentError("layout file: not a veil layout (bad magic or too short)");
@@ -218,6 +231,11 @@ absl::StatusOr<Layout> Layout::Parse(absl::Span<const uint8_t> bytes) {
   if (bytes.size() != expected) {
     return absl::InvalidArgumentError(
         absl::StrCat("layout file: ", bytes.size(), " bytes, its header implies ", expected));
+  }
+  if (const uint64_t need = PeakMemoryBytes(params); need > max_memory_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "layout file: its ", params.num_rows, " rows would need ~", need >> 20,
+        " MiB of memory, above the limit of ", max_memory_bytes >> 20, " MiB"));
   }
   uint8_t digest[kDigestBytes];
   crypto_generichash(digest, sizeof(digest), bytes.data(), bytes.size() - kDigestBytes, nullptr, 0);
@@ -254,13 +272,13 @@ absl::Status Layout::WriteFile(const std::string& path) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Layout> Layout::ReadFile(const std::string& path) {
+absl::StatusOr<Layout> Layout::ReadFile(const std::string& path, uint64_t max_memory_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open layout file ", path));
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
-  auto layout = Parse(bytes);
+  auto layout = Parse(bytes, max_memory_bytes);
   if (!layout.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", layout.status().message()));
+    return absl::Status(layout.status().code(), absl::StrCat(path, ": ", layout.status().message()));
   }
   return layout;
 }

@@ -36,6 +36,9 @@ inline constexpr int32_t kMaxColocation = 16;
 inline constexpr int32_t kMaxRowWords = 1 << 16;
 inline constexpr int32_t kMaxRounds = 64;
 inline constexpr int32_t kMaxLayoutRows = 1 << 30;
+// What Parse and ReadFile let a layout file make them allocate by default: a file of a few bytes
+// (co-location 0) may declare up to kMaxLayoutRows rows, ~40 bytes of memory each.
+inline constexpr uint64_t kDefaultMaxLayoutMemoryBytes = uint64_t{1} << 30;
 
 struct TableShape {
   int32_t bins = 0;    // 0 only for an empty table
@@ -72,12 +75,17 @@ class Layout {
 
   // The versioned file: magic "VEILLAYT", version, parameters, hot rows, companions, and a
   // BLAKE2b-256 digest of all that. Parse returns INVALID_ARGUMENT for a wrong magic, version,
-  // size or digest, or any value Create would reject.
+  // size or digest, or any value Create would reject, and RESOURCE_EXHAUSTED before allocating
+  // when building the layout would need more than `max_memory_bytes` (PeakMemoryBytes).
   std::vector<uint8_t> Serialize() const;
-  static absl::StatusOr<Layout> Parse(absl::Span<const uint8_t> bytes);
+  static absl::StatusOr<Layout> Parse(absl::Span<const uint8_t> bytes,
+                                      uint64_t max_memory_bytes = kDefaultMaxLayoutMemoryBytes);
   // File wrappers. ReadFile returns NOT_FOUND if the file cannot be opened.
   absl::Status WriteFile(const std::string& path) const;
-  static absl::StatusOr<Layout> ReadFile(const std::string& path);
+  static absl::StatusOr<Layout> ReadFile(const std::string& path,
+                                         uint64_t max_memory_bytes = kDefaultMaxLayoutMemoryBytes);
+  // An upper bound on the bytes Create allocates at its peak for these parameters.
+  static uint64_t PeakMemoryBytes(const LayoutParams& params);
 
   const LayoutParams& params() const { return params_; }
   int32_t num_rows() const { return params_.num_rows; }

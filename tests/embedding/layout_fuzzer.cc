@@ -2,7 +2,7 @@
 // first rewrites the file's trailing BLAKE2b digest to match its contents (odd) or leaves the
 // bytes as they are (even): without that, every mutation past the digest check would be refused
 // there and the checks of the values (Create's) would never be reached.
-// Invariants: Parse fails with INVALID_ARGUMENT, or gives a layout whose serialization parses to
+// Invariants: Parse fails with INVALID_ARGUMENT (or RESOURCE_EXHAUSTED past its memory limit), or gives a layout whose serialization parses to
 // the same serialization, in which every row is the primary row of the slot Locate names.
 #include <sodium.h>
 
@@ -20,10 +20,9 @@ namespace {
 using embedding::Layout;
 using embedding::LayoutParams;
 
-// Layouts larger than this are skipped: Parse may allocate ~12 bytes per declared row (up to
-// kMaxLayoutRows), which is the documented bound, not a defect, and would only make runs slow.
-constexpr int32_t kMaxFuzzRows = 1 << 12;
-constexpr size_t kRowsOffset = 12;  // after the magic and the version
+// Parse's memory limit here: larger layouts are refused (RESOURCE_EXHAUSTED) before allocating,
+// which keeps runs fast and checks that the limit holds for every header.
+constexpr uint64_t kFuzzMemoryBytes = uint64_t{1} << 20;
 
 std::vector<uint8_t> Seed(const LayoutParams& params, std::vector<int32_t> hot,
                           const std::vector<std::vector<int32_t>>& companions, uint8_t mode) {
@@ -60,20 +59,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using veil::fuzz::Check;
   if (size < 1) return 0;
   std::vector<uint8_t> bytes(data + 1, data + size);
-  if (bytes.size() >= veil::fuzz::kRowsOffset + 4) {
-    int32_t rows;
-    std::memcpy(&rows, bytes.data() + veil::fuzz::kRowsOffset, 4);
-    if (rows > veil::fuzz::kMaxFuzzRows) return 0;
-  }
   if ((data[0] & 1) != 0 && bytes.size() >= crypto_generichash_BYTES) {
     const size_t body = bytes.size() - crypto_generichash_BYTES;
     crypto_generichash(bytes.data() + body, crypto_generichash_BYTES, bytes.data(), body, nullptr,
                        0);
   }
-  auto layout = veil::embedding::Layout::Parse(bytes);
+  auto layout = veil::embedding::Layout::Parse(bytes, veil::fuzz::kFuzzMemoryBytes);
   if (!layout.ok()) {
-    Check(layout.status().code() == absl::StatusCode::kInvalidArgument,
-          "Parse: not INVALID_ARGUMENT");
+    Check(layout.status().code() == absl::StatusCode::kInvalidArgument ||
+              layout.status().code() == absl::StatusCode::kResourceExhausted,
+          "Parse: neither INVALID_ARGUMENT nor RESOURCE_EXHAUSTED");
     return 0;
   }
   const std::vector<uint8_t> serialized = layout->Serialize();

@@ -1,6 +1,9 @@
 #include "embedding/layout.h"
 
+#include <sodium.h>
+
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -159,6 +162,30 @@ TEST(LayoutFileTest, RoundTripsAndRejectsMalformedFiles) {
   EXPECT_EQ(read->Serialize(), bytes);
   std::remove(path.c_str());
   EXPECT_TRUE(absl::IsNotFound(Layout::ReadFile(path).status()));
+}
+
+// A file of ~100 bytes (co-location 0: nothing per row in the file) may declare 2^30 rows; Parse
+// refuses it before allocating rather than building a layout of tens of GiB.
+TEST(LayoutFileTest, AFileDeclaringMoreRowsThanTheMemoryLimitIsRefusedBeforeAllocating) {
+  auto layout = Layout::Create(Params(100, 0, {}, {8, 1}), {}, {});
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  std::vector<uint8_t> bytes = layout->Serialize();
+  ASSERT_LT(bytes.size(), 128u);
+  const uint32_t rows = uint32_t{1} << 30;
+  std::memcpy(&bytes[12], &rows, 4);  // little-endian like the file
+  crypto_generichash(bytes.data() + bytes.size() - 32, 32, bytes.data(), bytes.size() - 32,
+                     nullptr, 0);
+  LayoutParams params = layout->params();
+  params.num_rows = static_cast<int32_t>(rows);
+  EXPECT_GT(Layout::PeakMemoryBytes(params), uint64_t{32} << 30);
+  const absl::Status refused = Layout::Parse(bytes).status();
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("above the limit of 1024 MiB"));
+  // A limit that fits the real layout lets it through; one just below its need refuses it.
+  const std::vector<uint8_t> real = layout->Serialize();
+  const uint64_t need = Layout::PeakMemoryBytes(layout->params());
+  EXPECT_TRUE(Layout::Parse(real, need).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(Layout::Parse(real, need - 1).status()));
 }
 
 TEST(LayoutFileTest, MutatedFilesAreRejectedOrValid) {
