@@ -174,7 +174,9 @@ TableDigestBytes DigestTable(const TableHeader& header, absl::Span<const uint8_t
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < HashThreads(threads); ++t) pool.emplace_back(work);
+  for (uint64_t t = 1; t < std::min<uint64_t>(HashThreads(threads), chunks); ++t) {
+    pool.emplace_back(work);
+  }
   work();
   for (std::thread& t : pool) t.join();
   return CombineDigests(header, digests);
@@ -296,12 +298,16 @@ absl::StatusOr<std::unique_ptr<Table>> Table::Load(const std::string& path,
     }
   };
   [[maybe_unused]] const int sodium_ready = sodium_init();
+  constexpr uint64_t kPiece = uint64_t{8} << 20;
+  // A table read in one piece has nothing to overlap: it is hashed on this thread afterwards.
+  const bool hash_here = data_bytes <= kPiece;
   std::vector<std::thread> hashers;
-  if (options.verify) {
-    for (int t = 0; t < HashThreads(options.threads); ++t) hashers.emplace_back(hash);
+  if (options.verify && !hash_here) {
+    for (uint64_t t = 0; t < std::min<uint64_t>(HashThreads(options.threads), chunks); ++t) {
+      hashers.emplace_back(hash);
+    }
   }
   absl::Status status = absl::OkStatus();
-  constexpr uint64_t kPiece = uint64_t{8} << 20;
   for (uint64_t offset = 0; offset < data_bytes && status.ok(); offset += kPiece) {
     const uint64_t piece = std::min(kPiece, data_bytes - offset);
     status = ReadFully((*file)->fd, rows + offset, piece, sizeof(TableHeader) + offset);
@@ -310,6 +316,7 @@ absl::StatusOr<std::unique_ptr<Table>> Table::Load(const std::string& path,
     failed = !status.ok();
   }
   for (std::thread& t : hashers) t.join();
+  if (options.verify && hash_here && status.ok()) hash();
   if (!status.ok()) return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
   if (options.verify) {
     if (absl::Status s = CheckDigest((*file)->header, CombineDigests((*file)->header, digests));
