@@ -171,6 +171,21 @@ absl::Status CheckReplyTable(const LweTableInfo& table, const std::string& serve
                    "); connect a new client to use the new table"));
 }
 
+// FAILED_PRECONDITION unless `config` (of `who`) serves `table` with its hint.
+absl::Status SameTableAndHint(const ServerConfig& config, const LweTableInfo& table,
+                              const std::string& who, const char* whose) {
+  const LweTableInfo& t = config.table;
+  if (t.digest == table.digest && t.epoch == table.epoch &&
+      t.hint_digest_hex == table.hint_digest_hex) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      who, " serves another table or hint (digest ", t.digest_hex, " epoch ", t.epoch, ", hint ",
+      t.hint_digest_hex.substr(0, 16), ") than ", whose, " (digest ", table.digest_hex, " epoch ",
+      table.epoch, ", hint ", table.hint_digest_hex.substr(0, 16),
+      "); connect a new client once every replica serves the same table"));
+}
+
 absl::Status FirstError(kj::Array<absl::Status> results) {
   for (absl::Status& r : results) {
     if (!r.ok()) return r;
@@ -243,12 +258,6 @@ absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOpt
     if (!key.ok()) return key.status();
     row_key = *key;
   }
-  // TODO(reliability): replicas of an LWE server (they would need the same hint) are not failed
-  // over to yet.
-  if (absl::StrContains(options.server, ',')) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "an LWE client takes one server address, not a list (\"", options.server, "\")"));
-  }
   TransportOptions t;
   t.addresses = {options.server};
   t.tls_names = {options.tls_server_name};
@@ -260,13 +269,42 @@ absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOpt
   if (!transport.ok()) return transport.status();
   std::unique_ptr<LweClient> client(new LweClient(options, *std::move(transport)));
   client->row_key_ = row_key;
-  ServerConfig config;
-  absl::Status connected =
-      client->transport_->Connect({true}, [&](int, int, rpc::VeilServer::Client server) {
-        return ReadConfig(server, options.protocol, config);
-      });
-  if (!connected.ok()) return connected;
-  absl::StatusOr<lattice::LweConfig> lattice_config = client->Adopt(config);
+  LweClient* c = client.get();
+  c->replica_configs_.resize(c->transport_->replicas(0));
+  c->transport_->SetReconnectCheck([c](int, int replica, rpc::VeilServer::Client server) {
+    auto config = std::make_unique<ServerConfig>();
+    ServerConfig& read = *config;
+    return ReadConfig(server, c->options_.protocol, read)
+        .then([c, replica, config = std::move(config)](absl::Status s) mutable {
+          if (!s.ok()) return s;
+          if (!c->adopted_.load()) {
+            c->replica_configs_[replica] = std::move(config);
+            return absl::OkStatus();
+          }
+          return SameTableAndHint(*config, c->table_, c->transport_->ReplicaName(0, replica),
+                                  "this session's");
+        });
+  });
+  if (absl::Status s = c->transport_->Connect({true}, c->transport_->reconnect_check());
+      !s.ok()) {
+    return s;
+  }
+  // The first replica that answered gives the session's config; the others must agree.
+  const ServerConfig* config = nullptr;
+  for (int r = 0; r < c->transport_->replicas(0); ++r) {
+    const ServerConfig* other = c->replica_configs_[r].get();
+    if (other == nullptr) continue;
+    if (config == nullptr) {
+      config = other;
+      continue;
+    }
+    if (absl::Status s = SameTableAndHint(*other, config->table, c->transport_->ReplicaName(0, r),
+                                          "another replica's");
+        !s.ok()) {
+      return s;
+    }
+  }
+  absl::StatusOr<lattice::LweConfig> lattice_config = c->Adopt(*config);
   if (!lattice_config.ok()) return lattice_config.status();
   absl::MutexLock lock(&client->mu_);
   absl::StatusOr<std::vector<uint8_t>> blob = client->GetHint();
@@ -277,6 +315,7 @@ absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOpt
         client->transport_->Name(0), " sent an unusable hint: ", lwe.status().message()));
   }
   client->lwe_ = *std::move(lwe);
+  client->replica_configs_.clear();
   return client;
 }
 
@@ -317,6 +356,7 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
   max_queries_per_call_ = config.max_queries_per_call;
   max_queued_queries_ = config.max_queued_queries;
   max_message_bytes_ = config.max_message_bytes;
+  adopted_.store(true);
   return lattice_config;
 }
 
@@ -337,31 +377,35 @@ absl::StatusOr<std::vector<uint8_t>> LweClient::GetHint() {
     const uint64_t last = std::min(chunks, first + kChunksInFlight);
     absl::Status status = transport_->Run(
         [&]() -> kj::Promise<absl::Status> {
-          auto server = transport_->Capability(0).castAs<rpc::LweServer>();
           auto done = std::make_shared<std::vector<bool>>(1, false);
           auto remaining = std::make_shared<uint64_t>(last - first);
           auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(last - first);
           for (uint64_t c = first; c < last; ++c) {
-            auto request = server.hintRequest();
-            request.setChunk(c);
-            request.setHintDigest(capnp::Data::Reader(hint_digest_.data(), hint_digest_.size()));
             const uint64_t offset = c * hint_chunk_bytes_;
             const uint64_t size = std::min(hint_chunk_bytes_, bytes - offset);
-            replies.add(request.send()
-                            .then(
-                                [this, &blob, offset, size, c, done,
-                                 remaining](capnp::Response<rpc::LweServer::HintResults> r) {
-                                  capnp::Data::Reader data = r.getData();
-                                  if (data.size() != size) {
-                                    return absl::InternalError(absl::StrCat(
-                                        transport_->Name(0), " sent hint chunk ", c, " of ",
-                                        data.size(), " bytes, expected ", size));
-                                  }
-                                  std::memcpy(blob.data() + offset, data.begin(), size);
-                                  if (--*remaining == 0) (*done)[0] = true;
-                                  return absl::OkStatus();
-                                },
-                                [this](kj::Exception&& e) { return transport_->ServerError(0, e); })
+            auto send = [this, &blob, offset, size, c](rpc::VeilServer::Client cap, int replica) {
+              auto request = cap.castAs<rpc::LweServer>().hintRequest();
+              request.setChunk(c);
+              request.setHintDigest(capnp::Data::Reader(hint_digest_.data(), hint_digest_.size()));
+              return request.send().then(
+                  [this, &blob, offset, size, c,
+                   replica](capnp::Response<rpc::LweServer::HintResults> r) {
+                    capnp::Data::Reader data = r.getData();
+                    if (data.size() != size) {
+                      return absl::InternalError(absl::StrCat(
+                          transport_->ReplicaName(0, replica), " sent hint chunk ", c, " of ",
+                          data.size(), " bytes, expected ", size));
+                    }
+                    // A hedged chunk may come twice: the same bytes (the digest checks them all).
+                    std::memcpy(blob.data() + offset, data.begin(), size);
+                    return absl::OkStatus();
+                  });
+            };
+            replies.add(transport_->Call(0, std::move(send))
+                            .then([done, remaining](absl::Status status) {
+                              if (status.ok() && --*remaining == 0) (*done)[0] = true;
+                              return status;
+                            })
                             .eagerlyEvaluate(nullptr));
           }
           return transport_->WithTimeout(
@@ -394,21 +438,7 @@ absl::StatusOr<std::vector<uint8_t>> LweClient::GetHint() {
 
 absl::Status LweClient::Reconnect() {
   if (!transport_->Lost()[0]) return absl::OkStatus();
-  ServerConfig config;
-  absl::Status connected = transport_->Connect({true}, [&](int, int, rpc::VeilServer::Client server) {
-    return ReadConfig(server, options_.protocol, config);
-  });
-  if (!connected.ok()) return connected;
-  if (config.table.digest != table_.digest || config.table.epoch != table_.epoch ||
-      config.table.hint_digest_hex != table_.hint_digest_hex) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(transport_->Name(0), " came back serving another table or hint (digest ",
-                     config.table.digest_hex, " epoch ", config.table.epoch, ", hint ",
-                     config.table.hint_digest_hex.substr(0, 16), ") than this session's (digest ",
-                     table_.digest_hex, " epoch ", table_.epoch, ", hint ",
-                     table_.hint_digest_hex.substr(0, 16), "); connect a new client to use it"));
-  }
-  return absl::OkStatus();
+  return transport_->Connect({true}, transport_->reconnect_check());
 }
 
 size_t LweClient::QueriesPerCall() const {
@@ -425,35 +455,41 @@ absl::Status LweClient::SendQueries(absl::Span<const uint32_t> queries, size_t c
   const size_t calls = (count + per_call - 1) / per_call;
   return transport_->Run(
       [&]() -> kj::Promise<absl::Status> {
-        auto server = transport_->Capability(0).castAs<rpc::LweServer>();
         auto done = std::make_shared<std::vector<bool>>(1, false);
         auto remaining = std::make_shared<size_t>(calls);
         auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(calls);
         for (size_t call = 0; call < calls; ++call) {
           const size_t first = call * per_call, n = std::min(per_call, count - first);
-          auto request = server.answerRequest(
-              capnp::MessageSize{n * qw / 2 + 16 + hint_digest_.size() / 8, 0});
-          request.setQueries(capnp::Data::Reader(
-              reinterpret_cast<const uint8_t*>(queries.data() + first * qw), 4 * n * qw));
-          request.setHintDigest(capnp::Data::Reader(hint_digest_.data(), hint_digest_.size()));
-          auto on_reply = [this, first, n, aw, answers, done,
-                           remaining](capnp::Response<rpc::LweServer::AnswerResults> r) {
-            if (absl::Status s = CheckReplyTable(table_, transport_->Name(0), r.getTable());
-                !s.ok()) {
-              return s;
-            }
-            capnp::Data::Reader data = r.getAnswers();
-            if (data.size() != 4 * n * aw) {
-              return absl::InternalError(absl::StrCat(transport_->Name(0), " sent ", data.size(),
-                                                      " bytes of answers, expected ", 4 * n * aw));
-            }
-            std::memcpy(answers.data() + first * aw, data.begin(), data.size());
-            if (--*remaining == 0) (*done)[0] = true;
-            return absl::OkStatus();
+          auto send = [this, queries, first, n, qw, aw, answers](rpc::VeilServer::Client cap,
+                                                                 int replica) {
+            auto request = cap.castAs<rpc::LweServer>().answerRequest(
+                capnp::MessageSize{n * qw / 2 + 16 + hint_digest_.size() / 8, 0});
+            request.setQueries(capnp::Data::Reader(
+                reinterpret_cast<const uint8_t*>(queries.data() + first * qw), 4 * n * qw));
+            request.setHintDigest(capnp::Data::Reader(hint_digest_.data(), hint_digest_.size()));
+            return request.send().then(
+                [this, first, n, aw, answers,
+                 replica](capnp::Response<rpc::LweServer::AnswerResults> r) {
+                  const std::string who = transport_->ReplicaName(0, replica);
+                  if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {
+                    return s;
+                  }
+                  capnp::Data::Reader data = r.getAnswers();
+                  if (data.size() != 4 * n * aw) {
+                    return absl::InternalError(absl::StrCat(
+                        who, " sent ", data.size(), " bytes of answers, expected ", 4 * n * aw));
+                  }
+                  // A hedged call may be answered twice: any answer to these queries decrypts
+                  // to the same rows (the tags check them).
+                  std::memcpy(answers.data() + first * aw, data.begin(), data.size());
+                  return absl::OkStatus();
+                });
           };
-          auto on_error = [this](kj::Exception&& e) { return transport_->ServerError(0, e); };
-          replies.add(request.send()
-                          .then(std::move(on_reply), std::move(on_error))
+          replies.add(transport_->Call(0, std::move(send))
+                          .then([done, remaining](absl::Status status) {
+                            if (status.ok() && --*remaining == 0) (*done)[0] = true;
+                            return status;
+                          })
                           .eagerlyEvaluate(nullptr));
         }
         auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
@@ -481,6 +517,7 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
   const uint64_t qw = shape.query_words(), aw = shape.answer_words();
   const uint32_t data_words = table_.row_words, record_bytes = shape.record_bytes;
   const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
+  const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + options_.timeout;
   LweClientTimes times;
@@ -533,6 +570,8 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
   stats.lookups = static_cast<uint32_t>(indices.size());
   stats.keys = static_cast<uint32_t>(indices.size());
   stats.calls = static_cast<uint32_t>((indices.size() + per_call - 1) / per_call);
+  stats.failovers = static_cast<uint32_t>(transport_->failovers() - failovers_before);
+  stats.hedges = static_cast<uint32_t>(transport_->hedges() - hedges_before);
   last_call_ = stats;
   last_times_ = times;
   totals_.lookups += stats.lookups;
@@ -571,6 +610,8 @@ CallStats LweClient::totals() const {
   CallStats t = totals_;
   t.bytes_up = transport_->bytes_up();
   t.bytes_down = transport_->bytes_down();
+  t.failovers = static_cast<uint32_t>(transport_->failovers());
+  t.hedges = static_cast<uint32_t>(transport_->hedges());
   return t;
 }
 

@@ -11,8 +11,12 @@
 // row's column under a fresh secret that never leaves the client) and decrypts the answer with
 // the hint; the server learns nothing about the row.
 //
-// A lost connection is reopened by the next call (the call that finds it lost fails with
-// UNAVAILABLE), which goes ahead only if the server still serves the session's table and hint.
+// Replicas: `server` may list replicas of one server ("HOST:PORT,HOST:PORT", as
+// ClientOptions::server0); at Connect every replica that answers must serve the same table and
+// hint. Each call (a hint chunk, a wave of queries) fails over to another replica and is hedged
+// as the two-server client's (mobile_client/transport.h); queries are fresh encryptions, so a
+// call answered twice reveals nothing more. A lost connection is reopened by the next call, and a
+// replica is used again only if it still serves the session's table and hint.
 //
 // Never a wrong row: when the table's rows carry authentication tags (embedding/row_tag.h) the
 // client needs the table's row key and checks every decrypted row (DATA_LOSS, never returned, on
@@ -23,6 +27,7 @@
 #define VEIL_MOBILE_CLIENT_LWE_CLIENT_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -48,7 +53,7 @@ namespace veil::client {
 class Transport;
 
 struct LweClientOptions {
-  std::string server;                   // "HOST:PORT"
+  std::string server;                   // "HOST:PORT", or replicas "HOST:PORT,HOST:PORT"
   std::string protocol = "lwe-simple";  // or "lwe-double": what the server must speak
   // Bound on connecting, on each wave of hint chunks and on each lookup.
   absl::Duration timeout = absl::Seconds(30);
@@ -139,7 +144,7 @@ class LweClient {
   absl::StatusOr<lattice::LweConfig> Adopt(const ServerConfig& config);
   // The hint blob from the cache or the server (chunk waves, resuming after a lost connection).
   absl::StatusOr<std::vector<uint8_t>> GetHint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Before a call: reopens a lost connection, to the same table and hint only.
+  // Before a call: reconnects the server when no replica is up (ReadConfig checks each).
   absl::Status Reconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queries in one answer call: within the server's limits, the queries and their answers each
   // within max_message_bytes.
@@ -160,6 +165,10 @@ class LweClient {
   uint64_t max_message_bytes_ = 0;
   bool hint_from_cache_ = false;
   std::unique_ptr<lattice::LweClient> lwe_;
+  // Each replica's config at Connect (written on the loop thread while Connect waits); once one
+  // is adopted (table_ fixed, adopted_ set) a replica that (re)connects is checked against it.
+  std::vector<std::unique_ptr<ServerConfig>> replica_configs_;
+  std::atomic<bool> adopted_{false};
 
   mutable absl::Mutex mu_;  // serializes the calls
   CallStats last_call_ ABSL_GUARDED_BY(mu_);

@@ -93,6 +93,7 @@ class Transport {
   // What Call() runs on a replica it (re)connects; call before Connect. It must outlive the
   // transport's calls.
   void SetReconnectCheck(OnConnected check) { reconnect_check_ = std::move(check); }
+  const OnConnected& reconnect_check() const { return reconnect_check_; }
   // The servers none of whose replicas is up (reconnect them with Connect).
   std::vector<bool> Lost() const;
 

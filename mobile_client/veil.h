@@ -289,7 +289,7 @@ typedef struct veil_lwe_client veil_lwe_client;
  * a zero field means its default. */
 typedef struct veil_lwe_client_options {
   uint32_t struct_size;          /* sizeof(veil_lwe_client_options) as the app was compiled */
-  const char* server;            /* "HOST:PORT" of the LWE server */
+  const char* server;            /* "HOST:PORT" of the LWE server, or its replicas "H:P,H:P" */
   const char* protocol;          /* "lwe-simple" (NULL) or "lwe-double": what the server speaks */
   uint32_t timeout_ms;           /* connecting (hint included) and each lookup; 0: 30000 */
   const char* tls_trusted_certs; /* as in veil_client_options; NULL: no TLS (loopback only) */

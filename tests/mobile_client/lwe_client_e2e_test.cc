@@ -245,7 +245,52 @@ TEST_F(LweClientTest, ARestartedServerIsReconnectedToTheSameTableOnly) {
   EXPECT_EQ((*client)->LookupWords({4}).status().code(), absl::StatusCode::kUnavailable);
   auto refused = (*client)->LookupWords({4});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.status().message(), HasSubstr("came back serving another table"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("serves another table or hint"));
+}
+
+// Two replicas of one LWE server (the same table, hence the same seed and hint): lookups go on
+// with no failure while one replica is down, and a replica of another table is refused.
+TEST_F(LweClientTest, ReplicasTakeOverWhileOneIsDown) {
+  auto replica = testing::StartLweServer(path_, "lwe-simple");
+  ASSERT_TRUE(replica.ok()) << replica.status();
+  LweClientOptions o = Options();
+  o.server = absl::StrCat(server_->address(), ",", (*replica)->address());
+  o.timeout = absl::Seconds(10);
+  auto client = LweClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto table = embedding::Table::Open(path_);
+  ASSERT_TRUE(table.ok());
+  ASSERT_TRUE((*client)->LookupWords({1}).ok());
+  for (int round = 0; round < 2; ++round) {
+    // Round 0 stops the first replica, round 1 brings it back and stops the second.
+    if (round == 0) {
+      ASSERT_TRUE(server_->Stop().ok());
+    } else {
+      auto back = testing::StartLweServer(path_, "lwe-simple",
+                                          {absl::StrCat("--listen=", server_->address())});
+      ASSERT_TRUE(back.ok()) << back.status();
+      server_ = *std::move(back);
+      ASSERT_TRUE((*client)->LookupWords({2}).ok());
+      ASSERT_TRUE((*replica)->Stop().ok());
+    }
+    for (uint64_t row : {0, 77, 199}) {
+      auto words = (*client)->LookupWords({row, (row + 1) % 200});
+      ASSERT_TRUE(words.ok()) << "round " << round << ": " << words.status();
+      EXPECT_EQ(*words, PlainWords(**table, {row, (row + 1) % 200}));
+    }
+  }
+  EXPECT_GE((*client)->totals().failovers, 1u);
+
+  // Replicas of different tables: Connect refuses them rather than mixing hints.
+  auto other = testing::WriteRandomTable("lwe_replica_other.veil",
+                                         embedding::RowFormat::kInt8RowWise, 200, 16, 9, 1, &key_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto stranger = testing::StartLweServer(*other, "lwe-simple");
+  ASSERT_TRUE(stranger.ok()) << stranger.status();
+  o.server = absl::StrCat(server_->address(), ",", (*stranger)->address());
+  auto refused = LweClient::Connect(o);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("serves another table or hint"));
 }
 
 }  // namespace
