@@ -16,6 +16,7 @@
 #include "mobile_client/transport.h"
 #include "pir/he/bag.h"
 #include "pir/he/serialization.h"
+#include "rpc/status.h"
 
 namespace veil::client {
 
@@ -62,6 +63,16 @@ bool SameTable(const BagTableInfo& a, const BagTableInfo& b) {
   return a.digest == b.digest && a.epoch == b.epoch && a.rows == b.rows && a.dim == b.dim &&
          a.frac_bits == b.frac_bits && a.log_n == b.log_n && a.query_blocks == b.query_blocks &&
          a.galois_key_bytes == b.galois_key_bytes;
+}
+
+// FAILED_PRECONDITION unless `config` (of `who`) serves `table`.
+absl::Status SameTableAs(const ServerConfig& config, const BagTableInfo& table,
+                         const std::string& who, const char* whose) {
+  if (SameTable(config.table, table)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      who, " serves another table (digest ", config.table.digest_hex, " epoch ",
+      config.table.epoch, ") than ", whose, " (digest ", table.digest_hex, " epoch ", table.epoch,
+      "); connect a new client once every replica serves the same table"));
 }
 
 // One bag's distinct rows and their weights (repeated rows add up, as in EmbeddingBag).
@@ -123,20 +134,80 @@ kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, ServerConfi
 
 }  // namespace
 
-BagClient::BagClient(BagClientOptions options, std::unique_ptr<Transport> transport)
-    : options_(std::move(options)), transport_(std::move(transport)) {}
+// The loop thread's view of the session's Galois keys on each replica of the server.
+struct BagClient::LoopState {
+  enum class Keys { kNone, kUploading, kInstalled };
+  struct Replica {
+    Keys keys = Keys::kNone;
+    kj::Maybe<kj::ForkedPromise<absl::Status>> upload;  // while kUploading (kept after)
+  };
+  std::vector<Replica> replicas;
 
-BagClient::~BagClient() = default;
+  // The session's keys on `replica` (through `cap`, its connection): at once if it holds them,
+  // else joining or starting their upload in chunks (pipelined). A failed upload's exception (a
+  // lost connection: the call fails over) or error passes through, and the next call tries again.
+  kj::Promise<absl::Status> KeysOn(BagClient& client, int replica, rpc::VeilServer::Client cap) {
+    Replica& r = replicas[replica];
+    if (r.keys == Keys::kInstalled) return absl::OkStatus();
+    if (r.keys == Keys::kUploading) {
+      KJ_IF_MAYBE(upload, r.upload) { return upload->addBranch(); }
+    }
+    const std::vector<uint8_t>& bytes = client.galois_keys_;
+    const uint64_t chunk = client.max_chunk_bytes_;
+    const size_t chunks = (bytes.size() + chunk - 1) / chunk;
+    auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(chunks);
+    auto server = cap.castAs<rpc::BagServer>();
+    const std::string who = client.transport_->ReplicaName(0, replica);
+    for (size_t c = 0; c < chunks; ++c) {
+      const size_t offset = c * chunk;
+      const size_t size = std::min<size_t>(chunk, bytes.size() - offset);
+      auto request = server.uploadGaloisKeysRequest();
+      request.setOffset(offset);
+      request.setChunk(capnp::Data::Reader(bytes.data() + offset, size));
+      const bool last = c + 1 == chunks;
+      replies.add(request.send().then(
+          [last, who](capnp::Response<rpc::BagServer::UploadGaloisKeysResults> reply) {
+            if (last && !reply.getInstalled()) {
+              return absl::InternalError(
+                  absl::StrCat(who, " did not install the Galois keys after their last chunk"));
+            }
+            return absl::OkStatus();
+          }));
+    }
+    auto upload =
+        kj::joinPromises(replies.finish())
+            .then(
+                [this, &client, replica](kj::Array<absl::Status> results) {
+                  absl::Status status = FirstError(kj::mv(results));
+                  replicas[replica].keys = status.ok() ? Keys::kInstalled : Keys::kNone;
+                  if (status.ok()) ++client.key_uploads_;
+                  return status;
+                },
+                [this, replica](kj::Exception&& e) -> absl::Status {
+                  replicas[replica].keys = Keys::kNone;
+                  kj::throwFatalException(kj::mv(e));
+                })
+            .fork();
+    r.keys = Keys::kUploading;
+    auto branch = upload.addBranch();
+    r.upload = kj::mv(upload);
+    return branch;
+  }
+};
+
+BagClient::BagClient(BagClientOptions options, std::unique_ptr<Transport> transport)
+    : options_(std::move(options)),
+      transport_(std::move(transport)),
+      loop_(std::make_unique<LoopState>()) {}
+
+BagClient::~BagClient() {
+  // The loop thread's promises refer to loop_: stop it first.
+  transport_.reset();
+}
 
 absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOptions& options) {
   if (sodium_init() < 0) return absl::InternalError("libsodium failed to initialise");
   if (options.server.empty()) return absl::InvalidArgumentError("no server address");
-  // The server keeps this client's Galois keys per connection, so it has no replicas to fail over
-  // to.
-  if (absl::StrContains(options.server, ',')) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a bfv-bag client takes one server address, not a list (\"", options.server, "\")"));
-  }
   TransportOptions t;
   t.addresses = {options.server};
   t.tls_names = {options.tls_server_name};
@@ -147,13 +218,47 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOpt
   auto transport = Transport::Create(std::move(t));
   if (!transport.ok()) return transport.status();
   std::unique_ptr<BagClient> client(new BagClient(options, *std::move(transport)));
-  ServerConfig config;
-  absl::Status connected = client->transport_->Connect(
-      {true}, [&](int, int, rpc::VeilServer::Client server) { return ReadConfig(server, config); });
-  if (!connected.ok()) return connected;
-  if (absl::Status s = client->Adopt(config); !s.ok()) return s;
-  absl::MutexLock lock(&client->mu_);
-  if (absl::Status s = client->UploadKeys(); !s.ok()) return s;
+  BagClient* c = client.get();
+  const int replicas = c->transport_->replicas(0);
+  c->replica_configs_.resize(replicas);
+  c->loop_->replicas = std::vector<LoopState::Replica>(replicas);
+  c->transport_->SetReconnectCheck([c](int, int replica, rpc::VeilServer::Client server) {
+    auto config = std::make_unique<ServerConfig>();
+    ServerConfig& read = *config;
+    return ReadConfig(server, read).then(
+        [c, replica, config = std::move(config)](absl::Status s) mutable {
+          if (!s.ok()) return s;
+          if (!c->adopted_.load()) {
+            c->replica_configs_[replica] = std::move(config);
+            return absl::OkStatus();
+          }
+          // A new connection holds no keys: its first query uploads them.
+          c->loop_->replicas[replica].keys = LoopState::Keys::kNone;
+          return SameTableAs(*config, c->table_, c->transport_->ReplicaName(0, replica),
+                             "this session's");
+        });
+  });
+  if (absl::Status s = c->transport_->Connect({true}, c->transport_->reconnect_check());
+      !s.ok()) {
+    return s;
+  }
+  // The first replica that answered gives the session's config; the others must agree.
+  const ServerConfig* config = nullptr;
+  for (int r = 0; r < replicas; ++r) {
+    const ServerConfig* other = c->replica_configs_[r].get();
+    if (other == nullptr) continue;
+    if (config == nullptr) {
+      config = other;
+    } else if (absl::Status s = SameTableAs(*other, config->table,
+                                            c->transport_->ReplicaName(0, r), "another replica's");
+               !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = c->Adopt(*config); !s.ok()) return s;
+  c->replica_configs_.clear();
+  absl::MutexLock lock(&c->mu_);
+  if (absl::Status s = c->UploadKeys(); !s.ok()) return s;
   return client;
 }
 
@@ -193,84 +298,41 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
         " bytes; ", t.query_blocks, " ciphertexts per query, ", config.max_queued_ciphertexts,
         " allowed in flight)"));
   }
-  if (he_ == nullptr) {
-    // Only at Connect: table() is read without the lock, and a reconnection must find the same
-    // table anyway (Reconnect checks).
-    table_ = t;
-    table_.query_bytes = sizes.query_bytes;
-    table_.answer_bytes = sizes.answer_bytes;
-  }
+  auto keys = (*he_client)->MakeGaloisKeys();
+  if (!keys.ok()) return keys.status();
+  auto bytes = he::SerializeGaloisKeys(**ctx, *keys);
+  if (!bytes.ok()) return bytes.status();
+  table_ = t;
+  table_.query_bytes = sizes.query_bytes;
+  table_.answer_bytes = sizes.answer_bytes;
   max_chunk_bytes_ = config.max_chunk_bytes;
   max_queued_ciphertexts_ = config.max_queued_ciphertexts;
+  galois_keys_ = *std::move(bytes);
   ctx_ = *std::move(ctx);
   he_ = *std::move(he_client);
+  adopted_.store(true);
   return absl::OkStatus();
 }
 
 absl::Status BagClient::UploadKeys() {
-  absl::StatusOr<std::vector<uint8_t>> bytes;
-  {
-    auto keys = he_->MakeGaloisKeys();
-    if (!keys.ok()) return keys.status();
-    bytes = he::SerializeGaloisKeys(*ctx_, *keys);
-    if (!bytes.ok()) return bytes.status();
-  }
-  absl::Status status = transport_->Run(
+  return transport_->Run(
       [&]() -> kj::Promise<absl::Status> {
-        auto server = transport_->Capability(0).castAs<rpc::BagServer>();
-        const size_t chunks = (bytes->size() + max_chunk_bytes_ - 1) / max_chunk_bytes_;
-        auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(chunks);
         auto done = std::make_shared<std::vector<bool>>(1, false);
-        for (size_t c = 0; c < chunks; ++c) {
-          const size_t offset = c * max_chunk_bytes_;
-          const size_t size = std::min<size_t>(max_chunk_bytes_, bytes->size() - offset);
-          auto request = server.uploadGaloisKeysRequest();
-          request.setOffset(offset);
-          request.setChunk(capnp::Data::Reader(bytes->data() + offset, size));
-          const bool last = c + 1 == chunks;
-          replies.add(request.send()
-                          .then(
-                              [this, last,
-                               done](capnp::Response<rpc::BagServer::UploadGaloisKeysResults> r) {
-                                if (last && !r.getInstalled()) {
-                                  return absl::InternalError(
-                                      absl::StrCat(transport_->Name(0),
-                                                   " did not install the Galois keys after their "
-                                                   "last chunk"));
-                                }
-                                if (last) (*done)[0] = true;
-                                return absl::OkStatus();
-                              },
-                              [this](kj::Exception&& e) { return transport_->ServerError(0, e); })
-                          .eagerlyEvaluate(nullptr));
-        }
-        return transport_->WithTimeout(
-            kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
-              return FirstError(kj::mv(r));
-            }),
-            done);
+        auto upload = transport_->Call(0, [this](rpc::VeilServer::Client cap, int replica) {
+          return loop_->KeysOn(*this, replica, kj::mv(cap));
+        });
+        return transport_->WithTimeout(upload.then([done](absl::Status s) {
+          (*done)[0] = s.ok();
+          return s;
+        }),
+                                       done);
       },
       "Galois key upload");
-  if (!status.ok()) return status;
-  ++key_uploads_;
-  return absl::OkStatus();
 }
 
 absl::Status BagClient::Reconnect() {
   if (!transport_->Lost()[0]) return absl::OkStatus();
-  ServerConfig config;
-  absl::Status connected = transport_->Connect(
-      {true}, [&](int, int, rpc::VeilServer::Client server) { return ReadConfig(server, config); });
-  if (!connected.ok()) return connected;
-  if (!SameTable(config.table, table_)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        transport_->Name(0), " came back serving another table (digest ", config.table.digest_hex,
-        " epoch ", config.table.epoch, ") than this session's (digest ", table_.digest_hex,
-        " epoch ", table_.epoch, "); connect a new client to use it"));
-  }
-  // A new connection is a new session: new keys (the old ones went with the connection).
-  if (absl::Status s = Adopt(config); !s.ok()) return s;
-  return UploadKeys();
+  return transport_->Connect({true}, transport_->reconnect_check());
 }
 
 absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
@@ -306,6 +368,7 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
   if (absl::Status s = Reconnect(); !s.ok()) return s;
   std::vector<int64_t> sums(bags.size() * table_.dim);
   const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
+  const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + options_.timeout;
   // Bags go out in waves that fit the server's per-connection queue; each wave's queries are
@@ -341,6 +404,8 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
   stats.lookups = static_cast<uint32_t>(bags.size());
   stats.keys = static_cast<uint32_t>(bags.size() * table_.query_blocks);
   stats.calls = static_cast<uint32_t>(bags.size());
+  stats.failovers = static_cast<uint32_t>(transport_->failovers() - failovers_before);
+  stats.hedges = static_cast<uint32_t>(transport_->hedges() - hedges_before);
   last_call_ = stats;
   totals_.lookups += stats.lookups;
   totals_.keys += stats.keys;
@@ -353,27 +418,42 @@ absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& querie
   std::vector<std::vector<uint8_t>> answers(queries.size());
   absl::Status status = transport_->Run(
       [&]() -> kj::Promise<absl::Status> {
-        auto server = transport_->Capability(0).castAs<rpc::BagServer>();
         auto done = std::make_shared<std::vector<bool>>(1, false);
         auto remaining = std::make_shared<size_t>(queries.size());
         auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(queries.size());
         for (size_t i = 0; i < queries.size(); ++i) {
-          auto request = server.answerRequest();
-          request.setQuery(capnp::Data::Reader(queries[i].data(), queries[i].size()));
-          auto on_reply = [this, i, &answers, done,
-                           remaining](capnp::Response<rpc::BagServer::AnswerResults> r) {
-            if (absl::Status s = CheckReplyTable(table_, transport_->Name(0), r.getTable());
-                !s.ok()) {
-              return s;
-            }
-            capnp::Data::Reader answer = r.getAnswer();
-            answers[i].assign(answer.begin(), answer.end());
-            if (--*remaining == 0) (*done)[0] = true;
-            return absl::OkStatus();
+          auto send = [this, i, &queries, &answers](rpc::VeilServer::Client cap, int replica) {
+            return loop_->KeysOn(*this, replica, cap).then([this, i, &queries, &answers, cap,
+                                                            replica](absl::Status keys) mutable
+                                                           -> kj::Promise<absl::Status> {
+              if (!keys.ok()) return keys;
+              auto request = cap.castAs<rpc::BagServer>().answerRequest();
+              request.setQuery(capnp::Data::Reader(queries[i].data(), queries[i].size()));
+              return request.send().then(
+                  [this, i, &answers, replica](capnp::Response<rpc::BagServer::AnswerResults> r) {
+                    const std::string who = transport_->ReplicaName(0, replica);
+                    if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {
+                      return s;
+                    }
+                    // A hedged query may be answered twice: either answer decrypts to the sum.
+                    capnp::Data::Reader answer = r.getAnswer();
+                    answers[i].assign(answer.begin(), answer.end());
+                    return absl::OkStatus();
+                  },
+                  [this, replica](kj::Exception&& e) -> absl::Status {
+                    // Evicted keys (ABORTED): the replica is sent them again before a retry.
+                    if (absl::IsAborted(rpc::ExceptionToStatus(e, ""))) {
+                      loop_->replicas[replica].keys = LoopState::Keys::kNone;
+                    }
+                    kj::throwFatalException(kj::mv(e));
+                  });
+            });
           };
-          auto on_error = [this](kj::Exception&& e) { return transport_->ServerError(0, e); };
-          replies.add(request.send()
-                          .then(std::move(on_reply), std::move(on_error))
+          replies.add(transport_->Call(0, std::move(send))
+                          .then([done, remaining](absl::Status status) {
+                            if (status.ok() && --*remaining == 0) (*done)[0] = true;
+                            return status;
+                          })
                           .eagerlyEvaluate(nullptr));
         }
         auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
@@ -445,12 +525,11 @@ CallStats BagClient::totals() const {
   CallStats t = totals_;
   t.bytes_up = transport_->bytes_up();
   t.bytes_down = transport_->bytes_down();
+  t.failovers = static_cast<uint32_t>(transport_->failovers());
+  t.hedges = static_cast<uint32_t>(transport_->hedges());
   return t;
 }
 
-uint64_t BagClient::key_uploads() const {
-  absl::MutexLock lock(&mu_);
-  return key_uploads_;
-}
+uint64_t BagClient::key_uploads() const { return key_uploads_.load(); }
 
 }  // namespace veil::client

@@ -14,15 +14,21 @@
 // sum_r |w_r| max|T| stays below 2^57 (INVALID_ARGUMENT otherwise, before anything is sent).
 //
 // The session: Connect reads the server's configuration, generates a BFV secret key (libsodium;
-// wiped when the client goes) and the Galois keys the table's product needs, and uploads them.
-// If the server evicts them (its key memory is bounded) or the connection is lost, the next
-// lookup uploads them again (after reconnecting, only to the same table) and retries once.
+// wiped when the client goes) and the Galois keys the table's product needs (public), and uploads
+// them. The keys last as long as the client: if the server evicts them (its key memory is
+// bounded) the next lookup uploads them again and retries once; a connection (re)opened to the
+// same table gets them before its first query.
+//
+// Replicas: `server` may list replicas of one server ("HOST:PORT,HOST:PORT", serving the same
+// table). Each query fails over to another replica and is hedged as the two-server client's
+// (mobile_client/transport.h); a replica gets the session's Galois keys before its first query.
 //
 // Thread-safe: calls are serialized. Network I/O runs on a thread the client owns.
 #ifndef VEIL_MOBILE_CLIENT_BAG_CLIENT_H_
 #define VEIL_MOBILE_CLIENT_BAG_CLIENT_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,7 +51,7 @@ namespace veil::client {
 class Transport;
 
 struct BagClientOptions {
-  std::string server;  // "HOST:PORT"
+  std::string server;  // "HOST:PORT", or replicas "HOST:PORT,HOST:PORT"
   // Bound on connecting, on each key upload and on each lookup. Key generation and the upload of
   // the Galois keys (megabytes) are part of Connect.
   absl::Duration timeout = absl::Seconds(30);
@@ -116,7 +122,8 @@ class BagClient {
   // included).
   CallStats last_call() const;
   CallStats totals() const;
-  // Galois key uploads so far (1 after Connect; more after evictions or reconnections).
+  // Galois key uploads so far (1 after Connect; more after evictions, reconnections or on
+  // other replicas).
   uint64_t key_uploads() const;
 
   struct ServerConfig;
@@ -125,12 +132,15 @@ class BagClient {
  private:
   BagClient(BagClientOptions options, std::unique_ptr<Transport> transport);
 
-  // Checks the server's configuration and starts a session for it: the BFV context and a new
-  // secret key.
+  struct LoopState;
+
+  // Checks the server's configuration and starts the session: the BFV context, the secret key and
+  // the Galois keys.
   absl::Status Adopt(const ServerConfig& config);
-  // Generates the Galois keys and uploads them in chunks (pipelined), within the timeout.
+  // Uploads the Galois keys to the server (a replica that does not hold them yet), within the
+  // timeout.
   absl::Status UploadKeys() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Before a call: reopens a lost connection (to the same table only) as a new session.
+  // Before a call: reconnects the server when no replica is up (to the same table only).
   absl::Status Reconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends one wave of serialized queries (at most the server's per-connection queue) by the
   // deadline and decodes the answers into `sums` (dim per query).
@@ -144,11 +154,17 @@ class BagClient {
   uint32_t max_queued_ciphertexts_ = 0;  // per connection
   std::shared_ptr<const he::BfvContext> ctx_;
   std::unique_ptr<he::BagClient> he_;  // holds the secret key (wiped on destruction)
+  std::vector<uint8_t> galois_keys_;   // serialized; public
+  // Each replica's config at Connect (written on the loop thread while Connect waits); once one
+  // is adopted (table_ fixed, adopted_ set) a replica that (re)connects is checked against it.
+  std::vector<std::unique_ptr<ServerConfig>> replica_configs_;
+  std::atomic<bool> adopted_{false};
+  std::unique_ptr<LoopState> loop_;  // the loop thread's: which replicas hold the keys
+  std::atomic<uint64_t> key_uploads_{0};
 
   mutable absl::Mutex mu_;  // serializes the calls
   CallStats last_call_ ABSL_GUARDED_BY(mu_);
   CallStats totals_ ABSL_GUARDED_BY(mu_);
-  uint64_t key_uploads_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace veil::client

@@ -230,7 +230,7 @@ typedef struct veil_bag_client veil_bag_client;
  * a zero field means its default. */
 typedef struct veil_bag_client_options {
   uint32_t struct_size;          /* sizeof(veil_bag_client_options) as the app was compiled */
-  const char* server;            /* "HOST:PORT" of the bfv-bag server */
+  const char* server;            /* "HOST:PORT" of the bfv-bag server, or its replicas "H:P,H:P" */
   uint32_t timeout_ms;           /* connecting (key upload included) and each lookup; 0: 30000 */
   const char* tls_trusted_certs; /* as in veil_client_options; NULL: no TLS (loopback only) */
   const char* tls_server_name;   /* the name the server's certificate must hold; NULL: its HOST */

@@ -267,7 +267,7 @@ TEST_F(BagClientTest, TheKeyMemoryBoundEvictsIdleSessions) {
   EXPECT_EQ((*b)->key_uploads(), 2u);
 }
 
-TEST_F(BagClientTest, ARestartedServerIsANewSessionOnlyWithTheSameTable) {
+TEST_F(BagClientTest, ARestartedServerGetsTheKeysAgainOnlyWithTheSameTable) {
   auto other =
       testing::WriteRandomTable("other.veil", embedding::RowFormat::kFixed32, kRows, kDim, 12);
   ASSERT_TRUE(other.ok());
@@ -290,7 +290,7 @@ TEST_F(BagClientTest, ARestartedServerIsANewSessionOnlyWithTheSameTable) {
   restart(path_);
   const absl::Status gone = (*client)->LookupPooledSums(rows, bag, {}).status();
   EXPECT_TRUE(absl::IsUnavailable(gone)) << gone;          // finds the old connection gone
-  auto sums = (*client)->LookupPooledSums(rows, bag, {});  // a new session, keys uploaded again
+  auto sums = (*client)->LookupPooledSums(rows, bag, {});  // the keys are uploaded again
   ASSERT_TRUE(sums.ok()) << sums.status();
   EXPECT_EQ(*sums, PlainSums(*table_, rows, bag, {}));
   EXPECT_EQ((*client)->key_uploads(), 2u);
@@ -299,7 +299,53 @@ TEST_F(BagClientTest, ARestartedServerIsANewSessionOnlyWithTheSameTable) {
   EXPECT_FALSE((*client)->LookupPooledSums(rows, bag, {}).ok());
   const absl::Status refused = (*client)->LookupPooledSums(rows, bag, {}).status();
   EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
-  EXPECT_THAT(refused.message(), HasSubstr("came back serving another table"));
+  EXPECT_THAT(refused.message(), HasSubstr("serves another table"));
+}
+
+// Two replicas of one bfv-bag server: the session's keys go to each replica before its first
+// query, and lookups go on with no failure while either replica is down.
+TEST_F(BagClientTest, ReplicasTakeOverWhileOneIsDown) {
+  auto first = testing::StartBagServer(path_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = testing::StartBagServer(path_);
+  ASSERT_TRUE(second.ok()) << second.status();
+  BagClientOptions options = Options(**first);
+  options.server = absl::StrCat((*first)->address(), ",", (*second)->address());
+  options.timeout = absl::Seconds(20);
+  auto client = BagClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->key_uploads(), 1u);
+  const std::vector<uint64_t> rows = {3, 150, 299};
+  const std::vector<uint32_t> bag = {3};
+  const std::vector<int64_t> plain = PlainSums(*table_, rows, bag, {});
+  auto lookup = [&](const char* when) {
+    auto sums = (*client)->LookupPooledSums(rows, bag, {});
+    ASSERT_TRUE(sums.ok()) << when << ": " << sums.status();
+    EXPECT_EQ(*sums, plain) << when;
+  };
+  lookup("both up");
+  const int port = (*first)->port();
+  (*first)->Kill();
+  for (int i = 0; i < 3; ++i) lookup("the first replica down");
+  // The second replica got the keys (a hedge may have sent them there earlier: at least 2).
+  EXPECT_GE((*client)->key_uploads(), 2u);
+  EXPECT_GE((*client)->totals().failovers, 1u);
+  auto back = testing::StartBagServer(path_, {absl::StrCat("--listen=127.0.0.1:", port)});
+  ASSERT_TRUE(back.ok()) << back.status();
+  (*second)->Kill();
+  for (int i = 0; i < 3; ++i) lookup("the second replica down");
+  EXPECT_GE((*client)->key_uploads(), 3u);  // the restarted first replica got them again
+
+  // Replicas of different tables: Connect refuses them.
+  auto other =
+      testing::WriteRandomTable("replica_other.veil", embedding::RowFormat::kFixed32, kRows, kDim, 13);
+  ASSERT_TRUE(other.ok());
+  auto stranger = testing::StartBagServer(*other);
+  ASSERT_TRUE(stranger.ok()) << stranger.status();
+  options.server = absl::StrCat((*back)->address(), ",", (*stranger)->address());
+  const absl::Status refused = BagClient::Connect(options).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("serves another table"));
 }
 
 TEST_F(BagClientTest, ServesOverTls) {
