@@ -1,5 +1,7 @@
 #include "mobile_client/private_embedding_bag.h"
 
+#include <sodium.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -70,6 +72,23 @@ PrivateEmbeddingBagImpl::PrivateEmbeddingBagImpl(const PrivateEmbeddingBagOption
   reset();
 }
 
+PrivateEmbeddingBagImpl::PrivateEmbeddingBagImpl(const PrivateEmbeddingBagOptions& options_,
+                                                 std::shared_ptr<LweClient> client,
+                                                 torch::Tensor default_row_, int64_t pad_rows)
+    : options(options_),
+      default_row(std::move(default_row_)),
+      lwe_client_(std::move(client)),
+      pad_rows_(pad_rows) {
+  TORCH_CHECK(lwe_client_, "PrivateEmbeddingBag: needs a client");
+  TORCH_CHECK(pad_rows_ >= 1, "PrivateEmbeddingBag: pad_rows ", pad_rows_, " is not positive");
+  const LweTableInfo& table = lwe_client_->table();
+  TORCH_CHECK(table.rows == static_cast<uint64_t>(options.num_embeddings()) &&
+                  table.dim == static_cast<uint32_t>(options.embedding_dim()),
+              "PrivateEmbeddingBag: the server's table (", table.rows, " x ", table.dim,
+              ") is not ", options.num_embeddings(), " x ", options.embedding_dim());
+  reset();
+}
+
 void PrivateEmbeddingBagImpl::reset() {
   torch::Tensor row = default_row.defined()
                           ? default_row.detach().to(torch::kFloat32).reshape(-1).clone()
@@ -82,11 +101,16 @@ void PrivateEmbeddingBagImpl::reset() {
 void PrivateEmbeddingBagImpl::pretty_print(std::ostream& stream) const {
   stream << "veil::client::PrivateEmbeddingBag(num_embeddings=" << options.num_embeddings()
          << ", embedding_dim=" << options.embedding_dim()
-         << ", mode=" << torch::enumtype::get_enum_name(options.mode())
-         << ", keys_per_inference=" << batch::CostOf(*layout_).keys << ")";
+         << ", mode=" << torch::enumtype::get_enum_name(options.mode());
+  if (layout_) {
+    stream << ", keys_per_inference=" << batch::CostOf(*layout_).keys << ")";
+  } else {
+    stream << ", protocol=" << lwe_client_->table().protocol << ", pad_rows=" << pad_rows_ << ")";
+  }
 }
 
 absl::StatusOr<PrivateRows> PrivateEmbeddingBagImpl::Fetch(absl::Span<const int64_t> wanted) {
+  if (lwe_client_) return FetchLwe(wanted);
   std::vector<int32_t> rows32;
   rows32.reserve(wanted.size());
   for (int64_t row : wanted) {
@@ -112,6 +136,54 @@ absl::StatusOr<PrivateRows> PrivateEmbeddingBagImpl::Fetch(absl::Span<const int6
     if (fetched.missing[i]) continue;
     std::memcpy(weight + i * dim, looked_up->values.data() + i * dim, sizeof(float) * dim);
   }
+  last_call_ = fetched.call;
+  return fetched;
+}
+
+absl::StatusOr<PrivateRows> PrivateEmbeddingBagImpl::FetchLwe(absl::Span<const int64_t> wanted) {
+  const int64_t table_rows = options.num_embeddings();
+  PrivateRows fetched;
+  for (int64_t row : wanted) {
+    if (row < 0 || row >= table_rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PrivateEmbeddingBag: row ", row, " outside [0, ", table_rows, ")"));
+    }
+  }
+  fetched.rows.assign(wanted.begin(), wanted.end());
+  std::sort(fetched.rows.begin(), fetched.rows.end());
+  fetched.rows.erase(std::unique(fetched.rows.begin(), fetched.rows.end()), fetched.rows.end());
+  const int64_t n = static_cast<int64_t>(fetched.rows.size());
+  // Random distinct rows up to the next multiple of pad_rows (or the whole table).
+  const int64_t padded = std::min(table_rows, std::max<int64_t>(1, (n + pad_rows_ - 1) / pad_rows_) *
+                                                  pad_rows_);
+  std::vector<uint64_t> queried(fetched.rows.begin(), fetched.rows.end());
+  std::vector<int64_t> taken = fetched.rows;  // sorted
+  while (static_cast<int64_t>(queried.size()) < padded) {
+    const int64_t row = static_cast<int64_t>(
+        randombytes_uniform(static_cast<uint32_t>(std::min<int64_t>(table_rows, UINT32_MAX))));
+    auto at = std::lower_bound(taken.begin(), taken.end(), row);
+    if (at != taken.end() && *at == row) continue;
+    taken.insert(at, row);
+    queried.push_back(static_cast<uint64_t>(row));
+  }
+  // The wanted rows at random places among the dummies (the queries' order is encrypted anyway;
+  // this keeps the calls' split from following the request).
+  for (size_t i = queried.size(); i > 1; --i) {
+    std::swap(queried[i - 1], queried[randombytes_uniform(static_cast<uint32_t>(i))]);
+  }
+  auto values = lwe_client_->Lookup(queried);
+  if (!values.ok()) return values.status();
+  const int64_t dim = options.embedding_dim();
+  fetched.weight = default_row.reshape({1, dim}).repeat({n + 1, 1}).contiguous();
+  float* weight = fetched.weight.data_ptr<float>();
+  for (size_t q = 0; q < queried.size(); ++q) {
+    const int64_t index = Find(fetched.rows, static_cast<int64_t>(queried[q]));
+    if (index < 0) continue;  // a dummy
+    std::memcpy(weight + index * dim, values->data() + q * dim, sizeof(float) * dim);
+  }
+  sodium_memzero(values->data(), values->size() * sizeof(float));
+  fetched.missing.assign(n, 0);
+  fetched.call = lwe_client_->last_call();
   last_call_ = fetched.call;
   return fetched;
 }

@@ -1,6 +1,11 @@
-// PrivateEmbeddingBag: torch::nn::EmbeddingBag whose rows are fetched privately from two veil
-// servers instead of being held locally: a thin torch module over Client::LookupLayout. Below it,
+// PrivateEmbeddingBag: torch::nn::EmbeddingBag whose rows are fetched privately instead of being
+// held locally: from two veil servers (a thin torch module over Client::LookupLayout), or from
+// ONE lattice PIR server (lwe-simple / lwe-double, LweClient::Lookup). Below it,
 // PrivatePooledEmbeddingBag pools through one bfv-bag server instead (BagClient).
+//
+// Over LWE there is no layout and no missing row: the distinct rows of an inference are fetched
+// exactly, padded with random distinct rows (libsodium) to a multiple of `pad_rows`, so that the
+// server sees ceil(distinct / pad_rows) * pad_rows queries, not the count.
 //
 // Each forward is one inference: the distinct rows of `input` are fetched with one layout lookup
 // (always exactly `rounds` keys for every bin of every table, dummies included, whatever is
@@ -29,6 +34,7 @@
 #include "embedding/layout.h"
 #include "mobile_client/bag_client.h"
 #include "mobile_client/client.h"
+#include "mobile_client/lwe_client.h"
 #include "pir/batch/planner.h"
 
 namespace veil::client {
@@ -80,6 +86,13 @@ class PrivateEmbeddingBagImpl : public torch::nn::Cloneable<PrivateEmbeddingBagI
                           std::shared_ptr<const embedding::Layout> layout,
                           torch::Tensor default_row);
 
+  // `client` connected to an lwe-simple / lwe-double server of the model's rows (any row format,
+  // dequantized); each fetch pads its distinct rows to a multiple of `pad_rows` (>= 1). Throws
+  // c10::Error if the shapes of the options, table and default row disagree.
+  PrivateEmbeddingBagImpl(const PrivateEmbeddingBagOptions& options,
+                          std::shared_ptr<LweClient> client, torch::Tensor default_row,
+                          int64_t pad_rows = 32);
+
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
 
@@ -109,14 +122,20 @@ class PrivateEmbeddingBagImpl : public torch::nn::Cloneable<PrivateEmbeddingBagI
   // The last fetch's cost (bytes on the sockets, keys per server).
   const CallStats& last_call() const { return last_call_; }
 
+  // The layout (two-server modules only).
   const embedding::Layout& layout() const { return *layout_; }
 
   PrivateEmbeddingBagOptions options;
   torch::Tensor default_row;  // buffer [dim]
 
  private:
-  std::shared_ptr<Client> client_;
+  // Fetch over LWE: the distinct rows, padded.
+  absl::StatusOr<PrivateRows> FetchLwe(absl::Span<const int64_t> wanted);
+
+  std::shared_ptr<Client> client_;                   // two servers, with layout_
   std::shared_ptr<const embedding::Layout> layout_;
+  std::shared_ptr<LweClient> lwe_client_;            // or one LWE server
+  int64_t pad_rows_ = 0;
   torch::Tensor last_missing_mask_;
   std::vector<int32_t> last_missing_rows_;
   CallStats last_call_;
