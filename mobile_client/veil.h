@@ -42,7 +42,7 @@ extern "C" {
 #define VEIL_ERR_NOT_FOUND (-5)
 #define VEIL_ERR_ALREADY_EXISTS (-6)
 #define VEIL_ERR_PERMISSION_DENIED (-7)
-#define VEIL_ERR_RESOURCE_EXHAUSTED (-8)  /* a server is overloaded */
+#define VEIL_ERR_RESOURCE_EXHAUSTED (-8)  /* a server is overloaded, or a limit is exceeded */
 #define VEIL_ERR_FAILED_PRECONDITION (-9) /* tables differ, wrong format, TLS trust or name */
 #define VEIL_ERR_ABORTED (-10)
 #define VEIL_ERR_OUT_OF_RANGE (-11)
@@ -167,7 +167,8 @@ int veil_lookup_words_in_ranges(veil_client* client, const uint64_t* indices,
  * are split into bins, which rows are stored together. It is public: ship it with the app. On
  * success *out_layout holds it (close it with veil_layout_close); on failure it is set to NULL.
  * Returns VEIL_ERR_NOT_FOUND if the file cannot be opened, VEIL_ERR_INVALID_ARGUMENT if it is not
- * a valid layout file. */
+ * a valid layout file, VEIL_ERR_RESOURCE_EXHAUSTED if its rows would need more than 1 GiB of
+ * memory (refused before allocating). */
 int veil_layout_open(const char* path, veil_layout** out_layout);
 
 /* Frees a layout. NULL is ignored. */
