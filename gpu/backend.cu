@@ -110,7 +110,7 @@ class GpuResources {
   uint32_t* h_out = nullptr;    // pinned: max_batch x row_words
   uint64_t level_keys = 0;      // level-by-level: keys per node-buffer fill
   bool use_nccl = false;
-  uint64_t ranks = 1;      // row slices of the whole table, over all processes
+  uint64_t ranks = 1;       // row slices of the whole table, over all processes
   uint64_t first_rank = 0;  // the rank of slices[0]
   GpuMemoryReport memory;
   std::mutex answering;  // one Answer at a time: they share the staging buffers and streams
@@ -187,8 +187,9 @@ absl::Status GpuResources::CheckOptions(const dpf::TableView& t, const GpuBacken
                                                      sizeof(ncclUniqueId)));
     }
 #else
-    return absl::UnimplementedError("GPU backend: joining an NCCL communicator needs NCCL (built "
-                                    "without it)");
+    return absl::UnimplementedError(
+        "GPU backend: joining an NCCL communicator needs NCCL (built "
+        "without it)");
 #endif
   }
   ranks = joined ? static_cast<uint64_t>(o.ranks) : o.devices.size();
@@ -271,8 +272,7 @@ absl::Status GpuResources::InitSlice(uint64_t i, absl::Span<const int8_t> narrow
   }
   if (o.dtype == TableDtype::kInt8) {
     VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_table_i8, rows * t.row_words));
-    VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.d_table_i8,
-                                         narrowed.data() + d.row_begin * t.row_words,
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.d_table_i8, narrowed.data() + d.row_begin * t.row_words,
                                          rows * t.row_words, cudaMemcpyHostToDevice));
     memory.table_bytes += rows * t.row_words;
   } else {
@@ -460,8 +460,8 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const p
         // Rank r's partial answers start at r * count; a group's words sit at the same offset
         // inside each rank's block.
         VEIL_RETURN_IF_ERROR(internal::LaunchCombine(
-            first.d_gather + offset * words, static_cast<int>(ranks), count,
-            g.keys.size() * words, g.geo.xor_output, first.d_out + offset * words, first.stream));
+            first.d_gather + offset * words, static_cast<int>(ranks), count, g.keys.size() * words,
+            g.geo.xor_output, first.d_out + offset * words, first.stream));
         offset += g.keys.size();
       }
     }
