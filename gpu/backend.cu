@@ -19,6 +19,8 @@
 #include <nccl.h>
 #endif
 
+#include <sodium.h>
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -67,6 +69,20 @@ absl::Status DeviceAlloc(T** ptr, uint64_t count) {
 
 }  // namespace
 
+// Wipes the host copies of packed keys (each holds its key's seeds and correction words) when the
+// scope ends, on every way out; `keys` may be cleared and refilled in between, so its whole
+// capacity is wiped.
+class WipeKeysAtExit {
+ public:
+  explicit WipeKeysAtExit(std::vector<PackedKey>& keys) : keys_(keys) {}
+  ~WipeKeysAtExit() { sodium_memzero(keys_.data(), keys_.capacity() * sizeof(PackedKey)); }
+  WipeKeysAtExit(const WipeKeysAtExit&) = delete;
+  WipeKeysAtExit& operator=(const WipeKeysAtExit&) = delete;
+
+ private:
+  std::vector<PackedKey>& keys_;
+};
+
 // Everything one device holds.
 struct DeviceSlice {
   int device = 0;
@@ -94,7 +110,7 @@ class GpuResources {
   uint32_t* h_out = nullptr;    // pinned: max_batch x row_words
   uint64_t level_keys = 0;      // level-by-level: keys per node-buffer fill
   bool use_nccl = false;
-  uint64_t ranks = 1;      // row slices of the whole table, over all processes
+  uint64_t ranks = 1;       // row slices of the whole table, over all processes
   uint64_t first_rank = 0;  // the rank of slices[0]
   GpuMemoryReport memory;
   std::mutex answering;  // one Answer at a time: they share the staging buffers and streams
@@ -106,6 +122,18 @@ class GpuResources {
 #if defined(VEIL_HAVE_NCCL)
       if (d.comm) ncclCommDestroy(d.comm);
 #endif
+      // Key-derived memory is zeroed before it goes back to the driver: the last batch's keys and
+      // answers (zeroed after each batch already, unless it failed) and the node buffer's
+      // expanded seeds, which stay between batches (each fill overwrites them).
+      const uint64_t batch_words = options.max_batch * table.row_words;
+      auto zero = [](void* p, uint64_t bytes) {
+        if (p != nullptr) cudaMemset(p, 0, bytes);
+      };
+      zero(d.d_keys, options.max_batch * sizeof(PackedKey));
+      zero(d.d_out, batch_words * sizeof(uint32_t));
+      zero(d.d_gather, ranks * batch_words * sizeof(uint32_t));
+      zero(d.d_nodes, level_keys * table.rows * sizeof(dpf::Block));
+      cudaDeviceSynchronize();
       cudaFree(d.d_table);
       cudaFree(d.d_table_i8);
       cudaFree(d.d_keys);
@@ -159,8 +187,9 @@ absl::Status GpuResources::CheckOptions(const dpf::TableView& t, const GpuBacken
                                                      sizeof(ncclUniqueId)));
     }
 #else
-    return absl::UnimplementedError("GPU backend: joining an NCCL communicator needs NCCL (built "
-                                    "without it)");
+    return absl::UnimplementedError(
+        "GPU backend: joining an NCCL communicator needs NCCL (built "
+        "without it)");
 #endif
   }
   ranks = joined ? static_cast<uint64_t>(o.ranks) : o.devices.size();
@@ -243,8 +272,7 @@ absl::Status GpuResources::InitSlice(uint64_t i, absl::Span<const int8_t> narrow
   }
   if (o.dtype == TableDtype::kInt8) {
     VEIL_RETURN_IF_ERROR(DeviceAlloc(&d.d_table_i8, rows * t.row_words));
-    VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.d_table_i8,
-                                         narrowed.data() + d.row_begin * t.row_words,
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.d_table_i8, narrowed.data() + d.row_begin * t.row_words,
                                          rows * t.row_words, cudaMemcpyHostToDevice));
     memory.table_bytes += rows * t.row_words;
   } else {
@@ -385,12 +413,24 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const p
                                        absl::Span<uint32_t> out) {
   const uint32_t words = table.row_words;
   std::vector<KeyGroup> groups = internal::GroupKeys(keys, range.rows);
+  const uint64_t n = keys.size(), count = n * words;
+  // The keys' host copies (grouped, pinned) and the answer's pinned copy are wiped on every way
+  // out; the device copies are zeroed on each stream once used (below), on the success path.
+  struct WipeHostCopies {
+    ~WipeHostCopies() {
+      for (KeyGroup& g : groups) sodium_memzero(g.keys.data(), g.keys.size() * sizeof(PackedKey));
+      sodium_memzero(r.h_keys, n * sizeof(PackedKey));
+      sodium_memzero(r.h_out, count * sizeof(uint32_t));
+    }
+    std::vector<KeyGroup>& groups;
+    GpuResources& r;
+    uint64_t n, count;
+  } wipe{groups, *this, n, count};
   uint64_t at = 0;
   for (const KeyGroup& g : groups) {
     std::memcpy(h_keys + at, g.keys.data(), g.keys.size() * sizeof(PackedKey));
     at += g.keys.size();
   }
-  const uint64_t n = keys.size(), count = n * words;
   for (DeviceSlice& d : slices) {
     VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
     VEIL_CUDA_RETURN_IF_ERROR(
@@ -420,8 +460,8 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const p
         // Rank r's partial answers start at r * count; a group's words sit at the same offset
         // inside each rank's block.
         VEIL_RETURN_IF_ERROR(internal::LaunchCombine(
-            first.d_gather + offset * words, static_cast<int>(ranks), count,
-            g.keys.size() * words, g.geo.xor_output, first.d_out + offset * words, first.stream));
+            first.d_gather + offset * words, static_cast<int>(ranks), count, g.keys.size() * words,
+            g.geo.xor_output, first.d_out + offset * words, first.stream));
         offset += g.keys.size();
       }
     }
@@ -430,8 +470,17 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const p
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(first.device));
   VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_out, result, count * sizeof(uint32_t),
                                             cudaMemcpyDeviceToHost, first.stream));
+  // Each device's copies of the keys and of its answers are zeroed on its stream, after the
+  // launches, the all-gather and the copy above have read them (the next batch would overwrite
+  // them, but a batch may be the last before the buffers are freed or the process exits).
   for (DeviceSlice& d : slices) {
     VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d.d_keys, 0, n * sizeof(PackedKey), d.stream));
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d.d_out, 0, count * sizeof(uint32_t), d.stream));
+    if (d.d_gather != nullptr) {
+      VEIL_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(d.d_gather, 0, ranks * count * sizeof(uint32_t), d.stream));
+    }
     VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
   }
   uint64_t offset = 0;
@@ -482,6 +531,7 @@ absl::Status GpuBackend::AnswerRows(absl::Span<const dpf::DpfKey* const> keys,
   }
   std::vector<PackedKey> packed;
   packed.reserve(std::min<size_t>(keys.size(), resources_->options.max_batch));
+  const WipeKeysAtExit wipe(packed);
   const uint64_t max_batch = resources_->options.max_batch;
   for (uint64_t k0 = 0; k0 < keys.size(); k0 += max_batch) {
     const uint64_t n = std::min<uint64_t>(max_batch, keys.size() - k0);

@@ -63,12 +63,14 @@ absl::StatusOr<std::vector<uint32_t>> CheckTags(const ShareExchange& exchange,
   const TableInfo& t = exchange.table();
   const uint32_t share_words = exchange.share_words();
   if (share_words == t.row_words) return shares;
+  const WipeAtExit<uint32_t> wipe(shares);
   std::vector<uint32_t> rows(count * t.row_words);
   for (size_t i = 0; i < count; ++i) {
     const absl::Span<const uint32_t> share =
         absl::MakeConstSpan(shares).subspan(i * share_words, share_words);
     if (!embedding::RowTagMatches(*exchange.row_key(), physical(i), share.first(t.row_words),
                                   share.subspan(t.row_words))) {
+      sodium_memzero(rows.data(), rows.size() * sizeof(uint32_t));  // the rows checked so far
       return absl::DataLossError(absl::StrCat(
           "row ", physical(i), " fails its authentication tag: the answers of ",
           exchange.ServerPair(),
@@ -134,6 +136,7 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupWordsInRanges(
 absl::StatusOr<std::vector<float>> Client::Lookup(absl::Span<const uint64_t> indices) {
   auto words = LookupWords(indices);
   if (!words.ok()) return words.status();
+  const WipeAtExit<uint32_t> wipe(*words);
   return DecodeRows(table(), *words, indices.size());
 }
 
@@ -141,6 +144,7 @@ absl::StatusOr<std::vector<float>> Client::LookupInRanges(absl::Span<const uint6
                                                           absl::Span<const RowRange> ranges) {
   auto words = LookupWordsInRanges(indices, ranges);
   if (!words.ok()) return words.status();
+  const WipeAtExit<uint32_t> wipe(*words);
   return DecodeRows(table(), *words, indices.size());
 }
 
@@ -170,6 +174,7 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
   auto sums = exchange_->Exchange(queries, bags->bag_sizes, {}, dpf::OutputType::kAdditive,
                                   static_cast<uint32_t>(bag_sizes.size()), "pooled lookup");
   if (!sums.ok()) return sums.status();
+  const WipeAtExit<uint32_t> wipe(*sums);
   // The sums of tags prove nothing about the sums of rows: drop them.
   const uint32_t share_words = exchange_->share_words();
   std::vector<uint32_t> out(bag_sizes.size() * t.row_words);
@@ -185,6 +190,7 @@ absl::StatusOr<std::vector<float>> Client::LookupPooled(absl::Span<const uint64_
                                                         PoolingMode mode) {
   auto sums = LookupPooledWords(indices, bag_sizes, weights);
   if (!sums.ok()) return sums.status();
+  const WipeAtExit<uint32_t> wipe(*sums);
   const TableInfo& t = table();
   std::vector<float> values(bag_sizes.size() * t.dim);
   size_t next = 0;
@@ -225,6 +231,7 @@ absl::StatusOr<LayoutLookup> Client::LookupLayout(const embedding::Layout& layou
   if (!plan.ok()) return plan.status();
   LayoutLookup out;
   std::vector<float> entries;
+  const WipeAtExit<float> wipe(entries);
   // Every key of the plan, dummies included, goes to the servers: their count is the layout's
   // constant, whatever is wanted.
   if (!plan->fetches.empty()) {

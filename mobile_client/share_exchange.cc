@@ -17,8 +17,8 @@ namespace veil::client {
 
 // One RPC per server: the keys (serialized) for each server, and the bag sizes of answerPooled
 // (empty for answer). Each reply has `reply_words` words. The serialized keys are secrets
-// (together they reveal the rows) and are wiped when the call is done.
-// TODO(security): the copies in Cap'n Proto's outgoing message buffers are freed unwiped.
+// (together they reveal the rows) and are wiped when the call is done; their copies in Cap'n
+// Proto's message buffers are wiped by the transport (rpc/wiping_message_stream.h).
 struct ShareExchange::PreparedCall {
   PreparedCall() = default;
   PreparedCall(PreparedCall&&) = default;
@@ -135,6 +135,7 @@ absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(std::vector<pir::Q
   if (!calls.ok()) return calls.status();
 
   std::vector<uint32_t> shares[2];
+  const WipeAtExit<uint32_t> wipe0(shares[0]), wipe1(shares[1]);
   CallStats stats;
   absl::Status status = RunCalls(*calls, shares, stats, what);
   // The session's version may have been dropped by a roll: once more on the newest common one.

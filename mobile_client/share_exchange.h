@@ -16,6 +16,8 @@
 #ifndef VEIL_MOBILE_CLIENT_SHARE_EXCHANGE_H_
 #define VEIL_MOBILE_CLIENT_SHARE_EXCHANGE_H_
 
+#include <sodium.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -32,6 +34,21 @@
 #include "pir/two_server/query.h"
 
 namespace veil::client {
+
+// Wipes a vector's elements when the scope ends, on every way out: for the client's copies of
+// answer shares, reconstructed rows and their decoded values, which together or alone reveal the
+// rows. A vector moved out before then (returned to the caller) is empty and left alone.
+template <typename T>
+class WipeAtExit {
+ public:
+  explicit WipeAtExit(std::vector<T>& v) : v_(v) {}
+  ~WipeAtExit() { sodium_memzero(v_.data(), v_.size() * sizeof(T)); }
+  WipeAtExit(const WipeAtExit&) = delete;
+  WipeAtExit& operator=(const WipeAtExit&) = delete;
+
+ private:
+  std::vector<T>& v_;
+};
 
 class ShareExchange {
  public:

@@ -319,8 +319,8 @@ kj::Promise<void> Transport::Open(int e) {
         c.Close();
         c.socket = opened.first;
         c.stream = kj::mv(opened.second);
-        c.rpc = kj::heap<capnp::TwoPartyClient>(*c.stream);
-        c.cap = c.rpc->bootstrap().castAs<rpc::VeilServer>();
+        c.rpc = kj::heap<rpc::WipingTwoPartyClient>(*c.stream);
+        c.cap = c.rpc->Bootstrap().castAs<rpc::VeilServer>();
       });
 }
 

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mobile_client/transport.h"
+#include "rpc/wiping_message_stream.h"
 
 namespace veil::client {
 
@@ -25,9 +26,9 @@ struct Transport::Connection {
     socket = nullptr;
   }
 
-  CountingStream* socket = nullptr;   // the TCP stream and its byte counts, owned by `stream`
-  kj::Own<kj::AsyncIoStream> stream;  // what the RPC system uses: `socket`, or TLS over it
-  kj::Own<capnp::TwoPartyClient> rpc;
+  CountingStream* socket = nullptr;        // the TCP stream and its byte counts, owned by `stream`
+  kj::Own<kj::AsyncIoStream> stream;       // what the RPC system uses: `socket`, or TLS over it
+  kj::Own<rpc::WipingTwoPartyClient> rpc;  // message buffers wiped on release
   rpc::VeilServer::Client cap{nullptr};
 };
 

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "rpc/status.h"
 #include "rpc/veil.capnp.h"
+#include "rpc/wiping_message_stream.h"
 #include "server/log.h"
 
 namespace veil::server {
@@ -170,6 +171,7 @@ struct Listener::Entry {
   FrameTracker frames;
   kj::Own<kj::PromiseFulfiller<void>> kill;
   kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<rpc::WipingMessageStream> messages;  // requests' keys wiped once released
   kj::Own<capnp::TwoPartyVatNetwork> network;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
 };
@@ -345,7 +347,8 @@ void Listener::Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
   entry->stream = kj::heap<GuardedStream>(kj::mv(stream), *entry, buffered_bytes_, limits_);
   capnp::ReaderOptions options;
   options.traversalLimitInWords = limits_.HardMessageWords();
-  entry->network = kj::heap<capnp::TwoPartyVatNetwork>(*entry->stream,
+  entry->messages = kj::heap<rpc::WipingMessageStream>(*entry->stream);
+  entry->network = kj::heap<capnp::TwoPartyVatNetwork>(*entry->messages,
                                                        capnp::rpc::twoparty::Side::SERVER, options);
   entry->rpc = kj::heap(capnp::makeRpcServer(*entry->network, new_service_(peer)));
   auto done = entry->network->onDisconnect().exclusiveJoin(kj::mv(killed.promise));
@@ -361,7 +364,8 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
     Refusal(Listener& listener_in, kj::Own<kj::AsyncIoStream> stream_in, uint32_t limit)
         : listener(listener_in),
           stream(kj::mv(stream_in)),
-          network(*stream, capnp::rpc::twoparty::Side::SERVER),
+          messages(*stream),
+          network(messages, capnp::rpc::twoparty::Side::SERVER),
           rpc(capnp::makeRpcServer(network,
                                    capnp::Capability::Client(kj::heap<RefusingService>(limit)))) {
       ++listener.refusing_;
@@ -369,6 +373,7 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
     ~Refusal() { --listener.refusing_; }
     Listener& listener;
     kj::Own<kj::AsyncIoStream> stream;
+    rpc::WipingMessageStream messages;  // a refused client's first call may carry keys
     capnp::TwoPartyVatNetwork network;
     capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
   };
