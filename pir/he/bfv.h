@@ -37,9 +37,10 @@ class SecretKey {
  public:
   SecretKey() = default;
   SecretKey(const SecretKey&) = default;
-  SecretKey& operator=(const SecretKey&) = default;
   SecretKey(SecretKey&&) = default;
-  SecretKey& operator=(SecretKey&&) = default;
+  // Assignments wipe the key they replace (before a copy may reallocate).
+  SecretKey& operator=(const SecretKey& other);
+  SecretKey& operator=(SecretKey&& other) noexcept;
   ~SecretKey();
 
   uint64_t params_id = 0;

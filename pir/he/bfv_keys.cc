@@ -74,6 +74,24 @@ void internal::ExpandKeySwitchA(const BfvContext& ctx, const Seed& seed, uint64_
 
 SecretKey::~SecretKey() { sodium_memzero(ntt.data(), ntt.size() * sizeof(uint64_t)); }
 
+SecretKey& SecretKey::operator=(const SecretKey& other) {
+  if (this != &other) {
+    sodium_memzero(ntt.data(), ntt.size() * sizeof(uint64_t));
+    params_id = other.params_id;
+    ntt = other.ntt;
+  }
+  return *this;
+}
+
+SecretKey& SecretKey::operator=(SecretKey&& other) noexcept {
+  if (this != &other) {
+    sodium_memzero(ntt.data(), ntt.size() * sizeof(uint64_t));
+    params_id = other.params_id;
+    ntt = std::move(other.ntt);
+  }
+  return *this;
+}
+
 SecretKey GenerateSecretKey(const BfvContext& ctx) {
   SecretKey sk;
   sk.params_id = ctx.id();

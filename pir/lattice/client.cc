@@ -42,6 +42,15 @@ PendingLookup::~PendingLookup() {
   if (!secrets_.empty()) sodium_memzero(secrets_.data(), secrets_.size() * sizeof(uint32_t));
 }
 
+PendingLookup& PendingLookup::operator=(PendingLookup&& other) noexcept {
+  if (this != &other) {
+    if (!secrets_.empty()) sodium_memzero(secrets_.data(), secrets_.size() * sizeof(uint32_t));
+    row_ = other.row_;
+    secrets_ = std::move(other.secrets_);
+  }
+  return *this;
+}
+
 LweClient::LweClient(const LweConfig& config, std::vector<uint32_t> hint)
     : config_(config), hint_(std::move(hint)) {}
 

@@ -22,7 +22,8 @@ class PendingLookup {
  public:
   PendingLookup() = default;
   PendingLookup(PendingLookup&&) = default;
-  PendingLookup& operator=(PendingLookup&&) = default;
+  // Wipes the secrets it replaces.
+  PendingLookup& operator=(PendingLookup&& other) noexcept;
   ~PendingLookup();
 
   uint64_t row() const { return row_; }
