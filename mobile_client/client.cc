@@ -162,6 +162,9 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
   auto bags = batch::PadBags(indices, bag_sizes, weights, t.rows, exchange_->options().pad_bags_to,
                              absl::BitGenRef(random));
   if (!bags.ok()) return bags.status();
+  // Which rows (and padding rows) the bags hold, and their weights.
+  const WipeAtExit<uint64_t> wipe_indices(bags->indices);
+  const WipeAtExit<uint32_t> wipe_weights(bags->weights);
   std::vector<pir::QueryKeys> queries;
   queries.reserve(bags->indices.size());
   for (size_t i = 0; i < bags->indices.size(); ++i) {
@@ -235,7 +238,8 @@ absl::StatusOr<LayoutLookup> Client::LookupLayout(const embedding::Layout& layou
   // Every key of the plan, dummies included, goes to the servers: their count is the layout's
   // constant, whatever is wanted.
   if (!plan->fetches.empty()) {
-    const batch::RangeLookups lookups = batch::LookupsOf(layout, *plan);
+    batch::RangeLookups lookups = batch::LookupsOf(layout, *plan);
+    const WipeAtExit<uint64_t> wipe_indices(lookups.indices);  // which slots are fetched
     auto fetched = LookupInRanges(lookups.indices, lookups.ranges);
     if (!fetched.ok()) return fetched.status();
     entries = *std::move(fetched);

@@ -1,5 +1,7 @@
 #include "server/dpf2.h"
 
+#include <sodium.h>
+
 #include <utility>
 
 #include "absl/status/status.h"
@@ -150,6 +152,7 @@ kj::Promise<void> Dpf2Service::answer(AnswerContext context) {
             capnp::MessageSize{shares->size() / 2 + 16 + embedding::kTableDigestBytes / 8, 0});
         auto list = results.initShares(shares->size());
         for (size_t i = 0; i < shares->size(); ++i) list.set(i, (*shares)[i]);
+        sodium_memzero(shares->data(), shares->size() * sizeof(uint32_t));
         FillVersion(*served, results);
         stats_.RecordCall(key_count, absl::Now() - arrival);
       });
@@ -181,6 +184,8 @@ kj::Promise<void> Dpf2Service::answerPooled(AnswerPooledContext context) {
         batch::SumBags(*shares, bag_sizes, row_words, absl::MakeSpan(sums));
         auto list = results.initShares(sums.size());
         for (size_t i = 0; i < sums.size(); ++i) list.set(i, sums[i]);
+        sodium_memzero(shares->data(), shares->size() * sizeof(uint32_t));
+        sodium_memzero(sums.data(), sums.size() * sizeof(uint32_t));
         FillVersion(*served, results);
         stats_.RecordCall(key_count, absl::Now() - arrival);
       });

@@ -1,5 +1,7 @@
 #include "server/key_batcher.h"
 
+#include <sodium.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -16,6 +18,8 @@ struct KeyCall final : BatchItem {
   std::vector<pir::RowRange> ranges;  // empty: the whole table
   KeyBatcher::Shares shares;
   size_t cost() const override { return keys.size(); }
+  // Shares not handed on (a failed pass) go wiped.
+  ~KeyCall() override { sodium_memzero(shares.data(), shares.size() * sizeof(uint32_t)); }
 };
 
 // What the keys of one backend call must share.
@@ -82,6 +86,7 @@ std::vector<absl::Status> KeyBatcher::Pass(absl::Span<BatchItem* const> batch) {
       }
     }
   }
+  sodium_memzero(out.data(), out.size() * sizeof(uint32_t));  // answer shares
   return statuses;
 }
 
