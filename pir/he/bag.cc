@@ -1,5 +1,7 @@
 #include "pir/he/bag.h"
 
+#include <sodium.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -172,6 +174,15 @@ absl::StatusOr<GaloisKeys> BagClient::MakeGaloisKeys() const {
   return GenerateGaloisKeys(*ctx_, sk_, plan_.GaloisElements());
 }
 
+namespace {
+
+// Plaintext words of a query or an answer, wiped once used.
+void WipeWords(std::vector<uint64_t>& words) {
+  sodium_memzero(words.data(), words.size() * sizeof(uint64_t));
+}
+
+}  // namespace
+
 absl::StatusOr<BagQuery> BagClient::Query(absl::Span<const uint64_t> rows,
                                           absl::Span<const int64_t> weights) const {
   if (rows.size() != weights.size()) {
@@ -181,6 +192,15 @@ absl::StatusOr<BagQuery> BagClient::Query(absl::Span<const uint64_t> rows,
   const uint64_t t = ctx_->params().t, half = (t - 1) / 2;
   std::vector<uint64_t> w(info_.rows, 0);
   std::vector<bool> seen(info_.rows, false);
+  // Both say which rows the bag holds: wiped on every way out.
+  struct Wipe {
+    std::vector<uint64_t>& w;
+    std::vector<bool>& seen;
+    ~Wipe() {
+      WipeWords(w);
+      std::fill(seen.begin(), seen.end(), false);
+    }
+  } wipe{w, seen};
   uint128_t l1 = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] >= info_.rows || seen[rows[i]]) {
@@ -201,13 +221,24 @@ absl::StatusOr<BagQuery> BagClient::Query(absl::Span<const uint64_t> rows,
   absl::StatusOr<std::vector<std::vector<uint64_t>>> packed = plan_.PackInput(w);
   if (!packed.ok()) return packed.status();
   BagQuery q;
-  for (const std::vector<uint64_t>& slots : *packed) {
-    absl::StatusOr<Plaintext> m = EncodeSlots(*ctx_, slots);
-    if (!m.ok()) return m.status();
+  absl::Status status = absl::OkStatus();
+  for (std::vector<uint64_t>& slots : *packed) {
+    absl::StatusOr<Plaintext> m =
+        status.ok() ? EncodeSlots(*ctx_, slots) : absl::StatusOr<Plaintext>(status);
+    WipeWords(slots);
+    if (!m.ok()) {
+      status = m.status();
+      continue;
+    }
     absl::StatusOr<Ciphertext> ct = EncryptSymmetric(*ctx_, sk_, *m);
-    if (!ct.ok()) return ct.status();
+    WipeWords(m->coeffs);
+    if (!ct.ok()) {
+      status = ct.status();
+      continue;
+    }
     q.blocks.push_back(*std::move(ct));
   }
+  if (!status.ok()) return status;
   return q;
 }
 
@@ -220,8 +251,11 @@ absl::StatusOr<std::vector<int64_t>> BagClient::Decode(const Ciphertext& answer)
   absl::StatusOr<Plaintext> m = Decrypt(*ctx_, sk_, answer);
   if (!m.ok()) return m.status();
   absl::StatusOr<std::vector<int64_t>> slots = DecodeSignedSlots(*ctx_, *m);
+  WipeWords(m->coeffs);
   if (!slots.ok()) return slots.status();
-  return std::vector<int64_t>(slots->begin(), slots->begin() + info_.dim);
+  std::vector<int64_t> sums(slots->begin(), slots->begin() + info_.dim);
+  sodium_memzero(slots->data(), slots->size() * sizeof(int64_t));
+  return sums;
 }
 
 }  // namespace veil::he
