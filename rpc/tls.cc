@@ -3,6 +3,7 @@
 #include "rpc/openssl_util.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
@@ -10,12 +11,16 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -112,8 +117,47 @@ kj::TlsContext::Options BaseOptions() {
 
 }  // namespace
 
+namespace {
+
+// OpenSSL's allocator, wiping what it frees. malloc_usable_size: the whole block, whatever
+// OpenSSL asked for.
+void* WipingMalloc(size_t bytes, const char*, int) { return std::malloc(bytes); }
+
+void WipingFree(void* p, const char*, int) {
+  if (p == nullptr) return;
+  sodium_memzero(p, malloc_usable_size(p));
+  std::free(p);
+}
+
+void* WipingRealloc(void* p, size_t bytes, const char* file, int line) {
+  if (p == nullptr) return std::malloc(bytes);
+  if (bytes == 0) {
+    WipingFree(p, file, line);
+    return nullptr;
+  }
+  void* moved = std::malloc(bytes);
+  if (moved == nullptr) return nullptr;
+  std::memcpy(moved, p, std::min(bytes, malloc_usable_size(p)));
+  WipingFree(p, file, line);
+  return moved;
+}
+
+}  // namespace
+
+bool WipeOpenSslMemoryOnFree() {
+  // Refused (harmlessly) once OpenSSL has allocated memory.
+  static std::once_flag once;
+  std::call_once(once, [] { CRYPTO_set_mem_functions(WipingMalloc, WipingRealloc, WipingFree); });
+  CRYPTO_malloc_fn m;
+  CRYPTO_realloc_fn r;
+  CRYPTO_free_fn f;
+  CRYPTO_get_mem_functions(&m, &r, &f);
+  return f == WipingFree;
+}
+
 absl::StatusOr<std::unique_ptr<kj::TlsContext>> MakeServerTlsContext(const std::string& cert_path,
                                                                      const std::string& key_path) {
+  WipeOpenSslMemoryOnFree();
   std::string cert_pem;
   if (absl::Status s = ReadPemFile(cert_path, "certificate", cert_pem); !s.ok()) return s;
   SecretText key_pem;
@@ -154,6 +198,7 @@ absl::StatusOr<std::unique_ptr<kj::TlsContext>> MakeServerTlsContext(const std::
 
 absl::StatusOr<std::unique_ptr<kj::TlsContext>> MakeClientTlsContext(
     const std::string& trusted_certs_path) {
+  WipeOpenSslMemoryOnFree();
   std::string pem;
   if (absl::Status s = ReadPemFile(trusted_certs_path, "trusted certificates", pem); !s.ok()) {
     return s;

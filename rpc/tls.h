@@ -47,6 +47,14 @@ absl::StatusOr<std::unique_ptr<kj::TlsContext>> MakeServerTlsContext(const std::
 absl::StatusOr<std::unique_ptr<kj::TlsContext>> MakeClientTlsContext(
     const std::string& trusted_certs_path);
 
+// Makes OpenSSL wipe every buffer it frees or moves (realloc), process-wide: its TLS record
+// buffers hold the decrypted keys a server reads and the shares a client reads, and kj's
+// TlsContext does not let us set SSL_OP_CLEANSE_PLAINTEXT on its connections. OpenSSL accepts
+// this only before its first allocation, so binaries call it first thing in main(), and the TLS
+// contexts below call it too (enough when nothing in the process used OpenSSL before). Returns
+// whether wiping is on (false: OpenSSL had already allocated memory).
+bool WipeOpenSslMemoryOnFree();
+
 // Whether a socket address stays on this machine: IPv4 127.0.0.0/8, IPv6 ::1, IPv4-mapped
 // 127.0.0.0/8, and Unix sockets. The wildcard addresses (0.0.0.0, ::) are not loopback.
 bool IsLoopback(const struct sockaddr* address, socklen_t length);
