@@ -211,7 +211,7 @@ kj::Promise<void> BagService::answer(AnswerContext context) {
         auto results = context.getResults(capnp::MessageSize{answer.size() / 8 + 64, 0});
         results.setAnswer(capnp::Data::Reader(answer.data(), answer.size()));
         FillTableId(file_, results.initTable());
-        stats_.RecordCall(1, absl::Now() - arrival);
+        stats_.RecordCall("answer", 1, absl::Now() - arrival);
       });
 }
 
@@ -234,6 +234,10 @@ class BfvBagProtocol final : public Protocol {
         table_->sizes.galois_keys, " Galois keys per session (", table_->sizes.galois_key_bytes,
         " bytes up, ", cache_.session_bytes(), " bytes held while parsed), key memory ",
         env_.options.limits.max_galois_key_bytes, " bytes, ", table_->threads, " thread(s)");
+  }
+  // Served until the process stops: these protocols do not roll tables.
+  std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const override {
+    return {env_.table};
   }
   capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
     return kj::heap<BagService>(*table_, *env_.table, env_.options.limits, cache_, scheduler_,

@@ -353,6 +353,7 @@ void Listener::Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
 }
 
 void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
+  stats_.RecordRefusedConnection();
   LogThrottled("refused", absl::StrCat("refused a connection from ", peer.address, ": ",
                                        limits_.max_connections, " connections, all busy"));
   if (refusing_ >= kMaxRefusing) return;  // closed right away: no room even to say why

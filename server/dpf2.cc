@@ -151,7 +151,7 @@ kj::Promise<void> Dpf2Service::answer(AnswerContext context) {
         auto list = results.initShares(shares->size());
         for (size_t i = 0; i < shares->size(); ++i) list.set(i, (*shares)[i]);
         FillVersion(*served, results);
-        stats_.RecordCall(key_count, absl::Now() - arrival);
+        stats_.RecordCall("answer", key_count, absl::Now() - arrival);
       });
 }
 
@@ -182,7 +182,7 @@ kj::Promise<void> Dpf2Service::answerPooled(AnswerPooledContext context) {
         auto list = results.initShares(sums.size());
         for (size_t i = 0; i < sums.size(); ++i) list.set(i, sums[i]);
         FillVersion(*served, results);
-        stats_.RecordCall(key_count, absl::Now() - arrival);
+        stats_.RecordCall("answerPooled", key_count, absl::Now() - arrival);
       });
 }
 
@@ -224,6 +224,11 @@ class Dpf2Protocol final : public Protocol {
                         absl::FormatDuration(options_.limits.max_wait),
                         "; SIGHUP rolls to a new table version (old ones served ",
                         absl::FormatDuration(options_.epoch_grace), " more)");
+  }
+  std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const override {
+    std::vector<std::shared_ptr<const embedding::Table>> tables;
+    for (const auto& served : tables_.Served()) tables.push_back(served->table);
+    return tables;
   }
   capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
     return kj::heap<Dpf2Service>(options_, tables_, backend_name_, batcher_, stats_, policy);

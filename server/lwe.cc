@@ -213,7 +213,7 @@ kj::Promise<void> LweService::answer(AnswerContext context) {
         results.setAnswers(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(answers.data()),
                                                4 * answers.size()));
         FillTableId(file_, results.initTable());
-        stats_.RecordCall(n, absl::Now() - arrival);
+        stats_.RecordCall("answer", n, absl::Now() - arrival);
       });
 }
 
@@ -238,6 +238,10 @@ class LweProtocol final : public Protocol {
         m.hint_blob >> 20, m.server_digits >> 20, m.a2 >> 20, s.database_product().name(),
         env_.options.threads, env_.options.limits.max_batch_keys,
         absl::FormatDuration(env_.options.limits.max_wait));
+  }
+  // Served until the process stops: these protocols do not roll tables.
+  std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const override {
+    return {env_.table};
   }
   capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
     return kj::heap<LweService>(*table_, *env_.table, env_.options.limits, scheduler_, env_.stats,

@@ -61,7 +61,7 @@ void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id) 
 }
 
 void RejectCall(ServerStats& stats, const absl::Status& status, absl::string_view call) {
-  const uint64_t errors = stats.RecordError();
+  const uint64_t errors = stats.RecordError(call, status.code());
   LogThrottled("rejected",
                absl::StrCat("rejected ", call, " (error #", errors, "): ", status.ToString()));
   kj::throwFatalException(rpc::StatusToException(status));

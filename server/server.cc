@@ -21,6 +21,7 @@
 #include "rpc/tls.h"
 #include "server/connections.h"
 #include "server/log.h"
+#include "server/metrics.h"
 #include "server/protocol.h"
 #include "server/stats.h"
 
@@ -47,6 +48,11 @@ absl::Status CheckOptions(const ServerOptions& options) {
   }
   if (options.limits.tls_handshake_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the TLS handshake timeout must be positive");
+  }
+  if (!options.metrics.empty()) {
+    absl::StatusOr<MetricsAddress> metrics =
+        CheckMetricsAddress(options.metrics, options.metrics_from_any);
+    if (!metrics.ok()) return metrics.status();
   }
   if (options.epoch_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--epoch_grace_s must not be negative");
@@ -145,6 +151,16 @@ absl::Status RunServer(const ServerOptions& options) {
   auto protocol = CreateProtocol(options.protocol, ProtocolEnv{options, *std::move(table), stats});
   if (!protocol.ok()) return protocol.status();
   {
+    // Declared after the protocol and destroyed before it: scrapes read its tables.
+    std::unique_ptr<MetricsServer> metrics;
+    if (!options.metrics.empty()) {
+      auto started =
+          MetricsServer::Start(options.metrics, options.metrics_from_any, stats, **protocol);
+      if (!started.ok()) return started.status();
+      metrics = *std::move(started);
+      Log(absl::StrFormat("metrics on %s port %d (GET /metrics)", options.metrics,
+                          metrics->port()));
+    }
     auto new_service = [&](const Peer& peer) -> capnp::Capability::Client {
       return (*protocol)->NewConnection(
           ConnectionPolicy{.stats_allowed = options.stats_from_any || peer.loopback});

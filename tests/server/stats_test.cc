@@ -7,10 +7,10 @@ namespace {
 
 TEST(ServerStatsTest, CountsAndPercentiles) {
   ServerStats stats;
-  for (int i = 1; i <= 100; ++i) stats.RecordCall(2, absl::Milliseconds(i));
+  for (int i = 1; i <= 100; ++i) stats.RecordCall("answer", 2, absl::Milliseconds(i));
   stats.RecordPass(10);
   stats.RecordPass(30);
-  stats.RecordError();
+  stats.RecordError("answer", absl::StatusCode::kInvalidArgument);
   stats.SetQueuedKeys(7);
   stats.AddConnections(3);
   stats.AddConnections(-1);
@@ -30,9 +30,9 @@ TEST(ServerStatsTest, CountsAndPercentiles) {
 
 TEST(ServerStatsTest, PercentilesCoverTheRecentWindowOnly) {
   ServerStats stats;
-  for (size_t i = 0; i < ServerStats::kLatencyWindow; ++i) stats.RecordCall(1, absl::Seconds(1));
+  for (size_t i = 0; i < ServerStats::kLatencyWindow; ++i) stats.RecordCall("answer", 1, absl::Seconds(1));
   for (size_t i = 0; i < ServerStats::kLatencyWindow; ++i) {
-    stats.RecordCall(1, absl::Milliseconds(1));
+    stats.RecordCall("answer", 1, absl::Milliseconds(1));
   }
   EXPECT_NEAR(stats.Snapshot().latency_p99_ms, 1.0, 1e-6);
 }
