@@ -187,7 +187,8 @@ kj::Promise<void> BagService::uploadGaloisKeys(UploadGaloisKeysContext context) 
 kj::Promise<void> BagService::answer(AnswerContext context) {
   const absl::Time arrival = absl::Now();
   auto params = context.getParams();
-  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok()) Reject(s, "answer");
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok())
+    Reject(s, "answer");
   auto keys = cache_.Acquire(session_);
   if (!keys.ok()) Reject(keys.status(), "answer");
   const size_t blocks = table_.server->plan().blocks();

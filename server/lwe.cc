@@ -126,7 +126,8 @@ kj::Promise<void> LweService::config(ConfigContext context) {
 
 kj::Promise<void> LweService::hint(HintContext context) {
   auto params = context.getParams();
-  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok()) Reject(s, "hint");
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok())
+    Reject(s, "hint");
   if (absl::Status s = StaleHint(params.getHintDigest(), table_.server->config().hint_digest);
       !s.ok()) {
     Reject(s, "hint");
@@ -174,7 +175,8 @@ absl::StatusOr<size_t> LweService::CountQueries(size_t bytes) const {
 kj::Promise<void> LweService::answer(AnswerContext context) {
   const absl::Time arrival = absl::Now();
   auto params = context.getParams();
-  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok()) Reject(s, "answer");
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok())
+    Reject(s, "answer");
   if (absl::Status s = StaleHint(params.getHintDigest(), table_.server->config().hint_digest);
       !s.ok()) {
     Reject(s, "answer");

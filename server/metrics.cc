@@ -115,8 +115,8 @@ class ServerCollectable final : public prometheus::Collectable {
     out.push_back(std::move(requests));
 
     MetricFamily latency =
-        Family("veil_request_duration_seconds",
-               "Arrival to reply of answered calls, by call", MetricType::Histogram);
+        Family("veil_request_duration_seconds", "Arrival to reply of answered calls, by call",
+               MetricType::Histogram);
     for (const auto& [call, histogram] : m.latency_s) {
       latency.metric.push_back(HistogramValue(histogram, {{"rpc", call}}));
     }
@@ -132,8 +132,7 @@ class ServerCollectable final : public prometheus::Collectable {
     };
     single("veil_keys_total", "Queries answered (DPF keys for dpf2)", MetricType::Counter,
            static_cast<double>(m.keys));
-    single("veil_queued_keys", "Queries waiting for the backend", MetricType::Gauge,
-           m.queued_keys);
+    single("veil_queued_keys", "Queries waiting for the backend", MetricType::Gauge, m.queued_keys);
     single("veil_open_connections", "Connections open, TLS handshakes included", MetricType::Gauge,
            m.connections);
     single("veil_refused_connections_total",
@@ -143,13 +142,13 @@ class ServerCollectable final : public prometheus::Collectable {
            MetricType::Gauge, static_cast<double>(ResidentKb(getpid())) * 1024);
     single("veil_uptime_seconds", "Time since the server started", MetricType::Gauge, m.uptime_s);
 
-    MetricFamily tables = Family("veil_table_info",
-                                 "1 for each table version served (several during a roll)",
-                                 MetricType::Gauge);
+    MetricFamily tables =
+        Family("veil_table_info", "1 for each table version served (several during a roll)",
+               MetricType::Gauge);
     for (const auto& table : protocol_.ServedTables()) {
-      tables.metric.push_back(Value(MetricType::Gauge, 1,
-                                    {{"epoch", absl::StrCat(table->epoch())},
-                                     {"digest", table->DigestHex()}}));
+      tables.metric.push_back(
+          Value(MetricType::Gauge, 1,
+                {{"epoch", absl::StrCat(table->epoch())}, {"digest", table->DigestHex()}}));
     }
     out.push_back(std::move(tables));
     return out;
@@ -176,9 +175,9 @@ class PrometheusServer final : public MetricsServer {
 #endif  // VEIL_HAVE_PROMETHEUS
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(absl::string_view address,
-                                                                     bool from_any,
-                                                                     const ServerStats& stats,
-                                                                     const Protocol& protocol) {
+                                                                    bool from_any,
+                                                                    const ServerStats& stats,
+                                                                    const Protocol& protocol) {
   absl::StatusOr<MetricsAddress> parsed = CheckMetricsAddress(address, from_any);
   if (!parsed.ok()) return parsed.status();
 #if VEIL_HAVE_PROMETHEUS

@@ -41,7 +41,8 @@ absl::StatusOr<MetricsAddress> CheckMetricsAddress(absl::string_view text, bool 
 class MetricsServer {
  public:
   // Serves GET /metrics on `address` until destroyed; `stats` and `protocol` must outlive it.
-  // Returns CheckMetricsAddress's INVALID_ARGUMENT, UNAVAILABLE when it cannot listen there, and UNIMPLEMENTED in a build without prometheus-cpp.
+  // Returns CheckMetricsAddress's INVALID_ARGUMENT, UNAVAILABLE when it cannot listen there, and
+  // UNIMPLEMENTED in a build without prometheus-cpp.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(absl::string_view address,
                                                               bool from_any,
                                                               const ServerStats& stats,

@@ -58,8 +58,9 @@ struct ServerOptions {
 // final statistics and returns OK. Once listening it prints the bound port as one line on stdout
 // (tests and launchers read it). Logs go to stderr.
 // Returns INVALID_ARGUMENT for bad options (including a plaintext listener on a non-loopback
-// address without insecure_plaintext, or a bad metrics address) or unusable TLS files, the files' NOT_FOUND /
-// PERMISSION_DENIED, and the table's, backend's, listener's or metrics endpoint's error if one cannot start.
+// address without insecure_plaintext, or a bad metrics address) or unusable TLS files, the files'
+// NOT_FOUND / PERMISSION_DENIED, and the table's, backend's, listener's or metrics endpoint's error
+// if one cannot start.
 absl::Status RunServer(const ServerOptions& options);
 
 }  // namespace veil::server

@@ -205,9 +205,11 @@ int main(int argc, char** argv) {
   options.metrics_from_any = absl::GetFlag(FLAGS_metrics_from_any);
   options.prgs.clear();
   for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_prgs), ',', absl::SkipEmpty())) {
-    absl::StatusOr<veil::dpf::Prg> prg = veil::dpf::ParsePrg(std::string_view(name.data(), name.size()));
+    absl::StatusOr<veil::dpf::Prg> prg =
+        veil::dpf::ParsePrg(std::string_view(name.data(), name.size()));
     if (!prg.ok()) {
-      std::fprintf(stderr, "veil-server: --prgs: %s\n", std::string(prg.status().message()).c_str());
+      std::fprintf(stderr, "veil-server: --prgs: %s\n",
+                   std::string(prg.status().message()).c_str());
       return 1;
     }
     options.prgs.push_back(*prg);

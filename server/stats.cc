@@ -45,8 +45,8 @@ const std::vector<double>& ServerStats::LatencyBoundsS() {
 
 // Powers of two up to the largest --max_batch worth running.
 const std::vector<double>& ServerStats::BatchKeysBounds() {
-  static const auto* bounds = new std::vector<double>{1,   2,   4,    8,    16,   32,   64,  128,
-                                                      256, 512, 1024, 2048, 4096, 8192, 16384};
+  static const auto* bounds =
+      new std::vector<double>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
   return *bounds;
 }
 

@@ -79,7 +79,8 @@ using Samples = std::map<std::string, double>;
 absl::StatusOr<Samples> Scrape(int port) {
   absl::StatusOr<std::string> response = HttpGet(port, "/metrics");
   if (!response.ok()) return response.status();
-  if (!absl::StartsWith(*response, "HTTP/1.1 200") && !absl::StartsWith(*response, "HTTP/1.0 200")) {
+  if (!absl::StartsWith(*response, "HTTP/1.1 200") &&
+      !absl::StartsWith(*response, "HTTP/1.0 200")) {
     return absl::InternalError(absl::StrCat("not a 200 response: ", response->substr(0, 200)));
   }
   const size_t body = response->find("\r\n\r\n");
@@ -135,8 +136,8 @@ TEST(MetricsTest, SeriesMoveWithLookups) {
 
   auto before = Scrape(port);
   ASSERT_TRUE(before.ok()) << before.status();
-  const std::string table_info = absl::StrCat("veil_table_info{epoch=\"3\",digest=\"",
-                                              (*loaded)->DigestHex(), "\"}");
+  const std::string table_info =
+      absl::StrCat("veil_table_info{epoch=\"3\",digest=\"", (*loaded)->DigestHex(), "\"}");
   EXPECT_EQ(Get(*before, table_info), 1) << "no " << table_info;
   EXPECT_GT(Get(*before, "veil_process_resident_memory_bytes"), 1e6);
   EXPECT_EQ(Get(*before, "veil_open_connections"), 0);
@@ -160,8 +161,7 @@ TEST(MetricsTest, SeriesMoveWithLookups) {
             kLookups);
   EXPECT_GT(Get(*after, "veil_request_duration_seconds_sum{rpc=\"answer\"}"), 0);
   EXPECT_GE(Get(*after, "veil_batch_keys_count") - Get(*before, "veil_batch_keys_count"), 1);
-  EXPECT_EQ(Get(*after, "veil_batch_keys_sum") - Get(*before, "veil_batch_keys_sum"),
-            3 * kLookups);
+  EXPECT_EQ(Get(*after, "veil_batch_keys_sum") - Get(*before, "veil_batch_keys_sum"), 3 * kLookups);
   EXPECT_EQ(Get(*after, "veil_open_connections"), 1);
   EXPECT_EQ(Get(*after, table_info), 1);
   EXPECT_EQ(Get(*after, "veil_queued_keys"), 0);
@@ -175,12 +175,13 @@ TEST(MetricsTest, BadAddressesAreRefused) {
     std::string flag;
     std::string error;
   };
-  for (const Case& c : std::vector<Case>{
-           {"--metrics=127.0.0.1", "--metrics=127.0.0.1: no port"},
-           {"--metrics=localhost:9464", "not a numeric IPv4 address"},
-           {"--metrics=127.0.0.1:70000", "not a number from 0 to 65535"},
-           {"--metrics=0.0.0.0:0", "refusing to serve metrics on 0.0.0.0:0, which is not a "
-                                   "loopback address"}}) {
+  for (const Case& c :
+       std::vector<Case>{{"--metrics=127.0.0.1", "--metrics=127.0.0.1: no port"},
+                         {"--metrics=localhost:9464", "not a numeric IPv4 address"},
+                         {"--metrics=127.0.0.1:70000", "not a number from 0 to 65535"},
+                         {"--metrics=0.0.0.0:0",
+                          "refusing to serve metrics on 0.0.0.0:0, which is not a "
+                          "loopback address"}}) {
     const std::string log = testing::TempPath("refused.log");
     auto server = tools::ServerProcess::Start(ServerOptions(*table, 0, {c.flag}, log));
     ASSERT_FALSE(server.ok()) << c.flag;
@@ -221,7 +222,7 @@ TEST(ConfigFileTest, FileSetsFlagsAndTheCommandLineOverridesIt) {
   ASSERT_TRUE(server.ok()) << server.status();
   auto limits = KeysAndBytesLimits(**server);
   ASSERT_TRUE(limits.ok()) << limits.status();
-  EXPECT_EQ(limits->first, 17u);        // from the file
+  EXPECT_EQ(limits->first, 17u);       // from the file
   EXPECT_EQ(limits->second, 131072u);  // the command line wins
 }
 
@@ -243,8 +244,8 @@ TEST(ConfigFileTest, BadLinesAreErrorsNamingTheLine) {
     auto server =
         tools::ServerProcess::Start(ServerOptions(*table, 0, {"--config=" + config}, log));
     ASSERT_FALSE(server.ok()) << c.text;
-    EXPECT_THAT(ReadFile(log), HasSubstr(absl::StrCat("veil-server: --config: ", config, ":",
-                                                      c.error)))
+    EXPECT_THAT(ReadFile(log),
+                HasSubstr(absl::StrCat("veil-server: --config: ", config, ":", c.error)))
         << c.text;
   }
   const std::string log = testing::TempPath("missing.log");

@@ -35,7 +35,8 @@ TEST(ServerStatsTest, CountsAndPercentiles) {
 
 TEST(ServerStatsTest, PercentilesCoverTheRecentWindowOnly) {
   ServerStats stats;
-  for (size_t i = 0; i < ServerStats::kLatencyWindow; ++i) stats.RecordCall("answer", 1, absl::Seconds(1));
+  for (size_t i = 0; i < ServerStats::kLatencyWindow; ++i)
+    stats.RecordCall("answer", 1, absl::Seconds(1));
   for (size_t i = 0; i < ServerStats::kLatencyWindow; ++i) {
     stats.RecordCall("answer", 1, absl::Milliseconds(1));
   }
