@@ -261,7 +261,7 @@ class GuardedStream final : public kj::AsyncIoStream {
 class Listener::ErrorHandler final : public kj::TaskSet::ErrorHandler {
  public:
   void taskFailed(kj::Exception&& exception) override {
-    LogThrottled("connection error",
+    LogThrottled("connection_error",
                  absl::StrCat("connection error: ", exception.getDescription().cStr()));
   }
 };

@@ -319,7 +319,8 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
     return absl::InvalidArgumentError(absl::StrCat(
         "protocol ", table->name, " cannot serve this table: ", shape.status().message()));
   }
-  Log(absl::StrCat(table->name, ": ", lattice::ShapeSummary(*shape), "; preparing the hint (",
+  Log("hint_preparing",
+      absl::StrCat(table->name, ": ", lattice::ShapeSummary(*shape), "; preparing the hint (",
                    options.hint_path.empty() ? std::string("computing it in memory")
                                              : absl::StrCat("file ", options.hint_path),
                    ") on ", o.threads, " thread(s)"));
@@ -327,10 +328,10 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
   auto server = lattice::LweServer::FromTable(*env.table, options);
   if (!server.ok()) return server.status();
   const double hint_s = absl::ToDoubleSeconds(absl::Now() - start);
-  Log(absl::StrFormat("%s: hint ready after %.2f s (%s)", table->name, hint_s,
-                      (*server)->hint_note().empty()
-                          ? std::string("read from its file, current")
-                          : absl::StrCat("computed: ", (*server)->hint_note())));
+  Log("hint_ready", absl::StrFormat("%s: hint ready after %.2f s (%s)", table->name, hint_s,
+                                    (*server)->hint_note().empty()
+                                        ? std::string("read from its file, current")
+                                        : absl::StrCat("computed: ", (*server)->hint_note())));
   table->server = *std::move(server);
   // A pass holds at most max_batch_keys - 1 waiting queries and one more call (items are never
   // split).
@@ -360,7 +361,8 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
           std::string(lattice::ProductKernelName(lattice::FastestKernelForBatch(batch))));
       if (batch == o.limits.max_batch_keys) break;
     }
-    Log(absl::StrFormat("%s: product kernels by batch size (measured in %.2f s): %s", table->name,
+    Log("lwe_kernels",
+        absl::StrFormat("%s: product kernels by batch size (measured in %.2f s): %s", table->name,
                         absl::ToDoubleSeconds(absl::Now() - kernels_start), kernels));
   }
   return std::make_unique<LweProtocol>(env, std::move(table), hint_s);

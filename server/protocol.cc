@@ -45,7 +45,8 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateProtocol(absl::string_view name,
 }
 
 void Protocol::Roll() {
-  Log("SIGHUP: this protocol does not roll tables; restart the server to serve a new table");
+  Log("roll_unsupported",
+      "SIGHUP: this protocol does not roll tables; restart the server to serve a new table");
 }
 
 absl::Status CheckCallWords(uint64_t words, const ServerLimits& limits) {

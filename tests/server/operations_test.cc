@@ -10,6 +10,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -188,6 +189,38 @@ TEST(MetricsTest, BadAddressesAreRefused) {
     EXPECT_TRUE(absl::IsUnavailable(server.status())) << server.status();
     EXPECT_THAT(ReadFile(log), HasSubstr(c.error)) << c.flag;
   }
+}
+
+// Every line a real server writes is one key=value event (log pipelines parse them).
+TEST(LogTest, EveryLineIsOneKeyValueEvent) {
+  auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, 256, 4, 1);
+  ASSERT_TRUE(table.ok()) << table.status();
+  const std::string log = testing::TempPath("server0.log");
+  auto server0 = tools::ServerProcess::Start(ServerOptions(*table, 0, {}, log));
+  ASSERT_TRUE(server0.ok()) << server0.status();
+  auto server1 = tools::ServerProcess::Start(ServerOptions(*table, 1, {}));
+  ASSERT_TRUE(server1.ok()) << server1.status();
+  client::ClientOptions options;
+  options.server0 = (*server0)->address();
+  options.server1 = (*server1)->address();
+  options.allow_plaintext = true;
+  auto client = client::Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Lookup({137, 211}).ok());
+  EXPECT_FALSE((*client)->Lookup({4096}).ok());  // refused by the client: past the table
+  client->reset();
+  ASSERT_TRUE((*server0)->Stop().ok());
+
+  const std::regex line_format(
+      R"(ts=\S+ prog=veil-server party=0 event=[a-z_]+( suppressed=[0-9]+)? )"
+      R"(msg="([^"\\]|\\.)*")");
+  std::vector<std::string> events;
+  for (absl::string_view line : absl::StrSplit(ReadFile(log), '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(std::regex_match(line.begin(), line.end(), line_format)) << line;
+    const size_t event = line.find("event=");
+    events.emplace_back(line.substr(event + 6, line.find(' ', event) - event - 6));
+  }
+  EXPECT_THAT(events, ::testing::ElementsAre("table_loaded", "serving", "stopping", "stopped"));
 }
 
 // The served config's limits, from the `config` call.
