@@ -5,8 +5,8 @@
 //   veil-server --protocol=bfv-bag --table=fixed.veil [--bfv-log-n=13]
 //   veil-server --protocol=lwe-simple|lwe-double --table=t.veil [--lwe-hint-file=PATH]
 //   [--metrics=127.0.0.1:9464] [--config=FILE]
-// Prints the bound port on stdout; logs on stderr (key=value events, server/log.h); rolls to the --table file's new version on
-// SIGHUP (dpf2); stops cleanly on SIGTERM / SIGINT.
+// Prints the bound port on stdout; logs on stderr (key=value events, server/log.h); rolls to the
+// --table file's new version on SIGHUP (dpf2); stops cleanly on SIGTERM / SIGINT.
 #include <algorithm>
 #include <cstdio>
 #include <string>
