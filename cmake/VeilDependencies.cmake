@@ -18,6 +18,11 @@ if(VEIL_ENABLE_SERVER)
     message(STATUS "Cap'n Proto (with kj-tls) or OpenSSL not found: server and client are not built")
     set(VEIL_ENABLE_SERVER OFF)
   endif()
+  # veil-server --metrics (Prometheus); without it the flag is refused.
+  find_package(prometheus-cpp CONFIG QUIET)
+  if(NOT TARGET prometheus-cpp::pull)
+    message(STATUS "prometheus-cpp not found: veil-server --metrics is not available")
+  endif()
 endif()
 
 if(VEIL_ENABLE_TORCH)

@@ -187,7 +187,8 @@ kj::Promise<void> BagService::uploadGaloisKeys(UploadGaloisKeysContext context) 
 kj::Promise<void> BagService::answer(AnswerContext context) {
   const absl::Time arrival = absl::Now();
   auto params = context.getParams();
-  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok()) Reject(s, "answer");
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok())
+    Reject(s, "answer");
   auto keys = cache_.Acquire(session_);
   if (!keys.ok()) Reject(keys.status(), "answer");
   const size_t blocks = table_.server->plan().blocks();
@@ -211,7 +212,7 @@ kj::Promise<void> BagService::answer(AnswerContext context) {
         auto results = context.getResults(capnp::MessageSize{answer.size() / 8 + 64, 0});
         results.setAnswer(capnp::Data::Reader(answer.data(), answer.size()));
         FillTableId(file_, results.initTable());
-        stats_.RecordCall(1, absl::Now() - arrival);
+        stats_.RecordCall("answer", 1, absl::Now() - arrival);
       });
 }
 
@@ -234,6 +235,10 @@ class BfvBagProtocol final : public Protocol {
         table_->sizes.galois_keys, " Galois keys per session (", table_->sizes.galois_key_bytes,
         " bytes up, ", cache_.session_bytes(), " bytes held while parsed), key memory ",
         env_.options.limits.max_galois_key_bytes, " bytes, ", table_->threads, " thread(s)");
+  }
+  // Served until the process stops: these protocols do not roll tables.
+  std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const override {
+    return {env_.table};
   }
   capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
     return kj::heap<BagService>(*table_, *env_.table, env_.options.limits, cache_, scheduler_,

@@ -263,7 +263,7 @@ class GuardedStream final : public kj::AsyncIoStream {
 class Listener::ErrorHandler final : public kj::TaskSet::ErrorHandler {
  public:
   void taskFailed(kj::Exception&& exception) override {
-    LogThrottled("connection error",
+    LogThrottled("connection_error",
                  absl::StrCat("connection error: ", exception.getDescription().cStr()));
   }
 };
@@ -356,6 +356,7 @@ void Listener::Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
 }
 
 void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
+  stats_.RecordRefusedConnection();
   LogThrottled("refused", absl::StrCat("refused a connection from ", peer.address, ": ",
                                        limits_.max_connections, " connections, all busy"));
   if (refusing_ >= kMaxRefusing) return;  // closed right away: no room even to say why

@@ -154,7 +154,7 @@ kj::Promise<void> Dpf2Service::answer(AnswerContext context) {
         for (size_t i = 0; i < shares->size(); ++i) list.set(i, (*shares)[i]);
         sodium_memzero(shares->data(), shares->size() * sizeof(uint32_t));
         FillVersion(*served, results);
-        stats_.RecordCall(key_count, absl::Now() - arrival);
+        stats_.RecordCall("answer", key_count, absl::Now() - arrival);
       });
 }
 
@@ -187,7 +187,7 @@ kj::Promise<void> Dpf2Service::answerPooled(AnswerPooledContext context) {
         sodium_memzero(shares->data(), shares->size() * sizeof(uint32_t));
         sodium_memzero(sums.data(), sums.size() * sizeof(uint32_t));
         FillVersion(*served, results);
-        stats_.RecordCall(key_count, absl::Now() - arrival);
+        stats_.RecordCall("answerPooled", key_count, absl::Now() - arrival);
       });
 }
 
@@ -229,6 +229,11 @@ class Dpf2Protocol final : public Protocol {
                         absl::FormatDuration(options_.limits.max_wait),
                         "; SIGHUP rolls to a new table version (old ones served ",
                         absl::FormatDuration(options_.epoch_grace), " more)");
+  }
+  std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const override {
+    std::vector<std::shared_ptr<const embedding::Table>> tables;
+    for (const auto& served : tables_.Served()) tables.push_back(served->table);
+    return tables;
   }
   capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
     return kj::heap<Dpf2Service>(options_, tables_, backend_name_, batcher_, stats_, policy);

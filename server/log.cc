@@ -1,6 +1,7 @@
 #include "server/log.h"
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -15,11 +16,49 @@ namespace {
 
 std::atomic<int> log_party{-1};
 
+// `text` as a quoted value: one line whatever it holds, so that a line is always one event.
+std::string Quote(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out + "\"";
+}
+
+void Write(absl::string_view event, absl::string_view text, uint64_t suppressed) {
+  std::string line =
+      absl::StrCat(FormatLogLine(absl::Now(), log_party.load(), event, text, suppressed), "\n");
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
 }  // namespace
 
 void SetLogParty(int party) { log_party.store(party); }
 
-void LogThrottled(absl::string_view category, absl::string_view text) {
+std::string FormatLogLine(absl::Time time, int party, absl::string_view event,
+                          absl::string_view text, uint64_t suppressed) {
+  return absl::StrCat(
+      "ts=", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", time, absl::UTCTimeZone()),
+      " prog=veil-server", party >= 0 ? absl::StrCat(" party=", party) : "", " event=", event,
+      suppressed > 0 ? absl::StrCat(" suppressed=", suppressed) : "", " msg=", Quote(text));
+}
+
+void LogThrottled(absl::string_view event, absl::string_view text) {
   struct Window {
     absl::Time start = absl::InfinitePast();
     int lines = 0;
@@ -30,7 +69,7 @@ void LogThrottled(absl::string_view category, absl::string_view text) {
   uint64_t suppressed = 0;
   {
     absl::MutexLock lock(&mu);
-    Window& w = (*windows)[category];
+    Window& w = (*windows)[event];
     const absl::Time now = absl::Now();
     if (now - w.start >= absl::Seconds(1)) {
       w.start = now;
@@ -44,17 +83,9 @@ void LogThrottled(absl::string_view category, absl::string_view text) {
     suppressed = w.suppressed;
     w.suppressed = 0;
   }
-  Log(suppressed == 0 ? std::string(text)
-                      : absl::StrCat(text, " (", suppressed, " more \"", category,
-                                     "\" lines left out)"));
+  Write(event, text, suppressed);
 }
 
-void Log(absl::string_view text) {
-  int party = log_party.load();
-  std::string line = absl::StrCat(
-      "veil-server", party >= 0 ? absl::StrCat("[party ", party, "]") : "", " ",
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), ": ", text, "\n");
-  std::fwrite(line.data(), 1, line.size(), stderr);
-}
+void Log(absl::string_view event, absl::string_view text) { Write(event, text, 0); }
 
 }  // namespace veil::server

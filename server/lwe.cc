@@ -126,7 +126,8 @@ kj::Promise<void> LweService::config(ConfigContext context) {
 
 kj::Promise<void> LweService::hint(HintContext context) {
   auto params = context.getParams();
-  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok()) Reject(s, "hint");
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok())
+    Reject(s, "hint");
   if (absl::Status s = StaleHint(params.getHintDigest(), table_.server->config().hint_digest);
       !s.ok()) {
     Reject(s, "hint");
@@ -174,7 +175,8 @@ absl::StatusOr<size_t> LweService::CountQueries(size_t bytes) const {
 kj::Promise<void> LweService::answer(AnswerContext context) {
   const absl::Time arrival = absl::Now();
   auto params = context.getParams();
-  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok()) Reject(s, "answer");
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok())
+    Reject(s, "answer");
   if (absl::Status s = StaleHint(params.getHintDigest(), table_.server->config().hint_digest);
       !s.ok()) {
     Reject(s, "answer");
@@ -213,7 +215,7 @@ kj::Promise<void> LweService::answer(AnswerContext context) {
         results.setAnswers(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(answers.data()),
                                                4 * answers.size()));
         FillTableId(file_, results.initTable());
-        stats_.RecordCall(n, absl::Now() - arrival);
+        stats_.RecordCall("answer", n, absl::Now() - arrival);
       });
 }
 
@@ -238,6 +240,10 @@ class LweProtocol final : public Protocol {
         m.hint_blob >> 20, m.server_digits >> 20, m.a2 >> 20, s.database_product().name(),
         env_.options.threads, env_.options.limits.max_batch_keys,
         absl::FormatDuration(env_.options.limits.max_wait));
+  }
+  // Served until the process stops: these protocols do not roll tables.
+  std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const override {
+    return {env_.table};
   }
   capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
     return kj::heap<LweService>(*table_, *env_.table, env_.options.limits, scheduler_, env_.stats,
@@ -313,7 +319,8 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
     return absl::InvalidArgumentError(absl::StrCat(
         "protocol ", table->name, " cannot serve this table: ", shape.status().message()));
   }
-  Log(absl::StrCat(table->name, ": ", lattice::ShapeSummary(*shape), "; preparing the hint (",
+  Log("hint_preparing",
+      absl::StrCat(table->name, ": ", lattice::ShapeSummary(*shape), "; preparing the hint (",
                    options.hint_path.empty() ? std::string("computing it in memory")
                                              : absl::StrCat("file ", options.hint_path),
                    ") on ", o.threads, " thread(s)"));
@@ -321,10 +328,10 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
   auto server = lattice::LweServer::FromTable(*env.table, options);
   if (!server.ok()) return server.status();
   const double hint_s = absl::ToDoubleSeconds(absl::Now() - start);
-  Log(absl::StrFormat("%s: hint ready after %.2f s (%s)", table->name, hint_s,
-                      (*server)->hint_note().empty()
-                          ? std::string("read from its file, current")
-                          : absl::StrCat("computed: ", (*server)->hint_note())));
+  Log("hint_ready", absl::StrFormat("%s: hint ready after %.2f s (%s)", table->name, hint_s,
+                                    (*server)->hint_note().empty()
+                                        ? std::string("read from its file, current")
+                                        : absl::StrCat("computed: ", (*server)->hint_note())));
   table->server = *std::move(server);
   // A pass holds at most max_batch_keys - 1 waiting queries and one more call (items are never
   // split).
@@ -354,7 +361,8 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
           std::string(lattice::ProductKernelName(lattice::FastestKernelForBatch(batch))));
       if (batch == o.limits.max_batch_keys) break;
     }
-    Log(absl::StrFormat("%s: product kernels by batch size (measured in %.2f s): %s", table->name,
+    Log("lwe_kernels",
+        absl::StrFormat("%s: product kernels by batch size (measured in %.2f s): %s", table->name,
                         absl::ToDoubleSeconds(absl::Now() - kernels_start), kernels));
   }
   return std::make_unique<LweProtocol>(env, std::move(table), hint_s);

@@ -45,7 +45,8 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateProtocol(absl::string_view name,
 }
 
 void Protocol::Roll() {
-  Log("SIGHUP: this protocol does not roll tables; restart the server to serve a new table");
+  Log("roll_unsupported",
+      "SIGHUP: this protocol does not roll tables; restart the server to serve a new table");
 }
 
 absl::Status CheckCallWords(uint64_t words, const ServerLimits& limits) {
@@ -61,7 +62,7 @@ void FillTableId(const embedding::Table& table, rpc::TableId::Builder table_id) 
 }
 
 void RejectCall(ServerStats& stats, const absl::Status& status, absl::string_view call) {
-  const uint64_t errors = stats.RecordError();
+  const uint64_t errors = stats.RecordError(call, status.code());
   LogThrottled("rejected",
                absl::StrCat("rejected ", call, " (error #", errors, "): ", status.ToString()));
   kj::throwFatalException(rpc::StatusToException(status));

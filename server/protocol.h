@@ -38,6 +38,8 @@ class Protocol {
 
   // For the start-up log: the backend and whatever else the protocol chose.
   virtual std::string Describe() const = 0;
+  // Any thread (metrics scrapes): the table versions served now, oldest first.
+  virtual std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const = 0;
   // Event-loop thread: the bootstrap capability of one new connection.
   virtual capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) = 0;
   // Event-loop thread, on SIGHUP: starts loading a new version of the table beside the served

@@ -21,6 +21,7 @@
 #include "rpc/tls.h"
 #include "server/connections.h"
 #include "server/log.h"
+#include "server/metrics.h"
 #include "server/protocol.h"
 #include "server/stats.h"
 
@@ -48,6 +49,11 @@ absl::Status CheckOptions(const ServerOptions& options) {
   if (options.limits.tls_handshake_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the TLS handshake timeout must be positive");
   }
+  if (!options.metrics.empty()) {
+    absl::StatusOr<MetricsAddress> metrics =
+        CheckMetricsAddress(options.metrics, options.metrics_from_any);
+    if (!metrics.ok()) return metrics.status();
+  }
   if (options.epoch_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--epoch_grace_s must not be negative");
   }
@@ -65,7 +71,7 @@ absl::Status CheckOptions(const ServerOptions& options) {
 // Event-loop thread: every SIGHUP asks the protocol to roll to the table file's new version.
 kj::Promise<void> RollOnSighup(kj::UnixEventPort& port, Protocol& protocol) {
   return port.onSignal(SIGHUP).then([&port, &protocol](siginfo_t) {
-    Log("received SIGHUP: rolling to the table file's new version");
+    Log("sighup", "received SIGHUP: rolling to the table file's new version");
     protocol.Roll();
     return RollOnSighup(port, protocol);
   });
@@ -100,7 +106,8 @@ absl::Status RunServer(const ServerOptions& options) {
                         absl::StrCat("table ", options.table_path, ": ", table.status().message()));
   }
   const double load_s = absl::ToDoubleSeconds(absl::Now() - load_start);
-  Log(absl::StrFormat("loaded %s in %.2f s (%.2f s per GB), digest %s", options.table_path, load_s,
+  Log("table_loaded",
+      absl::StrFormat("loaded %s in %.2f s (%.2f s per GB), digest %s", options.table_path, load_s,
                       load_s / std::max(1e-9, (*table)->header().data_bytes / 1e9),
                       options.verify_table ? "verified" : "NOT verified (--verify_table=false)"));
   kj::AsyncIoContext io = kj::setupAsyncIo();
@@ -129,10 +136,11 @@ absl::Status RunServer(const ServerOptions& options) {
           "pair), listen on 127.0.0.1, or pass --insecure-plaintext if this network is "
           "protected otherwise"));
     }
-    Log(absl::StrCat(
-        "WARNING: serving PLAINTEXT on ", bound,
-        ", which is not a loopback address (--insecure-plaintext): ", rpc::kPlaintextRisk,
-        ". Use --tls-cert and --tls-key unless this network is protected otherwise"));
+    Log("plaintext_warning",
+        absl::StrCat(
+            "WARNING: serving PLAINTEXT on ", bound,
+            ", which is not a loopback address (--insecure-plaintext): ", rpc::kPlaintextRisk,
+            ". Use --tls-cert and --tls-key unless this network is protected otherwise"));
   }
 
   // The protocol owns the table from here: after a roll it frees it (server/table_set.h).
@@ -145,20 +153,32 @@ absl::Status RunServer(const ServerOptions& options) {
   auto protocol = CreateProtocol(options.protocol, ProtocolEnv{options, *std::move(table), stats});
   if (!protocol.ok()) return protocol.status();
   {
+    // Declared after the protocol and destroyed before it: scrapes read its tables.
+    std::unique_ptr<MetricsServer> metrics;
+    if (!options.metrics.empty()) {
+      auto started =
+          MetricsServer::Start(options.metrics, options.metrics_from_any, stats, **protocol);
+      if (!started.ok()) return started.status();
+      metrics = *std::move(started);
+      Log("metrics_listening", absl::StrFormat("metrics on %s port %d (GET /metrics)",
+                                               options.metrics, metrics->port()));
+    }
     auto new_service = [&](const Peer& peer) -> capnp::Capability::Client {
       return (*protocol)->NewConnection(
           ConnectionPolicy{.stats_allowed = options.stats_from_any || peer.loopback});
     };
     auto listener = std::make_unique<Listener>(*receiver, tls.get(), io.provider->getTimer(),
                                                network, new_service, options.limits, stats);
-    kj::Promise<void> accepting = listener->Run().eagerlyEvaluate(
-        [](kj::Exception&& e) { Log(absl::StrCat("accept failed: ", e.getDescription().cStr())); });
+    kj::Promise<void> accepting = listener->Run().eagerlyEvaluate([](kj::Exception&& e) {
+      Log("accept_failed", absl::StrCat("accept failed: ", e.getDescription().cStr()));
+    });
 
     kj::Promise<void> rolling =
         RollOnSighup(io.unixEventPort, **protocol).eagerlyEvaluate([](kj::Exception&& e) {
-          Log(absl::StrCat("SIGHUP handling failed: ", e.getDescription().cStr()));
+          Log("sighup_failed", absl::StrCat("SIGHUP handling failed: ", e.getDescription().cStr()));
         });
-    Log(absl::StrFormat("%s on %s port %d %s, %s", serving, options.listen, receiver->getPort(),
+    Log("serving",
+        absl::StrFormat("%s on %s port %d %s, %s", serving, options.listen, receiver->getPort(),
                         tls != nullptr
                             ? absl::StrCat("over TLS (certificate ", options.tls_cert_path, ")")
                         : loopback ? std::string("in plaintext (loopback only)")
@@ -171,18 +191,20 @@ absl::Status RunServer(const ServerOptions& options) {
     siginfo_t signal_info = io.unixEventPort.onSignal(SIGTERM)
                                 .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
                                 .wait(io.waitScope);
-    Log(absl::StrCat("received ", signal_info.si_signo == SIGTERM ? "SIGTERM" : "SIGINT",
+    Log("stopping",
+        absl::StrCat("received ", signal_info.si_signo == SIGTERM ? "SIGTERM" : "SIGINT",
                      ": stopping (queued calls get UNAVAILABLE, the running pass finishes)"));
     (*protocol)->Stop(io.waitScope, io.provider->getTimer());
     // Let the last replies reach their sockets before the connections close.
     io.provider->getTimer().afterDelay(20 * kj::MILLISECONDS).wait(io.waitScope);
   }
   StatsSnapshot s = stats.Snapshot();
-  Log(absl::StrFormat(
-      "stopped after %.1f s: %d calls, %d keys, %d passes (mean %.1f keys), %d errors, "
-      "latency p50 %.2f ms p99 %.2f ms",
-      s.uptime_s, s.calls, s.keys, s.passes, s.mean_batch_keys, s.errors, s.latency_p50_ms,
-      s.latency_p99_ms));
+  Log("stopped",
+      absl::StrFormat(
+          "stopped after %.1f s: %d calls, %d keys, %d passes (mean %.1f keys), %d errors, "
+          "latency p50 %.2f ms p99 %.2f ms",
+          s.uptime_s, s.calls, s.keys, s.passes, s.mean_batch_keys, s.errors, s.latency_p50_ms,
+          s.latency_p99_ms));
   return absl::OkStatus();
 }
 

@@ -44,6 +44,10 @@ struct ServerOptions {
   std::vector<dpf::Prg> prgs{std::begin(kDefaultPrgs), std::end(kDefaultPrgs)};
   // `stats` answers every peer, not only loopback ones.
   bool stats_from_any = false;
+  // Prometheus endpoint (server/metrics.h): "HOST:PORT", or empty for none. Loopback addresses
+  // only unless metrics_from_any.
+  std::string metrics;
+  bool metrics_from_any = false;
   // dpf2: after a roll (SIGHUP loads table_path again, server/table_set.h), how long the older
   // table versions are still served before they are dropped and freed.
   absl::Duration epoch_grace = absl::Seconds(60);
@@ -54,8 +58,9 @@ struct ServerOptions {
 // final statistics and returns OK. Once listening it prints the bound port as one line on stdout
 // (tests and launchers read it). Logs go to stderr.
 // Returns INVALID_ARGUMENT for bad options (including a plaintext listener on a non-loopback
-// address without insecure_plaintext) or unusable TLS files, the files' NOT_FOUND /
-// PERMISSION_DENIED, and the table's, backend's or listener's error if one cannot start.
+// address without insecure_plaintext, or a bad metrics address) or unusable TLS files, the files'
+// NOT_FOUND / PERMISSION_DENIED, and the table's, backend's, listener's or metrics endpoint's error
+// if one cannot start.
 absl::Status RunServer(const ServerOptions& options);
 
 }  // namespace veil::server

@@ -4,8 +4,9 @@
 //               [--tls-cert=server.pem --tls-key=server.key | --insecure-plaintext]
 //   veil-server --protocol=bfv-bag --table=fixed.veil [--bfv-log-n=13]
 //   veil-server --protocol=lwe-simple|lwe-double --table=t.veil [--lwe-hint-file=PATH]
-// Prints the bound port on stdout; logs on stderr; rolls to the --table file's new version on
-// SIGHUP (dpf2); stops cleanly on SIGTERM / SIGINT.
+//   [--metrics=127.0.0.1:9464] [--config=FILE]
+// Prints the bound port on stdout; logs on stderr (key=value events, server/log.h); rolls to the
+// --table file's new version on SIGHUP (dpf2); stops cleanly on SIGTERM / SIGINT.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -88,6 +89,15 @@ ABSL_FLAG(bool, stats_from_any, false,
           "connection, not only on loopback ones");
 ABSL_FLAG(int, tls_handshake_timeout_ms, 10000,
           "how long a new connection may take to finish its TLS handshake");
+ABSL_FLAG(std::string, metrics, "",
+          "HOST:PORT (numeric, IPv6 in brackets; port 0 picks a free one) to serve Prometheus "
+          "metrics on at GET /metrics (plaintext HTTP); empty: no metrics endpoint");
+ABSL_FLAG(bool, metrics_from_any, false,
+          "allow --metrics on a non-loopback address (refused by default: the endpoint has no "
+          "TLS or authentication)");
+ABSL_FLAG(std::string, config, "",
+          "a file of flag=value lines (# comments and blank lines allowed) setting any of these "
+          "flags; flags on the command line override it");
 
 namespace {
 
@@ -127,6 +137,15 @@ constexpr char kUsage[] =
     "epoch not newer than the served one is refused (logged) and the old version keeps serving. "
     "Roll both parties within the grace period. See docs/serving.md.\n"
     "\n"
+    "Operations: --metrics=127.0.0.1:9464 serves Prometheus metrics (calls by RPC and status "
+    "code, latency and batch-size histograms, queue depth, connections, the served table "
+    "versions, resident memory) on loopback unless --metrics-from-any. --config=FILE reads "
+    "flag=value lines, e.g. \"max_connections=256\"; flags on the command line override the "
+    "file.\n"
+    "\n"
+    "Example: veil-server --party=0 --table=t.veil --listen=127.0.0.1:7000 "
+    "--metrics=127.0.0.1:9464\n"
+    "\n"
     "Flags may be spelled with dashes or underscores (--tls-cert, --tls_cert); --helpfull lists "
     "them all.";
 
@@ -134,6 +153,12 @@ constexpr char kUsage[] =
 
 int main(int argc, char** argv) {
   veil::tools::ParseFlags(argc, argv, kUsage);
+  if (const std::string config = absl::GetFlag(FLAGS_config); !config.empty()) {
+    if (absl::Status s = veil::tools::ApplyConfigFile(config); !s.ok()) {
+      std::fprintf(stderr, "veil-server: --config: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+  }
   for (auto [name, value] :
        {std::pair{"max_keys_per_call", absl::GetFlag(FLAGS_max_keys_per_call)},
         std::pair{"max_queued_keys", absl::GetFlag(FLAGS_max_queued_keys)},
@@ -176,11 +201,15 @@ int main(int argc, char** argv) {
   options.insecure_plaintext = absl::GetFlag(FLAGS_insecure_plaintext);
   options.verify_table = absl::GetFlag(FLAGS_verify_table);
   options.stats_from_any = absl::GetFlag(FLAGS_stats_from_any);
+  options.metrics = absl::GetFlag(FLAGS_metrics);
+  options.metrics_from_any = absl::GetFlag(FLAGS_metrics_from_any);
   options.prgs.clear();
   for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_prgs), ',', absl::SkipEmpty())) {
-    absl::StatusOr<veil::dpf::Prg> prg = veil::dpf::ParsePrg(std::string_view(name.data(), name.size()));
+    absl::StatusOr<veil::dpf::Prg> prg =
+        veil::dpf::ParsePrg(std::string_view(name.data(), name.size()));
     if (!prg.ok()) {
-      std::fprintf(stderr, "veil-server: --prgs: %s\n", std::string(prg.status().message()).c_str());
+      std::fprintf(stderr, "veil-server: --prgs: %s\n",
+                   std::string(prg.status().message()).c_str());
       return 1;
     }
     options.prgs.push_back(*prg);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace veil::server {
 namespace {
@@ -17,12 +18,49 @@ double Percentile(std::vector<double> sample, double p) {
 
 }  // namespace
 
-ServerStats::ServerStats() : start_(absl::Now()) { latency_ms_.reserve(kLatencyWindow); }
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
-void ServerStats::RecordCall(size_t keys, absl::Duration latency) {
+void Histogram::Add(double value) {
+  // The first bucket whose bound is >= value: bounds are inclusive upper bounds.
+  size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  ++counts_[bucket];
+  ++count_;
+  sum_ += value;
+}
+
+std::vector<uint64_t> Histogram::CumulativeCounts() const {
+  std::vector<uint64_t> cumulative(counts_.size());
+  uint64_t total = 0;
+  for (size_t i = 0; i < counts_.size(); ++i) cumulative[i] = total += counts_[i];
+  return cumulative;
+}
+
+// From 0.5 ms (a small dpf2 batch on a CPU) to 10 s (a bfv-bag pass under load).
+const std::vector<double>& ServerStats::LatencyBoundsS() {
+  static const auto* bounds = new std::vector<double>{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  return *bounds;
+}
+
+// Powers of two up to the largest --max_batch worth running.
+const std::vector<double>& ServerStats::BatchKeysBounds() {
+  static const auto* bounds =
+      new std::vector<double>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+  return *bounds;
+}
+
+ServerStats::ServerStats() : start_(absl::Now()), batch_keys_(BatchKeysBounds()) {
+  latency_ms_.reserve(kLatencyWindow);
+}
+
+void ServerStats::RecordCall(absl::string_view call, size_t keys, absl::Duration latency) {
   absl::MutexLock lock(&mu_);
   ++calls_;
   keys_ += keys;
+  ++calls_by_code_[{std::string(call), "OK"}];
+  latency_s_.try_emplace(std::string(call), LatencyBoundsS())
+      .first->second.Add(absl::ToDoubleSeconds(latency));
   double ms = absl::ToDoubleMilliseconds(latency);
   if (latency_ms_.size() < kLatencyWindow) {
     latency_ms_.push_back(ms);
@@ -37,11 +75,18 @@ void ServerStats::RecordPass(size_t keys) {
   ++passes_;
   pass_keys_ += keys;
   max_batch_keys_ = std::max<uint32_t>(max_batch_keys_, static_cast<uint32_t>(keys));
+  batch_keys_.Add(static_cast<double>(keys));
 }
 
-uint64_t ServerStats::RecordError() {
+uint64_t ServerStats::RecordError(absl::string_view call, absl::StatusCode code) {
   absl::MutexLock lock(&mu_);
+  ++calls_by_code_[{std::string(call), absl::StatusCodeToString(code)}];
   return ++errors_;
+}
+
+void ServerStats::RecordRefusedConnection() {
+  absl::MutexLock lock(&mu_);
+  ++refused_connections_;
 }
 
 uint32_t ServerStats::connections() const {
@@ -75,6 +120,20 @@ StatsSnapshot ServerStats::Snapshot() const {
   s.connections = static_cast<uint32_t>(std::max<int64_t>(connections_, 0));
   s.uptime_s = absl::ToDoubleSeconds(absl::Now() - start_);
   return s;
+}
+
+MetricsSnapshot ServerStats::Metrics() const {
+  absl::MutexLock lock(&mu_);
+  MetricsSnapshot m;
+  m.calls_by_code = calls_by_code_;
+  m.latency_s = latency_s_;
+  m.batch_keys = batch_keys_;
+  m.keys = keys_;
+  m.queued_keys = queued_keys_;
+  m.connections = static_cast<uint32_t>(std::max<int64_t>(connections_, 0));
+  m.refused_connections = refused_connections_;
+  m.uptime_s = absl::ToDoubleSeconds(absl::Now() - start_);
+  return m;
 }
 
 }  // namespace veil::server

@@ -1,12 +1,18 @@
 // Serving statistics shared by the RPC thread and the backend worker: counters, batch sizes and
-// recent call latencies (reported as percentiles by the `stats` call, rpc/stats.h, and in the
-// shutdown log).
+// call latencies. Recent latencies are reported as percentiles by the `stats` call (rpc/stats.h)
+// and in the shutdown log; cumulative counts by call and status code and histograms of latencies
+// and batch sizes are what the metrics endpoint exports (server/metrics.h).
 #ifndef VEIL_SERVER_STATS_H_
 #define VEIL_SERVER_STATS_H_
 
 #include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rpc/stats.h"
@@ -15,23 +21,64 @@ namespace veil::server {
 
 using rpc::StatsSnapshot;
 
+// Counts of values by bucket, since the start (a Prometheus histogram).
+class Histogram {
+ public:
+  // `bounds`: the buckets' inclusive upper bounds, ascending; one more bucket holds the rest.
+  explicit Histogram(std::vector<double> bounds);
+  void Add(double value);
+
+  const std::vector<double>& bounds() const { return bounds_; }
+  // Values at or below bounds()[i], for each i, then all values (the +Inf bucket).
+  std::vector<uint64_t> CumulativeCounts() const;
+  uint64_t count() const { return count_; }
+  double sum() const { return sum_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, bounds_.size() + 1
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+// Everything the metrics endpoint exports from ServerStats, copied under its lock.
+struct MetricsSnapshot {
+  // Calls answered ("OK") or rejected (the error's code name), by call name and code.
+  std::map<std::pair<std::string, std::string>, uint64_t> calls_by_code;
+  std::map<std::string, Histogram> latency_s;  // answered calls' latencies, by call name
+  Histogram batch_keys{{}};                    // queries per backend pass
+  uint64_t keys = 0;
+  uint32_t queued_keys = 0;
+  uint32_t connections = 0;
+  uint64_t refused_connections = 0;
+  double uptime_s = 0;
+};
+
 class ServerStats {
  public:
   // Percentiles cover this many most recent calls.
   static constexpr size_t kLatencyWindow = 4096;
+  // Histogram buckets: call latencies in seconds and queries per pass.
+  static const std::vector<double>& LatencyBoundsS();
+  static const std::vector<double>& BatchKeysBounds();
 
   ServerStats();
 
-  void RecordCall(size_t keys, absl::Duration latency);
+  // An answered `call` ("answer", "answerPooled"...) of `keys` queries.
+  void RecordCall(absl::string_view call, size_t keys, absl::Duration latency);
   void RecordPass(size_t keys);
-  // Returns the number of errors so far, this one included.
-  uint64_t RecordError();
+  // A rejected `call`. Returns the number of errors so far, this one included.
+  uint64_t RecordError(absl::string_view call, absl::StatusCode code);
+  // A connection refused at the connection limit.
+  void RecordRefusedConnection();
   void SetQueuedKeys(uint32_t keys);
   void AddConnections(int delta);
 
   uint32_t connections() const;
   // Counters and latency percentiles (sorts the latency window: for the `stats` call and logs).
   StatsSnapshot Snapshot() const;
+  // Cumulative counts and histograms (for the metrics endpoint).
+  MetricsSnapshot Metrics() const;
 
  private:
   mutable absl::Mutex mu_;
@@ -44,8 +91,12 @@ class ServerStats {
   uint32_t queued_keys_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t connections_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t refused_connections_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<double> latency_ms_ ABSL_GUARDED_BY(mu_);  // ring buffer of kLatencyWindow
   size_t latency_next_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::pair<std::string, std::string>, uint64_t> calls_by_code_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Histogram> latency_s_ ABSL_GUARDED_BY(mu_);
+  Histogram batch_keys_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace veil::server

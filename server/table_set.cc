@@ -109,12 +109,13 @@ void TableSet::RollLoop() {
 }
 
 void TableSet::LoadAndPublish() {
-  Log("rolling: loading the table again (the served versions keep serving meanwhile)");
+  Log("roll_loading",
+      "rolling: loading the table again (the served versions keep serving meanwhile)");
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<ServedTable>> next = load_();
   if (!next.ok()) {
-    Log(absl::StrCat("roll refused: ", next.status().ToString(), "; still serving epoch ",
-                     newest_epoch()));
+    Log("roll_refused", absl::StrCat("roll refused: ", next.status().ToString(),
+                                     "; still serving epoch ", newest_epoch()));
     return;
   }
   std::shared_ptr<const ServedTable> published = *std::move(next);
@@ -122,8 +123,8 @@ void TableSet::LoadAndPublish() {
   std::string refusal = ShapeDifference(*current->table, *published->table);
   if (published->epoch() == current->epoch() &&
       published->table->digest() == current->table->digest()) {
-    Log(absl::StrCat("roll: the table file still holds epoch ", current->epoch(),
-                     ", which is served; nothing to do"));
+    Log("roll_unchanged", absl::StrCat("roll: the table file still holds epoch ", current->epoch(),
+                                       ", which is served; nothing to do"));
     return;
   }
   if (refusal.empty() && published->epoch() <= current->epoch()) {
@@ -131,7 +132,8 @@ void TableSet::LoadAndPublish() {
                            current->epoch(), " (build it with a larger --epoch)");
   }
   if (!refusal.empty()) {
-    Log(absl::StrCat("roll refused: the new table (digest ", published->table->DigestHex(),
+    Log("roll_refused",
+        absl::StrCat("roll refused: the new table (digest ", published->table->DigestHex(),
                      ") cannot replace the served one: ", refusal, "; still serving epoch ",
                      current->epoch()));
     return;
@@ -144,7 +146,8 @@ void TableSet::LoadAndPublish() {
     entries_.push_back(Entry{published});
     served = ServedEpochs();
   }
-  Log(absl::StrCat("rolled to epoch ", published->epoch(), " (digest ",
+  Log("rolled",
+      absl::StrCat("rolled to epoch ", published->epoch(), " (digest ",
                    published->table->DigestHex().substr(0, 16), ", loaded and verified in ",
                    absl::FormatDuration(absl::Now() - start), "); serving epochs ", served,
                    ", older ones for ", absl::FormatDuration(grace_), " more"));
@@ -167,7 +170,8 @@ void TableSet::RetireExpired() {
     served = ServedEpochs();
   }
   for (const auto& d : dropped) {
-    Log(absl::StrCat("epoch ", d->epoch(), "'s grace period is over: no longer served (serving ",
+    Log("epoch_retired",
+        absl::StrCat("epoch ", d->epoch(), "'s grace period is over: no longer served (serving ",
                      served, "); its memory is freed once its last call is answered"));
   }
 }

@@ -10,14 +10,13 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <system_error>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "server/process_memory.h"
 
 namespace veil::tools {
 namespace {
@@ -145,17 +144,7 @@ int ServerProcess::WaitFor(absl::Duration timeout) {
   }
 }
 
-uint64_t ServerProcess::ResidentKb() const {
-  std::ifstream status(absl::StrCat("/proc/", pid_, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) != 0) continue;
-    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    uint64_t kb = 0;
-    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kb)) return kb;
-  }
-  return 0;
-}
+uint64_t ServerProcess::ResidentKb() const { return server::ResidentKb(pid_); }
 
 absl::Status ServerProcess::Stop(absl::Duration timeout) {
   if (reaped_) return absl::OkStatus();

@@ -1,0 +1,295 @@
+// What operators run the server with: the Prometheus endpoint (--metrics), scraped over real HTTP
+// while a real client looks rows up, and configuration files (--config).
+#include <arpa/inet.h>
+#include <capnp/ez-rpc.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "embedding/table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mobile_client/client.h"
+#include "rpc/status.h"
+#include "rpc/veil.capnp.h"
+#include "tests/server/two_servers.h"
+#include "tools/launcher.h"
+
+namespace veil {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// A loopback port free now (bound, read and released): the server binds it next.
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// GET `path` from 127.0.0.1:`port` over a plain socket; the whole response, headers included.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return absl::UnavailableError("short write");
+  }
+  std::string response;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) response.append(buffer, n);
+  close(fd);
+  return response;
+}
+
+// The samples of a text exposition: "name{labels}" -> value.
+using Samples = std::map<std::string, double>;
+
+absl::StatusOr<Samples> Scrape(int port) {
+  absl::StatusOr<std::string> response = HttpGet(port, "/metrics");
+  if (!response.ok()) return response.status();
+  if (!absl::StartsWith(*response, "HTTP/1.1 200") &&
+      !absl::StartsWith(*response, "HTTP/1.0 200")) {
+    return absl::InternalError(absl::StrCat("not a 200 response: ", response->substr(0, 200)));
+  }
+  const size_t body = response->find("\r\n\r\n");
+  if (body == std::string::npos) return absl::InternalError("no end of headers");
+  Samples samples;
+  for (absl::string_view line : absl::StrSplit(response->substr(body + 4), '\n')) {
+    if (line.empty() || line.front() == '#') continue;
+    const size_t space = line.rfind(' ');
+    double value = 0;
+    if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &value)) {
+      return absl::InternalError(absl::StrCat("bad sample line \"", line, "\""));
+    }
+    samples[std::string(line.substr(0, space))] = value;
+  }
+  return samples;
+}
+
+double Get(const Samples& samples, const std::string& key) {
+  auto it = samples.find(key);
+  return it == samples.end() ? 0 : it->second;
+}
+
+tools::ServerProcessOptions ServerOptions(const std::string& table, int party,
+                                          std::vector<std::string> extra_args,
+                                          const std::string& log_path = "") {
+  tools::ServerProcessOptions o;
+  o.binary = VEIL_SERVER_BINARY;
+  o.party = party;
+  o.table_path = table;
+  o.extra_args = std::move(extra_args);
+  o.log_path = log_path;
+  return o;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(MetricsTest, SeriesMoveWithLookups) {
+#if !VEIL_HAVE_PROMETHEUS
+  GTEST_SKIP() << "built without prometheus-cpp: veil-server refuses --metrics";
+#endif
+  auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, 256, 8, 1,
+                                         /*epoch=*/3);
+  ASSERT_TRUE(table.ok()) << table.status();
+  auto loaded = embedding::Table::Load(*table, {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  auto server0 = tools::ServerProcess::Start(
+      ServerOptions(*table, 0, {absl::StrCat("--metrics=127.0.0.1:", port)}));
+  ASSERT_TRUE(server0.ok()) << server0.status();
+  auto server1 = tools::ServerProcess::Start(ServerOptions(*table, 1, {}));
+  ASSERT_TRUE(server1.ok()) << server1.status();
+
+  auto before = Scrape(port);
+  ASSERT_TRUE(before.ok()) << before.status();
+  const std::string table_info =
+      absl::StrCat("veil_table_info{epoch=\"3\",digest=\"", (*loaded)->DigestHex(), "\"}");
+  EXPECT_EQ(Get(*before, table_info), 1) << "no " << table_info;
+  EXPECT_GT(Get(*before, "veil_process_resident_memory_bytes"), 1e6);
+  EXPECT_EQ(Get(*before, "veil_open_connections"), 0);
+
+  client::ClientOptions options;
+  options.server0 = (*server0)->address();
+  options.server1 = (*server1)->address();
+  options.allow_plaintext = true;
+  auto client = client::Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  constexpr int kLookups = 5;
+  for (int i = 0; i < kLookups; ++i) ASSERT_TRUE((*client)->Lookup({1, 2, 200}).ok());
+
+  auto after = Scrape(port);
+  ASSERT_TRUE(after.ok()) << after.status();
+  const std::string ok_calls = "veil_requests_total{rpc=\"answer\",code=\"OK\"}";
+  EXPECT_EQ(Get(*after, ok_calls) - Get(*before, ok_calls), kLookups);
+  EXPECT_EQ(Get(*after, "veil_keys_total") - Get(*before, "veil_keys_total"), 3 * kLookups);
+  EXPECT_EQ(Get(*after, "veil_request_duration_seconds_count{rpc=\"answer\"}"), kLookups);
+  EXPECT_EQ(Get(*after, "veil_request_duration_seconds_bucket{rpc=\"answer\",le=\"+Inf\"}"),
+            kLookups);
+  EXPECT_GT(Get(*after, "veil_request_duration_seconds_sum{rpc=\"answer\"}"), 0);
+  EXPECT_GE(Get(*after, "veil_batch_keys_count") - Get(*before, "veil_batch_keys_count"), 1);
+  EXPECT_EQ(Get(*after, "veil_batch_keys_sum") - Get(*before, "veil_batch_keys_sum"), 3 * kLookups);
+  EXPECT_EQ(Get(*after, "veil_open_connections"), 1);
+  EXPECT_EQ(Get(*after, table_info), 1);
+  EXPECT_EQ(Get(*after, "veil_queued_keys"), 0);
+  EXPECT_EQ(Get(*after, "veil_refused_connections_total"), 0);
+}
+
+TEST(MetricsTest, BadAddressesAreRefused) {
+  auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, 16, 4, 1);
+  ASSERT_TRUE(table.ok()) << table.status();
+  struct Case {
+    std::string flag;
+    std::string error;
+  };
+  for (const Case& c :
+       std::vector<Case>{{"--metrics=127.0.0.1", "--metrics=127.0.0.1: no port"},
+                         {"--metrics=localhost:9464", "not a numeric IPv4 address"},
+                         {"--metrics=127.0.0.1:70000", "not a number from 0 to 65535"},
+                         {"--metrics=0.0.0.0:0",
+                          "refusing to serve metrics on 0.0.0.0:0, which is not a "
+                          "loopback address"}}) {
+    const std::string log = testing::TempPath("refused.log");
+    auto server = tools::ServerProcess::Start(ServerOptions(*table, 0, {c.flag}, log));
+    ASSERT_FALSE(server.ok()) << c.flag;
+    EXPECT_TRUE(absl::IsUnavailable(server.status())) << server.status();
+    EXPECT_THAT(ReadFile(log), HasSubstr(c.error)) << c.flag;
+  }
+}
+
+// Every line a real server writes is one key=value event (log pipelines parse them).
+TEST(LogTest, EveryLineIsOneKeyValueEvent) {
+  auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, 256, 4, 1);
+  ASSERT_TRUE(table.ok()) << table.status();
+  const std::string log = testing::TempPath("server0.log");
+  auto server0 = tools::ServerProcess::Start(ServerOptions(*table, 0, {}, log));
+  ASSERT_TRUE(server0.ok()) << server0.status();
+  auto server1 = tools::ServerProcess::Start(ServerOptions(*table, 1, {}));
+  ASSERT_TRUE(server1.ok()) << server1.status();
+  client::ClientOptions options;
+  options.server0 = (*server0)->address();
+  options.server1 = (*server1)->address();
+  options.allow_plaintext = true;
+  auto client = client::Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Lookup({137, 211}).ok());
+  EXPECT_FALSE((*client)->Lookup({4096}).ok());  // refused by the client: past the table
+  client->reset();
+  ASSERT_TRUE((*server0)->Stop().ok());
+
+  const std::regex line_format(
+      R"(ts=\S+ prog=veil-server party=0 event=[a-z_]+( suppressed=[0-9]+)? )"
+      R"(msg="([^"\\]|\\.)*")");
+  std::vector<std::string> events;
+  for (absl::string_view line : absl::StrSplit(ReadFile(log), '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(std::regex_match(line.begin(), line.end(), line_format)) << line;
+    const size_t event = line.find("event=");
+    events.emplace_back(line.substr(event + 6, line.find(' ', event) - event - 6));
+  }
+  EXPECT_THAT(events, ::testing::ElementsAre("table_loaded", "serving", "stopping", "stopped"));
+}
+
+// The served config's limits, from the `config` call.
+absl::StatusOr<std::pair<uint32_t, uint64_t>> KeysAndBytesLimits(
+    const tools::ServerProcess& server) {
+  try {
+    capnp::EzRpcClient rpc("127.0.0.1", server.port());
+    auto reply = rpc.getMain<rpc::PirServer>().configRequest().send().wait(rpc.getWaitScope());
+    rpc::Limits::Reader limits = reply.getConfig().getLimits();
+    return std::pair{limits.getMaxKeysPerCall(), limits.getMaxMessageBytes()};
+  } catch (const kj::Exception& e) {
+    return rpc::ExceptionToStatus(e, server.address());
+  }
+}
+
+std::string WriteConfig(const std::string& text) {
+  const std::string path = testing::TempPath("server.conf");
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ConfigFileTest, FileSetsFlagsAndTheCommandLineOverridesIt) {
+  auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, 16, 4, 1);
+  ASSERT_TRUE(table.ok()) << table.status();
+  const std::string config = WriteConfig(
+      "# limits of this deployment\n"
+      "\n"
+      "max-keys-per-call = 17\n"
+      "--max_message_bytes=65536\n");
+  auto server = tools::ServerProcess::Start(
+      ServerOptions(*table, 0, {"--config=" + config, "--max_message_bytes=131072"}));
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto limits = KeysAndBytesLimits(**server);
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  EXPECT_EQ(limits->first, 17u);       // from the file
+  EXPECT_EQ(limits->second, 131072u);  // the command line wins
+}
+
+TEST(ConfigFileTest, BadLinesAreErrorsNamingTheLine) {
+  auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, 16, 4, 1);
+  ASSERT_TRUE(table.ok()) << table.status();
+  struct Case {
+    std::string text;
+    std::string error;  // after "PATH:"
+  };
+  for (const Case& c : std::vector<Case>{
+           {"max_batch=8\n# fine\nno_such_flag=1\n", "3: unknown flag \"no_such_flag\""},
+           {"max_batch=eight\n", "1: max_batch: "},
+           {"\nmax_batch\n", "2: expected flag=value, got \"max_batch\""},
+           {"helpfull=true\n", "1: unknown flag \"helpfull\""},
+           {"config=other.conf\n", "1: unknown flag \"config\""}}) {
+    const std::string config = WriteConfig(c.text);
+    const std::string log = testing::TempPath("config.log");
+    auto server =
+        tools::ServerProcess::Start(ServerOptions(*table, 0, {"--config=" + config}, log));
+    ASSERT_FALSE(server.ok()) << c.text;
+    EXPECT_THAT(ReadFile(log),
+                HasSubstr(absl::StrCat("veil-server: --config: ", config, ":", c.error)))
+        << c.text;
+  }
+  const std::string log = testing::TempPath("missing.log");
+  auto server = tools::ServerProcess::Start(
+      ServerOptions(*table, 0, {"--config=" + testing::TempPath("absent.conf")}, log));
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(ReadFile(log), HasSubstr("cannot read config file"));
+}
+
+}  // namespace
+}  // namespace veil
