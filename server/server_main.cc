@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "rpc/tls.h"
 #include "server/server.h"
 #include "tools/flags.h"
 
@@ -152,6 +153,8 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything makes OpenSSL allocate: its freed buffers (TLS records) are then wiped.
+  veil::rpc::WipeOpenSslMemoryOnFree();
   veil::tools::ParseFlags(argc, argv, kUsage);
   if (const std::string config = absl::GetFlag(FLAGS_config); !config.empty()) {
     if (absl::Status s = veil::tools::ApplyConfigFile(config); !s.ok()) {

@@ -284,6 +284,8 @@ absl::StatusOr<std::string> PoolOneUser(Client& client, const veil::embedding::T
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything makes OpenSSL allocate: its freed buffers (TLS records) are then wiped.
+  veil::rpc::WipeOpenSslMemoryOnFree();
   veil::tools::ParseFlags(argc, argv, kUsage);
   const std::string work_dir = absl::GetFlag(FLAGS_work_dir);
   const std::string format_name = absl::GetFlag(FLAGS_format);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "mobile_client/client.h"
 #include "mobile_client/lwe_client.h"
+#include "rpc/tls.h"
 #include "tools/flags.h"
 #include "tools/table_cli.h"
 #include "tools/tls_cert.h"
@@ -251,6 +252,8 @@ int LookupLwe(const std::string& protocol) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything makes OpenSSL allocate: its freed buffers (TLS records) are then wiped.
+  veil::rpc::WipeOpenSslMemoryOnFree();
   const std::vector<std::string> args = veil::tools::ParseFlags(argc, argv, kUsage);
   const std::string command = args.size() >= 2 ? args[1] : "";
   const std::vector<std::string> operands(args.begin() + std::min<size_t>(2, args.size()),
