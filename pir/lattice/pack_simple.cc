@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<PackedSimpleServer>> PackedSimpleServer::Create(
 
 absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Answer(
     absl::Span<const uint32_t> query, absl::Span<const uint8_t> keys) const {
-  absl::StatusOr<PackingKeys> parsed = ParsePackingKeys(ring_, kLweDimension, keys);
+  absl::StatusOr<PackingKeysView> parsed = ParsePackingKeys(ring_, kLweDimension, keys);
   if (!parsed.ok()) return parsed.status();
   std::vector<uint32_t> answer(server_->shape().answer_words());
   if (absl::Status s = server_->Answer(query, 1, absl::MakeSpan(answer)); !s.ok()) return s;
@@ -87,11 +87,11 @@ absl::StatusOr<PackedQuery> PackedSimpleClient::MakeQuery(uint64_t row, RandomSo
   const uint64_t column = s.column_of(row);
   EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA1, s.d0), {column}, rng,
                           absl::MakeSpan(lwe_secret), absl::MakeSpan(out.query));
-  absl::StatusOr<PackingKeys> keys = MakePackingKeys(ring_, secret_, lwe_secret);
+  absl::StatusOr<std::vector<uint8_t>> keys = MakePackingKeys(ring_, secret_, lwe_secret);
   // The client needs s no longer: packed answers decrypt with z.
   sodium_memzero(lwe_secret.data(), lwe_secret.size() * sizeof(uint32_t));
   if (!keys.ok()) return keys.status();
-  out.keys = SerializePackingKeys(*keys);
+  out.keys = *std::move(keys);
   return out;
 }
 

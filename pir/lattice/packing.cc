@@ -2,6 +2,7 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -15,84 +16,79 @@ namespace {
 
 constexpr uint64_t kKeyHeaderBytes = 32 + 4;  // seed, lwe_n
 
-// alpha_j for every j from the seed: he::ExpandUniform's residues are uniform modulo each
-// prime, so they serve directly as the NTT form of a uniform polynomial.
-std::vector<uint64_t> ExpandAlpha(const RingContext& ctx, const he::Seed& seed, uint32_t lwe_n) {
+// alpha_j for j in [first, first + count) from the seed, into out (count x k x N):
+// he::ExpandUniform's residues are uniform modulo each prime, so they serve directly as the NTT
+// form of a uniform polynomial.
+void ExpandAlpha(const RingContext& ctx, const he::Seed& seed, uint32_t first, uint32_t count,
+                 uint64_t* out) {
   const size_t stride = ctx.k() * ctx.n();
-  std::vector<uint64_t> alpha(uint64_t{lwe_n} * stride);
-  for (uint32_t j = 0; j < lwe_n; ++j) {
-    he::ExpandUniform(seed, j, ctx.base().moduli(), ctx.n(), alpha.data() + j * stride);
+  for (uint32_t j = 0; j < count; ++j) {
+    he::ExpandUniform(seed, first + j, ctx.base().moduli(), ctx.n(), out + j * stride);
   }
-  return alpha;
 }
 
 }  // namespace
-
-absl::StatusOr<PackingKeys> MakePackingKeys(const RingContext& ctx, const RlweSecret& secret,
-                                            absl::Span<const uint32_t> lwe_secret) {
-  if (lwe_secret.empty()) return absl::InvalidArgumentError("the LWE secret is empty");
-  const size_t n = ctx.n(), stride = ctx.k() * n;
-  PackingKeys keys;
-  keys.lwe_n = static_cast<uint32_t>(lwe_secret.size());
-  keys.seed = he::RandomSeed();
-  keys.alpha = ExpandAlpha(ctx, keys.seed, keys.lwe_n);
-  keys.beta.resize(keys.alpha.size());
-  // The constant round(Q s_j / 2^32) is the same value in every NTT slot.
-  std::vector<uint64_t> message(stride);
-  for (uint32_t j = 0; j < keys.lwe_n; ++j) {
-    for (size_t i = 0; i < ctx.k(); ++i) {
-      const uint64_t mu = ctx.EncodeWord(lwe_secret[j], i);
-      std::fill_n(message.begin() + i * n, n, mu);
-    }
-    EncryptWithMask(ctx, secret, message.data(), keys.alpha.data() + j * stride,
-                    keys.beta.data() + j * stride);
-  }
-  sodium_memzero(message.data(), message.size() * sizeof(uint64_t));
-  return keys;
-}
 
 uint64_t PackingKeyBytes(const RingContext& ctx, uint32_t lwe_n) {
   return kKeyHeaderBytes + 4 * uint64_t{lwe_n} * ctx.k() * ctx.n();
 }
 
-std::vector<uint8_t> SerializePackingKeys(const PackingKeys& keys) {
-  std::vector<uint8_t> bytes(kKeyHeaderBytes + 4 * keys.beta.size());
-  std::memcpy(bytes.data(), keys.seed.data(), 32);
-  std::memcpy(bytes.data() + 32, &keys.lwe_n, 4);  // little-endian host (embedding/table.h)
-  for (size_t w = 0; w < keys.beta.size(); ++w) {
-    const uint32_t residue = static_cast<uint32_t>(keys.beta[w]);  // primes are below 2^32
-    std::memcpy(bytes.data() + kKeyHeaderBytes + 4 * w, &residue, 4);
+absl::StatusOr<std::vector<uint8_t>> MakePackingKeys(const RingContext& ctx,
+                                                     const RlweSecret& secret,
+                                                     absl::Span<const uint32_t> lwe_secret) {
+  if (lwe_secret.empty()) return absl::InvalidArgumentError("the LWE secret is empty");
+  const size_t n = ctx.n(), stride = ctx.k() * n;
+  const uint32_t lwe_n = static_cast<uint32_t>(lwe_secret.size());
+  const he::Seed seed = he::RandomSeed();
+  std::vector<uint8_t> wire(PackingKeyBytes(ctx, lwe_n));
+  std::memcpy(wire.data(), seed.data(), 32);
+  // Little-endian words (embedding/table.h asserts a little-endian host).
+  std::memcpy(wire.data() + 32, &lwe_n, 4);
+  // The constant round(Q s_j / 2^32) is the same value in every NTT slot.
+  std::vector<uint64_t> message(stride), alpha(stride), beta(stride);
+  std::vector<uint32_t> residues(stride);
+  for (uint32_t j = 0; j < lwe_n; ++j) {
+    for (size_t i = 0; i < ctx.k(); ++i) {
+      const uint64_t mu = ctx.EncodeWord(lwe_secret[j], i);
+      std::fill_n(message.begin() + i * n, n, mu);
+    }
+    ExpandAlpha(ctx, seed, j, 1, alpha.data());
+    EncryptWithMask(ctx, secret, message.data(), alpha.data(), beta.data());
+    std::copy(beta.begin(), beta.end(), residues.begin());  // primes are below 2^32
+    std::memcpy(wire.data() + kKeyHeaderBytes + 4 * j * stride, residues.data(), 4 * stride);
   }
-  return bytes;
+  sodium_memzero(message.data(), message.size() * sizeof(uint64_t));
+  return wire;
 }
 
-absl::StatusOr<PackingKeys> ParsePackingKeys(const RingContext& ctx, uint32_t expected_lwe_n,
-                                             absl::Span<const uint8_t> bytes) {
+absl::StatusOr<PackingKeysView> ParsePackingKeys(const RingContext& ctx, uint32_t expected_lwe_n,
+                                                 absl::Span<const uint8_t> bytes) {
   const uint64_t expected = PackingKeyBytes(ctx, expected_lwe_n);
   if (bytes.size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat("packing keys for n = ", expected_lwe_n, " are ",
                                                    expected, " bytes, got ", bytes.size()));
   }
-  PackingKeys keys;
+  PackingKeysView keys;
   std::memcpy(keys.seed.data(), bytes.data(), 32);
   std::memcpy(&keys.lwe_n, bytes.data() + 32, 4);
   if (keys.lwe_n != expected_lwe_n) {
     return absl::InvalidArgumentError(
         absl::StrCat("packing keys are for n = ", keys.lwe_n, ", expected ", expected_lwe_n));
   }
-  const size_t n = ctx.n(), stride = ctx.k() * n;
-  keys.beta.resize(uint64_t{keys.lwe_n} * stride);
-  for (size_t w = 0; w < keys.beta.size(); ++w) {
-    uint32_t residue;
-    std::memcpy(&residue, bytes.data() + kKeyHeaderBytes + 4 * w, 4);
-    const uint64_t q = ctx.base()[(w % stride) / n].value();
-    if (residue >= q) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("packing key residue ", w, " is not below its prime ", q));
+  keys.beta = bytes.subspan(kKeyHeaderBytes);
+  const size_t n = ctx.n();
+  const uint64_t residues = keys.beta.size() / 4;
+  for (uint64_t at = 0; at < residues; at += n) {
+    const uint32_t q = static_cast<uint32_t>(ctx.base()[(at / n) % ctx.k()].value());
+    for (size_t c = 0; c < n; ++c) {
+      uint32_t r;
+      std::memcpy(&r, keys.beta.data() + 4 * (at + c), 4);
+      if (r >= q) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("packing key residue ", at + c, " is not below its prime ", q));
+      }
     }
-    keys.beta[w] = residue;
   }
-  keys.alpha = ExpandAlpha(ctx, keys.seed, keys.lwe_n);
   return keys;
 }
 
@@ -128,51 +124,73 @@ absl::StatusOr<PackingMatrix> PackingMatrix::Create(const RingContext& ctx,
 
 absl::StatusOr<std::vector<RlweCiphertext>> Pack(const RingContext& ctx,
                                                  const PackingMatrix& matrix,
-                                                 const PackingKeys& keys,
+                                                 const PackingKeysView& keys,
                                                  absl::Span<const uint32_t> b) {
   const size_t n = ctx.n(), k = ctx.k(), stride = k * n;
   if (b.size() != matrix.rows()) {
     return absl::InvalidArgumentError(absl::StrCat("packing needs one b word per matrix row (",
                                                    matrix.rows(), "), got ", b.size()));
   }
-  if (keys.lwe_n != matrix.lwe_n() || keys.beta.size() != uint64_t{keys.lwe_n} * stride ||
-      keys.alpha.size() != keys.beta.size()) {
+  if (keys.lwe_n != matrix.lwe_n() || keys.beta.size() != 4 * uint64_t{keys.lwe_n} * stride) {
     return absl::InvalidArgumentError(absl::StrCat("packing keys for n = ", keys.lwe_n, " (",
-                                                   keys.beta.size(), " residues) do not fit a ",
+                                                   keys.beta.size() / 4, " residues) do not fit a ",
                                                    "matrix of n = ", matrix.lwe_n()));
   }
   const uint32_t lwe_n = matrix.lwe_n();
-  std::vector<const uint64_t*> plain(lwe_n), beta(lwe_n), alpha(lwe_n);
-  std::vector<RlweCiphertext> out(matrix.groups());
-  for (uint64_t g = 0; g < matrix.groups(); ++g) {
-    RlweCiphertext& ct = out[g];
-    std::vector<uint64_t> sum0(stride), sum1(stride);
-    for (size_t i = 0; i < k; ++i) {
-      for (uint32_t j = 0; j < lwe_n; ++j) {
-        plain[j] = matrix.Polynomial(g, j) + i * n;
-        beta[j] = keys.beta.data() + j * stride + i * n;
-        alpha[j] = keys.alpha.data() + j * stride + i * n;
+  const uint64_t groups = matrix.groups();
+  // sums[g]: (sum_j A_{g,j} beta_j, sum_j A_{g,j} alpha_j), accumulated block by block.
+  std::vector<uint64_t> sums(groups * 2 * stride, 0), part0(n), part1(n);
+  std::vector<uint64_t> alpha(kPackKeysPerBlock * stride), beta(kPackKeysPerBlock * stride);
+  std::vector<uint32_t> residues(kPackKeysPerBlock * stride);
+  const uint64_t* plain[kPackKeysPerBlock];
+  const uint64_t* beta_rows[kPackKeysPerBlock];
+  const uint64_t* alpha_rows[kPackKeysPerBlock];
+  for (uint32_t first = 0; first < lwe_n; first += kPackKeysPerBlock) {
+    const uint32_t count = std::min(kPackKeysPerBlock, lwe_n - first);
+    ExpandAlpha(ctx, keys.seed, first, count, alpha.data());
+    std::memcpy(residues.data(), keys.beta.data() + 4 * uint64_t{first} * stride,
+                4 * count * stride);
+    std::copy_n(residues.begin(), count * stride, beta.begin());
+    for (uint64_t g = 0; g < groups; ++g) {
+      for (size_t i = 0; i < k; ++i) {
+        for (uint32_t j = 0; j < count; ++j) {
+          plain[j] = matrix.Polynomial(g, first + j) + i * n;
+          beta_rows[j] = beta.data() + j * stride + i * n;
+          alpha_rows[j] = alpha.data() + j * stride + i * n;
+        }
+        he::internal::PlainDotProduct(
+            {&ctx.base()[i], count, n, plain, beta_rows, alpha_rows, part0.data(), part1.data()});
+        uint64_t* sum0 = sums.data() + g * 2 * stride + i * n;
+        uint64_t* sum1 = sum0 + stride;
+        const uint64_t q = ctx.base()[i].value();
+        for (size_t c = 0; c < n; ++c) {
+          sum0[c] = he::AddMod(sum0[c], part0[c], q);
+          sum1[c] = he::AddMod(sum1[c], part1[c], q);
+        }
       }
-      he::internal::PlainDotProduct({&ctx.base()[i], lwe_n, n, plain.data(), beta.data(),
-                                     alpha.data(), sum0.data() + i * n, sum1.data() + i * n});
     }
-    // (B - sum A_j beta_j, -sum A_j alpha_j).
+  }
+  // (B - sum A_j beta_j, -sum A_j alpha_j).
+  std::vector<RlweCiphertext> out(groups);
+  for (uint64_t g = 0; g < groups; ++g) {
+    RlweCiphertext& ct = out[g];
     ct.c0.assign(stride, 0);
     const uint64_t first = g * n, count = std::min<uint64_t>(n, matrix.rows() - first);
     for (size_t i = 0; i < k; ++i) {
       for (uint64_t t = 0; t < count; ++t) ct.c0[i * n + t] = ctx.EncodeWord(b[first + t], i);
     }
     he::internal::ForwardNtt(ctx.ntt(), ct.c0.data());
-    he::internal::SubRows(ctx.ntt(), ct.c0.data(), sum0.data(), ct.c0.data());
+    const uint64_t* sum0 = sums.data() + g * 2 * stride;
+    he::internal::SubRows(ctx.ntt(), ct.c0.data(), sum0, ct.c0.data());
     ct.c1.resize(stride);
-    he::internal::NegateRows(ctx.ntt(), sum1.data(), ct.c1.data());
+    he::internal::NegateRows(ctx.ntt(), sum0 + stride, ct.c1.data());
   }
   return out;
 }
 
 absl::StatusOr<std::vector<SwitchedCiphertext>> PackResponse(const RingContext& ctx,
                                                              const PackingMatrix& matrix,
-                                                             const PackingKeys& keys,
+                                                             const PackingKeysView& keys,
                                                              absl::Span<const uint32_t> b) {
   absl::StatusOr<std::vector<RlweCiphertext>> packed = Pack(ctx, matrix, keys, b);
   if (!packed.ok()) return packed.status();

@@ -31,29 +31,35 @@
 
 namespace veil::lattice {
 
-// K_j for j < lwe_n, NTT form over Q (k x N residues per half, key-major). alpha is expanded
-// from the public seed (he::ExpandUniform, domain j), so it is not sent.
-struct PackingKeys {
-  uint32_t lwe_n = 0;
-  he::Seed seed{};
-  std::vector<uint64_t> beta;
-  std::vector<uint64_t> alpha;
-};
-
-// The client's keys for its LWE secret (lwe_n words uniform in Z_{2^32}) under its RLWE secret,
-// with a fresh seed and fresh errors from libsodium. The messages are computed without branches
-// on the secret. Returns INVALID_ARGUMENT for an empty LWE secret.
-absl::StatusOr<PackingKeys> MakePackingKeys(const RingContext& ctx, const RlweSecret& secret,
-                                            absl::Span<const uint32_t> lwe_secret);
-
+// K_j for j < lwe_n in NTT form over Q, as sent. Only beta_j travels and is kept (k x N
+// residues below 2^32 per key, key-major); alpha_j is expanded from the public seed
+// (he::ExpandUniform, domain j) where it is used, a few keys at a time, so that neither side
+// holds all of it.
+//
 // Wire form: the 32-byte seed, lwe_n as a little-endian 32-bit word, then beta as little-endian
 // 32-bit residues: PackingKeyBytes = 36 + 4 n k N (50,331,684 bytes at n = 1024, k = 3, N = 4096).
+inline constexpr uint32_t kPackKeysPerBlock = 16;
+
 uint64_t PackingKeyBytes(const RingContext& ctx, uint32_t lwe_n);
-std::vector<uint8_t> SerializePackingKeys(const PackingKeys& keys);
-// Parses keys and expands alpha. Returns INVALID_ARGUMENT for a size other than
+
+// The client's keys (wire form) for its LWE secret (lwe_n words uniform in Z_{2^32}) under its
+// RLWE secret, with a fresh seed and fresh errors from libsodium. The messages are computed
+// without branches on the secret. Returns INVALID_ARGUMENT for an empty LWE secret.
+absl::StatusOr<std::vector<uint8_t>> MakePackingKeys(const RingContext& ctx,
+                                                     const RlweSecret& secret,
+                                                     absl::Span<const uint32_t> lwe_secret);
+
+// Keys as the server reads them: a view of the wire bytes, valid while they are.
+struct PackingKeysView {
+  uint32_t lwe_n = 0;
+  he::Seed seed{};
+  absl::Span<const uint8_t> beta;  // 4 bytes per residue
+};
+
+// Checks keys' wire form without copying it. Returns INVALID_ARGUMENT for a size other than
 // PackingKeyBytes(ctx, expected_lwe_n), another lwe_n, or a residue not below its prime.
-absl::StatusOr<PackingKeys> ParsePackingKeys(const RingContext& ctx, uint32_t expected_lwe_n,
-                                             absl::Span<const uint8_t> bytes);
+absl::StatusOr<PackingKeysView> ParsePackingKeys(const RingContext& ctx, uint32_t expected_lwe_n,
+                                                 absl::Span<const uint8_t> bytes);
 
 // The a-parts of `rows` LWE ciphertexts prepared for Pack: group g holds rows [g N, (g + 1) N)
 // (the last one padded with zero rows), and for each g and j the polynomial A_{g,j} in NTT form
@@ -87,18 +93,19 @@ class PackingMatrix {
 
 // One RLWE ciphertext per group of the matrix (NTT form over Q) for the b-parts b (rows words):
 // coefficient i of group g decrypts to b_{gN+i} - <a_{gN+i}, s> mod 2^32 (zero past the last
-// row). Returns INVALID_ARGUMENT if b.size() != matrix.rows() or the keys are for another n or
-// of the wrong size.
+// row). The keys are taken kPackKeysPerBlock at a time (alpha expanded, beta widened) and used
+// for every group before the next block. Returns INVALID_ARGUMENT if b.size() != matrix.rows()
+// or the keys are for another n or of the wrong size.
 absl::StatusOr<std::vector<RlweCiphertext>> Pack(const RingContext& ctx,
                                                  const PackingMatrix& matrix,
-                                                 const PackingKeys& keys,
+                                                 const PackingKeysView& keys,
                                                  absl::Span<const uint32_t> b);
 
 // Pack, then each ciphertext switched to the response modulus (ModSwitch): the response, one
 // SwitchedBytes(ctx) ciphertext per group. Returns Pack's errors.
 absl::StatusOr<std::vector<SwitchedCiphertext>> PackResponse(const RingContext& ctx,
                                                              const PackingMatrix& matrix,
-                                                             const PackingKeys& keys,
+                                                             const PackingKeysView& keys,
                                                              absl::Span<const uint32_t> b);
 
 // The client: the first `rows` LWE phases of a response (group-major). Returns INVALID_ARGUMENT

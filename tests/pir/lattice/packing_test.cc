@@ -1,5 +1,6 @@
 #include "pir/lattice/packing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -46,7 +47,8 @@ RingContext DefaultContext() { return *RingContext::Create(RingParams::Default()
 std::vector<uint32_t> PackAndUnpack(const RingContext& ctx, const LweBatch& lwe, uint64_t rows,
                                     uint32_t lwe_n) {
   const RlweSecret z = RlweSecret::Generate(ctx);
-  const PackingKeys keys = *MakePackingKeys(ctx, z, lwe.secret);
+  const std::vector<uint8_t> wire = *MakePackingKeys(ctx, z, lwe.secret);
+  const PackingKeysView keys = *ParsePackingKeys(ctx, lwe_n, wire);
   const PackingMatrix matrix = *PackingMatrix::Create(ctx, lwe.a, rows, lwe_n);
   const std::vector<SwitchedCiphertext> response = *PackResponse(ctx, matrix, keys, lwe.b);
   EXPECT_EQ(response.size(), (rows + ctx.n() - 1) / ctx.n());
@@ -128,14 +130,13 @@ TEST(PackingTest, ByteSizesEqualTheFormulasAndKeysRoundTrip) {
   const uint32_t lwe_n = 16;
   const LweBatch lwe(rows, lwe_n, Seed(3));
   const RlweSecret z = RlweSecret::Generate(ctx);
-  const PackingKeys keys = *MakePackingKeys(ctx, z, lwe.secret);
-  const std::vector<uint8_t> wire = SerializePackingKeys(keys);
+  const std::vector<uint8_t> wire = *MakePackingKeys(ctx, z, lwe.secret);
   EXPECT_EQ(wire.size(), PackingKeyBytes(ctx, lwe_n));
   EXPECT_EQ(wire.size(), 36u + 4 * 16 * 3 * 4096);
-  const PackingKeys parsed = *ParsePackingKeys(ctx, lwe_n, wire);
-  EXPECT_EQ(parsed.beta, keys.beta);
-  EXPECT_EQ(parsed.alpha, keys.alpha);
-
+  const PackingKeysView parsed = *ParsePackingKeys(ctx, lwe_n, wire);
+  EXPECT_EQ(parsed.lwe_n, lwe_n);
+  EXPECT_TRUE(std::equal(parsed.seed.begin(), parsed.seed.end(), wire.begin()));
+  EXPECT_EQ(parsed.beta.data(), wire.data() + 36);  // a view: nothing copied
   const PackingMatrix matrix = *PackingMatrix::Create(ctx, lwe.a, rows, lwe_n);
   EXPECT_EQ(matrix.groups(), 1u);
   EXPECT_EQ(matrix.bytes(), 8ull * lwe_n * 3 * 4096);
@@ -153,7 +154,8 @@ TEST(PackingTest, RefusesMismatchedInputs) {
   const uint32_t lwe_n = 8;
   const LweBatch lwe(10, lwe_n, Seed(4));
   const RlweSecret z = RlweSecret::Generate(ctx);
-  const PackingKeys keys = *MakePackingKeys(ctx, z, lwe.secret);
+  const std::vector<uint8_t> wire = *MakePackingKeys(ctx, z, lwe.secret);
+  const PackingKeysView keys = *ParsePackingKeys(ctx, lwe_n, wire);
   const PackingMatrix matrix = *PackingMatrix::Create(ctx, lwe.a, 10, lwe_n);
   const auto expect_invalid = [](const absl::Status& s, const char* message) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
@@ -169,21 +171,21 @@ TEST(PackingTest, RefusesMismatchedInputs) {
   expect_invalid(Pack(ctx, wider, keys, lwe.b).status(),
                  "keys for n = 8 (98304 residues) do not fit a matrix of n = 9");
 
-  std::vector<uint8_t> wire = SerializePackingKeys(keys);
+  const std::vector<SwitchedCiphertext> response = *PackResponse(ctx, matrix, keys, lwe.b);
+  expect_invalid(UnpackPhases(ctx, z, response, ctx.n() + 1).status(),
+                 "4097 rows need 2 packed ciphertexts, got 1");
+
   expect_invalid(ParsePackingKeys(ctx, lwe_n + 1, wire).status(),
                  "packing keys for n = 9 are 442404 bytes, got 393252");
   std::vector<uint8_t> other_n = wire;
   other_n[32] = 7;
   expect_invalid(ParsePackingKeys(ctx, lwe_n, other_n).status(),
                  "packing keys are for n = 7, expected 8");
-  const uint32_t too_big = 536690689;  // the second prime, in a residue of that prime's row
-  std::memcpy(wire.data() + 36 + 4 * (4096 + 5), &too_big, 4);
-  expect_invalid(ParsePackingKeys(ctx, lwe_n, wire).status(),
+  std::vector<uint8_t> too_big = wire;
+  const uint32_t prime = 536690689;  // the second prime, in a residue of that prime's row
+  std::memcpy(too_big.data() + 36 + 4 * (4096 + 5), &prime, 4);
+  expect_invalid(ParsePackingKeys(ctx, lwe_n, too_big).status(),
                  "residue 4101 is not below its prime 536690689");
-
-  const std::vector<SwitchedCiphertext> response = *PackResponse(ctx, matrix, keys, lwe.b);
-  expect_invalid(UnpackPhases(ctx, z, response, ctx.n() + 1).status(),
-                 "4097 rows need 2 packed ciphertexts, got 1");
 }
 
 }  // namespace
