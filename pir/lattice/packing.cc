@@ -212,8 +212,13 @@ absl::StatusOr<std::vector<uint32_t>> UnpackPhases(const RingContext& ctx, const
   phases.reserve(groups * ctx.n());
   for (uint64_t g = 0; g < groups; ++g) {
     absl::StatusOr<std::vector<uint32_t>> words = DecryptSwitched(ctx, secret, response[g]);
-    if (!words.ok()) return words.status();
+    if (!words.ok()) {
+      sodium_memzero(phases.data(), phases.size() * sizeof(uint32_t));
+      return words.status();
+    }
     phases.insert(phases.end(), words->begin(), words->end());
+    // The decrypted column says which column was asked for: wiped like the caller's copy.
+    sodium_memzero(words->data(), words->size() * sizeof(uint32_t));
   }
   phases.resize(rows);
   return phases;
