@@ -1,6 +1,7 @@
 // LWE suites (pir/lattice): lwe-answer (the server's product, against the CPU's ceilings measured
 // in the same run) and lattice (one protocol's costs end to end below the sockets: server and
-// client time, bytes each way, the reusable hint).
+// client time, bytes each way, the reusable hint; --protocol=pack-s: SimplePIR with its answer
+// ring-packed, pir/lattice/pack_simple.h).
 //
 // lwe-answer's roofline is the slower of two ceilings, both measured by
 // lattice::MeasureCpuCeilings in this run on the same threads:
@@ -20,6 +21,7 @@
 #include "bench/suite.h"
 #include "pir/lattice/client.h"
 #include "pir/lattice/kernels.h"
+#include "pir/lattice/pack_simple.h"
 #include "pir/lattice/roofline.h"
 #include "pir/lattice/server.h"
 
@@ -45,7 +47,9 @@ struct Setup {
 absl::StatusOr<Setup> MakeSetup(const Flags& flags, const std::string& suite) {
   const uint64_t rows = flags.Int("rows", 1 << 20);
   const int64_t row_bytes = flags.Int("row-bytes", 64);
-  auto protocol = lattice::ParseProtocol(flags.Str("protocol", "simple"));
+  // pack-s serves a SimplePIR matrix (its hint becomes the packing matrix).
+  const std::string name = flags.Str("protocol", "simple");
+  auto protocol = lattice::ParseProtocol(name == "pack-s" ? "simple" : name);
   if (!protocol.ok()) return protocol.status();
   if (rows == 0 || row_bytes < 1 || row_bytes > lattice::kMaxRecordBytes) {
     return absl::InvalidArgumentError("--rows and --row-bytes must be positive");
@@ -224,10 +228,82 @@ absl::Status LweAnswer(const Flags& flags) {
                      : absl::InternalError(absl::StrCat(errors, " lookups decoded wrongly"));
 }
 
+// --protocol=pack-s: the SimplePIR server wrapped by PackedSimpleServer, one query at a time:
+// client_ms = query (SimplePIR query + packing keys in wire form) + decode; server_ms = the
+// answer (keys checked, SimplePIR answer, Pack, ModSwitch), of it server_keys_check_ms and
+// server_pack_ms (Pack with alpha's expansion, and ModSwitch); query_bytes counts the per-query
+// keys (reusable_key_bytes is 0: the keys encrypt the per-query LWE secret until ExpPack).
+absl::Status PackedLattice(const Flags& flags) {
+  if (flags.Int("batch", 1) != 1) {
+    return absl::InvalidArgumentError("--protocol=pack-s answers one query at a time (--batch=1)");
+  }
+  const int threads = static_cast<int>(flags.Int("threads", 1));
+  absl::StatusOr<Setup> setup = MakeSetup(flags, "lattice");
+  if (!setup.ok()) return setup.status();
+  const Shape s = setup->server->shape();
+  const lattice::LweServerMemory memory = setup->server->memory();
+  const auto start = std::chrono::steady_clock::now();
+  auto server = lattice::PackedSimpleServer::Create(std::move(setup->server));
+  if (!server.ok()) return server.status();
+  const double prepare_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto client = lattice::PackedSimpleClient::Create((*server)->config());
+  if (!client.ok()) return client.status();
+  std::mt19937_64 gen(3);
+  const uint64_t row = gen() % s.rows;
+  absl::StatusOr<lattice::PackedQuery> query;
+  absl::StatusOr<std::vector<uint8_t>> response;
+  std::vector<uint8_t> record(s.record_bytes);
+  absl::Status status;
+  const double query_s = MedianSeconds([&] { query = (*client)->MakeQuery(row); }, 0, 3, 10);
+  if (!query.ok()) return query.status();
+  const double server_s =
+      MedianSeconds([&] { response = (*server)->Answer(query->query, query->keys); }, 0, 3, 10);
+  if (!response.ok()) return response.status();
+  const double decode_s = MedianSeconds(
+      [&] { status = (*client)->Decode(row, *response, absl::MakeSpan(record)); }, 0, 3, 10);
+  if (!status.ok()) return status;
+  // The server's parts: checking the keys' wire form, and Pack + ModSwitch alone (on stand-in
+  // b-parts: the work does not depend on their values).
+  const lattice::RingContext& ring = (*server)->ring();
+  absl::StatusOr<lattice::PackingKeysView> view;
+  const double keys_s =
+      MedianSeconds([&] { view = lattice::ParsePackingKeys(ring, kN, query->keys); }, 0, 3, 10);
+  if (!view.ok()) return view.status();
+  const std::vector<uint32_t> b(s.d1, 0x5a5a5a5au);
+  const double pack_s = MedianSeconds(
+      [&] { status = lattice::PackResponse(ring, (*server)->matrix(), *view, b).status(); }, 0, 3,
+      10);
+  if (!status.ok()) return status;
+  const int errors =
+      !std::equal(record.begin(), record.end(), setup->records.begin() + row * s.record_bytes);
+  const lattice::CpuCeilings ceilings =
+      lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, 1)));
+  LweLine("lattice", "lwe-pack-s", s, 1, threads)
+      .Add("server_ms", server_s * 1e3)
+      .Add("server_ms_per_query", server_s * 1e3)
+      .Add("server_keys_check_ms", keys_s * 1e3)
+      .Add("server_pack_ms", pack_s * 1e3)
+      .Add("client_ms", (query_s + decode_s) * 1e3)
+      .Add("client_query_ms", query_s * 1e3)
+      .Add("client_decode_ms", decode_s * 1e3)
+      .Add("query_bytes", query->query.size() * 4 + query->keys.size())
+      .Add("response_bytes", response->size())
+      .Add("reusable_key_bytes", 0)
+      .Add("floor_ratio", WorkOf(s, 1).bytes / ceilings.mem_read_bytes_per_s / server_s)
+      .Add("server_memory_bytes", memory.database + memory.hint_blob + (*server)->matrix().bytes())
+      .Add("hint_s", setup->hint_s)
+      .Add("pack_prepare_s", prepare_s)
+      .Add("errors", errors)
+      .Emit();
+  return errors == 0 ? absl::OkStatus() : absl::InternalError("the lookup decoded wrongly");
+}
+
 absl::Status Lattice(const Flags& flags) {
   if (flags.Str("backend", "cpu") != "cpu") {
     return absl::InvalidArgumentError("the lattice suite runs the CPU server (--backend=cpu)");
   }
+  if (flags.Str("protocol", "simple") == "pack-s") return PackedLattice(flags);
   const int batch = static_cast<int>(flags.Int("batch", 1));
   const int threads = static_cast<int>(flags.Int("threads", 1));
   if (batch < 1 || threads < 1) {
@@ -290,10 +366,10 @@ const char kLweAnswerHelp[] =
     "scanned per second, qps, roofline_ratio against the read bandwidth and the faster of the "
     "int32 and VNNI/4 multiply-add rates measured in this run";
 const char kLatticeHelp[] =
-    "--protocol=simple|double --rows --row-bytes --batch --threads: one protocol's costs below "
-    "the sockets: server_ms (one batch), client_ms (query + decode of one lookup), query and "
-    "response bytes, reusable_key_bytes (the hint), floor_ratio (memory floor / server time), "
-    "errors";
+    "--protocol=simple|double|pack-s --rows --row-bytes --batch --threads: one protocol's costs "
+    "below the sockets: server_ms (one batch; pack-s: batch 1), client_ms (query + decode of one "
+    "lookup), query and response bytes, reusable_key_bytes (the hint), floor_ratio (memory floor "
+    "/ server time), errors";
 
 SuiteRegistration lwe_answer("lwe-answer", kLweAnswerHelp, LweAnswer);
 SuiteRegistration lattice_suite("lattice", kLatticeHelp, Lattice);

@@ -30,12 +30,6 @@ void AddFirstLevel(uint32_t noisy, DecodeNoise& noise) {
   ++noise.first_level_samples;
 }
 
-// 0xff if a == b, else 0, without a branch.
-uint8_t ByteMask(uint64_t a, uint64_t b) {
-  const uint64_t d = a ^ b;
-  return static_cast<uint8_t>(((d | (0 - d)) >> 63) - 1);
-}
-
 }  // namespace
 
 PendingLookup::~PendingLookup() {

@@ -88,6 +88,13 @@ inline uint8_t RoundToByte(uint32_t noisy) {
   return static_cast<uint8_t>((noisy + (kDelta >> 1)) >> 24);
 }
 
+// 0xff if a == b, else 0, without a branch: selects a record's bytes among a column's slots
+// without choosing an address by the (secret) slot.
+inline uint8_t ByteMask(uint64_t a, uint64_t b) {
+  const uint64_t d = a ^ b;
+  return static_cast<uint8_t>(((d | (0 - d)) >> 63) - 1);
+}
+
 }  // namespace veil::lattice
 
 #endif  // VEIL_PIR_LATTICE_LWE_H_

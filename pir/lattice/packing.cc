@@ -1,0 +1,251 @@
+#include "pir/lattice/packing.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "pir/he/dot_product.h"
+#include "pir/he/poly.h"
+#include "pir/lattice/params.h"
+
+namespace veil::lattice {
+namespace {
+
+constexpr uint64_t kKeyHeaderBytes = 32 + 4;  // seed, lwe_n
+
+// alpha_j for j in [first, first + count) from the seed, into out (count x k x N):
+// he::ExpandUniform's residues are uniform modulo each prime, so they serve directly as the NTT
+// form of a uniform polynomial.
+void ExpandAlpha(const RingContext& ctx, const he::Seed& seed, uint32_t first, uint32_t count,
+                 uint64_t* out) {
+  const size_t stride = ctx.k() * ctx.n();
+  for (uint32_t j = 0; j < count; ++j) {
+    he::ExpandUniform(seed, first + j, ctx.base().moduli(), ctx.n(), out + j * stride);
+  }
+}
+
+}  // namespace
+
+uint64_t PackingKeyBytes(const RingContext& ctx, uint32_t lwe_n) {
+  return kKeyHeaderBytes + 4 * uint64_t{lwe_n} * ctx.k() * ctx.n();
+}
+
+absl::StatusOr<std::vector<uint8_t>> MakePackingKeys(const RingContext& ctx,
+                                                     const RlweSecret& secret,
+                                                     absl::Span<const uint32_t> lwe_secret) {
+  if (lwe_secret.empty()) return absl::InvalidArgumentError("the LWE secret is empty");
+  const size_t n = ctx.n(), stride = ctx.k() * n;
+  const uint32_t lwe_n = static_cast<uint32_t>(lwe_secret.size());
+  const he::Seed seed = he::RandomSeed();
+  std::vector<uint8_t> wire(PackingKeyBytes(ctx, lwe_n));
+  std::memcpy(wire.data(), seed.data(), 32);
+  // Little-endian words (embedding/table.h asserts a little-endian host).
+  std::memcpy(wire.data() + 32, &lwe_n, 4);
+  // The constant round(Q s_j / 2^32) is the same value in every NTT slot.
+  std::vector<uint64_t> message(stride), alpha(stride), beta(stride);
+  std::vector<uint32_t> residues(stride);
+  for (uint32_t j = 0; j < lwe_n; ++j) {
+    for (size_t i = 0; i < ctx.k(); ++i) {
+      const uint64_t mu = ctx.EncodeWord(lwe_secret[j], i);
+      std::fill_n(message.begin() + i * n, n, mu);
+    }
+    ExpandAlpha(ctx, seed, j, 1, alpha.data());
+    EncryptWithMask(ctx, secret, message.data(), alpha.data(), beta.data());
+    std::copy(beta.begin(), beta.end(), residues.begin());  // primes are below 2^32
+    std::memcpy(wire.data() + kKeyHeaderBytes + 4 * j * stride, residues.data(), 4 * stride);
+  }
+  sodium_memzero(message.data(), message.size() * sizeof(uint64_t));
+  return wire;
+}
+
+absl::StatusOr<PackingKeysView> ParsePackingKeys(const RingContext& ctx, uint32_t expected_lwe_n,
+                                                 absl::Span<const uint8_t> bytes) {
+  const uint64_t expected = PackingKeyBytes(ctx, expected_lwe_n);
+  if (bytes.size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("packing keys for n = ", expected_lwe_n, " are ",
+                                                   expected, " bytes, got ", bytes.size()));
+  }
+  PackingKeysView keys;
+  std::memcpy(keys.seed.data(), bytes.data(), 32);
+  std::memcpy(&keys.lwe_n, bytes.data() + 32, 4);
+  if (keys.lwe_n != expected_lwe_n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packing keys are for n = ", keys.lwe_n, ", expected ", expected_lwe_n));
+  }
+  keys.beta = bytes.subspan(kKeyHeaderBytes);
+  const size_t n = ctx.n();
+  const uint64_t residues = keys.beta.size() / 4;
+  for (uint64_t at = 0; at < residues; at += n) {
+    const uint32_t q = static_cast<uint32_t>(ctx.base()[(at / n) % ctx.k()].value());
+    for (size_t c = 0; c < n; ++c) {
+      uint32_t r;
+      std::memcpy(&r, keys.beta.data() + 4 * (at + c), 4);
+      if (r >= q) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("packing key residue ", at + c, " is not below its prime ", q));
+      }
+    }
+  }
+  return keys;
+}
+
+absl::StatusOr<PackingMatrix> PackingMatrix::Create(const RingContext& ctx,
+                                                    absl::Span<const uint32_t> a, uint64_t rows,
+                                                    uint32_t lwe_n) {
+  if (rows == 0 || lwe_n == 0 || a.size() != rows * lwe_n) {
+    return absl::InvalidArgumentError(absl::StrCat("a packing matrix needs rows x n words with ",
+                                                   "rows, n >= 1: got ", a.size(), " words for ",
+                                                   rows, " x ", lwe_n));
+  }
+  const size_t n = ctx.n(), k = ctx.k();
+  const uint64_t groups = (rows + n - 1) / n;
+  PackingMatrix m(rows, lwe_n, groups, k * n);
+  m.ntt_.assign(groups * lwe_n * m.stride_, 0);
+  for (uint64_t g = 0; g < groups; ++g) {
+    const uint64_t first = g * n, count = std::min<uint64_t>(n, rows - first);
+    uint64_t* group = m.ntt_.data() + g * lwe_n * m.stride_;
+    for (uint64_t t = 0; t < count; ++t) {
+      const uint32_t* row = a.data() + (first + t) * lwe_n;
+      for (uint32_t j = 0; j < lwe_n; ++j) {
+        // Centered in [-2^31, 2^31): halves the key noise's coefficients.
+        const int64_t v = static_cast<int32_t>(row[j]);
+        for (size_t i = 0; i < k; ++i) {
+          group[j * m.stride_ + i * n + t] = ctx.base()[i].FromSigned(v);
+        }
+      }
+    }
+    for (uint32_t j = 0; j < lwe_n; ++j) he::internal::ForwardNtt(ctx.ntt(), group + j * m.stride_);
+  }
+  return m;
+}
+
+absl::StatusOr<std::vector<RlweCiphertext>> Pack(const RingContext& ctx,
+                                                 const PackingMatrix& matrix,
+                                                 const PackingKeysView& keys,
+                                                 absl::Span<const uint32_t> b) {
+  const size_t n = ctx.n(), k = ctx.k(), stride = k * n;
+  if (b.size() != matrix.rows()) {
+    return absl::InvalidArgumentError(absl::StrCat("packing needs one b word per matrix row (",
+                                                   matrix.rows(), "), got ", b.size()));
+  }
+  if (keys.lwe_n != matrix.lwe_n() || keys.beta.size() != 4 * uint64_t{keys.lwe_n} * stride) {
+    return absl::InvalidArgumentError(absl::StrCat("packing keys for n = ", keys.lwe_n, " (",
+                                                   keys.beta.size() / 4, " residues) do not fit a ",
+                                                   "matrix of n = ", matrix.lwe_n()));
+  }
+  const uint32_t lwe_n = matrix.lwe_n();
+  const uint64_t groups = matrix.groups();
+  // sums[g]: (sum_j A_{g,j} beta_j, sum_j A_{g,j} alpha_j), accumulated block by block.
+  std::vector<uint64_t> sums(groups * 2 * stride, 0), part0(n), part1(n);
+  std::vector<uint64_t> alpha(kPackKeysPerBlock * stride), beta(kPackKeysPerBlock * stride);
+  std::vector<uint32_t> residues(kPackKeysPerBlock * stride);
+  const uint64_t* plain[kPackKeysPerBlock];
+  const uint64_t* beta_rows[kPackKeysPerBlock];
+  const uint64_t* alpha_rows[kPackKeysPerBlock];
+  for (uint32_t first = 0; first < lwe_n; first += kPackKeysPerBlock) {
+    const uint32_t count = std::min(kPackKeysPerBlock, lwe_n - first);
+    ExpandAlpha(ctx, keys.seed, first, count, alpha.data());
+    std::memcpy(residues.data(), keys.beta.data() + 4 * uint64_t{first} * stride,
+                4 * count * stride);
+    std::copy_n(residues.begin(), count * stride, beta.begin());
+    for (uint64_t g = 0; g < groups; ++g) {
+      for (size_t i = 0; i < k; ++i) {
+        for (uint32_t j = 0; j < count; ++j) {
+          plain[j] = matrix.Polynomial(g, first + j) + i * n;
+          beta_rows[j] = beta.data() + j * stride + i * n;
+          alpha_rows[j] = alpha.data() + j * stride + i * n;
+        }
+        he::internal::PlainDotProduct(
+            {&ctx.base()[i], count, n, plain, beta_rows, alpha_rows, part0.data(), part1.data()});
+        uint64_t* sum0 = sums.data() + g * 2 * stride + i * n;
+        uint64_t* sum1 = sum0 + stride;
+        const uint64_t q = ctx.base()[i].value();
+        for (size_t c = 0; c < n; ++c) {
+          sum0[c] = he::AddMod(sum0[c], part0[c], q);
+          sum1[c] = he::AddMod(sum1[c], part1[c], q);
+        }
+      }
+    }
+  }
+  // (B - sum A_j beta_j, -sum A_j alpha_j).
+  std::vector<RlweCiphertext> out(groups);
+  for (uint64_t g = 0; g < groups; ++g) {
+    RlweCiphertext& ct = out[g];
+    ct.c0.assign(stride, 0);
+    const uint64_t first = g * n, count = std::min<uint64_t>(n, matrix.rows() - first);
+    for (size_t i = 0; i < k; ++i) {
+      for (uint64_t t = 0; t < count; ++t) ct.c0[i * n + t] = ctx.EncodeWord(b[first + t], i);
+    }
+    he::internal::ForwardNtt(ctx.ntt(), ct.c0.data());
+    const uint64_t* sum0 = sums.data() + g * 2 * stride;
+    he::internal::SubRows(ctx.ntt(), ct.c0.data(), sum0, ct.c0.data());
+    ct.c1.resize(stride);
+    he::internal::NegateRows(ctx.ntt(), sum0 + stride, ct.c1.data());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<SwitchedCiphertext>> PackResponse(const RingContext& ctx,
+                                                             const PackingMatrix& matrix,
+                                                             const PackingKeysView& keys,
+                                                             absl::Span<const uint32_t> b) {
+  absl::StatusOr<std::vector<RlweCiphertext>> packed = Pack(ctx, matrix, keys, b);
+  if (!packed.ok()) return packed.status();
+  std::vector<SwitchedCiphertext> response;
+  response.reserve(packed->size());
+  for (const RlweCiphertext& ct : *packed) response.push_back(*ModSwitch(ctx, ct));
+  return response;
+}
+
+absl::StatusOr<std::vector<uint32_t>> UnpackPhases(const RingContext& ctx, const RlweSecret& secret,
+                                                   absl::Span<const SwitchedCiphertext> response,
+                                                   uint64_t rows) {
+  const uint64_t groups = (rows + ctx.n() - 1) / ctx.n();
+  if (response.size() < groups) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(rows, " rows need ", groups, " packed ciphertexts, got ", response.size()));
+  }
+  std::vector<uint32_t> phases;
+  phases.reserve(groups * ctx.n());
+  for (uint64_t g = 0; g < groups; ++g) {
+    absl::StatusOr<std::vector<uint32_t>> words = DecryptSwitched(ctx, secret, response[g]);
+    if (!words.ok()) {
+      sodium_memzero(phases.data(), phases.size() * sizeof(uint32_t));
+      return words.status();
+    }
+    phases.insert(phases.end(), words->begin(), words->end());
+    // The decrypted column says which column was asked for: wiped like the caller's copy.
+    sodium_memzero(words->data(), words->size() * sizeof(uint32_t));
+  }
+  phases.resize(rows);
+  return phases;
+}
+
+PackingNoise PackingNoiseBound(const RingContext& ctx, uint32_t lwe_n) {
+  const double n = lwe_n, ring_n = static_cast<double>(ctx.n());
+  double q = 1;
+  for (uint64_t p : ctx.params().primes) q *= static_cast<double>(p);
+  const double response_q = static_cast<double>(ctx.response_modulus().value());
+  const double word = std::ldexp(1.0, 32);
+  const double var_a = (word * word - 1) / 12;  // centered uniform over 2^32 values
+  const double var_e = 10.5;                    // CBD(21)
+  const double at_q = word / q, at_switch = word / response_q;
+  const double var_q = n * ring_n * var_a * var_e + n * var_a / 12 + 1.0 / 12;
+  const double worst_q = n * ring_n * std::ldexp(1.0, 31) * 21 + n * std::ldexp(1.0, 30) + 0.5;
+  const double var_switch = 1.0 / 12 + ring_n / 18;  // r0, then N terms r1 z (z^2 = 2/3 on average)
+  const double worst_switch = 0.5 + ring_n / 2;
+  PackingNoise noise;
+  noise.sigma = std::sqrt(var_q * at_q * at_q + var_switch * at_switch * at_switch + 1.0 / 12);
+  // + 1.5: the final rounding (1/2) and one unit of slack for the fixed-point fractions.
+  noise.worst_case = worst_q * at_q + worst_switch * at_switch + 1.5;
+  return noise;
+}
+
+bool PackingNoiseWithinRule(const RingContext& ctx, uint32_t lwe_n) {
+  return PackingNoiseBound(ctx, lwe_n).worst_case <= (kDelta / 2) / 256.0;
+}
+
+}  // namespace veil::lattice

@@ -1,0 +1,86 @@
+#include "pir/lattice/pack_simple.h"
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/pir/lattice/test_support.h"
+
+namespace veil::lattice {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PackedSimpleTest, EveryRecordDecodesWithoutTheHintOnAnAwkwardShape) {
+  // 3,001 records of 100 bytes, 45 per column: D0 = 67, D1 = 4,500 > N, so the answer packs into
+  // two ciphertexts, the second holding 404 rows; the last column is partly empty.
+  std::mt19937_64 gen(testing::TestSeed("pir_lattice_test") + 200);
+  const uint64_t rows = 3001;
+  const uint32_t record_bytes = 100;
+  const std::vector<uint8_t> records = testing::RandomRecords(rows, record_bytes, gen);
+  LweServerOptions options;
+  options.shape.records_per_column = 45;
+  auto lwe = LweServer::FromRecords(records, rows, record_bytes, testing::DigestOf(21), options);
+  ASSERT_TRUE(lwe.ok()) << lwe.status();
+  const Shape shape = (*lwe)->shape();
+  EXPECT_EQ(shape.d0, 67u);
+  EXPECT_EQ(shape.d1, 4500u);
+  auto server = PackedSimpleServer::Create(*std::move(lwe));
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->matrix().groups(), 2u);
+  auto client = PackedSimpleClient::Create((*server)->config());
+  ASSERT_TRUE(client.ok()) << client.status();
+  const RingContext& ring = (*client)->ring();
+  // The first record, the last (slot 44 of column 52, in the second ciphertext), a random one.
+  for (const uint64_t row : {uint64_t{0}, uint64_t{3000}, uint64_t{gen() % rows}}) {
+    const PackedQuery query = *(*client)->MakeQuery(row);
+    EXPECT_EQ(query.query.size(), shape.d0);
+    EXPECT_EQ(query.keys.size(), PackingKeyBytes(ring, kLweDimension));
+    const std::vector<uint8_t> response = *(*server)->Answer(query.query, query.keys);
+    EXPECT_EQ(response.size(), PackedResponseBytes(ring, shape));
+    EXPECT_EQ(response.size(), 2u * 32768);
+    std::vector<uint8_t> record(record_bytes);
+    ASSERT_TRUE((*client)->Decode(row, response, absl::MakeSpan(record)).ok());
+    EXPECT_EQ(record, std::vector<uint8_t>(records.begin() + row * record_bytes,
+                                           records.begin() + (row + 1) * record_bytes))
+        << "row " << row;
+  }
+}
+
+TEST(PackedSimpleTest, RefusesDoublePirAndBadSizes) {
+  std::mt19937_64 gen(testing::TestSeed("pir_lattice_test") + 201);
+  const std::vector<uint8_t> records = testing::RandomRecords(50, 8, gen);
+  LweServerOptions options;
+  options.protocol = Protocol::kDoublePir;
+  auto doubled = LweServer::FromRecords(records, 50, 8, testing::DigestOf(22), options);
+  ASSERT_TRUE(doubled.ok());
+  const LweConfig double_config = (*doubled)->config();
+  const absl::Status refused = PackedSimpleServer::Create(*std::move(doubled)).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(), "lwe-pack-s packs SimplePIR answers, not double");
+  EXPECT_EQ(PackedSimpleClient::Create(double_config).status().message(),
+            "lwe-pack-s packs SimplePIR answers, not double");
+
+  auto server = PackedSimpleServer::Create(
+      *LweServer::FromRecords(records, 50, 8, testing::DigestOf(23), LweServerOptions{}));
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = PackedSimpleClient::Create((*server)->config());
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ((*client)->MakeQuery(50).status().message(), "row 50 is outside the table (50 rows)");
+  const PackedQuery query = *(*client)->MakeQuery(7);
+  const absl::Status short_keys =
+      (*server)->Answer(query.query, absl::MakeConstSpan(query.keys).first(100)).status();
+  EXPECT_EQ(short_keys.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(short_keys.message(), HasSubstr("are 50331684 bytes, got 100"));
+  std::vector<uint8_t> response = *(*server)->Answer(query.query, query.keys);
+  std::vector<uint8_t> record(8);
+  response.pop_back();
+  const absl::Status bad = (*client)->Decode(7, response, absl::MakeSpan(record));
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("response of 32767 bytes (expected 32768)"));
+}
+
+}  // namespace
+}  // namespace veil::lattice
