@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -224,6 +225,66 @@ TEST(LogTest, EveryLineIsOneKeyValueEvent) {
     events.emplace_back(line.substr(event + 6, line.find(' ', event) - event - 6));
   }
   EXPECT_THAT(events, ::testing::ElementsAre("table_loaded", "serving", "stopping", "stopped"));
+}
+
+// What a server writes and shows holds nothing of what clients want: after good lookups of two
+// rows and a hostile call with malformed keys, neither its log nor its metrics contain the rows'
+// indices or a piece of any key (as raw bytes or hex). Rows above 65535 cannot be mistaken for a
+// port number in the log.
+TEST(LogTest, NeitherTheLogNorTheMetricsHoldRowsOrKeys) {
+  constexpr uint64_t kRows = 100003;
+  const std::vector<uint64_t> wanted = {77773, 99991};
+  auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, kRows, 1, 2);
+  ASSERT_TRUE(table.ok()) << table.status();
+  const std::string log = testing::TempPath("server0.log");
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  std::vector<std::string> args;
+#if VEIL_HAVE_PROMETHEUS
+  args.push_back(absl::StrCat("--metrics=127.0.0.1:", port));
+#endif
+  auto server0 = tools::ServerProcess::Start(ServerOptions(*table, 0, args, log));
+  ASSERT_TRUE(server0.ok()) << server0.status();
+  auto server1 = tools::ServerProcess::Start(ServerOptions(*table, 1, {}));
+  ASSERT_TRUE(server1.ok()) << server1.status();
+  client::ClientOptions options;
+  options.server0 = (*server0)->address();
+  options.server1 = (*server1)->address();
+  options.allow_plaintext = true;
+  auto client = client::Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*client)->Lookup(wanted).ok());
+  std::vector<uint8_t> forged(96);
+  for (size_t i = 0; i < forged.size(); ++i) forged[i] = static_cast<uint8_t>(0xa5 ^ (7 * i));
+  try {
+    capnp::EzRpcClient rpc("127.0.0.1", (*server0)->port());
+    auto request = rpc.getMain<rpc::PirServer>().answerRequest();
+    request.initKeys(1).set(0, capnp::Data::Reader(forged.data(), forged.size()));
+    request.send().wait(rpc.getWaitScope());
+    ADD_FAILURE() << "a malformed key was answered";
+  } catch (const kj::Exception& e) {
+    EXPECT_EQ(rpc::ExceptionToStatus(e, "").code(), absl::StatusCode::kInvalidArgument)
+        << e.getDescription().cStr();
+  }
+  std::string shown;
+#if VEIL_HAVE_PROMETHEUS
+  auto metrics = HttpGet(port, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  shown = *metrics;
+#endif
+  client->reset();
+  ASSERT_TRUE((*server0)->Stop().ok());
+  const std::string written = ReadFile(log);
+  ASSERT_THAT(written, ::testing::HasSubstr("event=rejected"));  // the forged call was logged
+  const std::string forged_hex = absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(forged.data()), 8));
+  for (const std::string& text : {written, shown}) {
+    for (uint64_t row : wanted) EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr(
+                                                      std::to_string(row))));
+    EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr(forged_hex)));
+    EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr(std::string(
+                          reinterpret_cast<const char*>(forged.data()), 8))));
+  }
 }
 
 // The served config's limits, from the `config` call.
