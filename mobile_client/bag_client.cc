@@ -201,7 +201,15 @@ BagClient::BagClient(BagClientOptions options, std::unique_ptr<Transport> transp
       loop_(std::make_unique<LoopState>()) {}
 
 BagClient::~BagClient() {
-  // The loop thread's promises refer to loop_: stop it first.
+  // The key uploads are the loop thread's promises: dropped there, then the loop stops.
+  transport_
+      ->Run(
+          [this]() -> kj::Promise<absl::Status> {
+            loop_->replicas.clear();
+            return absl::OkStatus();
+          },
+          "closing")
+      .IgnoreError();
   transport_.reset();
 }
 
