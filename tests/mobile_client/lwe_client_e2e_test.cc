@@ -4,10 +4,17 @@
 // never a wrong row, the hint cache is used and a corrupted cache entry is fetched again, a
 // client never talks to a server of another protocol, and a restarted server is reconnected to
 // (the same table and hint only; the server reads its hint file back).
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <thread>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -246,6 +253,126 @@ TEST_F(LweClientTest, ARestartedServerIsReconnectedToTheSameTableOnly) {
   auto refused = (*client)->LookupWords({4});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.status().message(), HasSubstr("serves another table or hint"));
+}
+
+// A TCP proxy on loopback to `upstream_port` that cuts its first connection (both ways) once it
+// has passed `cut_after` bytes down to the client; later connections pass everything.
+class CuttingProxy {
+ public:
+  CuttingProxy(int upstream_port, uint64_t cut_after)
+      : upstream_port_(upstream_port), cut_after_(cut_after) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address = Loopback(0);
+    socklen_t length = sizeof(address);
+    if (bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        listen(listener_, 8) != 0 ||
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ADD_FAILURE() << "proxy: cannot listen";
+    }
+    port_ = ntohs(address.sin_port);
+    accepting_ = std::thread([this] { Accept(); });
+  }
+  ~CuttingProxy() {
+    stop_ = true;
+    accepting_.join();
+    for (std::thread& t : pumps_) t.join();
+    close(listener_);
+  }
+
+  int port() const { return port_; }
+  int connections() const { return connections_.load(); }
+  uint64_t bytes_down() const { return bytes_down_.load(); }
+
+ private:
+  static sockaddr_in Loopback(int port) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return address;
+  }
+
+  void Accept() {
+    while (!stop_) {
+      pollfd p{listener_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      const int client = accept(listener_, nullptr, nullptr);
+      if (client < 0) continue;
+      const int server = socket(AF_INET, SOCK_STREAM, 0);
+      const sockaddr_in address = Loopback(upstream_port_);
+      if (connect(server, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+        close(client);
+        close(server);
+        continue;
+      }
+      const bool cut = connections_.fetch_add(1) == 0;
+      pumps_.emplace_back([this, client, server, cut] { Pump(client, server, cut); });
+    }
+  }
+
+  // Both directions of one connection, until either end closes (or the cut).
+  void Pump(int client, int server, bool cut) {
+    uint64_t down = 0;
+    char buffer[16384];
+    while (!stop_) {
+      pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (poll(p, 2, 50) <= 0) continue;
+      if (p[0].revents != 0) {
+        const ssize_t n = read(client, buffer, sizeof(buffer));
+        if (n <= 0 || write(server, buffer, n) != n) break;
+      }
+      if (p[1].revents != 0) {
+        const ssize_t n = read(server, buffer, sizeof(buffer));
+        if (n <= 0 || write(client, buffer, n) != n) break;
+        down += n;
+        bytes_down_ += n;
+        if (cut && down >= cut_after_) break;
+      }
+    }
+    close(client);
+    close(server);
+  }
+
+  const int upstream_port_;
+  const uint64_t cut_after_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+  std::atomic<uint64_t> bytes_down_{0};
+  std::thread accepting_;
+  std::vector<std::thread> pumps_;  // joined at the end (only the accepting thread adds)
+};
+
+// A connection lost in the middle of the hint download: the client reconnects and asks again for
+// the wave of chunks under way (earlier waves are kept), and its lookups decode. The hint here is
+// 6.25 MiB, one wave of 7 chunks of 1 MiB; the first connection is cut after 2.5 MiB down.
+TEST(LweHintTest, ADownloadCutMidwayResumesOnANewConnection) {
+  embedding::RowKey key = embedding::NewRowKey();
+  auto path = testing::WriteRandomTable("lwe_cut.veil", embedding::RowFormat::kInt8RowWise, 65536,
+                                        64, 5, 1, &key);
+  ASSERT_TRUE(path.ok()) << path.status();
+  const std::string key_file = testing::TempPath("lwe_cut.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, key).ok());
+  auto server = testing::StartLweServer(*path, "lwe-simple");
+  ASSERT_TRUE(server.ok()) << server.status();
+  CuttingProxy proxy((*server)->port(), 5 << 19);
+  LweClientOptions o;
+  o.server = absl::StrCat("127.0.0.1:", proxy.port());
+  o.row_key_file = key_file;
+  auto client = LweClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const uint64_t hint = (*client)->table().hint_bytes;
+  ASSERT_GT(hint, uint64_t{5} << 20);
+  EXPECT_EQ(proxy.connections(), 2);
+  // More than the hint came down (the cut wave again), less than the hint twice.
+  EXPECT_GT(proxy.bytes_down(), hint);
+  EXPECT_LT(proxy.bytes_down(), 2 * hint);
+  auto table = embedding::Table::Open(*path);
+  ASSERT_TRUE(table.ok());
+  auto words = (*client)->LookupWords({0, 40000, 65535});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, PlainWords(**table, {0, 40000, 65535}));
 }
 
 // Two replicas of one LWE server (the same table, hence the same seed and hint): lookups go on
