@@ -1,5 +1,7 @@
 // veil.Client over veil::client::Client (mobile_client/client.h): private lookups through two
-// dpf2 servers. Every network call releases the GIL; the C++ client serializes concurrent calls.
+// dpf2 servers; and over veil::client::LweClient (mobile_client/lwe_client.h) for one lwe-simple
+// or lwe-double server. Every network call releases the GIL; the C++ clients serialize
+// concurrent calls.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -16,6 +18,7 @@
 #include "embedding/layout.h"
 #include "embedding/row_format.h"
 #include "mobile_client/client.h"
+#include "mobile_client/lwe_client.h"
 #include "python/src/bindings.h"
 #include "rpc/stats.h"
 
@@ -84,7 +87,7 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
                                 const std::string& row_key_file) {
   if (protocol != "dpf2") {
     throw StatusError(absl::UnimplementedError(absl::StrCat(
-        "protocol \"", protocol, "\": veil.Client speaks dpf2 (two non-colluding servers)")));
+        "protocol \"", protocol, "\": veil.Client speaks dpf2, lwe-simple and lwe-double")));
   }
   if (!(timeout_s > 0)) {
     throw StatusError(absl::InvalidArgumentError(
@@ -109,6 +112,58 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
   options.row_key_file = row_key_file;
   py::gil_scoped_release release;
   return std::shared_ptr<Client>(ValueOrThrow(Client::Connect(options)));
+}
+
+std::shared_ptr<client::LweClient> ConnectLwe(const std::string& server, const std::string& protocol,
+                                              const std::string& tls_certs,
+                                              const std::string& tls_name, double timeout_s,
+                                              bool allow_plaintext, const std::string& row_key_file,
+                                              const std::string& hint_cache_dir) {
+  if (!(timeout_s > 0)) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("timeout must be positive seconds, not ", timeout_s)));
+  }
+  client::LweClientOptions options;
+  options.server = server;
+  options.protocol = protocol;
+  options.tls_trusted_certs = tls_certs;
+  options.tls_server_name = tls_name;
+  options.timeout = absl::Seconds(timeout_s);
+  options.allow_plaintext = allow_plaintext;
+  options.row_key_file = row_key_file;
+  options.hint_cache_dir = hint_cache_dir;
+  py::gil_scoped_release release;
+  return std::shared_ptr<client::LweClient>(ValueOrThrow(client::LweClient::Connect(options)));
+}
+
+py::dict LweTableDict(const client::LweTableInfo& t) {
+  py::dict d;
+  d["rows"] = t.rows;
+  d["dim"] = t.dim;
+  d["row_words"] = t.row_words;
+  d["format"] = embedding::RowFormatName(t.format);
+  d["frac_bits"] = t.frac_bits;
+  d["epoch"] = t.epoch;
+  d["digest"] = t.digest_hex;
+  d["protocol"] = t.protocol;
+  d["backend"] = t.backend;
+  d["hint_bytes"] = t.hint_bytes;
+  d["query_bytes"] = t.query_bytes;
+  d["answer_bytes"] = t.answer_bytes;
+  d["log2_failure"] = t.log2_failure;
+  return d;
+}
+
+// lookup / lookup_words of either client: the rows' values or words, rows x width.
+template <typename C, typename T, typename F>
+py::array_t<T> Rows(C& c, const Array<uint64_t>& rows, F fetch) {
+  const std::vector<uint64_t> indices = ToVector(rows);
+  std::vector<T> values;
+  {
+    py::gil_scoped_release release;
+    values = ValueOrThrow((c.*fetch)(absl::MakeConstSpan(indices)));
+  }
+  return Matrix(values, indices.size());
 }
 
 client::PoolingMode Pooling(const std::string& mode) {
@@ -155,23 +210,11 @@ void RegisterClient(py::module_& m) {
       .def("table", [](const Client& c) { return TableDict(c.table()); })
       .def("lookup",
            [](Client& c, const Array<uint64_t>& rows) {
-             const std::vector<uint64_t> indices = ToVector(rows);
-             std::vector<float> values;
-             {
-               py::gil_scoped_release release;
-               values = ValueOrThrow(c.Lookup(indices));
-             }
-             return Matrix(values, indices.size());
+             return Rows<Client, float>(c, rows, &Client::Lookup);
            })
       .def("lookup_words",
            [](Client& c, const Array<uint64_t>& rows) {
-             const std::vector<uint64_t> indices = ToVector(rows);
-             std::vector<uint32_t> words;
-             {
-               py::gil_scoped_release release;
-               words = ValueOrThrow(c.LookupWords(indices));
-             }
-             return Matrix(words, indices.size());
+             return Rows<Client, uint32_t>(c, rows, &Client::LookupWords);
            })
       .def("lookup_pooled",
            [](Client& c, const Array<uint64_t>& rows, const Array<uint32_t>& bag_sizes,
@@ -199,6 +242,33 @@ void RegisterClient(py::module_& m) {
            })
       .def("last_call", [](const Client& c) { return CallDict(c.last_call()); })
       .def("totals", [](const Client& c) { return CallDict(c.totals()); });
+
+  using client::LweClient;
+  py::class_<LweClient, std::shared_ptr<LweClient>>(m, "LweClient")
+      .def(py::init(&ConnectLwe), py::arg("server"), py::arg("protocol"), py::arg("tls_certs"),
+           py::arg("tls_name"), py::arg("timeout_s"), py::arg("allow_plaintext"),
+           py::arg("row_key_file"), py::arg("hint_cache_dir"))
+      .def("table", [](const LweClient& c) { return LweTableDict(c.table()); })
+      .def("hint_from_cache", &LweClient::hint_from_cache)
+      .def("lookup",
+           [](LweClient& c, const Array<uint64_t>& rows) {
+             return Rows<LweClient, float>(c, rows, &LweClient::Lookup);
+           })
+      .def("lookup_words",
+           [](LweClient& c, const Array<uint64_t>& rows) {
+             return Rows<LweClient, uint32_t>(c, rows, &LweClient::LookupWords);
+           })
+      .def("stats",
+           [](LweClient& c) {
+             rpc::StatsSnapshot stats;
+             {
+               py::gil_scoped_release release;
+               stats = ValueOrThrow(c.ServerStats());
+             }
+             return StatsDict(stats);
+           })
+      .def("last_call", [](const LweClient& c) { return CallDict(c.last_call()); })
+      .def("totals", [](const LweClient& c) { return CallDict(c.totals()); });
 }
 
 }  // namespace veil::python

@@ -97,7 +97,7 @@ def test_connection_errors_carry_status_codes(plain_servers):
     with pytest.raises(veil.UnavailableError, match="127.0.0.1"):
         veil.Client((plain_servers.addresses[0], f"127.0.0.1:{_free_port()}"), timeout=2)
     with pytest.raises(veil.Error) as error:
-        veil.Client(plain_servers.addresses, protocol="lwe-simple")
+        veil.Client(plain_servers.addresses, protocol="bfv-bag")
     assert error.value.code == veil.StatusCode.UNIMPLEMENTED
     with pytest.raises(veil.InvalidArgumentError, match="unknown PRG 'rot13'"):
         veil.Client(plain_servers.addresses, prg="rot13")
@@ -164,3 +164,35 @@ def test_tagged_tables_need_the_row_key(tmp_path):
         assert client.lookup([3, 17]).tolist() == [[3.0, 3.5], [17.0, 17.5]]
         with pytest.raises(veil.NotFoundError):
             servers.client(row_key=str(tmp_path / "none.rowkey"))
+
+
+@pytest.mark.parametrize("protocol", ["lwe-simple", "lwe-double"])
+def test_one_lwe_server_gives_the_same_rows(tmp_path, weight, protocol):
+    path = str(tmp_path / "table.veil")
+    veil.table.build(weight, format="fp32", path=path)
+    with veil.local_servers(path, protocol=protocol) as server:
+        assert len(server.addresses) == 1
+        hints = str(tmp_path / "hints")
+        client = server.client(hint_cache=hints)
+        table = client.table
+        assert (table["rows"], table["dim"], table["protocol"]) == (ROWS, DIM, protocol)
+        assert table["hint_bytes"] > 0 and table["log2_failure"] < -40
+        rows = [5, 0, ROWS - 1, 5]
+        assert torch.equal(client.lookup(rows).view(torch.int32), weight[rows].view(torch.int32))
+        assert torch.equal(client.lookup_words(rows), weight[rows].view(torch.int32))
+        assert client.last_call()["keys"] == 4
+        assert client.stats()["keys"] >= 4
+        # A second client finds the hint in the cache.
+        again = veil.Client(server.addresses[0], protocol=protocol, hint_cache=hints)
+        assert again.native.hint_from_cache()
+        assert torch.equal(again.lookup([7]), weight[[7]])
+        # What only dpf2 does, and bad arguments, are clear errors.
+        with pytest.raises(veil.Error) as unimplemented:
+            client.lookup_pooled([[1, 2]])
+        assert unimplemented.value.code == veil.StatusCode.UNIMPLEMENTED
+        with pytest.raises(veil.InvalidArgumentError, match="one server"):
+            veil.Client(("127.0.0.1:1", "127.0.0.1:2"), protocol=protocol)
+        with pytest.raises(veil.InvalidArgumentError, match="outside the table"):
+            client.lookup([ROWS])
+        with pytest.raises(veil.InvalidArgumentError):
+            client.stats(1)

@@ -1,4 +1,5 @@
-"""veil.Client: private row lookups through two dpf2 servers (mobile_client/client.h)."""
+"""veil.Client: private row lookups through two dpf2 servers (mobile_client/client.h), or through
+one lwe-simple / lwe-double server (mobile_client/lwe_client.h)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import numpy as np
 import torch
 
 from veil import _veil
-from veil._errors import FailedPreconditionError, InvalidArgumentError, StatusCode
+from veil._errors import Error, FailedPreconditionError, InvalidArgumentError, StatusCode
 
 Rows = Union[Sequence[int], np.ndarray, torch.Tensor]
+
+#: The single-server protocols: lattice PIR (SimplePIR, DoublePIR) from ONE server.
+LWE_PROTOCOLS = ("lwe-simple", "lwe-double")
 
 
 def _index_array(rows: Rows, dtype: Any, what: str) -> np.ndarray:
@@ -46,6 +50,12 @@ class Client:
     """A client of two veil servers (protocol ``dpf2``): each lookup sends one DPF key per row to
     each server and adds the two answer shares; neither server learns the rows.
 
+    With ``protocol="lwe-simple"`` or ``"lwe-double"``, ``servers`` is ONE "HOST:PORT" (or its
+    replicas "HOST:PORT,HOST:PORT"): single-server lattice PIR, each row an LWE query under a fresh
+    secret, the server's hint downloaded once per table version (kept in ``hint_cache``, a folder,
+    when given). ``lookup``, ``lookup_words``, ``stats()``, ``last_call`` and ``totals`` work the
+    same; pooled and layout lookups are dpf2's (Error with code UNIMPLEMENTED).
+
     Both servers must serve the same table (digest and epoch), checked at connection and on
     every answer. With ``tls_certs`` (a PEM file of the certificates to trust) every connection
     is TLS and each server must present a certificate for its host name; without it only
@@ -62,7 +72,7 @@ class Client:
     one side only), DeadlineExceededError, FailedPreconditionError (servers of different tables,
     an untrusted certificate, plaintext off loopback, a tagged table without ``row_key``),
     NotFoundError / InvalidArgumentError for an unreadable ``row_key``, Error(UNIMPLEMENTED) for
-    a protocol other than ``dpf2``.
+    a protocol other than ``dpf2``, ``lwe-simple`` and ``lwe-double``.
     """
 
     def __init__(
@@ -78,8 +88,24 @@ class Client:
         pad_bags_to: int = 32,
         allow_plaintext: bool = False,
         row_key: Optional[str] = None,
+        hint_cache: Optional[str] = None,
     ) -> None:
         self._native = None
+        self.protocol = protocol
+        if protocol in LWE_PROTOCOLS:
+            if not isinstance(servers, str):
+                servers = tuple(servers)
+                if len(servers) != 1:
+                    raise InvalidArgumentError(
+                        StatusCode.INVALID_ARGUMENT,
+                        f"{protocol} takes one server \"HOST:PORT\", not {servers!r}")
+                servers = servers[0]
+            name = (tls_server_names or ("",))[0]
+            self._native = _veil.LweClient(
+                str(servers), protocol, str(tls_certs or ""), name, float(timeout),
+                bool(allow_plaintext), str(row_key or ""), str(hint_cache or ""))
+            self.servers = (str(servers),)
+            return
         if isinstance(servers, str) or len(servers) != 2:
             raise InvalidArgumentError(
                 StatusCode.INVALID_ARGUMENT,
@@ -119,6 +145,7 @@ class Client:
         (int32, one per index, same shape as `bags`) travel inside the keys, hidden from the
         servers. Returns [len(bags), dim] float32. Raises FailedPreconditionError for a table
         that is not fixed-point, InvalidArgumentError for an empty bag or mismatched weights."""
+        self._dpf2_only("lookup_pooled")
         bags = [list(b) for b in bags]
         if not bags:
             raise InvalidArgumentError(StatusCode.INVALID_ARGUMENT, "lookup_pooled: no bags")
@@ -145,14 +172,21 @@ class Client:
         replaced by wrong rows. The servers must serve the layout's physical table
         (``veil.table.build(..., layout=layout)``). Raises InvalidArgumentError for a row out of
         range, FailedPreconditionError if the servers' table is not the layout's."""
+        self._dpf2_only("lookup_layout")
         wanted = _index_array(rows, np.int32, "rows")
         distinct, values, missing, call = self._live().lookup_layout(layout, wanted)
         return LayoutRows(torch.from_numpy(distinct.astype(np.int64)), torch.from_numpy(values),
                           torch.from_numpy(missing), call)
 
-    def stats(self, party: int) -> Dict[str, Any]:
+    def stats(self, party: int = 0) -> Dict[str, Any]:
         """Server `party`'s statistics (calls, keys, passes, batch sizes, latency percentiles,
-        queue, errors, connections, uptime). InvalidArgumentError for a party other than 0/1."""
+        queue, errors, connections, uptime). InvalidArgumentError for a party other than 0/1
+        (0 only for the single-server protocols)."""
+        if self.protocol in LWE_PROTOCOLS:
+            if party != 0:
+                raise InvalidArgumentError(StatusCode.INVALID_ARGUMENT,
+                                           f"{self.protocol} has one server (party 0), not {party}")
+            return self._live().stats()
         return self._live().stats(int(party))
 
     def last_call(self) -> Dict[str, Any]:
@@ -163,6 +197,11 @@ class Client:
     def totals(self) -> Dict[str, Any]:
         """The cost of every call since the connection, set-up included."""
         return self._live().totals()
+
+    def _dpf2_only(self, what: str) -> None:
+        if self.protocol in LWE_PROTOCOLS:
+            raise Error(StatusCode.UNIMPLEMENTED,
+                        f"{what} is a dpf2 lookup; this client speaks {self.protocol}")
 
     def _live(self) -> Any:
         if self._native is None:

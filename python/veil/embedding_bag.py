@@ -8,7 +8,7 @@ from typing import Any, Dict, NamedTuple, Optional
 import torch
 
 from veil import _veil
-from veil._errors import InvalidArgumentError, StatusCode
+from veil._errors import Error, InvalidArgumentError, StatusCode
 from veil.client import Client
 
 
@@ -87,6 +87,11 @@ class PrivateEmbeddingBag(torch.nn.Module):
             raise _invalid(f"PrivateEmbeddingBag: rows arrive on the CPU, not {device}")
         if not isinstance(client, Client):
             raise _invalid("PrivateEmbeddingBag: client must be a veil.Client")
+        if client.protocol != "dpf2":
+            raise Error(StatusCode.UNIMPLEMENTED,
+                        f"PrivateEmbeddingBag in Python fetches through dpf2 servers and a layout; "
+                        f"over {client.protocol} use the C++ module (mobile_client/"
+                        f"private_embedding_bag.h)")
         if not isinstance(layout, _veil.Layout):
             raise _invalid("PrivateEmbeddingBag: layout must be a veil.Layout")
         self.num_embeddings = int(num_embeddings)

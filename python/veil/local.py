@@ -1,4 +1,5 @@
-"""Two veil-server processes on loopback, for tests, notebooks and examples.
+"""veil-server processes on loopback (two for dpf2, one for a single-server protocol), for tests,
+notebooks and examples.
 
 A deployment runs each server on its own machine under a supervisor (see docs/); this helper is
 the Python counterpart of tools/launcher.h: it starts ``veil-server`` (this build's, or
@@ -36,6 +37,7 @@ def _binary(name: str, given: Optional[str]) -> str:
 class LocalServers:
     """Party 0 and party 1 serving `table` on 127.0.0.1 (free ports), plaintext or, with
     ``tls=True``, TLS with a fresh self-signed certificate for 127.0.0.1 (``veil tls-cert``).
+    With ``protocol="lwe-simple"`` or ``"lwe-double"``: one server of that protocol.
 
     Use as a context manager; ``addresses`` are the two "HOST:PORT" strings, ``tls_certs`` the
     PEM file a client trusts (None without TLS), ``client()`` a connected :class:`veil.Client`.
@@ -49,6 +51,7 @@ class LocalServers:
         tls: bool = False,
         backend: str = "cpu",
         threads: int = 1,
+        protocol: str = "dpf2",
         extra_args: Sequence[str] = (),
         binary: Optional[str] = None,
         work_dir: Optional[str] = None,
@@ -70,19 +73,23 @@ class LocalServers:
             self.tls_certs = os.path.join(cert_dir, "server.pem")
             tls_args = [f"--tls_cert={self.tls_certs}",
                         f"--tls_key={os.path.join(cert_dir, 'server.key')}"]
+        self.protocol = protocol
         try:
-            for party in (0, 1):
-                self._start(party, [f"--backend={backend}", f"--threads={threads}", *tls_args,
-                                    *extra_args], start_timeout)
+            # dpf2: parties 0 and 1; a single-server protocol: one server.
+            for party in ((0, 1) if protocol == "dpf2" else (None,)):
+                self._start(party, [f"--protocol={protocol}", f"--backend={backend}",
+                                    f"--threads={threads}", *tls_args, *extra_args],
+                            start_timeout)
         except BaseException:
             self.stop()
             raise
 
-    def _start(self, party: int, args: List[str], timeout: float) -> None:
-        log_path = os.path.join(self.work_dir, f"server{party}.log")
+    def _start(self, party: Optional[int], args: List[str], timeout: float) -> None:
+        log_path = os.path.join(self.work_dir, f"server{party or 0}.log")
+        party_args = [] if party is None else [f"--party={party}"]
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                [self._server, f"--party={party}", f"--table={self.table}",
+                [self._server, *party_args, f"--table={self.table}",
                  "--listen=127.0.0.1:0", *args],
                 stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
         self._processes.append(process)
@@ -108,16 +115,17 @@ class LocalServers:
         self._ports.append(port)
 
     @property
-    def addresses(self) -> Tuple[str, str]:
-        return (f"127.0.0.1:{self._ports[0]}", f"127.0.0.1:{self._ports[1]}")
+    def addresses(self) -> Tuple[str, ...]:
+        """The servers' "HOST:PORT": two for dpf2, one for a single-server protocol."""
+        return tuple(f"127.0.0.1:{port}" for port in self._ports)
 
     @property
-    def pids(self) -> Tuple[int, int]:
-        return (self._processes[0].pid, self._processes[1].pid)
+    def pids(self) -> Tuple[int, ...]:
+        return tuple(process.pid for process in self._processes)
 
     def client(self, **options: Any) -> Client:
-        """A client of both servers (trusting their certificate with ``tls=True``)."""
-        return Client(self.addresses, tls_certs=self.tls_certs, **options)
+        """A client of the servers (trusting their certificate with ``tls=True``)."""
+        return Client(self.addresses, tls_certs=self.tls_certs, protocol=self.protocol, **options)
 
     def kill(self, party: int) -> None:
         """SIGKILL one server: a server that dies without warning."""
