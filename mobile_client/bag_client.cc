@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "embedding/row_format.h"
+#include "mobile_client/replicas.h"
 #include "mobile_client/transport.h"
 #include "pir/he/bag.h"
 #include "pir/he/serialization.h"
@@ -251,19 +252,13 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOpt
     return s;
   }
   // The first replica that answered gives the session's config; the others must agree.
-  const ServerConfig* config = nullptr;
-  for (int r = 0; r < replicas; ++r) {
-    const ServerConfig* other = c->replica_configs_[r].get();
-    if (other == nullptr) continue;
-    if (config == nullptr) {
-      config = other;
-    } else if (absl::Status s = SameTableAs(*other, config->table,
-                                            c->transport_->ReplicaName(0, r), "another replica's");
-               !s.ok()) {
-      return s;
-    }
-  }
-  if (absl::Status s = c->Adopt(*config); !s.ok()) return s;
+  auto config = FirstAgreeingConfig(
+      c->replica_configs_, [c](const ServerConfig& other, const ServerConfig& first, int r) {
+        return SameTableAs(other, first.table, c->transport_->ReplicaName(0, r),
+                           "another replica's");
+      });
+  if (!config.ok()) return config.status();
+  if (absl::Status s = c->Adopt(**config); !s.ok()) return s;
   c->replica_configs_.clear();
   absl::MutexLock lock(&c->mu_);
   if (absl::Status s = c->UploadKeys(); !s.ok()) return s;

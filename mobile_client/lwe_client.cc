@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "mobile_client/replicas.h"
 #include "mobile_client/transport.h"
 #include "pir/lattice/client.h"
 
@@ -290,21 +291,13 @@ absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOpt
     return s;
   }
   // The first replica that answered gives the session's config; the others must agree.
-  const ServerConfig* config = nullptr;
-  for (int r = 0; r < c->transport_->replicas(0); ++r) {
-    const ServerConfig* other = c->replica_configs_[r].get();
-    if (other == nullptr) continue;
-    if (config == nullptr) {
-      config = other;
-      continue;
-    }
-    if (absl::Status s = SameTableAndHint(*other, config->table, c->transport_->ReplicaName(0, r),
-                                          "another replica's");
-        !s.ok()) {
-      return s;
-    }
-  }
-  absl::StatusOr<lattice::LweConfig> lattice_config = c->Adopt(*config);
+  auto config = FirstAgreeingConfig(
+      c->replica_configs_, [c](const ServerConfig& other, const ServerConfig& first, int r) {
+        return SameTableAndHint(other, first.table, c->transport_->ReplicaName(0, r),
+                                "another replica's");
+      });
+  if (!config.ok()) return config.status();
+  absl::StatusOr<lattice::LweConfig> lattice_config = c->Adopt(**config);
   if (!lattice_config.ok()) return lattice_config.status();
   absl::MutexLock lock(&client->mu_);
   absl::StatusOr<std::vector<uint8_t>> blob = client->GetHint();

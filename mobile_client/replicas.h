@@ -9,6 +9,7 @@
 #define VEIL_MOBILE_CLIENT_REPLICAS_H_
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,25 @@ class LatencyWindow {
   std::vector<absl::Duration> samples_;  // a ring once full
   size_t next_ = 0;
 };
+
+// A single-server session's configuration at connect: the first replica's that answered
+// (`configs`: one per replica, null where none answered). `agree(other, first, replica)` returns
+// OK when that replica's config serves what the first's does; its first error is returned.
+template <typename Config, typename Agree>
+absl::StatusOr<const Config*> FirstAgreeingConfig(
+    const std::vector<std::unique_ptr<Config>>& configs, Agree agree) {
+  const Config* first = nullptr;
+  for (size_t r = 0; r < configs.size(); ++r) {
+    const Config* other = configs[r].get();
+    if (other == nullptr) continue;
+    if (first == nullptr) {
+      first = other;
+    } else if (absl::Status s = agree(*other, *first, static_cast<int>(r)); !s.ok()) {
+      return s;
+    }
+  }
+  return first;
+}
 
 }  // namespace veil::client
 

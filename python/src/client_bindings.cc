@@ -64,7 +64,18 @@ py::dict StatsDict(const rpc::StatsSnapshot& s) {
   return d;
 }
 
-py::dict TableDict(const client::TableInfo& t) {
+// The client's timeout; INVALID_ARGUMENT unless positive.
+absl::Duration Timeout(double seconds) {
+  if (!(seconds > 0)) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("timeout must be positive seconds, not ", seconds)));
+  }
+  return absl::Seconds(seconds);
+}
+
+// What every protocol's table description holds (client::TableInfo, client::LweTableInfo).
+template <typename Info>
+py::dict TableBase(const Info& t) {
   py::dict d;
   d["rows"] = t.rows;
   d["dim"] = t.dim;
@@ -73,6 +84,11 @@ py::dict TableDict(const client::TableInfo& t) {
   d["frac_bits"] = t.frac_bits;
   d["epoch"] = t.epoch;
   d["digest"] = t.digest_hex;
+  return d;
+}
+
+py::dict TableDict(const client::TableInfo& t) {
+  py::dict d = TableBase(t);
   d["backends"] = py::make_tuple(t.backend[0], t.backend[1]);
   d["max_keys_per_call"] = t.max_keys_per_call;
   d["range_queries"] = t.range_queries;
@@ -89,17 +105,14 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
     throw StatusError(absl::UnimplementedError(absl::StrCat(
         "protocol \"", protocol, "\": veil.Client speaks dpf2, lwe-simple and lwe-double")));
   }
-  if (!(timeout_s > 0)) {
-    throw StatusError(absl::InvalidArgumentError(
-        absl::StrCat("timeout must be positive seconds, not ", timeout_s)));
-  }
+  const absl::Duration timeout = Timeout(timeout_s);
   ClientOptions options;
   options.server0 = server0;
   options.server1 = server1;
   options.tls_trusted_certs = tls_certs;
   options.tls_server_name0 = tls_name0;
   options.tls_server_name1 = tls_name1;
-  options.timeout = absl::Seconds(timeout_s);
+  options.timeout = timeout;
   options.prg = ValueOrThrow(dpf::ParsePrg(prg));
   if (output == "xor") {
     options.output = dpf::OutputType::kXor;
@@ -119,16 +132,13 @@ std::shared_ptr<client::LweClient> ConnectLwe(const std::string& server, const s
                                               const std::string& tls_name, double timeout_s,
                                               bool allow_plaintext, const std::string& row_key_file,
                                               const std::string& hint_cache_dir) {
-  if (!(timeout_s > 0)) {
-    throw StatusError(absl::InvalidArgumentError(
-        absl::StrCat("timeout must be positive seconds, not ", timeout_s)));
-  }
+  const absl::Duration timeout = Timeout(timeout_s);
   client::LweClientOptions options;
   options.server = server;
   options.protocol = protocol;
   options.tls_trusted_certs = tls_certs;
   options.tls_server_name = tls_name;
-  options.timeout = absl::Seconds(timeout_s);
+  options.timeout = timeout;
   options.allow_plaintext = allow_plaintext;
   options.row_key_file = row_key_file;
   options.hint_cache_dir = hint_cache_dir;
@@ -137,14 +147,7 @@ std::shared_ptr<client::LweClient> ConnectLwe(const std::string& server, const s
 }
 
 py::dict LweTableDict(const client::LweTableInfo& t) {
-  py::dict d;
-  d["rows"] = t.rows;
-  d["dim"] = t.dim;
-  d["row_words"] = t.row_words;
-  d["format"] = embedding::RowFormatName(t.format);
-  d["frac_bits"] = t.frac_bits;
-  d["epoch"] = t.epoch;
-  d["digest"] = t.digest_hex;
+  py::dict d = TableBase(t);
   d["protocol"] = t.protocol;
   d["backend"] = t.backend;
   d["hint_bytes"] = t.hint_bytes;

@@ -117,6 +117,16 @@ tools::ServerProcessOptions ServerOptions(const std::string& table, int party,
   return o;
 }
 
+// A client of the two (plaintext, loopback) servers.
+absl::StatusOr<std::unique_ptr<client::Client>> PlaintextClient(const tools::ServerProcess& server0,
+                                                                const tools::ServerProcess& server1) {
+  client::ClientOptions options;
+  options.server0 = server0.address();
+  options.server1 = server1.address();
+  options.allow_plaintext = true;
+  return client::Client::Connect(options);
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -147,11 +157,7 @@ TEST(MetricsTest, SeriesMoveWithLookups) {
   EXPECT_GT(Get(*before, "veil_process_resident_memory_bytes"), 1e6);
   EXPECT_EQ(Get(*before, "veil_open_connections"), 0);
 
-  client::ClientOptions options;
-  options.server0 = (*server0)->address();
-  options.server1 = (*server1)->address();
-  options.allow_plaintext = true;
-  auto client = client::Client::Connect(options);
+  auto client = PlaintextClient(**server0, **server1);
   ASSERT_TRUE(client.ok()) << client.status();
   constexpr int kLookups = 5;
   for (int i = 0; i < kLookups; ++i) ASSERT_TRUE((*client)->Lookup({1, 2, 200}).ok());
@@ -204,11 +210,7 @@ TEST(LogTest, EveryLineIsOneKeyValueEvent) {
   ASSERT_TRUE(server0.ok()) << server0.status();
   auto server1 = tools::ServerProcess::Start(ServerOptions(*table, 1, {}));
   ASSERT_TRUE(server1.ok()) << server1.status();
-  client::ClientOptions options;
-  options.server0 = (*server0)->address();
-  options.server1 = (*server1)->address();
-  options.allow_plaintext = true;
-  auto client = client::Client::Connect(options);
+  auto client = PlaintextClient(**server0, **server1);
   ASSERT_TRUE(client.ok()) << client.status();
   ASSERT_TRUE((*client)->Lookup({137, 211}).ok());
   EXPECT_FALSE((*client)->Lookup({4096}).ok());  // refused by the client: past the table
@@ -247,11 +249,7 @@ TEST(LogTest, NeitherTheLogNorTheMetricsHoldRowsOrKeys) {
   ASSERT_TRUE(server0.ok()) << server0.status();
   auto server1 = tools::ServerProcess::Start(ServerOptions(*table, 1, {}));
   ASSERT_TRUE(server1.ok()) << server1.status();
-  client::ClientOptions options;
-  options.server0 = (*server0)->address();
-  options.server1 = (*server1)->address();
-  options.allow_plaintext = true;
-  auto client = client::Client::Connect(options);
+  auto client = PlaintextClient(**server0, **server1);
   ASSERT_TRUE(client.ok()) << client.status();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*client)->Lookup(wanted).ok());
   std::vector<uint8_t> forged(96);
