@@ -127,7 +127,8 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
   return std::shared_ptr<Client>(ValueOrThrow(Client::Connect(options)));
 }
 
-std::shared_ptr<client::LweClient> ConnectLwe(const std::string& server, const std::string& protocol,
+std::shared_ptr<client::LweClient> ConnectLwe(const std::string& server,
+                                              const std::string& protocol,
                                               const std::string& tls_certs,
                                               const std::string& tls_name, double timeout_s,
                                               bool allow_plaintext, const std::string& row_key_file,

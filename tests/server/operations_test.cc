@@ -118,8 +118,8 @@ tools::ServerProcessOptions ServerOptions(const std::string& table, int party,
 }
 
 // A client of the two (plaintext, loopback) servers.
-absl::StatusOr<std::unique_ptr<client::Client>> PlaintextClient(const tools::ServerProcess& server0,
-                                                                const tools::ServerProcess& server1) {
+absl::StatusOr<std::unique_ptr<client::Client>> PlaintextClient(
+    const tools::ServerProcess& server0, const tools::ServerProcess& server1) {
   client::ClientOptions options;
   options.server0 = server0.address();
   options.server1 = server1.address();
@@ -274,14 +274,14 @@ TEST(LogTest, NeitherTheLogNorTheMetricsHoldRowsOrKeys) {
   ASSERT_TRUE((*server0)->Stop().ok());
   const std::string written = ReadFile(log);
   ASSERT_THAT(written, ::testing::HasSubstr("event=rejected"));  // the forged call was logged
-  const std::string forged_hex = absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(forged.data()), 8));
+  const std::string forged_hex =
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(forged.data()), 8));
   for (const std::string& text : {written, shown}) {
-    for (uint64_t row : wanted) EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr(
-                                                      std::to_string(row))));
+    for (uint64_t row : wanted)
+      EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr(std::to_string(row))));
     EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr(forged_hex)));
-    EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr(std::string(
-                          reinterpret_cast<const char*>(forged.data()), 8))));
+    EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr(
+                          std::string(reinterpret_cast<const char*>(forged.data()), 8))));
   }
 }
 
