@@ -262,7 +262,7 @@ class CuttingProxy {
   CuttingProxy(int upstream_port, uint64_t cut_after)
       : upstream_port_(upstream_port), cut_after_(cut_after) {
     listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address = Loopback(0);
+    sockaddr_in address = testing::LoopbackAddress(0);
     socklen_t length = sizeof(address);
     if (bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
         listen(listener_, 8) != 0 ||
@@ -284,25 +284,15 @@ class CuttingProxy {
   uint64_t bytes_down() const { return bytes_down_.load(); }
 
  private:
-  static sockaddr_in Loopback(int port) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return address;
-  }
-
   void Accept() {
     while (!stop_) {
       pollfd p{listener_, POLLIN, 0};
       if (poll(&p, 1, 50) <= 0) continue;
       const int client = accept(listener_, nullptr, nullptr);
       if (client < 0) continue;
-      const int server = socket(AF_INET, SOCK_STREAM, 0);
-      const sockaddr_in address = Loopback(upstream_port_);
-      if (connect(server, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+      const int server = testing::ConnectLoopback(upstream_port_);
+      if (server < 0) {
         close(client);
-        close(server);
         continue;
       }
       const bool cut = connections_.fetch_add(1) == 0;

@@ -33,16 +33,7 @@ constexpr uint32_t kDim = 8;
 // A TCP connection to 127.0.0.1:port (-1 if refused), closed when it goes.
 class RawSocket {
  public:
-  explicit RawSocket(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      close(fd_);
-      fd_ = -1;
-    }
-  }
+  explicit RawSocket(int port) : fd_(testing::ConnectLoopback(port)) {}
   ~RawSocket() {
     if (fd_ >= 0) close(fd_);
   }

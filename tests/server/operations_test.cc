@@ -38,9 +38,7 @@ using ::testing::StartsWith;
 // A loopback port free now (bound, read and released): the server binds it next.
 int FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in address = testing::LoopbackAddress(0);
   socklen_t length = sizeof(address);
   int port = -1;
   if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
@@ -53,15 +51,8 @@ int FreePort() {
 
 // GET `path` from 127.0.0.1:`port` over a plain socket; the whole response, headers included.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
-  }
+  const int fd = testing::ConnectLoopback(port);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
   const std::string request =
       absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {

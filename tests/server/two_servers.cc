@@ -1,8 +1,9 @@
 #include "tests/server/two_servers.h"
 
 #include <capnp/ez-rpc.h>
-
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -50,6 +51,25 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
     return s;
   }
   return path;
+}
+
+sockaddr_in LoopbackAddress(int port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return address;
+}
+
+int ConnectLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  const sockaddr_in address = LoopbackAddress(port);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 absl::StatusOr<tools::CertificateFiles> MakeCertificate(const std::vector<std::string>& hosts) {

@@ -4,6 +4,8 @@
 #ifndef VEIL_TESTS_SERVER_TWO_SERVERS_H_
 #define VEIL_TESTS_SERVER_TWO_SERVERS_H_
 
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,6 +30,11 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
                                              uint64_t rows, uint32_t dim, uint64_t seed,
                                              uint64_t epoch = 1,
                                              const embedding::RowKey* row_key = nullptr);
+
+// 127.0.0.1:`port` as a socket address (port 0: any).
+sockaddr_in LoopbackAddress(int port);
+// A TCP connection to 127.0.0.1:`port` (the caller closes it), or -1.
+int ConnectLoopback(int port);
 
 // A fresh self-signed certificate and key (tools/tls_cert.h) in a new temporary folder, for
 // `hosts`.
