@@ -67,7 +67,7 @@ ABSL_FLAG(absl::optional<std::string>, plain_bits, absl::nullopt, "he: plaintext
 ABSL_FLAG(absl::optional<std::string>, prg, absl::nullopt,
           "DPF PRG: aes128, chacha8, chacha12, chacha20 or siphash");
 ABSL_FLAG(absl::optional<std::string>, protocol, absl::nullopt,
-          "lwe-answer, lwe-e2e: simple or double; lattice: simple, double or pack-s");
+          "lwe-answer, lwe-e2e: simple or double; lattice: simple, double or exppack-s");
 ABSL_FLAG(absl::optional<std::string>, records_per_column, absl::nullopt,
           "lattice: records per database column (0: chosen)");
 ABSL_FLAG(absl::optional<std::string>, reference, absl::nullopt,

@@ -1,6 +1,6 @@
 // LWE suites (pir/lattice): lwe-answer (the server's product, against the CPU's ceilings measured
 // in the same run) and lattice (one protocol's costs end to end below the sockets: server and
-// client time, bytes each way, the reusable hint; --protocol=pack-s: SimplePIR with its answer
+// client time, bytes each way, the reusable hint; --protocol=exppack-s: SimplePIR with its answer
 // ring-packed, pir/lattice/pack_simple.h).
 //
 // lwe-answer's roofline is the slower of two ceilings, both measured by
@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/suite.h"
 #include "pir/lattice/client.h"
+#include "pir/lattice/expansion.h"
 #include "pir/lattice/kernels.h"
 #include "pir/lattice/pack_simple.h"
 #include "pir/lattice/roofline.h"
@@ -47,9 +48,9 @@ struct Setup {
 absl::StatusOr<Setup> MakeSetup(const Flags& flags, const std::string& suite) {
   const uint64_t rows = flags.Int("rows", 1 << 20);
   const int64_t row_bytes = flags.Int("row-bytes", 64);
-  // pack-s serves a SimplePIR matrix (its hint becomes the packing matrix).
+  // exppack-s serves a SimplePIR matrix (its hint becomes the packing matrix).
   const std::string name = flags.Str("protocol", "simple");
-  auto protocol = lattice::ParseProtocol(name == "pack-s" ? "simple" : name);
+  auto protocol = lattice::ParseProtocol(name == "exppack-s" ? "simple" : name);
   if (!protocol.ok()) return protocol.status();
   if (rows == 0 || row_bytes < 1 || row_bytes > lattice::kMaxRecordBytes) {
     return absl::InvalidArgumentError("--rows and --row-bytes must be positive");
@@ -228,14 +229,15 @@ absl::Status LweAnswer(const Flags& flags) {
                      : absl::InternalError(absl::StrCat(errors, " lookups decoded wrongly"));
 }
 
-// --protocol=pack-s: the SimplePIR server wrapped by PackedSimpleServer, one query at a time:
-// client_ms = query (SimplePIR query + packing keys in wire form) + decode; server_ms = the
-// answer (keys checked, SimplePIR answer, Pack, ModSwitch), of it server_keys_check_ms and
-// server_pack_ms (Pack with alpha's expansion, and ModSwitch); query_bytes counts the per-query
-// keys (reusable_key_bytes is 0: the keys encrypt the per-query LWE secret until ExpPack).
+// --protocol=exppack-s: ExpPack(S), the SimplePIR server wrapped by PackedSimpleServer, one
+// query at a time: client_ms = query (SimplePIR query + the LWE secret's RLWE ciphertext) +
+// decode; client_keys_ms the session's secret and expansion keys (once); server_ms = the answer
+// (SimplePIR answer, expansion into the packing sums, ModSwitch), of it server_expand_ms (the
+// expansion alone, its leaves dropped); reusable_key_bytes the expansion keys, uploaded once.
 absl::Status PackedLattice(const Flags& flags) {
   if (flags.Int("batch", 1) != 1) {
-    return absl::InvalidArgumentError("--protocol=pack-s answers one query at a time (--batch=1)");
+    return absl::InvalidArgumentError(
+        "--protocol=exppack-s answers one query at a time (--batch=1)");
   }
   const int threads = static_cast<int>(flags.Int("threads", 1));
   absl::StatusOr<Setup> setup = MakeSetup(flags, "lattice");
@@ -247,8 +249,12 @@ absl::Status PackedLattice(const Flags& flags) {
   if (!server.ok()) return server.status();
   const double prepare_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  auto client = lattice::PackedSimpleClient::Create((*server)->config());
+  absl::StatusOr<std::unique_ptr<lattice::PackedSimpleClient>> client;
+  const double client_keys_s = MedianSeconds(
+      [&] { client = lattice::PackedSimpleClient::Create((*server)->config()); }, 0, 1, 3);
   if (!client.ok()) return client.status();
+  absl::StatusOr<he::GaloisKeys> keys = (*server)->ParseKeys((*client)->expansion_keys());
+  if (!keys.ok()) return keys.status();
   std::mt19937_64 gen(3);
   const uint64_t row = gen() % s.rows;
   absl::StatusOr<lattice::PackedQuery> query;
@@ -257,39 +263,35 @@ absl::Status PackedLattice(const Flags& flags) {
   absl::Status status;
   const double query_s = MedianSeconds([&] { query = (*client)->MakeQuery(row); }, 0, 3, 10);
   if (!query.ok()) return query.status();
-  const double server_s =
-      MedianSeconds([&] { response = (*server)->Answer(query->query, query->keys); }, 0, 3, 10);
+  const double server_s = MedianSeconds(
+      [&] { response = (*server)->Answer(query->query, query->ciphertext, *keys); }, 0, 3, 10);
   if (!response.ok()) return response.status();
   const double decode_s = MedianSeconds(
       [&] { status = (*client)->Decode(row, *response, absl::MakeSpan(record)); }, 0, 3, 10);
   if (!status.ok()) return status;
-  // The server's parts: checking the keys' wire form, and Pack + ModSwitch alone (on stand-in
-  // b-parts: the work does not depend on their values).
-  const lattice::RingContext& ring = (*server)->ring();
-  absl::StatusOr<lattice::PackingKeysView> view;
-  const double keys_s =
-      MedianSeconds([&] { view = lattice::ParsePackingKeys(ring, kN, query->keys); }, 0, 3, 10);
-  if (!view.ok()) return view.status();
-  const std::vector<uint32_t> b(s.d1, 0x5a5a5a5au);
-  const double pack_s = MedianSeconds(
-      [&] { status = lattice::PackResponse(ring, (*server)->matrix(), *view, b).status(); }, 0, 3,
-      10);
+  const double expand_s = MedianSeconds(
+      [&] {
+        status = lattice::ExpandLweSecret(
+            (*server)->ring(), *keys, kN, query->ciphertext,
+            [](uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {});
+      },
+      0, 3, 10);
   if (!status.ok()) return status;
   const int errors =
       !std::equal(record.begin(), record.end(), setup->records.begin() + row * s.record_bytes);
   const lattice::CpuCeilings ceilings =
       lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, 1)));
-  LweLine("lattice", "lwe-pack-s", s, 1, threads)
+  LweLine("lattice", "lwe-exppack-s", s, 1, threads)
       .Add("server_ms", server_s * 1e3)
       .Add("server_ms_per_query", server_s * 1e3)
-      .Add("server_keys_check_ms", keys_s * 1e3)
-      .Add("server_pack_ms", pack_s * 1e3)
+      .Add("server_expand_ms", expand_s * 1e3)
       .Add("client_ms", (query_s + decode_s) * 1e3)
       .Add("client_query_ms", query_s * 1e3)
       .Add("client_decode_ms", decode_s * 1e3)
-      .Add("query_bytes", query->query.size() * 4 + query->keys.size())
+      .Add("client_keys_ms", client_keys_s * 1e3)
+      .Add("query_bytes", query->query.size() * 4 + query->ciphertext.size())
       .Add("response_bytes", response->size())
-      .Add("reusable_key_bytes", 0)
+      .Add("reusable_key_bytes", (*client)->expansion_keys().size())
       .Add("floor_ratio", WorkOf(s, 1).bytes / ceilings.mem_read_bytes_per_s / server_s)
       .Add("server_memory_bytes", memory.database + memory.hint_blob + (*server)->matrix().bytes())
       .Add("hint_s", setup->hint_s)
@@ -303,7 +305,7 @@ absl::Status Lattice(const Flags& flags) {
   if (flags.Str("backend", "cpu") != "cpu") {
     return absl::InvalidArgumentError("the lattice suite runs the CPU server (--backend=cpu)");
   }
-  if (flags.Str("protocol", "simple") == "pack-s") return PackedLattice(flags);
+  if (flags.Str("protocol", "simple") == "exppack-s") return PackedLattice(flags);
   const int batch = static_cast<int>(flags.Int("batch", 1));
   const int threads = static_cast<int>(flags.Int("threads", 1));
   if (batch < 1 || threads < 1) {
@@ -366,8 +368,9 @@ const char kLweAnswerHelp[] =
     "scanned per second, qps, roofline_ratio against the read bandwidth and the faster of the "
     "int32 and VNNI/4 multiply-add rates measured in this run";
 const char kLatticeHelp[] =
-    "--protocol=simple|double|pack-s --rows --row-bytes --batch --threads: one protocol's costs "
-    "below the sockets: server_ms (one batch; pack-s: batch 1), client_ms (query + decode of one "
+    "--protocol=simple|double|exppack-s --rows --row-bytes --batch --threads: one protocol's costs "
+    "below the sockets: server_ms (one batch; exppack-s: batch 1), client_ms (query + decode of "
+    "one "
     "lookup), query and response bytes, reusable_key_bytes (the hint), floor_ratio (memory floor "
     "/ server time), errors";
 

@@ -14,13 +14,20 @@ void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* d
   const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1;
   for (size_t i = 0; i < k; ++i) {
     const uint64_t* digit = d + i * n;
+    const uint64_t q_i = ctx.modulus(i).value(), half = q_i / 2;
     for (size_t j = 0; j < rows; ++j) {
       uint64_t* out = digits + (i * rows + j) * n;
       if (j == i) {
         std::copy_n(digit, n, out);
       } else {
+        // The digit centered in (-q_i/2, q_i/2]: a quarter of the uniform digit's mean square
+        // and no mean, whose product with the key's error would be one fixed polynomial per key.
         const Modulus& q = ctx.modulus(j);
-        for (size_t c = 0; c < n; ++c) out[c] = q.Reduce(digit[c]);
+        const uint64_t q_i_mod_q = q.Reduce(q_i);
+        for (size_t c = 0; c < n; ++c) {
+          const uint64_t v = q.Reduce(digit[c]);
+          out[c] = digit[c] > half ? q.Sub(v, q_i_mod_q) : v;
+        }
       }
       ctx.ntt(j).Forward(out);
     }

@@ -11,8 +11,8 @@
 
 namespace veil::he::internal {
 
-// The RNS digits of d (coefficient form, k rows): digit i = row i as integers in [0, q_i),
-// lifted to every QP row and transformed, into `digits` (k x (k + 1) x N residues).
+// The RNS digits of d (coefficient form, k rows): digit i = row i as integers centered in
+// (-q_i/2, q_i/2], lifted to every QP row and transformed, into `digits` (k x (k + 1) x N residues).
 void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* digits);
 // The same into this thread's Scratch::kDigits buffer (scratch.h), returned.
 uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pir/lattice/expansion.h"
 #include "pir/lattice/lwe.h"
 
 namespace veil::lattice {
@@ -13,7 +14,7 @@ namespace {
 
 absl::Status CheckSimple(const Shape& shape) {
   if (shape.protocol != Protocol::kSimplePir) {
-    return absl::InvalidArgumentError(absl::StrCat("lwe-pack-s packs SimplePIR answers, not ",
+    return absl::InvalidArgumentError(absl::StrCat("lwe-exppack-s packs SimplePIR answers, not ",
                                                    std::string(ProtocolName(shape.protocol))));
   }
   return absl::OkStatus();
@@ -35,6 +36,7 @@ absl::StatusOr<std::unique_ptr<PackedSimpleServer>> PackedSimpleServer::Create(
   if (absl::Status s = CheckSimple(config.shape); !s.ok()) return s;
   absl::StatusOr<RingContext> ctx = RingContext::Create(ring);
   if (!ctx.ok()) return ctx.status();
+  if (absl::Status s = CheckExpansion(*ctx, kLweDimension); !s.ok()) return s;
   // The hint H = DB A1 is the a-part of every answer word: answer[i] = H[i] s + e' + Delta x.
   absl::StatusOr<std::vector<uint32_t>> hint =
       ParseClientHint(server->hint_blob(), config.shape, config.seed, config.table_digest);
@@ -46,18 +48,27 @@ absl::StatusOr<std::unique_ptr<PackedSimpleServer>> PackedSimpleServer::Create(
       new PackedSimpleServer(std::move(server), *std::move(ctx), *std::move(matrix)));
 }
 
+absl::StatusOr<he::GaloisKeys> PackedSimpleServer::ParseKeys(
+    absl::Span<const uint8_t> bytes) const {
+  return ParseExpansionKeys(ring_, kLweDimension, bytes);
+}
+
 absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Answer(
-    absl::Span<const uint32_t> query, absl::Span<const uint8_t> keys) const {
-  absl::StatusOr<PackingKeysView> parsed = ParsePackingKeys(ring_, kLweDimension, keys);
-  if (!parsed.ok()) return parsed.status();
+    absl::Span<const uint32_t> query, absl::Span<const uint8_t> secret_ciphertext,
+    const he::GaloisKeys& keys) const {
   std::vector<uint32_t> answer(server_->shape().answer_words());
   if (absl::Status s = server_->Answer(query, 1, absl::MakeSpan(answer)); !s.ok()) return s;
-  absl::StatusOr<std::vector<SwitchedCiphertext>> packed =
-      PackResponse(ring_, matrix_, *parsed, answer);
+  PackAccumulator acc(ring_, matrix_);
+  const absl::Status expanded =
+      ExpandLweSecret(ring_, keys, kLweDimension, secret_ciphertext,
+                      [&acc](uint32_t count, const uint32_t* index, const uint64_t* beta,
+                             const uint64_t* alpha) { acc.Add(count, index, beta, alpha); });
+  if (!expanded.ok()) return expanded;
+  absl::StatusOr<std::vector<RlweCiphertext>> packed = acc.Finish(answer);
   if (!packed.ok()) return packed.status();
   std::vector<uint8_t> bytes;
   bytes.reserve(PackedResponseBytes(ring_, server_->shape()));
-  for (const SwitchedCiphertext& ct : *packed) {
+  for (const SwitchedCiphertext& ct : SwitchResponse(ring_, *packed)) {
     const std::vector<uint8_t> one = SerializeSwitched(ct);
     bytes.insert(bytes.end(), one.begin(), one.end());
   }
@@ -70,9 +81,13 @@ absl::StatusOr<std::unique_ptr<PackedSimpleClient>> PackedSimpleClient::Create(
   if (absl::Status s = CheckSimple(config.shape); !s.ok()) return s;
   absl::StatusOr<RingContext> ctx = RingContext::Create(ring);
   if (!ctx.ok()) return ctx.status();
-  RlweSecret secret = RlweSecret::Generate(*ctx);
+  if (absl::Status s = CheckExpansion(*ctx, kLweDimension); !s.ok()) return s;
+  const he::SecretKey key = he::GenerateSecretKey(*ctx->expansion());
+  absl::StatusOr<std::vector<uint8_t>> keys = MakeExpansionKeys(*ctx, key, kLweDimension);
+  if (!keys.ok()) return keys.status();
+  RlweSecret secret = RlweSecret::FromKey(*ctx, key);
   return std::unique_ptr<PackedSimpleClient>(
-      new PackedSimpleClient(config, *std::move(ctx), std::move(secret)));
+      new PackedSimpleClient(config, *std::move(ctx), std::move(secret), *std::move(keys)));
 }
 
 absl::StatusOr<PackedQuery> PackedSimpleClient::MakeQuery(uint64_t row, RandomSource& rng) const {
@@ -87,11 +102,11 @@ absl::StatusOr<PackedQuery> PackedSimpleClient::MakeQuery(uint64_t row, RandomSo
   const uint64_t column = s.column_of(row);
   EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA1, s.d0), {column}, rng,
                           absl::MakeSpan(lwe_secret), absl::MakeSpan(out.query));
-  absl::StatusOr<std::vector<uint8_t>> keys = MakePackingKeys(ring_, secret_, lwe_secret);
+  absl::StatusOr<std::vector<uint8_t>> ciphertext = EncryptLweSecret(ring_, secret_, lwe_secret);
   // The client needs s no longer: packed answers decrypt with z.
   sodium_memzero(lwe_secret.data(), lwe_secret.size() * sizeof(uint32_t));
-  if (!keys.ok()) return keys.status();
-  out.keys = *std::move(keys);
+  if (!ciphertext.ok()) return ciphertext.status();
+  out.ciphertext = *std::move(ciphertext);
   return out;
 }
 

@@ -1,14 +1,18 @@
-// "lwe-pack-s" below the sockets (issue 15): SimplePIR whose answer the server ring-packs
-// (packing.h), so that the client decrypts its record with its RLWE secret and needs no hint.
+// ExpPack(S), "lwe-exppack-s" below the sockets (issue 15): SimplePIR whose answer the server
+// ring-packs (packing.h) with special ciphertexts it expands from one RLWE ciphertext of the
+// query's LWE secret (expansion.h), so that the client decrypts its record with its RLWE secret
+// and needs no hint.
 //
+//   session the client's expansion keys (ExpansionKeyBytes, 1.6 MiB), uploaded once;
 //   client  a SimplePIR query for the record's column (fresh LWE secret s, D0 words) and the
-//           packing keys of s (PackingKeyBytes); s is wiped as soon as the keys are made;
-//   server  the SimplePIR answer (D1 words, LweServer::Answer), then PackResponse with the hint
-//           H = DB A1 as the a-parts (prepared once: PackingMatrix), ceil(D1 / N) ciphertexts;
+//           ciphertext of s (SecretCiphertextBytes); s is wiped as soon as it is encrypted;
+//   server  the SimplePIR answer (D1 words, LweServer::Answer), then ExpandLweSecret into a
+//           PackAccumulator with the hint H = DB A1 as the a-parts (prepared once:
+//           PackingMatrix), switched: ceil(D1 / N) ciphertexts;
 //   client  decrypts every packed row with z and selects the record's rows with masks.
 //
-// Bytes per lookup: up 4 D0 + PackingKeyBytes (per query, 48 MiB at n = 1024, until ExpPack
-// replaces the keys by one RLWE ciphertext), down ceil(D1 / N) x 8N; no hint.
+// Bytes per lookup: up 4 D0 + 32 + 4 k N, down ceil(D1 / N) x 8N; reusable keys
+// ExpansionKeyBytes; no hint.
 #ifndef VEIL_PIR_LATTICE_PACK_SIMPLE_H_
 #define VEIL_PIR_LATTICE_PACK_SIMPLE_H_
 
@@ -18,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "pir/he/bfv.h"
 #include "pir/lattice/packing.h"
 #include "pir/lattice/rlwe.h"
 #include "pir/lattice/server.h"
@@ -31,7 +36,8 @@ class PackedSimpleServer {
  public:
   // Wraps a SimplePIR server: its hint becomes the packing matrix (groups x n x k x N words of
   // 8 bytes, PackingMatrix::bytes()). Returns INVALID_ARGUMENT for a DoublePIR server or ring
-  // parameters RingContext::Create refuses.
+  // parameters RingContext::Create refuses, FAILED_PRECONDITION for ring parameters without a
+  // special prime.
   static absl::StatusOr<std::unique_ptr<PackedSimpleServer>> Create(
       std::unique_ptr<LweServer> server, const RingParams& ring = RingParams::Default());
 
@@ -39,11 +45,15 @@ class PackedSimpleServer {
   const RingContext& ring() const { return ring_; }
   const PackingMatrix& matrix() const { return matrix_; }
 
-  // The packed response to one query (D0 words) with the client's packing keys (wire form):
-  // PackedResponseBytes bytes. Returns INVALID_ARGUMENT for keys ParsePackingKeys refuses or a
-  // query of the wrong size (LweServer::Answer).
+  // A session's expansion keys (ParseExpansionKeys' errors).
+  absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
+
+  // The packed response to one query (D0 words) and its secret's ciphertext, with the session's
+  // keys: PackedResponseBytes bytes. Returns INVALID_ARGUMENT for a query of the wrong size
+  // (LweServer::Answer) or ExpandLweSecret's errors.
   absl::StatusOr<std::vector<uint8_t>> Answer(absl::Span<const uint32_t> query,
-                                              absl::Span<const uint8_t> keys) const;
+                                              absl::Span<const uint8_t> secret_ciphertext,
+                                              const he::GaloisKeys& keys) const;
 
  private:
   PackedSimpleServer(std::unique_ptr<LweServer> server, RingContext ring, PackingMatrix matrix)
@@ -55,21 +65,24 @@ class PackedSimpleServer {
 };
 
 struct PackedQuery {
-  std::vector<uint32_t> query;  // D0 words
-  std::vector<uint8_t> keys;    // PackingKeyBytes(ring, n)
+  std::vector<uint32_t> query;      // D0 words
+  std::vector<uint8_t> ciphertext;  // SecretCiphertextBytes(ring)
 };
 
 class PackedSimpleClient {
  public:
-  // Checks the config (ValidateConfig) and draws the session's RLWE secret. Returns
-  // ValidateConfig's errors, INVALID_ARGUMENT for a DoublePIR config or ring parameters
-  // RingContext::Create refuses.
+  // Checks the config (ValidateConfig), draws the session's RLWE secret and makes its expansion
+  // keys. Returns ValidateConfig's errors, INVALID_ARGUMENT for a DoublePIR config or ring
+  // parameters RingContext::Create refuses, FAILED_PRECONDITION without a special prime.
   static absl::StatusOr<std::unique_ptr<PackedSimpleClient>> Create(
       const LweConfig& config, const RingParams& ring = RingParams::Default());
 
   const RingContext& ring() const { return ring_; }
+  // The session's expansion keys (ExpansionKeyBytes), for the server once.
+  const std::vector<uint8_t>& expansion_keys() const { return keys_; }
 
-  // The query for record `row` and its packing keys. Returns INVALID_ARGUMENT if row >= rows.
+  // The query for record `row` and the ciphertext of its LWE secret. Returns INVALID_ARGUMENT if
+  // row >= rows.
   absl::StatusOr<PackedQuery> MakeQuery(uint64_t row, RandomSource& rng = SystemRandom()) const;
 
   // Record `row`'s bytes (record_bytes) from a packed response. Returns INVALID_ARGUMENT for a
@@ -79,12 +92,17 @@ class PackedSimpleClient {
                       absl::Span<uint8_t> record) const;
 
  private:
-  PackedSimpleClient(const LweConfig& config, RingContext ring, RlweSecret secret)
-      : config_(config), ring_(std::move(ring)), secret_(std::move(secret)) {}
+  PackedSimpleClient(const LweConfig& config, RingContext ring, RlweSecret secret,
+                     std::vector<uint8_t> keys)
+      : config_(config),
+        ring_(std::move(ring)),
+        secret_(std::move(secret)),
+        keys_(std::move(keys)) {}
 
   LweConfig config_;
   RingContext ring_;
   RlweSecret secret_;
+  std::vector<uint8_t> keys_;
 };
 
 }  // namespace veil::lattice

@@ -122,81 +122,107 @@ absl::StatusOr<PackingMatrix> PackingMatrix::Create(const RingContext& ctx,
   return m;
 }
 
+PackAccumulator::PackAccumulator(const RingContext& ctx, const PackingMatrix& matrix)
+    : ctx_(ctx),
+      matrix_(matrix),
+      sums_(matrix.groups() * 2 * ctx.k() * ctx.n(), 0),
+      added_(matrix.lwe_n(), false) {}
+
+void PackAccumulator::Add(uint32_t count, const uint32_t* index, const uint64_t* beta,
+                          const uint64_t* alpha) {
+  const size_t n = ctx_.n(), k = ctx_.k(), stride = k * n;
+  std::vector<uint64_t> part0(n), part1(n);
+  const uint64_t* plain[kPackKeysPerBlock];
+  const uint64_t* beta_rows[kPackKeysPerBlock];
+  const uint64_t* alpha_rows[kPackKeysPerBlock];
+  for (uint32_t j = 0; j < count; ++j) {
+    if (index[j] >= added_.size() || added_[index[j]]) {
+      duplicate_ = true;
+      return;
+    }
+    added_[index[j]] = true;
+  }
+  added_count_ += count;
+  for (uint64_t g = 0; g < matrix_.groups(); ++g) {
+    for (size_t i = 0; i < k; ++i) {
+      for (uint32_t j = 0; j < count; ++j) {
+        plain[j] = matrix_.Polynomial(g, index[j]) + i * n;
+        beta_rows[j] = beta + j * stride + i * n;
+        alpha_rows[j] = alpha + j * stride + i * n;
+      }
+      he::internal::PlainDotProduct(
+          {&ctx_.base()[i], count, n, plain, beta_rows, alpha_rows, part0.data(), part1.data()});
+      uint64_t* sum0 = sums_.data() + g * 2 * stride + i * n;
+      uint64_t* sum1 = sum0 + stride;
+      const uint64_t q = ctx_.base()[i].value();
+      for (size_t c = 0; c < n; ++c) {
+        sum0[c] = he::AddMod(sum0[c], part0[c], q);
+        sum1[c] = he::AddMod(sum1[c], part1[c], q);
+      }
+    }
+  }
+}
+
+absl::StatusOr<std::vector<RlweCiphertext>> PackAccumulator::Finish(absl::Span<const uint32_t> b) {
+  const size_t n = ctx_.n(), k = ctx_.k(), stride = k * n;
+  if (b.size() != matrix_.rows()) {
+    return absl::InvalidArgumentError(absl::StrCat("packing needs one b word per matrix row (",
+                                                   matrix_.rows(), "), got ", b.size()));
+  }
+  if (duplicate_ || added_count_ != matrix_.lwe_n()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "packing needs each of the ", matrix_.lwe_n(), " special ciphertexts once, got ",
+        added_count_, duplicate_ ? " and a repeated or out-of-range one" : ""));
+  }
+  // (B - sum A_j beta_j, -sum A_j alpha_j).
+  std::vector<RlweCiphertext> out(matrix_.groups());
+  for (uint64_t g = 0; g < matrix_.groups(); ++g) {
+    RlweCiphertext& ct = out[g];
+    ct.c0.assign(stride, 0);
+    const uint64_t first = g * n, count = std::min<uint64_t>(n, matrix_.rows() - first);
+    for (size_t i = 0; i < k; ++i) {
+      for (uint64_t t = 0; t < count; ++t) ct.c0[i * n + t] = ctx_.EncodeWord(b[first + t], i);
+    }
+    he::internal::ForwardNtt(ctx_.ntt(), ct.c0.data());
+    const uint64_t* sum0 = sums_.data() + g * 2 * stride;
+    he::internal::SubRows(ctx_.ntt(), ct.c0.data(), sum0, ct.c0.data());
+    ct.c1.resize(stride);
+    he::internal::NegateRows(ctx_.ntt(), sum0 + stride, ct.c1.data());
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<RlweCiphertext>> Pack(const RingContext& ctx,
                                                  const PackingMatrix& matrix,
                                                  const PackingKeysView& keys,
                                                  absl::Span<const uint32_t> b) {
-  const size_t n = ctx.n(), k = ctx.k(), stride = k * n;
-  if (b.size() != matrix.rows()) {
-    return absl::InvalidArgumentError(absl::StrCat("packing needs one b word per matrix row (",
-                                                   matrix.rows(), "), got ", b.size()));
-  }
+  const size_t stride = ctx.k() * ctx.n();
   if (keys.lwe_n != matrix.lwe_n() || keys.beta.size() != 4 * uint64_t{keys.lwe_n} * stride) {
     return absl::InvalidArgumentError(absl::StrCat("packing keys for n = ", keys.lwe_n, " (",
                                                    keys.beta.size() / 4, " residues) do not fit a ",
                                                    "matrix of n = ", matrix.lwe_n()));
   }
-  const uint32_t lwe_n = matrix.lwe_n();
-  const uint64_t groups = matrix.groups();
-  // sums[g]: (sum_j A_{g,j} beta_j, sum_j A_{g,j} alpha_j), accumulated block by block.
-  std::vector<uint64_t> sums(groups * 2 * stride, 0), part0(n), part1(n);
+  PackAccumulator acc(ctx, matrix);
   std::vector<uint64_t> alpha(kPackKeysPerBlock * stride), beta(kPackKeysPerBlock * stride);
   std::vector<uint32_t> residues(kPackKeysPerBlock * stride);
-  const uint64_t* plain[kPackKeysPerBlock];
-  const uint64_t* beta_rows[kPackKeysPerBlock];
-  const uint64_t* alpha_rows[kPackKeysPerBlock];
-  for (uint32_t first = 0; first < lwe_n; first += kPackKeysPerBlock) {
-    const uint32_t count = std::min(kPackKeysPerBlock, lwe_n - first);
+  uint32_t index[kPackKeysPerBlock];
+  for (uint32_t first = 0; first < keys.lwe_n; first += kPackKeysPerBlock) {
+    const uint32_t count = std::min(kPackKeysPerBlock, keys.lwe_n - first);
     ExpandAlpha(ctx, keys.seed, first, count, alpha.data());
     std::memcpy(residues.data(), keys.beta.data() + 4 * uint64_t{first} * stride,
                 4 * count * stride);
     std::copy_n(residues.begin(), count * stride, beta.begin());
-    for (uint64_t g = 0; g < groups; ++g) {
-      for (size_t i = 0; i < k; ++i) {
-        for (uint32_t j = 0; j < count; ++j) {
-          plain[j] = matrix.Polynomial(g, first + j) + i * n;
-          beta_rows[j] = beta.data() + j * stride + i * n;
-          alpha_rows[j] = alpha.data() + j * stride + i * n;
-        }
-        he::internal::PlainDotProduct(
-            {&ctx.base()[i], count, n, plain, beta_rows, alpha_rows, part0.data(), part1.data()});
-        uint64_t* sum0 = sums.data() + g * 2 * stride + i * n;
-        uint64_t* sum1 = sum0 + stride;
-        const uint64_t q = ctx.base()[i].value();
-        for (size_t c = 0; c < n; ++c) {
-          sum0[c] = he::AddMod(sum0[c], part0[c], q);
-          sum1[c] = he::AddMod(sum1[c], part1[c], q);
-        }
-      }
-    }
+    for (uint32_t j = 0; j < count; ++j) index[j] = first + j;
+    acc.Add(count, index, beta.data(), alpha.data());
   }
-  // (B - sum A_j beta_j, -sum A_j alpha_j).
-  std::vector<RlweCiphertext> out(groups);
-  for (uint64_t g = 0; g < groups; ++g) {
-    RlweCiphertext& ct = out[g];
-    ct.c0.assign(stride, 0);
-    const uint64_t first = g * n, count = std::min<uint64_t>(n, matrix.rows() - first);
-    for (size_t i = 0; i < k; ++i) {
-      for (uint64_t t = 0; t < count; ++t) ct.c0[i * n + t] = ctx.EncodeWord(b[first + t], i);
-    }
-    he::internal::ForwardNtt(ctx.ntt(), ct.c0.data());
-    const uint64_t* sum0 = sums.data() + g * 2 * stride;
-    he::internal::SubRows(ctx.ntt(), ct.c0.data(), sum0, ct.c0.data());
-    ct.c1.resize(stride);
-    he::internal::NegateRows(ctx.ntt(), sum0 + stride, ct.c1.data());
-  }
-  return out;
+  return acc.Finish(b);
 }
 
-absl::StatusOr<std::vector<SwitchedCiphertext>> PackResponse(const RingContext& ctx,
-                                                             const PackingMatrix& matrix,
-                                                             const PackingKeysView& keys,
-                                                             absl::Span<const uint32_t> b) {
-  absl::StatusOr<std::vector<RlweCiphertext>> packed = Pack(ctx, matrix, keys, b);
-  if (!packed.ok()) return packed.status();
+std::vector<SwitchedCiphertext> SwitchResponse(const RingContext& ctx,
+                                               absl::Span<const RlweCiphertext> packed) {
   std::vector<SwitchedCiphertext> response;
-  response.reserve(packed->size());
-  for (const RlweCiphertext& ct : *packed) response.push_back(*ModSwitch(ctx, ct));
+  response.reserve(packed.size());
+  for (const RlweCiphertext& ct : packed) response.push_back(*ModSwitch(ctx, ct));
   return response;
 }
 
@@ -225,16 +251,21 @@ absl::StatusOr<std::vector<uint32_t>> UnpackPhases(const RingContext& ctx, const
 }
 
 PackingNoise PackingNoiseBound(const RingContext& ctx, uint32_t lwe_n) {
+  return PackingNoiseForKeys(ctx, lwe_n, 10.5, he::kErrorBound);
+}
+
+PackingNoise PackingNoiseForKeys(const RingContext& ctx, uint32_t lwe_n, double key_variance,
+                                 double key_worst) {
   const double n = lwe_n, ring_n = static_cast<double>(ctx.n());
   double q = 1;
   for (uint64_t p : ctx.params().primes) q *= static_cast<double>(p);
   const double response_q = static_cast<double>(ctx.response_modulus().value());
   const double word = std::ldexp(1.0, 32);
   const double var_a = (word * word - 1) / 12;  // centered uniform over 2^32 values
-  const double var_e = 10.5;                    // CBD(21)
   const double at_q = word / q, at_switch = word / response_q;
-  const double var_q = n * ring_n * var_a * var_e + n * var_a / 12 + 1.0 / 12;
-  const double worst_q = n * ring_n * std::ldexp(1.0, 31) * 21 + n * std::ldexp(1.0, 30) + 0.5;
+  const double var_q = n * ring_n * var_a * key_variance + n * var_a / 12 + 1.0 / 12;
+  const double worst_q =
+      n * ring_n * std::ldexp(1.0, 31) * key_worst + n * std::ldexp(1.0, 30) + 0.5;
   const double var_switch = 1.0 / 12 + ring_n / 18;  // r0, then N terms r1 z (z^2 = 2/3 on average)
   const double worst_switch = 0.5 + ring_n / 2;
   PackingNoise noise;

@@ -91,22 +91,45 @@ class PackingMatrix {
   std::vector<uint64_t> ntt_;
 };
 
-// One RLWE ciphertext per group of the matrix (NTT form over Q) for the b-parts b (rows words):
-// coefficient i of group g decrypts to b_{gN+i} - <a_{gN+i}, s> mod 2^32 (zero past the last
-// row). The keys are taken kPackKeysPerBlock at a time (alpha expanded, beta widened) and used
-// for every group before the next block. Returns INVALID_ARGUMENT if b.size() != matrix.rows()
-// or the keys are for another n or of the wrong size.
+// The packing sums of one response, fed the special ciphertexts K_j a block at a time, in any
+// order: Pack feeds the wire keys in order, ExpPack (expansion.h) the expansion's leaves as they
+// come. Holds groups x 2 x k x N words of 8 bytes. Not thread-safe.
+class PackAccumulator {
+ public:
+  // Both must outlive the accumulator.
+  PackAccumulator(const RingContext& ctx, const PackingMatrix& matrix);
+
+  // Keys index[0 .. count) (count <= kPackKeysPerBlock), their halves beta and alpha in NTT form
+  // over Q, count x k x N residues each, used for every group now.
+  void Add(uint32_t count, const uint32_t* index, const uint64_t* beta, const uint64_t* alpha);
+
+  // One RLWE ciphertext per group of the matrix (NTT form over Q) for the b-parts b (rows
+  // words): coefficient i of group g decrypts to b_{gN+i} - <a_{gN+i}, s> mod 2^32 (zero past
+  // the last row). Returns INVALID_ARGUMENT if b.size() != matrix.rows() or the keys added were
+  // not each of the matrix's n exactly once.
+  absl::StatusOr<std::vector<RlweCiphertext>> Finish(absl::Span<const uint32_t> b);
+
+ private:
+  const RingContext& ctx_;
+  const PackingMatrix& matrix_;
+  std::vector<uint64_t> sums_;  // per group: (sum_j A_{g,j} beta_j, sum_j A_{g,j} alpha_j)
+  std::vector<bool> added_;
+  uint64_t added_count_ = 0;
+  bool duplicate_ = false;
+};
+
+// PackAccumulator::Finish for the wire keys, taken kPackKeysPerBlock at a time (alpha expanded,
+// beta widened). Returns INVALID_ARGUMENT if b.size() != matrix.rows() or the keys are for
+// another n or of the wrong size.
 absl::StatusOr<std::vector<RlweCiphertext>> Pack(const RingContext& ctx,
                                                  const PackingMatrix& matrix,
                                                  const PackingKeysView& keys,
                                                  absl::Span<const uint32_t> b);
 
-// Pack, then each ciphertext switched to the response modulus (ModSwitch): the response, one
-// SwitchedBytes(ctx) ciphertext per group. Returns Pack's errors.
-absl::StatusOr<std::vector<SwitchedCiphertext>> PackResponse(const RingContext& ctx,
-                                                             const PackingMatrix& matrix,
-                                                             const PackingKeysView& keys,
-                                                             absl::Span<const uint32_t> b);
+// Packed ciphertexts (of Pack or PackAccumulator::Finish) switched to the response modulus
+// (ModSwitch): the response, one SwitchedBytes(ctx) ciphertext per group.
+std::vector<SwitchedCiphertext> SwitchResponse(const RingContext& ctx,
+                                               absl::Span<const RlweCiphertext> packed);
 
 // The client: the first `rows` LWE phases of a response (group-major). Returns INVALID_ARGUMENT
 // if the response has fewer than ceil(rows / N) ciphertexts, or DecryptSwitched's errors.
@@ -127,6 +150,10 @@ struct PackingNoise {
   double worst_case = 0;
 };
 PackingNoise PackingNoiseBound(const RingContext& ctx, uint32_t lwe_n);
+// The same for keys whose errors have variance key_variance and absolute value at most
+// key_worst per coefficient (PackingNoiseBound: fresh CBD(21) errors, 10.5 and 21).
+PackingNoise PackingNoiseForKeys(const RingContext& ctx, uint32_t lwe_n, double key_variance,
+                                 double key_worst);
 
 // The rule: packing may take at most 1/256 of the LWE rounding margin Delta / 2 = 2^23 in the
 // worst case, so that LWE's own correctness rule (params.h, at most 2^-40 per lookup) still

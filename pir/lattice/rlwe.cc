@@ -53,7 +53,8 @@ absl::Status CheckSize(const RingContext& ctx, size_t c0, size_t c1, size_t per_
 
 }  // namespace
 
-absl::StatusOr<RingParams> RingParams::Create(int log_n, std::vector<uint64_t> primes) {
+absl::StatusOr<RingParams> RingParams::Create(int log_n, std::vector<uint64_t> primes,
+                                              uint64_t special) {
   if (log_n < 10 || log_n > 16) {
     return absl::InvalidArgumentError(absl::StrCat("log N must be in [10, 16], got ", log_n));
   }
@@ -72,30 +73,46 @@ absl::StatusOr<RingParams> RingParams::Create(int log_n, std::vector<uint64_t> p
       if (primes[j] == q) return absl::InvalidArgumentError(absl::StrCat("prime ", q, " twice"));
     }
   }
+  if (special != 0) {
+    if (special >= (uint64_t{1} << 32) || !he::IsPrime(special) || special % two_n != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "special prime ", special, " is not a prime = 1 mod ", two_n, " below 2^32"));
+    }
+    for (uint64_t q : primes) {
+      if (q == special) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the special prime ", special, " is also a prime of Q"));
+      }
+    }
+  }
   RingParams p;
   p.log_n = log_n;
   p.primes = std::move(primes);
+  p.special = special;
   return p;
 }
 
-RingParams RingParams::Default() { return *Create(12, {536813569, 536690689, 536641537}); }
+RingParams RingParams::Default() { return *Create(12, {536813569, 536690689, 536641537}, 4169729); }
 
 std::string RingParams::SecuritySource() const {
   double log_q = 0;
   for (uint64_t q : primes) log_q += std::log2(static_cast<double>(q));
+  if (special != 0) log_q += std::log2(static_cast<double>(special));
+  const char* name = special != 0 ? "QP" : "Q";
   const int bound = log_n <= 15 ? kStandardLogQ[log_n - 10] : 0;
   if (log_q <= bound) {
-    return absl::StrCat(
-        "HomomorphicEncryption.org standard, Table 1: 128-bit classical security ", "for N = 2^",
-        log_n, " with log2 Q <= ", bound,
-        " (ternary secret, sigma 3.2); here log2 Q = ", std::round(log_q * 10) / 10);
+    return absl::StrCat("HomomorphicEncryption.org standard, Table 1: 128-bit classical security ",
+                        "for N = 2^", log_n, " with log2 Q <= ", bound,
+                        " (ternary secret, sigma 3.2); here log2 ", name, " = ",
+                        std::floor(log_q * 100) / 100);
   }
-  return absl::StrCat("no security claim: log2 Q = ", std::round(log_q * 10) / 10,
+  return absl::StrCat("no security claim: log2 ", name, " = ", std::ceil(log_q * 100) / 100,
                       " exceeds the standard's ", bound, " for N = 2^", log_n);
 }
 
 absl::StatusOr<RingContext> RingContext::Create(const RingParams& params) {
-  absl::StatusOr<RingParams> checked = RingParams::Create(params.log_n, params.primes);
+  absl::StatusOr<RingParams> checked =
+      RingParams::Create(params.log_n, params.primes, params.special);
   if (!checked.ok()) return checked.status();
   RingContext ctx;
   ctx.params_ = *std::move(checked);
@@ -118,6 +135,20 @@ absl::StatusOr<RingContext> RingContext::Create(const RingParams& params) {
   }
   std::tie(ctx.response_ratio_hi_, ctx.response_ratio_lo_) =
       Ratio128(ctx.response_modulus().value());
+  if (ctx.params_.special != 0) {
+    // BFV needs a plaintext modulus; key switching never reads it.
+    std::vector<uint64_t> taken = ctx.params_.primes;
+    taken.push_back(ctx.params_.special);
+    const absl::StatusOr<std::vector<uint64_t>> t =
+        he::GenerateNttPrimes(ctx.params_.log_n + 6, 2 * ctx.n(), 1, taken);
+    if (!t.ok()) return t.status();
+    absl::StatusOr<he::BfvParams> bfv =
+        he::BfvParams::Create(ctx.params_.log_n, ctx.params_.primes, ctx.params_.special, (*t)[0]);
+    if (!bfv.ok()) return bfv.status();
+    absl::StatusOr<std::shared_ptr<const he::BfvContext>> expansion = he::BfvContext::Create(*bfv);
+    if (!expansion.ok()) return expansion.status();
+    ctx.expansion_ = *std::move(expansion);
+  }
   return ctx;
 }
 
@@ -150,6 +181,11 @@ uint32_t RingContext::SwitchResidue(const uint64_t* residues) const {
 
 uint32_t RingContext::DecodeSwitchedWord(uint64_t x) const {
   return ScaleFraction(FractionTerm(x, response_ratio_hi_, response_ratio_lo_), uint64_t{1} << 32);
+}
+
+RlweSecret RlweSecret::FromKey(const RingContext& ctx, const he::SecretKey& key) {
+  const size_t words = ctx.k() * ctx.n();
+  return RlweSecret(std::vector<uint64_t>(key.ntt.begin(), key.ntt.begin() + words));
 }
 
 RlweSecret RlweSecret::Generate(const RingContext& ctx) {

@@ -14,11 +14,14 @@
 // modulo several NTT-friendly plaintext moduli and recombines by CRT (more ciphertexts).
 //
 // Parameters (RingParams::Default): N = 2^12, Q = the three largest primes below 2^29 that are
-// 1 mod 2N (Q ~ 2^87; VIPIR's set), response switched to the first of them. Security: the
-// HomomorphicEncryption.org standard (Albrecht et al., 2018), Table 1: 128-bit classical security
-// for N = 4096 needs log2 Q <= 109 with a uniform ternary secret and error sigma ~ 3.2; the
-// secret here is uniform ternary (he::SampleTernary) and the error centered binomial CBD(21),
-// sigma 3.24 (he::SampleError). RingParams::SecuritySource states the claim for any set.
+// 1 mod 2N (Q ~ 2^87; VIPIR's set), response switched to the first of them, and the special
+// prime P = 4,169,729 of ExpPack's key switching (expansion.h), the largest prime = 1 mod 2N that
+// keeps log2 QP <= 109 (108.99). Security: the HomomorphicEncryption.org standard (Albrecht et
+// al., 2018), Table 1: 128-bit classical security for N = 4096 needs log2 of the largest modulus
+// a secret is used with (here QP, the expansion keys') <= 109 with a uniform ternary secret and
+// error sigma ~ 3.2; the secret here is uniform ternary (he::SampleTernary) and the error
+// centered binomial CBD(21), sigma 3.24 (he::SampleError). RingParams::SecuritySource states the
+// claim for any set.
 //
 // Polynomials over Q are prime-major rows (row i: N residues modulo primes[i]), as in pir/he.
 #ifndef VEIL_PIR_LATTICE_RLWE_H_
@@ -26,11 +29,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "pir/he/bfv.h"
+#include "pir/he/bfv_context.h"
 #include "pir/he/ntt.h"
 #include "pir/he/rns.h"
 
@@ -40,17 +46,24 @@ struct RingParams {
   int log_n = 0;
   // Q = the product; primes[0] is also the modulus the response is switched to.
   std::vector<uint64_t> primes;
+  // P, the special prime of ExpPack's hybrid key switching (its expansion keys live modulo QP);
+  // 0: no key switching (RingContext::expansion() is null).
+  uint64_t special = 0;
 
   size_t n() const { return size_t{1} << log_n; }
 
   // Validates: log_n in [10, 16]; 1 to 16 primes, each a prime = 1 mod 2N below 2^32 (residues
-  // travel as 32-bit words), all distinct. Returns INVALID_ARGUMENT naming the first violation.
-  static absl::StatusOr<RingParams> Create(int log_n, std::vector<uint64_t> primes);
-  // N = 2^12 and the three largest primes below 2^29 that are 1 mod 2^13 (VIPIR's set):
-  // 536,813,569, 536,690,689 and 536,641,537 (tests/pir/lattice/rlwe_test.cc pins them).
+  // travel as 32-bit words), all distinct; special 0 or such a prime distinct from them. Returns
+  // INVALID_ARGUMENT naming the first violation.
+  static absl::StatusOr<RingParams> Create(int log_n, std::vector<uint64_t> primes,
+                                           uint64_t special = 0);
+  // N = 2^12, the three largest primes below 2^29 that are 1 mod 2^13 (VIPIR's set):
+  // 536,813,569, 536,690,689 and 536,641,537, and P = 4,169,729 (tests/pir/lattice/rlwe_test.cc
+  // pins them).
   static RingParams Default();
-  // "HomomorphicEncryption.org standard, Table 1: ..." when log2 Q is within the standard's
-  // 128-bit bound for N (ternary secret, sigma 3.2), else "no security claim: ...".
+  // "HomomorphicEncryption.org standard, Table 1: ..." when log2 QP (log2 Q without a special
+  // prime) is within the standard's 128-bit bound for N (ternary secret, sigma 3.2), else
+  // "no security claim: ...".
   std::string SecuritySource() const;
 };
 
@@ -68,6 +81,11 @@ class RingContext {
   const he::RnsBase& base() const { return base_; }
   absl::Span<const he::NttTables> ntt() const { return ntt_; }
   const he::Modulus& response_modulus() const { return base_[0]; }
+  // With a special prime: the ring as a BFV context (primes Q, special P) whose key switching
+  // (pir/he/keyswitch.h) ExpPack's expansion uses; its NTT forms modulo the q_i are this
+  // context's (the same he::NttTables). Null without a special prime. (Its plaintext modulus is
+  // a prime = 1 mod 2N that nothing here uses.)
+  const std::shared_ptr<const he::BfvContext>& expansion() const { return expansion_; }
 
   // round(Q m / 2^32) mod primes[i].
   uint64_t EncodeWord(uint32_t m, size_t i) const;
@@ -87,6 +105,7 @@ class RingContext {
   RingParams params_;
   he::RnsBase base_;
   std::vector<he::NttTables> ntt_;
+  std::shared_ptr<const he::BfvContext> expansion_;
   std::vector<uint64_t> q_div_word_;           // [floor(Q / 2^32)]_{q_i}
   uint64_t q_mod_word_ = 0;                    // Q mod 2^32
   std::vector<uint64_t> ratio_hi_, ratio_lo_;  // floor(2^128 / q_i) in two words
@@ -99,6 +118,8 @@ class RlweSecret {
  public:
   // Fresh coefficients uniform in {-1, 0, 1} from libsodium (he::SampleTernary).
   static RlweSecret Generate(const RingContext& ctx);
+  // The same secret as a BFV secret key over QP of ctx.expansion() (its first k rows).
+  static RlweSecret FromKey(const RingContext& ctx, const he::SecretKey& key);
   ~RlweSecret();
   RlweSecret(RlweSecret&& other) noexcept = default;
   RlweSecret& operator=(RlweSecret&& other) noexcept;

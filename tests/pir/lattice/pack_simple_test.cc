@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pir/lattice/expansion.h"
 #include "tests/pir/lattice/test_support.h"
 
 namespace veil::lattice {
@@ -33,12 +34,14 @@ TEST(PackedSimpleTest, EveryRecordDecodesWithoutTheHintOnAnAwkwardShape) {
   auto client = PackedSimpleClient::Create((*server)->config());
   ASSERT_TRUE(client.ok()) << client.status();
   const RingContext& ring = (*client)->ring();
+  EXPECT_EQ((*client)->expansion_keys().size(), ExpansionKeyBytes(ring, kLweDimension));
+  const he::GaloisKeys keys = *(*server)->ParseKeys((*client)->expansion_keys());
   // The first record, the last (slot 44 of column 52, in the second ciphertext), a random one.
   for (const uint64_t row : {uint64_t{0}, uint64_t{3000}, uint64_t{gen() % rows}}) {
     const PackedQuery query = *(*client)->MakeQuery(row);
     EXPECT_EQ(query.query.size(), shape.d0);
-    EXPECT_EQ(query.keys.size(), PackingKeyBytes(ring, kLweDimension));
-    const std::vector<uint8_t> response = *(*server)->Answer(query.query, query.keys);
+    EXPECT_EQ(query.ciphertext.size(), SecretCiphertextBytes(ring));
+    const std::vector<uint8_t> response = *(*server)->Answer(query.query, query.ciphertext, keys);
     EXPECT_EQ(response.size(), PackedResponseBytes(ring, shape));
     EXPECT_EQ(response.size(), 2u * 32768);
     std::vector<uint8_t> record(record_bytes);
@@ -59,9 +62,9 @@ TEST(PackedSimpleTest, RefusesDoublePirAndBadSizes) {
   const LweConfig double_config = (*doubled)->config();
   const absl::Status refused = PackedSimpleServer::Create(*std::move(doubled)).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(refused.message(), "lwe-pack-s packs SimplePIR answers, not double");
+  EXPECT_EQ(refused.message(), "lwe-exppack-s packs SimplePIR answers, not double");
   EXPECT_EQ(PackedSimpleClient::Create(double_config).status().message(),
-            "lwe-pack-s packs SimplePIR answers, not double");
+            "lwe-exppack-s packs SimplePIR answers, not double");
 
   auto server = PackedSimpleServer::Create(
       *LweServer::FromRecords(records, 50, 8, testing::DigestOf(23), LweServerOptions{}));
@@ -69,12 +72,27 @@ TEST(PackedSimpleTest, RefusesDoublePirAndBadSizes) {
   auto client = PackedSimpleClient::Create((*server)->config());
   ASSERT_TRUE(client.ok());
   EXPECT_EQ((*client)->MakeQuery(50).status().message(), "row 50 is outside the table (50 rows)");
+  const he::GaloisKeys keys = *(*server)->ParseKeys((*client)->expansion_keys());
   const PackedQuery query = *(*client)->MakeQuery(7);
-  const absl::Status short_keys =
-      (*server)->Answer(query.query, absl::MakeConstSpan(query.keys).first(100)).status();
-  EXPECT_EQ(short_keys.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(short_keys.message(), HasSubstr("are 50331684 bytes, got 100"));
-  std::vector<uint8_t> response = *(*server)->Answer(query.query, query.keys);
+  const absl::Status short_ct =
+      (*server)
+          ->Answer(query.query, absl::MakeConstSpan(query.ciphertext).first(100), keys)
+          .status();
+  EXPECT_EQ(short_ct.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(short_ct.message(), HasSubstr("is 49184 bytes, got 100"));
+  const absl::Status short_query =
+      (*server)->Answer(absl::MakeConstSpan(query.query).first(3), query.ciphertext, keys).status();
+  EXPECT_EQ(short_query.code(), absl::StatusCode::kInvalidArgument);
+  // Keys of another session decrypt nothing: the server cannot tell, the record comes out wrong
+  // (the row tags of embedding tables catch that; here the bytes differ).
+  auto other = PackedSimpleClient::Create((*server)->config());
+  ASSERT_TRUE(other.ok());
+  const he::GaloisKeys other_keys = *(*server)->ParseKeys((*other)->expansion_keys());
+  std::vector<uint8_t> mixed = *(*server)->Answer(query.query, query.ciphertext, other_keys);
+  std::vector<uint8_t> mixed_record(8);
+  ASSERT_TRUE((*client)->Decode(7, mixed, absl::MakeSpan(mixed_record)).ok());
+  EXPECT_NE(mixed_record, std::vector<uint8_t>(records.begin() + 7 * 8, records.begin() + 8 * 8));
+  std::vector<uint8_t> response = *(*server)->Answer(query.query, query.ciphertext, keys);
   std::vector<uint8_t> record(8);
   response.pop_back();
   const absl::Status bad = (*client)->Decode(7, response, absl::MakeSpan(record));

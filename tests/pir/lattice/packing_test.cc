@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pir/lattice/lwe.h"
-#include "tests/pir/lattice/seeded_source.h"
+#include "tests/pir/lattice/lwe_batch.h"
 #include "tests/pir/lattice/test_support.h"
 
 namespace veil::lattice {
@@ -17,27 +17,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// `rows` LWE ciphertexts over Z_{2^32} under one secret s: a uniform, b = <a, s> + e + Delta m
-// with m a random byte and e SimplePIR's Gaussian; phase = e + Delta m, what decryption gives.
-struct LweBatch {
-  LweBatch(uint64_t rows, uint32_t lwe_n, uint64_t seed)
-      : secret(lwe_n), a(rows * lwe_n), b(rows), phase(rows), bytes(rows) {
-    SeededSource rng(seed);
-    SampleSecret(rng, absl::MakeSpan(secret));
-    SampleSecret(rng, absl::MakeSpan(a));  // uniform words, like the hint's rows
-    std::vector<int32_t> errors(rows);
-    SampleErrors(rng, absl::MakeSpan(errors));
-    rng.Fill(absl::MakeSpan(bytes));
-    for (uint64_t r = 0; r < rows; ++r) {
-      uint32_t dot = 0;
-      for (uint32_t j = 0; j < lwe_n; ++j) dot += a[r * lwe_n + j] * secret[j];
-      phase[r] = static_cast<uint32_t>(errors[r]) + kDelta * bytes[r];
-      b[r] = dot + phase[r];
-    }
-  }
-  std::vector<uint32_t> secret, a, b, phase;
-  std::vector<uint8_t> bytes;
-};
+using testing::LweBatch;
 
 uint64_t Seed(int salt) { return testing::TestSeed("pir_lattice_test") + 100 + salt; }
 
@@ -50,7 +30,8 @@ std::vector<uint32_t> PackAndUnpack(const RingContext& ctx, const LweBatch& lwe,
   const std::vector<uint8_t> wire = *MakePackingKeys(ctx, z, lwe.secret);
   const PackingKeysView keys = *ParsePackingKeys(ctx, lwe_n, wire);
   const PackingMatrix matrix = *PackingMatrix::Create(ctx, lwe.a, rows, lwe_n);
-  const std::vector<SwitchedCiphertext> response = *PackResponse(ctx, matrix, keys, lwe.b);
+  const std::vector<SwitchedCiphertext> response =
+      SwitchResponse(ctx, *Pack(ctx, matrix, keys, lwe.b));
   EXPECT_EQ(response.size(), (rows + ctx.n() - 1) / ctx.n());
   return *UnpackPhases(ctx, z, response, rows);
 }
@@ -140,7 +121,8 @@ TEST(PackingTest, ByteSizesEqualTheFormulasAndKeysRoundTrip) {
   const PackingMatrix matrix = *PackingMatrix::Create(ctx, lwe.a, rows, lwe_n);
   EXPECT_EQ(matrix.groups(), 1u);
   EXPECT_EQ(matrix.bytes(), 8ull * lwe_n * 3 * 4096);
-  const std::vector<SwitchedCiphertext> response = *PackResponse(ctx, matrix, parsed, lwe.b);
+  const std::vector<SwitchedCiphertext> response =
+      SwitchResponse(ctx, *Pack(ctx, matrix, parsed, lwe.b));
   ASSERT_EQ(response.size(), 1u);
   const std::vector<uint8_t> response_bytes = SerializeSwitched(response[0]);
   EXPECT_EQ(response_bytes.size(), 32768u);  // 8 N
@@ -171,7 +153,8 @@ TEST(PackingTest, RefusesMismatchedInputs) {
   expect_invalid(Pack(ctx, wider, keys, lwe.b).status(),
                  "keys for n = 8 (98304 residues) do not fit a matrix of n = 9");
 
-  const std::vector<SwitchedCiphertext> response = *PackResponse(ctx, matrix, keys, lwe.b);
+  const std::vector<SwitchedCiphertext> response =
+      SwitchResponse(ctx, *Pack(ctx, matrix, keys, lwe.b));
   expect_invalid(UnpackPhases(ctx, z, response, ctx.n() + 1).status(),
                  "4097 rows need 2 packed ciphertexts, got 1");
 

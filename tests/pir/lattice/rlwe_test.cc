@@ -23,10 +23,17 @@ TEST(RingParamsTest, DefaultIsVipirsSetWithinTheStandard) {
   // The three largest primes below 2^29 that are 1 mod 2N.
   EXPECT_EQ(*he::GenerateNttPrimes(29, 8192, 3), p.primes);
   EXPECT_THAT(p.SecuritySource(), HasSubstr("128-bit classical security for N = 2^12"));
-  EXPECT_THAT(p.SecuritySource(), HasSubstr("log2 Q = 87"));
-  // Four such primes (116 bits) exceed the standard's 109 at N = 4096.
+  // The special prime: the largest prime = 1 mod 2N that keeps QP within the standard.
+  EXPECT_EQ(p.special, 4169729u);
+  EXPECT_EQ(*he::GenerateNttPrimes(22, 8192, 1), std::vector<uint64_t>{p.special});
+  EXPECT_THAT(p.SecuritySource(), HasSubstr("log2 QP = 108.99"));
+  EXPECT_THAT(RingParams::Create(12, p.primes)->SecuritySource(), HasSubstr("log2 Q = 86.99"));
+  // Four such primes (116 bits) exceed the standard's 109 at N = 4096; so does a 23-bit P.
   const RingParams big = *RingParams::Create(12, *he::GenerateNttPrimes(29, 8192, 4));
   EXPECT_THAT(big.SecuritySource(), HasSubstr("no security claim"));
+  const RingParams big_p =
+      *RingParams::Create(12, p.primes, *he::GenerateNttPrimes(23, 8192, 1)->begin());
+  EXPECT_THAT(big_p.SecuritySource(), HasSubstr("no security claim: log2 QP = 110 exceeds"));
 }
 
 TEST(RingParamsTest, RefusesBadParameters) {
@@ -42,6 +49,10 @@ TEST(RingParamsTest, RefusesBadParameters) {
   expect_refused(12, {12289}, "12289 is not a prime = 1 mod 8192");           // 1 mod 2^12 only
   expect_refused(12, {(uint64_t{1} << 32) + 1 + 8192 * 3}, "below 2^32");
   expect_refused(12, {536813569, 536813569}, "prime 536813569 twice");
+  EXPECT_THAT(RingParams::Create(12, {536813569}, 536813569).status().message(),
+              HasSubstr("the special prime 536813569 is also a prime of Q"));
+  EXPECT_THAT(RingParams::Create(12, {536813569}, 12289).status().message(),
+              HasSubstr("special prime 12289 is not a prime = 1 mod 8192"));
 }
 
 TEST(RingContextTest, EncodingAndScalingMatchExactIntegerArithmetic) {

@@ -1,0 +1,95 @@
+// ExpPack's expansion (issue 15): the client sends, per query, one RLWE ciphertext of its fresh
+// LWE secret s instead of n packing keys (packing.h), and once per session the keys of L Galois
+// automorphisms; the server expands the ciphertext into the n special ciphertexts K_j that ring
+// packing needs. The technique is the query expansion of SealPIR (Angel, Chen, Laine, Setty,
+// S&P 2018, Algorithm 3) that VIPIR's ExpPack applies to the packing keys.
+//
+//   client  S(X) = 2^-L sum_{j<n} round(Q s_j / 2^32) X^j (mod Q), L = ceil(log2 n), encrypted
+//           under its RLWE secret z: one ciphertext whose c1 is expanded from a seed
+//           (SecretCiphertextBytes = 32 + 4 k N: 49,184 bytes at N = 4096, k = 3);
+//   keys    the Galois keys of the elements g_l = N / 2^l + 1 (l < L), hybrid key switching with
+//           the special prime P of RingParams (pir/he/keyswitch.h), seeded and bit-packed by
+//           he::SerializeGaloisKeys: ExpansionKeyBytes (1,674,616 bytes at n = 1024, N = 4096);
+//   server  level l maps every ciphertext c to c + g_l(c) and (c - g_l(c)) X^{-2^l}: the
+//           automorphism X -> X^{g_l} negates exactly the coefficients at odd multiples of 2^l,
+//           so the first keeps the coefficients j with bit l of j clear and the second moves the
+//           others down by 2^l, both doubled. After L levels leaf j holds 2^L S_j, i.e.
+//           round(Q s_j / 2^32), as its constant coefficient and zero elsewhere: K_j. The leaves
+//           come depth first, kPackKeysPerBlock at a time, straight into the packing sums, so a
+//           query never holds more than L levels of ciphertexts (2^L - 1 key switches in all).
+//
+// Noise: each level doubles the noise at the coefficients the automorphism fixes (up to sign)
+// and adds a key switch's; ExpandedKeyVariance follows every coefficient's variance through the
+// tree. Security: the keys encrypt z(X^g) under z (the circular-security assumption of every
+// rotation key) modulo QP, within the HE standard's bound for N (RingParams::SecuritySource).
+#ifndef VEIL_PIR_LATTICE_EXPANSION_H_
+#define VEIL_PIR_LATTICE_EXPANSION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pir/he/bfv.h"
+#include "pir/lattice/packing.h"
+#include "pir/lattice/rlwe.h"
+
+namespace veil::lattice {
+
+// L = ceil(log2 n) (0 for n = 1).
+uint32_t ExpansionLevels(uint32_t lwe_n);
+// g_l = N / 2^l + 1 for l < L.
+std::vector<uint32_t> ExpansionElements(const RingContext& ctx, uint32_t lwe_n);
+
+// Returns FAILED_PRECONDITION without a special prime (RingContext::expansion() null),
+// INVALID_ARGUMENT if lwe_n is 0 or above N.
+absl::Status CheckExpansion(const RingContext& ctx, uint32_t lwe_n);
+
+// The session's expansion keys (wire form) under `key` (a secret of ctx.expansion()), fresh
+// seeds and errors from libsodium. Returns CheckExpansion's and he::GenerateGaloisKeys' errors.
+absl::StatusOr<std::vector<uint8_t>> MakeExpansionKeys(const RingContext& ctx,
+                                                       const he::SecretKey& key, uint32_t lwe_n);
+uint64_t ExpansionKeyBytes(const RingContext& ctx, uint32_t lwe_n);
+// he::ParseGaloisKeys' errors, and INVALID_ARGUMENT unless the keys are of exactly the elements
+// ExpansionElements names.
+absl::StatusOr<he::GaloisKeys> ParseExpansionKeys(const RingContext& ctx, uint32_t lwe_n,
+                                                  absl::Span<const uint8_t> bytes);
+
+// One query's ciphertext of the LWE secret (lwe_n words, wiped by the caller): the 32-byte seed
+// of c1, then c0 in NTT form as little-endian 32-bit residues. Constant time in the secret.
+// Returns CheckExpansion's errors.
+uint64_t SecretCiphertextBytes(const RingContext& ctx);
+absl::StatusOr<std::vector<uint8_t>> EncryptLweSecret(const RingContext& ctx, const RlweSecret& z,
+                                                      absl::Span<const uint32_t> lwe_secret);
+
+// Receives the special ciphertexts K_index[i] for i < count (count <= kPackKeysPerBlock) in NTT
+// form over Q, count x k x N residues per half (PackAccumulator::Add fits).
+using SpecialSink = absl::FunctionRef<void(uint32_t count, const uint32_t* index,
+                                           const uint64_t* beta, const uint64_t* alpha)>;
+
+// The server: expands a ciphertext of EncryptLweSecret with keys of ParseExpansionKeys (for the
+// same n) into K_0 .. K_{n-1}, each given to `sink` once. Returns CheckExpansion's errors, and
+// INVALID_ARGUMENT for a ciphertext of another size, a residue not below its prime or keys
+// lacking an element.
+absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys, uint32_t lwe_n,
+                             absl::Span<const uint8_t> ciphertext, SpecialSink sink);
+
+// The mean, over the n leaves and their N coefficients, of the variance of K_j's error (in units
+// of Z_Q; the packing noise depends on that sum only): fresh errors of variance 10.5,
+// each key switch adding N 10.5 sum_i E[d_i^2] / P^2 (RNS digits d_i centered, uniform in
+// (-q_i/2, q_i/2]) plus ModDown's rounding (1 + 2N / 3) / 12, coefficients fixed by an
+// automorphism doubling.
+double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n);
+
+// PackingNoiseBound for expanded keys. Its worst case is far above the margin (a key switch's
+// worst case is huge), so the rule is on sigma instead: packing's error may exceed 1/256 of
+// LWE's rounding margin (as PackingNoiseWithinRule) with probability at most 2^-40 per word,
+// i.e. 7.54 sigma <= (Delta / 2) / 256 for a Gaussian (2 exp(-t^2 / 2 sigma^2) <= 2^-40).
+// Holds for RingParams::Default() at n = 1024 (sigma ~ 2^10, the limit 2^12.1).
+PackingNoise ExpPackNoiseBound(const RingContext& ctx, uint32_t lwe_n);
+bool ExpPackNoiseWithinRule(const RingContext& ctx, uint32_t lwe_n);
+
+}  // namespace veil::lattice
+
+#endif  // VEIL_PIR_LATTICE_EXPANSION_H_

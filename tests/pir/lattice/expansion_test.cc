@@ -1,0 +1,256 @@
+#include "pir/lattice/expansion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pir/he/poly.h"
+#include "pir/he/sampling.h"
+#include "pir/lattice/lwe.h"
+#include "tests/pir/lattice/lwe_batch.h"
+#include "tests/pir/lattice/test_support.h"
+
+namespace veil::lattice {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::LweBatch;
+
+uint64_t Seed(int salt) { return testing::TestSeed("pir_lattice_test") + 300 + salt; }
+
+RingContext DefaultContext() { return *RingContext::Create(RingParams::Default()); }
+
+// A client's keys and RLWE secret.
+struct Session {
+  explicit Session(const RingContext& ctx, uint32_t lwe_n)
+      : key(he::GenerateSecretKey(*ctx.expansion())),
+        z(RlweSecret::FromKey(ctx, key)),
+        wire(*MakeExpansionKeys(ctx, key, lwe_n)),
+        keys(*ParseExpansionKeys(ctx, lwe_n, wire)) {}
+  he::SecretKey key;
+  RlweSecret z;
+  std::vector<uint8_t> wire;
+  he::GaloisKeys keys;
+};
+
+// Every leaf K_j's phase beta + alpha z modulo the first prime, coefficient form (N residues
+// per leaf, leaf-major), and how often each index came.
+struct Leaves {
+  std::vector<uint64_t> phase;
+  std::vector<int> seen;
+};
+
+Leaves Expand(const RingContext& ctx, const Session& session, absl::Span<const uint32_t> secret) {
+  const uint32_t lwe_n = static_cast<uint32_t>(secret.size());
+  const std::vector<uint8_t> ct = *EncryptLweSecret(ctx, session.z, secret);
+  const size_t n = ctx.n(), stride = ctx.k() * n;
+  const auto row0 = ctx.ntt().first(1);
+  Leaves leaves{std::vector<uint64_t>(uint64_t{lwe_n} * n), std::vector<int>(lwe_n, 0)};
+  const absl::Status s = ExpandLweSecret(
+      ctx, session.keys, lwe_n, ct,
+      [&](uint32_t count, const uint32_t* index, const uint64_t* beta, const uint64_t* alpha) {
+        EXPECT_LE(count, kPackKeysPerBlock);
+        for (uint32_t i = 0; i < count; ++i) {
+          ASSERT_LT(index[i], lwe_n);
+          ++leaves.seen[index[i]];
+          uint64_t* out = leaves.phase.data() + uint64_t{index[i]} * n;
+          he::internal::MultiplyRows(row0, alpha + i * stride, session.z.ntt().data(), out);
+          he::internal::AddRows(row0, out, beta + i * stride, out);
+          he::internal::InverseNtt(row0, out);
+        }
+      });
+  EXPECT_TRUE(s.ok()) << s;
+  return leaves;
+}
+
+// Centered residue modulo q.
+double Centered(uint64_t x, uint64_t q) {
+  return x > q / 2 ? -static_cast<double>(q - x) : static_cast<double>(x);
+}
+
+TEST(ExpansionTest, TheRingIsTheBfvContextsAndWithinTheStandard) {
+  const RingContext ctx = DefaultContext();
+  ASSERT_NE(ctx.expansion(), nullptr);
+  EXPECT_EQ(ctx.params().special, 4169729u);
+  EXPECT_EQ(ctx.expansion()->q_size(), 3u);
+  EXPECT_THAT(ctx.params().SecuritySource(),
+              HasSubstr("log2 Q <= 109 (ternary secret, sigma 3.2); here log2 QP = 108.99"));
+  // The same NTT form modulo every q_i, so a BFV secret key's rows are the RLWE secret.
+  std::vector<uint64_t> poly(ctx.k() * ctx.n()), other;
+  he::ExpandUniform(he::RandomSeed(), 0, ctx.base().moduli(), ctx.n(), poly.data());
+  other = poly;
+  he::internal::ForwardNtt(ctx.ntt(), poly.data());
+  he::internal::ForwardNtt(ctx.expansion()->q_ntt(), other.data());
+  EXPECT_EQ(poly, other);
+  // Without a special prime there is no expansion.
+  const RingContext plain =
+      *RingContext::Create(*RingParams::Create(12, RingParams::Default().primes));
+  EXPECT_EQ(plain.expansion(), nullptr);
+  EXPECT_EQ(CheckExpansion(plain, 1024).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ExpansionTest, LeavesEncryptTheSecretWithTheModelsNoise) {
+  const RingContext ctx = DefaultContext();
+  const Session session(ctx, kLweDimension);
+  std::vector<uint32_t> secret(kLweDimension);
+  SeededSource rng(Seed(0));
+  SampleSecret(rng, absl::MakeSpan(secret));
+  const Leaves leaves = Expand(ctx, session, secret);
+  EXPECT_EQ(std::count(leaves.seen.begin(), leaves.seen.end(), 1), kLweDimension);
+  const uint64_t q0 = ctx.base()[0].value();
+  const size_t n = ctx.n();
+  double sum_squares = 0, largest = 0;
+  for (uint32_t j = 0; j < kLweDimension; ++j) {
+    for (size_t c = 0; c < n; ++c) {
+      const uint64_t message = c == 0 ? ctx.EncodeWord(secret[j], 0) : 0;
+      const double noise = Centered(ctx.base()[0].Sub(leaves.phase[j * n + c], message), q0);
+      sum_squares += noise * noise;
+      largest = std::max(largest, std::abs(noise));
+    }
+  }
+  const double measured = sum_squares / (double{kLweDimension} * n);
+  const double model = ExpandedKeyVariance(ctx, kLweDimension);
+  std::printf("expanded keys' error at n = %u: sigma 2^%.2f (model 2^%.2f), largest 2^%.2f\n",
+              kLweDimension, std::log2(measured) / 2, std::log2(model) / 2, std::log2(largest));
+  EXPECT_GT(measured, 0.85 * model);
+  EXPECT_LT(measured, 1.15 * model);
+  EXPECT_LT(largest, q0 / 8.0);  // far from wrapping modulo one prime: the measure is exact
+}
+
+TEST(ExpansionTest, AwkwardCountsExpandEveryIndexOnce) {
+  const RingContext ctx = DefaultContext();
+  for (const uint32_t lwe_n : {1u, 3u, 300u}) {
+    const Session session(ctx, lwe_n);
+    EXPECT_EQ(session.keys.keys.size(), ExpansionLevels(lwe_n));
+    std::vector<uint32_t> secret(lwe_n);
+    SeededSource rng(Seed(1) + lwe_n);
+    SampleSecret(rng, absl::MakeSpan(secret));
+    const Leaves leaves = Expand(ctx, session, secret);
+    EXPECT_EQ(std::count(leaves.seen.begin(), leaves.seen.end(), 1), lwe_n) << "n = " << lwe_n;
+    const uint64_t q0 = ctx.base()[0].value();
+    for (uint32_t j = 0; j < lwe_n; ++j) {
+      const double noise =
+          Centered(ctx.base()[0].Sub(leaves.phase[j * ctx.n()], ctx.EncodeWord(secret[j], 0)), q0);
+      ASSERT_LT(std::abs(noise), q0 / 8.0) << "n = " << lwe_n << ", leaf " << j;
+    }
+  }
+}
+
+// ExpPack end to end below the protocol: LWE ciphertexts packed with expanded keys.
+std::vector<uint32_t> ExpPackAndUnpack(const RingContext& ctx, const LweBatch& lwe, uint64_t rows,
+                                       uint32_t lwe_n) {
+  const Session session(ctx, lwe_n);
+  const std::vector<uint8_t> ct = *EncryptLweSecret(ctx, session.z, lwe.secret);
+  const PackingMatrix matrix = *PackingMatrix::Create(ctx, lwe.a, rows, lwe_n);
+  PackAccumulator acc(ctx, matrix);
+  const absl::Status s =
+      ExpandLweSecret(ctx, session.keys, lwe_n, ct,
+                      [&acc](uint32_t count, const uint32_t* index, const uint64_t* beta,
+                             const uint64_t* alpha) { acc.Add(count, index, beta, alpha); });
+  EXPECT_TRUE(s.ok()) << s;
+  return *UnpackPhases(ctx, session.z, SwitchResponse(ctx, *acc.Finish(lwe.b)), rows);
+}
+
+TEST(ExpPackTest, MeasuredNoiseMatchesTheModelWithinTheRule) {
+  const RingContext ctx = DefaultContext();
+  const uint64_t rows = ctx.n() + 77;
+  const LweBatch lwe(rows, kLweDimension, Seed(2));
+  const std::vector<uint32_t> phases = ExpPackAndUnpack(ctx, lwe, rows, kLweDimension);
+  const PackingNoise model = ExpPackNoiseBound(ctx, kLweDimension);
+  double sum_squares = 0, largest = 0;
+  for (uint64_t r = 0; r < rows; ++r) {
+    ASSERT_EQ(RoundToByte(phases[r]), lwe.bytes[r]) << "row " << r;
+    const double noise = static_cast<int32_t>(phases[r] - lwe.phase[r]);
+    sum_squares += noise * noise;
+    largest = std::max(largest, std::abs(noise));
+  }
+  const double measured = std::sqrt(sum_squares / rows);
+  std::printf("ExpPack noise at n = %u: sigma %.1f (model %.1f), largest %.0f, margin %u\n",
+              kLweDimension, measured, model.sigma, largest, kDelta / 2);
+  EXPECT_GT(measured, 0.85 * model.sigma);
+  EXPECT_LT(measured, 1.15 * model.sigma);
+  EXPECT_TRUE(ExpPackNoiseWithinRule(ctx, kLweDimension));
+  EXPECT_LT(largest, 8 * model.sigma);
+}
+
+TEST(ExpPackTest, TooLittleModulusFailsAsPredicted) {
+  // Q = three 23-bit primes (2^69) and P = 40,961 (2^15.3): the key switches' error, N q / P
+  // per coefficient, grows 2^16 times larger than at the defaults and the packed noise reaches
+  // Delta / 2 = 2^23 (model 2^23.6): about half the bytes decrypt wrongly.
+  const RingContext ctx =
+      *RingContext::Create(*RingParams::Create(12, {8380417, 8273921, 8257537}, 40961));
+  const PackingNoise model = ExpPackNoiseBound(ctx, kLweDimension);
+  EXPECT_FALSE(ExpPackNoiseWithinRule(ctx, kLweDimension));
+  const uint64_t rows = ctx.n();
+  const LweBatch lwe(rows, kLweDimension, Seed(3));
+  const std::vector<uint32_t> phases = ExpPackAndUnpack(ctx, lwe, rows, kLweDimension);
+  uint64_t wrong = 0;
+  double sum_squares = 0;
+  for (uint64_t r = 0; r < rows; ++r) {
+    wrong += RoundToByte(phases[r]) != lwe.bytes[r];
+    const double noise = static_cast<int32_t>(phases[r] - lwe.phase[r]);
+    sum_squares += noise * noise;
+  }
+  const double predicted = std::erfc((kDelta / 2) / (model.sigma * std::sqrt(2.0)));
+  const double measured = static_cast<double>(wrong) / rows;
+  const double sigma = std::sqrt(sum_squares / rows);
+  std::printf("small Q and P: sigma %.3g (model %.3g), failures %.3f (predicted %.3f)\n", sigma,
+              model.sigma, measured, predicted);
+  EXPECT_GT(predicted, 0.3);
+  EXPECT_NEAR(measured, predicted, 0.05);  // 4096 rows: the binomial's sd is 0.008
+  EXPECT_GT(sigma, 0.85 * model.sigma);
+  EXPECT_LT(sigma, 1.15 * model.sigma);
+}
+
+TEST(ExpansionTest, ByteSizesEqualTheFormulas) {
+  const RingContext ctx = DefaultContext();
+  // 32 + 4 k N; the keys: 16 bytes of header and count, then per element 4 + 32 (its seed) and
+  // k digits of k + 1 bit-packed rows (3 x 29 + 22 bits per coefficient): 167,460 bytes.
+  EXPECT_EQ(SecretCiphertextBytes(ctx), 49184u);
+  EXPECT_EQ(ExpansionKeyBytes(ctx, kLweDimension), 16u + 10 * (36 + 3 * 4096 * 109 / 8));
+  EXPECT_EQ(ExpansionKeyBytes(ctx, kLweDimension), 1674616u);
+  const Session session(ctx, kLweDimension);
+  EXPECT_EQ(session.wire.size(), ExpansionKeyBytes(ctx, kLweDimension));
+  std::vector<uint32_t> secret(kLweDimension, 5);
+  EXPECT_EQ(EncryptLweSecret(ctx, session.z, secret)->size(), SecretCiphertextBytes(ctx));
+}
+
+TEST(ExpansionTest, RefusesBadKeysAndCiphertexts) {
+  const RingContext ctx = DefaultContext();
+  const auto expect_invalid = [](const absl::Status& s, const char* message) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr(message));
+  };
+  expect_invalid(CheckExpansion(ctx, 0), "1 to N = 4096 special ciphertexts, not 0");
+  expect_invalid(CheckExpansion(ctx, 4097), "not 4097");
+  const Session session(ctx, 512);
+  expect_invalid(ParseExpansionKeys(ctx, 1024, session.wire).status(),
+                 "the 10 elements N / 2^l + 1 (l < 10); these hold 9 other keys");
+  expect_invalid(
+      ParseExpansionKeys(ctx, 512, absl::MakeConstSpan(session.wire).first(1000)).status(), "");
+  std::vector<uint32_t> secret(512, 9);
+  const std::vector<uint8_t> ct = *EncryptLweSecret(ctx, session.z, secret);
+  const auto ignore = [](uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {};
+  expect_invalid(ExpandLweSecret(ctx, session.keys, 512, absl::MakeConstSpan(ct).first(40), ignore),
+                 "the secret's ciphertext is 49184 bytes, got 40");
+  std::vector<uint8_t> too_big = ct;
+  const uint32_t prime = 536641537;  // the third prime, in its own row
+  std::memcpy(too_big.data() + 32 + 4 * (2 * 4096 + 1), &prime, 4);
+  expect_invalid(ExpandLweSecret(ctx, session.keys, 512, too_big, ignore),
+                 "residue 8193 is not below its prime 536641537");
+  he::GaloisKeys missing = session.keys;
+  missing.keys.erase(missing.keys.begin());
+  expect_invalid(ExpandLweSecret(ctx, missing, 512, ct, ignore),
+                 "the expansion keys lack the Galois key of element 17");
+  // A secret longer than the ring is refused before anything is encrypted.
+  expect_invalid(EncryptLweSecret(ctx, session.z, std::vector<uint32_t>(4097)).status(),
+                 "not 4097");
+}
+
+}  // namespace
+}  // namespace veil::lattice
