@@ -272,8 +272,8 @@ absl::Status PackedLattice(const Flags& flags) {
   const double expand_s = MedianSeconds(
       [&] {
         status = lattice::ExpandLweSecret(
-            (*server)->ring(), *keys, kN, query->ciphertext,
-            [](uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {});
+            (*server)->ring(), *keys, kN, query->ciphertext, threads,
+            [](int, uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {});
       },
       0, 3, 10);
   if (!status.ok()) return status;

@@ -13,6 +13,11 @@ void PlainDotProductIfma(const DotProductArgs& a) {
   constexpr size_t kChunk = 2048;
   const Modulus& q = *a.q;
   const __m512i zero = _mm512_setzero_si512();
+  // When a chunk's whole sum, below terms q^2, fits 64 bits (small primes, few terms: a key
+  // switch's k digits, packing's blocks of 16 keys), hi 2^52 + lo is reduced in 64 bits.
+  const uint128_t largest = static_cast<uint128_t>(q.value() - 1) * (q.value() - 1) *
+                            (a.terms < kChunk ? a.terms : kChunk);
+  const bool fits64 = (largest >> 64) == 0;
   size_t c = 0;
   for (; c + 8 <= a.n; c += 8) {
     uint64_t r0[8] = {}, r1[8] = {};
@@ -33,9 +38,16 @@ void PlainDotProductIfma(const DotProductArgs& a) {
       _mm512_store_si512(h0, hi0);
       _mm512_store_si512(l1, lo1);
       _mm512_store_si512(h1, hi1);
-      for (int k = 0; k < 8; ++k) {
-        r0[k] = q.Add(r0[k], q.Reduce((static_cast<uint128_t>(h0[k]) << 52) + l0[k]));
-        r1[k] = q.Add(r1[k], q.Reduce((static_cast<uint128_t>(h1[k]) << 52) + l1[k]));
+      if (fits64) {
+        for (int k = 0; k < 8; ++k) {
+          r0[k] = q.Add(r0[k], q.Reduce((h0[k] << 52) + l0[k]));
+          r1[k] = q.Add(r1[k], q.Reduce((h1[k] << 52) + l1[k]));
+        }
+      } else {
+        for (int k = 0; k < 8; ++k) {
+          r0[k] = q.Add(r0[k], q.Reduce((static_cast<uint128_t>(h0[k]) << 52) + l0[k]));
+          r1[k] = q.Add(r1[k], q.Reduce((static_cast<uint128_t>(h1[k]) << 52) + l1[k]));
+        }
       }
     }
     for (int k = 0; k < 8; ++k) {

@@ -23,10 +23,22 @@ void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* d
         // The digit centered in (-q_i/2, q_i/2]: a quarter of the uniform digit's mean square
         // and no mean, whose product with the key's error would be one fixed polynomial per key.
         const Modulus& q = ctx.modulus(j);
-        const uint64_t q_i_mod_q = q.Reduce(q_i);
-        for (size_t c = 0; c < n; ++c) {
-          const uint64_t v = q.Reduce(digit[c]);
-          out[c] = digit[c] > half ? q.Sub(v, q_i_mod_q) : v;
+        const uint64_t q_j = q.value();
+        if (q_i <= 2 * q_j) {
+          // y = the centered digit, |y| <= q_i / 2 <= q_j, plus q_j if negative: branch-free
+          // (the digits are random: a branch would mispredict half the time).
+          for (size_t c = 0; c < n; ++c) {
+            const int64_t y = static_cast<int64_t>(digit[c]) -
+                              static_cast<int64_t>(q_i & (0 - uint64_t{digit[c] > half}));
+            out[c] = static_cast<uint64_t>(y + static_cast<int64_t>(q_j & (0 - uint64_t{y < 0})));
+          }
+        } else {
+          const uint64_t q_i_mod_q = q.Reduce(q_i);
+          for (size_t c = 0; c < n; ++c) {
+            const uint64_t v = q.Reduce(digit[c]);
+            const uint64_t t = v - (q_i_mod_q & (0 - uint64_t{digit[c] > half}));
+            out[c] = t + (q_j & (0 - uint64_t{t > v}));  // t wrapped below 0
+          }
         }
       }
       ctx.ntt(j).Forward(out);
@@ -68,9 +80,18 @@ void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out) {
     const Modulus& q = ctx.modulus(j);
     const uint64_t p_mod_q = ctx.key_switch().p_mod_q[j];
     // The centered residue r - P (r > P/2) taken mod q_j.
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t v = q.Reduce(last[i]);
-      r[i] = last[i] > half_p ? q.Sub(v, p_mod_q) : v;
+    if (p.value() <= q.value()) {
+      // last[i] < P <= q_j is its own residue; branch-free as in DecomposeForKeySwitch.
+      const uint64_t q_j = q.value();
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t t = last[i] - (p_mod_q & (0 - uint64_t{last[i] > half_p}));
+        r[i] = t + (q_j & (0 - uint64_t{t > last[i]}));
+      }
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t v = q.Reduce(last[i]);
+        r[i] = last[i] > half_p ? q.Sub(v, p_mod_q) : v;
+      }
     }
     uint64_t* row = c + j * n;
     if (to_ntt) {

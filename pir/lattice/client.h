@@ -61,9 +61,9 @@ class LweClient {
                                           RandomSource& rng = SystemRandom()) const;
   // Queries for several records at once (a bag), query i at [i * query_words, (i + 1) *
   // query_words): each public matrix is expanded once for all of them. Errors as MakeQuery.
-  absl::StatusOr<std::vector<PendingLookup>> MakeQueries(
-      absl::Span<const uint64_t> rows, absl::Span<uint32_t> queries,
-      RandomSource& rng = SystemRandom()) const;
+  absl::StatusOr<std::vector<PendingLookup>> MakeQueries(absl::Span<const uint64_t> rows,
+                                                         absl::Span<uint32_t> queries,
+                                                         RandomSource& rng = SystemRandom()) const;
 
   // The record's bytes (shape().record_bytes) from the server's answer
   // (shape().answer_words() words). `noise`, if not null, receives the decryption noise.

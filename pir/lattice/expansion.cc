@@ -3,12 +3,16 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/keyswitch.h"
+#include "pir/he/modarith_hd.h"
 #include "pir/he/poly.h"
 #include "pir/he/sampling.h"
 #include "pir/he/serialization.h"
@@ -21,88 +25,93 @@ namespace {
 // the NTT form of a uniform polynomial (as the packing keys' alpha).
 constexpr uint32_t kSecretMaskDomain = 0;
 
-// out = in X^{-t} in R_Q (coefficient form, k rows): coefficient m moves to m - t, negated when
-// it wraps (X^N = -1).
-void MultiplyByInverseMonomial(const RingContext& ctx, size_t t, const uint64_t* in,
-                               uint64_t* out) {
-  const size_t n = ctx.n();
-  for (size_t i = 0; i < ctx.k(); ++i) {
-    const he::Modulus& q = ctx.base()[i];
-    const uint64_t* row = in + i * n;
-    uint64_t* dst = out + i * n;
-    for (size_t c = 0; c + t < n; ++c) dst[c] = row[c + t];
-    for (size_t c = n - t; c < n; ++c) dst[c] = q.Neg(row[c + t - n]);
-  }
-}
-
-// The depth-first expansion of one ciphertext (expansion.h): node[l] holds the ciphertext of
-// level l on the current path, right[l] the right child of level l's node waiting for its turn.
+// The depth-first expansion of one subtree (expansion.h), in the NTT domain: node_[l] holds the
+// ciphertext (c0 then c1, k rows each) of level l on the current path, right_[l] the right child
+// of level l's node waiting for its turn. Per node: c1 back to coefficients (k inverse NTTs),
+// its RNS digits (pir/he's hybrid key switching), the key switch and the automorphism (a
+// permutation of NTT slots), then c + g(c) and (c - g(c)) X^{-2^l} in one pass (X^{-2^l} is a
+// slot-wise product with its transform). Leaves are in NTT form already.
 class Expander {
  public:
-  Expander(const RingContext& ctx, const he::GaloisKeys& keys, uint32_t lwe_n, SpecialSink sink)
+  Expander(const RingContext& ctx, std::vector<const he::KeySwitchKey*> keys,
+           const std::vector<std::vector<uint64_t>>& monomials, uint32_t lwe_n, SpecialSink sink)
       : ctx_(ctx),
         bfv_(*ctx.expansion()),
-        keys_(keys),
+        keys_(std::move(keys)),
+        monomials_(monomials),
         lwe_n_(lwe_n),
         levels_(ExpansionLevels(lwe_n)),
-        elements_(ExpansionElements(ctx, lwe_n)),
-        sink_(sink),
-        node_(levels_ + 1),
-        right_(levels_),
-        beta_(kPackKeysPerBlock * ctx.k() * ctx.n()),
-        alpha_(beta_.size()) {}
+        words_(ctx.k() * ctx.n()),
+        node_((levels_ + 1) * 2 * words_),
+        right_(levels_ * 2 * words_),
+        rotated_(2 * words_),
+        c1_(words_),
+        beta_(kPackKeysPerBlock * words_),
+        alpha_(beta_.size()),
+        sink_(sink) {}
 
-  // root: the secret's ciphertext in coefficient form.
-  absl::Status Run(he::Ciphertext root) {
-    node_[0] = std::move(root);
-    if (absl::Status s = Visit(0, 0); !s.ok()) return s;
+  // Expands the node `index` of level `level` (its ciphertext, NTT form, in `ct`) down to the
+  // leaves.
+  void Run(uint32_t level, uint32_t index, const uint64_t* ct) {
+    std::copy_n(ct, 2 * words_, Node(level));
+    Visit(level, index);
     Flush();
-    return absl::OkStatus();
+  }
+
+  // One level's step on `in` into `left` and `right` (either may be null), for the top levels
+  // that ExpandLweSecret runs before splitting the tree between threads.
+  void Step(uint32_t level, const uint64_t* in, uint64_t* left, uint64_t* right) {
+    const size_t n = ctx_.n();
+    std::copy_n(in + words_, words_, c1_.data());
+    he::internal::InverseNtt(ctx_.ntt(), c1_.data());
+    const uint64_t* digits = he::internal::DecomposeToScratch(bfv_, c1_.data());
+    const uint32_t g = static_cast<uint32_t>(ctx_.n() >> level) + 1;
+    he::internal::RotateFromDigits(bfv_, in, digits, g, *keys_[level], true, rotated_.data(),
+                                   rotated_.data() + words_);
+    const std::vector<uint64_t>& mono = monomials_[level];  // X^{-2^l}, then its Shoup factors
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t i = 0; i < ctx_.k(); ++i) {
+        const uint64_t q = ctx_.base()[i].value();
+        const size_t base = h * words_ + i * n;
+        const uint64_t* x = in + base;
+        const uint64_t* y = rotated_.data() + base;
+        const uint64_t* w = mono.data() + i * n;
+        const uint64_t* w_shoup = mono.data() + words_ + i * n;
+        if (left != nullptr) {
+          for (size_t c = 0; c < n; ++c) left[base + c] = he::AddMod(x[c], y[c], q);
+        }
+        if (right != nullptr) {
+          for (size_t c = 0; c < n; ++c) {
+            right[base + c] = he::MulShoup(he::SubMod(x[c], y[c], q), w[c], w_shoup[c], q);
+          }
+        }
+      }
+    }
   }
 
  private:
-  absl::Status Visit(uint32_t level, uint32_t index) {
+  uint64_t* Node(uint32_t level) { return node_.data() + level * 2 * words_; }
+
+  void Visit(uint32_t level, uint32_t index) {
     if (level == levels_) {
       Emit(index);
-      return absl::OkStatus();
+      return;
     }
-    const he::Ciphertext& c = node_[level];
-    absl::StatusOr<he::Ciphertext> rotated = he::ApplyGalois(bfv_, c, elements_[level], keys_);
-    if (!rotated.ok()) return rotated.status();
     const uint64_t step = uint64_t{1} << level;
     const bool has_right = index + step < lwe_n_;
+    uint64_t* right = right_.data() + level * 2 * words_;
+    Step(level, Node(level), Node(level + 1), has_right ? right : nullptr);
+    Visit(level + 1, index);
     if (has_right) {
-      absl::StatusOr<he::Ciphertext> diff = he::Sub(bfv_, c, *rotated);
-      if (!diff.ok()) return diff.status();
-      right_[level] = *std::move(diff);
-      const size_t words = ctx_.k() * ctx_.n();
-      std::vector<uint64_t> shifted(2 * words);
-      for (size_t h = 0; h < 2; ++h) {
-        MultiplyByInverseMonomial(ctx_, step, right_[level].data.data() + h * words,
-                                  shifted.data() + h * words);
-      }
-      right_[level].data = std::move(shifted);
+      std::copy_n(right, 2 * words_, Node(level + 1));
+      Visit(level + 1, index + step);
     }
-    absl::StatusOr<he::Ciphertext> sum = he::Add(bfv_, c, *rotated);
-    if (!sum.ok()) return sum.status();
-    node_[level + 1] = *std::move(sum);
-    if (absl::Status s = Visit(level + 1, index); !s.ok()) return s;
-    if (has_right) {
-      node_[level + 1] = std::move(right_[level]);
-      if (absl::Status s = Visit(level + 1, index + step); !s.ok()) return s;
-    }
-    return absl::OkStatus();
   }
 
   void Emit(uint32_t index) {
-    const size_t words = ctx_.k() * ctx_.n();
-    const he::Ciphertext& leaf = node_[levels_];
-    uint64_t* beta = beta_.data() + count_ * words;
-    uint64_t* alpha = alpha_.data() + count_ * words;
-    std::copy_n(leaf.data.begin(), words, beta);
-    std::copy_n(leaf.data.begin() + words, words, alpha);
-    he::internal::ForwardNtt(ctx_.ntt(), beta);
-    he::internal::ForwardNtt(ctx_.ntt(), alpha);
+    const uint64_t* leaf = Node(levels_);
+    std::copy_n(leaf, words_, beta_.data() + count_ * words_);
+    std::copy_n(leaf + words_, words_, alpha_.data() + count_ * words_);
     index_[count_++] = index;
     if (count_ == kPackKeysPerBlock) Flush();
   }
@@ -114,16 +123,31 @@ class Expander {
 
   const RingContext& ctx_;
   const he::BfvContext& bfv_;
-  const he::GaloisKeys& keys_;
+  const std::vector<const he::KeySwitchKey*> keys_;  // level l's key
+  const std::vector<std::vector<uint64_t>>& monomials_;
   const uint32_t lwe_n_;
   const uint32_t levels_;
-  const std::vector<uint32_t> elements_;
+  const size_t words_;
+  std::vector<uint64_t> node_, right_, rotated_, c1_, beta_, alpha_;
   SpecialSink sink_;
-  std::vector<he::Ciphertext> node_, right_;
-  std::vector<uint64_t> beta_, alpha_;
   uint32_t index_[kPackKeysPerBlock] = {};
   uint32_t count_ = 0;
 };
+
+// For each level l: the NTT form over Q of X^{-2^l} = -X^{N - 2^l}, then its Shoup factors.
+std::vector<std::vector<uint64_t>> InverseMonomials(const RingContext& ctx, uint32_t levels) {
+  const size_t n = ctx.n(), words = ctx.k() * n;
+  std::vector<std::vector<uint64_t>> out(levels);
+  for (uint32_t l = 0; l < levels; ++l) {
+    std::vector<uint64_t>& m = out[l];
+    m.assign(2 * words, 0);
+    for (size_t i = 0; i < ctx.k(); ++i)
+      m[i * n + n - (size_t{1} << l)] = ctx.base()[i].value() - 1;
+    he::internal::ForwardNtt(ctx.ntt(), m.data());
+    for (size_t r = 0; r < words; ++r) m[words + r] = ctx.base()[r / n].ShoupOf(m[r]);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -217,7 +241,9 @@ absl::StatusOr<std::vector<uint8_t>> EncryptLweSecret(const RingContext& ctx, co
 }
 
 absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys, uint32_t lwe_n,
-                             absl::Span<const uint8_t> ciphertext, SpecialSink sink) {
+                             absl::Span<const uint8_t> ciphertext, int threads,
+                             WorkerSpecialSink sink) {
+  if (threads < 1) return absl::InvalidArgumentError("expansion needs at least one thread");
   if (absl::Status s = CheckExpansion(ctx, lwe_n); !s.ok()) return s;
   const size_t n = ctx.n(), words = ctx.k() * n;
   if (ciphertext.size() != SecretCiphertextBytes(ctx)) {
@@ -225,10 +251,7 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
                                                    SecretCiphertextBytes(ctx), " bytes, got ",
                                                    ciphertext.size()));
   }
-  he::Ciphertext root;
-  root.params_id = ctx.expansion()->id();
-  root.size = 2;
-  root.data.resize(2 * words);
+  std::vector<uint64_t> root(2 * words);
   for (size_t r = 0; r < words; ++r) {
     uint32_t residue;
     std::memcpy(&residue, ciphertext.data() + 32 + 4 * r, 4);
@@ -237,20 +260,59 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
       return absl::InvalidArgumentError(
           absl::StrCat("secret ciphertext residue ", r, " is not below its prime ", q));
     }
-    root.data[r] = residue;
+    root[r] = residue;
   }
   he::Seed seed;
   std::memcpy(seed.data(), ciphertext.data(), 32);
-  he::ExpandUniform(seed, kSecretMaskDomain, ctx.base().moduli(), n, root.data.data() + words);
-  he::internal::InverseNtt(ctx.ntt(), root.data.data());
-  he::internal::InverseNtt(ctx.ntt(), root.data.data() + words);
+  he::ExpandUniform(seed, kSecretMaskDomain, ctx.base().moduli(), n, root.data() + words);
+  std::vector<const he::KeySwitchKey*> level_keys;
   for (uint32_t g : ExpansionElements(ctx, lwe_n)) {
-    if (keys.keys.count(g) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the expansion keys lack the Galois key of element ", g));
+    absl::StatusOr<const he::KeySwitchKey*> key =
+        he::internal::FindGaloisKey(*ctx.expansion(), keys, g);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the expansion keys lack the Galois key of element ", g, ": ", key.status().message()));
     }
+    level_keys.push_back(*key);
   }
-  return Expander(ctx, keys, lwe_n, sink).Run(std::move(root));
+  const uint32_t levels = ExpansionLevels(lwe_n);
+  const std::vector<std::vector<uint64_t>> monomials = InverseMonomials(ctx, levels);
+  // The top `split` levels run here; then each of their 2^split nodes (those with an index
+  // below n) is a subtree for one worker.
+  uint32_t split = 0;
+  while (split < levels && (1 << split) < threads) ++split;
+  std::vector<std::vector<uint64_t>> frontier{std::move(root)};
+  Expander top(ctx, level_keys, monomials, lwe_n,
+               [](uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {});
+  for (uint32_t l = 0; l < split; ++l) {
+    // Node i of level l + 1 comes from node i mod 2^l: left for i < 2^l, right above.
+    std::vector<std::vector<uint64_t>> next(frontier.size() * 2);
+    for (size_t i = 0; i < frontier.size(); ++i) {
+      const bool has_right = i + frontier.size() < lwe_n;
+      next[i].resize(2 * words);
+      if (has_right) next[i + frontier.size()].resize(2 * words);
+      top.Step(l, frontier[i].data(), next[i].data(),
+               has_right ? next[i + frontier.size()].data() : nullptr);
+    }
+    frontier = std::move(next);
+  }
+  // Workers take subtrees from a shared counter; worker 0 is this thread.
+  std::atomic<size_t> next{0};
+  auto work = [&](int worker) {
+    Expander expander(
+        ctx, level_keys, monomials, lwe_n,
+        [&sink, worker](uint32_t count, const uint32_t* index, const uint64_t* beta,
+                        const uint64_t* alpha) { sink(worker, count, index, beta, alpha); });
+    for (size_t i = next++; i < frontier.size(); i = next++) {
+      if (!frontier[i].empty()) expander.Run(split, static_cast<uint32_t>(i), frontier[i].data());
+    }
+  };
+  std::vector<std::thread> pool;
+  const int workers = static_cast<int>(std::min<size_t>(threads, frontier.size()));
+  for (int w = 1; w < workers; ++w) pool.emplace_back(work, w);
+  work(0);
+  for (std::thread& t : pool) t.join();
+  return absl::OkStatus();
 }
 
 double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n) {

@@ -16,7 +16,8 @@
 //           others down by 2^l, both doubled. After L levels leaf j holds 2^L S_j, i.e.
 //           round(Q s_j / 2^32), as its constant coefficient and zero elsewhere: K_j. The leaves
 //           come depth first, kPackKeysPerBlock at a time, straight into the packing sums, so a
-//           query never holds more than L levels of ciphertexts (2^L - 1 key switches in all).
+//           worker never holds more than L levels of ciphertexts (2^L - 1 key switches in all,
+//           in the NTT domain: an automorphism permutes the slots).
 //
 // Noise: each level doubles the noise at the coefficients the automorphism fixes (up to sign)
 // and adds a key switch's; ExpandedKeyVariance follows every coefficient's variance through the
@@ -67,13 +68,19 @@ absl::StatusOr<std::vector<uint8_t>> EncryptLweSecret(const RingContext& ctx, co
 // form over Q, count x k x N residues per half (PackAccumulator::Add fits).
 using SpecialSink = absl::FunctionRef<void(uint32_t count, const uint32_t* index,
                                            const uint64_t* beta, const uint64_t* alpha)>;
+// The same from worker `worker` (< the threads asked for): one worker's calls never overlap,
+// different workers' do (one PackAccumulator per worker, merged at the end).
+using WorkerSpecialSink = absl::FunctionRef<void(int worker, uint32_t count, const uint32_t* index,
+                                                 const uint64_t* beta, const uint64_t* alpha)>;
 
 // The server: expands a ciphertext of EncryptLweSecret with keys of ParseExpansionKeys (for the
-// same n) into K_0 .. K_{n-1}, each given to `sink` once. Returns CheckExpansion's errors, and
-// INVALID_ARGUMENT for a ciphertext of another size, a residue not below its prime or keys
-// lacking an element.
+// same n) into K_0 .. K_{n-1}, each given to `sink` once, on up to `threads` threads (the
+// caller's among them; the top ceil(log2 threads) levels run first, then each worker takes
+// whole subtrees). Returns CheckExpansion's errors, and INVALID_ARGUMENT for threads < 1, a
+// ciphertext of another size, a residue not below its prime or keys lacking an element.
 absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys, uint32_t lwe_n,
-                             absl::Span<const uint8_t> ciphertext, SpecialSink sink);
+                             absl::Span<const uint8_t> ciphertext, int threads,
+                             WorkerSpecialSink sink);
 
 // The mean, over the n leaves and their N coefficients, of the variance of K_j's error (in units
 // of Z_Q; the packing noise depends on that sum only): fresh errors of variance 10.5,

@@ -58,13 +58,16 @@ absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Answer(
     const he::GaloisKeys& keys) const {
   std::vector<uint32_t> answer(server_->shape().answer_words());
   if (absl::Status s = server_->Answer(query, 1, absl::MakeSpan(answer)); !s.ok()) return s;
-  PackAccumulator acc(ring_, matrix_);
-  const absl::Status expanded =
-      ExpandLweSecret(ring_, keys, kLweDimension, secret_ciphertext,
-                      [&acc](uint32_t count, const uint32_t* index, const uint64_t* beta,
-                             const uint64_t* alpha) { acc.Add(count, index, beta, alpha); });
+  // One accumulator per worker of the expansion, merged (the server's threads).
+  const int threads = server_->threads();
+  std::vector<PackAccumulator> acc(threads, PackAccumulator(ring_, matrix_));
+  const absl::Status expanded = ExpandLweSecret(
+      ring_, keys, kLweDimension, secret_ciphertext, threads,
+      [&acc](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
+             const uint64_t* alpha) { acc[worker].Add(count, index, beta, alpha); });
   if (!expanded.ok()) return expanded;
-  absl::StatusOr<std::vector<RlweCiphertext>> packed = acc.Finish(answer);
+  for (int w = 1; w < threads; ++w) acc[0].Merge(acc[w]);
+  absl::StatusOr<std::vector<RlweCiphertext>> packed = acc[0].Finish(answer);
   if (!packed.ok()) return packed.status();
   std::vector<uint8_t> bytes;
   bytes.reserve(PackedResponseBytes(ring_, server_->shape()));

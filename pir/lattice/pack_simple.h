@@ -49,7 +49,8 @@ class PackedSimpleServer {
   absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
 
   // The packed response to one query (D0 words) and its secret's ciphertext, with the session's
-  // keys: PackedResponseBytes bytes. Returns INVALID_ARGUMENT for a query of the wrong size
+  // keys, on the wrapped server's threads (LweServerOptions::threads): PackedResponseBytes
+  // bytes. Returns INVALID_ARGUMENT for a query of the wrong size
   // (LweServer::Answer) or ExpandLweSecret's errors.
   absl::StatusOr<std::vector<uint8_t>> Answer(absl::Span<const uint32_t> query,
                                               absl::Span<const uint8_t> secret_ciphertext,

@@ -163,6 +163,19 @@ void PackAccumulator::Add(uint32_t count, const uint32_t* index, const uint64_t*
   }
 }
 
+void PackAccumulator::Merge(const PackAccumulator& other) {
+  const size_t n = ctx_.n(), k = ctx_.k();
+  for (size_t r = 0; r < sums_.size(); ++r) {
+    sums_[r] = he::AddMod(sums_[r], other.sums_[r], ctx_.base()[(r / n) % k].value());
+  }
+  for (size_t j = 0; j < added_.size(); ++j) {
+    duplicate_ = duplicate_ || (added_[j] && other.added_[j]);
+    added_[j] = added_[j] || other.added_[j];
+  }
+  added_count_ += other.added_count_;
+  duplicate_ = duplicate_ || other.duplicate_;
+}
+
 absl::StatusOr<std::vector<RlweCiphertext>> PackAccumulator::Finish(absl::Span<const uint32_t> b) {
   const size_t n = ctx_.n(), k = ctx_.k(), stride = k * n;
   if (b.size() != matrix_.rows()) {

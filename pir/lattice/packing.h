@@ -102,6 +102,8 @@ class PackAccumulator {
   // Keys index[0 .. count) (count <= kPackKeysPerBlock), their halves beta and alpha in NTT form
   // over Q, count x k x N residues each, used for every group now.
   void Add(uint32_t count, const uint32_t* index, const uint64_t* beta, const uint64_t* alpha);
+  // Adds the keys another accumulator of the same matrix took (one per thread, merged at the end).
+  void Merge(const PackAccumulator& other);
 
   // One RLWE ciphertext per group of the matrix (NTT form over Q) for the b-parts b (rows
   // words): coefficient i of group g decrypts to b_{gN+i} - <a_{gN+i}, s> mod 2^32 (zero past

@@ -112,6 +112,8 @@ class LweServer {
                       absl::Span<uint32_t> answers) const;
 
   LweServerMemory memory() const;
+  // LweServerOptions::threads.
+  int threads() const { return threads_; }
 
  private:
   LweServer(Database database, const LweServerOptions& options);

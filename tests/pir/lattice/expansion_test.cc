@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -45,15 +46,20 @@ struct Leaves {
   std::vector<int> seen;
 };
 
-Leaves Expand(const RingContext& ctx, const Session& session, absl::Span<const uint32_t> secret) {
+Leaves Expand(const RingContext& ctx, const Session& session, absl::Span<const uint32_t> secret,
+              int threads = 1) {
   const uint32_t lwe_n = static_cast<uint32_t>(secret.size());
   const std::vector<uint8_t> ct = *EncryptLweSecret(ctx, session.z, secret);
   const size_t n = ctx.n(), stride = ctx.k() * n;
   const auto row0 = ctx.ntt().first(1);
   Leaves leaves{std::vector<uint64_t>(uint64_t{lwe_n} * n), std::vector<int>(lwe_n, 0)};
+  std::mutex mu;  // workers' calls overlap
   const absl::Status s = ExpandLweSecret(
-      ctx, session.keys, lwe_n, ct,
-      [&](uint32_t count, const uint32_t* index, const uint64_t* beta, const uint64_t* alpha) {
+      ctx, session.keys, lwe_n, ct, threads,
+      [&](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
+          const uint64_t* alpha) {
+        std::lock_guard<std::mutex> lock(mu);
+        EXPECT_LT(worker, threads);
         EXPECT_LE(count, kPackKeysPerBlock);
         for (uint32_t i = 0; i < count; ++i) {
           ASSERT_LT(index[i], lwe_n);
@@ -130,7 +136,9 @@ TEST(ExpansionTest, AwkwardCountsExpandEveryIndexOnce) {
     std::vector<uint32_t> secret(lwe_n);
     SeededSource rng(Seed(1) + lwe_n);
     SampleSecret(rng, absl::MakeSpan(secret));
-    const Leaves leaves = Expand(ctx, session, secret);
+    // Three workers: the top two levels run first, one of their four subtrees has no leaf at
+    // n = 3 and the workers share the rest.
+    const Leaves leaves = Expand(ctx, session, secret, 3);
     EXPECT_EQ(std::count(leaves.seen.begin(), leaves.seen.end(), 1), lwe_n) << "n = " << lwe_n;
     const uint64_t q0 = ctx.base()[0].value();
     for (uint32_t j = 0; j < lwe_n; ++j) {
@@ -142,18 +150,20 @@ TEST(ExpansionTest, AwkwardCountsExpandEveryIndexOnce) {
 }
 
 // ExpPack end to end below the protocol: LWE ciphertexts packed with expanded keys.
+// Two workers, each with its accumulator, merged.
 std::vector<uint32_t> ExpPackAndUnpack(const RingContext& ctx, const LweBatch& lwe, uint64_t rows,
                                        uint32_t lwe_n) {
   const Session session(ctx, lwe_n);
   const std::vector<uint8_t> ct = *EncryptLweSecret(ctx, session.z, lwe.secret);
   const PackingMatrix matrix = *PackingMatrix::Create(ctx, lwe.a, rows, lwe_n);
-  PackAccumulator acc(ctx, matrix);
-  const absl::Status s =
-      ExpandLweSecret(ctx, session.keys, lwe_n, ct,
-                      [&acc](uint32_t count, const uint32_t* index, const uint64_t* beta,
-                             const uint64_t* alpha) { acc.Add(count, index, beta, alpha); });
+  std::vector<PackAccumulator> acc(2, PackAccumulator(ctx, matrix));
+  const absl::Status s = ExpandLweSecret(
+      ctx, session.keys, lwe_n, ct, 2,
+      [&acc](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
+             const uint64_t* alpha) { acc[worker].Add(count, index, beta, alpha); });
   EXPECT_TRUE(s.ok()) << s;
-  return *UnpackPhases(ctx, session.z, SwitchResponse(ctx, *acc.Finish(lwe.b)), rows);
+  acc[0].Merge(acc[1]);
+  return *UnpackPhases(ctx, session.z, SwitchResponse(ctx, *acc[0].Finish(lwe.b)), rows);
 }
 
 TEST(ExpPackTest, MeasuredNoiseMatchesTheModelWithinTheRule) {
@@ -235,17 +245,20 @@ TEST(ExpansionTest, RefusesBadKeysAndCiphertexts) {
       ParseExpansionKeys(ctx, 512, absl::MakeConstSpan(session.wire).first(1000)).status(), "");
   std::vector<uint32_t> secret(512, 9);
   const std::vector<uint8_t> ct = *EncryptLweSecret(ctx, session.z, secret);
-  const auto ignore = [](uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {};
-  expect_invalid(ExpandLweSecret(ctx, session.keys, 512, absl::MakeConstSpan(ct).first(40), ignore),
-                 "the secret's ciphertext is 49184 bytes, got 40");
+  const auto ignore = [](int, uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {};
+  expect_invalid(ExpandLweSecret(ctx, session.keys, 512, ct, 0, ignore),
+                 "expansion needs at least one thread");
+  expect_invalid(
+      ExpandLweSecret(ctx, session.keys, 512, absl::MakeConstSpan(ct).first(40), 1, ignore),
+      "the secret's ciphertext is 49184 bytes, got 40");
   std::vector<uint8_t> too_big = ct;
   const uint32_t prime = 536641537;  // the third prime, in its own row
   std::memcpy(too_big.data() + 32 + 4 * (2 * 4096 + 1), &prime, 4);
-  expect_invalid(ExpandLweSecret(ctx, session.keys, 512, too_big, ignore),
+  expect_invalid(ExpandLweSecret(ctx, session.keys, 512, too_big, 1, ignore),
                  "residue 8193 is not below its prime 536641537");
   he::GaloisKeys missing = session.keys;
   missing.keys.erase(missing.keys.begin());
-  expect_invalid(ExpandLweSecret(ctx, missing, 512, ct, ignore),
+  expect_invalid(ExpandLweSecret(ctx, missing, 512, ct, 1, ignore),
                  "the expansion keys lack the Galois key of element 17");
   // A secret longer than the ring is refused before anything is encrypted.
   expect_invalid(EncryptLweSecret(ctx, session.z, std::vector<uint32_t>(4097)).status(),
