@@ -313,12 +313,12 @@ LweClient::LweClient(LweClientOptions options, std::unique_ptr<Transport> transp
       transport_(std::move(transport)),
       keys_(std::make_unique<KeyUploads>(
           [](rpc::VeilServer::Client server, uint64_t offset, absl::Span<const uint8_t> chunk) {
-            auto request = server.castAs<rpc::LwePackServer>().uploadKeysRequest(
+            auto request = server.castAs<rpc::LwePackServer>().uploadGaloisKeysRequest(
                 capnp::MessageSize{chunk.size() / 8 + 16, 0});
             request.setOffset(offset);
             request.setChunk(capnp::Data::Reader(chunk.data(), chunk.size()));
             return request.send().then(
-                [](capnp::Response<rpc::LwePackServer::UploadKeysResults> reply) {
+                [](capnp::Response<rpc::LwePackServer::UploadGaloisKeysResults> reply) {
                   return reply.getInstalled();
                 });
           })) {}

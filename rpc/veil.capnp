@@ -249,7 +249,7 @@ struct LwePackConfig {
   expansionKeyBytes @4 :UInt64;  # exact size of a session's keys (lattice::ExpansionKeyBytes)
   secretCiphertextBytes @5 :UInt64;  # the ciphertext of each query (lattice::SecretCiphertextBytes)
   responseBytes @6 :UInt64;      # one packed response: ceil(d1 / N) x 8N (PackedResponseBytes)
-  maxChunkBytes @7 :UInt64;      # key bytes accepted in one uploadKeys call
+  maxChunkBytes @7 :UInt64;      # key bytes accepted in one uploadGaloisKeys call
   maxKeyBytes @8 :UInt64;        # memory the server gives all sessions' keys (uploaded + parsed)
 }
 
@@ -257,7 +257,7 @@ interface LwePackServer extends(VeilServer) {
   # Protocol "lwe-exppack-s".
   config @0 () -> (config :LwePackConfig);
 
-  uploadKeys @1 (offset :UInt64, chunk :Data) -> (receivedBytes :UInt64, installed :Bool);
+  uploadGaloisKeys @1 (offset :UInt64, chunk :Data) -> (receivedBytes :UInt64, installed :Bool);
   # The session's expansion keys (exactly config.expansionKeyBytes bytes, he::SerializeGaloisKeys of
   # the expansion's Galois elements) in consecutive chunks of at most maxChunkBytes: each chunk
   # starts where the previous one ended (offset 0 starts over, dropping this connection's keys).

@@ -112,7 +112,7 @@ class PackService final : public ServiceBase<rpc::LwePackServer> {
 
  protected:
   kj::Promise<void> config(ConfigContext context) override;
-  kj::Promise<void> uploadKeys(UploadKeysContext context) override;
+  kj::Promise<void> uploadGaloisKeys(UploadGaloisKeysContext context) override;
   kj::Promise<void> answer(AnswerContext context) override;
 
  private:
@@ -141,15 +141,15 @@ kj::Promise<void> PackService::config(ConfigContext context) {
   return kj::READY_NOW;
 }
 
-kj::Promise<void> PackService::uploadKeys(UploadKeysContext context) {
+kj::Promise<void> PackService::uploadGaloisKeys(UploadGaloisKeysContext context) {
   auto params = context.getParams();
   if (absl::Status s = CheckCallWords(params.totalSize().wordCount, table_.limits); !s.ok()) {
-    Reject(s, "uploadKeys");
+    Reject(s, "uploadGaloisKeys");
   }
   capnp::Data::Reader chunk = params.getChunk();
   const uint64_t offset = params.getOffset();
   auto appended = cache_.Append(session_, offset, absl::MakeConstSpan(chunk.begin(), chunk.size()));
-  if (!appended.ok()) Reject(appended.status(), "uploadKeys");
+  if (!appended.ok()) Reject(appended.status(), "uploadGaloisKeys");
   if (!appended->has_value()) {
     auto results = context.getResults();
     results.setReceivedBytes(offset + chunk.size());
@@ -163,7 +163,7 @@ kj::Promise<void> PackService::uploadKeys(UploadKeysContext context) {
         if (status.ok()) status = cache_.Install(session_, (*done)->keys());
         if (!status.ok()) {
           cache_.Discard(session_);
-          Reject(status, "uploadKeys");
+          Reject(status, "uploadGaloisKeys");
         }
         auto results = context.getResults();
         results.setReceivedBytes(table_.key_bytes);

@@ -3,9 +3,9 @@
 #include "absl/flags/flag.h"
 
 ABSL_FLAG(std::string, protocol, "dpf2",
-          "lookup: dpf2 (two servers, --server0 and --server1) or lwe-simple / lwe-double (one "
-          "LWE PIR server, --server)");
-ABSL_FLAG(std::string, server, "", "lookup: HOST:PORT of the lwe-simple / lwe-double server");
+          "lookup: dpf2 (two servers, --server0 and --server1) or lwe-simple / lwe-double / "
+          "lwe-exppack-s (one LWE PIR server, --server)");
+ABSL_FLAG(std::string, server, "", "lookup: HOST:PORT of the lwe-simple / lwe-double / lwe-exppack-s server");
 ABSL_FLAG(
     std::string, hint_cache, "",
     "lookup (lwe-simple, lwe-double): folder keeping downloaded hints, one per table version");
