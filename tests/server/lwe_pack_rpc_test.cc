@@ -11,6 +11,7 @@
 #include "embedding/table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mobile_client/lwe_client.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/pack_simple.h"
 #include "pir/lattice/server.h"
@@ -109,6 +110,14 @@ class LwePackRpcTest : public ::testing::Test {
     std::vector<uint8_t> bytes(4 * words.size());
     std::memcpy(bytes.data(), words.data(), bytes.size());
     return bytes;
+  }
+
+  // One session's charge in the server's key memory: its keys uploaded and parsed.
+  uint64_t SessionBytes(const lattice::PackedSimpleClient& client) const {
+    auto parsed = packed_->ParseKeys(client.expansion_keys());
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    return client.expansion_keys().size() +
+           (parsed.ok() ? server::GaloisKeyCache::ParsedBytes(*parsed) : 0);
   }
 
   std::string path_;
@@ -235,10 +244,7 @@ TEST_F(LwePackRpcTest, AnEvictedSessionGetsAbortedAndUploadsAgain) {
   auto b = NewClient();
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
-  auto parsed = packed_->ParseKeys(a->expansion_keys());
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  const uint64_t session_bytes =
-      a->expansion_keys().size() + server::GaloisKeyCache::ParsedBytes(*parsed);
+  const uint64_t session_bytes = SessionBytes(*a);
   // Below one session the server refuses to start, saying what to raise.
   auto refused = testing::StartLweServer(
       path_, "lwe-exppack-s", {absl::StrCat("--max_galois_key_bytes=", session_bytes - 1)});
@@ -262,6 +268,31 @@ TEST_F(LwePackRpcTest, AnEvictedSessionGetsAbortedAndUploadsAgain) {
   std::vector<uint8_t> record(config_.shape.record_bytes);
   ASSERT_TRUE(a->Decode(kRows - 1, *response, absl::MakeSpan(record)).ok());
   EXPECT_EQ(record, Record(kRows - 1));
+}
+
+TEST_F(LwePackRpcTest, ClientsUploadTheirKeysAgainAfterAnEviction) {
+  auto probe = NewClient();
+  ASSERT_NE(probe, nullptr);
+  auto server = testing::StartLweServer(
+      path_, "lwe-exppack-s", {absl::StrCat("--max_galois_key_bytes=", SessionBytes(*probe))});
+  ASSERT_TRUE(server.ok()) << server.status();
+  client::LweClientOptions options;
+  options.server = (*server)->address();
+  options.protocol = "lwe-exppack-s";
+  auto a = client::LweClient::Connect(options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = client::LweClient::Connect(options);  // evicts a's keys
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto words = (*a)->LookupWords({kRows - 1});  // ABORTED, keys again (evicting b's), retried
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, std::vector<uint32_t>(table_->row(kRows - 1).begin(),
+                                          table_->row(kRows - 1).end()));
+  EXPECT_EQ((*a)->key_uploads(), 2u);
+  EXPECT_GE((*a)->last_call().bytes_up, (*a)->table().key_bytes);  // the upload counts
+  words = (*b)->LookupWords({0});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, std::vector<uint32_t>(table_->row(0).begin(), table_->row(0).end()));
+  EXPECT_EQ((*b)->key_uploads(), 2u);
 }
 
 }  // namespace
