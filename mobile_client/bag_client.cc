@@ -72,8 +72,8 @@ absl::Status SameTableAs(const ServerConfig& config, const BagTableInfo& table,
                          const std::string& who, const char* whose) {
   if (SameTable(config.table, table)) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      who, " serves another table (digest ", config.table.digest_hex, " epoch ",
-      config.table.epoch, ") than ", whose, " (digest ", table.digest_hex, " epoch ", table.epoch,
+      who, " serves another table (digest ", config.table.digest_hex, " epoch ", config.table.epoch,
+      ") than ", whose, " (digest ", table.digest_hex, " epoch ", table.epoch,
       "); connect a new client once every replica serves the same table"));
 }
 
@@ -181,8 +181,8 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOpt
   c->transport_->SetReconnectCheck([c](int, int replica, rpc::VeilServer::Client server) {
     auto config = std::make_unique<ServerConfig>();
     ServerConfig& read = *config;
-    return ReadConfig(server, read).then(
-        [c, replica, config = std::move(config)](absl::Status s) mutable {
+    return ReadConfig(server, read)
+        .then([c, replica, config = std::move(config)](absl::Status s) mutable {
           if (!s.ok()) return s;
           if (!c->adopted_.load()) {
             c->replica_configs_[replica] = std::move(config);
@@ -194,16 +194,14 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOpt
                              "this session's");
         });
   });
-  if (absl::Status s = c->transport_->Connect({true}, c->transport_->reconnect_check());
-      !s.ok()) {
+  if (absl::Status s = c->transport_->Connect({true}, c->transport_->reconnect_check()); !s.ok()) {
     return s;
   }
   // The first replica that answered gives the session's config; the others must agree.
-  auto config = FirstAgreeingConfig(
-      c->replica_configs_, [c](const ServerConfig& other, const ServerConfig& first, int r) {
-        return SameTableAs(other, first.table, c->transport_->ReplicaName(0, r),
-                           "another replica's");
-      });
+  auto config = FirstAgreeingConfig(c->replica_configs_, [c](const ServerConfig& other,
+                                                             const ServerConfig& first, int r) {
+    return SameTableAs(other, first.table, c->transport_->ReplicaName(0, r), "another replica's");
+  });
   if (!config.ok()) return config.status();
   if (absl::Status s = c->Adopt(**config); !s.ok()) return s;
   c->replica_configs_.clear();
@@ -360,31 +358,32 @@ absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& querie
         auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(queries.size());
         for (size_t i = 0; i < queries.size(); ++i) {
           auto send = [this, i, &queries, &answers](rpc::VeilServer::Client cap, int replica) {
-            return keys_->On(replica, cap, transport_->ReplicaName(0, replica)).then([this, i, &queries, &answers, cap,
-                                                            replica](absl::Status keys) mutable
-                                                           -> kj::Promise<absl::Status> {
-              if (!keys.ok()) return keys;
-              auto request = cap.castAs<rpc::BagServer>().answerRequest();
-              request.setQuery(capnp::Data::Reader(queries[i].data(), queries[i].size()));
-              return request.send().then(
-                  [this, i, &answers, replica](capnp::Response<rpc::BagServer::AnswerResults> r) {
-                    const std::string who = transport_->ReplicaName(0, replica);
-                    if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {
-                      return s;
-                    }
-                    // A hedged query may be answered twice: either answer decrypts to the sum.
-                    capnp::Data::Reader answer = r.getAnswer();
-                    answers[i].assign(answer.begin(), answer.end());
-                    return absl::OkStatus();
-                  },
-                  [this, replica](kj::Exception&& e) -> absl::Status {
-                    // Evicted keys (ABORTED): the replica is sent them again before a retry.
-                    if (absl::IsAborted(rpc::ExceptionToStatus(e, ""))) {
-                      keys_->Forget(replica);
-                    }
-                    kj::throwFatalException(kj::mv(e));
-                  });
-            });
+            return keys_->On(replica, cap, transport_->ReplicaName(0, replica))
+                .then([this, i, &queries, &answers, cap,
+                       replica](absl::Status keys) mutable -> kj::Promise<absl::Status> {
+                  if (!keys.ok()) return keys;
+                  auto request = cap.castAs<rpc::BagServer>().answerRequest();
+                  request.setQuery(capnp::Data::Reader(queries[i].data(), queries[i].size()));
+                  return request.send().then(
+                      [this, i, &answers,
+                       replica](capnp::Response<rpc::BagServer::AnswerResults> r) {
+                        const std::string who = transport_->ReplicaName(0, replica);
+                        if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {
+                          return s;
+                        }
+                        // A hedged query may be answered twice: either answer decrypts to the sum.
+                        capnp::Data::Reader answer = r.getAnswer();
+                        answers[i].assign(answer.begin(), answer.end());
+                        return absl::OkStatus();
+                      },
+                      [this, replica](kj::Exception&& e) -> absl::Status {
+                        // Evicted keys (ABORTED): the replica is sent them again before a retry.
+                        if (absl::IsAborted(rpc::ExceptionToStatus(e, ""))) {
+                          keys_->Forget(replica);
+                        }
+                        kj::throwFatalException(kj::mv(e));
+                      });
+                });
           };
           replies.add(transport_->Call(0, std::move(send))
                           .then([done, remaining](absl::Status status) {

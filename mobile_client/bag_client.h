@@ -133,7 +133,6 @@ class BagClient {
  private:
   BagClient(BagClientOptions options, std::unique_ptr<Transport> transport);
 
-
   // Checks the server's configuration and starts the session: the BFV context, the secret key and
   // the Galois keys.
   absl::Status Adopt(const ServerConfig& config);

@@ -23,7 +23,9 @@ kj::Promise<absl::Status> KeyUploads::On(int replica, rpc::VeilServer::Client se
   Replica& r = replicas_[replica];
   if (r.state == State::kInstalled) return absl::OkStatus();
   if (r.state == State::kUploading) {
-    KJ_IF_MAYBE(upload, r.upload) { return upload->addBranch(); }
+    KJ_IF_MAYBE (upload, r.upload) {
+      return upload->addBranch();
+    }
   }
   const size_t chunks = (keys_.size() + chunk_bytes_ - 1) / chunk_bytes_;
   auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(chunks);
@@ -44,8 +46,7 @@ kj::Promise<absl::Status> KeyUploads::On(int replica, rpc::VeilServer::Client se
                         [this, replica](kj::Array<absl::Status> results) {
                           absl::Status status;
                           for (absl::Status& s : results) status.Update(s);
-                          replicas_[replica].state =
-                              status.ok() ? State::kInstalled : State::kNone;
+                          replicas_[replica].state = status.ok() ? State::kInstalled : State::kNone;
                           if (status.ok()) ++uploads_;
                           return status;
                         },

@@ -28,8 +28,8 @@ class KeyUploads {
  public:
   // Sends the chunk at `offset` through `server` (the protocol's upload call); resolves to whether
   // the server reports the keys installed. Failures are exceptions (the server's error reply).
-  using SendChunk = std::function<kj::Promise<bool>(
-      rpc::VeilServer::Client server, uint64_t offset, absl::Span<const uint8_t> chunk)>;
+  using SendChunk = std::function<kj::Promise<bool>(rpc::VeilServer::Client server, uint64_t offset,
+                                                    absl::Span<const uint8_t> chunk)>;
 
   explicit KeyUploads(SendChunk send) : send_(std::move(send)) {}
 

@@ -204,21 +204,20 @@ absl::Status CheckRing(const ServerConfig& c, const lattice::PackedSimpleClient&
   const lattice::RingParams& ring = packed.ring().params();
   if (c.log_n != static_cast<uint32_t>(ring.log_n) || c.primes != ring.primes ||
       c.special_prime != ring.special) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ring parameters (N = 2^", c.log_n, ", primes ", absl::StrJoin(c.primes, ","),
-                     ", special prime ", c.special_prime, ") other than this client's (N = 2^",
-                     ring.log_n, ", primes ", absl::StrJoin(ring.primes, ","), ", special prime ",
-                     ring.special, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ring parameters (N = 2^", c.log_n, ", primes ", absl::StrJoin(c.primes, ","),
+        ", special prime ", c.special_prime, ") other than this client's (N = 2^", ring.log_n,
+        ", primes ", absl::StrJoin(ring.primes, ","), ", special prime ", ring.special, ")"));
   }
   const uint64_t keys = lattice::ExpansionKeyBytes(packed.ring(), lattice::kLweDimension);
   const uint64_t ciphertext = lattice::SecretCiphertextBytes(packed.ring());
   const uint64_t response = lattice::PackedResponseBytes(packed.ring(), shape);
   if (c.expansion_key_bytes != keys || c.secret_ciphertext_bytes != ciphertext ||
       c.response_bytes != response) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expansion keys of ", c.expansion_key_bytes, " bytes, ciphertexts of ",
-        c.secret_ciphertext_bytes, " and responses of ", c.response_bytes,
-        " bytes; this client's are ", keys, ", ", ciphertext, " and ", response));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expansion keys of ", c.expansion_key_bytes, " bytes, ciphertexts of ",
+                     c.secret_ciphertext_bytes, " and responses of ", c.response_bytes,
+                     " bytes; this client's are ", keys, ", ", ciphertext, " and ", response));
   }
   return absl::OkStatus();
 }
@@ -373,8 +372,7 @@ absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOpt
                                   "this session's");
         });
   });
-  if (absl::Status s = c->transport_->Connect({true}, c->transport_->reconnect_check());
-      !s.ok()) {
+  if (absl::Status s = c->transport_->Connect({true}, c->transport_->reconnect_check()); !s.ok()) {
     return s;
   }
   // The first replica that answered gives the session's config; the others must agree.
@@ -496,19 +494,18 @@ absl::StatusOr<std::vector<uint8_t>> LweClient::GetHint() {
               auto request = cap.castAs<rpc::LweServer>().hintRequest();
               request.setChunk(c);
               request.setHintDigest(capnp::Data::Reader(hint_digest_.data(), hint_digest_.size()));
-              return request.send().then(
-                  [this, &blob, offset, size, c,
-                   replica](capnp::Response<rpc::LweServer::HintResults> r) {
-                    capnp::Data::Reader data = r.getData();
-                    if (data.size() != size) {
-                      return absl::InternalError(absl::StrCat(
-                          transport_->ReplicaName(0, replica), " sent hint chunk ", c, " of ",
-                          data.size(), " bytes, expected ", size));
-                    }
-                    // A hedged chunk may come twice: the same bytes (the digest checks them all).
-                    std::memcpy(blob.data() + offset, data.begin(), size);
-                    return absl::OkStatus();
-                  });
+              return request.send().then([this, &blob, offset, size, c,
+                                          replica](capnp::Response<rpc::LweServer::HintResults> r) {
+                capnp::Data::Reader data = r.getData();
+                if (data.size() != size) {
+                  return absl::InternalError(absl::StrCat(transport_->ReplicaName(0, replica),
+                                                          " sent hint chunk ", c, " of ",
+                                                          data.size(), " bytes, expected ", size));
+                }
+                // A hedged chunk may come twice: the same bytes (the digest checks them all).
+                std::memcpy(blob.data() + offset, data.begin(), size);
+                return absl::OkStatus();
+              });
             };
             replies.add(transport_->Call(0, std::move(send))
                             .then([done, remaining](absl::Status status) {
@@ -576,23 +573,22 @@ absl::Status LweClient::SendQueries(absl::Span<const uint32_t> queries, size_t c
             request.setQueries(capnp::Data::Reader(
                 reinterpret_cast<const uint8_t*>(queries.data() + first * qw), 4 * n * qw));
             request.setHintDigest(capnp::Data::Reader(hint_digest_.data(), hint_digest_.size()));
-            return request.send().then(
-                [this, first, n, aw, answers,
-                 replica](capnp::Response<rpc::LweServer::AnswerResults> r) {
-                  const std::string who = transport_->ReplicaName(0, replica);
-                  if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {
-                    return s;
-                  }
-                  capnp::Data::Reader data = r.getAnswers();
-                  if (data.size() != 4 * n * aw) {
-                    return absl::InternalError(absl::StrCat(
-                        who, " sent ", data.size(), " bytes of answers, expected ", 4 * n * aw));
-                  }
-                  // A hedged call may be answered twice: any answer to these queries decrypts
-                  // to the same rows (the tags check them).
-                  std::memcpy(answers.data() + first * aw, data.begin(), data.size());
-                  return absl::OkStatus();
-                });
+            return request.send().then([this, first, n, aw, answers,
+                                        replica](capnp::Response<rpc::LweServer::AnswerResults> r) {
+              const std::string who = transport_->ReplicaName(0, replica);
+              if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {
+                return s;
+              }
+              capnp::Data::Reader data = r.getAnswers();
+              if (data.size() != 4 * n * aw) {
+                return absl::InternalError(absl::StrCat(
+                    who, " sent ", data.size(), " bytes of answers, expected ", 4 * n * aw));
+              }
+              // A hedged call may be answered twice: any answer to these queries decrypts
+              // to the same rows (the tags check them).
+              std::memcpy(answers.data() + first * aw, data.begin(), data.size());
+              return absl::OkStatus();
+            });
           };
           replies.add(transport_->Call(0, std::move(send))
                           .then([done, remaining](absl::Status status) {
@@ -635,8 +631,8 @@ absl::Status LweClient::LookupPacked(absl::Span<const uint64_t> rows, absl::Time
     if (absl::Status s = packed_->Decode(rows[i], responses[i],
                                          records.subspan(i * record_bytes_, record_bytes_));
         !s.ok()) {
-      return absl::InternalError(absl::StrCat(transport_->Name(0), " sent a malformed response: ",
-                                              s.message()));
+      return absl::InternalError(
+          absl::StrCat(transport_->Name(0), " sent a malformed response: ", s.message()));
     }
   }
   times.decode_ms += absl::ToDoubleMilliseconds(absl::Now() - t0);
@@ -661,8 +657,8 @@ absl::Status LweClient::SendPacked(absl::Span<const lattice::PackedQuery> querie
                        who](absl::Status keys) mutable -> kj::Promise<absl::Status> {
                   if (!keys.ok()) return keys;
                   const size_t query_bytes = 4 * query.query.size();
-                  auto request = cap.castAs<rpc::LwePackServer>().answerRequest(capnp::MessageSize{
-                      (query_bytes + query.ciphertext.size()) / 8 + 16, 0});
+                  auto request = cap.castAs<rpc::LwePackServer>().answerRequest(
+                      capnp::MessageSize{(query_bytes + query.ciphertext.size()) / 8 + 16, 0});
                   request.setQuery(capnp::Data::Reader(
                       reinterpret_cast<const uint8_t*>(query.query.data()), query_bytes));
                   request.setCiphertext(
@@ -674,9 +670,9 @@ absl::Status LweClient::SendPacked(absl::Span<const lattice::PackedQuery> querie
                         }
                         capnp::Data::Reader data = r.getResponse();
                         if (data.size() != table_.answer_bytes) {
-                          return absl::InternalError(
-                              absl::StrCat(who, " sent a response of ", data.size(),
-                                           " bytes, expected ", table_.answer_bytes));
+                          return absl::InternalError(absl::StrCat(who, " sent a response of ",
+                                                                  data.size(), " bytes, expected ",
+                                                                  table_.answer_bytes));
                         }
                         // A hedged query may be answered twice: either decrypts to the record.
                         response.assign(data.begin(), data.end());

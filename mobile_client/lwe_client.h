@@ -192,7 +192,7 @@ class LweClient {
   uint32_t max_queued_queries_ = 0;  // per connection
   uint64_t max_message_bytes_ = 0;
   bool hint_from_cache_ = false;
-  std::unique_ptr<lattice::LweClient> lwe_;               // lwe-simple, lwe-double
+  std::unique_ptr<lattice::LweClient> lwe_;              // lwe-simple, lwe-double
   std::unique_ptr<lattice::PackedSimpleClient> packed_;  // lwe-exppack-s: the session secret
   uint64_t max_chunk_bytes_ = 0;                         // lwe-exppack-s: key bytes per upload call
   std::unique_ptr<KeyUploads> keys_;  // the loop thread's: which replicas hold the keys

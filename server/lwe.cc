@@ -299,8 +299,8 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
 }  // namespace
 
 absl::StatusOr<PreparedLweServer> PrepareLweServer(lattice::Protocol protocol,
-                                                   const ProtocolEnv& env,
-                                                   const std::string& name, uint32_t max_batch) {
+                                                   const ProtocolEnv& env, const std::string& name,
+                                                   uint32_t max_batch) {
   const ServerOptions& o = env.options;
   lattice::LweServerOptions options;
   options.protocol = protocol;
@@ -313,9 +313,8 @@ absl::StatusOr<PreparedLweServer> PrepareLweServer(lattice::Protocol protocol,
   absl::StatusOr<lattice::Shape> shape =
       lattice::ChooseShape(protocol, env.table->rows(), 4 * env.table->row_words(), options.shape);
   if (!shape.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("protocol ", name,
-                                                   " cannot serve this table: ",
-                                                   shape.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("protocol ", name, " cannot serve this table: ", shape.status().message()));
   }
   Log("hint_preparing",
       absl::StrCat(name, ": ", lattice::ShapeSummary(*shape), "; preparing the hint (",

@@ -17,7 +17,6 @@
 #define VEIL_SERVER_LWE_H_
 
 #include <memory>
-
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -45,8 +44,8 @@ struct PreparedLweServer {
 // to max_batch queries, whose CPU kernels are measured now. Returns INVALID_ARGUMENT for a table
 // the protocol cannot shape, LweServer::FromTable's and CreateLweProduct's errors.
 absl::StatusOr<PreparedLweServer> PrepareLweServer(lattice::Protocol protocol,
-                                                   const ProtocolEnv& env,
-                                                   const std::string& name, uint32_t max_batch);
+                                                   const ProtocolEnv& env, const std::string& name,
+                                                   uint32_t max_batch);
 // The `config` reply's LweConfig of an instance over `file` (queryWords, answerWords: the shape's).
 void FillLweConfig(const lattice::LweConfig& c, const embedding::Table& file,
                    const ServerLimits& limits, uint32_t max_queries_per_call,

@@ -83,8 +83,7 @@ class KeysWork final : public PackWork {
     absl::StatusOr<he::GaloisKeys> keys = table.server->ParseKeys(upload_.bytes);
     upload_.bytes = std::vector<uint8_t>();
     if (!keys.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("expansion keys: ", keys.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat("expansion keys: ", keys.status().message()));
     }
     keys_ = std::make_shared<const he::GaloisKeys>(*std::move(keys));
     return absl::OkStatus();
@@ -126,8 +125,7 @@ class PackService final : public ServiceBase<rpc::LwePackServer> {
 
 kj::Promise<void> PackService::config(ConfigContext context) {
   rpc::LwePackConfig::Builder config = context.getResults().initConfig();
-  FillLweConfig(table_.server->config(), file_, table_.limits, 1, table_.backend,
-                config.initLwe());
+  FillLweConfig(table_.server->config(), file_, table_.limits, 1, table_.backend, config.initLwe());
   const lattice::RingParams& ring = table_.server->ring().params();
   config.setLogN(static_cast<uint8_t>(ring.log_n));
   auto primes = config.initPrimes(static_cast<unsigned>(ring.primes.size()));
@@ -229,11 +227,10 @@ class LwePackProtocol final : public Protocol {
         "%d primes + special prime %d (%s); per lookup %d bytes up (query %d + ciphertext %d), "
         "%d bytes down; expansion keys %d bytes per session (%d bytes held while parsed), key "
         "memory %d bytes; product %s, %d thread(s)",
-        kProtocolName, lattice::ShapeSummary(s.config().shape),
-        table_->hint_s, s.matrix().bytes() >> 20,
-        s.matrix().groups(), ring.n(), ring.k(), ring.params().special,
-        ring.params().SecuritySource(), 4 * s.config().shape.query_words() +
-                                            table_->ciphertext_bytes,
+        kProtocolName, lattice::ShapeSummary(s.config().shape), table_->hint_s,
+        s.matrix().bytes() >> 20, s.matrix().groups(), ring.n(), ring.k(), ring.params().special,
+        ring.params().SecuritySource(),
+        4 * s.config().shape.query_words() + table_->ciphertext_bytes,
         4 * s.config().shape.query_words(), table_->ciphertext_bytes, table_->response_bytes,
         table_->key_bytes, cache_.session_bytes(), table_->limits.max_galois_key_bytes,
         table_->backend, env_.options.threads);
@@ -267,10 +264,10 @@ absl::Status CheckLimits(const PackTable& t) {
   const ServerLimits& l = t.limits;
   const uint64_t up = 4 * t.server->config().shape.query_words() + t.ciphertext_bytes;
   if (std::max(up, t.response_bytes) + kEnvelopeBytes > l.max_message_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a lookup of this table sends ", up, " bytes and gets ", t.response_bytes,
-        " bytes: --max_message_bytes must be at least ",
-        std::max(up, t.response_bytes) + kEnvelopeBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a lookup of this table sends ", up, " bytes and gets ", t.response_bytes,
+                     " bytes: --max_message_bytes must be at least ",
+                     std::max(up, t.response_bytes) + kEnvelopeBytes));
   }
   if (l.max_queued_keys == 0 || l.max_queued_keys_per_connection == 0) {
     return absl::InvalidArgumentError(

@@ -34,9 +34,8 @@ ABSL_FLAG(int, max_queued_ciphertexts, 64,
 ABSL_FLAG(int, max_queued_ciphertexts_per_connection, 8,
           "bfv-bag, lwe-exppack-s: query ciphertexts (queries) one connection may have waiting");
 ABSL_FLAG(int64_t, max_galois_key_bytes, int64_t{2} << 30,
-          "bfv-bag, lwe-exppack-s: memory for all sessions' Galois (expansion) keys; idle sessions' "
-          "keys are evicted (least "
-          "recently used first) to make room");
+          "bfv-bag, lwe-exppack-s: memory for all sessions' Galois (expansion) keys; idle "
+          "sessions' keys are evicted (least recently used first) to make room");
 ABSL_FLAG(std::string, table, "",
           "table file (veil table build); dpf2: on SIGHUP it is loaded again as the next table "
           "version (see Rolling table updates below)");
@@ -44,8 +43,8 @@ ABSL_FLAG(int, epoch_grace_s, 60,
           "dpf2: after a roll, how long older table versions are still served (then they are "
           "dropped and freed, and calls naming them get FAILED_PRECONDITION)");
 ABSL_FLAG(bool, lwe_hint_cache, true,
-          "lwe-simple / lwe-double / lwe-exppack-s: keep the hint in a file (read at start when current, else "
-          "computed and written); false computes it in memory at every start");
+          "lwe-simple / lwe-double / lwe-exppack-s: keep the hint in a file (read at start when "
+          "current, else computed and written); false computes it in memory at every start");
 ABSL_FLAG(std::string, lwe_hint_file, "",
           "lwe-simple / lwe-double / lwe-exppack-s: the hint file; empty: next to the table "
           "(TABLE.lwe-simple.hint, TABLE.lwe-double.hint; lwe-exppack-s shares lwe-simple's)");

@@ -227,11 +227,10 @@ int LookupLwe(const std::string& protocol) {
             << " dim " << t.dim << ", epoch " << t.epoch << ", digest "
             << t.digest_hex.substr(0, 16) << "...; " << protocol << " " << t.d1 << " x " << t.d0
             << " database, "
-            << (t.key_bytes != 0
-                    ? absl::StrCat("expansion keys ", t.key_bytes, " B (uploaded)")
-                    : absl::StrCat("hint ", t.hint_bytes, " B ",
-                                   (*client)->hint_from_cache() ? "(from the cache)"
-                                                                : "(downloaded)"))
+            << (t.key_bytes != 0 ? absl::StrCat("expansion keys ", t.key_bytes, " B (uploaded)")
+                                 : absl::StrCat("hint ", t.hint_bytes, " B ",
+                                                (*client)->hint_from_cache() ? "(from the cache)"
+                                                                             : "(downloaded)"))
             << "\n";
   std::vector<std::string> lines;
   if (words) {

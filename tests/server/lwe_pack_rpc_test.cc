@@ -218,8 +218,7 @@ TEST_F(LwePackRpcTest, KeysAreRequiredCheckedAndPerConnection) {
   upload = session.UploadAll(keys, chunk);
   ASSERT_TRUE(upload.ok()) << upload.status();
   EXPECT_TRUE(*upload);
-  response =
-      session.Answer(query->query, absl::MakeConstSpan(query->ciphertext).first(100));
+  response = session.Answer(query->query, absl::MakeConstSpan(query->ciphertext).first(100));
   EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
   EXPECT_THAT(response.status().message(), HasSubstr("a ciphertext of 100 bytes"));
   response = session.Answer(absl::MakeConstSpan(query->query).first(3), query->ciphertext);
@@ -249,8 +248,8 @@ TEST_F(LwePackRpcTest, AnEvictedSessionGetsAbortedAndUploadsAgain) {
   auto refused = testing::StartLweServer(
       path_, "lwe-exppack-s", {absl::StrCat("--max_galois_key_bytes=", session_bytes - 1)});
   EXPECT_FALSE(refused.ok());
-  auto server = testing::StartLweServer(
-      path_, "lwe-exppack-s", {absl::StrCat("--max_galois_key_bytes=", session_bytes)});
+  auto server = testing::StartLweServer(path_, "lwe-exppack-s",
+                                        {absl::StrCat("--max_galois_key_bytes=", session_bytes)});
   ASSERT_TRUE(server.ok()) << server.status();
 
   RawSession first((*server)->port()), second((*server)->port());
@@ -285,8 +284,8 @@ TEST_F(LwePackRpcTest, ClientsUploadTheirKeysAgainAfterAnEviction) {
   ASSERT_TRUE(b.ok()) << b.status();
   auto words = (*a)->LookupWords({kRows - 1});  // ABORTED, keys again (evicting b's), retried
   ASSERT_TRUE(words.ok()) << words.status();
-  EXPECT_EQ(*words, std::vector<uint32_t>(table_->row(kRows - 1).begin(),
-                                          table_->row(kRows - 1).end()));
+  EXPECT_EQ(*words,
+            std::vector<uint32_t>(table_->row(kRows - 1).begin(), table_->row(kRows - 1).end()));
   EXPECT_EQ((*a)->key_uploads(), 2u);
   EXPECT_GE((*a)->last_call().bytes_up, (*a)->table().key_bytes);  // the upload counts
   words = (*b)->LookupWords({0});
