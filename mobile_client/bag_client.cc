@@ -113,14 +113,6 @@ absl::Status CheckReplyTable(const BagTableInfo& table, const std::string& serve
                    "); connect a new client to use the new table"));
 }
 
-// The first error of calls' results, in call order.
-absl::Status FirstError(kj::Array<absl::Status> results) {
-  for (absl::Status& r : results) {
-    if (!r.ok()) return r;
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 namespace {

@@ -44,8 +44,7 @@ kj::Promise<absl::Status> KeyUploads::On(int replica, rpc::VeilServer::Client se
   auto upload = kj::joinPromises(replies.finish())
                     .then(
                         [this, replica](kj::Array<absl::Status> results) {
-                          absl::Status status;
-                          for (absl::Status& s : results) status.Update(s);
+                          absl::Status status = FirstError(kj::mv(results));
                           replicas_[replica].state = status.ok() ? State::kInstalled : State::kNone;
                           if (status.ok()) ++uploads_;
                           return status;
