@@ -1,9 +1,9 @@
 // veil::client::LweClient speaking lwe-exppack-s to a real server process on loopback: lookups of
 // a tagged table decrypt to the rows bit for bit (first, last, repeated), the bytes on the wire
 // follow the formulas (keys once per connection, a query and its ciphertext up, the packed
-// response down), every connection uploads its own keys, the C ABI looks rows up the same way,
-// and a server whose config disagrees with what the client recomputes is refused before any key
-// or query is sent.
+// response down), every connection uploads its own keys (a replica, a restarted server), the C ABI
+// looks rows up the same way, and a server whose config disagrees with what the client recomputes
+// is refused before any key or query is sent.
 #include <capnp/ez-rpc.h>
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -57,6 +57,7 @@ class LwePackClientTest : public ::testing::Test {
     auto table = embedding::Table::Open(*path);
     ASSERT_TRUE(table.ok()) << table.status();
     table_ = table->release();
+    table_path_ = new std::string(*path);
     key_file_ = new std::string(testing::TempPath("lwe_pack.rowkey"));
     ASSERT_TRUE(embedding::WriteRowKeyFile(*key_file_, Key()).ok());
     auto server = testing::StartLweServer(*path, "lwe-exppack-s");
@@ -66,6 +67,7 @@ class LwePackClientTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete server_;
     delete table_;
+    delete table_path_;
     delete key_file_;
   }
   static const embedding::RowKey& Key() {
@@ -82,11 +84,13 @@ class LwePackClientTest : public ::testing::Test {
   }
 
   static embedding::Table* table_;
+  static std::string* table_path_;
   static std::string* key_file_;
   static tools::ServerProcess* server_;
 };
 
 embedding::Table* LwePackClientTest::table_ = nullptr;
+std::string* LwePackClientTest::table_path_ = nullptr;
 std::string* LwePackClientTest::key_file_ = nullptr;
 tools::ServerProcess* LwePackClientTest::server_ = nullptr;
 
@@ -157,6 +161,36 @@ TEST_F(LwePackClientTest, TheCAbiLooksRowsUp) {
       << veil_last_error();
   EXPECT_EQ(words, PlainWords(*table_, {kRows - 1, 0}));
   veil_lwe_client_close(c);
+}
+
+TEST_F(LwePackClientTest, ARestartedReplicaIsSentTheKeysBeforeItsFirstQuery) {
+  // Two replicas of the same table, "first,second": the keys go to the replica Connect uses.
+  // Both stop and the second's address serves again (a new process): its new connection is sent
+  // the keys before its first query.
+  auto first = testing::StartLweServer(*table_path_, "lwe-exppack-s");
+  auto second = testing::StartLweServer(*table_path_, "lwe-exppack-s");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  LweClientOptions o = Options();
+  o.server = absl::StrCat((*first)->address(), ",", (*second)->address());
+  auto client = LweClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->key_uploads(), 1u);
+  auto words = (*client)->LookupWords({17});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, PlainWords(*table_, {17}));
+  const uint64_t uploads = (*client)->key_uploads();
+  ASSERT_TRUE((*first)->Stop().ok());
+  ASSERT_TRUE((*second)->Stop().ok());
+  auto again = testing::StartLweServer(*table_path_, "lwe-exppack-s",
+                                       {absl::StrCat("--listen=", (*second)->address())});
+  ASSERT_TRUE(again.ok()) << again.status();
+  // The call that finds the connections lost fails (as for lwe-simple); the next reconnects.
+  EXPECT_EQ((*client)->LookupWords({3}).status().code(), absl::StatusCode::kUnavailable);
+  words = (*client)->LookupWords({kRows - 2, 3});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, PlainWords(*table_, {kRows - 2, 3}));
+  EXPECT_EQ((*client)->key_uploads(), uploads + 1);  // the restarted replica's new connection
 }
 
 // Serves `config` (an LwePackConfig message) and hello "lwe-exppack-s" on a loopback port from a
