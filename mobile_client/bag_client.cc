@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "embedding/row_format.h"
+#include "mobile_client/key_uploads.h"
 #include "mobile_client/replicas.h"
 #include "mobile_client/transport.h"
 #include "pir/he/bag.h"
@@ -71,8 +72,8 @@ absl::Status SameTableAs(const ServerConfig& config, const BagTableInfo& table,
                          const std::string& who, const char* whose) {
   if (SameTable(config.table, table)) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      who, " serves another table (digest ", config.table.digest_hex, " epoch ",
-      config.table.epoch, ") than ", whose, " (digest ", table.digest_hex, " epoch ", table.epoch,
+      who, " serves another table (digest ", config.table.digest_hex, " epoch ", config.table.epoch,
+      ") than ", whose, " (digest ", table.digest_hex, " epoch ", table.epoch,
       "); connect a new client once every replica serves the same table"));
 }
 
@@ -112,14 +113,6 @@ absl::Status CheckReplyTable(const BagTableInfo& table, const std::string& serve
                    "); connect a new client to use the new table"));
 }
 
-// The first error of calls' results, in call order.
-absl::Status FirstError(kj::Array<absl::Status> results) {
-  for (absl::Status& r : results) {
-    if (!r.ok()) return r;
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 namespace {
@@ -135,78 +128,26 @@ kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, ServerConfi
 
 }  // namespace
 
-// The loop thread's view of the session's Galois keys on each replica of the server.
-struct BagClient::LoopState {
-  enum class Keys { kNone, kUploading, kInstalled };
-  struct Replica {
-    Keys keys = Keys::kNone;
-    kj::Maybe<kj::ForkedPromise<absl::Status>> upload;  // while kUploading (kept after)
-  };
-  std::vector<Replica> replicas;
-
-  // The session's keys on `replica` (through `cap`, its connection): at once if it holds them,
-  // else joining or starting their upload in chunks (pipelined). A failed upload's exception (a
-  // lost connection: the call fails over) or error passes through, and the next call tries again.
-  kj::Promise<absl::Status> KeysOn(BagClient& client, int replica, rpc::VeilServer::Client cap) {
-    Replica& r = replicas[replica];
-    if (r.keys == Keys::kInstalled) return absl::OkStatus();
-    if (r.keys == Keys::kUploading) {
-      KJ_IF_MAYBE(upload, r.upload) { return upload->addBranch(); }
-    }
-    const std::vector<uint8_t>& bytes = client.galois_keys_;
-    const uint64_t chunk = client.max_chunk_bytes_;
-    const size_t chunks = (bytes.size() + chunk - 1) / chunk;
-    auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(chunks);
-    auto server = cap.castAs<rpc::BagServer>();
-    const std::string who = client.transport_->ReplicaName(0, replica);
-    for (size_t c = 0; c < chunks; ++c) {
-      const size_t offset = c * chunk;
-      const size_t size = std::min<size_t>(chunk, bytes.size() - offset);
-      auto request = server.uploadGaloisKeysRequest();
-      request.setOffset(offset);
-      request.setChunk(capnp::Data::Reader(bytes.data() + offset, size));
-      const bool last = c + 1 == chunks;
-      replies.add(request.send().then(
-          [last, who](capnp::Response<rpc::BagServer::UploadGaloisKeysResults> reply) {
-            if (last && !reply.getInstalled()) {
-              return absl::InternalError(
-                  absl::StrCat(who, " did not install the Galois keys after their last chunk"));
-            }
-            return absl::OkStatus();
-          }));
-    }
-    auto upload =
-        kj::joinPromises(replies.finish())
-            .then(
-                [this, &client, replica](kj::Array<absl::Status> results) {
-                  absl::Status status = FirstError(kj::mv(results));
-                  replicas[replica].keys = status.ok() ? Keys::kInstalled : Keys::kNone;
-                  if (status.ok()) ++client.key_uploads_;
-                  return status;
-                },
-                [this, replica](kj::Exception&& e) -> absl::Status {
-                  replicas[replica].keys = Keys::kNone;
-                  kj::throwFatalException(kj::mv(e));
-                })
-            .fork();
-    r.keys = Keys::kUploading;
-    auto branch = upload.addBranch();
-    r.upload = kj::mv(upload);
-    return branch;
-  }
-};
-
 BagClient::BagClient(BagClientOptions options, std::unique_ptr<Transport> transport)
     : options_(std::move(options)),
       transport_(std::move(transport)),
-      loop_(std::make_unique<LoopState>()) {}
+      keys_(std::make_unique<KeyUploads>(
+          [](rpc::VeilServer::Client server, uint64_t offset, absl::Span<const uint8_t> chunk) {
+            auto request = server.castAs<rpc::BagServer>().uploadGaloisKeysRequest();
+            request.setOffset(offset);
+            request.setChunk(capnp::Data::Reader(chunk.data(), chunk.size()));
+            return request.send().then(
+                [](capnp::Response<rpc::BagServer::UploadGaloisKeysResults> reply) {
+                  return reply.getInstalled();
+                });
+          })) {}
 
 BagClient::~BagClient() {
   // The key uploads are the loop thread's promises: dropped there, then the loop stops.
   transport_
       ->Run(
           [this]() -> kj::Promise<absl::Status> {
-            loop_->replicas.clear();
+            keys_->Clear();
             return absl::OkStatus();
           },
           "closing")
@@ -228,35 +169,31 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOpt
   if (!transport.ok()) return transport.status();
   std::unique_ptr<BagClient> client(new BagClient(options, *std::move(transport)));
   BagClient* c = client.get();
-  const int replicas = c->transport_->replicas(0);
-  c->replica_configs_.resize(replicas);
-  c->loop_->replicas = std::vector<LoopState::Replica>(replicas);
+  c->replica_configs_.resize(c->transport_->replicas(0));
   c->transport_->SetReconnectCheck([c](int, int replica, rpc::VeilServer::Client server) {
     auto config = std::make_unique<ServerConfig>();
     ServerConfig& read = *config;
-    return ReadConfig(server, read).then(
-        [c, replica, config = std::move(config)](absl::Status s) mutable {
+    return ReadConfig(server, read)
+        .then([c, replica, config = std::move(config)](absl::Status s) mutable {
           if (!s.ok()) return s;
           if (!c->adopted_.load()) {
             c->replica_configs_[replica] = std::move(config);
             return absl::OkStatus();
           }
           // A new connection holds no keys: its first query uploads them.
-          c->loop_->replicas[replica].keys = LoopState::Keys::kNone;
+          c->keys_->Forget(replica);
           return SameTableAs(*config, c->table_, c->transport_->ReplicaName(0, replica),
                              "this session's");
         });
   });
-  if (absl::Status s = c->transport_->Connect({true}, c->transport_->reconnect_check());
-      !s.ok()) {
+  if (absl::Status s = c->transport_->Connect({true}, c->transport_->reconnect_check()); !s.ok()) {
     return s;
   }
   // The first replica that answered gives the session's config; the others must agree.
-  auto config = FirstAgreeingConfig(
-      c->replica_configs_, [c](const ServerConfig& other, const ServerConfig& first, int r) {
-        return SameTableAs(other, first.table, c->transport_->ReplicaName(0, r),
-                           "another replica's");
-      });
+  auto config = FirstAgreeingConfig(c->replica_configs_, [c](const ServerConfig& other,
+                                                             const ServerConfig& first, int r) {
+    return SameTableAs(other, first.table, c->transport_->ReplicaName(0, r), "another replica's");
+  });
   if (!config.ok()) return config.status();
   if (absl::Status s = c->Adopt(**config); !s.ok()) return s;
   c->replica_configs_.clear();
@@ -311,27 +248,14 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
   max_chunk_bytes_ = config.max_chunk_bytes;
   max_queued_ciphertexts_ = config.max_queued_ciphertexts;
   galois_keys_ = *std::move(bytes);
+  keys_->Reset(galois_keys_, max_chunk_bytes_, transport_->replicas(0));
   ctx_ = *std::move(ctx);
   he_ = *std::move(he_client);
   adopted_.store(true);
   return absl::OkStatus();
 }
 
-absl::Status BagClient::UploadKeys() {
-  return transport_->Run(
-      [&]() -> kj::Promise<absl::Status> {
-        auto done = std::make_shared<std::vector<bool>>(1, false);
-        auto upload = transport_->Call(0, [this](rpc::VeilServer::Client cap, int replica) {
-          return loop_->KeysOn(*this, replica, kj::mv(cap));
-        });
-        return transport_->WithTimeout(upload.then([done](absl::Status s) {
-          (*done)[0] = s.ok();
-          return s;
-        }),
-                                       done);
-      },
-      "Galois key upload");
-}
+absl::Status BagClient::UploadKeys() { return keys_->Upload(*transport_, "Galois key upload"); }
 
 absl::Status BagClient::Reconnect() {
   if (!transport_->Lost()[0]) return absl::OkStatus();
@@ -426,31 +350,32 @@ absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& querie
         auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(queries.size());
         for (size_t i = 0; i < queries.size(); ++i) {
           auto send = [this, i, &queries, &answers](rpc::VeilServer::Client cap, int replica) {
-            return loop_->KeysOn(*this, replica, cap).then([this, i, &queries, &answers, cap,
-                                                            replica](absl::Status keys) mutable
-                                                           -> kj::Promise<absl::Status> {
-              if (!keys.ok()) return keys;
-              auto request = cap.castAs<rpc::BagServer>().answerRequest();
-              request.setQuery(capnp::Data::Reader(queries[i].data(), queries[i].size()));
-              return request.send().then(
-                  [this, i, &answers, replica](capnp::Response<rpc::BagServer::AnswerResults> r) {
-                    const std::string who = transport_->ReplicaName(0, replica);
-                    if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {
-                      return s;
-                    }
-                    // A hedged query may be answered twice: either answer decrypts to the sum.
-                    capnp::Data::Reader answer = r.getAnswer();
-                    answers[i].assign(answer.begin(), answer.end());
-                    return absl::OkStatus();
-                  },
-                  [this, replica](kj::Exception&& e) -> absl::Status {
-                    // Evicted keys (ABORTED): the replica is sent them again before a retry.
-                    if (absl::IsAborted(rpc::ExceptionToStatus(e, ""))) {
-                      loop_->replicas[replica].keys = LoopState::Keys::kNone;
-                    }
-                    kj::throwFatalException(kj::mv(e));
-                  });
-            });
+            return keys_->On(replica, cap, transport_->ReplicaName(0, replica))
+                .then([this, i, &queries, &answers, cap,
+                       replica](absl::Status keys) mutable -> kj::Promise<absl::Status> {
+                  if (!keys.ok()) return keys;
+                  auto request = cap.castAs<rpc::BagServer>().answerRequest();
+                  request.setQuery(capnp::Data::Reader(queries[i].data(), queries[i].size()));
+                  return request.send().then(
+                      [this, i, &answers,
+                       replica](capnp::Response<rpc::BagServer::AnswerResults> r) {
+                        const std::string who = transport_->ReplicaName(0, replica);
+                        if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {
+                          return s;
+                        }
+                        // A hedged query may be answered twice: either answer decrypts to the sum.
+                        capnp::Data::Reader answer = r.getAnswer();
+                        answers[i].assign(answer.begin(), answer.end());
+                        return absl::OkStatus();
+                      },
+                      [this, replica](kj::Exception&& e) -> absl::Status {
+                        // Evicted keys (ABORTED): the replica is sent them again before a retry.
+                        if (absl::IsAborted(rpc::ExceptionToStatus(e, ""))) {
+                          keys_->Forget(replica);
+                        }
+                        kj::throwFatalException(kj::mv(e));
+                      });
+                });
           };
           replies.add(transport_->Call(0, std::move(send))
                           .then([done, remaining](absl::Status status) {
@@ -533,6 +458,6 @@ CallStats BagClient::totals() const {
   return t;
 }
 
-uint64_t BagClient::key_uploads() const { return key_uploads_.load(); }
+uint64_t BagClient::key_uploads() const { return keys_->uploads(); }
 
 }  // namespace veil::client

@@ -48,6 +48,7 @@ class BfvContext;
 
 namespace veil::client {
 
+class KeyUploads;
 class Transport;
 
 struct BagClientOptions {
@@ -132,8 +133,6 @@ class BagClient {
  private:
   BagClient(BagClientOptions options, std::unique_ptr<Transport> transport);
 
-  struct LoopState;
-
   // Checks the server's configuration and starts the session: the BFV context, the secret key and
   // the Galois keys.
   absl::Status Adopt(const ServerConfig& config);
@@ -159,8 +158,7 @@ class BagClient {
   // is adopted (table_ fixed, adopted_ set) a replica that (re)connects is checked against it.
   std::vector<std::unique_ptr<ServerConfig>> replica_configs_;
   std::atomic<bool> adopted_{false};
-  std::unique_ptr<LoopState> loop_;  // the loop thread's: which replicas hold the keys
-  std::atomic<uint64_t> key_uploads_{0};
+  std::unique_ptr<KeyUploads> keys_;  // the loop thread's: which replicas hold the keys
 
   mutable absl::Mutex mu_;  // serializes the calls
   CallStats last_call_ ABSL_GUARDED_BY(mu_);

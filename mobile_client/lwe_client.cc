@@ -3,19 +3,21 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <system_error>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "mobile_client/key_uploads.h"
 #include "mobile_client/replicas.h"
 #include "mobile_client/transport.h"
 #include "pir/lattice/client.h"
+#include "pir/lattice/expansion.h"
+#include "pir/lattice/pack_simple.h"
+#include "rpc/status.h"
 
 namespace veil::client {
 
@@ -39,6 +41,14 @@ struct LweClient::ServerConfig {
   uint32_t max_queries_per_call = 0;
   uint32_t max_queued_queries = 0;  // per connection
   uint64_t max_message_bytes = 0;
+  // lwe-exppack-s: the ring and the sizes it gives.
+  uint32_t log_n = 0;
+  std::vector<uint64_t> primes;
+  uint64_t special_prime = 0;
+  uint64_t expansion_key_bytes = 0;
+  uint64_t secret_ciphertext_bytes = 0;
+  uint64_t response_bytes = 0;
+  uint64_t max_chunk_bytes = 0;
 };
 
 namespace {
@@ -49,9 +59,17 @@ using ServerConfig = LweClient::ServerConfig;
 constexpr uint64_t kEnvelopeBytes = 1024;
 // Calls in flight at once (the server bounds calls per connection, 64 by default).
 constexpr size_t kMaxCallsInFlight = 32;
-// Hint chunks requested at once, and how often a lost connection may resume a download.
-constexpr uint64_t kChunksInFlight = 8;
-constexpr int kResumes = 3;
+constexpr char kExpPack[] = "lwe-exppack-s";
+
+// The LWE protocol underneath a protocol name: lwe-exppack-s packs SimplePIR answers.
+absl::StatusOr<lattice::Protocol> LweProtocolOf(const std::string& name) {
+  if (name == kExpPack) return lattice::Protocol::kSimplePir;
+  if (name.rfind("lwe-", 0) == 0) {
+    if (auto protocol = lattice::ParseProtocol(name); protocol.ok()) return protocol;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown LWE protocol \"", name, "\"; use lwe-simple, lwe-double or lwe-exppack-s"));
+}
 
 std::string Hex(absl::Span<const uint8_t> bytes) {
   return absl::BytesToHexString(
@@ -102,6 +120,21 @@ ServerConfig ParseConfig(rpc::LweConfig::Reader c, const std::string& protocol) 
 // Loop thread: the server's `config` into `config`.
 kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, const std::string& protocol,
                                      ServerConfig& config) {
+  if (protocol == kExpPack) {
+    return server.castAs<rpc::LwePackServer>().configRequest().send().then(
+        [&config, protocol](capnp::Response<rpc::LwePackServer::ConfigResults> reply) {
+          rpc::LwePackConfig::Reader c = reply.getConfig();
+          config = ParseConfig(c.getLwe(), protocol);
+          config.log_n = c.getLogN();
+          for (uint64_t prime : c.getPrimes()) config.primes.push_back(prime);
+          config.special_prime = c.getSpecialPrime();
+          config.expansion_key_bytes = c.getExpansionKeyBytes();
+          config.secret_ciphertext_bytes = c.getSecretCiphertextBytes();
+          config.response_bytes = c.getResponseBytes();
+          config.max_chunk_bytes = c.getMaxChunkBytes();
+          return absl::OkStatus();
+        });
+  }
   return server.castAs<rpc::LweServer>().configRequest().send().then(
       [&config, protocol](capnp::Response<rpc::LweServer::ConfigResults> reply) {
         config = ParseConfig(reply.getConfig(), protocol);
@@ -114,7 +147,7 @@ kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, const std::
 // table. INVALID_ARGUMENT naming the problem.
 absl::StatusOr<lattice::LweConfig> LatticeConfig(const ServerConfig& c) {
   const LweTableInfo& t = c.table;
-  absl::StatusOr<lattice::Protocol> protocol = lattice::ParseProtocol(t.protocol);
+  absl::StatusOr<lattice::Protocol> protocol = LweProtocolOf(t.protocol);
   if (!protocol.ok()) return protocol.status();
   if (c.lwe_protocol != static_cast<uint8_t>(*protocol) ||
       c.lwe_dimension != lattice::kLweDimension || c.log_modulus != lattice::kLogModulus ||
@@ -158,6 +191,31 @@ absl::StatusOr<lattice::LweConfig> LatticeConfig(const ServerConfig& c) {
   return config;
 }
 
+// lwe-exppack-s: INVALID_ARGUMENT unless `c`'s ring is this client's (RingParams::Default) and
+// its sizes are the ones the ring and `packed`'s shape give.
+absl::Status CheckRing(const ServerConfig& c, const lattice::PackedSimpleClient& packed,
+                       const lattice::Shape& shape) {
+  const lattice::RingParams& ring = packed.ring().params();
+  if (c.log_n != static_cast<uint32_t>(ring.log_n) || c.primes != ring.primes ||
+      c.special_prime != ring.special) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ring parameters (N = 2^", c.log_n, ", primes ", absl::StrJoin(c.primes, ","),
+        ", special prime ", c.special_prime, ") other than this client's (N = 2^", ring.log_n,
+        ", primes ", absl::StrJoin(ring.primes, ","), ", special prime ", ring.special, ")"));
+  }
+  const uint64_t keys = lattice::ExpansionKeyBytes(packed.ring(), lattice::kLweDimension);
+  const uint64_t ciphertext = lattice::SecretCiphertextBytes(packed.ring());
+  const uint64_t response = lattice::PackedResponseBytes(packed.ring(), shape);
+  if (c.expansion_key_bytes != keys || c.secret_ciphertext_bytes != ciphertext ||
+      c.response_bytes != response) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expansion keys of ", c.expansion_key_bytes, " bytes, ciphertexts of ",
+                     c.secret_ciphertext_bytes, " and responses of ", c.response_bytes,
+                     " bytes; this client's are ", keys, ", ", ciphertext, " and ", response));
+  }
+  return absl::OkStatus();
+}
+
 // FAILED_PRECONDITION unless an answer of `server` is from the session's table.
 absl::Status CheckReplyTable(const LweTableInfo& table, const std::string& server,
                              rpc::TableId::Reader id) {
@@ -187,72 +245,38 @@ absl::Status SameTableAndHint(const ServerConfig& config, const LweTableInfo& ta
       "); connect a new client once every replica serves the same table"));
 }
 
-absl::Status FirstError(kj::Array<absl::Status> results) {
-  for (absl::Status& r : results) {
-    if (!r.ok()) return r;
-  }
-  return absl::OkStatus();
-}
-
-std::string CachePath(const std::string& dir, const std::string& hint_digest_hex) {
-  return (std::filesystem::path(dir) / (hint_digest_hex + ".lwe-hint")).string();
-}
-
-// The cached blob, if the cache holds one of `bytes` bytes with digest `digest`.
-std::optional<std::vector<uint8_t>> ReadCachedHint(const std::string& path, uint64_t bytes,
-                                                   const std::array<uint8_t, 32>& digest) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  in.seekg(0, std::ios::end);
-  if (!in || static_cast<uint64_t>(in.tellg()) != bytes) return std::nullopt;
-  in.seekg(0);
-  std::vector<uint8_t> blob(bytes);
-  if (!in.read(reinterpret_cast<char*>(blob.data()), static_cast<std::streamsize>(bytes))) {
-    return std::nullopt;
-  }
-  if (lattice::Blake2b256(blob) != digest) return std::nullopt;
-  return blob;
-}
-
-// Writes the blob under a temporary name, renamed into place when complete.
-absl::Status WriteCachedHint(const std::string& dir, const std::string& path,
-                             absl::Span<const uint8_t> blob) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("hint cache ", dir, " cannot be created: ", error.message()));
-  }
-  const std::string temporary = path + ".partial";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(blob.data()),
-              static_cast<std::streamsize>(blob.size()));
-    if (!out) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("hint cache file ", temporary, " cannot be written"));
-    }
-  }
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("hint cache file ", path, " cannot be written: ", error.message()));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 LweClient::LweClient(LweClientOptions options, std::unique_ptr<Transport> transport)
-    : options_(std::move(options)), transport_(std::move(transport)) {}
+    : options_(std::move(options)),
+      transport_(std::move(transport)),
+      keys_(std::make_unique<KeyUploads>(
+          [](rpc::VeilServer::Client server, uint64_t offset, absl::Span<const uint8_t> chunk) {
+            auto request = server.castAs<rpc::LwePackServer>().uploadGaloisKeysRequest(
+                capnp::MessageSize{chunk.size() / 8 + 16, 0});
+            request.setOffset(offset);
+            request.setChunk(capnp::Data::Reader(chunk.data(), chunk.size()));
+            return request.send().then(
+                [](capnp::Response<rpc::LwePackServer::UploadGaloisKeysResults> reply) {
+                  return reply.getInstalled();
+                });
+          })) {}
 
-LweClient::~LweClient() = default;
+LweClient::~LweClient() {
+  // The key uploads are the loop thread's promises: dropped there, then the loop stops.
+  transport_
+      ->Run(
+          [this]() -> kj::Promise<absl::Status> {
+            keys_->Clear();
+            return absl::OkStatus();
+          },
+          "closing")
+      .IgnoreError();
+  transport_.reset();
+}
 
 absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOptions& options) {
-  if (!lattice::ParseProtocol(options.protocol).ok() || options.protocol.rfind("lwe-", 0) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown LWE protocol \"", options.protocol,
-                                                   "\"; use lwe-simple or lwe-double"));
-  }
+  if (absl::Status s = LweProtocolOf(options.protocol).status(); !s.ok()) return s;
   std::optional<embedding::RowKey> row_key;
   if (!options.row_key_file.empty()) {
     auto key = embedding::ReadRowKeyFile(options.row_key_file);
@@ -282,12 +306,13 @@ absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOpt
             c->replica_configs_[replica] = std::move(config);
             return absl::OkStatus();
           }
+          // A new connection holds no keys: its first query uploads them.
+          c->keys_->Forget(replica);
           return SameTableAndHint(*config, c->table_, c->transport_->ReplicaName(0, replica),
                                   "this session's");
         });
   });
-  if (absl::Status s = c->transport_->Connect({true}, c->transport_->reconnect_check());
-      !s.ok()) {
+  if (absl::Status s = c->transport_->Connect({true}, c->transport_->reconnect_check()); !s.ok()) {
     return s;
   }
   // The first replica that answered gives the session's config; the others must agree.
@@ -300,6 +325,14 @@ absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOpt
   absl::StatusOr<lattice::LweConfig> lattice_config = c->Adopt(**config);
   if (!lattice_config.ok()) return lattice_config.status();
   absl::MutexLock lock(&client->mu_);
+  if (client->packed()) {
+    if (absl::Status s = client->keys_->Upload(*client->transport_, "expansion key upload");
+        !s.ok()) {
+      return s;
+    }
+    client->replica_configs_.clear();
+    return client;
+  }
   absl::StatusOr<std::vector<uint8_t>> blob = client->GetHint();
   if (!blob.ok()) return blob.status();
   auto lwe = lattice::LweClient::Create(*lattice_config, *blob);
@@ -327,9 +360,14 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
     return absl::FailedPreconditionError(absl::StrCat(
         who, " reports a configuration this client refuses: ", lattice_config.status().message()));
   }
+  // Bytes of one call each way: lwe-exppack-s sends a query and its ciphertext and gets the
+  // packed response (never the LWE answer).
+  const bool packed = t.protocol == kExpPack;
+  const uint64_t up = 4 * config.query_words + (packed ? config.secret_ciphertext_bytes : 0);
+  const uint64_t down = packed ? config.response_bytes : 4 * config.answer_words;
   if (config.max_queries_per_call == 0 || config.max_queued_queries == 0 ||
-      4 * std::max(config.query_words, config.answer_words) + kEnvelopeBytes >
-          config.max_message_bytes) {
+      std::max(up, down) + kEnvelopeBytes > config.max_message_bytes ||
+      (packed && config.max_chunk_bytes == 0)) {
     return absl::FailedPreconditionError(
         absl::StrCat(who, " accepts no query (", config.max_queries_per_call, " per call, ",
                      config.max_message_bytes, " bytes per call)"));
@@ -340,10 +378,26 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
         "check them with: set row_key_file to the table's key file (veil table build writes "
         "TABLE.rowkey)");
   }
+  if (packed) {
+    auto client = lattice::PackedSimpleClient::Create(*lattice_config);
+    if (!client.ok()) return client.status();
+    if (absl::Status s = CheckRing(config, **client, lattice_config->shape); !s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(who, " reports a configuration this client refuses: ", s.message()));
+    }
+    packed_ = *std::move(client);
+    max_chunk_bytes_ = config.max_chunk_bytes;
+    keys_->Reset(packed_->expansion_keys(), max_chunk_bytes_, transport_->replicas(0));
+  }
   table_ = t;
+  record_bytes_ = lattice_config->shape.record_bytes;
   table_.log2_failure = lattice_config->shape.log2_failure;
-  table_.query_bytes = 4 * config.query_words;
-  table_.answer_bytes = 4 * config.answer_words;
+  table_.query_bytes = up;
+  table_.answer_bytes = down;
+  if (packed) {
+    table_.hint_bytes = 0;
+    table_.key_bytes = config.expansion_key_bytes;
+  }
   hint_digest_ = lattice_config->hint_digest;
   hint_chunk_bytes_ = config.hint_chunk_bytes;
   max_queries_per_call_ = config.max_queries_per_call;
@@ -351,82 +405,6 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
   max_message_bytes_ = config.max_message_bytes;
   adopted_.store(true);
   return lattice_config;
-}
-
-absl::StatusOr<std::vector<uint8_t>> LweClient::GetHint() {
-  const uint64_t bytes = table_.hint_bytes;
-  std::string cache_path;
-  if (!options_.hint_cache_dir.empty()) {
-    cache_path = CachePath(options_.hint_cache_dir, table_.hint_digest_hex);
-    if (auto cached = ReadCachedHint(cache_path, bytes, hint_digest_)) {
-      hint_from_cache_ = true;
-      return *std::move(cached);
-    }
-  }
-  std::vector<uint8_t> blob(bytes);
-  const uint64_t chunks = (bytes + hint_chunk_bytes_ - 1) / hint_chunk_bytes_;
-  int resumes = 0;
-  for (uint64_t first = 0; first < chunks;) {
-    const uint64_t last = std::min(chunks, first + kChunksInFlight);
-    absl::Status status = transport_->Run(
-        [&]() -> kj::Promise<absl::Status> {
-          auto done = std::make_shared<std::vector<bool>>(1, false);
-          auto remaining = std::make_shared<uint64_t>(last - first);
-          auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(last - first);
-          for (uint64_t c = first; c < last; ++c) {
-            const uint64_t offset = c * hint_chunk_bytes_;
-            const uint64_t size = std::min(hint_chunk_bytes_, bytes - offset);
-            auto send = [this, &blob, offset, size, c](rpc::VeilServer::Client cap, int replica) {
-              auto request = cap.castAs<rpc::LweServer>().hintRequest();
-              request.setChunk(c);
-              request.setHintDigest(capnp::Data::Reader(hint_digest_.data(), hint_digest_.size()));
-              return request.send().then(
-                  [this, &blob, offset, size, c,
-                   replica](capnp::Response<rpc::LweServer::HintResults> r) {
-                    capnp::Data::Reader data = r.getData();
-                    if (data.size() != size) {
-                      return absl::InternalError(absl::StrCat(
-                          transport_->ReplicaName(0, replica), " sent hint chunk ", c, " of ",
-                          data.size(), " bytes, expected ", size));
-                    }
-                    // A hedged chunk may come twice: the same bytes (the digest checks them all).
-                    std::memcpy(blob.data() + offset, data.begin(), size);
-                    return absl::OkStatus();
-                  });
-            };
-            replies.add(transport_->Call(0, std::move(send))
-                            .then([done, remaining](absl::Status status) {
-                              if (status.ok() && --*remaining == 0) (*done)[0] = true;
-                              return status;
-                            })
-                            .eagerlyEvaluate(nullptr));
-          }
-          return transport_->WithTimeout(
-              kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
-                return FirstError(kj::mv(r));
-              }),
-              done);
-        },
-        "hint download");
-    if (absl::IsUnavailable(status) && transport_->Lost()[0] && resumes < kResumes) {
-      // Resume this wave on a new connection, if the server still serves this hint.
-      ++resumes;
-      if (absl::Status s = Reconnect(); !s.ok()) return s;
-      continue;
-    }
-    if (!status.ok()) return status;
-    first = last;
-  }
-  if (lattice::Blake2b256(blob) != hint_digest_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        transport_->Name(0), " sent a hint whose digest is not the one its config names"));
-  }
-  if (!cache_path.empty()) {
-    if (absl::Status s = WriteCachedHint(options_.hint_cache_dir, cache_path, blob); !s.ok()) {
-      return s;
-    }
-  }
-  return blob;
 }
 
 absl::Status LweClient::Reconnect() {
@@ -460,22 +438,116 @@ absl::Status LweClient::SendQueries(absl::Span<const uint32_t> queries, size_t c
             request.setQueries(capnp::Data::Reader(
                 reinterpret_cast<const uint8_t*>(queries.data() + first * qw), 4 * n * qw));
             request.setHintDigest(capnp::Data::Reader(hint_digest_.data(), hint_digest_.size()));
-            return request.send().then(
-                [this, first, n, aw, answers,
-                 replica](capnp::Response<rpc::LweServer::AnswerResults> r) {
-                  const std::string who = transport_->ReplicaName(0, replica);
-                  if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {
-                    return s;
-                  }
-                  capnp::Data::Reader data = r.getAnswers();
-                  if (data.size() != 4 * n * aw) {
-                    return absl::InternalError(absl::StrCat(
-                        who, " sent ", data.size(), " bytes of answers, expected ", 4 * n * aw));
-                  }
-                  // A hedged call may be answered twice: any answer to these queries decrypts
-                  // to the same rows (the tags check them).
-                  std::memcpy(answers.data() + first * aw, data.begin(), data.size());
-                  return absl::OkStatus();
+            return request.send().then([this, first, n, aw, answers,
+                                        replica](capnp::Response<rpc::LweServer::AnswerResults> r) {
+              const std::string who = transport_->ReplicaName(0, replica);
+              if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {
+                return s;
+              }
+              capnp::Data::Reader data = r.getAnswers();
+              if (data.size() != 4 * n * aw) {
+                return absl::InternalError(absl::StrCat(
+                    who, " sent ", data.size(), " bytes of answers, expected ", 4 * n * aw));
+              }
+              // A hedged call may be answered twice: any answer to these queries decrypts
+              // to the same rows (the tags check them).
+              std::memcpy(answers.data() + first * aw, data.begin(), data.size());
+              return absl::OkStatus();
+            });
+          };
+          replies.add(transport_->Call(0, std::move(send))
+                          .then([done, remaining](absl::Status status) {
+                            if (status.ok() && --*remaining == 0) (*done)[0] = true;
+                            return status;
+                          })
+                          .eagerlyEvaluate(nullptr));
+        }
+        auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
+          return FirstError(kj::mv(r));
+        });
+        // evalLast: the replies' Finish messages are written in a later turn; count them here.
+        return transport_->WithTimeout(kj::mv(all), done, deadline).then([](absl::Status s) {
+          return kj::evalLast([s = std::move(s)]() mutable { return std::move(s); });
+        });
+      },
+      "LWE lookup");
+}
+
+absl::Status LweClient::LookupPacked(absl::Span<const uint64_t> rows, absl::Time deadline,
+                                     absl::Span<uint8_t> records, LweClientTimes& times) {
+  std::vector<lattice::PackedQuery> queries;
+  absl::Time t0 = absl::Now();
+  for (uint64_t row : rows) {
+    auto query = packed_->MakeQuery(row);
+    if (!query.ok()) return query.status();
+    queries.push_back(*std::move(query));
+  }
+  times.query_ms += absl::ToDoubleMilliseconds(absl::Now() - t0);
+  std::vector<std::vector<uint8_t>> responses;
+  absl::Status status = SendPacked(queries, deadline, responses);
+  if (absl::IsAborted(status)) {
+    // The server evicted this session's keys for another's: upload them again, retry once.
+    status = keys_->Upload(*transport_, "expansion key upload");
+    if (status.ok()) status = SendPacked(queries, deadline, responses);
+  }
+  if (!status.ok()) return status;
+  t0 = absl::Now();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (absl::Status s = packed_->Decode(rows[i], responses[i],
+                                         records.subspan(i * record_bytes_, record_bytes_));
+        !s.ok()) {
+      return absl::InternalError(
+          absl::StrCat(transport_->Name(0), " sent a malformed response: ", s.message()));
+    }
+  }
+  times.decode_ms += absl::ToDoubleMilliseconds(absl::Now() - t0);
+  return absl::OkStatus();
+}
+
+absl::Status LweClient::SendPacked(absl::Span<const lattice::PackedQuery> queries,
+                                   absl::Time deadline,
+                                   std::vector<std::vector<uint8_t>>& responses) {
+  responses.assign(queries.size(), {});
+  return transport_->Run(
+      [&]() -> kj::Promise<absl::Status> {
+        auto done = std::make_shared<std::vector<bool>>(1, false);
+        auto remaining = std::make_shared<size_t>(queries.size());
+        auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(queries.size());
+        for (size_t i = 0; i < queries.size(); ++i) {
+          auto send = [this, &query = queries[i], &response = responses[i]](
+                          rpc::VeilServer::Client cap, int replica) {
+            const std::string who = transport_->ReplicaName(0, replica);
+            return keys_->On(replica, cap, who)
+                .then([this, &query, &response, cap, replica,
+                       who](absl::Status keys) mutable -> kj::Promise<absl::Status> {
+                  if (!keys.ok()) return keys;
+                  const size_t query_bytes = 4 * query.query.size();
+                  auto request = cap.castAs<rpc::LwePackServer>().answerRequest(
+                      capnp::MessageSize{(query_bytes + query.ciphertext.size()) / 8 + 16, 0});
+                  request.setQuery(capnp::Data::Reader(
+                      reinterpret_cast<const uint8_t*>(query.query.data()), query_bytes));
+                  request.setCiphertext(
+                      capnp::Data::Reader(query.ciphertext.data(), query.ciphertext.size()));
+                  return request.send().then(
+                      [this, &response, who](capnp::Response<rpc::LwePackServer::AnswerResults> r) {
+                        if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {
+                          return s;
+                        }
+                        capnp::Data::Reader data = r.getResponse();
+                        if (data.size() != table_.answer_bytes) {
+                          return absl::InternalError(absl::StrCat(who, " sent a response of ",
+                                                                  data.size(), " bytes, expected ",
+                                                                  table_.answer_bytes));
+                        }
+                        // A hedged query may be answered twice: either decrypts to the record.
+                        response.assign(data.begin(), data.end());
+                        return absl::OkStatus();
+                      },
+                      [this, replica](kj::Exception&& e) -> absl::Status {
+                        // Evicted keys (ABORTED): the replica is sent them again before a retry.
+                        if (absl::IsAborted(rpc::ExceptionToStatus(e, ""))) keys_->Forget(replica);
+                        kj::throwFatalException(kj::mv(e));
+                      });
                 });
           };
           replies.add(transport_->Call(0, std::move(send))
@@ -506,16 +578,13 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
   }
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Reconnect(); !s.ok()) return s;
-  const lattice::Shape& shape = lwe_->shape();
-  const uint64_t qw = shape.query_words(), aw = shape.answer_words();
-  const uint32_t data_words = table_.row_words, record_bytes = shape.record_bytes;
+  const uint32_t data_words = table_.row_words, record_bytes = record_bytes_;
   const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
   const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + options_.timeout;
   LweClientTimes times;
   std::vector<uint32_t> rows(indices.size() * data_words);
-  std::vector<uint8_t> record_bytes_buffer(record_bytes);
   std::vector<uint32_t> record(record_bytes / 4);
   // Waves that fit the server's per-connection queue and this client's calls in flight; each
   // wave's queries are made just before it and its answers decoded right after, so that memory
@@ -525,24 +594,37 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
       std::max<size_t>(1, std::min<size_t>(max_queued_queries_, per_call * kMaxCallsInFlight));
   for (size_t first = 0; first < indices.size(); first += per_wave) {
     const size_t n = std::min(per_wave, indices.size() - first);
-    std::vector<uint32_t> queries(n * qw), answers(n * aw);
-    absl::Time t0 = absl::Now();
-    auto pending = lwe_->MakeQueries(indices.subspan(first, n), absl::MakeSpan(queries));
-    if (!pending.ok()) return pending.status();
-    times.query_ms += absl::ToDoubleMilliseconds(absl::Now() - t0);
-    if (absl::Status s = SendQueries(queries, n, deadline, absl::MakeSpan(answers)); !s.ok()) {
-      return s;
-    }
-    t0 = absl::Now();
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t row = indices[first + i];
-      if (absl::Status s =
-              lwe_->Decode((*pending)[i], absl::MakeConstSpan(answers).subspan(i * aw, aw),
-                           absl::MakeSpan(record_bytes_buffer));
-          !s.ok()) {
+    const absl::Span<const uint64_t> wave = indices.subspan(first, n);
+    std::vector<uint8_t> records(n * record_bytes);
+    if (packed()) {
+      if (absl::Status s = LookupPacked(wave, deadline, absl::MakeSpan(records), times); !s.ok()) {
         return s;
       }
-      std::memcpy(record.data(), record_bytes_buffer.data(), record_bytes);
+    } else {
+      const uint64_t qw = lwe_->shape().query_words(), aw = lwe_->shape().answer_words();
+      std::vector<uint32_t> queries(n * qw), answers(n * aw);
+      absl::Time t0 = absl::Now();
+      auto pending = lwe_->MakeQueries(wave, absl::MakeSpan(queries));
+      if (!pending.ok()) return pending.status();
+      times.query_ms += absl::ToDoubleMilliseconds(absl::Now() - t0);
+      if (absl::Status s = SendQueries(queries, n, deadline, absl::MakeSpan(answers)); !s.ok()) {
+        return s;
+      }
+      t0 = absl::Now();
+      for (size_t i = 0; i < n; ++i) {
+        if (absl::Status s =
+                lwe_->Decode((*pending)[i], absl::MakeConstSpan(answers).subspan(i * aw, aw),
+                             absl::MakeSpan(records).subspan(i * record_bytes, record_bytes));
+            !s.ok()) {
+          return s;
+        }
+      }
+      times.decode_ms += absl::ToDoubleMilliseconds(absl::Now() - t0);
+    }
+    const absl::Time t0 = absl::Now();
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t row = wave[i];
+      std::memcpy(record.data(), records.data() + i * record_bytes, record_bytes);
       const absl::Span<const uint32_t> words = absl::MakeConstSpan(record);
       if (table_.row_tag != embedding::RowTag::kNone &&
           !embedding::RowTagMatches(*row_key_, row, words.first(data_words),
@@ -607,6 +689,8 @@ CallStats LweClient::totals() const {
   t.hedges = static_cast<uint32_t>(transport_->hedges());
   return t;
 }
+
+uint64_t LweClient::key_uploads() const { return keys_->uploads(); }
 
 LweClientTimes LweClient::last_times() const {
   absl::MutexLock lock(&mu_);

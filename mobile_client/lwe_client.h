@@ -1,6 +1,7 @@
 // veil::client::LweClient: private lookups of embedding-table rows from ONE server speaking
-// protocol "lwe-simple" (SimplePIR) or "lwe-double" (DoublePIR): single-server lattice PIR over
-// LWE (pir/lattice/, docs/lattice.md, server/lwe.h).
+// protocol "lwe-simple" (SimplePIR), "lwe-double" (DoublePIR) or "lwe-exppack-s" (SimplePIR with
+// packed answers, no hint): single-server lattice PIR over LWE (pir/lattice/, docs/lattice.md,
+// server/lwe.h, server/lwe_pack.h).
 //
 // Connect reads the server's config, checks every public parameter against the correctness rule
 // and the seed of the public matrices against the table (the server cannot choose them), and
@@ -10,6 +11,13 @@
 // its hint is fetched again. Each lookup then sends one query per row (an LWE encryption of the
 // row's column under a fresh secret that never leaves the client) and decrypts the answer with
 // the hint; the server learns nothing about the row.
+//
+// lwe-exppack-s has no hint: the client also checks the server's ring parameters and sizes
+// against its own (lattice::RingParams::Default), draws a session RLWE secret (wiped with the
+// client) and uploads its expansion keys (1.6 MiB, public) to each connection before that
+// connection's first query (again after the server evicts them: ABORTED, retried once). Each
+// lookup sends the query and the RLWE ciphertext of its secret and decrypts the packed response
+// with the session secret.
 //
 // Replicas: `server` may list replicas of one server ("HOST:PORT,HOST:PORT", as
 // ClientOptions::server0); at Connect every replica that answers must serve the same table and
@@ -46,15 +54,18 @@
 namespace veil::lattice {
 class LweClient;
 struct LweConfig;
+class PackedSimpleClient;
+struct PackedQuery;
 }  // namespace veil::lattice
 
 namespace veil::client {
 
+class KeyUploads;
 class Transport;
 
 struct LweClientOptions {
   std::string server;                   // "HOST:PORT", or replicas "HOST:PORT,HOST:PORT"
-  std::string protocol = "lwe-simple";  // or "lwe-double": what the server must speak
+  std::string protocol = "lwe-simple";  // or "lwe-double", "lwe-exppack-s": what it speaks
   // Bound on connecting, on each wave of hint chunks and on each lookup.
   absl::Duration timeout = absl::Seconds(30);
   // TLS as in ClientOptions; empty tls_trusted_certs: plaintext, to loopback only unless
@@ -80,13 +91,14 @@ struct LweTableInfo {
   uint64_t epoch = 0;
   std::array<uint8_t, 32> digest{};
   std::string digest_hex;
-  std::string protocol;                             // "lwe-simple" or "lwe-double"
+  std::string protocol;                             // "lwe-simple", "lwe-double", ...
   std::string backend;                              // what the server's product runs on
   uint64_t d0 = 0, d1 = 0, records_per_column = 0;  // the database shape
   double log2_failure = 0;    // the correctness rule's bound on one lookup failing, log2
-  uint64_t hint_bytes = 0;    // downloaded once per table version
-  uint64_t query_bytes = 0;   // up, per row
-  uint64_t answer_bytes = 0;  // down, per row
+  uint64_t hint_bytes = 0;    // downloaded once per table version (0: lwe-exppack-s)
+  uint64_t query_bytes = 0;   // up, per row (lwe-exppack-s: the query and its ciphertext)
+  uint64_t answer_bytes = 0;  // down, per row (lwe-exppack-s: the packed response)
+  uint64_t key_bytes = 0;     // lwe-exppack-s: expansion keys, up once per connection
   std::string hint_digest_hex;
 };
 
@@ -98,15 +110,17 @@ struct LweClientTimes {
 
 class LweClient {
  public:
-  // Connects, checks the config and gets the hint (cache or download).
+  // Connects, checks the config and gets the hint (cache or download), or (lwe-exppack-s) makes
+  // the session's keys and uploads them.
   // Returns INVALID_ARGUMENT for an empty address, an unknown protocol, or a tls_server_name
   // without tls_trusted_certs; the row key file's errors; UNAVAILABLE / DEADLINE_EXCEEDED /
   // FAILED_PRECONDITION as Client::Connect (unreachable server, TLS trust, a server of another
   // protocol: "speaks protocol"); FAILED_PRECONDITION if the config is unusable (parameters
   // other than this client's, a shape the correctness rule refuses, a seed not derived from the
-  // table, a hint of the wrong size or digest) or the table carries row tags and no row key was
-  // given; the hint cache folder's errors when it cannot be created or written; the server's
-  // error reply.
+  // table, a hint of the wrong size or digest; lwe-exppack-s: ring parameters or sizes other
+  // than this client's) or the table carries row tags and no row key was given; the hint cache
+  // folder's errors when it cannot be created or written; the server's error reply (for the key
+  // upload: RESOURCE_EXHAUSTED when its key memory is held by keys in use).
   static absl::StatusOr<std::unique_ptr<LweClient>> Connect(const LweClientOptions& options);
 
   ~LweClient();
@@ -116,6 +130,9 @@ class LweClient {
   const LweTableInfo& table() const { return table_; }
   // Whether Connect found the hint in the cache (else it was downloaded).
   bool hint_from_cache() const { return hint_from_cache_; }
+  // lwe-exppack-s: expansion key uploads so far (1 after Connect; more after evictions,
+  // reconnections or on other replicas).
+  uint64_t key_uploads() const;
 
   // Rows `indices`, dequantized: indices.size() * dim floats.
   // Returns INVALID_ARGUMENT if indices is empty or an index is >= rows; UNAVAILABLE /
@@ -142,6 +159,7 @@ class LweClient {
   // Checks the server's config (FAILED_PRECONDITION naming the problem), adopts it and returns
   // its lattice parameters.
   absl::StatusOr<lattice::LweConfig> Adopt(const ServerConfig& config);
+  bool packed() const { return packed_ != nullptr; }
   // The hint blob from the cache or the server (chunk waves, resuming after a lost connection).
   absl::StatusOr<std::vector<uint8_t>> GetHint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Before a call: reconnects the server when no replica is up (ReadConfig checks each).
@@ -153,6 +171,15 @@ class LweClient {
   // per-connection queue, and writes answer_words per query to `answers`.
   absl::Status SendQueries(absl::Span<const uint32_t> queries, size_t count, absl::Time deadline,
                            absl::Span<uint32_t> answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // lwe-exppack-s: records `rows` (one wave) into `records` (record_bytes each), timing the
+  // client's work into `times`; keys re-uploaded and the wave retried once after ABORTED.
+  absl::Status LookupPacked(absl::Span<const uint64_t> rows, absl::Time deadline,
+                            absl::Span<uint8_t> records, LweClientTimes& times)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One answer call per query, each after its replica holds the keys; responses in order.
+  absl::Status SendPacked(absl::Span<const lattice::PackedQuery> queries, absl::Time deadline,
+                          std::vector<std::vector<uint8_t>>& responses)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const LweClientOptions options_;
   std::unique_ptr<Transport> transport_;
@@ -160,11 +187,15 @@ class LweClient {
   LweTableInfo table_;
   std::array<uint8_t, 32> hint_digest_{};
   uint64_t hint_chunk_bytes_ = 0;
+  uint32_t record_bytes_ = 0;  // a decrypted record: the row's words, tags included
   uint32_t max_queries_per_call_ = 0;
   uint32_t max_queued_queries_ = 0;  // per connection
   uint64_t max_message_bytes_ = 0;
   bool hint_from_cache_ = false;
-  std::unique_ptr<lattice::LweClient> lwe_;
+  std::unique_ptr<lattice::LweClient> lwe_;              // lwe-simple, lwe-double
+  std::unique_ptr<lattice::PackedSimpleClient> packed_;  // lwe-exppack-s: the session secret
+  uint64_t max_chunk_bytes_ = 0;                         // lwe-exppack-s: key bytes per upload call
+  std::unique_ptr<KeyUploads> keys_;  // the loop thread's: which replicas hold the keys
   // Each replica's config at Connect (written on the loop thread while Connect waits); once one
   // is adopted (table_ fixed, adopted_ set) a replica that (re)connects is checked against it.
   std::vector<std::unique_ptr<ServerConfig>> replica_configs_;

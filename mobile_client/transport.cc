@@ -460,4 +460,11 @@ uint64_t Transport::bytes_down() const {
   return total;
 }
 
+absl::Status FirstError(kj::Array<absl::Status> results) {
+  for (absl::Status& r : results) {
+    if (!r.ok()) return r;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace veil::client

@@ -181,6 +181,9 @@ class Transport {
   std::unique_ptr<Loop> loop_;
 };
 
+// The first error of joined calls' results, in call order; OK if none failed.
+absl::Status FirstError(kj::Array<absl::Status> results);
+
 }  // namespace veil::client
 
 #endif  // VEIL_MOBILE_CLIENT_TRANSPORT_H_

@@ -1,5 +1,6 @@
 // The C ABI (veil.h) of the single-server protocols: bfv-bag (veil_bag_client, over
-// veil::client::BagClient) and lwe-simple / lwe-double (veil_lwe_client, over LweClient).
+// veil::client::BagClient) and lwe-simple / lwe-double / lwe-exppack-s (veil_lwe_client, over
+// LweClient).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -135,7 +136,8 @@ int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out
 
 }  // extern "C"
 
-// ---- Protocols lwe-simple and lwe-double (veil_lwe_client): over veil::client::LweClient. ----
+// ---- Protocols lwe-simple, lwe-double and lwe-exppack-s (veil_lwe_client): over
+// veil::client::LweClient, which speaks all three. ----
 
 struct veil_lwe_client {
   std::unique_ptr<veil::client::LweClient> client;

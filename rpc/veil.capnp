@@ -24,6 +24,13 @@
 # vector over the database columns, under a fresh secret) and decrypts the answer with the hint.
 # The server learns nothing about the row; its work depends only on the sizes.
 #
+# Protocol "lwe-exppack-s" (LwePackServer): one server, no hint (pir/lattice/pack_simple.h,
+# docs/lattice.md): SimplePIR whose answer the server ring-packs into RLWE ciphertexts with
+# special ciphertexts it expands from one RLWE ciphertext of the query's LWE secret. Each
+# connection is a session that uploads the client's expansion keys (~1.6 MiB of Galois keys,
+# public) once, in chunks, held within a server-wide memory bound; each lookup then sends a query
+# and the secret's ciphertext and gets the packed response, which only the client can decrypt.
+#
 # Errors: a refused call fails with a Cap'n Proto exception whose reason starts with the absl
 # status code name, e.g. "INVALID_ARGUMENT: key 3 is for party 1 but this server is party 0"
 # (rpc/status.h). Calls over Limits get such a reply; messages far beyond them close the
@@ -226,4 +233,45 @@ interface LweServer extends(VeilServer) {
   # size that is not a whole number of queries, more than maxQueriesPerCall, or answers that
   # would not fit maxMessageBytes;
   # FAILED_PRECONDITION ("stale hint") for another hint digest.
+}
+
+struct LwePackConfig {
+  # Protocol "lwe-exppack-s": the SimplePIR instance underneath and the ring it packs into. A
+  # client recomputes the shape, the seed and every size below from these figures and its own
+  # ring parameters, and refuses any disagreement before it uses them.
+  lwe @0 :LweConfig;             # lweProtocol 1 (SimplePIR); queryWords = d0; answerWords: the
+                                 # LWE answer before packing (never sent); hintBytes / hintDigest
+                                 # name the server's packing matrix (the hint, never downloaded);
+                                 # limits.maxQueriesPerCall is 1 (one query per answer call)
+  logN @1 :UInt8;                # ring degree N = 2^logN (lattice::RingParams)
+  primes @2 :List(UInt64);       # the primes of Q; primes[0] is the response modulus
+  specialPrime @3 :UInt64;       # P of the expansion keys' hybrid key switching (keys mod QP)
+  expansionKeyBytes @4 :UInt64;  # exact size of a session's keys (lattice::ExpansionKeyBytes)
+  secretCiphertextBytes @5 :UInt64;  # the ciphertext of each query (lattice::SecretCiphertextBytes)
+  responseBytes @6 :UInt64;      # one packed response: ceil(d1 / N) x 8N (PackedResponseBytes)
+  maxChunkBytes @7 :UInt64;      # key bytes accepted in one uploadGaloisKeys call
+  maxKeyBytes @8 :UInt64;        # memory the server gives all sessions' keys (uploaded + parsed)
+}
+
+interface LwePackServer extends(VeilServer) {
+  # Protocol "lwe-exppack-s".
+  config @0 () -> (config :LwePackConfig);
+
+  uploadGaloisKeys @1 (offset :UInt64, chunk :Data) -> (receivedBytes :UInt64, installed :Bool);
+  # The session's expansion keys (exactly config.expansionKeyBytes bytes, he::SerializeGaloisKeys of
+  # the expansion's Galois elements) in consecutive chunks of at most maxChunkBytes: each chunk
+  # starts where the previous one ended (offset 0 starts over, dropping this connection's keys).
+  # The call of the last chunk returns once the keys are parsed and checked (every residue, exactly
+  # the elements the expansion needs) and installed; they belong to this connection and go with
+  # it. INVALID_ARGUMENT for an empty chunk, a wrong offset, bytes past expansionKeyBytes or keys
+  # that do not parse; FAILED_PRECONDITION while the previous upload is being parsed or an answer
+  # uses the keys; RESOURCE_EXHAUSTED if the key memory (maxKeyBytes) is held by keys in use.
+
+  answer @2 (query :Data, ciphertext :Data) -> (response :Data, table :TableId);
+  # `query`: one SimplePIR query, d0 little-endian 32-bit words; `ciphertext`: the RLWE ciphertext
+  # of its LWE secret (secretCiphertextBytes); `response`: responseBytes bytes of packed
+  # ciphertexts switched to primes[0]. INVALID_ARGUMENT for a query or ciphertext of another size
+  # or a residue not below its prime; FAILED_PRECONDITION before the keys are installed; ABORTED if
+  # they were evicted to make room for another session's (upload them again);
+  # RESOURCE_EXHAUSTED when this connection or the server has too many queries waiting.
 }

@@ -91,36 +91,8 @@ class LweService final : public ServiceBase<rpc::LweServer> {
 };
 
 kj::Promise<void> LweService::config(ConfigContext context) {
-  const lattice::LweConfig& c = table_.server->config();
-  const lattice::Shape& s = c.shape;
-  rpc::LweConfig::Builder config = context.getResults().initConfig();
-  FillTableId(file_, config.initTable());
-  config.setRows(file_.rows());
-  config.setRowWords(file_.row_words());
-  config.setDim(file_.dim());
-  config.setRowFormat(static_cast<uint8_t>(file_.format()));
-  config.setFracBits(static_cast<uint8_t>(file_.frac_bits()));
-  config.setRowTag(static_cast<uint8_t>(file_.row_tag()));
-  config.setLweProtocol(static_cast<uint8_t>(s.protocol));
-  config.setLweDimension(lattice::kLweDimension);
-  config.setLogModulus(lattice::kLogModulus);
-  config.setPlaintextModulus(s.plaintext_modulus);
-  config.setSigmaMicro(lattice::kSigmaMicro);
-  config.setRecordsPerColumn(s.records_per_column);
-  config.setD0(s.d0);
-  config.setD1(s.d1);
-  config.setSeed(capnp::Data::Reader(c.seed.data(), c.seed.size()));
-  config.setHintBytes(c.hint_bytes);
-  config.setHintDigest(capnp::Data::Reader(c.hint_digest.data(), c.hint_digest.size()));
-  config.setHintChunkBytes(c.hint_chunk_bytes);
-  config.setQueryWords(table_.query_words);
-  config.setAnswerWords(table_.answer_words);
-  rpc::LweLimits::Builder limits = config.initLimits();
-  limits.setMaxQueriesPerCall(limits_.max_keys_per_call);
-  limits.setMaxMessageBytes(limits_.max_message_bytes);
-  limits.setMaxQueuedQueries(limits_.max_queued_keys);
-  limits.setMaxQueuedQueriesPerConnection(limits_.max_queued_keys_per_connection);
-  config.setBackend(table_.server->database_product().name());
+  FillLweConfig(table_.server->config(), file_, limits_, limits_.max_keys_per_call,
+                table_.server->database_product().name(), context.getResults().initConfig());
   return kj::READY_NOW;
 }
 
@@ -305,6 +277,31 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
   const ServerOptions& o = env.options;
   auto table = std::make_unique<LweTable>();
   table->name = absl::StrCat("lwe-", std::string(lattice::ProtocolName(protocol)));
+  // A pass holds at most max_batch_keys - 1 waiting queries and one more call (items are never
+  // split).
+  auto prepared = PrepareLweServer(protocol, env, table->name,
+                                   o.limits.max_batch_keys + o.limits.max_keys_per_call);
+  if (!prepared.ok()) return prepared.status();
+  table->server = std::move(prepared->server);
+  table->query_words = table->server->shape().query_words();
+  table->answer_words = table->server->shape().answer_words();
+  const uint64_t largest =
+      4 * std::max(table->query_words, table->answer_words);  // a query or its answer
+  if (largest + kEnvelopeBytes > o.limits.max_message_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a query and its answer of this table (", table->name, ") are ",
+                     4 * table->query_words, " and ", 4 * table->answer_words,
+                     " bytes: --max_message_bytes must be at least ", largest + kEnvelopeBytes));
+  }
+  return std::make_unique<LweProtocol>(env, std::move(table), prepared->hint_s);
+}
+
+}  // namespace
+
+absl::StatusOr<PreparedLweServer> PrepareLweServer(lattice::Protocol protocol,
+                                                   const ProtocolEnv& env, const std::string& name,
+                                                   uint32_t max_batch) {
+  const ServerOptions& o = env.options;
   lattice::LweServerOptions options;
   options.protocol = protocol;
   options.threads = o.threads;
@@ -316,59 +313,79 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
   absl::StatusOr<lattice::Shape> shape =
       lattice::ChooseShape(protocol, env.table->rows(), 4 * env.table->row_words(), options.shape);
   if (!shape.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "protocol ", table->name, " cannot serve this table: ", shape.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("protocol ", name, " cannot serve this table: ", shape.status().message()));
   }
   Log("hint_preparing",
-      absl::StrCat(table->name, ": ", lattice::ShapeSummary(*shape), "; preparing the hint (",
+      absl::StrCat(name, ": ", lattice::ShapeSummary(*shape), "; preparing the hint (",
                    options.hint_path.empty() ? std::string("computing it in memory")
                                              : absl::StrCat("file ", options.hint_path),
                    ") on ", o.threads, " thread(s)"));
   const absl::Time start = absl::Now();
   auto server = lattice::LweServer::FromTable(*env.table, options);
   if (!server.ok()) return server.status();
-  const double hint_s = absl::ToDoubleSeconds(absl::Now() - start);
-  Log("hint_ready", absl::StrFormat("%s: hint ready after %.2f s (%s)", table->name, hint_s,
+  PreparedLweServer prepared;
+  prepared.hint_s = absl::ToDoubleSeconds(absl::Now() - start);
+  Log("hint_ready", absl::StrFormat("%s: hint ready after %.2f s (%s)", name, prepared.hint_s,
                                     (*server)->hint_note().empty()
                                         ? std::string("read from its file, current")
                                         : absl::StrCat("computed: ", (*server)->hint_note())));
-  table->server = *std::move(server);
-  // A pass holds at most max_batch_keys - 1 waiting queries and one more call (items are never
-  // split).
-  auto product = CreateLweProduct(
-      o.backend, table->server->database().view(),
-      static_cast<int>(o.limits.max_batch_keys + o.limits.max_keys_per_call), o.gpus);
+  prepared.server = *std::move(server);
+  auto product = CreateLweProduct(o.backend, prepared.server->database().view(),
+                                  static_cast<int>(max_batch), o.gpus);
   if (!product.ok()) return product.status();
-  if (*product != nullptr) table->server->SetDatabaseProduct(*std::move(product));
-  table->query_words = table->server->shape().query_words();
-  table->answer_words = table->server->shape().answer_words();
-  const uint64_t largest =
-      4 * std::max(table->query_words, table->answer_words);  // a query or its answer
-  if (largest + kEnvelopeBytes > o.limits.max_message_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a query and its answer of this table (", table->name, ") are ",
-                     4 * table->query_words, " and ", 4 * table->answer_words,
-                     " bytes: --max_message_bytes must be at least ", largest + kEnvelopeBytes));
-  }
+  if (*product != nullptr) prepared.server->SetDatabaseProduct(*std::move(product));
   // The product picks its kernel per power-of-two batch size by measuring it the first time;
   // measure every size this server can batch now, so that no client's first query pays for it.
-  if (table->server->database_product().name() == "cpu") {
+  if (prepared.server->database_product().name() == "cpu") {
     const absl::Time kernels_start = absl::Now();
+    const uint32_t largest = std::min(o.limits.max_batch_keys, max_batch);
     std::string kernels;
-    for (uint32_t batch = 1;; batch = std::min(2 * batch, o.limits.max_batch_keys)) {
+    for (uint32_t batch = 1;; batch = std::min(2 * batch, largest)) {
       absl::StrAppend(
           &kernels, kernels.empty() ? "" : ", ", batch, ": ",
           std::string(lattice::ProductKernelName(lattice::FastestKernelForBatch(batch))));
-      if (batch == o.limits.max_batch_keys) break;
+      if (batch == largest) break;
     }
     Log("lwe_kernels",
-        absl::StrFormat("%s: product kernels by batch size (measured in %.2f s): %s", table->name,
+        absl::StrFormat("%s: product kernels by batch size (measured in %.2f s): %s", name,
                         absl::ToDoubleSeconds(absl::Now() - kernels_start), kernels));
   }
-  return std::make_unique<LweProtocol>(env, std::move(table), hint_s);
+  return prepared;
 }
 
-}  // namespace
+void FillLweConfig(const lattice::LweConfig& c, const embedding::Table& file,
+                   const ServerLimits& limits, uint32_t max_queries_per_call,
+                   const std::string& backend, rpc::LweConfig::Builder config) {
+  const lattice::Shape& s = c.shape;
+  FillTableId(file, config.initTable());
+  config.setRows(file.rows());
+  config.setRowWords(file.row_words());
+  config.setDim(file.dim());
+  config.setRowFormat(static_cast<uint8_t>(file.format()));
+  config.setFracBits(static_cast<uint8_t>(file.frac_bits()));
+  config.setRowTag(static_cast<uint8_t>(file.row_tag()));
+  config.setLweProtocol(static_cast<uint8_t>(s.protocol));
+  config.setLweDimension(lattice::kLweDimension);
+  config.setLogModulus(lattice::kLogModulus);
+  config.setPlaintextModulus(s.plaintext_modulus);
+  config.setSigmaMicro(lattice::kSigmaMicro);
+  config.setRecordsPerColumn(s.records_per_column);
+  config.setD0(s.d0);
+  config.setD1(s.d1);
+  config.setSeed(capnp::Data::Reader(c.seed.data(), c.seed.size()));
+  config.setHintBytes(c.hint_bytes);
+  config.setHintDigest(capnp::Data::Reader(c.hint_digest.data(), c.hint_digest.size()));
+  config.setHintChunkBytes(c.hint_chunk_bytes);
+  config.setQueryWords(s.query_words());
+  config.setAnswerWords(s.answer_words());
+  rpc::LweLimits::Builder l = config.initLimits();
+  l.setMaxQueriesPerCall(max_queries_per_call);
+  l.setMaxMessageBytes(limits.max_message_bytes);
+  l.setMaxQueuedQueries(limits.max_queued_keys);
+  l.setMaxQueuedQueriesPerConnection(limits.max_queued_keys_per_connection);
+  config.setBackend(backend);
+}
 
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLweSimpleProtocol(const ProtocolEnv& env) {
   return CreateLweProtocol(lattice::Protocol::kSimplePir, env);

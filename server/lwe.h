@@ -17,8 +17,10 @@
 #define VEIL_SERVER_LWE_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
+#include "pir/lattice/server.h"
 #include "server/protocol.h"
 
 namespace veil::server {
@@ -30,6 +32,24 @@ namespace veil::server {
 // when it cannot be written (lattice::LoadOrComputeHint).
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLweSimpleProtocol(const ProtocolEnv& env);
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLweDoubleProtocol(const ProtocolEnv& env);
+
+// What the LWE protocols share with lwe-exppack-s (server/lwe_pack.h), which serves a SimplePIR
+// instance too.
+struct PreparedLweServer {
+  std::unique_ptr<lattice::LweServer> server;
+  double hint_s = 0;  // the hint's preparation, logged
+};
+// The LWE server of env.table with its hint (the hint file as --lwe_hint_file and
+// --lwe_hint_cache say; logged as protocol `name`) and the --backend product for batches of up
+// to max_batch queries, whose CPU kernels are measured now. Returns INVALID_ARGUMENT for a table
+// the protocol cannot shape, LweServer::FromTable's and CreateLweProduct's errors.
+absl::StatusOr<PreparedLweServer> PrepareLweServer(lattice::Protocol protocol,
+                                                   const ProtocolEnv& env, const std::string& name,
+                                                   uint32_t max_batch);
+// The `config` reply's LweConfig of an instance over `file` (queryWords, answerWords: the shape's).
+void FillLweConfig(const lattice::LweConfig& c, const embedding::Table& file,
+                   const ServerLimits& limits, uint32_t max_queries_per_call,
+                   const std::string& backend, rpc::LweConfig::Builder config);
 
 }  // namespace veil::server
 

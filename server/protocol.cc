@@ -8,6 +8,7 @@
 #include "server/dpf2.h"
 #include "server/log.h"
 #include "server/lwe.h"
+#include "server/lwe_pack.h"
 
 namespace veil::server {
 namespace {
@@ -24,6 +25,7 @@ constexpr Entry kProtocols[] = {
     {"bfv-bag", CreateBfvBagProtocol},
     {"lwe-simple", CreateLweSimpleProtocol},
     {"lwe-double", CreateLweDoubleProtocol},
+    {"lwe-exppack-s", CreateLwePackProtocol},
 };
 
 }  // namespace

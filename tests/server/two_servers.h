@@ -65,8 +65,8 @@ absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartBagServer(
     const std::string& table, const std::vector<std::string>& extra_args = {},
     const tools::CertificateFiles* tls = nullptr, const std::string& log_path = "");
 
-// One LWE server (veil-server --protocol=lwe-simple or lwe-double) on `table`; its hint is
-// computed in memory (--lwe_hint_cache=false) unless extra_args say otherwise.
+// One LWE server (veil-server --protocol=lwe-simple, lwe-double or lwe-exppack-s) on `table`; its
+// hint is computed in memory (--lwe_hint_cache=false) unless extra_args say otherwise.
 absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartLweServer(
     const std::string& table, const std::string& protocol,
     const std::vector<std::string>& extra_args = {}, const std::string& log_path = "");

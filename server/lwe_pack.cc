@@ -1,0 +1,331 @@
+#include "server/lwe_pack.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "pir/lattice/expansion.h"
+#include "pir/lattice/pack_simple.h"
+#include "server/galois_cache.h"
+#include "server/log.h"
+#include "server/lwe.h"
+#include "server/scheduler.h"
+
+namespace veil::server {
+namespace {
+
+// Queries travel as little-endian words, copied as they are.
+static_assert(std::endian::native == std::endian::little);
+
+constexpr char kProtocolName[] = "lwe-exppack-s";
+// Room for a call's Cap'n Proto envelope (pointers, the offset, the list headers) beside its data.
+constexpr uint64_t kEnvelopeBytes = 1024;
+
+// The packed instance and its sizes; read-only once made.
+struct PackTable {
+  std::unique_ptr<lattice::PackedSimpleServer> server;
+  std::string backend;  // the SimplePIR product's
+  double hint_s = 0;
+  uint64_t key_bytes = 0;         // ExpansionKeyBytes
+  uint64_t parsed_key_bytes = 0;  // one session's keys once parsed
+  uint64_t ciphertext_bytes = 0;  // SecretCiphertextBytes
+  uint64_t response_bytes = 0;    // PackedResponseBytes
+  uint64_t max_chunk_bytes = 0;
+  ServerLimits limits;  // the server's, queues counted in queries (see lwe_pack.h)
+};
+
+// One call's work on the scheduler's worker.
+class PackWork : public BatchItem {
+ public:
+  size_t cost() const override { return 1; }
+  virtual absl::Status Run(const PackTable& table) = 0;
+};
+
+// A lookup: the SimplePIR answer, expanded and packed with the session's keys.
+class AnswerWork final : public PackWork {
+ public:
+  AnswerWork(std::vector<uint32_t> query, std::vector<uint8_t> ciphertext,
+             GaloisKeyCache::Keys keys)
+      : query_(std::move(query)), ciphertext_(std::move(ciphertext)), keys_(std::move(keys)) {}
+
+  absl::Status Run(const PackTable& table) override {
+    absl::StatusOr<std::vector<uint8_t>> response =
+        table.server->Answer(query_, ciphertext_, *keys_.keys);
+    query_ = std::vector<uint32_t>();
+    ciphertext_ = std::vector<uint8_t>();
+    if (!response.ok()) return response.status();
+    response_ = *std::move(response);
+    return absl::OkStatus();
+  }
+
+  std::vector<uint8_t>& response() { return response_; }
+
+ private:
+  std::vector<uint32_t> query_;
+  std::vector<uint8_t> ciphertext_;
+  GaloisKeyCache::Keys keys_;  // held (not evicted) until this item is destroyed, on the loop
+  std::vector<uint8_t> response_;
+};
+
+// A complete key upload: parsed and checked against the expansion's elements.
+class KeysWork final : public PackWork {
+ public:
+  explicit KeysWork(GaloisKeyCache::Upload upload) : upload_(std::move(upload)) {}
+
+  absl::Status Run(const PackTable& table) override {
+    absl::StatusOr<he::GaloisKeys> keys = table.server->ParseKeys(upload_.bytes);
+    upload_.bytes = std::vector<uint8_t>();
+    if (!keys.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("expansion keys: ", keys.status().message()));
+    }
+    keys_ = std::make_shared<const he::GaloisKeys>(*std::move(keys));
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<const he::GaloisKeys> keys() const { return keys_; }
+
+ private:
+  GaloisKeyCache::Upload upload_;  // its Hold keeps the session's charge until destroyed
+  std::shared_ptr<const he::GaloisKeys> keys_;
+};
+
+class PackService final : public ServiceBase<rpc::LwePackServer> {
+ public:
+  // Everything must outlive the service.
+  PackService(const PackTable& table, const embedding::Table& file, GaloisKeyCache& cache,
+              BatchScheduler& scheduler, ServerStats& stats, const ConnectionPolicy& policy)
+      : ServiceBase(kProtocolName, stats, policy),
+        table_(table),
+        file_(file),
+        cache_(cache),
+        scheduler_(scheduler),
+        session_(cache.Open()) {}
+  ~PackService() { cache_.Close(session_); }
+
+ protected:
+  kj::Promise<void> config(ConfigContext context) override;
+  kj::Promise<void> uploadGaloisKeys(UploadGaloisKeysContext context) override;
+  kj::Promise<void> answer(AnswerContext context) override;
+
+ private:
+  const PackTable& table_;
+  const embedding::Table& file_;
+  GaloisKeyCache& cache_;
+  BatchScheduler& scheduler_;
+  const GaloisKeyCache::Session session_;
+  uint64_t queued_ = 0;  // this connection's queries waiting for the worker
+};
+
+kj::Promise<void> PackService::config(ConfigContext context) {
+  rpc::LwePackConfig::Builder config = context.getResults().initConfig();
+  FillLweConfig(table_.server->config(), file_, table_.limits, 1, table_.backend, config.initLwe());
+  const lattice::RingParams& ring = table_.server->ring().params();
+  config.setLogN(static_cast<uint8_t>(ring.log_n));
+  auto primes = config.initPrimes(static_cast<unsigned>(ring.primes.size()));
+  for (size_t i = 0; i < ring.primes.size(); ++i) primes.set(i, ring.primes[i]);
+  config.setSpecialPrime(ring.special);
+  config.setExpansionKeyBytes(table_.key_bytes);
+  config.setSecretCiphertextBytes(table_.ciphertext_bytes);
+  config.setResponseBytes(table_.response_bytes);
+  config.setMaxChunkBytes(table_.max_chunk_bytes);
+  config.setMaxKeyBytes(table_.limits.max_galois_key_bytes);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> PackService::uploadGaloisKeys(UploadGaloisKeysContext context) {
+  auto params = context.getParams();
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, table_.limits); !s.ok()) {
+    Reject(s, "uploadGaloisKeys");
+  }
+  capnp::Data::Reader chunk = params.getChunk();
+  const uint64_t offset = params.getOffset();
+  auto appended = cache_.Append(session_, offset, absl::MakeConstSpan(chunk.begin(), chunk.size()));
+  if (!appended.ok()) Reject(appended.status(), "uploadGaloisKeys");
+  if (!appended->has_value()) {
+    auto results = context.getResults();
+    results.setReceivedBytes(offset + chunk.size());
+    results.setInstalled(false);
+    return kj::READY_NOW;
+  }
+  context.releaseParams();
+  return scheduler_.Submit(std::make_unique<KeysWork>(std::move(**appended)))
+      .then([this, context](absl::StatusOr<std::unique_ptr<KeysWork>> done) mutable {
+        absl::Status status = done.status();
+        if (status.ok()) status = cache_.Install(session_, (*done)->keys());
+        if (!status.ok()) {
+          cache_.Discard(session_);
+          Reject(status, "uploadGaloisKeys");
+        }
+        auto results = context.getResults();
+        results.setReceivedBytes(table_.key_bytes);
+        results.setInstalled(true);
+      });
+}
+
+kj::Promise<void> PackService::answer(AnswerContext context) {
+  const absl::Time arrival = absl::Now();
+  auto params = context.getParams();
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, table_.limits); !s.ok())
+    Reject(s, "answer");
+  capnp::Data::Reader query = params.getQuery();
+  capnp::Data::Reader ciphertext = params.getCiphertext();
+  const uint64_t query_bytes = 4 * table_.server->config().shape.query_words();
+  if (query.size() != query_bytes || ciphertext.size() != table_.ciphertext_bytes) {
+    Reject(absl::InvalidArgumentError(absl::StrCat(
+               "a query of ", query.size(), " bytes and a ciphertext of ", ciphertext.size(),
+               " bytes; this table's are ", query_bytes, " and ", table_.ciphertext_bytes)),
+           "answer");
+  }
+  auto keys = cache_.Acquire(session_);
+  if (!keys.ok()) Reject(keys.status(), "answer");
+  if (queued_ + 1 > table_.limits.max_queued_keys_per_connection) {
+    Reject(absl::ResourceExhaustedError(absl::StrCat(
+               "this connection already has ", queued_, " queries waiting (limit ",
+               table_.limits.max_queued_keys_per_connection, " per connection); wait for answers")),
+           "answer");
+  }
+  std::vector<uint32_t> words(query.size() / 4);
+  std::memcpy(words.data(), query.begin(), query.size());
+  auto work = std::make_unique<AnswerWork>(
+      std::move(words), std::vector<uint8_t>(ciphertext.begin(), ciphertext.end()),
+      *std::move(keys));
+  context.releaseParams();
+  ++queued_;
+  return scheduler_.Submit(std::move(work))
+      .attach(kj::defer([this] { --queued_; }))
+      .then([this, context, arrival](absl::StatusOr<std::unique_ptr<AnswerWork>> done) mutable {
+        if (!done.ok()) Reject(done.status(), "answer");
+        std::vector<uint8_t>& response = (*done)->response();
+        auto results = context.getResults(capnp::MessageSize{response.size() / 8 + 64, 0});
+        results.setResponse(capnp::Data::Reader(response.data(), response.size()));
+        FillTableId(file_, results.initTable());
+        stats_.RecordCall("answer", 1, absl::Now() - arrival);
+      });
+}
+
+class LwePackProtocol final : public Protocol {
+ public:
+  LwePackProtocol(const ProtocolEnv& env, std::unique_ptr<PackTable> table)
+      : env_(env),
+        table_(std::move(table)),
+        cache_(table_->limits.max_galois_key_bytes, table_->key_bytes, table_->parsed_key_bytes),
+        scheduler_([this](absl::Span<BatchItem* const> batch) { return Pass(batch); },
+                   table_->limits, env.stats, "queries") {}
+
+  std::string Describe() const override {
+    const lattice::PackedSimpleServer& s = *table_->server;
+    const lattice::RingContext& ring = s.ring();
+    return absl::StrFormat(
+        "protocol %s, %s; hint ready in %.2f s, packing matrix %d MiB (%d group(s)); ring N = %d, "
+        "%d primes + special prime %d (%s); per lookup %d bytes up (query %d + ciphertext %d), "
+        "%d bytes down; expansion keys %d bytes per session (%d bytes held while parsed), key "
+        "memory %d bytes; product %s, %d thread(s)",
+        kProtocolName, lattice::ShapeSummary(s.config().shape), table_->hint_s,
+        s.matrix().bytes() >> 20, s.matrix().groups(), ring.n(), ring.k(), ring.params().special,
+        ring.params().SecuritySource(),
+        4 * s.config().shape.query_words() + table_->ciphertext_bytes,
+        4 * s.config().shape.query_words(), table_->ciphertext_bytes, table_->response_bytes,
+        table_->key_bytes, cache_.session_bytes(), table_->limits.max_galois_key_bytes,
+        table_->backend, env_.options.threads);
+  }
+  // Served until the process stops: this protocol does not roll tables.
+  std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const override {
+    return {env_.table};
+  }
+  capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
+    return kj::heap<PackService>(*table_, *env_.table, cache_, scheduler_, env_.stats, policy);
+  }
+  void Stop(kj::WaitScope& wait_scope, kj::Timer& timer) override {
+    scheduler_.Stop(wait_scope, timer);
+  }
+
+ private:
+  std::vector<absl::Status> Pass(absl::Span<BatchItem* const> batch) {
+    std::vector<absl::Status> statuses;
+    for (BatchItem* item : batch) statuses.push_back(static_cast<PackWork*>(item)->Run(*table_));
+    return statuses;
+  }
+
+  const ProtocolEnv env_;
+  std::unique_ptr<PackTable> table_;
+  GaloisKeyCache cache_;  // outlives the scheduler's items (their Holds)
+  BatchScheduler scheduler_;
+};
+
+// The limits every lookup and key upload must be able to meet.
+absl::Status CheckLimits(const PackTable& t) {
+  const ServerLimits& l = t.limits;
+  const uint64_t up = 4 * t.server->config().shape.query_words() + t.ciphertext_bytes;
+  if (std::max(up, t.response_bytes) + kEnvelopeBytes > l.max_message_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a lookup of this table sends ", up, " bytes and gets ", t.response_bytes,
+                     " bytes: --max_message_bytes must be at least ",
+                     std::max(up, t.response_bytes) + kEnvelopeBytes));
+  }
+  if (l.max_queued_keys == 0 || l.max_queued_keys_per_connection == 0) {
+    return absl::InvalidArgumentError(
+        "--max_queued_ciphertexts and --max_queued_ciphertexts_per_connection must be at least 1 "
+        "(lwe-exppack-s counts queries with them)");
+  }
+  const uint64_t session = t.key_bytes + t.parsed_key_bytes;
+  if (session > l.max_galois_key_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("one session's expansion keys take ", session,
+                                                   " bytes while uploaded and parsed: "
+                                                   "--max_galois_key_bytes must be at least that"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEnv& env) {
+  const lattice::RingParams ring = lattice::RingParams::Default();
+  const std::string security = ring.SecuritySource();
+  if (absl::StartsWith(security, "no security claim")) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("protocol ", kProtocolName, " refuses its ring parameters: ", security));
+  }
+  // One query per pass: each is expanded with its own session's keys.
+  auto prepared = PrepareLweServer(lattice::Protocol::kSimplePir, env, kProtocolName, 1);
+  if (!prepared.ok()) return prepared.status();
+  auto table = std::make_unique<PackTable>();
+  table->backend = std::string(prepared->server->database_product().name());
+  table->hint_s = prepared->hint_s;
+  auto server = lattice::PackedSimpleServer::Create(std::move(prepared->server), ring);
+  if (!server.ok()) return server.status();
+  table->server = *std::move(server);
+  const lattice::RingContext& ctx = table->server->ring();
+  table->key_bytes = lattice::ExpansionKeyBytes(ctx, lattice::kLweDimension);
+  table->ciphertext_bytes = lattice::SecretCiphertextBytes(ctx);
+  table->response_bytes = lattice::PackedResponseBytes(ctx, table->server->config().shape);
+  // The parsed size of a session's keys, which GaloisKeyCache charges, measured on keys made
+  // once here (the throwaway client's secret is wiped with it).
+  {
+    auto client = lattice::PackedSimpleClient::Create(table->server->config(), ring);
+    if (!client.ok()) return client.status();
+    auto keys = table->server->ParseKeys((*client)->expansion_keys());
+    if (!keys.ok()) return keys.status();
+    table->parsed_key_bytes = GaloisKeyCache::ParsedBytes(*keys);
+  }
+  table->limits = env.options.limits;
+  table->max_chunk_bytes = table->limits.max_message_bytes - kEnvelopeBytes;
+  // Queues in queries, bounded like bfv-bag's query ciphertexts; one query per pass.
+  table->limits.max_queued_keys = env.options.limits.max_queued_ciphertexts;
+  table->limits.max_queued_keys_per_connection =
+      env.options.limits.max_queued_ciphertexts_per_connection;
+  table->limits.max_batch_keys = 1;
+  if (absl::Status s = CheckLimits(*table); !s.ok()) return s;
+  Log("lwe_pack_ready",
+      absl::StrFormat("%s: packing matrix of %d group(s) ready; ring security: %s", kProtocolName,
+                      table->server->matrix().groups(), security));
+  return std::make_unique<LwePackProtocol>(env, std::move(table));
+}
+
+}  // namespace veil::server

@@ -1,0 +1,32 @@
+// Protocol "lwe-exppack-s": single-server lattice PIR without a hint (pir/lattice/pack_simple.h,
+// docs/lattice.md), served. At start-up the table becomes a SimplePIR instance as for lwe-simple
+// (server/lwe.h: its hint file, --backend product) whose hint becomes the packing matrix. Each
+// connection is a session that uploads its expansion keys once (chunked, parsed and checked,
+// held by GaloisKeyCache within --max_galois_key_bytes with bfv-bag's eviction rule) and then
+// sends lookups: a query and the RLWE ciphertext of its LWE secret, answered with the packed
+// response (ceil(D1 / N) RLWE ciphertexts switched to one prime).
+//
+// Work leaves the event loop: parsing keys and answering (the SimplePIR product, the expansion
+// and the packing, ~1 s at 2^16 rows) run on the shared BatchScheduler's worker, one item per
+// pass (each query is expanded with its own session's keys). Queues are bounded in queries as
+// bfv-bag's in query ciphertexts (--max_queued_ciphertexts, overall and per connection).
+#ifndef VEIL_SERVER_LWE_PACK_H_
+#define VEIL_SERVER_LWE_PACK_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "server/protocol.h"
+
+namespace veil::server {
+
+// Protocol "lwe-exppack-s" over env.table with lattice::RingParams::Default(). Returns
+// INVALID_ARGUMENT for a table SimplePIR cannot shape or limits no lookup or key upload could
+// meet (a query and its ciphertext, or a response, larger than max_message_bytes; one session's
+// keys over max_galois_key_bytes; no query allowed to wait), PrepareLweServer's errors, and
+// FAILED_PRECONDITION for ring parameters without a security claim.
+absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEnv& env);
+
+}  // namespace veil::server
+
+#endif  // VEIL_SERVER_LWE_PACK_H_

@@ -1,0 +1,298 @@
+// A real lwe-exppack-s server spoken to at the RPC level: the config's sizes equal the formulas
+// (docs/lattice.md), a session's keys are required, checked and its own, hostile calls get
+// error replies naming the problem, and a session whose keys were evicted gets ABORTED.
+#include <capnp/ez-rpc.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "embedding/table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mobile_client/lwe_client.h"
+#include "pir/lattice/expansion.h"
+#include "pir/lattice/pack_simple.h"
+#include "pir/lattice/server.h"
+#include "rpc/status.h"
+#include "rpc/veil.capnp.h"
+#include "server/galois_cache.h"
+#include "tests/server/two_servers.h"
+
+namespace veil {
+namespace {
+
+using ::testing::HasSubstr;
+
+// 3,001 rows of 25 floats (100 bytes, 4 per column): a 400 x 751 database.
+constexpr uint64_t kRows = 3001;
+constexpr uint32_t kDim = 25;
+
+// One connection (one session) to the server, spoken to call by call.
+class RawSession {
+ public:
+  explicit RawSession(int port)
+      : rpc_("127.0.0.1", port), cap_(rpc_.getMain<rpc::LwePackServer>()) {}
+
+  capnp::Response<rpc::LwePackServer::ConfigResults> Config() {
+    return cap_.configRequest().send().wait(rpc_.getWaitScope());
+  }
+
+  // One chunk; returns whether the keys are installed.
+  absl::StatusOr<bool> Upload(uint64_t offset, absl::Span<const uint8_t> chunk) {
+    auto request = cap_.uploadGaloisKeysRequest();
+    request.setOffset(offset);
+    request.setChunk(capnp::Data::Reader(chunk.data(), chunk.size()));
+    try {
+      return request.send().wait(rpc_.getWaitScope()).getInstalled();
+    } catch (const kj::Exception& e) {
+      return rpc::ExceptionToStatus(e, "server");
+    }
+  }
+
+  // All the keys in chunks of `chunk` bytes; returns whether the last one installed them.
+  absl::StatusOr<bool> UploadAll(absl::Span<const uint8_t> keys, uint64_t chunk) {
+    absl::StatusOr<bool> installed = false;
+    for (uint64_t offset = 0; offset < keys.size() && installed.ok(); offset += chunk) {
+      installed = Upload(offset, keys.subspan(offset, chunk));
+    }
+    return installed;
+  }
+
+  absl::StatusOr<std::vector<uint8_t>> Answer(absl::Span<const uint32_t> query,
+                                              absl::Span<const uint8_t> ciphertext) {
+    auto request = cap_.answerRequest();
+    request.setQuery(
+        capnp::Data::Reader(reinterpret_cast<const uint8_t*>(query.data()), 4 * query.size()));
+    request.setCiphertext(capnp::Data::Reader(ciphertext.data(), ciphertext.size()));
+    try {
+      auto reply = request.send().wait(rpc_.getWaitScope());
+      return std::vector<uint8_t>(reply.getResponse().begin(), reply.getResponse().end());
+    } catch (const kj::Exception& e) {
+      return rpc::ExceptionToStatus(e, "server");
+    }
+  }
+
+ private:
+  capnp::EzRpcClient rpc_;
+  rpc::LwePackServer::Client cap_;
+};
+
+class LwePackRpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto path = testing::WriteRandomTable("lwe_pack_rpc.veil", embedding::RowFormat::kFp32, kRows,
+                                          kDim, 13);
+    ASSERT_TRUE(path.ok()) << path.status();
+    path_ = *path;
+    auto table = embedding::Table::Open(path_);
+    ASSERT_TRUE(table.ok()) << table.status();
+    table_ = *std::move(table);
+    // The instance the server makes (the seed is derived from the table): the client's config.
+    auto lwe = lattice::LweServer::FromTable(*table_, {});
+    ASSERT_TRUE(lwe.ok()) << lwe.status();
+    config_ = (*lwe)->config();
+    auto server = lattice::PackedSimpleServer::Create(*std::move(lwe));
+    ASSERT_TRUE(server.ok()) << server.status();
+    packed_ = *std::move(server);
+  }
+
+  std::unique_ptr<lattice::PackedSimpleClient> NewClient() const {
+    auto client = lattice::PackedSimpleClient::Create(config_);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  // The record bytes of row `row` as stored.
+  std::vector<uint8_t> Record(uint64_t row) const {
+    absl::Span<const uint32_t> words = table_->row(row);
+    std::vector<uint8_t> bytes(4 * words.size());
+    std::memcpy(bytes.data(), words.data(), bytes.size());
+    return bytes;
+  }
+
+  // One session's charge in the server's key memory: its keys uploaded and parsed.
+  uint64_t SessionBytes(const lattice::PackedSimpleClient& client) const {
+    auto parsed = packed_->ParseKeys(client.expansion_keys());
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    return client.expansion_keys().size() +
+           (parsed.ok() ? server::GaloisKeyCache::ParsedBytes(*parsed) : 0);
+  }
+
+  std::string path_;
+  std::unique_ptr<embedding::Table> table_;
+  lattice::LweConfig config_;
+  std::unique_ptr<lattice::PackedSimpleServer> packed_;
+};
+
+TEST_F(LwePackRpcTest, ConfigSizesAreTheFormulasAndLookupsDecode) {
+  auto server = testing::StartLweServer(path_, "lwe-exppack-s");
+  ASSERT_TRUE(server.ok()) << server.status();
+  capnp::EzRpcClient hello_rpc("127.0.0.1", (*server)->port());
+  auto hello =
+      hello_rpc.getMain<rpc::VeilServer>().helloRequest().send().wait(hello_rpc.getWaitScope());
+  EXPECT_EQ(std::string(hello.getHello().getProtocol().cStr()), "lwe-exppack-s");
+
+  RawSession session((*server)->port());
+  auto reply = session.Config();
+  rpc::LwePackConfig::Reader c = reply.getConfig();
+  const lattice::Shape& shape = config_.shape;
+  EXPECT_EQ(c.getLwe().getRows(), kRows);
+  EXPECT_EQ(c.getLwe().getLweProtocol(), 1u);
+  EXPECT_EQ(c.getLwe().getD0(), shape.d0);
+  EXPECT_EQ(c.getLwe().getD1(), shape.d1);
+  EXPECT_EQ(c.getLwe().getQueryWords(), shape.d0);
+  EXPECT_EQ(kj::arrayPtr(config_.seed.data(), 32), c.getLwe().getSeed());
+  EXPECT_EQ(c.getLwe().getLimits().getMaxQueriesPerCall(), 1u);
+  EXPECT_EQ(c.getLogN(), 12u);
+  ASSERT_EQ(c.getPrimes().size(), 3u);
+  EXPECT_EQ(c.getPrimes()[0], 536813569u);
+  EXPECT_EQ(c.getSpecialPrime(), 4169729u);
+  EXPECT_EQ(c.getExpansionKeyBytes(), 1674616u);
+  EXPECT_EQ(c.getSecretCiphertextBytes(), 49184u);
+  EXPECT_EQ(c.getResponseBytes(), (shape.d1 + 4095) / 4096 * 32768);
+  EXPECT_EQ(c.getResponseBytes(), 32768u);  // D1 <= N: one ciphertext
+  EXPECT_EQ(c.getMaxKeyBytes(), uint64_t{2} << 30);
+
+  auto client = NewClient();
+  ASSERT_NE(client, nullptr);
+  const std::vector<uint8_t>& keys = client->expansion_keys();
+  ASSERT_EQ(keys.size(), c.getExpansionKeyBytes());
+  auto installed = session.UploadAll(keys, c.getMaxChunkBytes());
+  ASSERT_TRUE(installed.ok()) << installed.status();
+  EXPECT_TRUE(*installed);
+  for (uint64_t row : {uint64_t{0}, kRows - 1, uint64_t{1777}}) {
+    auto query = client->MakeQuery(row);
+    ASSERT_TRUE(query.ok());
+    EXPECT_EQ(4 * query->query.size() + query->ciphertext.size(), 4 * shape.d0 + 49184);
+    auto response = session.Answer(query->query, query->ciphertext);
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_EQ(response->size(), c.getResponseBytes());
+    std::vector<uint8_t> record(shape.record_bytes);
+    ASSERT_TRUE(client->Decode(row, *response, absl::MakeSpan(record)).ok());
+    EXPECT_EQ(record, Record(row)) << "row " << row;
+  }
+}
+
+TEST_F(LwePackRpcTest, KeysAreRequiredCheckedAndPerConnection) {
+  auto server = testing::StartLweServer(path_, "lwe-exppack-s");
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = NewClient();
+  ASSERT_NE(client, nullptr);
+  const std::vector<uint8_t>& keys = client->expansion_keys();
+  auto query = client->MakeQuery(5);
+  ASSERT_TRUE(query.ok());
+  RawSession session((*server)->port());
+  const uint64_t chunk = session.Config().getConfig().getMaxChunkBytes();
+
+  // An answer before any upload, and with an upload still incomplete.
+  auto response = session.Answer(query->query, query->ciphertext);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kFailedPrecondition) << response.status();
+  EXPECT_THAT(response.status().message(), HasSubstr("upload them (uploadGaloisKeys) before"));
+  ASSERT_TRUE(session.Upload(0, absl::MakeConstSpan(keys).first(1000)).ok());
+  response = session.Answer(query->query, query->ciphertext);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kFailedPrecondition) << response.status();
+  // A chunk at the wrong offset, and one past the keys' size.
+  auto upload = session.Upload(5000, absl::MakeConstSpan(keys).first(10));
+  EXPECT_EQ(upload.status().code(), absl::StatusCode::kInvalidArgument) << upload.status();
+  std::vector<uint8_t> longer = keys;
+  longer.resize(keys.size() + 8, 0);
+  upload = session.UploadAll(longer, chunk);
+  EXPECT_EQ(upload.status().code(), absl::StatusCode::kInvalidArgument) << upload.status();
+  EXPECT_THAT(upload.status().message(), HasSubstr("Galois key chunk of"));
+
+  // Keys of the right size that do not parse (garbage), or truncated and padded with garbage.
+  const std::vector<uint8_t> garbage(keys.size(), 0xff);
+  upload = session.UploadAll(garbage, chunk);
+  EXPECT_EQ(upload.status().code(), absl::StatusCode::kInvalidArgument) << upload.status();
+  EXPECT_THAT(upload.status().message(), HasSubstr("expansion keys: not a veil HE object"));
+  std::vector<uint8_t> truncated(keys.begin(), keys.begin() + keys.size() / 2);
+  truncated.resize(keys.size(), 0xff);
+  upload = session.UploadAll(truncated, chunk);
+  EXPECT_EQ(upload.status().code(), absl::StatusCode::kInvalidArgument) << upload.status();
+  response = session.Answer(query->query, query->ciphertext);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kFailedPrecondition) << response.status();
+
+  // The real keys; then a ciphertext or a query of the wrong size.
+  upload = session.UploadAll(keys, chunk);
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  EXPECT_TRUE(*upload);
+  response = session.Answer(query->query, absl::MakeConstSpan(query->ciphertext).first(100));
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+  EXPECT_THAT(response.status().message(), HasSubstr("a ciphertext of 100 bytes"));
+  response = session.Answer(absl::MakeConstSpan(query->query).first(3), query->ciphertext);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+  EXPECT_THAT(response.status().message(), HasSubstr("a query of 12 bytes"));
+  response = session.Answer(query->query, query->ciphertext);
+  ASSERT_TRUE(response.ok()) << response.status();
+  std::vector<uint8_t> record(config_.shape.record_bytes);
+  ASSERT_TRUE(client->Decode(5, *response, absl::MakeSpan(record)).ok());
+  EXPECT_EQ(record, Record(5));
+
+  // Another connection is another session: it holds no keys until it uploads its own.
+  RawSession second((*server)->port());
+  response = second.Answer(query->query, query->ciphertext);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kFailedPrecondition) << response.status();
+}
+
+TEST_F(LwePackRpcTest, AnEvictedSessionGetsAbortedAndUploadsAgain) {
+  // Key memory for exactly one session (uploaded + parsed): a second session's upload evicts the
+  // first's idle keys.
+  auto a = NewClient();
+  auto b = NewClient();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const uint64_t session_bytes = SessionBytes(*a);
+  // Below one session the server refuses to start, saying what to raise.
+  auto refused = testing::StartLweServer(
+      path_, "lwe-exppack-s", {absl::StrCat("--max_galois_key_bytes=", session_bytes - 1)});
+  EXPECT_FALSE(refused.ok());
+  auto server = testing::StartLweServer(path_, "lwe-exppack-s",
+                                        {absl::StrCat("--max_galois_key_bytes=", session_bytes)});
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  RawSession first((*server)->port()), second((*server)->port());
+  const uint64_t chunk = first.Config().getConfig().getMaxChunkBytes();
+  ASSERT_TRUE(first.UploadAll(a->expansion_keys(), chunk).ok());
+  ASSERT_TRUE(second.UploadAll(b->expansion_keys(), chunk).ok());
+  auto query = a->MakeQuery(kRows - 1);
+  ASSERT_TRUE(query.ok());
+  auto response = first.Answer(query->query, query->ciphertext);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kAborted) << response.status();
+  EXPECT_THAT(response.status().message(), HasSubstr("were evicted"));
+  ASSERT_TRUE(first.UploadAll(a->expansion_keys(), chunk).ok());
+  response = first.Answer(query->query, query->ciphertext);
+  ASSERT_TRUE(response.ok()) << response.status();
+  std::vector<uint8_t> record(config_.shape.record_bytes);
+  ASSERT_TRUE(a->Decode(kRows - 1, *response, absl::MakeSpan(record)).ok());
+  EXPECT_EQ(record, Record(kRows - 1));
+}
+
+TEST_F(LwePackRpcTest, ClientsUploadTheirKeysAgainAfterAnEviction) {
+  auto probe = NewClient();
+  ASSERT_NE(probe, nullptr);
+  auto server = testing::StartLweServer(
+      path_, "lwe-exppack-s", {absl::StrCat("--max_galois_key_bytes=", SessionBytes(*probe))});
+  ASSERT_TRUE(server.ok()) << server.status();
+  client::LweClientOptions options;
+  options.server = (*server)->address();
+  options.protocol = "lwe-exppack-s";
+  auto a = client::LweClient::Connect(options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = client::LweClient::Connect(options);  // evicts a's keys
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto words = (*a)->LookupWords({kRows - 1});  // ABORTED, keys again (evicting b's), retried
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words,
+            std::vector<uint32_t>(table_->row(kRows - 1).begin(), table_->row(kRows - 1).end()));
+  EXPECT_EQ((*a)->key_uploads(), 2u);
+  EXPECT_GE((*a)->last_call().bytes_up, (*a)->table().key_bytes);  // the upload counts
+  words = (*b)->LookupWords({0});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, std::vector<uint32_t>(table_->row(0).begin(), table_->row(0).end()));
+  EXPECT_EQ((*b)->key_uploads(), 2u);
+}
+
+}  // namespace
+}  // namespace veil
