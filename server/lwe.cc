@@ -300,14 +300,18 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLweProtocol(lattice::Protocol pr
 
 absl::StatusOr<PreparedLweServer> PrepareLweServer(lattice::Protocol protocol,
                                                    const ProtocolEnv& env, const std::string& name,
-                                                   uint32_t max_batch) {
+                                                   uint32_t max_batch,
+                                                   const lattice::ShapeOptions& shape_options) {
   const ServerOptions& o = env.options;
   lattice::LweServerOptions options;
   options.protocol = protocol;
   options.threads = o.threads;
+  options.shape = shape_options;
   if (o.lwe_hint_cache) {
+    // TABLE.<protocol name>.hint: lattice::HintPathFor's name for lwe-simple and lwe-double, and
+    // a file of its own for a protocol that shapes the same table otherwise.
     options.hint_path =
-        o.lwe_hint_file.empty() ? lattice::HintPathFor(o.table_path, protocol) : o.lwe_hint_file;
+        o.lwe_hint_file.empty() ? absl::StrCat(o.table_path, ".", name, ".hint") : o.lwe_hint_file;
   }
   // The shape is cheap and tells how long the hint will take; log it before the wait.
   absl::StatusOr<lattice::Shape> shape =

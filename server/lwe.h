@@ -39,13 +39,15 @@ struct PreparedLweServer {
   std::unique_ptr<lattice::LweServer> server;
   double hint_s = 0;  // the hint's preparation, logged
 };
-// The LWE server of env.table with its hint (the hint file as --lwe_hint_file and
-// --lwe_hint_cache say; logged as protocol `name`) and the --backend product for batches of up
-// to max_batch queries, whose CPU kernels are measured now. Returns INVALID_ARGUMENT for a table
-// the protocol cannot shape, LweServer::FromTable's and CreateLweProduct's errors.
+// The LWE server of env.table in the shape ChooseShape picks with shape_options, with its hint
+// (the hint file as --lwe_hint_file and --lwe_hint_cache say, by default TABLE.<name>.hint;
+// logged as protocol `name`) and the --backend product for batches of up to max_batch queries,
+// whose CPU kernels are measured now. Returns INVALID_ARGUMENT for a table the protocol cannot
+// shape, LweServer::FromTable's and CreateLweProduct's errors.
 absl::StatusOr<PreparedLweServer> PrepareLweServer(lattice::Protocol protocol,
                                                    const ProtocolEnv& env, const std::string& name,
-                                                   uint32_t max_batch);
+                                                   uint32_t max_batch,
+                                                   const lattice::ShapeOptions& shape_options = {});
 // The `config` reply's LweConfig of an instance over `file` (queryWords, answerWords: the shape's).
 void FillLweConfig(const lattice::LweConfig& c, const embedding::Table& file,
                    const ServerLimits& limits, uint32_t max_queries_per_call,

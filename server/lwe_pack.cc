@@ -292,8 +292,11 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEn
     return absl::FailedPreconditionError(
         absl::StrCat("protocol ", kProtocolName, " refuses its ring parameters: ", security));
   }
-  // One query per pass: each is expanded with its own session's keys.
-  auto prepared = PrepareLweServer(lattice::Protocol::kSimplePir, env, kProtocolName, 1);
+  // The shape that counts the packed answer (one 32 KiB ciphertext where the query stays small);
+  // one query per pass: each is expanded with its own session's keys.
+  lattice::ShapeOptions shape;
+  shape.packed_ring_n = static_cast<uint32_t>(ring.n());
+  auto prepared = PrepareLweServer(lattice::Protocol::kSimplePir, env, kProtocolName, 1, shape);
   if (!prepared.ok()) return prepared.status();
   auto table = std::make_unique<PackTable>();
   table->backend = std::string(prepared->server->database_product().name());

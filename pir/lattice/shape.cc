@@ -62,9 +62,13 @@ uint64_t Shape::hint_words() const {
   return protocol == Protocol::kSimplePir ? d1 * kN : kDigitsPerWord * kN * kN;
 }
 
-double Shape::CostBytes(uint64_t lookups_per_hint) const {
+double Shape::CostBytes(const ShapeOptions& options) const {
+  if (options.packed_ring_n != 0) {
+    const uint64_t n = options.packed_ring_n;
+    return 4.0 * query_words() + 8.0 * n * double((d1 + n - 1) / n);
+  }
   return 4.0 * (query_words() + answer_words()) +
-         4.0 * hint_words() / static_cast<double>(std::max<uint64_t>(1, lookups_per_hint));
+         4.0 * hint_words() / static_cast<double>(std::max<uint64_t>(1, options.lookups_per_hint));
 }
 
 std::string ShapeSummary(const Shape& s) {
@@ -105,7 +109,7 @@ absl::StatusOr<Shape> ChooseShape(Protocol protocol, uint64_t rows, uint32_t rec
     return s;
   }
   // The smallest k with D0 within the limit; cost = (a falling term in D0) + (a term growing at
-  // least 4 * k * R): stop once the growing term alone exceeds the best cost.
+  // least 4 * k * R, packed too): stop once the growing term alone exceeds the best cost.
   const uint64_t k_min = (rows + limit - 1) / limit;
   std::optional<Shape> best;
   double best_cost = 0;
@@ -113,7 +117,7 @@ absl::StatusOr<Shape> ChooseShape(Protocol protocol, uint64_t rows, uint32_t rec
     const Shape s = MakeShape(protocol, rows, record_bytes, k);
     if (best && 4.0 * double(k) * record_bytes > best_cost) break;
     if (!Fits(s)) continue;
-    const double cost = s.CostBytes(options.lookups_per_hint);
+    const double cost = s.CostBytes(options);
     if (!best || cost < best_cost) {
       best = s;
       best_cost = cost;

@@ -33,6 +33,11 @@ struct ShapeOptions {
   uint64_t lookups_per_hint = 1024;
   // Records per column, k; 0 chooses the cheapest.
   uint64_t records_per_column = 0;
+  // 0: the answer travels as words and the hint is downloaded (SimplePIR, DoublePIR). N: the
+  // answer is ring-packed into ceil(D1 / N) ciphertexts of 8N bytes and no hint travels
+  // (ExpPack(S), pack_simple.h): the cost is 4 D0 up + ceil(D1 / N) 8N down, ties going to the
+  // fewer ciphertexts (less packing work and memory on the server).
+  uint32_t packed_ring_n = 0;
 };
 
 // The chosen database shape and what it costs. Reported by the server's config.
@@ -62,8 +67,9 @@ struct Shape {
   // Downloaded once per table version: SimplePIR H = DB * A1 (D1 x n); DoublePIR
   // H2 = digits(H1) * A2 (4n x n).
   uint64_t hint_words() const;
-  // The per-lookup cost the choice minimises: bytes up + down + hint / lookups_per_hint.
-  double CostBytes(uint64_t lookups_per_hint) const;
+  // The per-lookup cost the choice minimises: bytes up + down + hint / lookups_per_hint, or for
+  // a packed answer (options.packed_ring_n) bytes up + the packed answer.
+  double CostBytes(const ShapeOptions& options) const;
 
   friend bool operator==(const Shape&, const Shape&) = default;
 };

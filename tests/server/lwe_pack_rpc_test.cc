@@ -25,7 +25,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// 3,001 rows of 25 floats (100 bytes, 4 per column): a 400 x 751 database.
+// 3,001 rows of 25 floats (100 bytes): 40 per column, a 4,000 x 76 database (the packed shape:
+// one 4,096-row ciphertext down, 304 bytes of query up; SimplePIR's own shape is 400 x 751).
 constexpr uint64_t kRows = 3001;
 constexpr uint32_t kDim = 25;
 
@@ -89,8 +90,11 @@ class LwePackRpcTest : public ::testing::Test {
     auto table = embedding::Table::Open(path_);
     ASSERT_TRUE(table.ok()) << table.status();
     table_ = *std::move(table);
-    // The instance the server makes (the seed is derived from the table): the client's config.
-    auto lwe = lattice::LweServer::FromTable(*table_, {});
+    // The instance the server makes (the seed is derived from the table, the shape counts the
+    // packed answer): the client's config.
+    lattice::LweServerOptions options;
+    options.shape.packed_ring_n = 4096;
+    auto lwe = lattice::LweServer::FromTable(*table_, options);
     ASSERT_TRUE(lwe.ok()) << lwe.status();
     config_ = (*lwe)->config();
     auto server = lattice::PackedSimpleServer::Create(*std::move(lwe));
@@ -142,6 +146,8 @@ TEST_F(LwePackRpcTest, ConfigSizesAreTheFormulasAndLookupsDecode) {
   EXPECT_EQ(c.getLwe().getLweProtocol(), 1u);
   EXPECT_EQ(c.getLwe().getD0(), shape.d0);
   EXPECT_EQ(c.getLwe().getD1(), shape.d1);
+  EXPECT_EQ(shape.d1, 4000u);
+  EXPECT_EQ(shape.d0, 76u);
   EXPECT_EQ(c.getLwe().getQueryWords(), shape.d0);
   EXPECT_EQ(kj::arrayPtr(config_.seed.data(), 32), c.getLwe().getSeed());
   EXPECT_EQ(c.getLwe().getLimits().getMaxQueriesPerCall(), 1u);

@@ -52,6 +52,29 @@ TEST(PackedSimpleTest, EveryRecordDecodesWithoutTheHintOnAnAwkwardShape) {
   }
 }
 
+TEST(PackedSimpleTest, ThePackedShapeCountsCiphertextsNotWords) {
+  ShapeOptions packed;
+  packed.packed_ring_n = 4096;
+  // 2^20 x 64 B: SimplePIR's shape (5,760 x 11,651) would need two ciphertexts down; the packed
+  // one fills one (k = 64: D1 = 4,096) with 64 KiB up. k = 128 costs as much (32 KiB up, two
+  // ciphertexts down): the tie goes to fewer ciphertexts.
+  const Shape wide = *ChooseShape(Protocol::kSimplePir, uint64_t{1} << 20, 64, {});
+  EXPECT_EQ(wide.d1, 5760u);
+  const Shape one = *ChooseShape(Protocol::kSimplePir, uint64_t{1} << 20, 64, packed);
+  EXPECT_EQ(one.records_per_column, 64u);
+  EXPECT_EQ(one.d1, 4096u);
+  EXPECT_EQ(one.d0, 16384u);
+  EXPECT_EQ(one.CostBytes(packed), 4.0 * 16384 + 32768);
+  EXPECT_EQ(one.CostBytes(packed),
+            (*ChooseShape(Protocol::kSimplePir, uint64_t{1} << 20, 64,
+                          {.records_per_column = 128, .packed_ring_n = 4096}))
+                .CostBytes(packed));
+  // 2^24 x 64 B: a 32 KiB answer would cost 1 MiB up; six ciphertexts down balance it.
+  const Shape big = *ChooseShape(Protocol::kSimplePir, uint64_t{1} << 24, 64, packed);
+  EXPECT_EQ((big.d1 + 4095) / 4096, 6u);
+  EXPECT_LT(big.CostBytes(packed), 400000);
+}
+
 TEST(PackedSimpleTest, RefusesDoublePirAndBadSizes) {
   std::mt19937_64 gen(testing::TestSeed("pir_lattice_test") + 201);
   const std::vector<uint8_t> records = testing::RandomRecords(50, 8, gen);
