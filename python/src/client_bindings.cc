@@ -1,7 +1,7 @@
 // veil.Client over veil::client::Client (mobile_client/client.h): private lookups through two
-// dpf2 servers; and over veil::client::LweClient (mobile_client/lwe_client.h) for one lwe-simple
-// or lwe-double server. Every network call releases the GIL; the C++ clients serialize
-// concurrent calls.
+// dpf2 servers; and over veil::client::LweClient (mobile_client/lwe_client.h) for one lwe-simple,
+// lwe-double or lwe-exppack-s server. Every network call releases the GIL; the C++ clients
+// serialize concurrent calls.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -102,8 +102,9 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
                                 uint32_t pad_bags_to, bool allow_plaintext,
                                 const std::string& row_key_file) {
   if (protocol != "dpf2") {
-    throw StatusError(absl::UnimplementedError(absl::StrCat(
-        "protocol \"", protocol, "\": veil.Client speaks dpf2, lwe-simple and lwe-double")));
+    throw StatusError(absl::UnimplementedError(
+        absl::StrCat("protocol \"", protocol,
+                     "\": veil.Client speaks dpf2, lwe-simple, lwe-double and lwe-exppack-s")));
   }
   const absl::Duration timeout = Timeout(timeout_s);
   ClientOptions options;
@@ -152,6 +153,7 @@ py::dict LweTableDict(const client::LweTableInfo& t) {
   d["protocol"] = t.protocol;
   d["backend"] = t.backend;
   d["hint_bytes"] = t.hint_bytes;
+  d["key_bytes"] = t.key_bytes;
   d["query_bytes"] = t.query_bytes;
   d["answer_bytes"] = t.answer_bytes;
   d["log2_failure"] = t.log2_failure;

@@ -166,6 +166,24 @@ def test_tagged_tables_need_the_row_key(tmp_path):
             servers.client(row_key=str(tmp_path / "none.rowkey"))
 
 
+def test_an_exppack_server_gives_the_same_rows_without_a_hint(tmp_path, weight):
+    path = str(tmp_path / "table.veil")
+    veil.table.build(weight, format="fp32", path=path)
+    with veil.local_servers(path, protocol="lwe-exppack-s") as server:
+        client = server.client()
+        table = client.table
+        assert (table["rows"], table["protocol"]) == (ROWS, "lwe-exppack-s")
+        # No hint; the keys (uploaded once per connection) and one 32 KiB ciphertext per row.
+        assert table["hint_bytes"] == 0 and table["key_bytes"] == 1674616
+        assert table["answer_bytes"] == 32768
+        rows = [3, 0, ROWS - 1]
+        assert torch.equal(client.lookup(rows).view(torch.int32), weight[rows].view(torch.int32))
+        assert torch.equal(client.lookup_words(rows), weight[rows].view(torch.int32))
+        with pytest.raises(veil.Error) as unimplemented:
+            client.lookup_pooled([[1, 2]])
+        assert unimplemented.value.code == veil.StatusCode.UNIMPLEMENTED
+
+
 @pytest.mark.parametrize("protocol", ["lwe-simple", "lwe-double"])
 def test_one_lwe_server_gives_the_same_rows(tmp_path, weight, protocol):
     path = str(tmp_path / "table.veil")

@@ -1,5 +1,5 @@
 """veil.Client: private row lookups through two dpf2 servers (mobile_client/client.h), or through
-one lwe-simple / lwe-double server (mobile_client/lwe_client.h)."""
+one lwe-simple / lwe-double / lwe-exppack-s server (mobile_client/lwe_client.h)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from veil._errors import Error, FailedPreconditionError, InvalidArgumentError, S
 Rows = Union[Sequence[int], np.ndarray, torch.Tensor]
 
 #: The single-server protocols: lattice PIR (SimplePIR, DoublePIR) from ONE server.
-LWE_PROTOCOLS = ("lwe-simple", "lwe-double")
+LWE_PROTOCOLS = ("lwe-simple", "lwe-double", "lwe-exppack-s")
 
 
 def _index_array(rows: Rows, dtype: Any, what: str) -> np.ndarray:
@@ -54,7 +54,9 @@ class Client:
     replicas "HOST:PORT,HOST:PORT"): single-server lattice PIR, each row an LWE query under a fresh
     secret, the server's hint downloaded once per table version (kept in ``hint_cache``, a folder,
     when given). ``lookup``, ``lookup_words``, ``stats()``, ``last_call`` and ``totals`` work the
-    same; pooled and layout lookups are dpf2's (Error with code UNIMPLEMENTED).
+    same; pooled and layout lookups are dpf2's (Error with code UNIMPLEMENTED). With
+    ``protocol="lwe-exppack-s"`` no hint is downloaded: the client uploads its expansion keys
+    (``table["key_bytes"]``) once per connection and each answer comes ring-packed.
 
     Both servers must serve the same table (digest and epoch), checked at connection and on
     every answer. With ``tls_certs`` (a PEM file of the certificates to trust) every connection
@@ -72,7 +74,7 @@ class Client:
     one side only), DeadlineExceededError, FailedPreconditionError (servers of different tables,
     an untrusted certificate, plaintext off loopback, a tagged table without ``row_key``),
     NotFoundError / InvalidArgumentError for an unreadable ``row_key``, Error(UNIMPLEMENTED) for
-    a protocol other than ``dpf2``, ``lwe-simple`` and ``lwe-double``.
+    a protocol other than ``dpf2``, ``lwe-simple``, ``lwe-double`` and ``lwe-exppack-s``.
     """
 
     def __init__(

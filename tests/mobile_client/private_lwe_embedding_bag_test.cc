@@ -70,9 +70,9 @@ TEST_P(PrivateLweEmbeddingBagTest, PoolsLikeEmbeddingBagBitForBitWithPaddedQueri
   PrivateEmbeddingBag mean_bag(PrivateEmbeddingBagOptions(kRows, kDim), client_, torch::Tensor(),
                                8);
   torch::Tensor rows = torch::tensor({{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 1}}, torch::kInt64);
-  EXPECT_TRUE(torch::equal(mean_bag->forward(rows),
-                           F::embedding_bag(rows, weight_,
-                                            F::EmbeddingBagFuncOptions().mode(torch::kMean))));
+  EXPECT_TRUE(torch::equal(
+      mean_bag->forward(rows),
+      F::embedding_bag(rows, weight_, F::EmbeddingBagFuncOptions().mode(torch::kMean))));
   EXPECT_EQ(mean_bag->last_call().keys, 16u);
 
   // Single rows out of one fetch (Embed), as a model does for a candidate row.
@@ -89,21 +89,23 @@ TEST_P(PrivateLweEmbeddingBagTest, BadArgumentsAreClearErrors) {
   EXPECT_THAT(outside.status().message(), HasSubstr("row 90 outside [0, 90)"));
   EXPECT_THROW(bag->forward(torch::tensor({{-1, 2}}, torch::kInt64)), c10::Error);
   try {
-    PrivateEmbeddingBag wrong(PrivateEmbeddingBagOptions(kRows, kDim + 1), client_,
-                              torch::Tensor(), 4);
+    PrivateEmbeddingBag wrong(PrivateEmbeddingBagOptions(kRows, kDim + 1), client_, torch::Tensor(),
+                              4);
     FAIL() << "a module of another shape was built";
   } catch (const c10::Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("the server's table (90 x 5) is not 90 x 6"));
   }
-  EXPECT_THROW(PrivateEmbeddingBag(PrivateEmbeddingBagOptions(kRows, kDim), client_,
-                                   torch::Tensor(), 0),
-               c10::Error);
+  EXPECT_THROW(
+      PrivateEmbeddingBag(PrivateEmbeddingBagOptions(kRows, kDim), client_, torch::Tensor(), 0),
+      c10::Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Protocols, PrivateLweEmbeddingBagTest,
-                         ::testing::Values("lwe-simple", "lwe-double"),
+                         ::testing::Values("lwe-simple", "lwe-double", "lwe-exppack-s"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "lwe-simple" ? "Simple" : "Double";
+                           return info.param == "lwe-simple"   ? std::string("Simple")
+                                  : info.param == "lwe-double" ? std::string("Double")
+                                                               : std::string("ExpPackS");
                          });
 
 }  // namespace
