@@ -10,6 +10,7 @@
 #include "pir/he/bag.h"
 #include "pir/he/serialization.h"
 #include "server/galois_cache.h"
+#include "server/key_upload.h"
 #include "server/scheduler.h"
 
 namespace veil::server {
@@ -155,33 +156,9 @@ kj::Promise<void> BagService::config(ConfigContext context) {
 }
 
 kj::Promise<void> BagService::uploadGaloisKeys(UploadGaloisKeysContext context) {
-  auto params = context.getParams();
-  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok()) {
-    Reject(s, "uploadGaloisKeys");
-  }
-  capnp::Data::Reader chunk = params.getChunk();
-  const uint64_t offset = params.getOffset();
-  auto appended = cache_.Append(session_, offset, absl::MakeConstSpan(chunk.begin(), chunk.size()));
-  if (!appended.ok()) Reject(appended.status(), "uploadGaloisKeys");
-  if (!appended->has_value()) {
-    auto results = context.getResults();
-    results.setReceivedBytes(offset + chunk.size());
-    results.setInstalled(false);
-    return kj::READY_NOW;
-  }
-  context.releaseParams();
-  return scheduler_.Submit(std::make_unique<KeysWork>(std::move(**appended)))
-      .then([this, context](absl::StatusOr<std::unique_ptr<KeysWork>> done) mutable {
-        absl::Status status = done.status();
-        if (status.ok()) status = cache_.Install(session_, (*done)->keys());
-        if (!status.ok()) {
-          cache_.Discard(session_);
-          Reject(status, "uploadGaloisKeys");
-        }
-        auto results = context.getResults();
-        results.setReceivedBytes(table_.sizes.galois_key_bytes);
-        results.setInstalled(true);
-      });
+  return ServeKeyUpload<KeysWork>(
+      context, cache_, session_, scheduler_, limits_, table_.sizes.galois_key_bytes,
+      [this](const absl::Status& status) { Reject(status, "uploadGaloisKeys"); });
 }
 
 kj::Promise<void> BagService::answer(AnswerContext context) {

@@ -1,0 +1,60 @@
+// The `uploadGaloisKeys` call of the protocols whose sessions upload Galois keys (bfv-bag's
+// rotation keys, lwe-exppack-s's expansion keys): chunks go into the GaloisKeyCache, and a
+// complete upload is parsed on the scheduler's worker by the protocol's KeysWork item (a
+// BatchItem made from the GaloisKeyCache::Upload, whose keys() are the parsed keys), then
+// installed; a failed parse leaves the session without keys.
+#ifndef VEIL_SERVER_KEY_UPLOAD_H_
+#define VEIL_SERVER_KEY_UPLOAD_H_
+
+#include <kj/async.h>
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "server/galois_cache.h"
+#include "server/protocol.h"
+#include "server/scheduler.h"
+
+namespace veil::server {
+
+// `reject` throws the call's error reply (ServiceBase::Reject); it is called on the loop thread,
+// also from the continuation, so it must outlive the call (a service's member).
+template <typename KeysWork, typename Context, typename Reject>
+kj::Promise<void> ServeKeyUpload(Context context, GaloisKeyCache& cache,
+                                 GaloisKeyCache::Session session, BatchScheduler& scheduler,
+                                 const ServerLimits& limits, uint64_t key_bytes, Reject reject) {
+  auto params = context.getParams();
+  if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits); !s.ok()) reject(s);
+  auto chunk = params.getChunk();
+  const uint64_t offset = params.getOffset();
+  auto appended = cache.Append(session, offset, absl::MakeConstSpan(chunk.begin(), chunk.size()));
+  if (!appended.ok()) reject(appended.status());
+  if (!appended->has_value()) {
+    auto results = context.getResults();
+    results.setReceivedBytes(offset + chunk.size());
+    results.setInstalled(false);
+    return kj::READY_NOW;
+  }
+  context.releaseParams();
+  return scheduler.Submit(std::make_unique<KeysWork>(std::move(**appended)))
+      .then([&cache, session, key_bytes, reject,
+             context](absl::StatusOr<std::unique_ptr<KeysWork>> done) mutable {
+        absl::Status status = done.status();
+        if (status.ok()) status = cache.Install(session, (*done)->keys());
+        if (!status.ok()) {
+          cache.Discard(session);
+          reject(status);
+        }
+        auto results = context.getResults();
+        results.setReceivedBytes(key_bytes);
+        results.setInstalled(true);
+      });
+}
+
+}  // namespace veil::server
+
+#endif  // VEIL_SERVER_KEY_UPLOAD_H_
