@@ -131,16 +131,7 @@ kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, ServerConfi
 BagClient::BagClient(BagClientOptions options, std::unique_ptr<Transport> transport)
     : options_(std::move(options)),
       transport_(std::move(transport)),
-      keys_(std::make_unique<KeyUploads>(
-          [](rpc::VeilServer::Client server, uint64_t offset, absl::Span<const uint8_t> chunk) {
-            auto request = server.castAs<rpc::BagServer>().uploadGaloisKeysRequest();
-            request.setOffset(offset);
-            request.setChunk(capnp::Data::Reader(chunk.data(), chunk.size()));
-            return request.send().then(
-                [](capnp::Response<rpc::BagServer::UploadGaloisKeysResults> reply) {
-                  return reply.getInstalled();
-                });
-          })) {}
+      keys_(std::make_unique<KeyUploads>(KeyUploads::UploadGaloisKeysOf<rpc::BagServer>())) {}
 
 BagClient::~BagClient() {
   // The key uploads are the loop thread's promises: dropped there, then the loop stops.

@@ -33,6 +33,23 @@ class KeyUploads {
 
   explicit KeyUploads(SendChunk send) : send_(std::move(send)) {}
 
+  // The SendChunk of a protocol whose interface has
+  // `uploadGaloisKeys(offset, chunk) -> (receivedBytes, installed)` (rpc::BagServer,
+  // rpc::LwePackServer).
+  template <typename Interface>
+  static SendChunk UploadGaloisKeysOf() {
+    return [](rpc::VeilServer::Client server, uint64_t offset, absl::Span<const uint8_t> chunk) {
+      auto request = server.castAs<Interface>().uploadGaloisKeysRequest(
+          capnp::MessageSize{chunk.size() / 8 + 16, 0});
+      request.setOffset(offset);
+      request.setChunk(capnp::Data::Reader(chunk.data(), chunk.size()));
+      return request.send().then(
+          [](capnp::Response<typename Interface::UploadGaloisKeysResults> reply) {
+            return reply.getInstalled();
+          });
+    };
+  }
+
   // The keys (kept by the caller as long as this object) in chunks of chunk_bytes, for
   // `replicas` replicas, none of which holds them yet.
   void Reset(absl::Span<const uint8_t> keys, uint64_t chunk_bytes, int replicas);

@@ -250,17 +250,7 @@ absl::Status SameTableAndHint(const ServerConfig& config, const LweTableInfo& ta
 LweClient::LweClient(LweClientOptions options, std::unique_ptr<Transport> transport)
     : options_(std::move(options)),
       transport_(std::move(transport)),
-      keys_(std::make_unique<KeyUploads>(
-          [](rpc::VeilServer::Client server, uint64_t offset, absl::Span<const uint8_t> chunk) {
-            auto request = server.castAs<rpc::LwePackServer>().uploadGaloisKeysRequest(
-                capnp::MessageSize{chunk.size() / 8 + 16, 0});
-            request.setOffset(offset);
-            request.setChunk(capnp::Data::Reader(chunk.data(), chunk.size()));
-            return request.send().then(
-                [](capnp::Response<rpc::LwePackServer::UploadGaloisKeysResults> reply) {
-                  return reply.getInstalled();
-                });
-          })) {}
+      keys_(std::make_unique<KeyUploads>(KeyUploads::UploadGaloisKeysOf<rpc::LwePackServer>())) {}
 
 LweClient::~LweClient() {
   // The key uploads are the loop thread's promises: dropped there, then the loop stops.
