@@ -1,5 +1,6 @@
-// Hybrid key switching with one special prime P (internal to pir/he): the pieces that
-// relinearisation, rotations and the hoisted baby steps of the matrix-vector product share.
+// Hybrid key switching with one special prime P (internal to pir/he, and to pir/lattice's ExpPack
+// expansion, which keys its automorphisms in the NTT domain): the pieces that relinearisation,
+// rotations and the hoisted baby steps of the matrix-vector product share.
 #ifndef VEIL_PIR_HE_KEYSWITCH_H_
 #define VEIL_PIR_HE_KEYSWITCH_H_
 

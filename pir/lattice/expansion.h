@@ -93,7 +93,8 @@ double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n);
 // worst case is huge), so the rule is on sigma instead: packing's error may exceed 1/256 of
 // LWE's rounding margin (as PackingNoiseWithinRule) with probability at most 2^-40 per word,
 // i.e. 7.54 sigma <= (Delta / 2) / 256 for a Gaussian (2 exp(-t^2 / 2 sigma^2) <= 2^-40).
-// Holds for RingParams::Default() at n = 1024 (sigma ~ 2^10, the limit 2^12.1).
+// Holds for RingParams::Default() at n = 1024 (sigma 124.4 ~ 2^7.0 words, most of it the switch to
+// q'; the limit is 2^12.1).
 PackingNoise ExpPackNoiseBound(const RingContext& ctx, uint32_t lwe_n);
 bool ExpPackNoiseWithinRule(const RingContext& ctx, uint32_t lwe_n);
 

@@ -16,8 +16,9 @@
 //
 // The keys encrypt the LWE secret, which SimplePIR draws fresh for every query (reusing it with
 // the same A would reveal the query), so these keys are per query: n RLWE ciphertexts,
-// PackingKeyBytes = 48 MiB at n = 1024. ExpPack (issue 15, not built yet) replaces them by one
-// RLWE ciphertext that the server expands into the K_j with automorphisms.
+// PackingKeyBytes = 48 MiB at n = 1024: the reference form, which the tests use. ExpPack
+// (expansion.h) sends one RLWE ciphertext instead, which the server expands into the K_j with
+// automorphisms and feeds to a PackAccumulator.
 #ifndef VEIL_PIR_LATTICE_PACKING_H_
 #define VEIL_PIR_LATTICE_PACKING_H_
 
