@@ -42,23 +42,23 @@ struct PackTable {
   ServerLimits limits;  // the server's, queues counted in queries (see lwe_pack.h)
 };
 
-// One call's work on the scheduler's worker.
+// One call's work on the scheduler's worker: an AnswerWork or a KeysWork.
 class PackWork : public BatchItem {
  public:
   size_t cost() const override { return 1; }
-  virtual absl::Status Run(const PackTable& table) = 0;
 };
 
-// A lookup: the SimplePIR answer, expanded and packed with the session's keys.
+// A lookup: the SimplePIR answer, expanded and packed with the session's keys; a pass answers
+// its lookups together (PackedSimpleServer::AnswerBatch).
 class AnswerWork final : public PackWork {
  public:
   AnswerWork(std::vector<uint32_t> query, std::vector<uint8_t> ciphertext,
              GaloisKeyCache::Keys keys)
       : query_(std::move(query)), ciphertext_(std::move(ciphertext)), keys_(std::move(keys)) {}
 
-  absl::Status Run(const PackTable& table) override {
-    absl::StatusOr<std::vector<uint8_t>> response =
-        table.server->Answer(query_, ciphertext_, *keys_.keys);
+  lattice::PackedRequest request() const { return {query_, ciphertext_, keys_.keys.get()}; }
+
+  absl::Status Finish(absl::StatusOr<std::vector<uint8_t>> response) {
     query_ = std::vector<uint32_t>();
     ciphertext_ = std::vector<uint8_t>();
     if (!response.ok()) return response.status();
@@ -80,7 +80,7 @@ class KeysWork final : public PackWork {
  public:
   explicit KeysWork(GaloisKeyCache::Upload upload) : upload_(std::move(upload)) {}
 
-  absl::Status Run(const PackTable& table) override {
+  absl::Status Run(const PackTable& table) {
     absl::StatusOr<he::GaloisKeys> keys = table.server->ParseKeys(upload_.bytes);
     upload_.bytes = std::vector<uint8_t>();
     if (!keys.ok()) {
@@ -224,9 +224,26 @@ class LwePackProtocol final : public Protocol {
   }
 
  private:
+  // Key uploads are parsed one by one; the lookups share one AnswerBatch.
   std::vector<absl::Status> Pass(absl::Span<BatchItem* const> batch) {
-    std::vector<absl::Status> statuses;
-    for (BatchItem* item : batch) statuses.push_back(static_cast<PackWork*>(item)->Run(*table_));
+    std::vector<absl::Status> statuses(batch.size());
+    std::vector<AnswerWork*> lookups;
+    std::vector<size_t> at;
+    std::vector<lattice::PackedRequest> requests;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (auto* lookup = dynamic_cast<AnswerWork*>(batch[i])) {
+        lookups.push_back(lookup);
+        at.push_back(i);
+        requests.push_back(lookup->request());
+      } else {
+        statuses[i] = static_cast<KeysWork*>(batch[i])->Run(*table_);
+      }
+    }
+    std::vector<absl::StatusOr<std::vector<uint8_t>>> responses =
+        table_->server->AnswerBatch(requests);
+    for (size_t j = 0; j < lookups.size(); ++j) {
+      statuses[at[j]] = lookups[j]->Finish(std::move(responses[j]));
+    }
     return statuses;
   }
 
@@ -269,8 +286,7 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEn
     return absl::FailedPreconditionError(
         absl::StrCat("protocol ", kProtocolName, " refuses its ring parameters: ", security));
   }
-  // The shape that counts the packed answer (one 32 KiB ciphertext where the query stays small);
-  // one query per pass: each is expanded with its own session's keys.
+  // The shape that counts the packed answer (one 32 KiB ciphertext where the query stays small).
   lattice::ShapeOptions shape;
   shape.packed_ring_n = static_cast<uint32_t>(ring.n());
   auto prepared = PrepareLweServer(lattice::Protocol::kSimplePir, env, kProtocolName, 1, shape);
@@ -296,11 +312,12 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEn
   }
   table->limits = env.options.limits;
   table->max_chunk_bytes = table->limits.max_message_bytes - kEnvelopeBytes;
-  // Queues in queries, bounded like bfv-bag's query ciphertexts; one query per pass.
+  // Queues in queries, bounded like bfv-bag's query ciphertexts; a pass takes up to --threads
+  // queries (AnswerBatch gives each its own thread; more would only add latency).
   table->limits.max_queued_keys = env.options.limits.max_queued_ciphertexts;
   table->limits.max_queued_keys_per_connection =
       env.options.limits.max_queued_ciphertexts_per_connection;
-  table->limits.max_batch_keys = 1;
+  table->limits.max_batch_keys = static_cast<uint32_t>(std::max(1, env.options.threads));
   if (absl::Status s = CheckLimits(*table); !s.ok()) return s;
   Log("lwe_pack_ready",
       absl::StrFormat("%s: packing matrix of %d group(s) ready; ring security: %s", kProtocolName,

@@ -7,8 +7,9 @@
 // response (ceil(D1 / N) RLWE ciphertexts switched to one prime).
 //
 // Work leaves the event loop: parsing keys and answering (the SimplePIR product, the expansion
-// and the packing, ~1 s at 2^16 rows) run on the shared BatchScheduler's worker, one item per
-// pass (each query is expanded with its own session's keys). Queues are bounded in queries as
+// and the packing, ~0.35 s of CPU per query) run on the shared BatchScheduler's worker; a pass
+// takes up to --threads queries of any sessions, which share one SimplePIR product and are then
+// expanded one per thread, each with its own session's keys. Queues are bounded in queries as
 // bfv-bag's in query ciphertexts (--max_queued_ciphertexts, overall and per connection).
 #ifndef VEIL_SERVER_LWE_PACK_H_
 #define VEIL_SERVER_LWE_PACK_H_

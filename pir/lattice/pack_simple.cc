@@ -2,7 +2,10 @@
 
 #include <sodium.h>
 
+#include <algorithm>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -56,10 +59,63 @@ absl::StatusOr<he::GaloisKeys> PackedSimpleServer::ParseKeys(
 absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Answer(
     absl::Span<const uint32_t> query, absl::Span<const uint8_t> secret_ciphertext,
     const he::GaloisKeys& keys) const {
-  std::vector<uint32_t> answer(server_->shape().answer_words());
-  if (absl::Status s = server_->Answer(query, 1, absl::MakeSpan(answer)); !s.ok()) return s;
-  // One accumulator per worker of the expansion, merged (the server's threads).
+  const PackedRequest request{query, secret_ciphertext, &keys};
+  return std::move(AnswerBatch({&request, 1})[0]);
+}
+
+std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedSimpleServer::AnswerBatch(
+    absl::Span<const PackedRequest> requests) const {
+  const Shape& shape = server_->shape();
+  const uint64_t qw = shape.query_words(), aw = shape.answer_words();
+  std::vector<absl::StatusOr<std::vector<uint8_t>>> out(requests.size());
+  // The well-formed queries share one product.
+  std::vector<size_t> good;
+  std::vector<uint32_t> queries;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    if (requests[r].query.size() != qw || requests[r].keys == nullptr) {
+      out[r] = absl::InvalidArgumentError(
+          absl::StrCat("a query of ", requests[r].query.size(), " words (expected ", qw, ")",
+                       requests[r].keys == nullptr ? " without keys" : ""));
+      continue;
+    }
+    good.push_back(r);
+    queries.insert(queries.end(), requests[r].query.begin(), requests[r].query.end());
+  }
+  if (good.empty()) return out;
+  std::vector<uint32_t> answers(good.size() * aw);
+  if (absl::Status s =
+          server_->Answer(queries, static_cast<int>(good.size()), absl::MakeSpan(answers));
+      !s.ok()) {
+    for (size_t r : good) out[r] = s;
+    return out;
+  }
   const int threads = server_->threads();
+  if (good.size() == 1) {
+    out[good[0]] = Pack(answers, requests[good[0]].ciphertext, *requests[good[0]].keys, threads);
+    return out;
+  }
+  // One query per worker at a time, each expanded on its worker alone.
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < good.size(); i = next++) {
+      const PackedRequest& request = requests[good[i]];
+      out[good[i]] = Pack(absl::MakeConstSpan(answers).subspan(i * aw, aw), request.ciphertext,
+                          *request.keys, 1);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int>(threads, static_cast<int>(good.size())); ++t) {
+    pool.emplace_back(work);
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
+absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Pack(
+    absl::Span<const uint32_t> answer, absl::Span<const uint8_t> secret_ciphertext,
+    const he::GaloisKeys& keys, int threads) const {
+  // One accumulator per worker of the expansion, merged.
   std::vector<PackAccumulator> acc(threads, PackAccumulator(ring_, matrix_));
   const absl::Status expanded = ExpandLweSecret(
       ring_, keys, kLweDimension, secret_ciphertext, threads,

@@ -32,6 +32,14 @@ namespace veil::lattice {
 // Bytes of one packed response for a shape: ceil(D1 / N) x SwitchedBytes.
 uint64_t PackedResponseBytes(const RingContext& ring, const Shape& shape);
 
+// One query of a batch: its words, its secret's ciphertext and its session's keys (which must
+// outlive the call).
+struct PackedRequest {
+  absl::Span<const uint32_t> query;
+  absl::Span<const uint8_t> ciphertext;
+  const he::GaloisKeys* keys = nullptr;
+};
+
 class PackedSimpleServer {
  public:
   // Wraps a SimplePIR server: its hint becomes the packing matrix (groups x n x k x N words of
@@ -56,7 +64,20 @@ class PackedSimpleServer {
                                               absl::Span<const uint8_t> secret_ciphertext,
                                               const he::GaloisKeys& keys) const;
 
+  // Several queries (of any sessions) with one pass of the SimplePIR product over the database
+  // for all of them; then each query's expansion and packing, the queries spread over the
+  // threads (one query alone gets them all). One result per request, as Answer's: a request's
+  // errors (a query of the wrong size, a ciphertext or keys ExpandLweSecret refuses) fail that
+  // request only.
+  std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
+      absl::Span<const PackedRequest> requests) const;
+
  private:
+  // Expansion, packing and switching of one query whose SimplePIR answer is `answer`.
+  absl::StatusOr<std::vector<uint8_t>> Pack(absl::Span<const uint32_t> answer,
+                                            absl::Span<const uint8_t> secret_ciphertext,
+                                            const he::GaloisKeys& keys, int threads) const;
+
   PackedSimpleServer(std::unique_ptr<LweServer> server, RingContext ring, PackingMatrix matrix)
       : server_(std::move(server)), ring_(std::move(ring)), matrix_(std::move(matrix)) {}
 

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -273,6 +274,39 @@ TEST_F(LwePackRpcTest, AnEvictedSessionGetsAbortedAndUploadsAgain) {
   std::vector<uint8_t> record(config_.shape.record_bytes);
   ASSERT_TRUE(a->Decode(kRows - 1, *response, absl::MakeSpan(record)).ok());
   EXPECT_EQ(record, Record(kRows - 1));
+}
+
+TEST_F(LwePackRpcTest, ConcurrentSessionsShareAPassAndEachGetsItsRows) {
+  // --threads=2: a pass takes up to two queries of any sessions (one product, one expansion per
+  // thread, each with its session's keys). Two sessions ask at once, from two threads.
+  auto server = testing::StartLweServer(path_, "lwe-exppack-s", {"--threads=2"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const uint64_t rows[2][2] = {{0, 2999}, {1500, 17}};
+  std::vector<std::vector<uint8_t>> got[2];
+  std::vector<std::thread> sessions;
+  for (int c = 0; c < 2; ++c) {
+    sessions.emplace_back([&, c] {
+      auto client = NewClient();
+      ASSERT_NE(client, nullptr);
+      RawSession session((*server)->port());
+      const uint64_t chunk = session.Config().getConfig().getMaxChunkBytes();
+      ASSERT_TRUE(session.UploadAll(client->expansion_keys(), chunk).ok());
+      for (uint64_t row : rows[c]) {
+        auto query = client->MakeQuery(row);
+        ASSERT_TRUE(query.ok());
+        auto response = session.Answer(query->query, query->ciphertext);
+        ASSERT_TRUE(response.ok()) << response.status();
+        std::vector<uint8_t> record(config_.shape.record_bytes);
+        ASSERT_TRUE(client->Decode(row, *response, absl::MakeSpan(record)).ok());
+        got[c].push_back(record);
+      }
+    });
+  }
+  for (std::thread& t : sessions) t.join();
+  for (int c = 0; c < 2; ++c) {
+    ASSERT_EQ(got[c].size(), 2u);
+    for (int i = 0; i < 2; ++i) EXPECT_EQ(got[c][i], Record(rows[c][i])) << "row " << rows[c][i];
+  }
 }
 
 TEST_F(LwePackRpcTest, ClientsUploadTheirKeysAgainAfterAnEviction) {

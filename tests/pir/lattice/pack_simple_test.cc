@@ -52,6 +52,44 @@ TEST(PackedSimpleTest, EveryRecordDecodesWithoutTheHintOnAnAwkwardShape) {
   }
 }
 
+TEST(PackedSimpleTest, ABatchOfSessionsSharesOneProductAndFailsOnlyItsBadRequest) {
+  std::mt19937_64 gen(testing::TestSeed("pir_lattice_test") + 202);
+  const uint64_t rows = 500;
+  const std::vector<uint8_t> records = testing::RandomRecords(rows, 16, gen);
+  LweServerOptions options;
+  options.threads = 2;
+  auto server = PackedSimpleServer::Create(
+      *LweServer::FromRecords(records, rows, 16, testing::DigestOf(24), options));
+  ASSERT_TRUE(server.ok()) << server.status();
+  // Two sessions (their own secrets and keys), three good queries and one of the wrong size.
+  auto a = PackedSimpleClient::Create((*server)->config());
+  auto b = PackedSimpleClient::Create((*server)->config());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const he::GaloisKeys keys_a = *(*server)->ParseKeys((*a)->expansion_keys());
+  const he::GaloisKeys keys_b = *(*server)->ParseKeys((*b)->expansion_keys());
+  const uint64_t want[] = {0, 499, 123, 7};
+  const PackedSimpleClient* owner[] = {a->get(), b->get(), a->get(), b->get()};
+  std::vector<PackedQuery> queries;
+  std::vector<PackedRequest> requests;
+  for (int i = 0; i < 4; ++i) queries.push_back(*owner[i]->MakeQuery(want[i]));
+  for (int i = 0; i < 4; ++i) {
+    requests.push_back({queries[i].query, queries[i].ciphertext, i % 2 == 0 ? &keys_a : &keys_b});
+  }
+  requests[3].query = requests[3].query.first(5);
+  const auto responses = (*server)->AnswerBatch(requests);
+  ASSERT_EQ(responses.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(responses[i].ok()) << responses[i].status();
+    std::vector<uint8_t> record(16);
+    ASSERT_TRUE(owner[i]->Decode(want[i], *responses[i], absl::MakeSpan(record)).ok());
+    EXPECT_EQ(record, std::vector<uint8_t>(records.begin() + want[i] * 16,
+                                           records.begin() + (want[i] + 1) * 16))
+        << "row " << want[i];
+  }
+  EXPECT_EQ(responses[3].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(responses[3].status().message(), HasSubstr("a query of 5 words"));
+}
+
 TEST(PackedSimpleTest, ThePackedShapeCountsCiphertextsNotWords) {
   ShapeOptions packed;
   packed.packed_ring_n = 4096;
