@@ -172,14 +172,9 @@ TEST(ExpPackTest, MeasuredNoiseMatchesTheModelWithinTheRule) {
   const LweBatch lwe(rows, kLweDimension, Seed(2));
   const std::vector<uint32_t> phases = ExpPackAndUnpack(ctx, lwe, rows, kLweDimension);
   const PackingNoise model = ExpPackNoiseBound(ctx, kLweDimension);
-  double sum_squares = 0, largest = 0;
-  for (uint64_t r = 0; r < rows; ++r) {
-    ASSERT_EQ(RoundToByte(phases[r]), lwe.bytes[r]) << "row " << r;
-    const double noise = static_cast<int32_t>(phases[r] - lwe.phase[r]);
-    sum_squares += noise * noise;
-    largest = std::max(largest, std::abs(noise));
-  }
-  const double measured = std::sqrt(sum_squares / rows);
+  const testing::PhaseNoise noise = testing::MeasurePhaseNoise(lwe, phases);
+  EXPECT_EQ(noise.wrong_share, 0);
+  const double measured = noise.sigma, largest = noise.largest;
   std::printf("ExpPack noise at n = %u: sigma %.1f (model %.1f), largest %.0f, margin %u\n",
               kLweDimension, measured, model.sigma, largest, kDelta / 2);
   EXPECT_GT(measured, 0.85 * model.sigma);
@@ -199,16 +194,10 @@ TEST(ExpPackTest, TooLittleModulusFailsAsPredicted) {
   const uint64_t rows = ctx.n();
   const LweBatch lwe(rows, kLweDimension, Seed(3));
   const std::vector<uint32_t> phases = ExpPackAndUnpack(ctx, lwe, rows, kLweDimension);
-  uint64_t wrong = 0;
-  double sum_squares = 0;
-  for (uint64_t r = 0; r < rows; ++r) {
-    wrong += RoundToByte(phases[r]) != lwe.bytes[r];
-    const double noise = static_cast<int32_t>(phases[r] - lwe.phase[r]);
-    sum_squares += noise * noise;
-  }
+  const testing::PhaseNoise noise = testing::MeasurePhaseNoise(lwe, phases);
   const double predicted = std::erfc((kDelta / 2) / (model.sigma * std::sqrt(2.0)));
-  const double measured = static_cast<double>(wrong) / rows;
-  const double sigma = std::sqrt(sum_squares / rows);
+  const double measured = noise.wrong_share;
+  const double sigma = noise.sigma;
   std::printf("small Q and P: sigma %.3g (model %.3g), failures %.3f (predicted %.3f)\n", sigma,
               model.sigma, measured, predicted);
   EXPECT_GT(predicted, 0.3);

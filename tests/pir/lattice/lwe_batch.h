@@ -2,6 +2,8 @@
 #ifndef VEIL_TESTS_PIR_LATTICE_LWE_BATCH_H_
 #define VEIL_TESTS_PIR_LATTICE_LWE_BATCH_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +34,26 @@ struct LweBatch {
   std::vector<uint32_t> secret, a, b, phase;
   std::vector<uint8_t> bytes;
 };
+
+// What packing added to a batch's phases: the noise's root mean square and largest magnitude
+// (in words), and the share of bytes that decrypt wrongly.
+struct PhaseNoise {
+  double sigma = 0, largest = 0, wrong_share = 0;
+};
+inline PhaseNoise MeasurePhaseNoise(const LweBatch& lwe, const std::vector<uint32_t>& phases) {
+  PhaseNoise out;
+  double sum_squares = 0;
+  uint64_t wrong = 0;
+  for (size_t r = 0; r < phases.size(); ++r) {
+    wrong += RoundToByte(phases[r]) != lwe.bytes[r];
+    const double noise = static_cast<int32_t>(phases[r] - lwe.phase[r]);
+    sum_squares += noise * noise;
+    out.largest = std::max(out.largest, std::abs(noise));
+  }
+  out.sigma = std::sqrt(sum_squares / phases.size());
+  out.wrong_share = static_cast<double>(wrong) / phases.size();
+  return out;
+}
 
 }  // namespace veil::lattice::testing
 

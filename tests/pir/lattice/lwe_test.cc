@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/pir/lattice/seeded_source.h"
 #include "pir/lattice/aes_ctr.h"
+#include "tests/pir/lattice/seeded_source.h"
 
 namespace veil::lattice {
 namespace {

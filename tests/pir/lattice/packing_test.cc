@@ -55,14 +55,9 @@ TEST(PackingTest, MeasuredNoiseMatchesTheModelAndStaysBelowTheBound) {
   const LweBatch lwe(rows, kLweDimension, Seed(1));
   const std::vector<uint32_t> phases = PackAndUnpack(ctx, lwe, rows, kLweDimension);
   const PackingNoise model = PackingNoiseBound(ctx, kLweDimension);
-  double sum_squares = 0, largest = 0;
-  for (uint64_t r = 0; r < rows; ++r) {
-    ASSERT_EQ(RoundToByte(phases[r]), lwe.bytes[r]) << "row " << r;
-    const double noise = static_cast<int32_t>(phases[r] - lwe.phase[r]);
-    sum_squares += noise * noise;
-    largest = std::max(largest, std::abs(noise));
-  }
-  const double measured = std::sqrt(sum_squares / rows);
+  const testing::PhaseNoise noise = testing::MeasurePhaseNoise(lwe, phases);
+  EXPECT_EQ(noise.wrong_share, 0);
+  const double measured = noise.sigma, largest = noise.largest;
   std::printf(
       "packing noise at n = %u: sigma %.1f (model %.1f), largest %.0f, worst case %.0f, "
       "margin Delta/2 = %u\n",
@@ -84,19 +79,13 @@ TEST(PackingTest, TooLittleModulusFailsAsPredicted) {
   const uint64_t rows = ctx.n();
   const LweBatch lwe(rows, kLweDimension, Seed(2));
   const std::vector<uint32_t> phases = PackAndUnpack(ctx, lwe, rows, kLweDimension);
-  uint64_t wrong = 0;
-  double sum_squares = 0;
-  for (uint64_t r = 0; r < rows; ++r) {
-    wrong += RoundToByte(phases[r]) != lwe.bytes[r];
-    const double noise = static_cast<int32_t>(phases[r] - lwe.phase[r]);
-    sum_squares += noise * noise;
-  }
+  const testing::PhaseNoise noise = testing::MeasurePhaseNoise(lwe, phases);
   // A byte fails when the Gaussian noise passes Delta / 2 (the LWE error, |e| <= 58, is noise
   // too small to matter): P = erfc(Delta / 2 / (sigma sqrt 2)).
   const double predicted = std::erfc((kDelta / 2) / (model.sigma * std::sqrt(2.0)));
-  const double measured = static_cast<double>(wrong) / rows;
-  std::printf("Q = 2^52: sigma %.3g (model %.3g), failures %.3f (predicted %.3f)\n",
-              std::sqrt(sum_squares / rows), model.sigma, measured, predicted);
+  const double measured = noise.wrong_share;
+  std::printf("Q = 2^52: sigma %.3g (model %.3g), failures %.3f (predicted %.3f)\n", noise.sigma,
+              model.sigma, measured, predicted);
   EXPECT_GT(predicted, 0.2);
   EXPECT_NEAR(measured, predicted, 0.04);  // 4096 rows: the binomial's sd is 0.007
 }

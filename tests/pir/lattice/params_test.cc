@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/pir/lattice/seeded_source.h"
 #include "pir/lattice/lwe.h"
+#include "tests/pir/lattice/seeded_source.h"
 
 namespace veil::lattice {
 namespace {
