@@ -33,6 +33,7 @@ constexpr uint32_t kSecretMaskDomain = 0;
 // slot-wise product with its transform). Leaves are in NTT form already.
 class Expander {
  public:
+  // `sink` (a FunctionRef) must outlive the expander.
   Expander(const RingContext& ctx, std::vector<const he::KeySwitchKey*> keys,
            const std::vector<std::vector<uint64_t>>& monomials, uint32_t lwe_n, SpecialSink sink)
       : ctx_(ctx),
@@ -282,8 +283,9 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
   uint32_t split = 0;
   while (split < levels && (1 << split) < threads) ++split;
   std::vector<std::vector<uint64_t>> frontier{std::move(root)};
-  Expander top(ctx, level_keys, monomials, lwe_n,
-               [](uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {});
+  // The callables an Expander refers to (SpecialSink is a FunctionRef) outlive it: named here.
+  const auto no_leaves = [](uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {};
+  Expander top(ctx, level_keys, monomials, lwe_n, no_leaves);
   for (uint32_t l = 0; l < split; ++l) {
     // Node i of level l + 1 comes from node i mod 2^l: left for i < 2^l, right above.
     std::vector<std::vector<uint64_t>> next(frontier.size() * 2);
@@ -299,10 +301,11 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
   // Workers take subtrees from a shared counter; worker 0 is this thread.
   std::atomic<size_t> next{0};
   auto work = [&](int worker) {
-    Expander expander(
-        ctx, level_keys, monomials, lwe_n,
-        [&sink, worker](uint32_t count, const uint32_t* index, const uint64_t* beta,
-                        const uint64_t* alpha) { sink(worker, count, index, beta, alpha); });
+    const auto leaves = [&sink, worker](uint32_t count, const uint32_t* index, const uint64_t* beta,
+                                        const uint64_t* alpha) {
+      sink(worker, count, index, beta, alpha);
+    };
+    Expander expander(ctx, level_keys, monomials, lwe_n, leaves);
     for (size_t i = next++; i < frontier.size(); i = next++) {
       if (!frontier[i].empty()) expander.Run(split, static_cast<uint32_t>(i), frontier[i].data());
     }
