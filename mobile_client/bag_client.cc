@@ -336,9 +336,8 @@ absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& querie
   std::vector<std::vector<uint8_t>> answers(queries.size());
   absl::Status status = transport_->Run(
       [&]() -> kj::Promise<absl::Status> {
-        auto done = std::make_shared<std::vector<bool>>(1, false);
-        auto remaining = std::make_shared<size_t>(queries.size());
-        auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(queries.size());
+        std::vector<Transport::Send> sends;
+        sends.reserve(queries.size());
         for (size_t i = 0; i < queries.size(); ++i) {
           auto send = [this, i, &queries, &answers](rpc::VeilServer::Client cap, int replica) {
             return keys_->On(replica, cap, transport_->ReplicaName(0, replica))
@@ -368,20 +367,9 @@ absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& querie
                       });
                 });
           };
-          replies.add(transport_->Call(0, std::move(send))
-                          .then([done, remaining](absl::Status status) {
-                            if (status.ok() && --*remaining == 0) (*done)[0] = true;
-                            return status;
-                          })
-                          .eagerlyEvaluate(nullptr));
+          sends.push_back(std::move(send));
         }
-        auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
-          return FirstError(kj::mv(r));
-        });
-        // evalLast: the replies' Finish messages are written in a later turn; count them here.
-        return transport_->WithTimeout(kj::mv(all), done, deadline).then([](absl::Status s) {
-          return kj::evalLast([s = std::move(s)]() mutable { return std::move(s); });
-        });
+        return transport_->CallEach(0, std::move(sends), deadline);
       },
       "pooled lookup");
   if (!status.ok()) return status;

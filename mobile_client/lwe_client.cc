@@ -416,9 +416,8 @@ absl::Status LweClient::SendQueries(absl::Span<const uint32_t> queries, size_t c
   const size_t calls = (count + per_call - 1) / per_call;
   return transport_->Run(
       [&]() -> kj::Promise<absl::Status> {
-        auto done = std::make_shared<std::vector<bool>>(1, false);
-        auto remaining = std::make_shared<size_t>(calls);
-        auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(calls);
+        std::vector<Transport::Send> sends;
+        sends.reserve(calls);
         for (size_t call = 0; call < calls; ++call) {
           const size_t first = call * per_call, n = std::min(per_call, count - first);
           auto send = [this, queries, first, n, qw, aw, answers](rpc::VeilServer::Client cap,
@@ -445,20 +444,9 @@ absl::Status LweClient::SendQueries(absl::Span<const uint32_t> queries, size_t c
               return absl::OkStatus();
             });
           };
-          replies.add(transport_->Call(0, std::move(send))
-                          .then([done, remaining](absl::Status status) {
-                            if (status.ok() && --*remaining == 0) (*done)[0] = true;
-                            return status;
-                          })
-                          .eagerlyEvaluate(nullptr));
+          sends.push_back(std::move(send));
         }
-        auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
-          return FirstError(kj::mv(r));
-        });
-        // evalLast: the replies' Finish messages are written in a later turn; count them here.
-        return transport_->WithTimeout(kj::mv(all), done, deadline).then([](absl::Status s) {
-          return kj::evalLast([s = std::move(s)]() mutable { return std::move(s); });
-        });
+        return transport_->CallEach(0, std::move(sends), deadline);
       },
       "LWE lookup");
 }
@@ -500,9 +488,8 @@ absl::Status LweClient::SendPacked(absl::Span<const lattice::PackedQuery> querie
   responses.assign(queries.size(), {});
   return transport_->Run(
       [&]() -> kj::Promise<absl::Status> {
-        auto done = std::make_shared<std::vector<bool>>(1, false);
-        auto remaining = std::make_shared<size_t>(queries.size());
-        auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(queries.size());
+        std::vector<Transport::Send> sends;
+        sends.reserve(queries.size());
         for (size_t i = 0; i < queries.size(); ++i) {
           auto send = [this, &query = queries[i], &response = responses[i]](
                           rpc::VeilServer::Client cap, int replica) {
@@ -540,20 +527,9 @@ absl::Status LweClient::SendPacked(absl::Span<const lattice::PackedQuery> querie
                       });
                 });
           };
-          replies.add(transport_->Call(0, std::move(send))
-                          .then([done, remaining](absl::Status status) {
-                            if (status.ok() && --*remaining == 0) (*done)[0] = true;
-                            return status;
-                          })
-                          .eagerlyEvaluate(nullptr));
+          sends.push_back(std::move(send));
         }
-        auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
-          return FirstError(kj::mv(r));
-        });
-        // evalLast: the replies' Finish messages are written in a later turn; count them here.
-        return transport_->WithTimeout(kj::mv(all), done, deadline).then([](absl::Status s) {
-          return kj::evalLast([s = std::move(s)]() mutable { return std::move(s); });
-        });
+        return transport_->CallEach(0, std::move(sends), deadline);
       },
       "LWE lookup");
 }

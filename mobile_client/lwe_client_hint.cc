@@ -87,9 +87,8 @@ absl::StatusOr<std::vector<uint8_t>> LweClient::GetHint() {
     const uint64_t last = std::min(chunks, first + kChunksInFlight);
     absl::Status status = transport_->Run(
         [&]() -> kj::Promise<absl::Status> {
-          auto done = std::make_shared<std::vector<bool>>(1, false);
-          auto remaining = std::make_shared<uint64_t>(last - first);
-          auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(last - first);
+          std::vector<Transport::Send> sends;
+          sends.reserve(last - first);
           for (uint64_t c = first; c < last; ++c) {
             const uint64_t offset = c * hint_chunk_bytes_;
             const uint64_t size = std::min(hint_chunk_bytes_, bytes - offset);
@@ -110,18 +109,9 @@ absl::StatusOr<std::vector<uint8_t>> LweClient::GetHint() {
                 return absl::OkStatus();
               });
             };
-            replies.add(transport_->Call(0, std::move(send))
-                            .then([done, remaining](absl::Status status) {
-                              if (status.ok() && --*remaining == 0) (*done)[0] = true;
-                              return status;
-                            })
-                            .eagerlyEvaluate(nullptr));
+            sends.push_back(std::move(send));
           }
-          return transport_->WithTimeout(
-              kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
-                return FirstError(kj::mv(r));
-              }),
-              done);
+          return transport_->CallEach(0, std::move(sends));
         },
         "hint download");
     if (absl::IsUnavailable(status) && transport_->Lost()[0] && resumes < kResumes) {

@@ -357,6 +357,28 @@ absl::Status Transport::EndpointError(int e, const kj::Exception& exception) {
   return rpc::ExceptionToStatus(exception, name);
 }
 
+kj::Promise<absl::Status> Transport::CallEach(int s, std::vector<Send> sends, absl::Time deadline) {
+  auto done = std::make_shared<std::vector<bool>>(servers(), true);
+  (*done)[s] = false;
+  auto remaining = std::make_shared<size_t>(sends.size());
+  auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(sends.size());
+  for (Send& send : sends) {
+    replies.add(Call(s, std::move(send))
+                    .then([done, remaining, s](absl::Status status) {
+                      if (status.ok() && --*remaining == 0) (*done)[s] = true;
+                      return status;
+                    })
+                    .eagerlyEvaluate(nullptr));
+  }
+  auto all = kj::joinPromises(replies.finish()).then([](kj::Array<absl::Status> r) {
+    return FirstError(kj::mv(r));
+  });
+  // evalLast: the replies' Finish messages are written in a later turn; count them here.
+  return WithTimeout(kj::mv(all), done, deadline).then([](absl::Status status) {
+    return kj::evalLast([status = std::move(status)]() mutable { return std::move(status); });
+  });
+}
+
 kj::Promise<absl::Status> Transport::WithTimeout(kj::Promise<absl::Status> promise,
                                                  std::shared_ptr<std::vector<bool>> done,
                                                  absl::Time deadline) {

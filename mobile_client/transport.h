@@ -105,6 +105,12 @@ class Transport {
   // naming the server and each replica's failure once all have failed. The caller bounds it
   // (WithTimeout); dropping the promise cancels every attempt.
   kj::Promise<absl::Status> Call(int s, Send send);
+  // Loop thread: every send of `sends` through Call(s, ...) at once; resolves to the first
+  // error in send order, or OK once all succeeded, or DEADLINE_EXCEEDED naming server s if they
+  // have not all succeeded by `deadline` (default: the timeout from now). The status comes a
+  // turn after the last reply, so that its Finish message is counted in the socket bytes.
+  kj::Promise<absl::Status> CallEach(int s, std::vector<Send> sends,
+                                     absl::Time deadline = absl::InfiniteFuture());
   // Calls sent to another replica after a failure, and hedged calls, since Create.
   uint64_t failovers() const { return failovers_.load(); }
   uint64_t hedges() const { return hedges_.load(); }
