@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "pir/he/modarith_hd.h"
+
 namespace veil::he::internal {
 
 void PlainDotProductReference(const DotProductArgs& a) {
@@ -29,7 +31,8 @@ void PlainDotProductReference(const DotProductArgs& a) {
 bool PlainDotProductUsesIfma(const Modulus& q) {
   static const bool ifma = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512ifma");
   }();
   return ifma && q.bits() <= 50;
 }
@@ -39,6 +42,23 @@ void PlainDotProduct(const DotProductArgs& a) {
     PlainDotProductIfma(a);
   } else {
     PlainDotProductReference(a);
+  }
+}
+
+void SubMulShoupReference(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
+                          const uint64_t* w, const uint64_t* w_shoup, size_t w_step,
+                          uint64_t* out) {
+  for (size_t c = 0; c < n; ++c) {
+    out[c] = MulShoup(SubMod(x[c], y[c], q.value()), w[c * w_step], w_shoup[c * w_step], q.value());
+  }
+}
+
+void SubMulShoup(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
+                 const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out) {
+  if (PlainDotProductUsesIfma(q)) {
+    SubMulShoupIfma(q, n, x, y, w, w_shoup, w_step, out);
+  } else {
+    SubMulShoupReference(q, n, x, y, w, w_shoup, w_step, out);
   }
 }
 

@@ -4,8 +4,14 @@
 // reduced once per slot. Inputs are residues below q.
 //   reference  128-bit sums, reduced every time they could overflow;
 //   avx512     IFMA52 (q < 2^50): the low and high 52-bit halves of each product are summed in
-//              separate 64-bit lanes (2^11 terms cannot overflow them), then combined once.
+//              separate 64-bit lanes (2^11 terms cannot overflow them), then combined once;
+//              when the combined sum fits 64 bits with a quotient by q below 2^50 (key
+//              switching, packing), it is reduced in vectors with a double's quotient estimate.
 // Bit-equal (fully reduced); tests/pir/he/matvec_test.cc compares them.
+//
+// And the row kernel of key switching's ModDown and ExpPack's expansion, (x - y) w mod q, with
+// the same two paths (IFMA: Shoup's quotient from vpmadd52huq with w'' = w' >> 12, as the NTT's
+// IFMA butterflies).
 #ifndef VEIL_PIR_HE_DOT_PRODUCT_H_
 #define VEIL_PIR_HE_DOT_PRODUCT_H_
 
@@ -34,6 +40,18 @@ void PlainDotProduct(const DotProductArgs& args);
 bool PlainDotProductUsesIfma(const Modulus& q);
 // avx512 kernel (dot_product_avx512.cc); only after the CPU check.
 void PlainDotProductIfma(const DotProductArgs& args);
+
+// out[c] = (x[c] - y[c]) w[c] mod q for c < n, with x, y, w below q and w_shoup[c] =
+// ShoupPrecompute(w[c], q); one w (w[0], w_shoup[0]) for every c when w_step is 0, else w_step
+// must be 1. out may alias x or y.
+void SubMulShoup(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
+                 const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out);
+void SubMulShoupReference(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
+                          const uint64_t* w, const uint64_t* w_shoup, size_t w_step,
+                          uint64_t* out);
+// avx512 kernel; only after the CPU check (PlainDotProductUsesIfma(q)).
+void SubMulShoupIfma(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
+                     const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out);
 
 }  // namespace veil::he::internal
 

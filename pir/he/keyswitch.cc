@@ -10,7 +10,61 @@
 namespace veil::he {
 namespace internal {
 
-void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* digits) {
+namespace {
+
+// Digit row i lifted to prime q_j (q_i <= 2 q_j): the digit centered in (-q_i/2, q_i/2], plus q_j
+// if negative, branch-free (the digits are random: a branch would mispredict half the time).
+// Cloned for AVX-512, where the loop vectorizes (the build's baseline is SSE2, which lacks the
+// 64-bit compares).
+__attribute__((target_clones("avx512f", "default"))) void LiftCentered(
+    const uint64_t* digit, size_t n, uint64_t q_i, uint64_t q_j, uint64_t* out) {
+  const uint64_t half = q_i / 2;
+  for (size_t c = 0; c < n; ++c) {
+    const int64_t y = static_cast<int64_t>(digit[c]) -
+                      static_cast<int64_t>(q_i & (0 - uint64_t{digit[c] > half}));
+    out[c] = static_cast<uint64_t>(y + static_cast<int64_t>(q_j & (0 - uint64_t{y < 0})));
+  }
+}
+
+// The same for q_i > 2 q_j, digits below 2^50 (so that a double's quotient estimate is off by at
+// most one): digit mod q_j, minus q_i mod q_j where the digit is above q_i / 2. Compiled twice:
+// for AVX-512 F/DQ (64-bit integer <-> double conversions and products) and the baseline.
+inline void LiftCenteredReduceBody(const uint64_t* digit, size_t n, uint64_t q_i, uint64_t q_j,
+                                   uint64_t* out) {
+  const uint64_t half = q_i / 2, q_i_mod_q = q_i % q_j;
+  const double inverse = 1.0 / static_cast<double>(q_j);
+  for (size_t c = 0; c < n; ++c) {
+    const uint64_t estimate = static_cast<uint64_t>(static_cast<double>(digit[c]) * inverse);
+    int64_t v = static_cast<int64_t>(digit[c] - estimate * q_j);  // in [-q_j, 2 q_j)
+    v += static_cast<int64_t>(q_j & (0 - uint64_t{v < 0}));
+    v -= static_cast<int64_t>(q_j & (0 - uint64_t{v >= static_cast<int64_t>(q_j)}));
+    v -= static_cast<int64_t>(q_i_mod_q & (0 - uint64_t{digit[c] > half}));
+    out[c] = static_cast<uint64_t>(v + static_cast<int64_t>(q_j & (0 - uint64_t{v < 0})));
+  }
+}
+
+__attribute__((target("avx512f,avx512dq"))) void LiftCenteredReduceAvx512(
+    const uint64_t* digit, size_t n, uint64_t q_i, uint64_t q_j, uint64_t* out) {
+  LiftCenteredReduceBody(digit, n, q_i, q_j, out);
+}
+
+void LiftCenteredReduce(const uint64_t* digit, size_t n, uint64_t q_i, uint64_t q_j,
+                        uint64_t* out) {
+  static const bool avx512 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  }();
+  if (avx512) {
+    LiftCenteredReduceAvx512(digit, n, q_i, q_j, out);
+  } else {
+    LiftCenteredReduceBody(digit, n, q_i, q_j, out);
+  }
+}
+
+}  // namespace
+
+void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, const uint64_t* d_ntt,
+                           uint64_t* digits) {
   const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1;
   for (size_t i = 0; i < k; ++i) {
     const uint64_t* digit = d + i * n;
@@ -18,6 +72,11 @@ void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* d
     for (size_t j = 0; j < rows; ++j) {
       uint64_t* out = digits + (i * rows + j) * n;
       if (j == i) {
+        // Modulo q_i the digit is d's row i itself: its transform is at hand when d's is.
+        if (d_ntt != nullptr) {
+          std::copy_n(d_ntt + i * n, n, out);
+          continue;
+        }
         std::copy_n(digit, n, out);
       } else {
         // The digit centered in (-q_i/2, q_i/2]: a quarter of the uniform digit's mean square
@@ -25,13 +84,9 @@ void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* d
         const Modulus& q = ctx.modulus(j);
         const uint64_t q_j = q.value();
         if (q_i <= 2 * q_j) {
-          // y = the centered digit, |y| <= q_i / 2 <= q_j, plus q_j if negative: branch-free
-          // (the digits are random: a branch would mispredict half the time).
-          for (size_t c = 0; c < n; ++c) {
-            const int64_t y = static_cast<int64_t>(digit[c]) -
-                              static_cast<int64_t>(q_i & (0 - uint64_t{digit[c] > half}));
-            out[c] = static_cast<uint64_t>(y + static_cast<int64_t>(q_j & (0 - uint64_t{y < 0})));
-          }
+          LiftCentered(digit, n, q_i, q_j, out);
+        } else if (q_i < (uint64_t{1} << 50)) {
+          LiftCenteredReduce(digit, n, q_i, q_j, out);
         } else {
           const uint64_t q_i_mod_q = q.Reduce(q_i);
           for (size_t c = 0; c < n; ++c) {
@@ -46,10 +101,10 @@ void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* d
   }
 }
 
-uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d) {
+uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d, const uint64_t* d_ntt) {
   const size_t k = ctx.q_size();
   uint64_t* digits = GetScratch(Scratch::kDigits, k * (k + 1) * ctx.n());
-  DecomposeForKeySwitch(ctx, d, digits);
+  DecomposeForKeySwitch(ctx, d, d_ntt, digits);
   return digits;
 }
 
@@ -101,9 +156,7 @@ void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out) {
     }
     const uint64_t inv = ctx.key_switch().p_inv_mod_q[j];
     const uint64_t inv_shoup = ctx.key_switch().p_inv_mod_q_shoup[j];
-    for (size_t i = 0; i < n; ++i) {
-      out[j * n + i] = MulShoup(q.Sub(row[i], r[i]), inv, inv_shoup, q.value());
-    }
+    SubMulShoup(q, n, row, r, &inv, &inv_shoup, 0, out + j * n);
   }
 }
 

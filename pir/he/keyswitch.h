@@ -14,9 +14,13 @@ namespace veil::he::internal {
 
 // The RNS digits of d (coefficient form, k rows): digit i = row i as integers centered in
 // (-q_i/2, q_i/2], lifted to every QP row and transformed, into `digits` (k x (k + 1) x N residues).
-void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, uint64_t* digits);
+// d_ntt, if not null, is d's NTT form, which is digit i's transform modulo q_i (k of the k (k + 1)
+// transforms saved).
+void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, const uint64_t* d_ntt,
+                           uint64_t* digits);
 // The same into this thread's Scratch::kDigits buffer (scratch.h), returned.
-uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d);
+uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d,
+                             const uint64_t* d_ntt = nullptr);
 
 // out0, out1 (QP rows, NTT form) = sum_i digit_i o (b_i, a_i) (dot_product.h kernels).
 void KeySwitchInnerProduct(const BfvContext& ctx, const uint64_t* digits, const KeySwitchKey& key,

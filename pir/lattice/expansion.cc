@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/dot_product.h"
 #include "pir/he/keyswitch.h"
 #include "pir/he/modarith_hd.h"
 #include "pir/he/poly.h"
@@ -65,7 +66,7 @@ class Expander {
     const size_t n = ctx_.n();
     std::copy_n(in + words_, words_, c1_.data());
     he::internal::InverseNtt(ctx_.ntt(), c1_.data());
-    const uint64_t* digits = he::internal::DecomposeToScratch(bfv_, c1_.data());
+    const uint64_t* digits = he::internal::DecomposeToScratch(bfv_, c1_.data(), in + words_);
     const uint32_t g = static_cast<uint32_t>(ctx_.n() >> level) + 1;
     he::internal::RotateFromDigits(bfv_, in, digits, g, *keys_[level], true, rotated_.data(),
                                    rotated_.data() + words_);
@@ -82,9 +83,7 @@ class Expander {
           for (size_t c = 0; c < n; ++c) left[base + c] = he::AddMod(x[c], y[c], q);
         }
         if (right != nullptr) {
-          for (size_t c = 0; c < n; ++c) {
-            right[base + c] = he::MulShoup(he::SubMod(x[c], y[c], q), w[c], w_shoup[c], q);
-          }
+          he::internal::SubMulShoup(ctx_.base()[i], n, x, y, w, w_shoup, 1, right + base);
         }
       }
     }

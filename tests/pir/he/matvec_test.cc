@@ -1,7 +1,7 @@
-// The baby-step giant-step matrix-vector product: the IFMA dot-product kernel against its
-// reference bit for bit, plans (rotation counts g + b instead of g b), and decrypt(M x) = M x
-// for random matrices of several shapes (square, wide, tall, one row, one column, odd sizes,
-// several input blocks) on random vectors.
+// The baby-step giant-step matrix-vector product: the IFMA dot-product and row kernels against
+// their references bit for bit, plans (rotation counts g + b instead of g b), and
+// decrypt(M x) = M x for random matrices of several shapes (square, wide, tall, one row, one
+// column, odd sizes, several input blocks) on random vectors.
 #include "pir/he/matvec.h"
 
 #include <cstdint>
@@ -21,9 +21,9 @@ using testing::Rng;
 
 TEST(DotProduct, FastPathMatchesReference) {
   std::mt19937_64 rng = Rng(30);
-  for (int bits : {20, 30, 44, 49, 50, 60}) {
+  for (int bits : {16, 20, 29, 30, 44, 49, 50, 60}) {
     const Modulus q = *Modulus::Create((*GenerateNttPrimes(bits, 64, 1))[0]);
-    for (size_t terms : {size_t{1}, size_t{7}, size_t{64}, size_t{2050}}) {
+    for (size_t terms : {size_t{1}, size_t{3}, size_t{7}, size_t{64}, size_t{2050}}) {
       for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{64}}) {
         std::vector<std::vector<uint64_t>> data;
         for (size_t i = 0; i < 3 * terms; ++i) {
@@ -47,6 +47,39 @@ TEST(DotProduct, FastPathMatchesReference) {
         ASSERT_EQ(r0, naive) << bits << " bits, " << terms << " terms";
         ASSERT_EQ(f0, r0) << bits << " bits, " << terms << " terms, n " << n;
         ASSERT_EQ(f1, r1) << bits << " bits, " << terms << " terms, n " << n;
+      }
+    }
+  }
+}
+
+// The row kernel of ModDown and the expansion, (x - y) w mod q, per-coefficient and constant w,
+// on both sides of the IFMA limit (q < 2^50), with the extremes and a tail past the vectors.
+TEST(SubMulShoup, FastPathMatchesReference) {
+  std::mt19937_64 rng = Rng(32);
+  for (int bits : {16, 22, 29, 30, 44, 50, 60}) {
+    const Modulus q = *Modulus::Create((*GenerateNttPrimes(bits, 64, 1))[0]);
+    for (size_t n : {size_t{1}, size_t{8}, size_t{9}, size_t{4099}}) {
+      std::vector<uint64_t> x = RandomResidues(n, q.value(), rng);
+      std::vector<uint64_t> y = RandomResidues(n, q.value(), rng);
+      std::vector<uint64_t> w = RandomResidues(n, q.value(), rng);
+      x[0] = 0;
+      y[0] = q.value() - 1;
+      w[0] = q.value() - 1;
+      std::vector<uint64_t> w_shoup(n);
+      for (size_t c = 0; c < n; ++c) w_shoup[c] = q.ShoupOf(w[c]);
+      for (size_t step : {size_t{0}, size_t{1}}) {
+        std::vector<uint64_t> fast(n), reference(n), naive(n);
+        internal::SubMulShoup(q, n, x.data(), y.data(), w.data(), w_shoup.data(), step,
+                              fast.data());
+        internal::SubMulShoupReference(q, n, x.data(), y.data(), w.data(), w_shoup.data(), step,
+                                       reference.data());
+        for (size_t c = 0; c < n; ++c) naive[c] = q.Mul(q.Sub(x[c], y[c]), w[c * step]);
+        ASSERT_EQ(reference, naive) << bits << " bits, n " << n << ", step " << step;
+        ASSERT_EQ(fast, reference) << bits << " bits, n " << n << ", step " << step;
+        std::vector<uint64_t> in_place = x;  // out aliasing x
+        internal::SubMulShoup(q, n, in_place.data(), y.data(), w.data(), w_shoup.data(), step,
+                              in_place.data());
+        ASSERT_EQ(in_place, reference);
       }
     }
   }

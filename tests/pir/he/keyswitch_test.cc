@@ -1,0 +1,80 @@
+// Key switching's RNS digits (pir/he/keyswitch.h) against their definition, bit for bit: digit i
+// is d's row i as integers centered in (-q_i/2, q_i/2], lifted to every QP prime and
+// transformed. Two contexts take the two lifting paths: BFV's standard primes (q_i <= 2 q_j) and
+// the lattice ring's (three 29-bit primes over a 22-bit special prime, q_i > 2 P); and the
+// digits are the same whether or not the caller hands in d's transform.
+#include "pir/he/keyswitch.h"
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "pir/he/modarith.h"
+#include "tests/pir/he/test_support.h"
+
+namespace veil::he {
+namespace {
+
+using testing::RandomResidues;
+using testing::Rng;
+
+std::vector<uint64_t> DigitsByDefinition(const BfvContext& ctx, const std::vector<uint64_t>& d) {
+  const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1;
+  std::vector<uint64_t> digits(k * rows * n);
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t q_i = static_cast<int64_t>(ctx.modulus(i).value());
+    for (size_t j = 0; j < rows; ++j) {
+      const int64_t q_j = static_cast<int64_t>(ctx.modulus(j).value());
+      uint64_t* out = digits.data() + (i * rows + j) * n;
+      for (size_t c = 0; c < n; ++c) {
+        int64_t centered = static_cast<int64_t>(d[i * n + c]);
+        if (centered > q_i / 2) centered -= q_i;
+        out[c] = static_cast<uint64_t>(((centered % q_j) + q_j) % q_j);
+      }
+      internal::ForwardReference(ctx.ntt(j), out);
+    }
+  }
+  return digits;
+}
+
+void ExpectDigitsByDefinition(const BfvContext& ctx, std::mt19937_64& rng) {
+  const size_t n = ctx.n(), k = ctx.q_size();
+  std::vector<uint64_t> d(k * n);
+  for (size_t i = 0; i < k; ++i) {
+    const uint64_t q = ctx.modulus(i).value();
+    const std::vector<uint64_t> row = RandomResidues(n, q, rng);
+    std::copy(row.begin(), row.end(), d.begin() + i * n);
+    d[i * n] = q / 2;  // the largest positive digit
+    d[i * n + 1] = q / 2 + 1;  // the most negative
+    d[i * n + 2] = q - 1;
+    d[i * n + 3] = 0;
+  }
+  std::vector<uint64_t> d_ntt = d;
+  for (size_t i = 0; i < k; ++i) ctx.ntt(i).Forward(d_ntt.data() + i * n);
+  const std::vector<uint64_t> expected = DigitsByDefinition(ctx, d);
+  std::vector<uint64_t> digits(expected.size()), from_ntt(expected.size());
+  internal::DecomposeForKeySwitch(ctx, d.data(), nullptr, digits.data());
+  internal::DecomposeForKeySwitch(ctx, d.data(), d_ntt.data(), from_ntt.data());
+  EXPECT_EQ(digits, expected);
+  EXPECT_EQ(from_ntt, expected);
+}
+
+TEST(KeySwitchDigits, StandardPrimes) {
+  std::mt19937_64 rng = Rng(40);
+  ExpectDigitsByDefinition(**BfvContext::Create(*BfvParams::Standard(12, 20)), rng);
+}
+
+TEST(KeySwitchDigits, SpecialPrimeFarBelowTheOthers) {
+  std::mt19937_64 rng = Rng(41);
+  const uint64_t two_n = 2 * 4096;
+  const std::vector<uint64_t> q = *GenerateNttPrimes(29, two_n, 3);
+  const uint64_t special = (*GenerateNttPrimes(22, two_n, 1))[0];
+  const uint64_t t = (*GenerateNttPrimes(17, two_n, 1))[0];
+  const auto ctx = *BfvContext::Create(*BfvParams::Create(12, q, special, t));
+  ASSERT_GT(ctx->modulus(0).value(), 2 * ctx->modulus(3).value());
+  ExpectDigitsByDefinition(*ctx, rng);
+}
+
+}  // namespace
+}  // namespace veil::he
