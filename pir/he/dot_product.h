@@ -47,8 +47,7 @@ void PlainDotProductIfma(const DotProductArgs& args);
 void SubMulShoup(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
                  const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out);
 void SubMulShoupReference(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
-                          const uint64_t* w, const uint64_t* w_shoup, size_t w_step,
-                          uint64_t* out);
+                          const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out);
 // avx512 kernel; only after the CPU check (PlainDotProductUsesIfma(q)).
 void SubMulShoupIfma(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
                      const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out);

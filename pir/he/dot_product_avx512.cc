@@ -28,15 +28,14 @@ void PlainDotProductIfma(const DotProductArgs& a) {
   const __m512d inverse_q = _mm512_set1_pd(1.0 / static_cast<double>(q.value()));
   const auto reduce = [&](__m512i lo, __m512i hi) {
     const __m512i x = _mm512_add_epi64(_mm512_slli_epi64(hi, 52), lo);
-    const __m512i quotient =
-        _mm512_cvttpd_epu64(_mm512_mul_pd(_mm512_cvtepu64_pd(x), inverse_q));
+    const __m512i quotient = _mm512_cvttpd_epu64(_mm512_mul_pd(_mm512_cvtepu64_pd(x), inverse_q));
     __m512i r = _mm512_sub_epi64(x, _mm512_mullo_epi64(quotient, qv));  // in [-q, 2q)
-    r = _mm512_min_epu64(r, _mm512_add_epi64(r, qv));                    // [0, 2q)
-    return _mm512_min_epu64(r, _mm512_sub_epi64(r, qv));                 // [0, q)
+    r = _mm512_min_epu64(r, _mm512_add_epi64(r, qv));                   // [0, 2q)
+    return _mm512_min_epu64(r, _mm512_sub_epi64(r, qv));                // [0, q)
   };
   size_t c = 0;
   for (; c + 8 <= a.n; c += 8) {
-    __m512i v0 = zero, v1 = zero;    // the sums so far, reduced in vectors
+    __m512i v0 = zero, v1 = zero;     // the sums so far, reduced in vectors
     uint64_t r0[8] = {}, r1[8] = {};  // or one by one
     for (size_t first = 0; first < a.terms; first += kChunk) {
       __m512i lo0 = zero, hi0 = zero, lo1 = zero, hi1 = zero;

@@ -16,8 +16,10 @@ namespace {
 // if negative, branch-free (the digits are random: a branch would mispredict half the time).
 // Cloned for AVX-512, where the loop vectorizes (the build's baseline is SSE2, which lacks the
 // 64-bit compares).
-__attribute__((target_clones("avx512f", "default"))) void LiftCentered(
-    const uint64_t* digit, size_t n, uint64_t q_i, uint64_t q_j, uint64_t* out) {
+__attribute__((target_clones("avx512f", "default"))) void LiftCentered(const uint64_t* digit,
+                                                                       size_t n, uint64_t q_i,
+                                                                       uint64_t q_j,
+                                                                       uint64_t* out) {
   const uint64_t half = q_i / 2;
   for (size_t c = 0; c < n; ++c) {
     const int64_t y = static_cast<int64_t>(digit[c]) -
@@ -43,8 +45,10 @@ inline void LiftCenteredReduceBody(const uint64_t* digit, size_t n, uint64_t q_i
   }
 }
 
-__attribute__((target("avx512f,avx512dq"))) void LiftCenteredReduceAvx512(
-    const uint64_t* digit, size_t n, uint64_t q_i, uint64_t q_j, uint64_t* out) {
+__attribute__((target("avx512f,avx512dq"))) void LiftCenteredReduceAvx512(const uint64_t* digit,
+                                                                          size_t n, uint64_t q_i,
+                                                                          uint64_t q_j,
+                                                                          uint64_t* out) {
   LiftCenteredReduceBody(digit, n, q_i, q_j, out);
 }
 
@@ -136,12 +140,7 @@ void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out) {
     const uint64_t p_mod_q = ctx.key_switch().p_mod_q[j];
     // The centered residue r - P (r > P/2) taken mod q_j.
     if (p.value() <= q.value()) {
-      // last[i] < P <= q_j is its own residue; branch-free as in DecomposeForKeySwitch.
-      const uint64_t q_j = q.value();
-      for (size_t i = 0; i < n; ++i) {
-        const uint64_t t = last[i] - (p_mod_q & (0 - uint64_t{last[i] > half_p}));
-        r[i] = t + (q_j & (0 - uint64_t{t > last[i]}));
-      }
+      LiftCentered(last, n, p.value(), q.value(), r);  // last[i] < P <= q_j: its own residue
     } else {
       for (size_t i = 0; i < n; ++i) {
         const uint64_t v = q.Reduce(last[i]);

@@ -26,14 +26,20 @@ namespace {
 // the NTT form of a uniform polynomial (as the packing keys' alpha).
 constexpr uint32_t kSecretMaskDomain = 0;
 
-// The depth-first expansion of one subtree (expansion.h), in the NTT domain: node_[l] holds the
-// ciphertext (c0 then c1, k rows each) of level l on the current path, right_[l] the right child
-// of level l's node waiting for its turn. Per node: c1 back to coefficients (k inverse NTTs),
+// The depth-first expansion of one subtree (expansion.h), in the NTT domain. A ciphertext is a
+// pair of halves (c0, c1; k rows each). left_[l] and right_[l] hold the children of level l's
+// node on the current path; the last level writes its children straight into the packing block
+// (beta_, alpha_), so no ciphertext is copied. Per node: c1 back to coefficients (k inverse NTTs),
 // its RNS digits (pir/he's hybrid key switching), the key switch and the automorphism (a
-// permutation of NTT slots), then c + g(c) and (c - g(c)) X^{-2^l} in one pass (X^{-2^l} is a
-// slot-wise product with its transform). Leaves are in NTT form already.
+// permutation of NTT slots), then c + g(c) and (c - g(c)) X^{-2^l} (X^{-2^l} is a slot-wise
+// product with its transform). Leaves are in NTT form already.
 class Expander {
  public:
+  struct Halves {
+    uint64_t* c0;
+    uint64_t* c1;
+  };
+
   // `sink` (a FunctionRef) must outlive the expander.
   Expander(const RingContext& ctx, std::vector<const he::KeySwitchKey*> keys,
            const std::vector<std::vector<uint64_t>>& monomials, uint32_t lwe_n, SpecialSink sink)
@@ -44,7 +50,7 @@ class Expander {
         lwe_n_(lwe_n),
         levels_(ExpansionLevels(lwe_n)),
         words_(ctx.k() * ctx.n()),
-        node_((levels_ + 1) * 2 * words_),
+        left_(levels_ * 2 * words_),
         right_(levels_ * 2 * words_),
         rotated_(2 * words_),
         c1_(words_),
@@ -52,68 +58,74 @@ class Expander {
         alpha_(beta_.size()),
         sink_(sink) {}
 
-  // Expands the node `index` of level `level` (its ciphertext, NTT form, in `ct`) down to the
-  // leaves.
+  // Expands the node `index` of level `level` (its ciphertext, NTT form, c0 then c1, in `ct`)
+  // down to the leaves.
   void Run(uint32_t level, uint32_t index, const uint64_t* ct) {
-    std::copy_n(ct, 2 * words_, Node(level));
-    Visit(level, index);
+    if (level == levels_) {  // a leaf already (n = 1)
+      std::copy_n(ct, words_, beta_.data());
+      std::copy_n(ct + words_, words_, alpha_.data());
+      index_[count_++] = index;
+    } else {
+      Visit(level, index, ct, ct + words_);
+    }
     Flush();
   }
 
-  // One level's step on `in` into `left` and `right` (either may be null), for the top levels
-  // that ExpandLweSecret runs before splitting the tree between threads.
-  void Step(uint32_t level, const uint64_t* in, uint64_t* left, uint64_t* right) {
+  // One level's step on (in0, in1) into `left` and `right` (either may have null halves).
+  void Step(uint32_t level, const uint64_t* in0, const uint64_t* in1, Halves left, Halves right) {
     const size_t n = ctx_.n();
-    std::copy_n(in + words_, words_, c1_.data());
+    std::copy_n(in1, words_, c1_.data());
     he::internal::InverseNtt(ctx_.ntt(), c1_.data());
-    const uint64_t* digits = he::internal::DecomposeToScratch(bfv_, c1_.data(), in + words_);
+    const uint64_t* digits = he::internal::DecomposeToScratch(bfv_, c1_.data(), in1);
     const uint32_t g = static_cast<uint32_t>(ctx_.n() >> level) + 1;
-    he::internal::RotateFromDigits(bfv_, in, digits, g, *keys_[level], true, rotated_.data(),
+    he::internal::RotateFromDigits(bfv_, in0, digits, g, *keys_[level], true, rotated_.data(),
                                    rotated_.data() + words_);
     const std::vector<uint64_t>& mono = monomials_[level];  // X^{-2^l}, then its Shoup factors
     for (size_t h = 0; h < 2; ++h) {
+      const uint64_t* x = h == 0 ? in0 : in1;
+      const uint64_t* y = rotated_.data() + h * words_;
+      uint64_t* to_left = h == 0 ? left.c0 : left.c1;
+      uint64_t* to_right = h == 0 ? right.c0 : right.c1;
+      if (to_left != nullptr) he::internal::AddRows(ctx_.ntt(), x, y, to_left);
+      if (to_right == nullptr) continue;
       for (size_t i = 0; i < ctx_.k(); ++i) {
-        const uint64_t q = ctx_.base()[i].value();
-        const size_t base = h * words_ + i * n;
-        const uint64_t* x = in + base;
-        const uint64_t* y = rotated_.data() + base;
-        const uint64_t* w = mono.data() + i * n;
-        const uint64_t* w_shoup = mono.data() + words_ + i * n;
-        if (left != nullptr) {
-          for (size_t c = 0; c < n; ++c) left[base + c] = he::AddMod(x[c], y[c], q);
-        }
-        if (right != nullptr) {
-          he::internal::SubMulShoup(ctx_.base()[i], n, x, y, w, w_shoup, 1, right + base);
-        }
+        const size_t row = i * n;
+        he::internal::SubMulShoup(ctx_.base()[i], n, x + row, y + row, mono.data() + row,
+                                  mono.data() + words_ + row, 1, to_right + row);
       }
     }
   }
 
  private:
-  uint64_t* Node(uint32_t level) { return node_.data() + level * 2 * words_; }
-
-  void Visit(uint32_t level, uint32_t index) {
-    if (level == levels_) {
-      Emit(index);
-      return;
-    }
-    const uint64_t step = uint64_t{1} << level;
-    const bool has_right = index + step < lwe_n_;
-    uint64_t* right = right_.data() + level * 2 * words_;
-    Step(level, Node(level), Node(level + 1), has_right ? right : nullptr);
-    Visit(level + 1, index);
-    if (has_right) {
-      std::copy_n(right, 2 * words_, Node(level + 1));
-      Visit(level + 1, index + step);
-    }
+  Halves Left(uint32_t level) {
+    uint64_t* p = left_.data() + level * 2 * words_;
+    return {p, p + words_};
+  }
+  Halves Right(uint32_t level) {
+    uint64_t* p = right_.data() + level * 2 * words_;
+    return {p, p + words_};
+  }
+  // The next free slot of the packing block.
+  Halves Slot(uint32_t offset) {
+    return {beta_.data() + (count_ + offset) * words_, alpha_.data() + (count_ + offset) * words_};
   }
 
-  void Emit(uint32_t index) {
-    const uint64_t* leaf = Node(levels_);
-    std::copy_n(leaf, words_, beta_.data() + count_ * words_);
-    std::copy_n(leaf + words_, words_, alpha_.data() + count_ * words_);
-    index_[count_++] = index;
-    if (count_ == kPackKeysPerBlock) Flush();
+  void Visit(uint32_t level, uint32_t index, const uint64_t* c0, const uint64_t* c1) {
+    const uint64_t step = uint64_t{1} << level;
+    const bool has_right = index + step < lwe_n_;
+    if (level + 1 == levels_) {
+      // The children are leaves: straight into the block's next two slots.
+      if (count_ + 2 > kPackKeysPerBlock) Flush();
+      Step(level, c0, c1, Slot(0), has_right ? Slot(1) : Halves{nullptr, nullptr});
+      index_[count_++] = index;
+      if (has_right) index_[count_++] = static_cast<uint32_t>(index + step);
+      if (count_ == kPackKeysPerBlock) Flush();
+      return;
+    }
+    const Halves left = Left(level), right = Right(level);
+    Step(level, c0, c1, left, has_right ? right : Halves{nullptr, nullptr});
+    Visit(level + 1, index, left.c0, left.c1);
+    if (has_right) Visit(level + 1, static_cast<uint32_t>(index + step), right.c0, right.c1);
   }
 
   void Flush() {
@@ -128,7 +140,7 @@ class Expander {
   const uint32_t lwe_n_;
   const uint32_t levels_;
   const size_t words_;
-  std::vector<uint64_t> node_, right_, rotated_, c1_, beta_, alpha_;
+  std::vector<uint64_t> left_, right_, rotated_, c1_, beta_, alpha_;
   SpecialSink sink_;
   uint32_t index_[kPackKeysPerBlock] = {};
   uint32_t count_ = 0;
@@ -292,8 +304,11 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
       const bool has_right = i + frontier.size() < lwe_n;
       next[i].resize(2 * words);
       if (has_right) next[i + frontier.size()].resize(2 * words);
-      top.Step(l, frontier[i].data(), next[i].data(),
-               has_right ? next[i + frontier.size()].data() : nullptr);
+      const auto halves = [words](std::vector<uint64_t>& ct) {
+        return Expander::Halves{ct.data(), ct.data() + words};
+      };
+      top.Step(l, frontier[i].data(), frontier[i].data() + words, halves(next[i]),
+               has_right ? halves(next[i + frontier.size()]) : Expander::Halves{nullptr, nullptr});
     }
     frontier = std::move(next);
   }

@@ -45,7 +45,7 @@ void ExpectDigitsByDefinition(const BfvContext& ctx, std::mt19937_64& rng) {
     const uint64_t q = ctx.modulus(i).value();
     const std::vector<uint64_t> row = RandomResidues(n, q, rng);
     std::copy(row.begin(), row.end(), d.begin() + i * n);
-    d[i * n] = q / 2;  // the largest positive digit
+    d[i * n] = q / 2;          // the largest positive digit
     d[i * n + 1] = q / 2 + 1;  // the most negative
     d[i * n + 2] = q - 1;
     d[i * n + 3] = 0;
