@@ -6,7 +6,10 @@
 
 namespace veil::he::internal {
 
-void PlainDotProductReference(const DotProductArgs& a) {
+namespace {
+
+template <typename Plain>
+void ReferenceKernel(const DotProductArgsOf<Plain>& a) {
   const Modulus& q = *a.q;
   const uint128_t square = static_cast<uint128_t>(q.value() - 1) * (q.value() - 1);
   // Terms a 128-bit sum takes before it could overflow (at least 16 below 2^62).
@@ -28,6 +31,22 @@ void PlainDotProductReference(const DotProductArgs& a) {
   }
 }
 
+template <typename Plain>
+void Dispatch(const DotProductArgsOf<Plain>& a) {
+  if (PlainDotProductUsesIfma(*a.q)) {
+    PlainDotProductIfma(a);
+  } else {
+    PlainDotProductReference(a);
+  }
+}
+
+}  // namespace
+
+void PlainDotProductReference(const DotProductArgs& a) { ReferenceKernel(a); }
+void PlainDotProductReference(const DotProductArgs32& a) { ReferenceKernel(a); }
+void PlainDotProduct(const DotProductArgs& a) { Dispatch(a); }
+void PlainDotProduct(const DotProductArgs32& a) { Dispatch(a); }
+
 bool PlainDotProductUsesIfma(const Modulus& q) {
   static const bool ifma = [] {
     __builtin_cpu_init();
@@ -35,14 +54,6 @@ bool PlainDotProductUsesIfma(const Modulus& q) {
            __builtin_cpu_supports("avx512ifma");
   }();
   return ifma && q.bits() <= 50;
-}
-
-void PlainDotProduct(const DotProductArgs& a) {
-  if (PlainDotProductUsesIfma(*a.q)) {
-    PlainDotProductIfma(a);
-  } else {
-    PlainDotProductReference(a);
-  }
 }
 
 void SubMulShoupReference(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,

@@ -22,24 +22,32 @@
 
 namespace veil::he::internal {
 
-struct DotProductArgs {
+// Plaintexts of 64-bit residues, or of 32-bit ones (primes below 2^32: half the bytes to stream,
+// as ExpPack's packing matrix).
+template <typename Plain>
+struct DotProductArgsOf {
   const Modulus* q;
   size_t terms;
   size_t n;
-  const uint64_t* const* plain;
+  const Plain* const* plain;
   const uint64_t* const* c0;
   const uint64_t* const* c1;
   uint64_t* out0;
   uint64_t* out1;
 };
+using DotProductArgs = DotProductArgsOf<uint64_t>;
+using DotProductArgs32 = DotProductArgsOf<uint32_t>;
 
 void PlainDotProductReference(const DotProductArgs& args);
+void PlainDotProductReference(const DotProductArgs32& args);
 // The fastest this CPU runs for args.q (IFMA where available and q < 2^50).
 void PlainDotProduct(const DotProductArgs& args);
+void PlainDotProduct(const DotProductArgs32& args);
 // Whether PlainDotProduct uses the IFMA kernel for modulus q on this CPU.
 bool PlainDotProductUsesIfma(const Modulus& q);
-// avx512 kernel (dot_product_avx512.cc); only after the CPU check.
+// avx512 kernels (dot_product_avx512.cc); only after the CPU check.
 void PlainDotProductIfma(const DotProductArgs& args);
+void PlainDotProductIfma(const DotProductArgs32& args);
 
 // out[c] = (x[c] - y[c]) w[c] mod q for c < n, with x, y, w below q and w_shoup[c] =
 // ShoupPrecompute(w[c], q); one w (w[0], w_shoup[0]) for every c when w_step is 0, else w_step

@@ -8,7 +8,15 @@
 
 namespace veil::he::internal {
 
-void PlainDotProductIfma(const DotProductArgs& a) {
+namespace {
+
+__m512i LoadPlain(const uint64_t* p) { return _mm512_loadu_si512(p); }
+__m512i LoadPlain(const uint32_t* p) {
+  return _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+template <typename Plain>
+void IfmaKernel(const DotProductArgsOf<Plain>& a) {
   // Each product p < q^2 < 2^100 is lo + hi 2^52 with lo < 2^52 and hi < 2^48: 2^11 terms of
   // either sum fit a 64-bit lane. Longer sums are cut into chunks and their results added mod q.
   constexpr size_t kChunk = 2048;
@@ -41,7 +49,7 @@ void PlainDotProductIfma(const DotProductArgs& a) {
       __m512i lo0 = zero, hi0 = zero, lo1 = zero, hi1 = zero;
       const size_t end = first + kChunk < a.terms ? first + kChunk : a.terms;
       for (size_t i = first; i < end; ++i) {
-        const __m512i p = _mm512_loadu_si512(a.plain[i] + c);
+        const __m512i p = LoadPlain(a.plain[i] + c);
         const __m512i x0 = _mm512_loadu_si512(a.c0[i] + c);
         const __m512i x1 = _mm512_loadu_si512(a.c1[i] + c);
         lo0 = _mm512_madd52lo_epu64(lo0, p, x0);
@@ -84,9 +92,10 @@ void PlainDotProductIfma(const DotProductArgs& a) {
     }
   }
   if (c < a.n) {
-    const uint64_t* const* plain = a.plain;
-    DotProductArgs rest = a;
-    std::vector<const uint64_t*> p(a.terms), x0(a.terms), x1(a.terms);
+    const Plain* const* plain = a.plain;
+    DotProductArgsOf<Plain> rest = a;
+    std::vector<const Plain*> p(a.terms);
+    std::vector<const uint64_t*> x0(a.terms), x1(a.terms);
     for (size_t i = 0; i < a.terms; ++i) {
       p[i] = plain[i] + c;
       x0[i] = a.c0[i] + c;
@@ -101,6 +110,11 @@ void PlainDotProductIfma(const DotProductArgs& a) {
     PlainDotProductReference(rest);
   }
 }
+
+}  // namespace
+
+void PlainDotProductIfma(const DotProductArgs& a) { IfmaKernel(a); }
+void PlainDotProductIfma(const DotProductArgs32& a) { IfmaKernel(a); }
 
 void SubMulShoupIfma(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
                      const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out) {

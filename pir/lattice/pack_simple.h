@@ -42,8 +42,8 @@ struct PackedRequest {
 
 class PackedSimpleServer {
  public:
-  // Wraps a SimplePIR server: its hint becomes the packing matrix (groups x n x k x N words of
-  // 8 bytes, PackingMatrix::bytes()). Returns INVALID_ARGUMENT for a DoublePIR server or ring
+  // Wraps a SimplePIR server: its hint becomes the packing matrix (groups x n x k x N residues
+  // of 4 bytes, PackingMatrix::bytes()). Returns INVALID_ARGUMENT for a DoublePIR server or ring
   // parameters RingContext::Create refuses, FAILED_PRECONDITION for ring parameters without a
   // special prime.
   static absl::StatusOr<std::unique_ptr<PackedSimpleServer>> Create(

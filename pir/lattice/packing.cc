@@ -104,20 +104,20 @@ absl::StatusOr<PackingMatrix> PackingMatrix::Create(const RingContext& ctx,
   const uint64_t groups = (rows + n - 1) / n;
   PackingMatrix m(rows, lwe_n, groups, k * n);
   m.ntt_.assign(groups * lwe_n * m.stride_, 0);
+  std::vector<uint64_t> poly(m.stride_);
   for (uint64_t g = 0; g < groups; ++g) {
     const uint64_t first = g * n, count = std::min<uint64_t>(n, rows - first);
-    uint64_t* group = m.ntt_.data() + g * lwe_n * m.stride_;
-    for (uint64_t t = 0; t < count; ++t) {
-      const uint32_t* row = a.data() + (first + t) * lwe_n;
-      for (uint32_t j = 0; j < lwe_n; ++j) {
+    for (uint32_t j = 0; j < lwe_n; ++j) {
+      std::fill(poly.begin(), poly.end(), 0);
+      for (uint64_t t = 0; t < count; ++t) {
         // Centered in [-2^31, 2^31): halves the key noise's coefficients.
-        const int64_t v = static_cast<int32_t>(row[j]);
-        for (size_t i = 0; i < k; ++i) {
-          group[j * m.stride_ + i * n + t] = ctx.base()[i].FromSigned(v);
-        }
+        const int64_t v = static_cast<int32_t>(a[(first + t) * lwe_n + j]);
+        for (size_t i = 0; i < k; ++i) poly[i * n + t] = ctx.base()[i].FromSigned(v);
       }
+      he::internal::ForwardNtt(ctx.ntt(), poly.data());
+      // Residues below the primes, below 2^32 (RingParams).
+      std::copy(poly.begin(), poly.end(), m.ntt_.begin() + (g * lwe_n + j) * m.stride_);
     }
-    for (uint32_t j = 0; j < lwe_n; ++j) he::internal::ForwardNtt(ctx.ntt(), group + j * m.stride_);
   }
   return m;
 }
@@ -132,7 +132,7 @@ void PackAccumulator::Add(uint32_t count, const uint32_t* index, const uint64_t*
                           const uint64_t* alpha) {
   const size_t n = ctx_.n(), k = ctx_.k(), stride = k * n;
   std::vector<uint64_t> part0(n), part1(n);
-  const uint64_t* plain[kPackKeysPerBlock];
+  const uint32_t* plain[kPackKeysPerBlock];
   const uint64_t* beta_rows[kPackKeysPerBlock];
   const uint64_t* alpha_rows[kPackKeysPerBlock];
   for (uint32_t j = 0; j < count; ++j) {
@@ -150,15 +150,13 @@ void PackAccumulator::Add(uint32_t count, const uint32_t* index, const uint64_t*
         beta_rows[j] = beta + j * stride + i * n;
         alpha_rows[j] = alpha + j * stride + i * n;
       }
-      he::internal::PlainDotProduct(
-          {&ctx_.base()[i], count, n, plain, beta_rows, alpha_rows, part0.data(), part1.data()});
+      he::internal::PlainDotProduct(he::internal::DotProductArgs32{
+          &ctx_.base()[i], count, n, plain, beta_rows, alpha_rows, part0.data(), part1.data()});
       uint64_t* sum0 = sums_.data() + g * 2 * stride + i * n;
       uint64_t* sum1 = sum0 + stride;
-      const uint64_t q = ctx_.base()[i].value();
-      for (size_t c = 0; c < n; ++c) {
-        sum0[c] = he::AddMod(sum0[c], part0[c], q);
-        sum1[c] = he::AddMod(sum1[c], part1[c], q);
-      }
+      const absl::Span<const he::NttTables> row = ctx_.ntt().subspan(i, 1);
+      he::internal::AddRows(row, sum0, part0.data(), sum0);
+      he::internal::AddRows(row, sum1, part1.data(), sum1);
     }
   }
 }

@@ -64,7 +64,8 @@ absl::StatusOr<PackingKeysView> ParsePackingKeys(const RingContext& ctx, uint32_
 
 // The a-parts of `rows` LWE ciphertexts prepared for Pack: group g holds rows [g N, (g + 1) N)
 // (the last one padded with zero rows), and for each g and j the polynomial A_{g,j} in NTT form
-// over Q. Memory: groups x n x k x N words of 8 bytes (bytes()).
+// over Q. Memory: groups x n x k x N residues of 4 bytes (bytes()): the primes are below 2^32,
+// and what every query streams is half what 64-bit words would be.
 class PackingMatrix {
  public:
   // a: rows x lwe_n words, row-major. Returns INVALID_ARGUMENT if rows or lwe_n is 0 or
@@ -75,9 +76,9 @@ class PackingMatrix {
   uint64_t rows() const { return rows_; }
   uint32_t lwe_n() const { return lwe_n_; }
   uint64_t groups() const { return groups_; }
-  uint64_t bytes() const { return ntt_.size() * sizeof(uint64_t); }
+  uint64_t bytes() const { return ntt_.size() * sizeof(uint32_t); }
   // A_{g,j}: k x N residues.
-  const uint64_t* Polynomial(uint64_t group, uint32_t j) const {
+  const uint32_t* Polynomial(uint64_t group, uint32_t j) const {
     return ntt_.data() + (group * lwe_n_ + j) * stride_;
   }
 
@@ -89,7 +90,7 @@ class PackingMatrix {
   uint32_t lwe_n_;
   uint64_t groups_;
   size_t stride_;  // k x N
-  std::vector<uint64_t> ntt_;
+  std::vector<uint32_t> ntt_;
 };
 
 // The packing sums of one response, fed the special ciphertexts K_j a block at a time, in any

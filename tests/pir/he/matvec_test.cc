@@ -47,6 +47,21 @@ TEST(DotProduct, FastPathMatchesReference) {
         ASSERT_EQ(r0, naive) << bits << " bits, " << terms << " terms";
         ASSERT_EQ(f0, r0) << bits << " bits, " << terms << " terms, n " << n;
         ASSERT_EQ(f1, r1) << bits << " bits, " << terms << " terms, n " << n;
+        if (bits > 32) continue;
+        // The same plaintexts stored as 32-bit residues, through both kernels.
+        std::vector<std::vector<uint32_t>> narrow;
+        std::vector<const uint32_t*> p32;
+        for (size_t i = 0; i < terms; ++i) narrow.emplace_back(p[i], p[i] + n);
+        for (const std::vector<uint32_t>& row : narrow) p32.push_back(row.data());
+        std::vector<uint64_t> g0(n), g1(n), h0(n), h1(n);
+        internal::PlainDotProduct(internal::DotProductArgs32{&q, terms, n, p32.data(), a.data(),
+                                                             b.data(), g0.data(), g1.data()});
+        internal::PlainDotProductReference(internal::DotProductArgs32{
+            &q, terms, n, p32.data(), a.data(), b.data(), h0.data(), h1.data()});
+        ASSERT_EQ(g0, r0) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit";
+        ASSERT_EQ(g1, r1) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit";
+        ASSERT_EQ(h0, r0) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit";
+        ASSERT_EQ(h1, r1) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit";
       }
     }
   }

@@ -109,7 +109,7 @@ TEST(PackingTest, ByteSizesEqualTheFormulasAndKeysRoundTrip) {
   EXPECT_EQ(parsed.beta.data(), wire.data() + 36);  // a view: nothing copied
   const PackingMatrix matrix = *PackingMatrix::Create(ctx, lwe.a, rows, lwe_n);
   EXPECT_EQ(matrix.groups(), 1u);
-  EXPECT_EQ(matrix.bytes(), 8ull * lwe_n * 3 * 4096);
+  EXPECT_EQ(matrix.bytes(), 4ull * lwe_n * 3 * 4096);
   const std::vector<SwitchedCiphertext> response =
       SwitchResponse(ctx, *Pack(ctx, matrix, parsed, lwe.b));
   ASSERT_EQ(response.size(), 1u);
