@@ -16,7 +16,7 @@ void ReferenceKernel(const DotProductArgsOf<Plain>& a) {
   const size_t batch = static_cast<size_t>(std::min<uint128_t>(
       ~static_cast<uint128_t>(0) / std::max<uint128_t>(square, 1) - 1, 1 << 20));
   for (size_t c = 0; c < a.n; ++c) {
-    uint64_t r0 = 0, r1 = 0;
+    uint64_t r0 = a.accumulate ? a.out0[c] : 0, r1 = a.accumulate ? a.out1[c] : 0;
     for (size_t first = 0; first < a.terms; first += batch) {
       uint128_t s0 = r0, s1 = r1;
       for (size_t i = first; i < std::min(a.terms, first + batch); ++i) {

@@ -34,6 +34,8 @@ struct DotProductArgsOf {
   const uint64_t* const* c1;
   uint64_t* out0;
   uint64_t* out1;
+  // out += the sums (out below q) rather than out = the sums.
+  bool accumulate = false;
 };
 using DotProductArgs = DotProductArgsOf<uint64_t>;
 using DotProductArgs32 = DotProductArgsOf<uint32_t>;

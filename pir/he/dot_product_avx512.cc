@@ -43,8 +43,16 @@ void IfmaKernel(const DotProductArgsOf<Plain>& a) {
   };
   size_t c = 0;
   for (; c + 8 <= a.n; c += 8) {
-    __m512i v0 = zero, v1 = zero;     // the sums so far, reduced in vectors
-    uint64_t r0[8] = {}, r1[8] = {};  // or one by one
+    // The sums so far, reduced in vectors, or one by one.
+    __m512i v0 = a.accumulate ? _mm512_loadu_si512(a.out0 + c) : zero;
+    __m512i v1 = a.accumulate ? _mm512_loadu_si512(a.out1 + c) : zero;
+    uint64_t r0[8] = {}, r1[8] = {};
+    if (a.accumulate) {
+      for (int k = 0; k < 8; ++k) {
+        r0[k] = a.out0[c + k];
+        r1[k] = a.out1[c + k];
+      }
+    }
     for (size_t first = 0; first < a.terms; first += kChunk) {
       __m512i lo0 = zero, hi0 = zero, lo1 = zero, hi1 = zero;
       const size_t end = first + kChunk < a.terms ? first + kChunk : a.terms;

@@ -47,6 +47,17 @@ TEST(DotProduct, FastPathMatchesReference) {
         ASSERT_EQ(r0, naive) << bits << " bits, " << terms << " terms";
         ASSERT_EQ(f0, r0) << bits << " bits, " << terms << " terms, n " << n;
         ASSERT_EQ(f1, r1) << bits << " bits, " << terms << " terms, n " << n;
+        // accumulate: out += the sums, from values below q.
+        std::vector<uint64_t> acc0 = RandomResidues(n, q.value(), rng), acc1 = acc0;
+        std::vector<uint64_t> want0 = acc0, want1 = acc1;
+        for (size_t c = 0; c < n; ++c) {
+          want0[c] = q.Add(want0[c], r0[c]);
+          want1[c] = q.Add(want1[c], r1[c]);
+        }
+        internal::PlainDotProduct(
+            {&q, terms, n, p.data(), a.data(), b.data(), acc0.data(), acc1.data(), true});
+        ASSERT_EQ(acc0, want0) << bits << " bits, " << terms << " terms, n " << n << ", +=";
+        ASSERT_EQ(acc1, want1) << bits << " bits, " << terms << " terms, n " << n << ", +=";
         if (bits > 32) continue;
         // The same plaintexts stored as 32-bit residues, through both kernels.
         std::vector<std::vector<uint32_t>> narrow;
