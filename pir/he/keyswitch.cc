@@ -31,8 +31,9 @@ __attribute__((target_clones("avx512f", "default"))) void LiftCentered(const uin
 // The same for q_i > 2 q_j, digits below 2^50 (so that a double's quotient estimate is off by at
 // most one): digit mod q_j, minus q_i mod q_j where the digit is above q_i / 2. Compiled twice:
 // for AVX-512 F/DQ (64-bit integer <-> double conversions and products) and the baseline.
-inline void LiftCenteredReduceBody(const uint64_t* digit, size_t n, uint64_t q_i, uint64_t q_j,
-                                   uint64_t* out) {
+__attribute__((always_inline)) inline void LiftCenteredReduceBody(const uint64_t* digit, size_t n,
+                                                                  uint64_t q_i, uint64_t q_j,
+                                                                  uint64_t* out) {
   const uint64_t half = q_i / 2, q_i_mod_q = q_i % q_j;
   const double inverse = 1.0 / static_cast<double>(q_j);
   for (size_t c = 0; c < n; ++c) {

@@ -50,8 +50,8 @@ class Expander {
         lwe_n_(lwe_n),
         levels_(ExpansionLevels(lwe_n)),
         words_(ctx.k() * ctx.n()),
-        left_(levels_ * 2 * words_),
-        right_(levels_ * 2 * words_),
+        left_((levels_ > 0 ? levels_ - 1 : 0) * 2 * words_),  // the last level's children go
+        right_(left_.size()),                                 // straight into the block
         rotated_(2 * words_),
         c1_(words_),
         beta_(kPackKeysPerBlock * words_),
@@ -115,7 +115,7 @@ class Expander {
     const bool has_right = index + step < lwe_n_;
     if (level + 1 == levels_) {
       // The children are leaves: straight into the block's next two slots.
-      if (count_ + 2 > kPackKeysPerBlock) Flush();
+      if (count_ + (has_right ? 2 : 1) > kPackKeysPerBlock) Flush();
       Step(level, c0, c1, Slot(0), has_right ? Slot(1) : Halves{nullptr, nullptr});
       index_[count_++] = index;
       if (has_right) index_[count_++] = static_cast<uint32_t>(index + step);

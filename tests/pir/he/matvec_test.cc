@@ -102,8 +102,12 @@ TEST(SubMulShoup, FastPathMatchesReference) {
         for (size_t c = 0; c < n; ++c) naive[c] = q.Mul(q.Sub(x[c], y[c]), w[c * step]);
         ASSERT_EQ(reference, naive) << bits << " bits, n " << n << ", step " << step;
         ASSERT_EQ(fast, reference) << bits << " bits, n " << n << ", step " << step;
-        std::vector<uint64_t> in_place = x;  // out aliasing x
+        std::vector<uint64_t> in_place = x;  // out aliasing x, then y
         internal::SubMulShoup(q, n, in_place.data(), y.data(), w.data(), w_shoup.data(), step,
+                              in_place.data());
+        ASSERT_EQ(in_place, reference);
+        in_place = y;
+        internal::SubMulShoup(q, n, x.data(), in_place.data(), w.data(), w_shoup.data(), step,
                               in_place.data());
         ASSERT_EQ(in_place, reference);
       }
