@@ -26,53 +26,31 @@ namespace {
 // the NTT form of a uniform polynomial (as the packing keys' alpha).
 constexpr uint32_t kSecretMaskDomain = 0;
 
-// The depth-first expansion of one subtree (expansion.h), in the NTT domain. A ciphertext is a
-// pair of halves (c0, c1; k rows each). left_[l] and right_[l] hold the children of level l's
-// node on the current path; the last level writes its children straight into the packing block
-// (beta_, alpha_), so no ciphertext is copied. Per node: c1 back to coefficients (k inverse NTTs),
-// its RNS digits (pir/he's hybrid key switching), the key switch and the automorphism (a
-// permutation of NTT slots), then c + g(c) and (c - g(c)) X^{-2^l} (X^{-2^l} is a slot-wise
-// product with its transform). Leaves are in NTT form already.
-class Expander {
- public:
-  struct Halves {
-    uint64_t* c0;
-    uint64_t* c1;
-  };
+// A ciphertext in the NTT domain as two halves (c0, c1; k rows each), written by LevelStep.
+struct Halves {
+  uint64_t* c0;
+  uint64_t* c1;
+};
 
-  // `sink` (a FunctionRef) must outlive the expander.
-  Expander(const RingContext& ctx, std::vector<const he::KeySwitchKey*> keys,
-           const std::vector<std::vector<uint64_t>>& monomials, uint32_t lwe_n, SpecialSink sink)
+// One level of the expansion (expansion.h) on one node, in the NTT domain: c1 back to
+// coefficients (k inverse NTTs), its RNS digits (pir/he's hybrid key switching), the key switch
+// and the automorphism (a permutation of NTT slots), then c + g(c) and (c - g(c)) X^{-2^l}
+// (X^{-2^l} is a slot-wise product with its transform). ExpandLweSecret runs the top levels with
+// one; each Expander holds its own.
+class LevelStep {
+ public:
+  LevelStep(const RingContext& ctx, const std::vector<const he::KeySwitchKey*>& keys,
+            const std::vector<std::vector<uint64_t>>& monomials)
       : ctx_(ctx),
         bfv_(*ctx.expansion()),
-        keys_(std::move(keys)),
+        keys_(keys),
         monomials_(monomials),
-        lwe_n_(lwe_n),
-        levels_(ExpansionLevels(lwe_n)),
         words_(ctx.k() * ctx.n()),
-        left_((levels_ > 0 ? levels_ - 1 : 0) * 2 * words_),  // the last level's children go
-        right_(left_.size()),                                 // straight into the block
         rotated_(2 * words_),
-        c1_(words_),
-        beta_(kPackKeysPerBlock * words_),
-        alpha_(beta_.size()),
-        sink_(sink) {}
+        c1_(words_) {}
 
-  // Expands the node `index` of level `level` (its ciphertext, NTT form, c0 then c1, in `ct`)
-  // down to the leaves.
-  void Run(uint32_t level, uint32_t index, const uint64_t* ct) {
-    if (level == levels_) {  // a leaf already (n = 1)
-      std::copy_n(ct, words_, beta_.data());
-      std::copy_n(ct + words_, words_, alpha_.data());
-      index_[count_++] = index;
-    } else {
-      Visit(level, index, ct, ct + words_);
-    }
-    Flush();
-  }
-
-  // One level's step on (in0, in1) into `left` and `right` (either may have null halves).
-  void Step(uint32_t level, const uint64_t* in0, const uint64_t* in1, Halves left, Halves right) {
+  // Level `level`'s step on (in0, in1) into `left` and `right` (either may have null halves).
+  void Run(uint32_t level, const uint64_t* in0, const uint64_t* in1, Halves left, Halves right) {
     const size_t n = ctx_.n();
     std::copy_n(in1, words_, c1_.data());
     he::internal::InverseNtt(ctx_.ntt(), c1_.data());
@@ -97,6 +75,46 @@ class Expander {
   }
 
  private:
+  const RingContext& ctx_;
+  const he::BfvContext& bfv_;
+  const std::vector<const he::KeySwitchKey*>& keys_;  // level l's key
+  const std::vector<std::vector<uint64_t>>& monomials_;
+  const size_t words_;
+  std::vector<uint64_t> rotated_, c1_;
+};
+
+// The depth-first expansion of one subtree. left_[l] and right_[l] hold the children of level
+// l's node on the current path; the last level writes its children straight into the packing
+// block (beta_, alpha_), so no ciphertext is copied. Leaves are in NTT form already.
+class Expander {
+ public:
+  // keys, monomials and `sink` (a FunctionRef) must outlive the expander.
+  Expander(const RingContext& ctx, const std::vector<const he::KeySwitchKey*>& keys,
+           const std::vector<std::vector<uint64_t>>& monomials, uint32_t lwe_n, SpecialSink sink)
+      : step_(ctx, keys, monomials),
+        lwe_n_(lwe_n),
+        levels_(ExpansionLevels(lwe_n)),
+        words_(ctx.k() * ctx.n()),
+        left_((levels_ > 0 ? levels_ - 1 : 0) * 2 * words_),  // the last level's children go
+        right_(left_.size()),                                 // straight into the block
+        beta_(kPackKeysPerBlock * words_),
+        alpha_(beta_.size()),
+        sink_(sink) {}
+
+  // Expands the node `index` of level `level` (its ciphertext, NTT form, c0 then c1, in `ct`)
+  // down to the leaves.
+  void Run(uint32_t level, uint32_t index, const uint64_t* ct) {
+    if (level == levels_) {  // a leaf already (n = 1)
+      std::copy_n(ct, words_, beta_.data());
+      std::copy_n(ct + words_, words_, alpha_.data());
+      index_[count_++] = index;
+    } else {
+      Visit(level, index, ct, ct + words_);
+    }
+    Flush();
+  }
+
+ private:
   Halves Left(uint32_t level) {
     uint64_t* p = left_.data() + level * 2 * words_;
     return {p, p + words_};
@@ -116,14 +134,14 @@ class Expander {
     if (level + 1 == levels_) {
       // The children are leaves: straight into the block's next two slots.
       if (count_ + (has_right ? 2 : 1) > kPackKeysPerBlock) Flush();
-      Step(level, c0, c1, Slot(0), has_right ? Slot(1) : Halves{nullptr, nullptr});
+      step_.Run(level, c0, c1, Slot(0), has_right ? Slot(1) : Halves{nullptr, nullptr});
       index_[count_++] = index;
       if (has_right) index_[count_++] = static_cast<uint32_t>(index + step);
       if (count_ == kPackKeysPerBlock) Flush();
       return;
     }
     const Halves left = Left(level), right = Right(level);
-    Step(level, c0, c1, left, has_right ? right : Halves{nullptr, nullptr});
+    step_.Run(level, c0, c1, left, has_right ? right : Halves{nullptr, nullptr});
     Visit(level + 1, index, left.c0, left.c1);
     if (has_right) Visit(level + 1, static_cast<uint32_t>(index + step), right.c0, right.c1);
   }
@@ -133,14 +151,11 @@ class Expander {
     count_ = 0;
   }
 
-  const RingContext& ctx_;
-  const he::BfvContext& bfv_;
-  const std::vector<const he::KeySwitchKey*> keys_;  // level l's key
-  const std::vector<std::vector<uint64_t>>& monomials_;
+  LevelStep step_;
   const uint32_t lwe_n_;
   const uint32_t levels_;
   const size_t words_;
-  std::vector<uint64_t> left_, right_, rotated_, c1_, beta_, alpha_;
+  std::vector<uint64_t> left_, right_, beta_, alpha_;
   SpecialSink sink_;
   uint32_t index_[kPackKeysPerBlock] = {};
   uint32_t count_ = 0;
@@ -294,9 +309,7 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
   uint32_t split = 0;
   while (split < levels && (1 << split) < threads) ++split;
   std::vector<std::vector<uint64_t>> frontier{std::move(root)};
-  // The callables an Expander refers to (SpecialSink is a FunctionRef) outlive it: named here.
-  const auto no_leaves = [](uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {};
-  Expander top(ctx, level_keys, monomials, lwe_n, no_leaves);
+  LevelStep top(ctx, level_keys, monomials);
   for (uint32_t l = 0; l < split; ++l) {
     // Node i of level l + 1 comes from node i mod 2^l: left for i < 2^l, right above.
     std::vector<std::vector<uint64_t>> next(frontier.size() * 2);
@@ -305,16 +318,17 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
       next[i].resize(2 * words);
       if (has_right) next[i + frontier.size()].resize(2 * words);
       const auto halves = [words](std::vector<uint64_t>& ct) {
-        return Expander::Halves{ct.data(), ct.data() + words};
+        return Halves{ct.data(), ct.data() + words};
       };
-      top.Step(l, frontier[i].data(), frontier[i].data() + words, halves(next[i]),
-               has_right ? halves(next[i + frontier.size()]) : Expander::Halves{nullptr, nullptr});
+      top.Run(l, frontier[i].data(), frontier[i].data() + words, halves(next[i]),
+              has_right ? halves(next[i + frontier.size()]) : Halves{nullptr, nullptr});
     }
     frontier = std::move(next);
   }
   // Workers take subtrees from a shared counter; worker 0 is this thread.
   std::atomic<size_t> next{0};
   auto work = [&](int worker) {
+    // The sink an Expander refers to (a FunctionRef) outlives it: a named local.
     const auto leaves = [&sink, worker](uint32_t count, const uint32_t* index, const uint64_t* beta,
                                         const uint64_t* alpha) {
       sink(worker, count, index, beta, alpha);

@@ -164,9 +164,10 @@ void PackAccumulator::Add(uint32_t count, const uint32_t* index, const uint64_t*
 }
 
 void PackAccumulator::Merge(const PackAccumulator& other) {
-  const size_t n = ctx_.n(), k = ctx_.k();
-  for (size_t r = 0; r < sums_.size(); ++r) {
-    sums_[r] = he::AddMod(sums_[r], other.sums_[r], ctx_.base()[(r / n) % k].value());
+  // Per group and half: k rows.
+  for (size_t at = 0; at < sums_.size(); at += ctx_.k() * ctx_.n()) {
+    he::internal::AddRows(ctx_.ntt(), sums_.data() + at, other.sums_.data() + at,
+                          sums_.data() + at);
   }
   for (size_t j = 0; j < added_.size(); ++j) {
     duplicate_ = duplicate_ || (added_[j] && other.added_[j]);
