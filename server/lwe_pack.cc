@@ -289,7 +289,12 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEn
   // The shape that counts the packed answer (one 32 KiB ciphertext where the query stays small).
   lattice::ShapeOptions shape;
   shape.packed_ring_n = static_cast<uint32_t>(ring.n());
-  auto prepared = PrepareLweServer(lattice::Protocol::kSimplePir, env, kProtocolName, 1, shape);
+  // A pass takes up to --threads queries (AnswerBatch gives each its own thread; more would only
+  // add latency), which share one product: its kernels are measured (or its device buffers
+  // sized) for that batch now, not on the first busy pass.
+  const uint32_t pass_queries = static_cast<uint32_t>(std::max(1, env.options.threads));
+  auto prepared =
+      PrepareLweServer(lattice::Protocol::kSimplePir, env, kProtocolName, pass_queries, shape);
   if (!prepared.ok()) return prepared.status();
   auto table = std::make_unique<PackTable>();
   table->backend = std::string(prepared->server->database_product().name());
@@ -312,12 +317,11 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEn
   }
   table->limits = env.options.limits;
   table->max_chunk_bytes = table->limits.max_message_bytes - kEnvelopeBytes;
-  // Queues in queries, bounded like bfv-bag's query ciphertexts; a pass takes up to --threads
-  // queries (AnswerBatch gives each its own thread; more would only add latency).
+  // Queues in queries, bounded like bfv-bag's query ciphertexts; passes as above.
   table->limits.max_queued_keys = env.options.limits.max_queued_ciphertexts;
   table->limits.max_queued_keys_per_connection =
       env.options.limits.max_queued_ciphertexts_per_connection;
-  table->limits.max_batch_keys = static_cast<uint32_t>(std::max(1, env.options.threads));
+  table->limits.max_batch_keys = pass_queries;
   if (absl::Status s = CheckLimits(*table); !s.ok()) return s;
   Log("lwe_pack_ready",
       absl::StrFormat("%s: packing matrix of %d group(s) ready; ring security: %s", kProtocolName,

@@ -6,8 +6,8 @@
 // sends lookups: a query and the RLWE ciphertext of its LWE secret, answered with the packed
 // response (ceil(D1 / N) RLWE ciphertexts switched to one prime).
 //
-// Work leaves the event loop: parsing keys and answering (the SimplePIR product, the expansion
-// and the packing, ~0.35 s of CPU per query) run on the shared BatchScheduler's worker; a pass
+// Work leaves the event loop: parsing keys and answering (the SimplePIR product, the expansion and
+// the packing, ~0.15 to 0.2 s of CPU per query) run on the shared BatchScheduler's worker; a pass
 // takes up to --threads queries of any sessions, which share one SimplePIR product and are then
 // expanded one per thread, each with its own session's keys. Queues are bounded in queries as
 // bfv-bag's in query ciphertexts (--max_queued_ciphertexts, overall and per connection).
