@@ -160,6 +160,9 @@ namespace internal {
 void ExpandCiphertextC1(const BfvContext& ctx, const Seed& seed, uint64_t* c1);
 void ExpandPublicKeyP1(const BfvContext& ctx, const Seed& seed, uint64_t* p1);
 void ExpandKeySwitchA(const BfvContext& ctx, const Seed& seed, uint64_t* a);
+// A key from `from` (s', NTT form over QP) to `under` (the secret the result decrypts under),
+// with a fresh seed and errors from libsodium.
+KeySwitchKey MakeKeySwitchKey(const BfvContext& ctx, const uint64_t* under, const uint64_t* from);
 // PrepareForMultiply's work on N coefficients below t, into out (k x N).
 void LiftForMultiply(const BfvContext& ctx, const uint64_t* coeffs, uint64_t* out);
 }  // namespace internal

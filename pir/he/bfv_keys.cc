@@ -19,8 +19,10 @@ struct WipedWords {
   std::vector<uint64_t> words;
 };
 
-// A key from `from` (s', NTT form over QP) to `under` (the key the result decrypts under).
-KeySwitchKey MakeKeySwitchKey(const BfvContext& ctx, const uint64_t* under, const uint64_t* from) {
+}  // namespace
+
+KeySwitchKey internal::MakeKeySwitchKey(const BfvContext& ctx, const uint64_t* under,
+                                        const uint64_t* from) {
   const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1, words = rows * n;
   KeySwitchKey key;
   key.seed = RandomSeed();
@@ -45,6 +47,8 @@ KeySwitchKey MakeKeySwitchKey(const BfvContext& ctx, const uint64_t* under, cons
   }
   return key;
 }
+
+namespace {
 
 // g^-1 mod 2N (g odd; 2N divides 2^64).
 uint32_t InverseGaloisElement(const BfvContext& ctx, uint32_t g) {
@@ -122,7 +126,7 @@ absl::StatusOr<RelinKey> GenerateRelinKey(const BfvContext& ctx, const SecretKey
   if (absl::Status s = CheckSecretKey(ctx, sk); !s.ok()) return s;
   WipedWords square(sk.ntt.size());
   internal::MultiplyRows(ctx.qp_ntt(), sk.ntt.data(), sk.ntt.data(), square.data());
-  return RelinKey{ctx.id(), MakeKeySwitchKey(ctx, sk.ntt.data(), square.data())};
+  return RelinKey{ctx.id(), internal::MakeKeySwitchKey(ctx, sk.ntt.data(), square.data())};
 }
 
 absl::StatusOr<GaloisKeys> GenerateGaloisKeys(const BfvContext& ctx, const SecretKey& sk,
@@ -141,7 +145,7 @@ absl::StatusOr<GaloisKeys> GenerateGaloisKeys(const BfvContext& ctx, const Secre
     for (size_t j = 0; j <= ctx.q_size(); ++j) {
       for (size_t c = 0; c < n; ++c) rotated.words[j * n + c] = sk.ntt[j * n + perm[c]];
     }
-    gk.keys.emplace(g, MakeKeySwitchKey(ctx, rotated.data(), sk.ntt.data()));
+    gk.keys.emplace(g, internal::MakeKeySwitchKey(ctx, rotated.data(), sk.ntt.data()));
   }
   return gk;
 }

@@ -172,6 +172,10 @@ size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded) {
 
 size_t GaloisKeyBytes(const BfvContext& ctx) { return 4 + KeySwitchKeyBytes(ctx); }
 
+size_t RgswCiphertextsBytes(const BfvContext& ctx, size_t count) {
+  return kHeHeaderBytes + 4 + count * 2 * KeySwitchKeyBytes(ctx);
+}
+
 absl::StatusOr<std::vector<uint8_t>> SerializeCiphertext(const BfvContext& ctx,
                                                          const Ciphertext& ct) {
   if (absl::Status s = CheckCiphertext(ctx, ct, "ciphertext"); !s.ok()) return s;
@@ -311,6 +315,51 @@ absl::StatusOr<GaloisKeys> ParseGaloisKeys(const BfvContext& ctx, absl::Span<con
   }
   if (absl::Status s = r.Done("Galois keys"); !s.ok()) return s;
   return gk;
+}
+
+absl::StatusOr<std::vector<uint8_t>> SerializeRgswCiphertexts(
+    const BfvContext& ctx, absl::Span<const RgswCiphertext> ciphertexts) {
+  if (ciphertexts.size() > kMaxRgswCiphertexts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ciphertexts.size(), " RGSW ciphertexts: at most ", kMaxRgswCiphertexts));
+  }
+  std::vector<uint8_t> out;
+  out.reserve(RgswCiphertextsBytes(ctx, ciphertexts.size()));
+  Writer w(out);
+  w.Header(ctx, HeObjectKind::kRgswCiphertexts);
+  w.U32(static_cast<uint32_t>(ciphertexts.size()));
+  for (const RgswCiphertext& g : ciphertexts) {
+    if (absl::Status s = CheckRgswCiphertext(ctx, g, "RGSW ciphertext"); !s.ok()) return s;
+    WriteKeySwitchKey(ctx, g.m, w);
+    WriteKeySwitchKey(ctx, g.ms, w);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<RgswCiphertext>> ParseRgswCiphertexts(const BfvContext& ctx,
+                                                                 absl::Span<const uint8_t> bytes) {
+  Reader r(bytes);
+  if (absl::Status s = r.Header(ctx, HeObjectKind::kRgswCiphertexts); !s.ok()) return s;
+  if (absl::Status s = r.Need(4, "RGSW ciphertexts"); !s.ok()) return s;
+  const uint32_t count = r.U32();
+  if (count > kMaxRgswCiphertexts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(count, " RGSW ciphertexts: at most ", kMaxRgswCiphertexts));
+  }
+  if (absl::Status s = r.Need(count * 2 * KeySwitchKeyBytes(ctx), "RGSW ciphertexts"); !s.ok()) {
+    return s;
+  }
+  std::vector<RgswCiphertext> out(count);
+  for (RgswCiphertext& g : out) {
+    g.params_id = ctx.id();
+    for (KeySwitchKey* key : {&g.m, &g.ms}) {
+      absl::StatusOr<KeySwitchKey> read = ReadKeySwitchKey(ctx, r);
+      if (!read.ok()) return read.status();
+      *key = *std::move(read);
+    }
+  }
+  if (absl::Status s = r.Done("RGSW ciphertexts"); !s.ok()) return s;
+  return out;
 }
 
 absl::StatusOr<std::vector<uint8_t>> SerializeSecretKey(const BfvContext& ctx,

@@ -2,7 +2,7 @@
 //    0  'V' 'H'        magic
 //    2  version        1
 //    3  kind           1 ciphertext, 2 public key, 3 relinearisation key, 4 Galois keys,
-//                      5 secret key
+//                      5 secret key, 6 RGSW ciphertexts
 //    4  params id      8 bytes (BfvParams::Id); must equal the reading context's
 //   12  body
 // A polynomial is its residue rows bit-packed one after the other, row j at bits(q_j) bits per
@@ -15,6 +15,8 @@
 //   Galois keys     count (4 bytes, at most N), then per key: element (4 bytes; odd, below 2N,
 //                   strictly increasing) and a key-switching key
 //   secret key      N ternary coefficients, 2 bits each (0, 1, 3 = -1; 2 is rejected)
+//   RGSW            count (4 bytes, at most kMaxRgswCiphertexts), then per ciphertext two
+//                   key-switching keys: from m, then from m s (rgsw.h)
 // Seeded halves (the uniform a of symmetric ciphertexts, public and key-switching keys) travel
 // as their seeds: half the size. At N = 8192 (k = 4, 174-bit Q, 218-bit QP) a seeded ciphertext
 // is 178,222 bytes (a full one 356,366), a Galois key 892,964 bytes. Parsing is strict: truncated
@@ -29,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "pir/he/bfv.h"
+#include "pir/he/rgsw.h"
 
 namespace veil::he {
 
@@ -43,7 +46,10 @@ enum class HeObjectKind : uint8_t {
   kRelinKey = 3,
   kGaloisKeys = 4,
   kSecretKey = 5,
+  kRgswCiphertexts = 6,
 };
+
+inline constexpr uint32_t kMaxRgswCiphertexts = 64;
 
 // Each Serialize returns the errors of the object's checks (other parameters, wrong sizes).
 absl::StatusOr<std::vector<uint8_t>> SerializeCiphertext(const BfvContext& ctx,
@@ -59,11 +65,18 @@ absl::StatusOr<GaloisKeys> ParseGaloisKeys(const BfvContext& ctx, absl::Span<con
 // The secret key's bytes are secret: the caller wipes them (sodium_memzero) after use.
 absl::StatusOr<std::vector<uint8_t>> SerializeSecretKey(const BfvContext& ctx, const SecretKey& sk);
 absl::StatusOr<SecretKey> ParseSecretKey(const BfvContext& ctx, absl::Span<const uint8_t> bytes);
+// Also INVALID_ARGUMENT for more than kMaxRgswCiphertexts.
+absl::StatusOr<std::vector<uint8_t>> SerializeRgswCiphertexts(
+    const BfvContext& ctx, absl::Span<const RgswCiphertext> ciphertexts);
+absl::StatusOr<std::vector<RgswCiphertext>> ParseRgswCiphertexts(const BfvContext& ctx,
+                                                                 absl::Span<const uint8_t> bytes);
 
 // Bytes of a serialized ciphertext of `size` polynomials (seeded: c_1 as a seed), and of one
 // Galois key inside a GaloisKeys message (element and key).
 size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded);
 size_t GaloisKeyBytes(const BfvContext& ctx);
+// A message of `count` RGSW ciphertexts.
+size_t RgswCiphertextsBytes(const BfvContext& ctx, size_t count);
 
 }  // namespace veil::he
 

@@ -15,28 +15,35 @@
 namespace veil::lattice {
 namespace {
 
-absl::Status CheckSimple(const Shape& shape) {
+absl::Status CheckSimple(const Shape& shape, PackedProtocol protocol) {
   if (shape.protocol != Protocol::kSimplePir) {
-    return absl::InvalidArgumentError(absl::StrCat("lwe-exppack-s packs SimplePIR answers, not ",
+    return absl::InvalidArgumentError(absl::StrCat(PackedProtocolName(protocol),
+                                                   " packs SimplePIR answers, not ",
                                                    std::string(ProtocolName(shape.protocol))));
   }
   return absl::OkStatus();
 }
 
-uint64_t Groups(const RingContext& ring, const Shape& shape) {
-  return (shape.d1 + ring.n() - 1) / ring.n();
-}
-
 }  // namespace
 
-uint64_t PackedResponseBytes(const RingContext& ring, const Shape& shape) {
-  return Groups(ring, shape) * SwitchedBytes(ring);
+const char* PackedProtocolName(PackedProtocol protocol) {
+  return protocol == PackedProtocol::kHybrid ? "lwe-hybrid" : "lwe-exppack-s";
+}
+
+uint64_t PackedResponseBytes(const RingContext& ring, const Shape& shape, PackedProtocol protocol) {
+  if (protocol == PackedProtocol::kHybrid) return HybridResponseBytes(ring, shape);
+  return (shape.d1 + ring.n() - 1) / ring.n() * SwitchedBytes(ring);
+}
+
+uint64_t PackedSelectionBytes(const RingContext& ring, const Shape& shape,
+                              PackedProtocol protocol) {
+  return protocol == PackedProtocol::kHybrid ? HybridSelectionBytes(ring, shape) : 0;
 }
 
 absl::StatusOr<std::unique_ptr<PackedSimpleServer>> PackedSimpleServer::Create(
-    std::unique_ptr<LweServer> server, const RingParams& ring) {
+    std::unique_ptr<LweServer> server, const RingParams& ring, PackedProtocol protocol) {
   const LweConfig& config = server->config();
-  if (absl::Status s = CheckSimple(config.shape); !s.ok()) return s;
+  if (absl::Status s = CheckSimple(config.shape, protocol); !s.ok()) return s;
   absl::StatusOr<RingContext> ctx = RingContext::Create(ring);
   if (!ctx.ok()) return ctx.status();
   if (absl::Status s = CheckExpansion(*ctx, kLweDimension); !s.ok()) return s;
@@ -48,7 +55,15 @@ absl::StatusOr<std::unique_ptr<PackedSimpleServer>> PackedSimpleServer::Create(
       PackingMatrix::Create(*ctx, *hint, config.shape.d1, kLweDimension);
   if (!matrix.ok()) return matrix.status();
   return std::unique_ptr<PackedSimpleServer>(
-      new PackedSimpleServer(std::move(server), *std::move(ctx), *std::move(matrix)));
+      new PackedSimpleServer(std::move(server), *std::move(ctx), *std::move(matrix), protocol));
+}
+
+uint64_t PackedSimpleServer::response_bytes() const {
+  return PackedResponseBytes(ring_, server_->shape(), protocol_);
+}
+
+uint64_t PackedSimpleServer::selection_bytes() const {
+  return PackedSelectionBytes(ring_, server_->shape(), protocol_);
 }
 
 absl::StatusOr<he::GaloisKeys> PackedSimpleServer::ParseKeys(
@@ -58,8 +73,8 @@ absl::StatusOr<he::GaloisKeys> PackedSimpleServer::ParseKeys(
 
 absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Answer(
     absl::Span<const uint32_t> query, absl::Span<const uint8_t> secret_ciphertext,
-    const he::GaloisKeys& keys) const {
-  const PackedRequest request{query, secret_ciphertext, &keys};
+    const he::GaloisKeys& keys, absl::Span<const uint8_t> selection) const {
+  const PackedRequest request{query, secret_ciphertext, &keys, selection};
   return std::move(AnswerBatch({&request, 1})[0]);
 }
 
@@ -91,16 +106,14 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedSimpleServer::AnswerBatc
   }
   const int threads = server_->threads();
   if (good.size() == 1) {
-    out[good[0]] = Pack(answers, requests[good[0]].ciphertext, *requests[good[0]].keys, threads);
+    out[good[0]] = Pack(answers, requests[good[0]], threads);
     return out;
   }
   // One query per worker at a time, each expanded on its worker alone.
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < good.size(); i = next++) {
-      const PackedRequest& request = requests[good[i]];
-      out[good[i]] = Pack(absl::MakeConstSpan(answers).subspan(i * aw, aw), request.ciphertext,
-                          *request.keys, 1);
+      out[good[i]] = Pack(absl::MakeConstSpan(answers).subspan(i * aw, aw), requests[good[i]], 1);
     }
   };
   std::vector<std::thread> pool;
@@ -112,21 +125,36 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedSimpleServer::AnswerBatc
   return out;
 }
 
-absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Pack(
-    absl::Span<const uint32_t> answer, absl::Span<const uint8_t> secret_ciphertext,
-    const he::GaloisKeys& keys, int threads) const {
+absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Pack(absl::Span<const uint32_t> answer,
+                                                              const PackedRequest& request,
+                                                              int threads) const {
+  // The selection is checked before the expansion's work.
+  const HybridWindow window = HybridWindowFor(ring_, server_->shape());
+  std::vector<he::RgswCiphertext> bits;
+  if (protocol_ == PackedProtocol::kHybrid) {
+    absl::StatusOr<std::vector<he::RgswCiphertext>> parsed =
+        ParseHybridSelection(ring_, window, request.selection);
+    if (!parsed.ok()) return parsed.status();
+    bits = *std::move(parsed);
+  } else if (!request.selection.empty()) {
+    return absl::InvalidArgumentError("lwe-exppack-s takes no selection");
+  }
   // One accumulator per worker of the expansion, merged.
   std::vector<PackAccumulator> acc(threads, PackAccumulator(ring_, matrix_));
   const absl::Status expanded = ExpandLweSecret(
-      ring_, keys, kLweDimension, secret_ciphertext, threads,
+      ring_, *request.keys, kLweDimension, request.ciphertext, threads,
       [&acc](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
              const uint64_t* alpha) { acc[worker].Add(count, index, beta, alpha); });
   if (!expanded.ok()) return expanded;
   for (int w = 1; w < threads; ++w) acc[0].Merge(acc[w]);
   absl::StatusOr<std::vector<RlweCiphertext>> packed = acc[0].Finish(answer);
   if (!packed.ok()) return packed.status();
+  if (protocol_ == PackedProtocol::kHybrid) {
+    packed = SelectWindow(ring_, window, *packed, bits);
+    if (!packed.ok()) return packed.status();
+  }
   std::vector<uint8_t> bytes;
-  bytes.reserve(PackedResponseBytes(ring_, server_->shape()));
+  bytes.reserve(response_bytes());
   for (const SwitchedCiphertext& ct : SwitchResponse(ring_, *packed)) {
     const std::vector<uint8_t> one = SerializeSwitched(ct);
     bytes.insert(bytes.end(), one.begin(), one.end());
@@ -135,18 +163,21 @@ absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Pack(
 }
 
 absl::StatusOr<std::unique_ptr<PackedSimpleClient>> PackedSimpleClient::Create(
-    const LweConfig& config, const RingParams& ring) {
+    const LweConfig& config, const RingParams& ring, PackedProtocol protocol) {
   if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
-  if (absl::Status s = CheckSimple(config.shape); !s.ok()) return s;
+  if (absl::Status s = CheckSimple(config.shape, protocol); !s.ok()) return s;
   absl::StatusOr<RingContext> ctx = RingContext::Create(ring);
   if (!ctx.ok()) return ctx.status();
   if (absl::Status s = CheckExpansion(*ctx, kLweDimension); !s.ok()) return s;
-  const he::SecretKey key = he::GenerateSecretKey(*ctx->expansion());
+  he::SecretKey key = he::GenerateSecretKey(*ctx->expansion());
   absl::StatusOr<std::vector<uint8_t>> keys = MakeExpansionKeys(*ctx, key, kLweDimension);
   if (!keys.ok()) return keys.status();
-  RlweSecret secret = RlweSecret::FromKey(*ctx, key);
   return std::unique_ptr<PackedSimpleClient>(
-      new PackedSimpleClient(config, *std::move(ctx), std::move(secret), *std::move(keys)));
+      new PackedSimpleClient(config, *std::move(ctx), protocol, std::move(key), *std::move(keys)));
+}
+
+uint64_t PackedSimpleClient::response_bytes() const {
+  return PackedResponseBytes(ring_, config_.shape, protocol_);
 }
 
 absl::StatusOr<PackedQuery> PackedSimpleClient::MakeQuery(uint64_t row, RandomSource& rng) const {
@@ -166,13 +197,20 @@ absl::StatusOr<PackedQuery> PackedSimpleClient::MakeQuery(uint64_t row, RandomSo
   sodium_memzero(lwe_secret.data(), lwe_secret.size() * sizeof(uint32_t));
   if (!ciphertext.ok()) return ciphertext.status();
   out.ciphertext = *std::move(ciphertext);
+  if (protocol_ == PackedProtocol::kHybrid) {
+    const HybridWindow window = HybridWindowFor(ring_, s);
+    absl::StatusOr<std::vector<uint8_t>> selection =
+        MakeHybridSelection(ring_, key_, window, window.StartOf(ring_, s, row));
+    if (!selection.ok()) return selection.status();
+    out.selection = *std::move(selection);
+  }
   return out;
 }
 
 absl::Status PackedSimpleClient::Decode(uint64_t row, absl::Span<const uint8_t> response,
                                         absl::Span<uint8_t> record) const {
   const Shape& s = config_.shape;
-  const uint64_t expected = PackedResponseBytes(ring_, s);
+  const uint64_t expected = response_bytes();
   if (row >= s.rows || record.size() != s.record_bytes || response.size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat(
         "decode: row ", row, " of ", s.rows, ", record of ", record.size(), " bytes (expected ",
@@ -185,14 +223,27 @@ absl::Status PackedSimpleClient::Decode(uint64_t row, absl::Span<const uint8_t> 
     if (!ct.ok()) return ct.status();
     cts.push_back(*std::move(ct));
   }
-  absl::StatusOr<std::vector<uint32_t>> phases = UnpackPhases(ring_, secret_, cts, s.d1);
+  // The response holds the column's rows from `first` on (all of them, for ExpPack(S)).
+  const uint64_t n = ring_.n();
+  uint64_t first = 0, count = s.d1;
+  if (protocol_ == PackedProtocol::kHybrid) {
+    const HybridWindow window = HybridWindowFor(ring_, s);
+    first = window.StartOf(ring_, s, row) * n;
+    count = std::min(window.window * n, s.d1 - first);
+  }
+  absl::StatusOr<std::vector<uint32_t>> phases = UnpackPhases(ring_, secret_, cts, count);
   if (!phases.ok()) return phases.status();
-  // Every row of the column is decrypted and the record's rows selected with masks: the slot
-  // is secret, so it picks no row by address.
+  // Every row of the response is decrypted and the record's rows selected with masks: the slot
+  // (and the hybrid's window) is secret, so it picks no row by address. Row first + i is byte
+  // `byte` of slot `at`, counted on from first without a branch.
   const uint64_t slot = s.slot_of(row);
+  uint64_t byte = first % s.record_bytes, at = first / s.record_bytes;
   std::fill(record.begin(), record.end(), 0);
-  for (uint64_t i = 0; i < s.d1; ++i) {
-    record[i % s.record_bytes] |= RoundToByte((*phases)[i]) & ByteMask(i / s.record_bytes, slot);
+  for (uint64_t i = 0; i < count; ++i) {
+    record[byte] |= RoundToByte((*phases)[i]) & ByteMask(at, slot);
+    const uint64_t wrap = uint64_t{0} - static_cast<uint64_t>(byte + 1 == s.record_bytes);
+    byte = (byte + 1) & ~wrap;
+    at += wrap & 1;
   }
   sodium_memzero(phases->data(), phases->size() * sizeof(uint32_t));
   return absl::OkStatus();

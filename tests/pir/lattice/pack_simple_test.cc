@@ -73,7 +73,8 @@ TEST(PackedSimpleTest, ABatchOfSessionsSharesOneProductAndFailsOnlyItsBadRequest
   std::vector<PackedRequest> requests;
   for (int i = 0; i < 4; ++i) queries.push_back(*owner[i]->MakeQuery(want[i]));
   for (int i = 0; i < 4; ++i) {
-    requests.push_back({queries[i].query, queries[i].ciphertext, i % 2 == 0 ? &keys_a : &keys_b});
+    requests.push_back(
+        {queries[i].query, queries[i].ciphertext, i % 2 == 0 ? &keys_a : &keys_b, {}});
   }
   requests[3].query = requests[3].query.first(5);
   const auto responses = (*server)->AnswerBatch(requests);

@@ -1,0 +1,89 @@
+#include "pir/he/rgsw.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "pir/he/keyswitch.h"
+#include "pir/he/poly.h"
+
+namespace veil::he {
+
+absl::StatusOr<RgswCiphertext> EncryptRgswBit(const BfvContext& ctx, const SecretKey& sk,
+                                              uint32_t bit) {
+  if (bit > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("an RGSW bit must be 0 or 1, not ", bit));
+  }
+  if (absl::Status s = CheckSecretKey(ctx, sk); !s.ok()) return s;
+  // The NTT form of the constant m is m in every slot; m s is s masked (no branch on the bit).
+  const uint64_t mask = uint64_t{0} - bit;
+  std::vector<uint64_t> m(sk.ntt.size()), ms(sk.ntt.size());
+  for (size_t c = 0; c < sk.ntt.size(); ++c) {
+    m[c] = bit;
+    ms[c] = sk.ntt[c] & mask;
+  }
+  RgswCiphertext g;
+  g.params_id = ctx.id();
+  g.m = internal::MakeKeySwitchKey(ctx, sk.ntt.data(), m.data());
+  g.ms = internal::MakeKeySwitchKey(ctx, sk.ntt.data(), ms.data());
+  sodium_memzero(m.data(), m.size() * sizeof(uint64_t));
+  sodium_memzero(ms.data(), ms.size() * sizeof(uint64_t));
+  return g;
+}
+
+absl::Status CheckRgswCiphertext(const BfvContext& ctx, const RgswCiphertext& g, const char* what) {
+  if (absl::Status s = ctx.CheckId(g.params_id, what); !s.ok()) return s;
+  if (absl::Status s = CheckKeySwitchKey(ctx, g.m, what); !s.ok()) return s;
+  return CheckKeySwitchKey(ctx, g.ms, what);
+}
+
+double ExternalProductVariance(const BfvContext& ctx) {
+  const size_t k = ctx.q_size();
+  const double n = static_cast<double>(ctx.n());
+  double digit_square = 0;  // sum_i E[d_i^2], d_i uniform in (-q_i/2, q_i/2]
+  for (size_t i = 0; i < k; ++i) {
+    digit_square += std::pow(static_cast<double>(ctx.modulus(i).value()), 2) / 12;
+  }
+  const double p = static_cast<double>(ctx.modulus(k).value());
+  return 2 * n * 10.5 * digit_square / (p * p) + (1 + 2 * n / 3) / 12;
+}
+
+namespace internal {
+
+void ExternalProduct(const BfvContext& ctx, const RgswCiphertext& g, const uint64_t* x0,
+                     const uint64_t* x1, uint64_t* out0, uint64_t* out1) {
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n, qp_words = (k + 1) * n;
+  std::vector<uint64_t> coefficients(words), digits(k * qp_words);
+  std::vector<uint64_t> acc(2 * qp_words), half(2 * qp_words);
+  // Each half's digits, times its key: c0 with the key from m, c1 with the key from m s.
+  auto product = [&](const uint64_t* x, const KeySwitchKey& key, uint64_t* o) {
+    std::copy(x, x + words, coefficients.begin());
+    InverseNtt(ctx.q_ntt(), coefficients.data());
+    DecomposeForKeySwitch(ctx, coefficients.data(), x, digits.data());
+    KeySwitchInnerProduct(ctx, digits.data(), key, o, o + qp_words);
+  };
+  product(x0, g.m, acc.data());
+  product(x1, g.ms, half.data());
+  AddRows(ctx.qp_ntt(), acc.data(), half.data(), acc.data());
+  AddRows(ctx.qp_ntt(), acc.data() + qp_words, half.data() + qp_words, acc.data() + qp_words);
+  ModDown(ctx, acc.data(), true, out0);
+  ModDown(ctx, acc.data() + qp_words, true, out1);
+}
+
+void CMux(const BfvContext& ctx, const RgswCiphertext& g, const uint64_t* a0, const uint64_t* a1,
+          const uint64_t* b0, const uint64_t* b1, uint64_t* out0, uint64_t* out1) {
+  const size_t words = ctx.q_size() * ctx.n();
+  std::vector<uint64_t> d(2 * words);
+  SubRows(ctx.q_ntt(), b0, a0, d.data());
+  SubRows(ctx.q_ntt(), b1, a1, d.data() + words);
+  ExternalProduct(ctx, g, d.data(), d.data() + words, d.data(), d.data() + words);
+  AddRows(ctx.q_ntt(), a0, d.data(), out0);
+  AddRows(ctx.q_ntt(), a1, d.data() + words, out1);
+}
+
+}  // namespace internal
+}  // namespace veil::he

@@ -1,0 +1,210 @@
+// The hybrid protocol (pir/lattice/hybrid.h): the window's arithmetic, every record decoding
+// from the selected window (records that straddle groups, the padded selection tree, the last
+// window clamped), byte counts, bad selections, and the noise rule. The end-to-end tests use a
+// ring of N = 1,024 (no security claim) so that several groups stay small.
+#include "pir/lattice/hybrid.h"
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pir/he/modarith.h"
+#include "pir/he/serialization.h"
+#include "pir/lattice/expansion.h"
+#include "pir/lattice/pack_simple.h"
+#include "tests/pir/lattice/test_support.h"
+
+namespace veil::lattice {
+namespace {
+
+using ::testing::HasSubstr;
+
+RingParams SmallRing() {
+  const uint64_t two_n = 2048;
+  return *RingParams::Create(10, *he::GenerateNttPrimes(29, two_n, 3),
+                             (*he::GenerateNttPrimes(22, two_n, 1))[0]);
+}
+
+Shape ShapeOf(uint64_t d1, uint32_t record_bytes) {
+  Shape s;
+  s.record_bytes = record_bytes;
+  s.records_per_column = d1 / record_bytes;
+  s.d1 = d1;
+  s.d0 = 10;
+  s.rows = s.d0 * s.records_per_column;
+  return s;
+}
+
+TEST(HybridWindowTest, CoversEveryRecordsGroupsWithTheFewestBits) {
+  const RingContext ring = *RingContext::Create(RingParams::Default());  // N = 4096
+  struct Case {
+    uint64_t d1;
+    uint32_t r;
+    uint64_t groups, window, starts;
+    uint32_t bits;
+  };
+  for (const Case& c : {
+           Case{4096, 64, 1, 1, 1, 0},      // one group: nothing to select
+           Case{6 * 4096, 64, 6, 1, 6, 3},  // 2^24 x 64 B's shape: R divides N
+           Case{5 * 4096 - 64, 64, 5, 1, 5, 3},
+           Case{4500, 100, 2, 2, 1, 0},  // straddling records: a window of two
+           Case{18000, 100, 5, 2, 4, 2},
+           Case{9 * 8192, 8192, 18, 2, 17, 5},  // N divides R: aligned, R / N groups
+           Case{3 * 5000, 5000, 4, 3, 2, 1},    // R > N, unaligned: ceil(R / N) + 1
+       }) {
+    const Shape shape = ShapeOf(c.d1, c.r);
+    const HybridWindow w = HybridWindowFor(ring, shape);
+    EXPECT_EQ(w.groups, c.groups) << c.d1 << " x " << c.r;
+    EXPECT_EQ(w.window, c.window) << c.d1 << " x " << c.r;
+    EXPECT_EQ(w.starts, c.starts) << c.d1 << " x " << c.r;
+    EXPECT_EQ(w.bits, c.bits) << c.d1 << " x " << c.r;
+    // Every record's rows lie in its window, which lies in the column's groups.
+    for (uint64_t row = 0; row < shape.rows; row += shape.d0 / 3 + 1) {
+      const uint64_t start = w.StartOf(ring, shape, row);
+      const uint64_t first = shape.slot_of(row) * c.r, last = first + c.r - 1;
+      EXPECT_LT(start, w.starts);
+      EXPECT_GE(first, start * ring.n()) << "row " << row;
+      EXPECT_LT(last, (start + w.window) * ring.n()) << "row " << row;
+    }
+    EXPECT_EQ(HybridResponseBytes(ring, shape), c.window * 8 * ring.n());
+    EXPECT_EQ(HybridSelectionBytes(ring, shape),
+              he::RgswCiphertextsBytes(*ring.expansion(), c.bits));
+  }
+  // One RGSW bit at the default ring: two seeded key-switching keys, 29- and 22-bit residues.
+  EXPECT_EQ(he::RgswCiphertextsBytes(*ring.expansion(), 1),
+            12u + 4 + 2 * (32 + 3 * 4096 * 109 / 8));
+}
+
+struct HybridFixture {
+  HybridFixture(uint64_t rows, uint32_t record_bytes, uint64_t per_column, uint64_t salt,
+                int threads = 1) {
+    std::mt19937_64 gen(testing::TestSeed("pir_lattice_test") + salt);
+    records = testing::RandomRecords(rows, record_bytes, gen);
+    LweServerOptions options;
+    options.shape.records_per_column = per_column;
+    options.threads = threads;
+    auto lwe =
+        LweServer::FromRecords(records, rows, record_bytes, testing::DigestOf(salt), options);
+    server = *PackedSimpleServer::Create(*std::move(lwe), SmallRing(), PackedProtocol::kHybrid);
+    client = *PackedSimpleClient::Create(server->config(), SmallRing(), PackedProtocol::kHybrid);
+    keys = *server->ParseKeys(client->expansion_keys());
+  }
+  std::vector<uint8_t> Record(uint64_t row) const {
+    const uint32_t r = server->config().shape.record_bytes;
+    return {records.begin() + row * r, records.begin() + (row + 1) * r};
+  }
+  std::vector<uint8_t> records;
+  std::unique_ptr<PackedSimpleServer> server;
+  std::unique_ptr<PackedSimpleClient> client;
+  he::GaloisKeys keys;
+};
+
+void ExpectRowsDecode(const HybridFixture& f, const std::vector<uint64_t>& rows) {
+  const Shape& shape = f.server->config().shape;
+  const RingContext& ring = f.client->ring();
+  for (uint64_t row : rows) {
+    const PackedQuery q = *f.client->MakeQuery(row);
+    EXPECT_EQ(q.selection.size(), HybridSelectionBytes(ring, shape));
+    const std::vector<uint8_t> response =
+        *f.server->Answer(q.query, q.ciphertext, f.keys, q.selection);
+    EXPECT_EQ(response.size(), HybridResponseBytes(ring, shape));
+    std::vector<uint8_t> record(shape.record_bytes);
+    ASSERT_TRUE(f.client->Decode(row, response, absl::MakeSpan(record)).ok());
+    EXPECT_EQ(record, f.Record(row)) << "row " << row;
+  }
+}
+
+TEST(HybridTest, StraddlingRecordsDecodeFromTheirWindow) {
+  // 900 records of 100 bytes, 50 per column: D1 = 5,000 rows, 5 groups of N = 1,024; a record
+  // can straddle two, so the window is 2 of 4 starts (2 bits). Slot 10 (rows 1,000..1,099)
+  // straddles groups 0 and 1; slot 49 (the last) needs the clamped last window.
+  HybridFixture f(900, 100, 50, 300);
+  const Shape& shape = f.server->config().shape;
+  ASSERT_EQ(shape.d1, 5000u);
+  const HybridWindow w = HybridWindowFor(f.client->ring(), shape);
+  EXPECT_EQ(w.groups, 5u);
+  EXPECT_EQ(w.window, 2u);
+  EXPECT_EQ(w.bits, 2u);
+  const uint64_t d0 = shape.d0;
+  ExpectRowsDecode(f, {0, 10 * d0 + 3, 49 * d0 + 5, 30 * d0, 899});
+}
+
+TEST(HybridTest, AlignedRecordsTakeOneCiphertextThroughAPaddedTree) {
+  // 16-byte records, 160 per column: D1 = 2,560 rows, 3 groups, a window of 1; 3 starts need
+  // 2 bits, the tree's fourth leaf a copy of the third.
+  HybridFixture f(1000, 16, 160, 301, /*threads=*/2);
+  const Shape& shape = f.server->config().shape;
+  const HybridWindow w = HybridWindowFor(f.client->ring(), shape);
+  EXPECT_EQ(w.groups, 3u);
+  EXPECT_EQ(w.window, 1u);
+  EXPECT_EQ(w.starts, 3u);
+  EXPECT_EQ(w.bits, 2u);
+  EXPECT_EQ(f.server->response_bytes(), 8u * 1024);
+  const uint64_t d0 = shape.d0;
+  ExpectRowsDecode(f, {0, 64 * d0 + 1, 128 * d0 + 2, 999});  // 999: slot 142, in group 2
+}
+
+TEST(HybridTest, BadSelectionsFailTheirRequestOnly) {
+  HybridFixture f(900, 100, 50, 302);
+  const PackedQuery good = *f.client->MakeQuery(17);
+  const PackedQuery other = *f.client->MakeQuery(12 * f.server->config().shape.d0);
+  // No selection; a truncated one; one of another count (an RGSW message of 1 bit).
+  const std::vector<uint8_t> one_bit = std::vector<uint8_t>(
+      good.selection.begin(),
+      good.selection.begin() + he::RgswCiphertextsBytes(*f.client->ring().expansion(), 1));
+  std::vector<uint8_t> recount = one_bit;
+  recount[he::kHeHeaderBytes] = 1;
+  std::vector<PackedRequest> requests = {
+      {good.query, good.ciphertext, &f.keys, {}},
+      {good.query, good.ciphertext, &f.keys,
+       absl::MakeConstSpan(good.selection).first(good.selection.size() - 1)},
+      {good.query, good.ciphertext, &f.keys, recount},
+      {other.query, other.ciphertext, &f.keys, other.selection},
+  };
+  const auto responses = f.server->AnswerBatch(requests);
+  ASSERT_EQ(responses.size(), 4u);
+  EXPECT_EQ(responses[0].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(responses[1].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(responses[1].status().message(), HasSubstr("truncated"));
+  EXPECT_EQ(responses[2].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(responses[2].status().message(), HasSubstr("a selection of 1 RGSW bits"));
+  ASSERT_TRUE(responses[3].ok()) << responses[3].status();
+  std::vector<uint8_t> record(100);
+  const uint64_t row = 12 * f.server->config().shape.d0;
+  ASSERT_TRUE(f.client->Decode(row, *responses[3], absl::MakeSpan(record)).ok());
+  EXPECT_EQ(record, f.Record(row));
+  // Another record's window decodes to another record, not this one: the client never takes
+  // rows from outside its window for its own.
+  ASSERT_TRUE(f.client->Decode(17, *responses[3], absl::MakeSpan(record)).ok());
+  EXPECT_NE(record, f.Record(17));
+  // ExpPack(S) takes no selection.
+  LweServerOptions options;
+  options.shape.records_per_column = 50;
+  auto plain = PackedSimpleServer::Create(
+      *LweServer::FromRecords(f.records, 900, 100, testing::DigestOf(302), options), SmallRing());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const absl::Status refused =
+      (*plain)->Answer(good.query, good.ciphertext, f.keys, good.selection).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(), "lwe-exppack-s takes no selection");
+}
+
+TEST(HybridTest, TheSelectionsNoiseIsWithinTheRule) {
+  const RingContext ring = *RingContext::Create(RingParams::Default());
+  const PackingNoise exppack = ExpPackNoiseBound(ring, kLweDimension);
+  // Even 40 levels (a trillion groups) add almost nothing: an external product's error is
+  // ~2^14 units of Q, 2^-41 of a word.
+  const PackingNoise hybrid = HybridNoiseBound(ring, kLweDimension, 40);
+  EXPECT_GE(hybrid.sigma, exppack.sigma);
+  EXPECT_LT(hybrid.sigma, exppack.sigma * (1 + 1e-9));
+  EXPECT_TRUE(HybridNoiseWithinRule(ring, kLweDimension, 40));
+  // At the failing parameters of ExpPackTest.TooLittleModulusFailsAsPredicted it fails too.
+  const RingContext small =
+      *RingContext::Create(*RingParams::Create(12, {8380417, 8273921, 8257537}, 40961));
+  EXPECT_FALSE(HybridNoiseWithinRule(small, kLweDimension, 3));
+}
+
+}  // namespace
+}  // namespace veil::lattice
