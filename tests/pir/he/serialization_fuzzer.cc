@@ -1,7 +1,7 @@
-// Fuzz target for the BFV wire formats (pir/he/serialization.h) and protocol bfv-bag's messages
-// (pir/he/bag.h: the query a client sends, the table info a server publishes), under a tiny
-// context (N = 16) so that an input is a few hundred bytes; the parsers' code is the same at
-// N = 8192. The first byte chooses the parser, the rest is its input.
+// Fuzz target for the BFV wire formats (pir/he/serialization.h, RGSW ciphertexts included) and
+// protocol bfv-bag's messages (pir/he/bag.h: the query a client sends, the table info a server
+// publishes), under a tiny context (N = 16) so that an input is a few hundred bytes; the
+// parsers' code is the same at N = 8192. The first byte chooses the parser, the rest is its input.
 // Invariants: every parser fails with INVALID_ARGUMENT or gives an object that serializes back to
 // exactly the input (one encoding per object); a parsed ciphertext decrypts.
 #include <cstddef>
@@ -14,6 +14,7 @@
 #include "pir/he/bfv_context.h"
 #include "pir/he/encoder.h"
 #include "pir/he/modarith.h"
+#include "pir/he/rgsw.h"
 #include "pir/he/serialization.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -30,6 +31,7 @@ enum Kind : uint8_t {
   kSecretKey,
   kBagQuery,
   kBagTableInfo,
+  kRgsw,
   kKinds
 };
 constexpr size_t kMaxBlocks = 4;
@@ -99,6 +101,8 @@ std::vector<std::vector<uint8_t>> Seeds() {
       Tagged(kSecretKey, SerializeSecretKey(ctx, sk)),
       Tagged(kBagQuery, SerializeBagQuery(ctx, BagQuery{{seeded, full}})),
       Tagged(kBagTableInfo, SerializeBagTableInfo({ctx.params().Id(), 100, 8, 1000})),
+      Tagged(kRgsw, SerializeRgswCiphertexts(
+                        ctx, {*EncryptRgswBit(ctx, sk, 0), *EncryptRgswBit(ctx, sk, 1)})),
   };
   return seeds;
 }
@@ -142,6 +146,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       CheckRoundTrip(ParseBagTableInfo(bytes), bytes,
                      [](const BagTableInfo& info) -> absl::StatusOr<std::vector<uint8_t>> {
                        return SerializeBagTableInfo(info);
+                     });
+      break;
+    case kRgsw:
+      CheckRoundTrip(ParseRgswCiphertexts(ctx, bytes), bytes,
+                     [&](const std::vector<RgswCiphertext>& g) {
+                       return SerializeRgswCiphertexts(ctx, g);
                      });
       break;
   }
