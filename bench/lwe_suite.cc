@@ -1,7 +1,8 @@
 // LWE suites (pir/lattice): lwe-answer (the server's product, against the CPU's ceilings measured
 // in the same run) and lattice (one protocol's costs end to end below the sockets: server and
 // client time, bytes each way, the reusable hint; --protocol=exppack-s: SimplePIR with its answer
-// ring-packed, pir/lattice/pack_simple.h).
+// ring-packed, pir/lattice/pack_simple.h; --protocol=hybrid: the same narrowed to the record's
+// window by RGSW selection bits, pir/lattice/hybrid.h).
 //
 // lwe-answer's roofline is the slower of two ceilings, both measured by
 // lattice::MeasureCpuCeilings in this run on the same threads:
@@ -48,9 +49,10 @@ struct Setup {
 absl::StatusOr<Setup> MakeSetup(const Flags& flags, const std::string& suite) {
   const uint64_t rows = flags.Int("rows", 1 << 20);
   const int64_t row_bytes = flags.Int("row-bytes", 64);
-  // exppack-s serves a SimplePIR matrix (its hint becomes the packing matrix).
+  // exppack-s and hybrid serve a SimplePIR matrix (its hint becomes the packing matrix).
   const std::string name = flags.Str("protocol", "simple");
-  auto protocol = lattice::ParseProtocol(name == "exppack-s" ? "simple" : name);
+  const bool packed = name == "exppack-s" || name == "hybrid";
+  auto protocol = lattice::ParseProtocol(packed ? "simple" : name);
   if (!protocol.ok()) return protocol.status();
   if (rows == 0 || row_bytes < 1 || row_bytes > lattice::kMaxRecordBytes) {
     return absl::InvalidArgumentError("--rows and --row-bytes must be positive");
@@ -60,7 +62,7 @@ absl::StatusOr<Setup> MakeSetup(const Flags& flags, const std::string& suite) {
   options.threads = static_cast<int>(flags.Int("threads", 1));
   options.shape.records_per_column = flags.Int("records-per-column", 0);
   options.shape.lookups_per_hint = flags.Int("lookups-per-hint", 1024);
-  if (name == "exppack-s") {
+  if (packed) {
     options.shape.packed_ring_n = static_cast<uint32_t>(lattice::RingParams::Default().n());
   }
   Setup setup;
@@ -241,7 +243,9 @@ absl::Status LweAnswer(const Flags& flags) {
 // server_product_ms the batch's SimplePIR product alone (the rest of server_ms is packing and
 // switching);
 // reusable_key_bytes the expansion keys, uploaded once; errors the batch's wrong records.
-absl::Status PackedLattice(const Flags& flags) {
+// --protocol=hybrid: the same with the hybrid's window selection (hybrid.h): query_bytes include
+// the selection's RGSW ciphertexts (selection_bytes), response_bytes are the window's.
+absl::Status PackedLattice(const Flags& flags, lattice::PackedProtocol protocol) {
   const int batch = static_cast<int>(flags.Int("batch", 1));
   if (batch < 1) return absl::InvalidArgumentError("--batch must be positive");
   const int threads = static_cast<int>(flags.Int("threads", 1));
@@ -262,13 +266,18 @@ absl::Status PackedLattice(const Flags& flags) {
       1, 5, 3);
   if (!product_status.ok()) return product_status;
   const auto start = std::chrono::steady_clock::now();
-  auto server = lattice::PackedSimpleServer::Create(std::move(setup->server));
+  auto server = lattice::PackedSimpleServer::Create(std::move(setup->server),
+                                                    lattice::RingParams::Default(), protocol);
   if (!server.ok()) return server.status();
   const double prepare_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   absl::StatusOr<std::unique_ptr<lattice::PackedSimpleClient>> client;
   const double client_keys_s = MedianSeconds(
-      [&] { client = lattice::PackedSimpleClient::Create((*server)->config()); }, 0, 1, 3);
+      [&] {
+        client = lattice::PackedSimpleClient::Create((*server)->config(),
+                                                     lattice::RingParams::Default(), protocol);
+      },
+      0, 1, 3);
   if (!client.ok()) return client.status();
   absl::StatusOr<he::GaloisKeys> keys = (*server)->ParseKeys((*client)->expansion_keys());
   if (!keys.ok()) return keys.status();
@@ -287,7 +296,9 @@ absl::Status PackedLattice(const Flags& flags) {
     if (!q.ok()) return q.status();
     queries.push_back(*std::move(q));
   }
-  for (const lattice::PackedQuery& q : queries) requests.push_back({q.query, q.ciphertext, &*keys});
+  for (const lattice::PackedQuery& q : queries) {
+    requests.push_back({q.query, q.ciphertext, &*keys, q.selection});
+  }
   std::vector<absl::StatusOr<std::vector<uint8_t>>> responses;
   // Warm runs: the first call after start-up is slower (by 0.05 s at 2^20 x 64 B, 0.2 s at 2^22,
   // with a few hundred minor page faults only), and a batch's median is of few runs.
@@ -318,7 +329,7 @@ absl::Status PackedLattice(const Flags& flags) {
   if (!status.ok()) return status;
   const lattice::CpuCeilings ceilings =
       lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, 1)));
-  LweLine("lattice", "lwe-exppack-s", s, batch, threads)
+  LweLine("lattice", lattice::PackedProtocolName(protocol), s, batch, threads)
       .Add("server_ms", server_s * 1e3)
       .Add("server_ms_per_query", server_s * 1e3 / batch)
       .Add("server_expand_ms", expand_s * 1e3)
@@ -327,7 +338,9 @@ absl::Status PackedLattice(const Flags& flags) {
       .Add("client_query_ms", query_s * 1e3)
       .Add("client_decode_ms", decode_s * 1e3)
       .Add("client_keys_ms", client_keys_s * 1e3)
-      .Add("query_bytes", query->query.size() * 4 + query->ciphertext.size())
+      .Add("query_bytes",
+           query->query.size() * 4 + query->ciphertext.size() + query->selection.size())
+      .Add("selection_bytes", query->selection.size())
       .Add("response_bytes", response.size())
       .Add("reusable_key_bytes", (*client)->expansion_keys().size())
       .Add("floor_ratio", server_s / (WorkOf(s, 1).bytes / ceilings.mem_read_bytes_per_s))
@@ -344,7 +357,12 @@ absl::Status Lattice(const Flags& flags) {
   if (flags.Str("backend", "cpu") != "cpu") {
     return absl::InvalidArgumentError("the lattice suite runs the CPU server (--backend=cpu)");
   }
-  if (flags.Str("protocol", "simple") == "exppack-s") return PackedLattice(flags);
+  if (flags.Str("protocol", "simple") == "exppack-s") {
+    return PackedLattice(flags, lattice::PackedProtocol::kExpPackS);
+  }
+  if (flags.Str("protocol", "simple") == "hybrid") {
+    return PackedLattice(flags, lattice::PackedProtocol::kHybrid);
+  }
   const int batch = static_cast<int>(flags.Int("batch", 1));
   const int threads = static_cast<int>(flags.Int("threads", 1));
   if (batch < 1 || threads < 1) {
@@ -407,12 +425,14 @@ const char kLweAnswerHelp[] =
     "scanned per second, qps, roofline_ratio against the read bandwidth and the faster of the "
     "int32 and VNNI/4 multiply-add rates measured in this run";
 const char kLatticeHelp[] =
-    "--protocol=simple|double|exppack-s --rows --row-bytes --batch --threads: one protocol's costs "
+    "--protocol=simple|double|exppack-s|hybrid --rows --row-bytes --batch --threads: one "
+    "protocol's costs "
     "below the sockets: server_ms (one batch), client_ms (query + decode of "
-    "one lookup), query and response bytes, reusable_key_bytes (the hint; exppack-s: the "
+    "one lookup), query and response bytes, reusable_key_bytes (the hint; exppack-s, hybrid: the "
     "expansion keys), floor_ratio (server time / one stream of the database at this run's "
     "measured memory bandwidth: 1 is the floor), errors; exppack-s also server_expand_ms (one "
-    "query's expansion) and server_product_ms (the SimplePIR product of the batch)";
+    "query's expansion) and server_product_ms (the SimplePIR product of the batch); hybrid also "
+    "selection_bytes (its RGSW bits, in query_bytes)";
 
 SuiteRegistration lwe_answer("lwe-answer", kLweAnswerHelp, LweAnswer);
 SuiteRegistration lattice_suite("lattice", kLatticeHelp, Lattice);

@@ -49,6 +49,7 @@ struct LweClient::ServerConfig {
   uint64_t secret_ciphertext_bytes = 0;
   uint64_t response_bytes = 0;
   uint64_t max_chunk_bytes = 0;
+  uint64_t selection_bytes = 0;  // lwe-hybrid
 };
 
 namespace {
@@ -60,15 +61,23 @@ constexpr uint64_t kEnvelopeBytes = 1024;
 // Calls in flight at once (the server bounds calls per connection, 64 by default).
 constexpr size_t kMaxCallsInFlight = 32;
 constexpr char kExpPack[] = "lwe-exppack-s";
+constexpr char kHybrid[] = "lwe-hybrid";
 
-// The LWE protocol underneath a protocol name: lwe-exppack-s packs SimplePIR answers.
+// lwe-exppack-s and lwe-hybrid: the packed protocols (LwePackServer).
+bool IsPacked(const std::string& name) { return name == kExpPack || name == kHybrid; }
+lattice::PackedProtocol PackedProtocolOf(const std::string& name) {
+  return name == kHybrid ? lattice::PackedProtocol::kHybrid : lattice::PackedProtocol::kExpPackS;
+}
+
+// The LWE protocol underneath a protocol name: the packed protocols pack SimplePIR answers.
 absl::StatusOr<lattice::Protocol> LweProtocolOf(const std::string& name) {
-  if (name == kExpPack) return lattice::Protocol::kSimplePir;
+  if (IsPacked(name)) return lattice::Protocol::kSimplePir;
   if (name.rfind("lwe-", 0) == 0) {
     if (auto protocol = lattice::ParseProtocol(name); protocol.ok()) return protocol;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown LWE protocol \"", name, "\"; use lwe-simple, lwe-double or lwe-exppack-s"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown LWE protocol \"", name,
+                   "\"; use lwe-simple, lwe-double, lwe-exppack-s or lwe-hybrid"));
 }
 
 std::string Hex(absl::Span<const uint8_t> bytes) {
@@ -120,7 +129,7 @@ ServerConfig ParseConfig(rpc::LweConfig::Reader c, const std::string& protocol) 
 // Loop thread: the server's `config` into `config`.
 kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, const std::string& protocol,
                                      ServerConfig& config) {
-  if (protocol == kExpPack) {
+  if (IsPacked(protocol)) {
     return server.castAs<rpc::LwePackServer>().configRequest().send().then(
         [&config, protocol](capnp::Response<rpc::LwePackServer::ConfigResults> reply) {
           rpc::LwePackConfig::Reader c = reply.getConfig();
@@ -132,6 +141,7 @@ kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, const std::
           config.secret_ciphertext_bytes = c.getSecretCiphertextBytes();
           config.response_bytes = c.getResponseBytes();
           config.max_chunk_bytes = c.getMaxChunkBytes();
+          config.selection_bytes = c.getSelectionBytes();
           return absl::OkStatus();
         });
   }
@@ -191,8 +201,9 @@ absl::StatusOr<lattice::LweConfig> LatticeConfig(const ServerConfig& c) {
   return config;
 }
 
-// lwe-exppack-s: INVALID_ARGUMENT unless `c`'s ring is this client's (RingParams::Default) and
-// its sizes are the ones the ring and `packed`'s shape give.
+// lwe-exppack-s, lwe-hybrid: INVALID_ARGUMENT unless `c`'s ring is this client's
+// (RingParams::Default) and its sizes are the ones the ring, the protocol and `packed`'s shape
+// give.
 absl::Status CheckRing(const ServerConfig& c, const lattice::PackedSimpleClient& packed,
                        const lattice::Shape& shape) {
   const lattice::RingParams& ring = packed.ring().params();
@@ -205,13 +216,15 @@ absl::Status CheckRing(const ServerConfig& c, const lattice::PackedSimpleClient&
   }
   const uint64_t keys = lattice::ExpansionKeyBytes(packed.ring(), lattice::kLweDimension);
   const uint64_t ciphertext = lattice::SecretCiphertextBytes(packed.ring());
-  const uint64_t response = lattice::PackedResponseBytes(packed.ring(), shape);
+  const uint64_t response = packed.response_bytes();
+  const uint64_t selection = lattice::PackedSelectionBytes(packed.ring(), shape, packed.protocol());
   if (c.expansion_key_bytes != keys || c.secret_ciphertext_bytes != ciphertext ||
-      c.response_bytes != response) {
+      c.response_bytes != response || c.selection_bytes != selection) {
     return absl::InvalidArgumentError(
         absl::StrCat("expansion keys of ", c.expansion_key_bytes, " bytes, ciphertexts of ",
-                     c.secret_ciphertext_bytes, " and responses of ", c.response_bytes,
-                     " bytes; this client's are ", keys, ", ", ciphertext, " and ", response));
+                     c.secret_ciphertext_bytes, ", selections of ", c.selection_bytes,
+                     " and responses of ", c.response_bytes, " bytes; this client's are ", keys,
+                     ", ", ciphertext, ", ", selection, " and ", response));
   }
   return absl::OkStatus();
 }
@@ -350,10 +363,11 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
     return absl::FailedPreconditionError(absl::StrCat(
         who, " reports a configuration this client refuses: ", lattice_config.status().message()));
   }
-  // Bytes of one call each way: lwe-exppack-s sends a query and its ciphertext and gets the
-  // packed response (never the LWE answer).
-  const bool packed = t.protocol == kExpPack;
-  const uint64_t up = 4 * config.query_words + (packed ? config.secret_ciphertext_bytes : 0);
+  // Bytes of one call each way: lwe-exppack-s sends a query and its ciphertext (lwe-hybrid also
+  // its selection) and gets the packed response (never the LWE answer).
+  const bool packed = IsPacked(t.protocol);
+  const uint64_t up = 4 * config.query_words +
+                      (packed ? config.secret_ciphertext_bytes + config.selection_bytes : 0);
   const uint64_t down = packed ? config.response_bytes : 4 * config.answer_words;
   if (config.max_queries_per_call == 0 || config.max_queued_queries == 0 ||
       std::max(up, down) + kEnvelopeBytes > config.max_message_bytes ||
@@ -369,7 +383,8 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
         "TABLE.rowkey)");
   }
   if (packed) {
-    auto client = lattice::PackedSimpleClient::Create(*lattice_config);
+    auto client = lattice::PackedSimpleClient::Create(
+        *lattice_config, lattice::RingParams::Default(), PackedProtocolOf(t.protocol));
     if (!client.ok()) return client.status();
     if (absl::Status s = CheckRing(config, **client, lattice_config->shape); !s.ok()) {
       return absl::FailedPreconditionError(
@@ -499,12 +514,15 @@ absl::Status LweClient::SendPacked(absl::Span<const lattice::PackedQuery> querie
                        who](absl::Status keys) mutable -> kj::Promise<absl::Status> {
                   if (!keys.ok()) return keys;
                   const size_t query_bytes = 4 * query.query.size();
-                  auto request = cap.castAs<rpc::LwePackServer>().answerRequest(
-                      capnp::MessageSize{(query_bytes + query.ciphertext.size()) / 8 + 16, 0});
+                  auto request = cap.castAs<rpc::LwePackServer>().answerRequest(capnp::MessageSize{
+                      (query_bytes + query.ciphertext.size() + query.selection.size()) / 8 + 24,
+                      0});
                   request.setQuery(capnp::Data::Reader(
                       reinterpret_cast<const uint8_t*>(query.query.data()), query_bytes));
                   request.setCiphertext(
                       capnp::Data::Reader(query.ciphertext.data(), query.ciphertext.size()));
+                  request.setSelection(
+                      capnp::Data::Reader(query.selection.data(), query.selection.size()));
                   return request.send().then(
                       [this, &response, who](capnp::Response<rpc::LwePackServer::AnswerResults> r) {
                         if (absl::Status s = CheckReplyTable(table_, who, r.getTable()); !s.ok()) {

@@ -1,7 +1,8 @@
 // veil::client::LweClient: private lookups of embedding-table rows from ONE server speaking
-// protocol "lwe-simple" (SimplePIR), "lwe-double" (DoublePIR) or "lwe-exppack-s" (SimplePIR with
-// packed answers, no hint): single-server lattice PIR over LWE (pir/lattice/, docs/lattice.md,
-// server/lwe.h, server/lwe_pack.h).
+// protocol "lwe-simple" (SimplePIR), "lwe-double" (DoublePIR), "lwe-exppack-s" (SimplePIR with
+// packed answers, no hint) or "lwe-hybrid" (lwe-exppack-s whose server returns only the packed
+// ciphertexts of the record's window, selected by RGSW bits the client sends): single-server
+// lattice PIR over LWE (pir/lattice/, docs/lattice.md, server/lwe.h, server/lwe_pack.h).
 //
 // Connect reads the server's config, checks every public parameter against the correctness rule
 // and the seed of the public matrices against the table (the server cannot choose them), and
@@ -17,7 +18,8 @@
 // client) and uploads its expansion keys (1.6 MiB, public) to each connection before that
 // connection's first query (again after the server evicts them: ABORTED, retried once). Each
 // lookup sends the query and the RLWE ciphertext of its secret and decrypts the packed response
-// with the session secret.
+// with the session secret. lwe-hybrid does the same, each lookup also sending the RGSW selection
+// of its window (pir/lattice/hybrid.h).
 //
 // Replicas: `server` may list replicas of one server ("HOST:PORT,HOST:PORT", as
 // ClientOptions::server0); at Connect every replica that answers must serve the same table and
@@ -65,7 +67,7 @@ class Transport;
 
 struct LweClientOptions {
   std::string server;                   // "HOST:PORT", or replicas "HOST:PORT,HOST:PORT"
-  std::string protocol = "lwe-simple";  // or "lwe-double", "lwe-exppack-s": what it speaks
+  std::string protocol = "lwe-simple";  // or "lwe-double", "lwe-exppack-s", "lwe-hybrid"
   // Bound on connecting, on each wave of hint chunks and on each lookup.
   absl::Duration timeout = absl::Seconds(30);
   // TLS as in ClientOptions; empty tls_trusted_certs: plaintext, to loopback only unless
@@ -96,7 +98,8 @@ struct LweTableInfo {
   uint64_t d0 = 0, d1 = 0, records_per_column = 0;  // the database shape
   double log2_failure = 0;    // the correctness rule's bound on one lookup failing, log2
   uint64_t hint_bytes = 0;    // downloaded once per table version (0: lwe-exppack-s)
-  uint64_t query_bytes = 0;   // up, per row (lwe-exppack-s: the query and its ciphertext)
+  uint64_t query_bytes = 0;   // up, per row (lwe-exppack-s: the query and its ciphertext;
+                              // lwe-hybrid: and its selection)
   uint64_t answer_bytes = 0;  // down, per row (lwe-exppack-s: the packed response)
   uint64_t key_bytes = 0;     // lwe-exppack-s: expansion keys, up once per connection
   std::string hint_digest_hex;

@@ -30,6 +30,9 @@
 # connection is a session that uploads the client's expansion keys (~1.6 MiB of Galois keys,
 # public) once, in chunks, held within a server-wide memory bound; each lookup then sends a query
 # and the secret's ciphertext and gets the packed response, which only the client can decrypt.
+# Protocol "lwe-hybrid" (the same LwePackServer) adds to each lookup RGSW ciphertexts of the bits
+# of the record's window, with which the server selects the packed ciphertexts it returns
+# (pir/lattice/hybrid.h).
 #
 # Errors: a refused call fails with a Cap'n Proto exception whose reason starts with the absl
 # status code name, e.g. "INVALID_ARGUMENT: key 3 is for party 1 but this server is party 0"
@@ -251,10 +254,13 @@ struct LwePackConfig {
   responseBytes @6 :UInt64;      # one packed response: ceil(d1 / N) x 8N (PackedResponseBytes)
   maxChunkBytes @7 :UInt64;      # key bytes accepted in one uploadGaloisKeys call
   maxKeyBytes @8 :UInt64;        # memory the server gives all sessions' keys (uploaded + parsed)
+  selectionBytes @9 :UInt64;     # lwe-hybrid: each lookup's selection (HybridSelectionBytes);
+                                 # lwe-exppack-s: 0. responseBytes is then the window's
+                                 # (HybridResponseBytes)
 }
 
 interface LwePackServer extends(VeilServer) {
-  # Protocol "lwe-exppack-s".
+  # Protocols "lwe-exppack-s" and "lwe-hybrid".
   config @0 () -> (config :LwePackConfig);
 
   uploadGaloisKeys @1 (offset :UInt64, chunk :Data) -> (receivedBytes :UInt64, installed :Bool);
@@ -267,11 +273,13 @@ interface LwePackServer extends(VeilServer) {
   # that do not parse; FAILED_PRECONDITION while the previous upload is being parsed or an answer
   # uses the keys; RESOURCE_EXHAUSTED if the key memory (maxKeyBytes) is held by keys in use.
 
-  answer @2 (query :Data, ciphertext :Data) -> (response :Data, table :TableId);
+  answer @2 (query :Data, ciphertext :Data, selection :Data) -> (response :Data, table :TableId);
   # `query`: one SimplePIR query, d0 little-endian 32-bit words; `ciphertext`: the RLWE ciphertext
-  # of its LWE secret (secretCiphertextBytes); `response`: responseBytes bytes of packed
-  # ciphertexts switched to primes[0]. INVALID_ARGUMENT for a query or ciphertext of another size
-  # or a residue not below its prime; FAILED_PRECONDITION before the keys are installed; ABORTED if
-  # they were evicted to make room for another session's (upload them again);
+  # of its LWE secret (secretCiphertextBytes); `selection` (lwe-hybrid; empty otherwise): the
+  # RGSW ciphertexts of its window (selectionBytes, he::SerializeRgswCiphertexts); `response`:
+  # responseBytes bytes of packed ciphertexts switched to primes[0]. INVALID_ARGUMENT for a query,
+  # ciphertext or selection of another size or a residue not below its prime;
+  # FAILED_PRECONDITION before the keys are installed; ABORTED if they were evicted to make room
+  # for another session's (upload them again);
   # RESOURCE_EXHAUSTED when this connection or the server has too many queries waiting.
 }

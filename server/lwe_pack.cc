@@ -25,18 +25,19 @@ namespace {
 // Queries travel as little-endian words, copied as they are.
 static_assert(std::endian::native == std::endian::little);
 
-constexpr char kProtocolName[] = "lwe-exppack-s";
 // Room for a call's Cap'n Proto envelope (pointers, the offset, the list headers) beside its data.
 constexpr uint64_t kEnvelopeBytes = 1024;
 
 // The packed instance and its sizes; read-only once made.
 struct PackTable {
   std::unique_ptr<lattice::PackedSimpleServer> server;
-  std::string backend;  // the SimplePIR product's
+  const char* name = "";  // lwe-exppack-s or lwe-hybrid
+  std::string backend;    // the SimplePIR product's
   double hint_s = 0;
   uint64_t key_bytes = 0;         // ExpansionKeyBytes
   uint64_t parsed_key_bytes = 0;  // one session's keys once parsed
   uint64_t ciphertext_bytes = 0;  // SecretCiphertextBytes
+  uint64_t selection_bytes = 0;   // PackedSelectionBytes (lwe-hybrid; else 0)
   uint64_t response_bytes = 0;    // PackedResponseBytes
   uint64_t max_chunk_bytes = 0;
   ServerLimits limits;  // the server's, queues counted in queries (see lwe_pack.h)
@@ -48,19 +49,26 @@ class PackWork : public BatchItem {
   size_t cost() const override { return 1; }
 };
 
-// A lookup: the SimplePIR answer, expanded and packed with the session's keys; a pass answers
-// its lookups together (PackedSimpleServer::AnswerBatch).
+// A lookup: the SimplePIR answer, expanded and packed with the session's keys (and, lwe-hybrid,
+// narrowed by its selection); a pass answers its lookups together
+// (PackedSimpleServer::AnswerBatch).
 class AnswerWork final : public PackWork {
  public:
   AnswerWork(std::vector<uint32_t> query, std::vector<uint8_t> ciphertext,
-             GaloisKeyCache::Keys keys)
-      : query_(std::move(query)), ciphertext_(std::move(ciphertext)), keys_(std::move(keys)) {}
+             std::vector<uint8_t> selection, GaloisKeyCache::Keys keys)
+      : query_(std::move(query)),
+        ciphertext_(std::move(ciphertext)),
+        selection_(std::move(selection)),
+        keys_(std::move(keys)) {}
 
-  lattice::PackedRequest request() const { return {query_, ciphertext_, keys_.keys.get()}; }
+  lattice::PackedRequest request() const {
+    return {query_, ciphertext_, keys_.keys.get(), selection_};
+  }
 
   absl::Status Finish(absl::StatusOr<std::vector<uint8_t>> response) {
     query_ = std::vector<uint32_t>();
     ciphertext_ = std::vector<uint8_t>();
+    selection_ = std::vector<uint8_t>();
     if (!response.ok()) return response.status();
     response_ = *std::move(response);
     return absl::OkStatus();
@@ -71,6 +79,7 @@ class AnswerWork final : public PackWork {
  private:
   std::vector<uint32_t> query_;
   std::vector<uint8_t> ciphertext_;
+  std::vector<uint8_t> selection_;
   GaloisKeyCache::Keys keys_;  // held (not evicted) until this item is destroyed, on the loop
   std::vector<uint8_t> response_;
 };
@@ -102,7 +111,7 @@ class PackService final : public ServiceBase<rpc::LwePackServer> {
   // Everything must outlive the service.
   PackService(const PackTable& table, const embedding::Table& file, GaloisKeyCache& cache,
               BatchScheduler& scheduler, ServerStats& stats, const ConnectionPolicy& policy)
-      : ServiceBase(kProtocolName, stats, policy),
+      : ServiceBase(table.name, stats, policy),
         table_(table),
         file_(file),
         cache_(cache),
@@ -137,6 +146,7 @@ kj::Promise<void> PackService::config(ConfigContext context) {
   config.setResponseBytes(table_.response_bytes);
   config.setMaxChunkBytes(table_.max_chunk_bytes);
   config.setMaxKeyBytes(table_.limits.max_galois_key_bytes);
+  config.setSelectionBytes(table_.selection_bytes);
   return kj::READY_NOW;
 }
 
@@ -153,11 +163,14 @@ kj::Promise<void> PackService::answer(AnswerContext context) {
     Reject(s, "answer");
   capnp::Data::Reader query = params.getQuery();
   capnp::Data::Reader ciphertext = params.getCiphertext();
+  capnp::Data::Reader selection = params.getSelection();
   const uint64_t query_bytes = 4 * table_.server->config().shape.query_words();
-  if (query.size() != query_bytes || ciphertext.size() != table_.ciphertext_bytes) {
+  if (query.size() != query_bytes || ciphertext.size() != table_.ciphertext_bytes ||
+      selection.size() != table_.selection_bytes) {
     Reject(absl::InvalidArgumentError(absl::StrCat(
-               "a query of ", query.size(), " bytes and a ciphertext of ", ciphertext.size(),
-               " bytes; this table's are ", query_bytes, " and ", table_.ciphertext_bytes)),
+               "a query of ", query.size(), " bytes, a ciphertext of ", ciphertext.size(),
+               " bytes and a selection of ", selection.size(), " bytes; this table's are ",
+               query_bytes, ", ", table_.ciphertext_bytes, " and ", table_.selection_bytes)),
            "answer");
   }
   auto keys = cache_.Acquire(session_);
@@ -172,7 +185,7 @@ kj::Promise<void> PackService::answer(AnswerContext context) {
   std::memcpy(words.data(), query.begin(), query.size());
   auto work = std::make_unique<AnswerWork>(
       std::move(words), std::vector<uint8_t>(ciphertext.begin(), ciphertext.end()),
-      *std::move(keys));
+      std::vector<uint8_t>(selection.begin(), selection.end()), *std::move(keys));
   context.releaseParams();
   ++queued_;
   return scheduler_.Submit(std::move(work))
@@ -201,16 +214,16 @@ class LwePackProtocol final : public Protocol {
     const lattice::RingContext& ring = s.ring();
     return absl::StrFormat(
         "protocol %s, %s; hint ready in %.2f s, packing matrix %d MiB (%d group(s)); ring N = %d, "
-        "%d primes + special prime %d (%s); per lookup %d bytes up (query %d + ciphertext %d), "
-        "%d bytes down; expansion keys %d bytes per session (%d bytes held while parsed), key "
-        "memory %d bytes; product %s, %d thread(s)",
-        kProtocolName, lattice::ShapeSummary(s.config().shape), table_->hint_s,
+        "%d primes + special prime %d (%s); per lookup %d bytes up (query %d + ciphertext %d + "
+        "selection %d), %d bytes down; expansion keys %d bytes per session (%d bytes held while "
+        "parsed), key memory %d bytes; product %s, %d thread(s)",
+        table_->name, lattice::ShapeSummary(s.config().shape), table_->hint_s,
         s.matrix().bytes() >> 20, s.matrix().groups(), ring.n(), ring.k(), ring.params().special,
         ring.params().SecuritySource(),
-        4 * s.config().shape.query_words() + table_->ciphertext_bytes,
-        4 * s.config().shape.query_words(), table_->ciphertext_bytes, table_->response_bytes,
-        table_->key_bytes, cache_.session_bytes(), table_->limits.max_galois_key_bytes,
-        table_->backend, env_.options.threads);
+        4 * s.config().shape.query_words() + table_->ciphertext_bytes + table_->selection_bytes,
+        4 * s.config().shape.query_words(), table_->ciphertext_bytes, table_->selection_bytes,
+        table_->response_bytes, table_->key_bytes, cache_.session_bytes(),
+        table_->limits.max_galois_key_bytes, table_->backend, env_.options.threads);
   }
   // Served until the process stops: this protocol does not roll tables.
   std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const override {
@@ -256,7 +269,8 @@ class LwePackProtocol final : public Protocol {
 // The limits every lookup and key upload must be able to meet.
 absl::Status CheckLimits(const PackTable& t) {
   const ServerLimits& l = t.limits;
-  const uint64_t up = 4 * t.server->config().shape.query_words() + t.ciphertext_bytes;
+  const uint64_t up =
+      4 * t.server->config().shape.query_words() + t.ciphertext_bytes + t.selection_bytes;
   if (std::max(up, t.response_bytes) + kEnvelopeBytes > l.max_message_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("a lookup of this table sends ", up, " bytes and gets ", t.response_bytes,
@@ -265,8 +279,9 @@ absl::Status CheckLimits(const PackTable& t) {
   }
   if (l.max_queued_keys == 0 || l.max_queued_keys_per_connection == 0) {
     return absl::InvalidArgumentError(
-        "--max_queued_ciphertexts and --max_queued_ciphertexts_per_connection must be at least 1 "
-        "(lwe-exppack-s counts queries with them)");
+        absl::StrCat("--max_queued_ciphertexts and --max_queued_ciphertexts_per_connection must "
+                     "be at least 1 (",
+                     t.name, " counts queries with them)"));
   }
   const uint64_t session = t.key_bytes + t.parsed_key_bytes;
   if (session > l.max_galois_key_bytes) {
@@ -277,14 +292,14 @@ absl::Status CheckLimits(const PackTable& t) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEnv& env) {
+absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env,
+                                                       lattice::PackedProtocol protocol) {
+  const char* name = lattice::PackedProtocolName(protocol);
   const lattice::RingParams ring = lattice::RingParams::Default();
   const std::string security = ring.SecuritySource();
   if (absl::StartsWith(security, "no security claim")) {
     return absl::FailedPreconditionError(
-        absl::StrCat("protocol ", kProtocolName, " refuses its ring parameters: ", security));
+        absl::StrCat("protocol ", name, " refuses its ring parameters: ", security));
   }
   // The shape that counts the packed answer (one 32 KiB ciphertext where the query stays small).
   lattice::ShapeOptions shape;
@@ -293,19 +308,20 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEn
   // add latency), which share one product: its kernels are measured (or its device buffers
   // sized) for that batch now, not on the first busy pass.
   const uint32_t pass_queries = static_cast<uint32_t>(std::max(1, env.options.threads));
-  auto prepared =
-      PrepareLweServer(lattice::Protocol::kSimplePir, env, kProtocolName, pass_queries, shape);
+  auto prepared = PrepareLweServer(lattice::Protocol::kSimplePir, env, name, pass_queries, shape);
   if (!prepared.ok()) return prepared.status();
   auto table = std::make_unique<PackTable>();
+  table->name = name;
   table->backend = std::string(prepared->server->database_product().name());
   table->hint_s = prepared->hint_s;
-  auto server = lattice::PackedSimpleServer::Create(std::move(prepared->server), ring);
+  auto server = lattice::PackedSimpleServer::Create(std::move(prepared->server), ring, protocol);
   if (!server.ok()) return server.status();
   table->server = *std::move(server);
   const lattice::RingContext& ctx = table->server->ring();
   table->key_bytes = lattice::ExpansionKeyBytes(ctx, lattice::kLweDimension);
   table->ciphertext_bytes = lattice::SecretCiphertextBytes(ctx);
-  table->response_bytes = lattice::PackedResponseBytes(ctx, table->server->config().shape);
+  table->selection_bytes = table->server->selection_bytes();
+  table->response_bytes = table->server->response_bytes();
   // The parsed size of a session's keys, which GaloisKeyCache charges, measured on keys made
   // once here (the throwaway client's secret is wiped with it).
   {
@@ -324,9 +340,19 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEn
   table->limits.max_batch_keys = pass_queries;
   if (absl::Status s = CheckLimits(*table); !s.ok()) return s;
   Log("lwe_pack_ready",
-      absl::StrFormat("%s: packing matrix of %d group(s) ready; ring security: %s", kProtocolName,
+      absl::StrFormat("%s: packing matrix of %d group(s) ready; ring security: %s", name,
                       table->server->matrix().groups(), security));
   return std::make_unique<LwePackProtocol>(env, std::move(table));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEnv& env) {
+  return CreatePacked(env, lattice::PackedProtocol::kExpPackS);
+}
+
+absl::StatusOr<std::unique_ptr<Protocol>> CreateLweHybridProtocol(const ProtocolEnv& env) {
+  return CreatePacked(env, lattice::PackedProtocol::kHybrid);
 }
 
 }  // namespace veil::server

@@ -6,6 +6,9 @@
 // sends lookups: a query and the RLWE ciphertext of its LWE secret, answered with the packed
 // response (ceil(D1 / N) RLWE ciphertexts switched to one prime).
 //
+// Protocol "lwe-hybrid" is served by the same code: each lookup also carries the RGSW selection of
+// its record's window (pir/lattice/hybrid.h), and the response is that window's ciphertexts.
+//
 // Work leaves the event loop: parsing keys and answering (the SimplePIR product, the expansion and
 // the packing, ~0.15 to 0.2 s of CPU per query) run on the shared BatchScheduler's worker; a pass
 // takes up to --threads queries of any sessions, which share one SimplePIR product and are then
@@ -27,6 +30,8 @@ namespace veil::server {
 // keys over max_galois_key_bytes; no query allowed to wait), PrepareLweServer's errors, and
 // FAILED_PRECONDITION for ring parameters without a security claim.
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEnv& env);
+// Protocol "lwe-hybrid", with the same errors (a lookup's bytes include its selection).
+absl::StatusOr<std::unique_ptr<Protocol>> CreateLweHybridProtocol(const ProtocolEnv& env);
 
 }  // namespace veil::server
 

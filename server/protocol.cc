@@ -26,6 +26,7 @@ constexpr Entry kProtocols[] = {
     {"lwe-simple", CreateLweSimpleProtocol},
     {"lwe-double", CreateLweDoubleProtocol},
     {"lwe-exppack-s", CreateLwePackProtocol},
+    {"lwe-hybrid", CreateLweHybridProtocol},
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // veil-server: one party of the two-server PIR service (--protocol=dpf2), or a single bfv-bag or
-// LWE (lwe-simple, lwe-double, lwe-exppack-s) server.
+// LWE (lwe-simple, lwe-double, lwe-exppack-s, lwe-hybrid) server.
 //   veil-server --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto --threads=1
 //               [--tls-cert=server.pem --tls-key=server.key | --insecure-plaintext]
 //   veil-server --protocol=bfv-bag --table=fixed.veil [--bfv-log-n=13]
@@ -24,18 +24,22 @@
 ABSL_FLAG(std::string, protocol, "dpf2",
           "what this server speaks: dpf2 (one of two non-colluding servers), bfv-bag (a single "
           "server answering encrypted pooled lookups), lwe-simple or lwe-double (a single server "
-          "answering LWE PIR lookups; clients download a hint once) or lwe-exppack-s (LWE PIR with "
-          "packed answers and no hint; clients upload expansion keys once per connection)");
+          "answering LWE PIR lookups; clients download a hint once), lwe-exppack-s (LWE PIR with "
+          "packed answers and no hint; clients upload expansion keys once per connection) or "
+          "lwe-hybrid (lwe-exppack-s returning only the packed ciphertexts each lookup's RGSW bits "
+          "select)");
 ABSL_FLAG(int, party, -1, "dpf2: which key shares this server answers, 0 or 1");
 ABSL_FLAG(int, bfv_log_n, 13, "bfv-bag: the BFV ring degree 2^N, 13 or 14");
 ABSL_FLAG(int, max_queued_ciphertexts, 64,
-          "bfv-bag, lwe-exppack-s: query ciphertexts (lwe-exppack-s: queries) waiting for the "
-          "worker before calls are refused");
+          "bfv-bag, lwe-exppack-s, lwe-hybrid: query ciphertexts (lwe-exppack-s, lwe-hybrid: "
+          "queries) waiting for the worker before calls are refused");
 ABSL_FLAG(int, max_queued_ciphertexts_per_connection, 8,
-          "bfv-bag, lwe-exppack-s: query ciphertexts (queries) one connection may have waiting");
-ABSL_FLAG(int64_t, max_galois_key_bytes, int64_t{2} << 30,
-          "bfv-bag, lwe-exppack-s: memory for all sessions' Galois (expansion) keys; idle "
-          "sessions' keys are evicted (least recently used first) to make room");
+          "bfv-bag, lwe-exppack-s, lwe-hybrid: query ciphertexts (queries) one connection may "
+          "have waiting");
+ABSL_FLAG(
+    int64_t, max_galois_key_bytes, int64_t{2} << 30,
+    "bfv-bag, lwe-exppack-s, lwe-hybrid: memory for all sessions' Galois (expansion) keys; idle "
+    "sessions' keys are evicted (least recently used first) to make room");
 ABSL_FLAG(std::string, table, "",
           "table file (veil table build); dpf2: on SIGHUP it is loaded again as the next table "
           "version (see Rolling table updates below)");
@@ -47,7 +51,8 @@ ABSL_FLAG(bool, lwe_hint_cache, true,
           "current, else computed and written); false computes it in memory at every start");
 ABSL_FLAG(std::string, lwe_hint_file, "",
           "lwe-simple / lwe-double / lwe-exppack-s: the hint file; empty: next to the table "
-          "(TABLE.lwe-simple.hint, TABLE.lwe-double.hint; lwe-exppack-s shares lwe-simple's)");
+          "(TABLE.lwe-simple.hint, TABLE.lwe-double.hint; lwe-exppack-s and lwe-hybrid share "
+          "lwe-simple's)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "HOST:PORT to listen on; port 0 picks a free port");
 ABSL_FLAG(std::string, backend, "auto", "cpu, gpu, or auto (gpu when built and present)");
 ABSL_FLAG(int, threads, 1, "CPU backend threads");
@@ -113,7 +118,8 @@ constexpr char kUsage[] =
     "[--max-galois-key-bytes=N] [--listen, --threads, TLS as above]\n"
     "veil-server --protocol=lwe-simple|lwe-double --table=FILE [--lwe-hint-file=PATH | "
     "--lwe-hint-cache=false] [--listen, --threads, TLS, limits as above]\n"
-    "veil-server --protocol=lwe-exppack-s --table=FILE [--max-galois-key-bytes=N] [hint file, "
+    "veil-server --protocol=lwe-exppack-s|lwe-hybrid --table=FILE [--max-galois-key-bytes=N] "
+    "[hint file, "
     "--listen, --threads, TLS, limits as above]\n"
     "\n"
     "Protocols: dpf2 is one of two non-colluding servers (the client adds their answers); bfv-bag "
@@ -124,7 +130,9 @@ constexpr char kUsage[] =
     "is an encrypted query the server cannot read (queries count as keys in the key limits); "
     "lwe-exppack-s is SimplePIR whose answers the server packs into RLWE ciphertexts, so that "
     "clients need no hint but upload 1.6 MiB of expansion keys once per connection (held within "
-    "--max-galois-key-bytes; queries count in --max-queued-ciphertexts).\n"
+    "--max-galois-key-bytes; queries count in --max-queued-ciphertexts); lwe-hybrid is "
+    "lwe-exppack-s whose lookups also send RGSW ciphertexts of the bits that select the packed "
+    "ciphertexts holding their row, so that fewer come back.\n"
     "\n"
     "Transport: with --tls-cert and --tls-key every connection is TLS (1.2 or newer; 1.3 with "
     "OpenSSL 3 clients) and clients authenticate the server by its certificate (veil tls-cert "

@@ -4,9 +4,9 @@
 
 ABSL_FLAG(std::string, protocol, "dpf2",
           "lookup: dpf2 (two servers, --server0 and --server1) or lwe-simple / lwe-double / "
-          "lwe-exppack-s (one LWE PIR server, --server)");
+          "lwe-exppack-s / lwe-hybrid (one LWE PIR server, --server)");
 ABSL_FLAG(std::string, server, "",
-          "lookup: HOST:PORT of the lwe-simple / lwe-double / lwe-exppack-s server");
+          "lookup: HOST:PORT of the lwe-simple / lwe-double / lwe-exppack-s / lwe-hybrid server");
 ABSL_FLAG(
     std::string, hint_cache, "",
     "lookup (lwe-simple, lwe-double): folder keeping downloaded hints, one per table version");

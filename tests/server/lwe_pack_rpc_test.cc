@@ -1,6 +1,8 @@
 // A real lwe-exppack-s server spoken to at the RPC level: the config's sizes equal the formulas
 // (docs/lattice.md), a session's keys are required, checked and its own, hostile calls get
-// error replies naming the problem, and a session whose keys were evicted gets ABORTED.
+// error replies naming the problem, and a session whose keys were evicted gets ABORTED. And a real
+// lwe-hybrid server (the same service with a selection per lookup): its sizes, its selection
+// checks, and its client.
 #include <capnp/ez-rpc.h>
 
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "mobile_client/lwe_client.h"
 #include "pir/lattice/expansion.h"
+#include "pir/lattice/hybrid.h"
 #include "pir/lattice/pack_simple.h"
 #include "pir/lattice/server.h"
 #include "rpc/status.h"
@@ -63,11 +66,13 @@ class RawSession {
   }
 
   absl::StatusOr<std::vector<uint8_t>> Answer(absl::Span<const uint32_t> query,
-                                              absl::Span<const uint8_t> ciphertext) {
+                                              absl::Span<const uint8_t> ciphertext,
+                                              absl::Span<const uint8_t> selection = {}) {
     auto request = cap_.answerRequest();
     request.setQuery(
         capnp::Data::Reader(reinterpret_cast<const uint8_t*>(query.data()), 4 * query.size()));
     request.setCiphertext(capnp::Data::Reader(ciphertext.data(), ciphertext.size()));
+    request.setSelection(capnp::Data::Reader(selection.data(), selection.size()));
     try {
       auto reply = request.send().wait(rpc_.getWaitScope());
       return std::vector<uint8_t>(reply.getResponse().begin(), reply.getResponse().end());
@@ -103,8 +108,10 @@ class LwePackRpcTest : public ::testing::Test {
     packed_ = *std::move(server);
   }
 
-  std::unique_ptr<lattice::PackedSimpleClient> NewClient() const {
-    auto client = lattice::PackedSimpleClient::Create(config_);
+  std::unique_ptr<lattice::PackedSimpleClient> NewClient(
+      lattice::PackedProtocol protocol = lattice::PackedProtocol::kExpPackS) const {
+    auto client =
+        lattice::PackedSimpleClient::Create(config_, lattice::RingParams::Default(), protocol);
     EXPECT_TRUE(client.ok()) << client.status();
     return client.ok() ? *std::move(client) : nullptr;
   }
@@ -332,6 +339,68 @@ TEST_F(LwePackRpcTest, ClientsUploadTheirKeysAgainAfterAnEviction) {
   ASSERT_TRUE(words.ok()) << words.status();
   EXPECT_EQ(*words, std::vector<uint32_t>(table_->row(0).begin(), table_->row(0).end()));
   EXPECT_EQ((*b)->key_uploads(), 2u);
+}
+
+TEST_F(LwePackRpcTest, HybridSelectsWithItsBitsAndRefusesOtherSelections) {
+  auto server = testing::StartLweServer(path_, "lwe-hybrid");
+  ASSERT_TRUE(server.ok()) << server.status();
+  capnp::EzRpcClient hello_rpc("127.0.0.1", (*server)->port());
+  auto hello =
+      hello_rpc.getMain<rpc::VeilServer>().helloRequest().send().wait(hello_rpc.getWaitScope());
+  EXPECT_EQ(std::string(hello.getHello().getProtocol().cStr()), "lwe-hybrid");
+  RawSession session((*server)->port());
+  auto reply = session.Config();
+  rpc::LwePackConfig::Reader c = reply.getConfig();
+  // This table packs into one ciphertext (D1 = 4,000 <= N): nothing to select, a message of no
+  // RGSW bits (the 16 bytes of he::SerializeRgswCiphertexts' header and count); the selection
+  // itself is tested on taller shapes in pir_lattice_test (HybridTest).
+  const lattice::RingContext ring = *lattice::RingContext::Create(lattice::RingParams::Default());
+  EXPECT_EQ(c.getSelectionBytes(), lattice::HybridSelectionBytes(ring, config_.shape));
+  EXPECT_EQ(c.getSelectionBytes(), 16u);
+  EXPECT_EQ(c.getResponseBytes(), 32768u);
+  EXPECT_EQ(c.getExpansionKeyBytes(), 1674616u);
+
+  auto client = NewClient(lattice::PackedProtocol::kHybrid);
+  ASSERT_NE(client, nullptr);
+  auto installed = session.UploadAll(client->expansion_keys(), c.getMaxChunkBytes());
+  ASSERT_TRUE(installed.ok()) << installed.status();
+  auto query = client->MakeQuery(kRows - 2);
+  ASSERT_TRUE(query.ok());
+  ASSERT_EQ(query->selection.size(), 16u);
+  // No selection, a selection of the right size that is not an RGSW message, one of another size.
+  auto response = session.Answer(query->query, query->ciphertext);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+  EXPECT_THAT(response.status().message(), HasSubstr("a selection of 0 bytes"));
+  const std::vector<uint8_t> garbage(16, 0x5a);
+  response = session.Answer(query->query, query->ciphertext, garbage);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+  EXPECT_THAT(response.status().message(), HasSubstr("not a veil HE object"));
+  std::vector<uint8_t> longer = query->selection;
+  longer.push_back(0);
+  response = session.Answer(query->query, query->ciphertext, longer);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+  response = session.Answer(query->query, query->ciphertext, query->selection);
+  ASSERT_TRUE(response.ok()) << response.status();
+  std::vector<uint8_t> record(config_.shape.record_bytes);
+  ASSERT_TRUE(client->Decode(kRows - 2, *response, absl::MakeSpan(record)).ok());
+  EXPECT_EQ(record, Record(kRows - 2));
+
+  // The client library speaks it; a client of lwe-exppack-s is refused by the hello.
+  client::LweClientOptions options;
+  options.server = (*server)->address();
+  options.protocol = "lwe-hybrid";
+  auto hybrid = client::LweClient::Connect(options);
+  ASSERT_TRUE(hybrid.ok()) << hybrid.status();
+  EXPECT_EQ((*hybrid)->table().query_bytes, 4 * config_.shape.d0 + 49184 + 16);
+  EXPECT_EQ((*hybrid)->table().answer_bytes, 32768u);
+  auto words = (*hybrid)->LookupWords({3, kRows - 1});
+  ASSERT_TRUE(words.ok()) << words.status();
+  std::vector<uint32_t> want(table_->row(3).begin(), table_->row(3).end());
+  want.insert(want.end(), table_->row(kRows - 1).begin(), table_->row(kRows - 1).end());
+  EXPECT_EQ(*words, want);
+  options.protocol = "lwe-exppack-s";
+  auto other = client::LweClient::Connect(options);
+  EXPECT_FALSE(other.ok());
 }
 
 }  // namespace
