@@ -1,0 +1,238 @@
+#include "pir/lattice/pack_double.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "pir/lattice/expansion.h"
+#include "pir/lattice/hint.h"
+#include "pir/lattice/kernels.h"
+#include "pir/lattice/lwe.h"
+
+namespace veil::lattice {
+namespace {
+
+constexpr uint64_t kDigitRows = uint64_t{kDigitsPerWord} * kLweDimension;  // 4n
+
+absl::StatusOr<RingContext> CheckedRing(const Shape& shape, const RingParams& params) {
+  if (shape.protocol != Protocol::kDoublePir) {
+    return absl::InvalidArgumentError(absl::StrCat("lwe-exppack-d packs DoublePIR answers, not ",
+                                                   std::string(ProtocolName(shape.protocol))));
+  }
+  absl::StatusOr<RingContext> ring = RingContext::Create(params);
+  if (!ring.ok()) return ring.status();
+  if (absl::Status s = CheckExpansion(*ring, kLweDimension); !s.ok()) return s;
+  if (ring->n() < kDigitRows) {
+    return absl::InvalidArgumentError(absl::StrCat("lwe-exppack-d packs 4n = ", kDigitRows,
+                                                   " rows per ciphertext: N = ", ring->n(),
+                                                   " is too small"));
+  }
+  return ring;
+}
+
+void Wipe(std::vector<uint32_t>& v) {
+  if (!v.empty()) sodium_memzero(v.data(), v.size() * sizeof(uint32_t));
+}
+
+}  // namespace
+
+uint64_t PackedDoubleResponseBytes(const RingContext& ring, const Shape& shape) {
+  return shape.record_bytes * SwitchedBytes(ring) +
+         4 * (uint64_t{kDigitsPerWord} * shape.record_bytes + kDigitRows);
+}
+
+absl::StatusOr<std::unique_ptr<PackedDoubleServer>> PackedDoubleServer::Create(
+    std::unique_ptr<LweServer> server, const RingParams& params) {
+  const LweConfig& config = server->config();
+  absl::StatusOr<RingContext> ring = CheckedRing(config.shape, params);
+  if (!ring.ok()) return ring.status();
+  // DoublePIR's client hint is H2 = digits(H1) A2 (4n x n): the a-parts of every a2 word.
+  absl::StatusOr<std::vector<uint32_t>> hint =
+      ParseClientHint(server->hint_blob(), config.shape, config.seed, config.table_digest);
+  if (!hint.ok()) return hint.status();
+  absl::StatusOr<PackingMatrix> matrix =
+      PackingMatrix::Create(*ring, *hint, kDigitRows, kLweDimension);
+  if (!matrix.ok()) return matrix.status();
+  return std::unique_ptr<PackedDoubleServer>(
+      new PackedDoubleServer(std::move(server), *std::move(ring), *std::move(matrix)));
+}
+
+absl::StatusOr<he::GaloisKeys> PackedDoubleServer::ParseKeys(
+    absl::Span<const uint8_t> bytes) const {
+  return ParseExpansionKeys(ring_, kLweDimension, bytes);
+}
+
+absl::StatusOr<std::vector<uint8_t>> PackedDoubleServer::Answer(
+    absl::Span<const uint32_t> query, absl::Span<const uint8_t> secret_ciphertexts,
+    const he::GaloisKeys& keys) const {
+  const Shape& s = server_->shape();
+  const uint64_t r_bytes = s.record_bytes, ct_bytes = SecretCiphertextBytes(ring_);
+  if (query.size() != s.query_words() || secret_ciphertexts.size() != r_bytes * ct_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a query of ", query.size(), " words and ciphertexts of ", secret_ciphertexts.size(),
+        " bytes (expected ", s.query_words(), " and ", r_bytes, " x ", ct_bytes, ")"));
+  }
+  std::vector<uint32_t> answer(s.answer_words());
+  if (absl::Status st = server_->Answer(query, 1, absl::MakeSpan(answer)); !st.ok()) return st;
+  const uint64_t one = SwitchedBytes(ring_);
+  std::vector<uint8_t> out(response_bytes());
+  // One byte's expansion and packing per worker at a time.
+  std::atomic<uint64_t> next{0};
+  std::vector<absl::Status> failed(r_bytes);
+  auto work = [&] {
+    for (uint64_t j = next++; j < r_bytes; j = next++) {
+      PackAccumulator acc(ring_, matrix_);
+      failed[j] = ExpandLweSecret(
+          ring_, keys, kLweDimension, secret_ciphertexts.subspan(j * ct_bytes, ct_bytes), 1,
+          [&acc](int, uint32_t count, const uint32_t* index, const uint64_t* beta,
+                 const uint64_t* alpha) { acc.Add(count, index, beta, alpha); });
+      if (!failed[j].ok()) continue;
+      absl::StatusOr<std::vector<RlweCiphertext>> packed =
+          acc.Finish(absl::MakeConstSpan(answer).subspan(j * kDigitRows, kDigitRows));
+      if (!packed.ok()) {
+        failed[j] = packed.status();
+        continue;
+      }
+      const std::vector<uint8_t> bytes = SerializeSwitched(SwitchResponse(ring_, *packed)[0]);
+      std::copy(bytes.begin(), bytes.end(), out.begin() + j * one);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int>(server_->threads(), static_cast<int>(r_bytes)); ++t) {
+    pool.emplace_back(work);
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const absl::Status& st : failed) {
+    if (!st.ok()) return st;
+  }
+  // The h2 and h1 words as DoublePIR sends them.
+  const uint64_t tail = r_bytes * kDigitRows;
+  std::memcpy(out.data() + r_bytes * one, answer.data() + tail, 4 * (answer.size() - tail));
+  return out;
+}
+
+PackedDoubleQuery& PackedDoubleQuery::operator=(PackedDoubleQuery&& other) noexcept {
+  if (this != &other) {
+    Wipe(secrets_);
+    query = std::move(other.query);
+    ciphertexts = std::move(other.ciphertexts);
+    row_ = other.row_;
+    secrets_ = std::move(other.secrets_);
+  }
+  return *this;
+}
+
+PackedDoubleQuery::~PackedDoubleQuery() { Wipe(secrets_); }
+
+absl::StatusOr<std::unique_ptr<PackedDoubleClient>> PackedDoubleClient::Create(
+    const LweConfig& config, const RingParams& params) {
+  if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
+  absl::StatusOr<RingContext> ring = CheckedRing(config.shape, params);
+  if (!ring.ok()) return ring.status();
+  const he::SecretKey key = he::GenerateSecretKey(*ring->expansion());
+  absl::StatusOr<std::vector<uint8_t>> keys = MakeExpansionKeys(*ring, key, kLweDimension);
+  if (!keys.ok()) return keys.status();
+  RlweSecret secret = RlweSecret::FromKey(*ring, key);
+  return std::unique_ptr<PackedDoubleClient>(
+      new PackedDoubleClient(config, *std::move(ring), std::move(secret), *std::move(keys)));
+}
+
+absl::StatusOr<PackedDoubleQuery> PackedDoubleClient::MakeQuery(uint64_t row,
+                                                                RandomSource& rng) const {
+  const Shape& s = config_.shape;
+  if (row >= s.rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("row ", row, " is outside the table (", s.rows, " rows)"));
+  }
+  const uint64_t r_bytes = s.record_bytes;
+  PackedDoubleQuery out;
+  out.row_ = row;
+  out.query.resize(s.query_words());
+  out.secrets_.resize((1 + r_bytes) * kLweDimension);
+  const absl::Span<uint32_t> secrets = absl::MakeSpan(out.secrets_);
+  const absl::Span<uint32_t> query = absl::MakeSpan(out.query);
+  // The first level selects the column; the second, one query and secret per record byte, its
+  // rows of the first level's answer (as LweClient::MakeQueries).
+  EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA1, s.d0), {s.column_of(row)},
+                          rng, secrets.first(kLweDimension), query.first(s.d0));
+  std::vector<uint64_t> hots(r_bytes);
+  for (uint64_t j = 0; j < r_bytes; ++j) hots[j] = s.slot_of(row) * r_bytes + j;
+  EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA2, s.d1), hots, rng,
+                          secrets.subspan(kLweDimension), query.subspan(s.d0));
+  out.ciphertexts.reserve(r_bytes * SecretCiphertextBytes(ring_));
+  for (uint64_t j = 0; j < r_bytes; ++j) {
+    absl::StatusOr<std::vector<uint8_t>> ct =
+        EncryptLweSecret(ring_, secret_, secrets.subspan((1 + j) * kLweDimension, kLweDimension));
+    if (!ct.ok()) return ct.status();
+    out.ciphertexts.insert(out.ciphertexts.end(), ct->begin(), ct->end());
+  }
+  return out;
+}
+
+absl::Status PackedDoubleClient::Decode(const PackedDoubleQuery& query,
+                                        absl::Span<const uint8_t> response,
+                                        absl::Span<uint8_t> record) const {
+  const Shape& s = config_.shape;
+  const uint64_t r_bytes = s.record_bytes, one = SwitchedBytes(ring_);
+  if (response.size() != response_bytes() || record.size() != r_bytes ||
+      query.secrets_.size() != (1 + r_bytes) * kLweDimension) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("decode: response of ", response.size(), " bytes (expected ", response_bytes(),
+                     "), record of ", record.size(), " bytes (expected ", r_bytes,
+                     "), or a query of another client"));
+  }
+  // h2 (4 words per byte), then h1 k-major (word k of digit row p at 4k + p): its 4 rows.
+  const uint8_t* tail = response.data() + r_bytes * one;
+  auto word = [tail](uint64_t i) {
+    uint32_t w;
+    std::memcpy(&w, tail + 4 * i, 4);
+    return w;
+  };
+  const uint64_t h1_at = r_bytes * kDigitsPerWord;
+  std::vector<uint32_t> h1(kDigitRows);
+  for (uint64_t k = 0; k < kLweDimension; ++k) {
+    for (uint32_t p = 0; p < kDigitsPerWord; ++p) {
+      h1[p * kLweDimension + k] = word(h1_at + k * kDigitsPerWord + p);
+    }
+  }
+  const uint32_t* s1 = query.secrets_.data();
+  const uint32_t* s2 = s1 + kLweDimension;
+  std::vector<uint32_t> h1_mask(r_bytes * kDigitsPerWord);  // h1 s2_j
+  MultiplyWords(h1.data(), kDigitsPerWord, kLweDimension, s2, r_bytes, h1_mask.data(),
+                kDigitsPerWord);
+  std::vector<uint32_t> h1_row(kLweDimension);
+  for (uint64_t j = 0; j < r_bytes; ++j) {
+    absl::StatusOr<SwitchedCiphertext> ct = ParseSwitched(ring_, response.subspan(j * one, one));
+    if (!ct.ok()) return ct.status();
+    // a2_j - H2 s2_j, packed: the digits of H1[row] (row = the byte's row of the column).
+    absl::StatusOr<std::vector<uint32_t>> phases =
+        UnpackPhases(ring_, secret_, {&*ct, 1}, kDigitRows);
+    if (!phases.ok()) return phases.status();
+    std::fill(h1_row.begin(), h1_row.end(), 0);
+    for (uint64_t rho = 0; rho < kDigitRows; ++rho) {
+      h1_row[rho / kDigitsPerWord] |= uint32_t{RoundToByte((*phases)[rho])}
+                                      << (8 * (rho % kDigitsPerWord));
+    }
+    sodium_memzero(phases->data(), phases->size() * sizeof(uint32_t));
+    uint32_t a1 = 0;
+    for (uint32_t p = 0; p < kDigitsPerWord; ++p) {
+      const uint32_t noisy = word(j * kDigitsPerWord + p) - h1_mask[j * kDigitsPerWord + p];
+      a1 |= uint32_t{RoundToByte(noisy)} << (8 * p);
+    }
+    uint32_t first_mask = 0;
+    MultiplyWords(h1_row.data(), 1, kLweDimension, s1, 1, &first_mask, 1);
+    record[j] = RoundToByte(a1 - first_mask);
+  }
+  Wipe(h1_row);
+  Wipe(h1_mask);
+  return absl::OkStatus();
+}
+
+}  // namespace veil::lattice

@@ -1,0 +1,135 @@
+// ExpPack(D), "lwe-exppack-d" below the sockets (issue 15, after VIPIR's ExpPack over DoublePIR):
+// DoublePIR whose second-level answers the server ring-packs, so that the client needs no hint.
+//
+// DoublePIR's answer (server.h) holds, for each record byte j, the 4n words a2_j = H2 s2_j + e +
+// Delta digits(H1[row]) (second-level LWE ciphertexts whose a-parts are the rows of the hint
+// H2 = digits(H1) A2, 4n x n), 4 words h2_j (their a-part is the online h1, sent in the clear)
+// and the 4n words h1 shared by the record's bytes. A client decrypts a2_j with H2, the 16 MiB
+// hint. Here the server packs a2_j with H2 as the packing matrix (4n = 4,096 rows: one
+// ciphertext at N = 4,096) and special ciphertexts it expands from an RLWE ciphertext of s2_j
+// (expansion.h): R packed ciphertexts replace R x 4n words and the hint.
+//
+//   session the client's expansion keys (ExpansionKeyBytes), uploaded once;
+//   client  DoublePIR's query (D0 + R D1 words: fresh s1, and s2_j per record byte: reusing one
+//           s2 with A2 would reveal the query) and R ciphertexts of the s2_j (SecretCiphertextBytes
+//           each); it keeps s1 and the s2_j to decrypt h2 and the first level (wiped with the
+//           lookup);
+//   server  DoublePIR's answer, then per byte one expansion and packing (the byte's a2_j
+//           as b-parts), switched: R ciphertexts, then the h2 and h1 words;
+//   client  decrypts each packed ciphertext with z into digits(H1[row]), the h2 words with
+//           h1 s2_j into digits(a1), and then the first level as DoublePIR does.
+//
+// Bytes per lookup: up 4 (D0 + R D1) + R SecretCiphertextBytes; down R x 8N + 4 (4R + 4n);
+// reusable keys ExpansionKeyBytes; no hint. Every byte costs an expansion on the server (1,023
+// key switches): this is a protocol for records of a few bytes (docs/lattice.md).
+#ifndef VEIL_PIR_LATTICE_PACK_DOUBLE_H_
+#define VEIL_PIR_LATTICE_PACK_DOUBLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pir/he/bfv.h"
+#include "pir/lattice/packing.h"
+#include "pir/lattice/rlwe.h"
+#include "pir/lattice/server.h"
+
+namespace veil::lattice {
+
+// Bytes of one response: R x SwitchedBytes + 4 (4R + 4n).
+uint64_t PackedDoubleResponseBytes(const RingContext& ring, const Shape& shape);
+
+class PackedDoubleServer {
+ public:
+  // Wraps a DoublePIR server: its hint H2 becomes the packing matrix (one group of 4n rows).
+  // Returns INVALID_ARGUMENT for a SimplePIR server or ring parameters RingContext::Create
+  // refuses or whose N is below 4n, FAILED_PRECONDITION without a special prime.
+  static absl::StatusOr<std::unique_ptr<PackedDoubleServer>> Create(
+      std::unique_ptr<LweServer> server, const RingParams& ring = RingParams::Default());
+
+  const LweConfig& config() const { return server_->config(); }
+  const RingContext& ring() const { return ring_; }
+  const PackingMatrix& matrix() const { return matrix_; }
+  uint64_t response_bytes() const { return PackedDoubleResponseBytes(ring_, config().shape); }
+
+  // A session's expansion keys (ParseExpansionKeys' errors).
+  absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
+
+  // The response to one query (D0 + R D1 words) and its R secrets' ciphertexts (one after the
+  // other, SecretCiphertextBytes each), with the session's keys; the R expansions spread over
+  // the wrapped server's threads. Returns INVALID_ARGUMENT for a query or ciphertexts of the
+  // wrong size, and ExpandLweSecret's errors.
+  absl::StatusOr<std::vector<uint8_t>> Answer(absl::Span<const uint32_t> query,
+                                              absl::Span<const uint8_t> secret_ciphertexts,
+                                              const he::GaloisKeys& keys) const;
+
+ private:
+  PackedDoubleServer(std::unique_ptr<LweServer> server, RingContext ring, PackingMatrix matrix)
+      : server_(std::move(server)), ring_(std::move(ring)), matrix_(std::move(matrix)) {}
+
+  std::unique_ptr<LweServer> server_;
+  RingContext ring_;
+  PackingMatrix matrix_;
+};
+
+// One lookup's query and what decodes its response: s1 and the s2_j (wiped on destruction).
+class PackedDoubleQuery {
+ public:
+  PackedDoubleQuery() = default;
+  PackedDoubleQuery(PackedDoubleQuery&&) = default;
+  PackedDoubleQuery& operator=(PackedDoubleQuery&& other) noexcept;
+  ~PackedDoubleQuery();
+
+  uint64_t row() const { return row_; }
+  std::vector<uint32_t> query;       // D0 + R D1 words
+  std::vector<uint8_t> ciphertexts;  // R x SecretCiphertextBytes
+
+ private:
+  friend class PackedDoubleClient;
+  uint64_t row_ = 0;
+  std::vector<uint32_t> secrets_;  // s1, then s2_0 .. s2_{R-1} (n words each)
+};
+
+class PackedDoubleClient {
+ public:
+  // Checks the config (ValidateConfig), draws the session's RLWE secret and makes its expansion
+  // keys. Returns ValidateConfig's errors, INVALID_ARGUMENT for a SimplePIR config or ring
+  // parameters RingContext::Create refuses or whose N is below 4n, FAILED_PRECONDITION without a
+  // special prime.
+  static absl::StatusOr<std::unique_ptr<PackedDoubleClient>> Create(
+      const LweConfig& config, const RingParams& ring = RingParams::Default());
+
+  const RingContext& ring() const { return ring_; }
+  uint64_t response_bytes() const { return PackedDoubleResponseBytes(ring_, config_.shape); }
+  // The session's expansion keys (ExpansionKeyBytes), for the server once.
+  const std::vector<uint8_t>& expansion_keys() const { return keys_; }
+
+  // The query for record `row`. Returns INVALID_ARGUMENT if row >= rows.
+  absl::StatusOr<PackedDoubleQuery> MakeQuery(uint64_t row,
+                                              RandomSource& rng = SystemRandom()) const;
+
+  // The record's bytes (record_bytes) from its response. Returns INVALID_ARGUMENT for a response
+  // of another size, a residue ParseSwitched refuses, a query of another client or a record span
+  // of the wrong size.
+  absl::Status Decode(const PackedDoubleQuery& query, absl::Span<const uint8_t> response,
+                      absl::Span<uint8_t> record) const;
+
+ private:
+  PackedDoubleClient(const LweConfig& config, RingContext ring, RlweSecret secret,
+                     std::vector<uint8_t> keys)
+      : config_(config),
+        ring_(std::move(ring)),
+        secret_(std::move(secret)),
+        keys_(std::move(keys)) {}
+
+  LweConfig config_;
+  RingContext ring_;
+  RlweSecret secret_;
+  std::vector<uint8_t> keys_;
+};
+
+}  // namespace veil::lattice
+
+#endif  // VEIL_PIR_LATTICE_PACK_DOUBLE_H_
