@@ -2,7 +2,8 @@
 // in the same run) and lattice (one protocol's costs end to end below the sockets: server and
 // client time, bytes each way, the reusable hint; --protocol=exppack-s: SimplePIR with its answer
 // ring-packed, pir/lattice/pack_simple.h; --protocol=hybrid: the same narrowed to the record's
-// window by RGSW selection bits, pir/lattice/hybrid.h).
+// window by RGSW selection bits, pir/lattice/hybrid.h; --protocol=exppack-d: DoublePIR with its
+// second-level answers packed, pir/lattice/pack_double.h).
 //
 // lwe-answer's roofline is the slower of two ceilings, both measured by
 // lattice::MeasureCpuCeilings in this run on the same threads:
@@ -23,6 +24,7 @@
 #include "pir/lattice/client.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/kernels.h"
+#include "pir/lattice/pack_double.h"
 #include "pir/lattice/pack_simple.h"
 #include "pir/lattice/roofline.h"
 #include "pir/lattice/server.h"
@@ -52,7 +54,8 @@ absl::StatusOr<Setup> MakeSetup(const Flags& flags, const std::string& suite) {
   // exppack-s and hybrid serve a SimplePIR matrix (its hint becomes the packing matrix).
   const std::string name = flags.Str("protocol", "simple");
   const bool packed = name == "exppack-s" || name == "hybrid";
-  auto protocol = lattice::ParseProtocol(packed ? "simple" : name);
+  auto protocol =
+      lattice::ParseProtocol(packed ? "simple" : (name == "exppack-d" ? "double" : name));
   if (!protocol.ok()) return protocol.status();
   if (rows == 0 || row_bytes < 1 || row_bytes > lattice::kMaxRecordBytes) {
     return absl::InvalidArgumentError("--rows and --row-bytes must be positive");
@@ -353,6 +356,88 @@ absl::Status PackedLattice(const Flags& flags, lattice::PackedProtocol protocol)
                      : absl::InternalError(absl::StrCat(errors, " lookups decoded wrongly"));
 }
 
+// --protocol=exppack-d: ExpPack(D), the DoublePIR server wrapped by PackedDoubleServer: --batch
+// queries answered one after the other (each its DoublePIR product and R expansions, spread over
+// the threads); client_ms = query (DoublePIR's query and R ciphertexts) + decode; the rest as
+// exppack-s.
+absl::Status PackedDoubleLattice(const Flags& flags) {
+  const int batch = static_cast<int>(flags.Int("batch", 1));
+  if (batch < 1) return absl::InvalidArgumentError("--batch must be positive");
+  const int threads = static_cast<int>(flags.Int("threads", 1));
+  absl::StatusOr<Setup> setup = MakeSetup(flags, "lattice");
+  if (!setup.ok()) return setup.status();
+  const Shape s = setup->server->shape();
+  const lattice::LweServerMemory memory = setup->server->memory();
+  const auto start = std::chrono::steady_clock::now();
+  auto server = lattice::PackedDoubleServer::Create(std::move(setup->server));
+  if (!server.ok()) return server.status();
+  const double prepare_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  absl::StatusOr<std::unique_ptr<lattice::PackedDoubleClient>> client;
+  const double client_keys_s = MedianSeconds(
+      [&] { client = lattice::PackedDoubleClient::Create((*server)->config()); }, 0, 1, 3);
+  if (!client.ok()) return client.status();
+  absl::StatusOr<he::GaloisKeys> keys = (*server)->ParseKeys((*client)->expansion_keys());
+  if (!keys.ok()) return keys.status();
+  std::mt19937_64 gen(3);
+  std::vector<lattice::PackedDoubleQuery> queries;
+  absl::StatusOr<lattice::PackedDoubleQuery> query;
+  const double query_s =
+      MedianSeconds([&] { query = (*client)->MakeQuery(gen() % s.rows); }, 0, 3, 5);
+  if (!query.ok()) return query.status();
+  for (int i = 0; i < batch; ++i) {
+    absl::StatusOr<lattice::PackedDoubleQuery> q = (*client)->MakeQuery(gen() % s.rows);
+    if (!q.ok()) return q.status();
+    queries.push_back(*std::move(q));
+  }
+  std::vector<absl::StatusOr<std::vector<uint8_t>>> responses(batch);
+  const double server_s = MedianSeconds(
+      [&] {
+        for (int i = 0; i < batch; ++i) {
+          responses[i] = (*server)->Answer(queries[i].query, queries[i].ciphertexts, *keys);
+        }
+      },
+      1, 3, 3);
+  for (const auto& r : responses) {
+    if (!r.ok()) return r.status();
+  }
+  std::vector<uint8_t> record(s.record_bytes);
+  absl::Status status;
+  const double decode_s = MedianSeconds(
+      [&] { status = (*client)->Decode(queries[0], *responses[0], absl::MakeSpan(record)); }, 0, 3,
+      10);
+  if (!status.ok()) return status;
+  int errors = 0;
+  for (int i = 0; i < batch; ++i) {
+    const uint64_t row = queries[i].row();
+    if (!(*client)->Decode(queries[i], *responses[i], absl::MakeSpan(record)).ok() ||
+        !std::equal(record.begin(), record.end(), setup->records.begin() + row * s.record_bytes)) {
+      ++errors;
+    }
+  }
+  const lattice::CpuCeilings ceilings =
+      lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, 1)));
+  LweLine("lattice", "lwe-exppack-d", s, batch, threads)
+      .Add("server_ms", server_s * 1e3)
+      .Add("server_ms_per_query", server_s * 1e3 / batch)
+      .Add("client_ms", (query_s + decode_s) * 1e3)
+      .Add("client_query_ms", query_s * 1e3)
+      .Add("client_decode_ms", decode_s * 1e3)
+      .Add("client_keys_ms", client_keys_s * 1e3)
+      .Add("query_bytes", query->query.size() * 4 + query->ciphertexts.size())
+      .Add("response_bytes", responses[0]->size())
+      .Add("reusable_key_bytes", (*client)->expansion_keys().size())
+      .Add("floor_ratio", server_s / batch / (WorkOf(s, 1).bytes / ceilings.mem_read_bytes_per_s))
+      .Add("server_memory_bytes", memory.database + memory.server_digits + memory.a2 +
+                                      memory.hint_blob + (*server)->matrix().bytes())
+      .Add("hint_s", setup->hint_s)
+      .Add("pack_prepare_s", prepare_s)
+      .Add("errors", errors)
+      .Emit();
+  return errors == 0 ? absl::OkStatus()
+                     : absl::InternalError(absl::StrCat(errors, " lookups decoded wrongly"));
+}
+
 absl::Status Lattice(const Flags& flags) {
   if (flags.Str("backend", "cpu") != "cpu") {
     return absl::InvalidArgumentError("the lattice suite runs the CPU server (--backend=cpu)");
@@ -363,6 +448,7 @@ absl::Status Lattice(const Flags& flags) {
   if (flags.Str("protocol", "simple") == "hybrid") {
     return PackedLattice(flags, lattice::PackedProtocol::kHybrid);
   }
+  if (flags.Str("protocol", "simple") == "exppack-d") return PackedDoubleLattice(flags);
   const int batch = static_cast<int>(flags.Int("batch", 1));
   const int threads = static_cast<int>(flags.Int("threads", 1));
   if (batch < 1 || threads < 1) {
@@ -425,11 +511,12 @@ const char kLweAnswerHelp[] =
     "scanned per second, qps, roofline_ratio against the read bandwidth and the faster of the "
     "int32 and VNNI/4 multiply-add rates measured in this run";
 const char kLatticeHelp[] =
-    "--protocol=simple|double|exppack-s|hybrid --rows --row-bytes --batch --threads: one "
+    "--protocol=simple|double|exppack-s|exppack-d|hybrid --rows --row-bytes --batch --threads: one "
     "protocol's costs "
     "below the sockets: server_ms (one batch), client_ms (query + decode of "
-    "one lookup), query and response bytes, reusable_key_bytes (the hint; exppack-s, hybrid: the "
-    "expansion keys), floor_ratio (server time / one stream of the database at this run's "
+    "one lookup), query and response bytes, reusable_key_bytes (the hint; exppack-s, exppack-d, "
+    "hybrid: the expansion keys), floor_ratio (server time / one stream of the database at this "
+    "run's "
     "measured memory bandwidth: 1 is the floor), errors; exppack-s also server_expand_ms (one "
     "query's expansion) and server_product_ms (the SimplePIR product of the batch); hybrid also "
     "selection_bytes (its RGSW bits, in query_bytes)";
