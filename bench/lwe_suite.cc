@@ -356,10 +356,10 @@ absl::Status PackedLattice(const Flags& flags, lattice::PackedProtocol protocol)
                      : absl::InternalError(absl::StrCat(errors, " lookups decoded wrongly"));
 }
 
-// --protocol=exppack-d: ExpPack(D), the DoublePIR server wrapped by PackedDoubleServer: --batch
-// queries answered one after the other (each its DoublePIR product and R expansions, spread over
-// the threads); client_ms = query (DoublePIR's query and R ciphertexts) + decode; the rest as
-// exppack-s.
+// --protocol=exppack-d: ExpPack(D), the DoublePIR server wrapped by PackedDoubleServer: one
+// AnswerBatch of --batch queries (one DoublePIR product, then every query's R expansions and
+// packings spread over the threads); client_ms = query (DoublePIR's query and R ciphertexts) +
+// decode; the rest as exppack-s.
 absl::Status PackedDoubleLattice(const Flags& flags) {
   const int batch = static_cast<int>(flags.Int("batch", 1));
   if (batch < 1) return absl::InvalidArgumentError("--batch must be positive");
@@ -380,24 +380,22 @@ absl::Status PackedDoubleLattice(const Flags& flags) {
   absl::StatusOr<he::GaloisKeys> keys = (*server)->ParseKeys((*client)->expansion_keys());
   if (!keys.ok()) return keys.status();
   std::mt19937_64 gen(3);
-  std::vector<lattice::PackedDoubleQuery> queries;
-  absl::StatusOr<lattice::PackedDoubleQuery> query;
+  std::vector<lattice::PackedQuery> queries;
+  absl::StatusOr<lattice::PackedQuery> query;
   const double query_s =
       MedianSeconds([&] { query = (*client)->MakeQuery(gen() % s.rows); }, 0, 3, 5);
   if (!query.ok()) return query.status();
   for (int i = 0; i < batch; ++i) {
-    absl::StatusOr<lattice::PackedDoubleQuery> q = (*client)->MakeQuery(gen() % s.rows);
+    absl::StatusOr<lattice::PackedQuery> q = (*client)->MakeQuery(gen() % s.rows);
     if (!q.ok()) return q.status();
     queries.push_back(*std::move(q));
   }
-  std::vector<absl::StatusOr<std::vector<uint8_t>>> responses(batch);
-  const double server_s = MedianSeconds(
-      [&] {
-        for (int i = 0; i < batch; ++i) {
-          responses[i] = (*server)->Answer(queries[i].query, queries[i].ciphertexts, *keys);
-        }
-      },
-      1, 3, 3);
+  std::vector<lattice::PackedRequest> requests;
+  for (const lattice::PackedQuery& q : queries)
+    requests.push_back({q.query, q.ciphertext, &*keys, {}});
+  std::vector<absl::StatusOr<std::vector<uint8_t>>> responses;
+  const double server_s =
+      MedianSeconds([&] { responses = (*server)->AnswerBatch(requests); }, 1, 3, 3);
   for (const auto& r : responses) {
     if (!r.ok()) return r.status();
   }
@@ -424,7 +422,7 @@ absl::Status PackedDoubleLattice(const Flags& flags) {
       .Add("client_query_ms", query_s * 1e3)
       .Add("client_decode_ms", decode_s * 1e3)
       .Add("client_keys_ms", client_keys_s * 1e3)
-      .Add("query_bytes", query->query.size() * 4 + query->ciphertexts.size())
+      .Add("query_bytes", query->query.size() * 4 + query->ciphertext.size())
       .Add("response_bytes", responses[0]->size())
       .Add("reusable_key_bytes", (*client)->expansion_keys().size())
       .Add("floor_ratio", server_s / batch / (WorkOf(s, 1).bytes / ceilings.mem_read_bytes_per_s))

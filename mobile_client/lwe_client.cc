@@ -16,6 +16,7 @@
 #include "mobile_client/transport.h"
 #include "pir/lattice/client.h"
 #include "pir/lattice/expansion.h"
+#include "pir/lattice/pack_double.h"
 #include "pir/lattice/pack_simple.h"
 #include "rpc/status.h"
 
@@ -50,6 +51,7 @@ struct LweClient::ServerConfig {
   uint64_t response_bytes = 0;
   uint64_t max_chunk_bytes = 0;
   uint64_t selection_bytes = 0;  // lwe-hybrid
+  uint32_t ciphertexts_per_query = 0;
 };
 
 namespace {
@@ -62,22 +64,24 @@ constexpr uint64_t kEnvelopeBytes = 1024;
 constexpr size_t kMaxCallsInFlight = 32;
 constexpr char kExpPack[] = "lwe-exppack-s";
 constexpr char kHybrid[] = "lwe-hybrid";
+constexpr char kExpPackD[] = "lwe-exppack-d";
 
-// lwe-exppack-s and lwe-hybrid: the packed protocols (LwePackServer).
-bool IsPacked(const std::string& name) { return name == kExpPack || name == kHybrid; }
-lattice::PackedProtocol PackedProtocolOf(const std::string& name) {
-  return name == kHybrid ? lattice::PackedProtocol::kHybrid : lattice::PackedProtocol::kExpPackS;
+// The packed protocols (LwePackServer).
+bool IsPacked(const std::string& name) {
+  return name == kExpPack || name == kHybrid || name == kExpPackD;
 }
 
-// The LWE protocol underneath a protocol name: the packed protocols pack SimplePIR answers.
+// The LWE protocol underneath a protocol name: lwe-exppack-s and lwe-hybrid pack SimplePIR
+// answers, lwe-exppack-d DoublePIR's.
 absl::StatusOr<lattice::Protocol> LweProtocolOf(const std::string& name) {
+  if (name == kExpPackD) return lattice::Protocol::kDoublePir;
   if (IsPacked(name)) return lattice::Protocol::kSimplePir;
   if (name.rfind("lwe-", 0) == 0) {
     if (auto protocol = lattice::ParseProtocol(name); protocol.ok()) return protocol;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown LWE protocol \"", name,
-                   "\"; use lwe-simple, lwe-double, lwe-exppack-s or lwe-hybrid"));
+                   "\"; use lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d or lwe-hybrid"));
 }
 
 std::string Hex(absl::Span<const uint8_t> bytes) {
@@ -142,6 +146,7 @@ kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, const std::
           config.response_bytes = c.getResponseBytes();
           config.max_chunk_bytes = c.getMaxChunkBytes();
           config.selection_bytes = c.getSelectionBytes();
+          config.ciphertexts_per_query = c.getCiphertextsPerQuery();
           return absl::OkStatus();
         });
   }
@@ -201,11 +206,9 @@ absl::StatusOr<lattice::LweConfig> LatticeConfig(const ServerConfig& c) {
   return config;
 }
 
-// lwe-exppack-s, lwe-hybrid: INVALID_ARGUMENT unless `c`'s ring is this client's
-// (RingParams::Default) and its sizes are the ones the ring, the protocol and `packed`'s shape
-// give.
-absl::Status CheckRing(const ServerConfig& c, const lattice::PackedSimpleClient& packed,
-                       const lattice::Shape& shape) {
+// The packed protocols: INVALID_ARGUMENT unless `c`'s ring is this client's (RingParams::Default)
+// and its sizes are the ones the ring, the protocol and the shape give `packed`.
+absl::Status CheckRing(const ServerConfig& c, const lattice::PackedClient& packed) {
   const lattice::RingParams& ring = packed.ring().params();
   if (c.log_n != static_cast<uint32_t>(ring.log_n) || c.primes != ring.primes ||
       c.special_prime != ring.special) {
@@ -217,14 +220,15 @@ absl::Status CheckRing(const ServerConfig& c, const lattice::PackedSimpleClient&
   const uint64_t keys = lattice::ExpansionKeyBytes(packed.ring(), lattice::kLweDimension);
   const uint64_t ciphertext = lattice::SecretCiphertextBytes(packed.ring());
   const uint64_t response = packed.response_bytes();
-  const uint64_t selection = lattice::PackedSelectionBytes(packed.ring(), shape, packed.protocol());
+  const uint64_t selection = packed.selection_bytes();
   if (c.expansion_key_bytes != keys || c.secret_ciphertext_bytes != ciphertext ||
-      c.response_bytes != response || c.selection_bytes != selection) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expansion keys of ", c.expansion_key_bytes, " bytes, ciphertexts of ",
-                     c.secret_ciphertext_bytes, ", selections of ", c.selection_bytes,
-                     " and responses of ", c.response_bytes, " bytes; this client's are ", keys,
-                     ", ", ciphertext, ", ", selection, " and ", response));
+      c.ciphertexts_per_query != packed.ciphertexts() || c.response_bytes != response ||
+      c.selection_bytes != selection) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expansion keys of ", c.expansion_key_bytes, " bytes, ", c.ciphertexts_per_query,
+        " ciphertexts of ", c.secret_ciphertext_bytes, ", selections of ", c.selection_bytes,
+        " and responses of ", c.response_bytes, " bytes; this client's are ", keys, ", ",
+        packed.ciphertexts(), " x ", ciphertext, ", ", selection, " and ", response));
   }
   return absl::OkStatus();
 }
@@ -363,11 +367,13 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
     return absl::FailedPreconditionError(absl::StrCat(
         who, " reports a configuration this client refuses: ", lattice_config.status().message()));
   }
-  // Bytes of one call each way: lwe-exppack-s sends a query and its ciphertext (lwe-hybrid also
-  // its selection) and gets the packed response (never the LWE answer).
+  // Bytes of one call each way: a packed protocol sends a query and its ciphertexts (lwe-hybrid
+  // also its selection) and gets the packed response (never the LWE answer).
   const bool packed = IsPacked(t.protocol);
-  const uint64_t up = 4 * config.query_words +
-                      (packed ? config.secret_ciphertext_bytes + config.selection_bytes : 0);
+  const uint64_t up = 4 * config.query_words + (packed ? uint64_t{config.ciphertexts_per_query} *
+                                                                 config.secret_ciphertext_bytes +
+                                                             config.selection_bytes
+                                                       : 0);
   const uint64_t down = packed ? config.response_bytes : 4 * config.answer_words;
   if (config.max_queries_per_call == 0 || config.max_queued_queries == 0 ||
       std::max(up, down) + kEnvelopeBytes > config.max_message_bytes ||
@@ -383,10 +389,17 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
         "TABLE.rowkey)");
   }
   if (packed) {
-    auto client = lattice::PackedSimpleClient::Create(
-        *lattice_config, lattice::RingParams::Default(), PackedProtocolOf(t.protocol));
+    absl::StatusOr<std::unique_ptr<lattice::PackedClient>> client;
+    if (t.protocol == kExpPackD) {
+      client = lattice::PackedDoubleClient::Create(*lattice_config);
+    } else {
+      client = lattice::PackedSimpleClient::Create(*lattice_config, lattice::RingParams::Default(),
+                                                   t.protocol == kHybrid
+                                                       ? lattice::PackedProtocol::kHybrid
+                                                       : lattice::PackedProtocol::kExpPackS);
+    }
     if (!client.ok()) return client.status();
-    if (absl::Status s = CheckRing(config, **client, lattice_config->shape); !s.ok()) {
+    if (absl::Status s = CheckRing(config, **client); !s.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat(who, " reports a configuration this client refuses: ", s.message()));
     }
@@ -486,7 +499,7 @@ absl::Status LweClient::LookupPacked(absl::Span<const uint64_t> rows, absl::Time
   if (!status.ok()) return status;
   t0 = absl::Now();
   for (size_t i = 0; i < rows.size(); ++i) {
-    if (absl::Status s = packed_->Decode(rows[i], responses[i],
+    if (absl::Status s = packed_->Decode(queries[i], responses[i],
                                          records.subspan(i * record_bytes_, record_bytes_));
         !s.ok()) {
       return absl::InternalError(

@@ -1,7 +1,8 @@
 // veil::client::LweClient: private lookups of embedding-table rows from ONE server speaking
 // protocol "lwe-simple" (SimplePIR), "lwe-double" (DoublePIR), "lwe-exppack-s" (SimplePIR with
-// packed answers, no hint) or "lwe-hybrid" (lwe-exppack-s whose server returns only the packed
-// ciphertexts of the record's window, selected by RGSW bits the client sends): single-server
+// packed answers, no hint), "lwe-exppack-d" (DoublePIR with packed answers, no hint) or
+// "lwe-hybrid" (lwe-exppack-s whose server returns only the packed ciphertexts of the record's
+// window, selected by RGSW bits the client sends): single-server
 // lattice PIR over LWE (pir/lattice/, docs/lattice.md, server/lwe.h, server/lwe_pack.h).
 //
 // Connect reads the server's config, checks every public parameter against the correctness rule
@@ -19,7 +20,8 @@
 // connection's first query (again after the server evicts them: ABORTED, retried once). Each
 // lookup sends the query and the RLWE ciphertext of its secret and decrypts the packed response
 // with the session secret. lwe-hybrid does the same, each lookup also sending the RGSW selection
-// of its window (pir/lattice/hybrid.h).
+// of its window (pir/lattice/hybrid.h); lwe-exppack-d sends one ciphertext per record byte
+// (pir/lattice/pack_double.h).
 //
 // Replicas: `server` may list replicas of one server ("HOST:PORT,HOST:PORT", as
 // ClientOptions::server0); at Connect every replica that answers must serve the same table and
@@ -56,8 +58,8 @@
 namespace veil::lattice {
 class LweClient;
 struct LweConfig;
-class PackedSimpleClient;
-struct PackedQuery;
+class PackedClient;
+class PackedQuery;
 }  // namespace veil::lattice
 
 namespace veil::client {
@@ -67,7 +69,7 @@ class Transport;
 
 struct LweClientOptions {
   std::string server;                   // "HOST:PORT", or replicas "HOST:PORT,HOST:PORT"
-  std::string protocol = "lwe-simple";  // or "lwe-double", "lwe-exppack-s", "lwe-hybrid"
+  std::string protocol = "lwe-simple";  // or lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid
   // Bound on connecting, on each wave of hint chunks and on each lookup.
   absl::Duration timeout = absl::Seconds(30);
   // TLS as in ClientOptions; empty tls_trusted_certs: plaintext, to loopback only unless
@@ -195,9 +197,9 @@ class LweClient {
   uint32_t max_queued_queries_ = 0;  // per connection
   uint64_t max_message_bytes_ = 0;
   bool hint_from_cache_ = false;
-  std::unique_ptr<lattice::LweClient> lwe_;              // lwe-simple, lwe-double
-  std::unique_ptr<lattice::PackedSimpleClient> packed_;  // lwe-exppack-s: the session secret
-  uint64_t max_chunk_bytes_ = 0;                         // lwe-exppack-s: key bytes per upload call
+  std::unique_ptr<lattice::LweClient> lwe_;        // lwe-simple, lwe-double
+  std::unique_ptr<lattice::PackedClient> packed_;  // packed protocols: the session secret
+  uint64_t max_chunk_bytes_ = 0;                   // lwe-exppack-s: key bytes per upload call
   std::unique_ptr<KeyUploads> keys_;  // the loop thread's: which replicas hold the keys
   // Each replica's config at Connect (written on the loop thread while Connect waits); once one
   // is adopted (table_ fixed, adopted_ set) a replica that (re)connects is checked against it.

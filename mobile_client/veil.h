@@ -276,8 +276,8 @@ int veil_bag_lookup_pooled_sums(veil_bag_client* client, const uint64_t* indices
 /* The cost of this client's last successful lookup (keys: query ciphertexts sent). */
 int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out_stats);
 
-/* ---- Protocols lwe-simple, lwe-double, lwe-exppack-s and lwe-hybrid: private row lookups from
- * ONE server (LWE PIR). ----
+/* ---- Protocols lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d and lwe-hybrid: private row
+ * lookups from ONE server (LWE PIR). ----
  * Connecting downloads the table's hint once (megabytes; veil_lwe_table_info.hint_bytes), or reads
  * it from hint_cache_dir, where it is kept per table version. Each row then costs one query up
  * and one answer down (query_bytes, answer_bytes), encrypted under a fresh secret that never
@@ -288,7 +288,8 @@ int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out
  * public) instead, once per connection, and each row costs a query plus one RLWE ciphertext up
  * (query_bytes) and a packed response down (answer_bytes; hint_bytes is 0). lwe-hybrid is
  * lwe-exppack-s whose rows also send RGSW ciphertexts of their window (more up, less down on very
- * tall tables). Errors and threading as for veil_client (ABI 5). */
+ * tall tables); lwe-exppack-d packs DoublePIR's answers (one RLWE ciphertext up per row byte: for
+ * rows of a few bytes). Errors and threading as for veil_client (ABI 5). */
 typedef struct veil_lwe_client veil_lwe_client;
 
 /* Zero it (memset) and set struct_size = sizeof(veil_lwe_client_options) before setting fields:
@@ -296,8 +297,8 @@ typedef struct veil_lwe_client veil_lwe_client;
 typedef struct veil_lwe_client_options {
   uint32_t struct_size;          /* sizeof(veil_lwe_client_options) as the app was compiled */
   const char* server;            /* "HOST:PORT" of the LWE server, or its replicas "H:P,H:P" */
-  const char* protocol;          /* "lwe-simple" (NULL), "lwe-double", "lwe-exppack-s" or
-                                    "lwe-hybrid" */
+  const char* protocol;          /* "lwe-simple" (NULL), "lwe-double", "lwe-exppack-s",
+                                    "lwe-exppack-d" or "lwe-hybrid" */
   uint32_t timeout_ms;           /* connecting (hint included) and each lookup; 0: 30000 */
   const char* tls_trusted_certs; /* as in veil_client_options; NULL: no TLS (loopback only) */
   const char* tls_server_name;   /* the name the server's certificate must hold; NULL: its HOST */

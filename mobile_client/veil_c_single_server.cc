@@ -1,5 +1,5 @@
 // The C ABI (veil.h) of the single-server protocols: bfv-bag (veil_bag_client, over
-// veil::client::BagClient) and lwe-simple / lwe-double / lwe-exppack-s / lwe-hybrid
+// veil::client::BagClient) and lwe-simple / lwe-double / lwe-exppack-s / lwe-exppack-d / lwe-hybrid
 // (veil_lwe_client, over LweClient).
 #include <algorithm>
 #include <cstdint>
@@ -136,7 +136,7 @@ int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out
 
 }  // extern "C"
 
-// ---- Protocols lwe-simple, lwe-double, lwe-exppack-s and lwe-hybrid (veil_lwe_client): over
+// ---- The LWE protocols (veil_lwe_client): over
 // veil::client::LweClient, which speaks all three. ----
 
 struct veil_lwe_client {

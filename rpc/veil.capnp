@@ -32,7 +32,9 @@
 # and the secret's ciphertext and gets the packed response, which only the client can decrypt.
 # Protocol "lwe-hybrid" (the same LwePackServer) adds to each lookup RGSW ciphertexts of the bits
 # of the record's window, with which the server selects the packed ciphertexts it returns
-# (pir/lattice/hybrid.h).
+# (pir/lattice/hybrid.h). Protocol "lwe-exppack-d" (the same again) packs DoublePIR's
+# second-level answers: each lookup sends one secret ciphertext per record byte
+# (pir/lattice/pack_double.h).
 #
 # Errors: a refused call fails with a Cap'n Proto exception whose reason starts with the absl
 # status code name, e.g. "INVALID_ARGUMENT: key 3 is for party 1 but this server is party 0"
@@ -257,10 +259,12 @@ struct LwePackConfig {
   selectionBytes @9 :UInt64;     # lwe-hybrid: each lookup's selection (HybridSelectionBytes);
                                  # lwe-exppack-s: 0. responseBytes is then the window's
                                  # (HybridResponseBytes)
+  ciphertextsPerQuery @10 :UInt32;  # secret ciphertexts per lookup: 1, or (lwe-exppack-d, whose
+                                    # lwe config is DoublePIR's) one per record byte
 }
 
 interface LwePackServer extends(VeilServer) {
-  # Protocols "lwe-exppack-s" and "lwe-hybrid".
+  # Protocols "lwe-exppack-s", "lwe-hybrid" and "lwe-exppack-d".
   config @0 () -> (config :LwePackConfig);
 
   uploadGaloisKeys @1 (offset :UInt64, chunk :Data) -> (receivedBytes :UInt64, installed :Bool);
@@ -274,8 +278,9 @@ interface LwePackServer extends(VeilServer) {
   # uses the keys; RESOURCE_EXHAUSTED if the key memory (maxKeyBytes) is held by keys in use.
 
   answer @2 (query :Data, ciphertext :Data, selection :Data) -> (response :Data, table :TableId);
-  # `query`: one SimplePIR query, d0 little-endian 32-bit words; `ciphertext`: the RLWE ciphertext
-  # of its LWE secret (secretCiphertextBytes); `selection` (lwe-hybrid; empty otherwise): the
+  # `query`: one SimplePIR query, d0 little-endian 32-bit words (lwe-exppack-d: DoublePIR's,
+  # queryWords); `ciphertext`: the RLWE ciphertexts of its LWE secrets, ciphertextsPerQuery x
+  # secretCiphertextBytes; `selection` (lwe-hybrid; empty otherwise): the
   # RGSW ciphertexts of its window (selectionBytes, he::SerializeRgswCiphertexts); `response`:
   # responseBytes bytes of packed ciphertexts switched to primes[0]. INVALID_ARGUMENT for a query,
   # ciphertext or selection of another size or a residue not below its prime;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "pir/lattice/expansion.h"
+#include "pir/lattice/pack_double.h"
 #include "pir/lattice/pack_simple.h"
 #include "server/galois_cache.h"
 #include "server/key_upload.h"
@@ -30,13 +32,13 @@ constexpr uint64_t kEnvelopeBytes = 1024;
 
 // The packed instance and its sizes; read-only once made.
 struct PackTable {
-  std::unique_ptr<lattice::PackedSimpleServer> server;
-  const char* name = "";  // lwe-exppack-s or lwe-hybrid
+  std::unique_ptr<lattice::PackedServer> server;
+  const char* name = "";  // lwe-exppack-s, lwe-hybrid or lwe-exppack-d
   std::string backend;    // the SimplePIR product's
   double hint_s = 0;
   uint64_t key_bytes = 0;         // ExpansionKeyBytes
   uint64_t parsed_key_bytes = 0;  // one session's keys once parsed
-  uint64_t ciphertext_bytes = 0;  // SecretCiphertextBytes
+  uint64_t ciphertext_bytes = 0;  // all of a lookup's: ciphertexts x SecretCiphertextBytes
   uint64_t selection_bytes = 0;   // PackedSelectionBytes (lwe-hybrid; else 0)
   uint64_t response_bytes = 0;    // PackedResponseBytes
   uint64_t max_chunk_bytes = 0;
@@ -142,7 +144,8 @@ kj::Promise<void> PackService::config(ConfigContext context) {
   for (size_t i = 0; i < ring.primes.size(); ++i) primes.set(i, ring.primes[i]);
   config.setSpecialPrime(ring.special);
   config.setExpansionKeyBytes(table_.key_bytes);
-  config.setSecretCiphertextBytes(table_.ciphertext_bytes);
+  config.setSecretCiphertextBytes(table_.ciphertext_bytes / table_.server->ciphertexts());
+  config.setCiphertextsPerQuery(static_cast<uint32_t>(table_.server->ciphertexts()));
   config.setResponseBytes(table_.response_bytes);
   config.setMaxChunkBytes(table_.max_chunk_bytes);
   config.setMaxKeyBytes(table_.limits.max_galois_key_bytes);
@@ -210,11 +213,11 @@ class LwePackProtocol final : public Protocol {
                    table_->limits, env.stats, "queries") {}
 
   std::string Describe() const override {
-    const lattice::PackedSimpleServer& s = *table_->server;
+    const lattice::PackedServer& s = *table_->server;
     const lattice::RingContext& ring = s.ring();
     return absl::StrFormat(
         "protocol %s, %s; hint ready in %.2f s, packing matrix %d MiB (%d group(s)); ring N = %d, "
-        "%d primes + special prime %d (%s); per lookup %d bytes up (query %d + ciphertext %d + "
+        "%d primes + special prime %d (%s); per lookup %d bytes up (query %d + ciphertexts %d + "
         "selection %d), %d bytes down; expansion keys %d bytes per session (%d bytes held while "
         "parsed), key memory %d bytes; product %s, %d thread(s)",
         table_->name, lattice::ShapeSummary(s.config().shape), table_->hint_s,
@@ -292,42 +295,58 @@ absl::Status CheckLimits(const PackTable& t) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env,
-                                                       lattice::PackedProtocol protocol) {
-  const char* name = lattice::PackedProtocolName(protocol);
+// protocol: lwe-exppack-s or lwe-hybrid (over SimplePIR), or nullopt: lwe-exppack-d (DoublePIR).
+absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(
+    const ProtocolEnv& env, std::optional<lattice::PackedProtocol> protocol) {
+  const char* name = protocol ? lattice::PackedProtocolName(*protocol) : "lwe-exppack-d";
+  const lattice::Protocol lwe =
+      protocol ? lattice::Protocol::kSimplePir : lattice::Protocol::kDoublePir;
   const lattice::RingParams ring = lattice::RingParams::Default();
   const std::string security = ring.SecuritySource();
   if (absl::StartsWith(security, "no security claim")) {
     return absl::FailedPreconditionError(
         absl::StrCat("protocol ", name, " refuses its ring parameters: ", security));
   }
-  // The shape that counts the packed answer (one 32 KiB ciphertext where the query stays small).
+  // The shape that counts the packed answer (one 32 KiB ciphertext where the query stays small);
+  // DoublePIR's answer packs into R ciphertexts whatever its shape, and no hint travels: the
+  // shape that minimises the query.
   lattice::ShapeOptions shape;
-  shape.packed_ring_n = static_cast<uint32_t>(ring.n());
+  if (protocol) {
+    shape.packed_ring_n = static_cast<uint32_t>(ring.n());
+  } else {
+    shape.lookups_per_hint = uint64_t{1} << 40;
+  }
   // A pass takes up to --threads queries (AnswerBatch gives each its own thread; more would only
   // add latency), which share one product: its kernels are measured (or its device buffers
   // sized) for that batch now, not on the first busy pass.
   const uint32_t pass_queries = static_cast<uint32_t>(std::max(1, env.options.threads));
-  auto prepared = PrepareLweServer(lattice::Protocol::kSimplePir, env, name, pass_queries, shape);
+  auto prepared = PrepareLweServer(lwe, env, name, pass_queries, shape);
   if (!prepared.ok()) return prepared.status();
   auto table = std::make_unique<PackTable>();
   table->name = name;
   table->backend = std::string(prepared->server->database_product().name());
   table->hint_s = prepared->hint_s;
-  auto server = lattice::PackedSimpleServer::Create(std::move(prepared->server), ring, protocol);
-  if (!server.ok()) return server.status();
-  table->server = *std::move(server);
+  if (protocol) {
+    auto server = lattice::PackedSimpleServer::Create(std::move(prepared->server), ring, *protocol);
+    if (!server.ok()) return server.status();
+    table->server = *std::move(server);
+  } else {
+    auto server = lattice::PackedDoubleServer::Create(std::move(prepared->server), ring);
+    if (!server.ok()) return server.status();
+    table->server = *std::move(server);
+  }
   const lattice::RingContext& ctx = table->server->ring();
   table->key_bytes = lattice::ExpansionKeyBytes(ctx, lattice::kLweDimension);
-  table->ciphertext_bytes = lattice::SecretCiphertextBytes(ctx);
+  table->ciphertext_bytes = table->server->ciphertexts() * lattice::SecretCiphertextBytes(ctx);
   table->selection_bytes = table->server->selection_bytes();
   table->response_bytes = table->server->response_bytes();
   // The parsed size of a session's keys, which GaloisKeyCache charges, measured on keys made
-  // once here (the throwaway client's secret is wiped with it).
+  // once here (the throwaway secret is wiped with the key).
   {
-    auto client = lattice::PackedSimpleClient::Create(table->server->config(), ring);
-    if (!client.ok()) return client.status();
-    auto keys = table->server->ParseKeys((*client)->expansion_keys());
+    const he::SecretKey key = he::GenerateSecretKey(*ctx.expansion());
+    auto bytes = lattice::MakeExpansionKeys(ctx, key, lattice::kLweDimension);
+    if (!bytes.ok()) return bytes.status();
+    auto keys = table->server->ParseKeys(*bytes);
     if (!keys.ok()) return keys.status();
     table->parsed_key_bytes = GaloisKeyCache::ParsedBytes(*keys);
   }
@@ -353,6 +372,10 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEn
 
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLweHybridProtocol(const ProtocolEnv& env) {
   return CreatePacked(env, lattice::PackedProtocol::kHybrid);
+}
+
+absl::StatusOr<std::unique_ptr<Protocol>> CreateLweExpPackDProtocol(const ProtocolEnv& env) {
+  return CreatePacked(env, std::nullopt);
 }
 
 }  // namespace veil::server

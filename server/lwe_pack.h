@@ -7,7 +7,9 @@
 // response (ceil(D1 / N) RLWE ciphertexts switched to one prime).
 //
 // Protocol "lwe-hybrid" is served by the same code: each lookup also carries the RGSW selection of
-// its record's window (pir/lattice/hybrid.h), and the response is that window's ciphertexts.
+// its record's window (pir/lattice/hybrid.h), and the response is that window's ciphertexts. So
+// is "lwe-exppack-d" (pir/lattice/pack_double.h): a DoublePIR instance whose hint H2 is the
+// packing matrix; each lookup carries R ciphertexts (one per record byte), each expanded.
 //
 // Work leaves the event loop: parsing keys and answering (the SimplePIR product, the expansion and
 // the packing, ~0.15 to 0.2 s of CPU per query) run on the shared BatchScheduler's worker; a pass
@@ -32,6 +34,8 @@ namespace veil::server {
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEnv& env);
 // Protocol "lwe-hybrid", with the same errors (a lookup's bytes include its selection).
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLweHybridProtocol(const ProtocolEnv& env);
+// Protocol "lwe-exppack-d", with the same errors.
+absl::StatusOr<std::unique_ptr<Protocol>> CreateLweExpPackDProtocol(const ProtocolEnv& env);
 
 }  // namespace veil::server
 

@@ -27,6 +27,7 @@ constexpr Entry kProtocols[] = {
     {"lwe-double", CreateLweDoubleProtocol},
     {"lwe-exppack-s", CreateLwePackProtocol},
     {"lwe-hybrid", CreateLweHybridProtocol},
+    {"lwe-exppack-d", CreateLweExpPackDProtocol},
 };
 
 }  // namespace

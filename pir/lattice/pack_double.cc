@@ -63,73 +63,82 @@ absl::StatusOr<std::unique_ptr<PackedDoubleServer>> PackedDoubleServer::Create(
       new PackedDoubleServer(std::move(server), *std::move(ring), *std::move(matrix)));
 }
 
-absl::StatusOr<he::GaloisKeys> PackedDoubleServer::ParseKeys(
-    absl::Span<const uint8_t> bytes) const {
-  return ParseExpansionKeys(ring_, kLweDimension, bytes);
-}
-
-absl::StatusOr<std::vector<uint8_t>> PackedDoubleServer::Answer(
-    absl::Span<const uint32_t> query, absl::Span<const uint8_t> secret_ciphertexts,
-    const he::GaloisKeys& keys) const {
+std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedDoubleServer::AnswerBatch(
+    absl::Span<const PackedRequest> requests) const {
   const Shape& s = server_->shape();
   const uint64_t r_bytes = s.record_bytes, ct_bytes = SecretCiphertextBytes(ring_);
-  if (query.size() != s.query_words() || secret_ciphertexts.size() != r_bytes * ct_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a query of ", query.size(), " words and ciphertexts of ", secret_ciphertexts.size(),
-        " bytes (expected ", s.query_words(), " and ", r_bytes, " x ", ct_bytes, ")"));
+  const uint64_t qw = s.query_words(), aw = s.answer_words(), one = SwitchedBytes(ring_);
+  std::vector<absl::StatusOr<std::vector<uint8_t>>> out(requests.size());
+  // The well-formed queries share one product.
+  std::vector<size_t> good;
+  std::vector<uint32_t> queries;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const PackedRequest& q = requests[r];
+    if (q.query.size() != qw || q.ciphertext.size() != r_bytes * ct_bytes || !q.selection.empty() ||
+        q.keys == nullptr) {
+      out[r] = absl::InvalidArgumentError(absl::StrCat(
+          "a query of ", q.query.size(), " words, ciphertexts of ", q.ciphertext.size(),
+          " bytes and a selection of ", q.selection.size(), " bytes (expected ", qw, ", ", r_bytes,
+          " x ", ct_bytes, " and none)", q.keys == nullptr ? " without keys" : ""));
+      continue;
+    }
+    good.push_back(r);
+    queries.insert(queries.end(), q.query.begin(), q.query.end());
   }
-  std::vector<uint32_t> answer(s.answer_words());
-  if (absl::Status st = server_->Answer(query, 1, absl::MakeSpan(answer)); !st.ok()) return st;
-  const uint64_t one = SwitchedBytes(ring_);
-  std::vector<uint8_t> out(response_bytes());
-  // One byte's expansion and packing per worker at a time.
+  if (good.empty()) return out;
+  std::vector<uint32_t> answers(good.size() * aw);
+  if (absl::Status st =
+          server_->Answer(queries, static_cast<int>(good.size()), absl::MakeSpan(answers));
+      !st.ok()) {
+    for (size_t r : good) out[r] = st;
+    return out;
+  }
+  std::vector<std::vector<uint8_t>> responses(good.size(), std::vector<uint8_t>(response_bytes()));
+  // One (query, byte) expansion and packing per worker at a time.
+  const uint64_t tasks = good.size() * r_bytes;
+  std::vector<absl::Status> failed(tasks);
   std::atomic<uint64_t> next{0};
-  std::vector<absl::Status> failed(r_bytes);
   auto work = [&] {
-    for (uint64_t j = next++; j < r_bytes; j = next++) {
+    for (uint64_t t = next++; t < tasks; t = next++) {
+      const uint64_t i = t / r_bytes, j = t % r_bytes;
+      const PackedRequest& request = requests[good[i]];
       PackAccumulator acc(ring_, matrix_);
-      failed[j] = ExpandLweSecret(
-          ring_, keys, kLweDimension, secret_ciphertexts.subspan(j * ct_bytes, ct_bytes), 1,
-          [&acc](int, uint32_t count, const uint32_t* index, const uint64_t* beta,
-                 const uint64_t* alpha) { acc.Add(count, index, beta, alpha); });
-      if (!failed[j].ok()) continue;
+      absl::Status st =
+          ExpandLweSecret(ring_, *request.keys, kLweDimension,
+                          request.ciphertext.subspan(j * ct_bytes, ct_bytes), 1,
+                          [&acc](int, uint32_t count, const uint32_t* index, const uint64_t* beta,
+                                 const uint64_t* alpha) { acc.Add(count, index, beta, alpha); });
       absl::StatusOr<std::vector<RlweCiphertext>> packed =
-          acc.Finish(absl::MakeConstSpan(answer).subspan(j * kDigitRows, kDigitRows));
+          st.ok() ? acc.Finish(
+                        absl::MakeConstSpan(answers).subspan(i * aw + j * kDigitRows, kDigitRows))
+                  : absl::StatusOr<std::vector<RlweCiphertext>>(st);
       if (!packed.ok()) {
-        failed[j] = packed.status();
+        failed[t] = packed.status();
         continue;
       }
       const std::vector<uint8_t> bytes = SerializeSwitched(SwitchResponse(ring_, *packed)[0]);
-      std::copy(bytes.begin(), bytes.end(), out.begin() + j * one);
+      std::copy(bytes.begin(), bytes.end(), responses[i].begin() + j * one);
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < std::min<int>(server_->threads(), static_cast<int>(r_bytes)); ++t) {
-    pool.emplace_back(work);
-  }
+  for (int t = 1; t < std::min<int64_t>(server_->threads(), tasks); ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
-  for (const absl::Status& st : failed) {
-    if (!st.ok()) return st;
+  for (size_t i = 0; i < good.size(); ++i) {
+    absl::Status st;
+    for (uint64_t j = 0; j < r_bytes && st.ok(); ++j) st = failed[i * r_bytes + j];
+    if (!st.ok()) {
+      out[good[i]] = st;
+      continue;
+    }
+    // The h2 and h1 words as DoublePIR sends them.
+    const uint64_t tail = r_bytes * kDigitRows;
+    std::memcpy(responses[i].data() + r_bytes * one, answers.data() + i * aw + tail,
+                4 * (aw - tail));
+    out[good[i]] = std::move(responses[i]);
   }
-  // The h2 and h1 words as DoublePIR sends them.
-  const uint64_t tail = r_bytes * kDigitRows;
-  std::memcpy(out.data() + r_bytes * one, answer.data() + tail, 4 * (answer.size() - tail));
   return out;
 }
-
-PackedDoubleQuery& PackedDoubleQuery::operator=(PackedDoubleQuery&& other) noexcept {
-  if (this != &other) {
-    Wipe(secrets_);
-    query = std::move(other.query);
-    ciphertexts = std::move(other.ciphertexts);
-    row_ = other.row_;
-    secrets_ = std::move(other.secrets_);
-  }
-  return *this;
-}
-
-PackedDoubleQuery::~PackedDoubleQuery() { Wipe(secrets_); }
 
 absl::StatusOr<std::unique_ptr<PackedDoubleClient>> PackedDoubleClient::Create(
     const LweConfig& config, const RingParams& params) {
@@ -144,15 +153,14 @@ absl::StatusOr<std::unique_ptr<PackedDoubleClient>> PackedDoubleClient::Create(
       new PackedDoubleClient(config, *std::move(ring), std::move(secret), *std::move(keys)));
 }
 
-absl::StatusOr<PackedDoubleQuery> PackedDoubleClient::MakeQuery(uint64_t row,
-                                                                RandomSource& rng) const {
+absl::StatusOr<PackedQuery> PackedDoubleClient::MakeQuery(uint64_t row, RandomSource& rng) const {
   const Shape& s = config_.shape;
   if (row >= s.rows) {
     return absl::InvalidArgumentError(
         absl::StrCat("row ", row, " is outside the table (", s.rows, " rows)"));
   }
   const uint64_t r_bytes = s.record_bytes;
-  PackedDoubleQuery out;
+  PackedQuery out;
   out.row_ = row;
   out.query.resize(s.query_words());
   out.secrets_.resize((1 + r_bytes) * kLweDimension);
@@ -166,17 +174,17 @@ absl::StatusOr<PackedDoubleQuery> PackedDoubleClient::MakeQuery(uint64_t row,
   for (uint64_t j = 0; j < r_bytes; ++j) hots[j] = s.slot_of(row) * r_bytes + j;
   EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA2, s.d1), hots, rng,
                           secrets.subspan(kLweDimension), query.subspan(s.d0));
-  out.ciphertexts.reserve(r_bytes * SecretCiphertextBytes(ring_));
+  out.ciphertext.reserve(r_bytes * SecretCiphertextBytes(ring_));
   for (uint64_t j = 0; j < r_bytes; ++j) {
     absl::StatusOr<std::vector<uint8_t>> ct =
         EncryptLweSecret(ring_, secret_, secrets.subspan((1 + j) * kLweDimension, kLweDimension));
     if (!ct.ok()) return ct.status();
-    out.ciphertexts.insert(out.ciphertexts.end(), ct->begin(), ct->end());
+    out.ciphertext.insert(out.ciphertext.end(), ct->begin(), ct->end());
   }
   return out;
 }
 
-absl::Status PackedDoubleClient::Decode(const PackedDoubleQuery& query,
+absl::Status PackedDoubleClient::Decode(const PackedQuery& query,
                                         absl::Span<const uint8_t> response,
                                         absl::Span<uint8_t> record) const {
   const Shape& s = config_.shape;

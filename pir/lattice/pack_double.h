@@ -31,7 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "pir/he/bfv.h"
+#include "pir/lattice/packed.h"
 #include "pir/lattice/packing.h"
 #include "pir/lattice/rlwe.h"
 #include "pir/lattice/server.h"
@@ -41,7 +41,7 @@ namespace veil::lattice {
 // Bytes of one response: R x SwitchedBytes + 4 (4R + 4n).
 uint64_t PackedDoubleResponseBytes(const RingContext& ring, const Shape& shape);
 
-class PackedDoubleServer {
+class PackedDoubleServer final : public PackedServer {
  public:
   // Wraps a DoublePIR server: its hint H2 becomes the packing matrix (one group of 4n rows).
   // Returns INVALID_ARGUMENT for a SimplePIR server or ring parameters RingContext::Create
@@ -49,21 +49,21 @@ class PackedDoubleServer {
   static absl::StatusOr<std::unique_ptr<PackedDoubleServer>> Create(
       std::unique_ptr<LweServer> server, const RingParams& ring = RingParams::Default());
 
-  const LweConfig& config() const { return server_->config(); }
-  const RingContext& ring() const { return ring_; }
-  const PackingMatrix& matrix() const { return matrix_; }
-  uint64_t response_bytes() const { return PackedDoubleResponseBytes(ring_, config().shape); }
+  const LweConfig& config() const override { return server_->config(); }
+  const RingContext& ring() const override { return ring_; }
+  const PackingMatrix& matrix() const override { return matrix_; }
+  // R: one per record byte.
+  uint64_t ciphertexts() const override { return config().shape.record_bytes; }
+  uint64_t selection_bytes() const override { return 0; }
+  uint64_t response_bytes() const override {
+    return PackedDoubleResponseBytes(ring_, config().shape);
+  }
 
-  // A session's expansion keys (ParseExpansionKeys' errors).
-  absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
-
-  // The response to one query (D0 + R D1 words) and its R secrets' ciphertexts (one after the
-  // other, SecretCiphertextBytes each), with the session's keys; the R expansions spread over
-  // the wrapped server's threads. Returns INVALID_ARGUMENT for a query or ciphertexts of the
-  // wrong size, and ExpandLweSecret's errors.
-  absl::StatusOr<std::vector<uint8_t>> Answer(absl::Span<const uint32_t> query,
-                                              absl::Span<const uint8_t> secret_ciphertexts,
-                                              const he::GaloisKeys& keys) const;
+  // One DoublePIR product for the batch, then every query's R expansions and packings spread
+  // over the wrapped server's threads. A request's query or ciphertexts of the wrong size, any
+  // selection, or ExpandLweSecret's errors fail that request.
+  std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
+      absl::Span<const PackedRequest> requests) const override;
 
  private:
   PackedDoubleServer(std::unique_ptr<LweServer> server, RingContext ring, PackingMatrix matrix)
@@ -74,25 +74,7 @@ class PackedDoubleServer {
   PackingMatrix matrix_;
 };
 
-// One lookup's query and what decodes its response: s1 and the s2_j (wiped on destruction).
-class PackedDoubleQuery {
- public:
-  PackedDoubleQuery() = default;
-  PackedDoubleQuery(PackedDoubleQuery&&) = default;
-  PackedDoubleQuery& operator=(PackedDoubleQuery&& other) noexcept;
-  ~PackedDoubleQuery();
-
-  uint64_t row() const { return row_; }
-  std::vector<uint32_t> query;       // D0 + R D1 words
-  std::vector<uint8_t> ciphertexts;  // R x SecretCiphertextBytes
-
- private:
-  friend class PackedDoubleClient;
-  uint64_t row_ = 0;
-  std::vector<uint32_t> secrets_;  // s1, then s2_0 .. s2_{R-1} (n words each)
-};
-
-class PackedDoubleClient {
+class PackedDoubleClient final : public PackedClient {
  public:
   // Checks the config (ValidateConfig), draws the session's RLWE secret and makes its expansion
   // keys. Returns ValidateConfig's errors, INVALID_ARGUMENT for a SimplePIR config or ring
@@ -101,20 +83,24 @@ class PackedDoubleClient {
   static absl::StatusOr<std::unique_ptr<PackedDoubleClient>> Create(
       const LweConfig& config, const RingParams& ring = RingParams::Default());
 
-  const RingContext& ring() const { return ring_; }
-  uint64_t response_bytes() const { return PackedDoubleResponseBytes(ring_, config_.shape); }
-  // The session's expansion keys (ExpansionKeyBytes), for the server once.
-  const std::vector<uint8_t>& expansion_keys() const { return keys_; }
+  const RingContext& ring() const override { return ring_; }
+  const std::vector<uint8_t>& expansion_keys() const override { return keys_; }
+  uint64_t ciphertexts() const override { return config_.shape.record_bytes; }
+  uint64_t selection_bytes() const override { return 0; }
+  uint64_t response_bytes() const override {
+    return PackedDoubleResponseBytes(ring_, config_.shape);
+  }
 
-  // The query for record `row`. Returns INVALID_ARGUMENT if row >= rows.
-  absl::StatusOr<PackedDoubleQuery> MakeQuery(uint64_t row,
-                                              RandomSource& rng = SystemRandom()) const;
+  // The query for record `row`: DoublePIR's words, the R ciphertexts of the s2_j; the query
+  // keeps s1 and the s2_j (wiped with it). Returns INVALID_ARGUMENT if row >= rows.
+  absl::StatusOr<PackedQuery> MakeQuery(uint64_t row,
+                                        RandomSource& rng = SystemRandom()) const override;
 
-  // The record's bytes (record_bytes) from its response. Returns INVALID_ARGUMENT for a response
-  // of another size, a residue ParseSwitched refuses, a query of another client or a record span
-  // of the wrong size.
-  absl::Status Decode(const PackedDoubleQuery& query, absl::Span<const uint8_t> response,
-                      absl::Span<uint8_t> record) const;
+  // The record's bytes (record_bytes) from the response to `query`. Returns INVALID_ARGUMENT for
+  // a response of another size, a residue ParseSwitched refuses, a query of another client (or
+  // moved from) or a record span of the wrong size.
+  absl::Status Decode(const PackedQuery& query, absl::Span<const uint8_t> response,
+                      absl::Span<uint8_t> record) const override;
 
  private:
   PackedDoubleClient(const LweConfig& config, RingContext ring, RlweSecret secret,

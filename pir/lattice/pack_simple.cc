@@ -66,18 +66,6 @@ uint64_t PackedSimpleServer::selection_bytes() const {
   return PackedSelectionBytes(ring_, server_->shape(), protocol_);
 }
 
-absl::StatusOr<he::GaloisKeys> PackedSimpleServer::ParseKeys(
-    absl::Span<const uint8_t> bytes) const {
-  return ParseExpansionKeys(ring_, kLweDimension, bytes);
-}
-
-absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Answer(
-    absl::Span<const uint32_t> query, absl::Span<const uint8_t> secret_ciphertext,
-    const he::GaloisKeys& keys, absl::Span<const uint8_t> selection) const {
-  const PackedRequest request{query, secret_ciphertext, &keys, selection};
-  return std::move(AnswerBatch({&request, 1})[0]);
-}
-
 std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedSimpleServer::AnswerBatch(
     absl::Span<const PackedRequest> requests) const {
   const Shape& shape = server_->shape();
@@ -180,6 +168,10 @@ uint64_t PackedSimpleClient::response_bytes() const {
   return PackedResponseBytes(ring_, config_.shape, protocol_);
 }
 
+uint64_t PackedSimpleClient::selection_bytes() const {
+  return PackedSelectionBytes(ring_, config_.shape, protocol_);
+}
+
 absl::StatusOr<PackedQuery> PackedSimpleClient::MakeQuery(uint64_t row, RandomSource& rng) const {
   const Shape& s = config_.shape;
   if (row >= s.rows) {
@@ -187,6 +179,7 @@ absl::StatusOr<PackedQuery> PackedSimpleClient::MakeQuery(uint64_t row, RandomSo
         absl::StrCat("row ", row, " is outside the table (", s.rows, " rows)"));
   }
   PackedQuery out;
+  out.row_ = row;
   out.query.resize(s.query_words());
   std::vector<uint32_t> lwe_secret(kLweDimension);
   const uint64_t column = s.column_of(row);

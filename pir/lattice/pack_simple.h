@@ -29,6 +29,7 @@
 #include "absl/types/span.h"
 #include "pir/he/bfv.h"
 #include "pir/lattice/hybrid.h"
+#include "pir/lattice/packed.h"
 #include "pir/lattice/packing.h"
 #include "pir/lattice/rlwe.h"
 #include "pir/lattice/server.h"
@@ -49,16 +50,7 @@ uint64_t PackedResponseBytes(const RingContext& ring, const Shape& shape,
                              PackedProtocol protocol = PackedProtocol::kExpPackS);
 uint64_t PackedSelectionBytes(const RingContext& ring, const Shape& shape, PackedProtocol protocol);
 
-// One query of a batch: its words, its secret's ciphertext, its selection (the hybrid only) and
-// its session's keys (which must outlive the call).
-struct PackedRequest {
-  absl::Span<const uint32_t> query;
-  absl::Span<const uint8_t> ciphertext;
-  const he::GaloisKeys* keys = nullptr;
-  absl::Span<const uint8_t> selection;
-};
-
-class PackedSimpleServer {
+class PackedSimpleServer final : public PackedServer {
  public:
   // Wraps a SimplePIR server: its hint becomes the packing matrix (groups x n x k x N residues
   // of 4 bytes, PackingMatrix::bytes()). Returns INVALID_ARGUMENT for a DoublePIR server or ring
@@ -68,33 +60,19 @@ class PackedSimpleServer {
       std::unique_ptr<LweServer> server, const RingParams& ring = RingParams::Default(),
       PackedProtocol protocol = PackedProtocol::kExpPackS);
 
-  const LweConfig& config() const { return server_->config(); }
+  const LweConfig& config() const override { return server_->config(); }
+  const RingContext& ring() const override { return ring_; }
+  const PackingMatrix& matrix() const override { return matrix_; }
+  uint64_t ciphertexts() const override { return 1; }
+  uint64_t selection_bytes() const override;
+  uint64_t response_bytes() const override;
   PackedProtocol protocol() const { return protocol_; }
-  uint64_t response_bytes() const;
-  uint64_t selection_bytes() const;
-  const RingContext& ring() const { return ring_; }
-  const PackingMatrix& matrix() const { return matrix_; }
 
-  // A session's expansion keys (ParseExpansionKeys' errors).
-  absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
-
-  // The packed response to one query (D0 words), its secret's ciphertext and (the hybrid) its
-  // selection, with the session's keys, on the wrapped server's threads
-  // (LweServerOptions::threads): response_bytes(). Returns INVALID_ARGUMENT for a query of the
-  // wrong size (LweServer::Answer), a selection ParseHybridSelection refuses (or any selection
-  // for ExpPack(S)), or ExpandLweSecret's errors.
-  absl::StatusOr<std::vector<uint8_t>> Answer(absl::Span<const uint32_t> query,
-                                              absl::Span<const uint8_t> secret_ciphertext,
-                                              const he::GaloisKeys& keys,
-                                              absl::Span<const uint8_t> selection = {}) const;
-
-  // Several queries (of any sessions) with one pass of the SimplePIR product over the database
-  // for all of them; then each query's expansion and packing, the queries spread over the
-  // threads (one query alone gets them all). One result per request, as Answer's: a request's
-  // errors (a query of the wrong size, a ciphertext or keys ExpandLweSecret refuses) fail that
-  // request only, as does a selection Answer refuses.
+  // One SimplePIR product for the batch; then each query's expansion, packing, (the hybrid)
+  // selection and switching, the queries spread over the threads (one query alone gets them
+  // all). Any selection for ExpPack(S), or one ParseHybridSelection refuses, fails its request.
   std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
-      absl::Span<const PackedRequest> requests) const;
+      absl::Span<const PackedRequest> requests) const override;
 
  private:
   // Expansion, packing, (the hybrid) selection and switching of one request whose SimplePIR
@@ -115,13 +93,7 @@ class PackedSimpleServer {
   PackedProtocol protocol_;
 };
 
-struct PackedQuery {
-  std::vector<uint32_t> query;      // D0 words
-  std::vector<uint8_t> ciphertext;  // SecretCiphertextBytes(ring)
-  std::vector<uint8_t> selection;   // PackedSelectionBytes: empty for ExpPack(S)
-};
-
-class PackedSimpleClient {
+class PackedSimpleClient final : public PackedClient {
  public:
   // Checks the config (ValidateConfig), draws the session's RLWE secret and makes its expansion
   // keys. Returns ValidateConfig's errors, INVALID_ARGUMENT for a DoublePIR config or ring
@@ -130,21 +102,28 @@ class PackedSimpleClient {
       const LweConfig& config, const RingParams& ring = RingParams::Default(),
       PackedProtocol protocol = PackedProtocol::kExpPackS);
 
-  const RingContext& ring() const { return ring_; }
+  const RingContext& ring() const override { return ring_; }
+  const std::vector<uint8_t>& expansion_keys() const override { return keys_; }
+  uint64_t ciphertexts() const override { return 1; }
+  uint64_t selection_bytes() const override;
+  uint64_t response_bytes() const override;
   PackedProtocol protocol() const { return protocol_; }
-  uint64_t response_bytes() const;
-  // The session's expansion keys (ExpansionKeyBytes), for the server once.
-  const std::vector<uint8_t>& expansion_keys() const { return keys_; }
 
-  // The query for record `row`, the ciphertext of its LWE secret and (the hybrid) the selection
-  // of its window. Returns INVALID_ARGUMENT if row >= rows.
-  absl::StatusOr<PackedQuery> MakeQuery(uint64_t row, RandomSource& rng = SystemRandom()) const;
+  // The query for record `row`: the SimplePIR query for its column (a fresh LWE secret s,
+  // wiped as soon as it is encrypted), the ciphertext of s and (the hybrid) the selection of
+  // its window. Returns INVALID_ARGUMENT if row >= rows.
+  absl::StatusOr<PackedQuery> MakeQuery(uint64_t row,
+                                        RandomSource& rng = SystemRandom()) const override;
 
-  // Record `row`'s bytes (record_bytes) from a packed response. Returns INVALID_ARGUMENT for a
-  // response of another size (response_bytes()), a residue ParseSwitched refuses, row >= rows
-  // or a record span of the wrong size.
+  // Record `row`'s bytes (record_bytes) from a packed response (Decode of a query is this for
+  // its row). Returns INVALID_ARGUMENT for a response of another size (response_bytes()), a
+  // residue ParseSwitched refuses, row >= rows or a record span of the wrong size.
   absl::Status Decode(uint64_t row, absl::Span<const uint8_t> response,
                       absl::Span<uint8_t> record) const;
+  absl::Status Decode(const PackedQuery& query, absl::Span<const uint8_t> response,
+                      absl::Span<uint8_t> record) const override {
+    return Decode(query.row(), response, record);
+  }
 
  private:
   PackedSimpleClient(const LweConfig& config, RingContext ring, PackedProtocol protocol,

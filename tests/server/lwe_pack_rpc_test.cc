@@ -403,5 +403,47 @@ TEST_F(LwePackRpcTest, HybridSelectsWithItsBitsAndRefusesOtherSelections) {
   EXPECT_FALSE(other.ok());
 }
 
+TEST_F(LwePackRpcTest, ExpPackDServesSmallRowsWithoutAHint) {
+  // 2,000 rows of one float (4 bytes): four expansions per lookup.
+  auto path =
+      testing::WriteRandomTable("lwe_pack_d.veil", embedding::RowFormat::kFp32, 2000, 1, 14);
+  ASSERT_TRUE(path.ok()) << path.status();
+  auto table = embedding::Table::Open(*path);
+  ASSERT_TRUE(table.ok()) << table.status();
+  auto server = testing::StartLweServer(*path, "lwe-exppack-d", {"--threads=2"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  RawSession session((*server)->port());
+  auto reply = session.Config();
+  rpc::LwePackConfig::Reader c = reply.getConfig();
+  EXPECT_EQ(c.getLwe().getLweProtocol(), 2u);  // DoublePIR
+  EXPECT_EQ(c.getCiphertextsPerQuery(), 4u);
+  EXPECT_EQ(c.getSecretCiphertextBytes(), 49184u);
+  EXPECT_EQ(c.getSelectionBytes(), 0u);
+  EXPECT_EQ(c.getResponseBytes(), 4u * 32768 + 4 * (4 * 4 + 4096));
+  EXPECT_EQ(c.getLwe().getQueryWords(), c.getLwe().getD0() + 4 * c.getLwe().getD1());
+
+  client::LweClientOptions options;
+  options.server = (*server)->address();
+  options.protocol = "lwe-exppack-d";
+  auto lwe = client::LweClient::Connect(options);
+  ASSERT_TRUE(lwe.ok()) << lwe.status();
+  EXPECT_EQ((*lwe)->table().hint_bytes, 0u);
+  EXPECT_EQ((*lwe)->table().query_bytes, 4 * c.getLwe().getQueryWords() + 4 * 49184);
+  auto words = (*lwe)->LookupWords({0, 1999, 777});
+  ASSERT_TRUE(words.ok()) << words.status();
+  std::vector<uint32_t> want;
+  for (uint64_t row : {uint64_t{0}, uint64_t{1999}, uint64_t{777}}) {
+    want.insert(want.end(), (*table)->row(row).begin(), (*table)->row(row).end());
+  }
+  EXPECT_EQ(*words, want);
+
+  // One ciphertext where four are due is refused before anything else.
+  std::vector<uint32_t> query(c.getLwe().getQueryWords());
+  std::vector<uint8_t> one(49184);
+  auto response = session.Answer(query, one);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+  EXPECT_THAT(response.status().message(), HasSubstr("a ciphertext of 49184 bytes"));
+}
+
 }  // namespace
 }  // namespace veil

@@ -50,10 +50,10 @@ TEST(PackedDoubleTest, RecordsDecodeWithoutTheHint) {
   const RingContext& ring = f.client->ring();
   EXPECT_EQ(f.server->matrix().groups(), 1u);  // H2: 4n = N rows
   for (uint64_t row : {uint64_t{0}, uint64_t{699}, uint64_t{351}}) {
-    const PackedDoubleQuery q = *f.client->MakeQuery(row);
+    const PackedQuery q = *f.client->MakeQuery(row);
     EXPECT_EQ(q.query.size(), shape.d0 + 3 * shape.d1);
-    EXPECT_EQ(q.ciphertexts.size(), 3 * SecretCiphertextBytes(ring));
-    const std::vector<uint8_t> response = *f.server->Answer(q.query, q.ciphertexts, f.keys);
+    EXPECT_EQ(q.ciphertext.size(), 3 * SecretCiphertextBytes(ring));
+    const std::vector<uint8_t> response = *f.server->Answer(q.query, q.ciphertext, f.keys);
     // 3 ciphertexts of 32 KiB, then 4 x 3 h2 words and 4n h1 words.
     EXPECT_EQ(response.size(), 3u * 32768 + 4 * (12 + 4096));
     EXPECT_EQ(response.size(), PackedDoubleResponseBytes(ring, shape));
@@ -65,18 +65,17 @@ TEST(PackedDoubleTest, RecordsDecodeWithoutTheHint) {
 
 TEST(PackedDoubleTest, OneByteRecordsAndBadInput) {
   DoubleFixture f(300, 1, 401, 1);
-  const PackedDoubleQuery q = *f.client->MakeQuery(123);
-  const std::vector<uint8_t> response = *f.server->Answer(q.query, q.ciphertexts, f.keys);
+  const PackedQuery q = *f.client->MakeQuery(123);
+  const std::vector<uint8_t> response = *f.server->Answer(q.query, q.ciphertext, f.keys);
   std::vector<uint8_t> record(1);
   ASSERT_TRUE(f.client->Decode(q, response, absl::MakeSpan(record)).ok());
   EXPECT_EQ(record, f.Record(123));
   // Sizes: the query, the ciphertexts, the response, the record.
-  EXPECT_EQ(f.server->Answer(absl::MakeConstSpan(q.query).first(5), q.ciphertexts, f.keys)
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      f.server->Answer(absl::MakeConstSpan(q.query).first(5), q.ciphertext, f.keys).status().code(),
+      absl::StatusCode::kInvalidArgument);
   const absl::Status short_ct =
-      f.server->Answer(q.query, absl::MakeConstSpan(q.ciphertexts).first(100), f.keys).status();
+      f.server->Answer(q.query, absl::MakeConstSpan(q.ciphertext).first(100), f.keys).status();
   EXPECT_EQ(short_ct.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(short_ct.message(), HasSubstr("ciphertexts of 100 bytes"));
   EXPECT_EQ(
@@ -91,11 +90,37 @@ TEST(PackedDoubleTest, OneByteRecordsAndBadInput) {
   EXPECT_EQ(f.client->Decode(q, bad, absl::MakeSpan(record)).code(),
             absl::StatusCode::kInvalidArgument);
   // A moved-from query decodes nothing.
-  PackedDoubleQuery moved = *f.client->MakeQuery(5);
-  PackedDoubleQuery taken = std::move(moved);
+  PackedQuery moved = *f.client->MakeQuery(5);
+  PackedQuery taken = std::move(moved);
   EXPECT_EQ(f.client->Decode(moved, response, absl::MakeSpan(record)).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(f.client->MakeQuery(300).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PackedDoubleTest, ABatchSharesOneProductAndFailsOnlyItsBadRequest) {
+  DoubleFixture f(400, 2, 404, 2);
+  auto other = PackedDoubleClient::Create(f.server->config());
+  ASSERT_TRUE(other.ok());
+  const he::GaloisKeys other_keys = *f.server->ParseKeys((*other)->expansion_keys());
+  const PackedQuery a = *f.client->MakeQuery(10), b = *(*other)->MakeQuery(399);
+  const PackedQuery c = *f.client->MakeQuery(200);
+  const std::vector<uint8_t> selection(16, 0);
+  const std::vector<PackedRequest> requests = {
+      {a.query, a.ciphertext, &f.keys, {}},
+      {b.query, b.ciphertext, &other_keys, {}},
+      {c.query, c.ciphertext, &f.keys, selection},  // ExpPack(D) takes no selection
+  };
+  const auto responses = f.server->AnswerBatch(requests);
+  ASSERT_EQ(responses.size(), 3u);
+  std::vector<uint8_t> record(2);
+  ASSERT_TRUE(responses[0].ok()) << responses[0].status();
+  ASSERT_TRUE(f.client->Decode(a, *responses[0], absl::MakeSpan(record)).ok());
+  EXPECT_EQ(record, f.Record(10));
+  ASSERT_TRUE(responses[1].ok()) << responses[1].status();
+  ASSERT_TRUE((*other)->Decode(b, *responses[1], absl::MakeSpan(record)).ok());
+  EXPECT_EQ(record, f.Record(399));
+  EXPECT_EQ(responses[2].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(responses[2].status().message(), HasSubstr("a selection of 16 bytes"));
 }
 
 TEST(PackedDoubleTest, RefusesSimplePirAndSmallRings) {

@@ -1,0 +1,105 @@
+// What the packed protocols (no hint: the server ring-packs the answer) share, so that serving
+// and the client library take any of them: lwe-exppack-s and lwe-hybrid (pack_simple.h) and
+// lwe-exppack-d (pack_double.h). A session uploads its expansion keys once (expansion.h); a
+// lookup sends its LWE query words, the RLWE ciphertexts of its LWE secrets and (lwe-hybrid) its
+// selection, and gets response_bytes() back.
+#ifndef VEIL_PIR_LATTICE_PACKED_H_
+#define VEIL_PIR_LATTICE_PACKED_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pir/he/bfv.h"
+#include "pir/lattice/packing.h"
+#include "pir/lattice/rlwe.h"
+#include "pir/lattice/server.h"
+
+namespace veil::lattice {
+
+// One query of a batch: its words, its secrets' ciphertexts (one after the other), its selection
+// (lwe-hybrid only) and its session's keys (which must outlive the call).
+struct PackedRequest {
+  absl::Span<const uint32_t> query;
+  absl::Span<const uint8_t> ciphertext;
+  const he::GaloisKeys* keys = nullptr;
+  absl::Span<const uint8_t> selection;
+};
+
+// A lookup as the client made it: what travels, and what decodes the response (lwe-exppack-d
+// keeps its LWE secrets; the others need none). The secrets are wiped on destruction.
+class PackedQuery {
+ public:
+  PackedQuery() = default;
+  PackedQuery(PackedQuery&&) = default;
+  // Wipes the secrets it replaces.
+  PackedQuery& operator=(PackedQuery&& other) noexcept;
+  ~PackedQuery();
+
+  std::vector<uint32_t> query;      // the LWE query words
+  std::vector<uint8_t> ciphertext;  // ciphertexts() x SecretCiphertextBytes
+  std::vector<uint8_t> selection;   // lwe-hybrid: HybridSelectionBytes; else empty
+
+  uint64_t row() const { return row_; }
+
+ private:
+  friend class PackedSimpleClient;
+  friend class PackedDoubleClient;
+  uint64_t row_ = 0;
+  std::vector<uint32_t> secrets_;
+};
+
+class PackedServer {
+ public:
+  virtual ~PackedServer() = default;
+
+  virtual const LweConfig& config() const = 0;
+  virtual const RingContext& ring() const = 0;
+  virtual const PackingMatrix& matrix() const = 0;
+  // Per lookup: the secrets' ciphertexts (count), the selection's bytes and the response's.
+  virtual uint64_t ciphertexts() const = 0;
+  virtual uint64_t selection_bytes() const = 0;
+  virtual uint64_t response_bytes() const = 0;
+
+  // A session's expansion keys (ParseExpansionKeys' errors).
+  absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
+
+  // Several queries (of any sessions) with one pass of the LWE product over the database for all
+  // of them, then their expansions and packings spread over the wrapped server's threads. One
+  // result per request, response_bytes() long, or that request's error (INVALID_ARGUMENT for a
+  // query, ciphertexts or selection of the wrong size or form, ExpandLweSecret's errors); a bad
+  // request fails alone.
+  virtual std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
+      absl::Span<const PackedRequest> requests) const = 0;
+  // One query: AnswerBatch of one.
+  absl::StatusOr<std::vector<uint8_t>> Answer(absl::Span<const uint32_t> query,
+                                              absl::Span<const uint8_t> ciphertext,
+                                              const he::GaloisKeys& keys,
+                                              absl::Span<const uint8_t> selection = {}) const;
+};
+
+class PackedClient {
+ public:
+  virtual ~PackedClient() = default;
+
+  virtual const RingContext& ring() const = 0;
+  // The session's expansion keys (ExpansionKeyBytes), for the server once.
+  virtual const std::vector<uint8_t>& expansion_keys() const = 0;
+  virtual uint64_t ciphertexts() const = 0;
+  virtual uint64_t selection_bytes() const = 0;
+  virtual uint64_t response_bytes() const = 0;
+
+  // The query for record `row`. Returns INVALID_ARGUMENT if row >= rows.
+  virtual absl::StatusOr<PackedQuery> MakeQuery(uint64_t row,
+                                                RandomSource& rng = SystemRandom()) const = 0;
+  // The record's bytes (record_bytes) from the response to `query`. Returns INVALID_ARGUMENT for
+  // a response of another size or with a residue not below its prime, a query of another client
+  // or a record span of the wrong size.
+  virtual absl::Status Decode(const PackedQuery& query, absl::Span<const uint8_t> response,
+                              absl::Span<uint8_t> record) const = 0;
+};
+
+}  // namespace veil::lattice
+
+#endif  // VEIL_PIR_LATTICE_PACKED_H_
