@@ -1,6 +1,6 @@
 // PrivateEmbeddingBag: torch::nn::EmbeddingBag whose rows are fetched privately instead of being
 // held locally: from two veil servers (a thin torch module over Client::LookupLayout), or from
-// ONE lattice PIR server (lwe-simple / lwe-double, LweClient::Lookup). Below it,
+// ONE lattice PIR server (any of LweClient's protocols, LweClient::Lookup). Below it,
 // PrivatePooledEmbeddingBag pools through one bfv-bag server instead (BagClient).
 //
 // Over LWE there is no layout and no missing row: the distinct rows of an inference are fetched
@@ -86,7 +86,7 @@ class PrivateEmbeddingBagImpl : public torch::nn::Cloneable<PrivateEmbeddingBagI
                           std::shared_ptr<const embedding::Layout> layout,
                           torch::Tensor default_row);
 
-  // `client` connected to an lwe-simple / lwe-double server of the model's rows (any row format,
+  // `client` connected to an LWE server (any protocol) of the model's rows (any row format,
   // dequantized); each fetch pads its distinct rows to a multiple of `pad_rows` (>= 1). Throws
   // c10::Error if the shapes of the options, table and default row disagree.
   PrivateEmbeddingBagImpl(const PrivateEmbeddingBagOptions& options,
