@@ -1,6 +1,6 @@
 // veil.Client over veil::client::Client (mobile_client/client.h): private lookups through two
-// dpf2 servers; and over veil::client::LweClient (mobile_client/lwe_client.h) for one lwe-simple,
-// lwe-double or lwe-exppack-s server. Every network call releases the GIL; the C++ clients
+// dpf2 servers; and over veil::client::LweClient (mobile_client/lwe_client.h) for one LWE server
+// (lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid). Every network call releases the GIL; the C++ clients
 // serialize concurrent calls.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -104,7 +104,8 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
   if (protocol != "dpf2") {
     throw StatusError(absl::UnimplementedError(
         absl::StrCat("protocol \"", protocol,
-                     "\": veil.Client speaks dpf2, lwe-simple, lwe-double and lwe-exppack-s")));
+                     "\": veil.Client speaks dpf2, lwe-simple, lwe-double, lwe-exppack-s, "
+                     "lwe-exppack-d and lwe-hybrid")));
   }
   const absl::Duration timeout = Timeout(timeout_s);
   ClientOptions options;

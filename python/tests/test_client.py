@@ -166,13 +166,14 @@ def test_tagged_tables_need_the_row_key(tmp_path):
             servers.client(row_key=str(tmp_path / "none.rowkey"))
 
 
-def test_an_exppack_server_gives_the_same_rows_without_a_hint(tmp_path, weight):
+@pytest.mark.parametrize("protocol", ["lwe-exppack-s", "lwe-hybrid"])
+def test_an_exppack_server_gives_the_same_rows_without_a_hint(tmp_path, weight, protocol):
     path = str(tmp_path / "table.veil")
     veil.table.build(weight, format="fp32", path=path)
-    with veil.local_servers(path, protocol="lwe-exppack-s") as server:
+    with veil.local_servers(path, protocol=protocol) as server:
         client = server.client()
         table = client.table
-        assert (table["rows"], table["protocol"]) == (ROWS, "lwe-exppack-s")
+        assert (table["rows"], table["protocol"]) == (ROWS, protocol)
         # No hint; the keys (uploaded once per connection) and one 32 KiB ciphertext per row.
         assert table["hint_bytes"] == 0 and table["key_bytes"] == 1674616
         assert table["answer_bytes"] == 32768

@@ -14,7 +14,7 @@ from veil._errors import Error, FailedPreconditionError, InvalidArgumentError, S
 Rows = Union[Sequence[int], np.ndarray, torch.Tensor]
 
 #: The single-server protocols: lattice PIR (SimplePIR, DoublePIR) from ONE server.
-LWE_PROTOCOLS = ("lwe-simple", "lwe-double", "lwe-exppack-s")
+LWE_PROTOCOLS = ("lwe-simple", "lwe-double", "lwe-exppack-s", "lwe-exppack-d", "lwe-hybrid")
 
 
 def _index_array(rows: Rows, dtype: Any, what: str) -> np.ndarray:
@@ -56,7 +56,9 @@ class Client:
     when given). ``lookup``, ``lookup_words``, ``stats()``, ``last_call`` and ``totals`` work the
     same; pooled and layout lookups are dpf2's (Error with code UNIMPLEMENTED). With
     ``protocol="lwe-exppack-s"`` no hint is downloaded: the client uploads its expansion keys
-    (``table["key_bytes"]``) once per connection and each answer comes ring-packed.
+    (``table["key_bytes"]``) once per connection and each answer comes ring-packed; so with
+    ``"lwe-hybrid"`` (each row also sends RGSW bits selecting its packed ciphertexts) and
+    ``"lwe-exppack-d"`` (DoublePIR packed: one ciphertext up per row byte).
 
     Both servers must serve the same table (digest and epoch), checked at connection and on
     every answer. With ``tls_certs`` (a PEM file of the certificates to trust) every connection
@@ -74,7 +76,7 @@ class Client:
     one side only), DeadlineExceededError, FailedPreconditionError (servers of different tables,
     an untrusted certificate, plaintext off loopback, a tagged table without ``row_key``),
     NotFoundError / InvalidArgumentError for an unreadable ``row_key``, Error(UNIMPLEMENTED) for
-    a protocol other than ``dpf2``, ``lwe-simple``, ``lwe-double`` and ``lwe-exppack-s``.
+    a protocol other than ``dpf2`` and those of ``LWE_PROTOCOLS``.
     """
 
     def __init__(

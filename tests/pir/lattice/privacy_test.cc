@@ -1,14 +1,19 @@
 // Query privacy: the queries a client sends for two different columns are indistinguishable to a
 // statistical test, which does catch leaky variants (a zero secret; one secret reused across
-// queries). Like tests/dpf's key privacy test: per position of the query, a chi-square
-// homogeneity test on the top four bits of the words (and of differences of queries), against a
-// Bonferroni-corrected critical value.
+// queries); so are the hybrid's selections of two windows (RGSW bits, hybrid.h). Like tests/dpf's
+// key privacy test: per position of the query, a chi-square homogeneity test on the top four bits
+// of the words (and of differences of queries), against a Bonferroni-corrected critical value.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "pir/he/modarith.h"
+#include "pir/he/serialization.h"
+#include "pir/lattice/hybrid.h"
 #include "tests/pir/lattice/seeded_source.h"
 #include "tests/pir/lattice/test_support.h"
 
@@ -118,6 +123,48 @@ TEST(QueryPrivacyTest, ColumnsAreIndistinguishableAndLeaksAreCaught) {
                                    << (zero_secret ? "zero secret" : "reused secret") << ")";
     }
   }
+}
+
+TEST(QueryPrivacyTest, HybridSelectionsAreIndistinguishableAndLeaksAreCaught) {
+  // A ring of N = 1,024 (the statistics look at coefficients, not at the ring's size) and a
+  // window of 2 starts: start 0 sends the bit 0, start 1 the bit 1.
+  const uint64_t two_n = 2048;
+  const RingContext ring = *RingContext::Create(*RingParams::Create(
+      10, *he::GenerateNttPrimes(29, two_n, 3), (*he::GenerateNttPrimes(22, two_n, 1))[0]));
+  const he::BfvContext& ctx = *ring.expansion();
+  const HybridWindow window{.groups = 2, .window = 1, .starts = 2, .bits = 1};
+  const uint64_t q0 = ctx.modulus(0).value();
+  // Per selection, the first 300 coefficients (coefficient form) of row 0 of digit 0 of both of
+  // the bit's keys, scaled to words: b = -a s + e + P [m]_{q_0} (from m, and from m s).
+  auto sample = [&](const he::SecretKey& key) -> MakeQueryFn {
+    return [&](uint64_t start) {
+      const auto bits =
+          *he::ParseRgswCiphertexts(ctx, *MakeHybridSelection(ring, key, window, start));
+      std::vector<uint32_t> words;
+      for (const he::KeySwitchKey* k : {&bits[0].m, &bits[0].ms}) {
+        std::vector<uint64_t> row(k->b.begin(), k->b.begin() + ctx.n());
+        ctx.ntt(0).Inverse(row.data());
+        for (size_t c = 0; c < 300; ++c) {
+          words.push_back(
+              static_cast<uint32_t>((static_cast<unsigned __int128>(row[c]) << 32) / q0));
+        }
+      }
+      return words;
+    };
+  };
+  constexpr int kSelections = 800;  // 50 per nibble value and position
+  const he::SecretKey key = he::GenerateSecretKey(ctx);
+  const double statistic =
+      MaxStatistic(Collect(kSelections, 0, sample(key)), Collect(kSelections, 1, sample(key)));
+  EXPECT_LT(statistic, kCritical);
+  // A zero secret leaves b = e + P m: small, and across two windows P apart at coefficient 0.
+  he::SecretKey zero = key;
+  std::fill(zero.ntt.begin(), zero.ntt.end(), 0);
+  const double caught =
+      MaxStatistic(Collect(kSelections, 0, sample(zero)), Collect(kSelections, 1, sample(zero)));
+  EXPECT_GT(caught, kCritical) << "the test failed to see a zero secret";
+  std::printf("hybrid selections: statistic %.1f (honest), %.1f (zero secret), critical %.0f\n",
+              statistic, caught, kCritical);
 }
 
 }  // namespace
