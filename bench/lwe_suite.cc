@@ -242,13 +242,16 @@ absl::Status LweAnswer(const Flags& flags) {
 // client_keys_ms the session's secret and expansion keys (once); server_ms = one AnswerBatch of
 // --batch queries (one SimplePIR product for all, then each query's expansion into the packing
 // sums and ModSwitch, the queries spread over the threads), server_ms_per_query its share;
-// server_expand_ms one query's expansion alone on all the threads, its leaves dropped;
-// server_product_ms the batch's SimplePIR product alone (the rest of server_ms is packing and
-// switching);
+// server_expand_ms one expansion alone on all the threads, its leaves dropped;
+// server_product_ms the batch's LWE product alone (the rest of server_ms is expansion, packing
+// and switching);
 // reusable_key_bytes the expansion keys, uploaded once; errors the batch's wrong records.
 // --protocol=hybrid: the same with the hybrid's window selection (hybrid.h): query_bytes include
 // the selection's RGSW ciphertexts (selection_bytes), response_bytes are the window's.
-absl::Status PackedLattice(const Flags& flags, lattice::PackedProtocol protocol) {
+// --protocol=exppack-d: ExpPack(D) (pack_double.h): DoublePIR's product, then each query's R
+// expansions and packings (one per record byte) spread over the threads; the query carries R
+// ciphertexts.
+absl::Status PackedLattice(const Flags& flags, const std::string& name) {
   const int batch = static_cast<int>(flags.Int("batch", 1));
   if (batch < 1) return absl::InvalidArgumentError("--batch must be positive");
   const int threads = static_cast<int>(flags.Int("threads", 1));
@@ -256,9 +259,9 @@ absl::Status PackedLattice(const Flags& flags, lattice::PackedProtocol protocol)
   if (!setup.ok()) return setup.status();
   const Shape s = setup->server->shape();
   const lattice::LweServerMemory memory = setup->server->memory();
-  // The SimplePIR product alone, on random query words (its time does not depend on them); the
+  // The LWE product alone, on random query words (its time does not depend on them); the
   // warm-up call picks the kernel (kernels.h measures them once per batch size).
-  std::vector<uint32_t> product_in(uint64_t{s.d0} * batch), product_out(uint64_t{s.d1} * batch);
+  std::vector<uint32_t> product_in(s.query_words() * batch), product_out(s.answer_words() * batch);
   std::mt19937 words(7);
   for (uint32_t& w : product_in) w = words();
   absl::Status product_status;
@@ -268,34 +271,42 @@ absl::Status PackedLattice(const Flags& flags, lattice::PackedProtocol protocol)
       },
       1, 5, 3);
   if (!product_status.ok()) return product_status;
+  const lattice::PackedProtocol simple_protocol =
+      name == "hybrid" ? lattice::PackedProtocol::kHybrid : lattice::PackedProtocol::kExpPackS;
   const auto start = std::chrono::steady_clock::now();
-  auto server = lattice::PackedSimpleServer::Create(std::move(setup->server),
-                                                    lattice::RingParams::Default(), protocol);
+  absl::StatusOr<std::unique_ptr<lattice::PackedServer>> server;
+  if (name == "exppack-d") {
+    server = lattice::PackedDoubleServer::Create(std::move(setup->server));
+  } else {
+    server = lattice::PackedSimpleServer::Create(std::move(setup->server),
+                                                 lattice::RingParams::Default(), simple_protocol);
+  }
   if (!server.ok()) return server.status();
   const double prepare_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  absl::StatusOr<std::unique_ptr<lattice::PackedSimpleClient>> client;
+  absl::StatusOr<std::unique_ptr<lattice::PackedClient>> client;
   const double client_keys_s = MedianSeconds(
       [&] {
-        client = lattice::PackedSimpleClient::Create((*server)->config(),
-                                                     lattice::RingParams::Default(), protocol);
+        if (name == "exppack-d") {
+          client = lattice::PackedDoubleClient::Create((*server)->config());
+        } else {
+          client = lattice::PackedSimpleClient::Create(
+              (*server)->config(), lattice::RingParams::Default(), simple_protocol);
+        }
       },
       0, 1, 3);
   if (!client.ok()) return client.status();
   absl::StatusOr<he::GaloisKeys> keys = (*server)->ParseKeys((*client)->expansion_keys());
   if (!keys.ok()) return keys.status();
   std::mt19937_64 gen(3);
-  std::vector<uint64_t> rows(batch);
-  for (uint64_t& r : rows) r = gen() % s.rows;
   absl::StatusOr<lattice::PackedQuery> query;
-  std::vector<uint8_t> record(s.record_bytes);
-  absl::Status status;
-  const double query_s = MedianSeconds([&] { query = (*client)->MakeQuery(rows[0]); }, 0, 3, 10);
+  const double query_s =
+      MedianSeconds([&] { query = (*client)->MakeQuery(gen() % s.rows); }, 0, 3, 10);
   if (!query.ok()) return query.status();
   std::vector<lattice::PackedQuery> queries;
   std::vector<lattice::PackedRequest> requests;
-  for (uint64_t r : rows) {
-    absl::StatusOr<lattice::PackedQuery> q = (*client)->MakeQuery(r);
+  for (int i = 0; i < batch; ++i) {
+    absl::StatusOr<lattice::PackedQuery> q = (*client)->MakeQuery(gen() % s.rows);
     if (!q.ok()) return q.status();
     queries.push_back(*std::move(q));
   }
@@ -307,95 +318,6 @@ absl::Status PackedLattice(const Flags& flags, lattice::PackedProtocol protocol)
   // with a few hundred minor page faults only), and a batch's median is of few runs.
   const double server_s = MedianSeconds([&] { responses = (*server)->AnswerBatch(requests); }, 1, 3,
                                         batch > 1 ? 3 : 10);
-  for (const auto& r : responses) {
-    if (!r.ok()) return r.status();
-  }
-  const std::vector<uint8_t>& response = *responses[0];
-  const double decode_s = MedianSeconds(
-      [&] { status = (*client)->Decode(rows[0], response, absl::MakeSpan(record)); }, 0, 3, 10);
-  if (!status.ok()) return status;
-  int errors = 0;
-  for (int i = 0; i < batch; ++i) {
-    if (!(*client)->Decode(rows[i], *responses[i], absl::MakeSpan(record)).ok() ||
-        !std::equal(record.begin(), record.end(),
-                    setup->records.begin() + rows[i] * s.record_bytes)) {
-      ++errors;
-    }
-  }
-  const double expand_s = MedianSeconds(
-      [&] {
-        status = lattice::ExpandLweSecret(
-            (*server)->ring(), *keys, kN, query->ciphertext, threads,
-            [](int, uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {});
-      },
-      0, 3, 10);
-  if (!status.ok()) return status;
-  const lattice::CpuCeilings ceilings =
-      lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, 1)));
-  LweLine("lattice", lattice::PackedProtocolName(protocol), s, batch, threads)
-      .Add("server_ms", server_s * 1e3)
-      .Add("server_ms_per_query", server_s * 1e3 / batch)
-      .Add("server_expand_ms", expand_s * 1e3)
-      .Add("server_product_ms", product_s * 1e3)
-      .Add("client_ms", (query_s + decode_s) * 1e3)
-      .Add("client_query_ms", query_s * 1e3)
-      .Add("client_decode_ms", decode_s * 1e3)
-      .Add("client_keys_ms", client_keys_s * 1e3)
-      .Add("query_bytes",
-           query->query.size() * 4 + query->ciphertext.size() + query->selection.size())
-      .Add("selection_bytes", query->selection.size())
-      .Add("response_bytes", response.size())
-      .Add("reusable_key_bytes", (*client)->expansion_keys().size())
-      .Add("floor_ratio", server_s / (WorkOf(s, 1).bytes / ceilings.mem_read_bytes_per_s))
-      .Add("server_memory_bytes", memory.database + memory.hint_blob + (*server)->matrix().bytes())
-      .Add("hint_s", setup->hint_s)
-      .Add("pack_prepare_s", prepare_s)
-      .Add("errors", errors)
-      .Emit();
-  return errors == 0 ? absl::OkStatus()
-                     : absl::InternalError(absl::StrCat(errors, " lookups decoded wrongly"));
-}
-
-// --protocol=exppack-d: ExpPack(D), the DoublePIR server wrapped by PackedDoubleServer: one
-// AnswerBatch of --batch queries (one DoublePIR product, then every query's R expansions and
-// packings spread over the threads); client_ms = query (DoublePIR's query and R ciphertexts) +
-// decode; the rest as exppack-s.
-absl::Status PackedDoubleLattice(const Flags& flags) {
-  const int batch = static_cast<int>(flags.Int("batch", 1));
-  if (batch < 1) return absl::InvalidArgumentError("--batch must be positive");
-  const int threads = static_cast<int>(flags.Int("threads", 1));
-  absl::StatusOr<Setup> setup = MakeSetup(flags, "lattice");
-  if (!setup.ok()) return setup.status();
-  const Shape s = setup->server->shape();
-  const lattice::LweServerMemory memory = setup->server->memory();
-  const auto start = std::chrono::steady_clock::now();
-  auto server = lattice::PackedDoubleServer::Create(std::move(setup->server));
-  if (!server.ok()) return server.status();
-  const double prepare_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  absl::StatusOr<std::unique_ptr<lattice::PackedDoubleClient>> client;
-  const double client_keys_s = MedianSeconds(
-      [&] { client = lattice::PackedDoubleClient::Create((*server)->config()); }, 0, 1, 3);
-  if (!client.ok()) return client.status();
-  absl::StatusOr<he::GaloisKeys> keys = (*server)->ParseKeys((*client)->expansion_keys());
-  if (!keys.ok()) return keys.status();
-  std::mt19937_64 gen(3);
-  std::vector<lattice::PackedQuery> queries;
-  absl::StatusOr<lattice::PackedQuery> query;
-  const double query_s =
-      MedianSeconds([&] { query = (*client)->MakeQuery(gen() % s.rows); }, 0, 3, 5);
-  if (!query.ok()) return query.status();
-  for (int i = 0; i < batch; ++i) {
-    absl::StatusOr<lattice::PackedQuery> q = (*client)->MakeQuery(gen() % s.rows);
-    if (!q.ok()) return q.status();
-    queries.push_back(*std::move(q));
-  }
-  std::vector<lattice::PackedRequest> requests;
-  for (const lattice::PackedQuery& q : queries)
-    requests.push_back({q.query, q.ciphertext, &*keys, {}});
-  std::vector<absl::StatusOr<std::vector<uint8_t>>> responses;
-  const double server_s =
-      MedianSeconds([&] { responses = (*server)->AnswerBatch(requests); }, 1, 3, 3);
   for (const auto& r : responses) {
     if (!r.ok()) return r.status();
   }
@@ -413,19 +335,33 @@ absl::Status PackedDoubleLattice(const Flags& flags) {
       ++errors;
     }
   }
+  const double expand_s = MedianSeconds(
+      [&] {
+        status = lattice::ExpandLweSecret(
+            (*server)->ring(), *keys, kN,
+            absl::MakeConstSpan(query->ciphertext)
+                .first(lattice::SecretCiphertextBytes((*server)->ring())),
+            threads, [](int, uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {});
+      },
+      0, 3, 10);
+  if (!status.ok()) return status;
   const lattice::CpuCeilings ceilings =
       lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, 1)));
-  LweLine("lattice", "lwe-exppack-d", s, batch, threads)
+  LweLine("lattice", "lwe-" + name, s, batch, threads)
       .Add("server_ms", server_s * 1e3)
       .Add("server_ms_per_query", server_s * 1e3 / batch)
+      .Add("server_expand_ms", expand_s * 1e3)
+      .Add("server_product_ms", product_s * 1e3)
       .Add("client_ms", (query_s + decode_s) * 1e3)
       .Add("client_query_ms", query_s * 1e3)
       .Add("client_decode_ms", decode_s * 1e3)
       .Add("client_keys_ms", client_keys_s * 1e3)
-      .Add("query_bytes", query->query.size() * 4 + query->ciphertext.size())
+      .Add("query_bytes",
+           query->query.size() * 4 + query->ciphertext.size() + query->selection.size())
+      .Add("selection_bytes", query->selection.size())
       .Add("response_bytes", responses[0]->size())
       .Add("reusable_key_bytes", (*client)->expansion_keys().size())
-      .Add("floor_ratio", server_s / batch / (WorkOf(s, 1).bytes / ceilings.mem_read_bytes_per_s))
+      .Add("floor_ratio", server_s / (WorkOf(s, 1).bytes / ceilings.mem_read_bytes_per_s))
       .Add("server_memory_bytes", memory.database + memory.server_digits + memory.a2 +
                                       memory.hint_blob + (*server)->matrix().bytes())
       .Add("hint_s", setup->hint_s)
@@ -440,13 +376,10 @@ absl::Status Lattice(const Flags& flags) {
   if (flags.Str("backend", "cpu") != "cpu") {
     return absl::InvalidArgumentError("the lattice suite runs the CPU server (--backend=cpu)");
   }
-  if (flags.Str("protocol", "simple") == "exppack-s") {
-    return PackedLattice(flags, lattice::PackedProtocol::kExpPackS);
+  const std::string protocol = flags.Str("protocol", "simple");
+  if (protocol == "exppack-s" || protocol == "hybrid" || protocol == "exppack-d") {
+    return PackedLattice(flags, protocol);
   }
-  if (flags.Str("protocol", "simple") == "hybrid") {
-    return PackedLattice(flags, lattice::PackedProtocol::kHybrid);
-  }
-  if (flags.Str("protocol", "simple") == "exppack-d") return PackedDoubleLattice(flags);
   const int batch = static_cast<int>(flags.Int("batch", 1));
   const int threads = static_cast<int>(flags.Int("threads", 1));
   if (batch < 1 || threads < 1) {
