@@ -85,6 +85,7 @@ class PackedDoubleClient final : public PackedClient {
 
   const RingContext& ring() const override { return ring_; }
   const std::vector<uint8_t>& expansion_keys() const override { return keys_; }
+  uint64_t query_words() const override { return config_.shape.query_words(); }
   uint64_t ciphertexts() const override { return config_.shape.record_bytes; }
   uint64_t selection_bytes() const override { return 0; }
   uint64_t response_bytes() const override {

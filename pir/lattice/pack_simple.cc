@@ -68,9 +68,29 @@ uint64_t PackedSimpleServer::selection_bytes() const {
 
 std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedSimpleServer::AnswerBatch(
     absl::Span<const PackedRequest> requests) const {
+  std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> switched = SwitchedBatch(requests);
+  std::vector<absl::StatusOr<std::vector<uint8_t>>> out(requests.size());
+  for (size_t r = 0; r < requests.size(); ++r) {
+    if (!switched[r].ok()) {
+      out[r] = switched[r].status();
+      continue;
+    }
+    std::vector<uint8_t> bytes;
+    bytes.reserve(response_bytes());
+    for (const SwitchedCiphertext& ct : *switched[r]) {
+      const std::vector<uint8_t> one = SerializeSwitched(ct);
+      bytes.insert(bytes.end(), one.begin(), one.end());
+    }
+    out[r] = std::move(bytes);
+  }
+  return out;
+}
+
+std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> PackedSimpleServer::SwitchedBatch(
+    absl::Span<const PackedRequest> requests) const {
   const Shape& shape = server_->shape();
   const uint64_t qw = shape.query_words(), aw = shape.answer_words();
-  std::vector<absl::StatusOr<std::vector<uint8_t>>> out(requests.size());
+  std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> out(requests.size());
   // The well-formed queries share one product.
   std::vector<size_t> good;
   std::vector<uint32_t> queries;
@@ -113,9 +133,8 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedSimpleServer::AnswerBatc
   return out;
 }
 
-absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Pack(absl::Span<const uint32_t> answer,
-                                                              const PackedRequest& request,
-                                                              int threads) const {
+absl::StatusOr<std::vector<SwitchedCiphertext>> PackedSimpleServer::Pack(
+    absl::Span<const uint32_t> answer, const PackedRequest& request, int threads) const {
   // The selection is checked before the expansion's work.
   const HybridWindow window = HybridWindowFor(ring_, server_->shape());
   std::vector<he::RgswCiphertext> bits;
@@ -141,13 +160,7 @@ absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::Pack(absl::Span<const u
     packed = SelectWindow(ring_, window, *packed, bits);
     if (!packed.ok()) return packed.status();
   }
-  std::vector<uint8_t> bytes;
-  bytes.reserve(response_bytes());
-  for (const SwitchedCiphertext& ct : SwitchResponse(ring_, *packed)) {
-    const std::vector<uint8_t> one = SerializeSwitched(ct);
-    bytes.insert(bytes.end(), one.begin(), one.end());
-  }
-  return bytes;
+  return SwitchResponse(ring_, *packed);
 }
 
 absl::StatusOr<std::unique_ptr<PackedSimpleClient>> PackedSimpleClient::Create(
@@ -217,13 +230,17 @@ absl::Status PackedSimpleClient::Decode(uint64_t row, absl::Span<const uint8_t> 
     cts.push_back(*std::move(ct));
   }
   // The response holds the column's rows from `first` on (all of them, for ExpPack(S)).
-  const uint64_t n = ring_.n();
-  uint64_t first = 0, count = s.d1;
+  uint64_t first = 0;
   if (protocol_ == PackedProtocol::kHybrid) {
-    const HybridWindow window = HybridWindowFor(ring_, s);
-    first = window.StartOf(ring_, s, row) * n;
-    count = std::min(window.window * n, s.d1 - first);
+    first = HybridWindowFor(ring_, s).StartOf(ring_, s, row) * ring_.n();
   }
+  return DecodeRows(row, cts, first, record);
+}
+
+absl::Status PackedSimpleClient::DecodeRows(uint64_t row, absl::Span<const SwitchedCiphertext> cts,
+                                            uint64_t first, absl::Span<uint8_t> record) const {
+  const Shape& s = config_.shape;
+  const uint64_t count = std::min<uint64_t>(cts.size() * ring_.n(), s.d1 - first);
   absl::StatusOr<std::vector<uint32_t>> phases = UnpackPhases(ring_, secret_, cts, count);
   if (!phases.ok()) return phases.status();
   // Every row of the response is decrypted and the record's rows selected with masks: the slot

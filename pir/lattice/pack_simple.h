@@ -67,18 +67,24 @@ class PackedSimpleServer final : public PackedServer {
   uint64_t selection_bytes() const override;
   uint64_t response_bytes() const override;
   PackedProtocol protocol() const { return protocol_; }
+  int threads() const { return server_->threads(); }
 
   // One SimplePIR product for the batch; then each query's expansion, packing, (the hybrid)
   // selection and switching, the queries spread over the threads (one query alone gets them
   // all). Any selection for ExpPack(S), or one ParseHybridSelection refuses, fails its request.
   std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
       absl::Span<const PackedRequest> requests) const override;
+  // AnswerBatch before serialization: each request's switched ciphertexts (double packing packs
+  // them again, double_pack.h).
+  std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> SwitchedBatch(
+      absl::Span<const PackedRequest> requests) const;
 
  private:
   // Expansion, packing, (the hybrid) selection and switching of one request whose SimplePIR
   // answer is `answer`.
-  absl::StatusOr<std::vector<uint8_t>> Pack(absl::Span<const uint32_t> answer,
-                                            const PackedRequest& request, int threads) const;
+  absl::StatusOr<std::vector<SwitchedCiphertext>> Pack(absl::Span<const uint32_t> answer,
+                                                       const PackedRequest& request,
+                                                       int threads) const;
 
   PackedSimpleServer(std::unique_ptr<LweServer> server, RingContext ring, PackingMatrix matrix,
                      PackedProtocol protocol)
@@ -104,6 +110,7 @@ class PackedSimpleClient final : public PackedClient {
 
   const RingContext& ring() const override { return ring_; }
   const std::vector<uint8_t>& expansion_keys() const override { return keys_; }
+  uint64_t query_words() const override { return config_.shape.query_words(); }
   uint64_t ciphertexts() const override { return 1; }
   uint64_t selection_bytes() const override;
   uint64_t response_bytes() const override;
@@ -126,6 +133,12 @@ class PackedSimpleClient final : public PackedClient {
   }
 
  private:
+  friend class DoublePackedClient;  // its second level uses z and the first level's decoding
+
+  // The record from the switched ciphertexts holding the column's rows from `first` on.
+  absl::Status DecodeRows(uint64_t row, absl::Span<const SwitchedCiphertext> cts, uint64_t first,
+                          absl::Span<uint8_t> record) const;
+
   PackedSimpleClient(const LweConfig& config, RingContext ring, PackedProtocol protocol,
                      he::SecretKey key, std::vector<uint8_t> keys)
       : config_(config),

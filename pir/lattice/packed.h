@@ -1,8 +1,8 @@
 // What the packed protocols (no hint: the server ring-packs the answer) share, so that serving
 // and the client library take any of them: lwe-exppack-s and lwe-hybrid (pack_simple.h) and
-// lwe-exppack-d (pack_double.h). A session uploads its expansion keys once (expansion.h); a
-// lookup sends its LWE query words, the RLWE ciphertexts of its LWE secrets and (lwe-hybrid) its
-// selection, and gets response_bytes() back.
+// lwe-exppack-d (pack_double.h) and lwe-double-pack (double_pack.h). A session uploads its
+// expansion keys once (expansion.h); a lookup sends its LWE query words, the RLWE ciphertexts of
+// its LWE secrets and (lwe-hybrid) its selection, and gets response_bytes() back.
 #ifndef VEIL_PIR_LATTICE_PACKED_H_
 #define VEIL_PIR_LATTICE_PACKED_H_
 
@@ -46,6 +46,7 @@ class PackedQuery {
  private:
   friend class PackedSimpleClient;
   friend class PackedDoubleClient;
+  friend class DoublePackedClient;
   uint64_t row_ = 0;
   std::vector<uint32_t> secrets_;
 };
@@ -57,7 +58,9 @@ class PackedServer {
   virtual const LweConfig& config() const = 0;
   virtual const RingContext& ring() const = 0;
   virtual const PackingMatrix& matrix() const = 0;
-  // Per lookup: the secrets' ciphertexts (count), the selection's bytes and the response's.
+  // Per lookup: the query's words (the LWE shape's, unless a protocol adds a second level), the
+  // secrets' ciphertexts (count), the selection's bytes and the response's.
+  virtual uint64_t query_words() const { return config().shape.query_words(); }
   virtual uint64_t ciphertexts() const = 0;
   virtual uint64_t selection_bytes() const = 0;
   virtual uint64_t response_bytes() const = 0;
@@ -86,6 +89,7 @@ class PackedClient {
   virtual const RingContext& ring() const = 0;
   // The session's expansion keys (ExpansionKeyBytes), for the server once.
   virtual const std::vector<uint8_t>& expansion_keys() const = 0;
+  virtual uint64_t query_words() const = 0;
   virtual uint64_t ciphertexts() const = 0;
   virtual uint64_t selection_bytes() const = 0;
   virtual uint64_t response_bytes() const = 0;

@@ -1,0 +1,273 @@
+#include "pir/lattice/double_pack.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "pir/he/modarith_hd.h"
+#include "pir/he/poly.h"
+#include "pir/lattice/expansion.h"
+#include "pir/lattice/lwe.h"
+
+namespace veil::lattice {
+namespace {
+
+// Digit rows per first-level element: its residue (below q' < 2^32) in four bytes.
+constexpr uint64_t kDigits = 4;
+
+// The centered digit of M2 at `row` of column `t`: element row / 4 of the window starting at
+// ciphertext t (c0's N residues, then c1's, ciphertext after ciphertext), byte row % 4.
+int32_t Digit(absl::Span<const SwitchedCiphertext> first, uint64_t n, uint64_t t, uint64_t row) {
+  const uint64_t e = row / kDigits, u = e / (2 * n), rem = e % (2 * n);
+  const SwitchedCiphertext& ct = first[t + u];
+  const uint32_t value = (rem < n ? ct.c0 : ct.c1)[rem % n];
+  return static_cast<int8_t>(static_cast<uint8_t>(value >> (8 * (row % kDigits))));
+}
+
+}  // namespace
+
+DoublePackShape DoublePackShapeFor(const RingContext& ring, const Shape& shape) {
+  DoublePackShape s;
+  s.window = HybridWindowFor(ring, shape);
+  s.rows = 2 * kDigits * s.window.window * ring.n();
+  s.columns = s.window.starts;
+  s.response_bytes = (s.rows / ring.n()) * SwitchedBytes(ring);
+  return s;
+}
+
+PackingNoise DoublePackNoiseBound(const RingContext& ring, uint64_t columns) {
+  const double n = kLweDimension, ring_n = static_cast<double>(ring.n());
+  double q = 1;
+  for (uint64_t p : ring.params().primes) q *= static_cast<double>(p);
+  const double word = std::ldexp(1.0, 32), var_digit = (256.0 * 256.0 - 1) / 12;
+  const double var_a = static_cast<double>(columns) * var_digit * (word * word - 1) / 12;
+  // The keys' errors through the a-parts; the a-parts' distance from words (multiples of 2^32,
+  // up to G 128 2^31 / 2^32 = 64 G per coefficient) times the keys' rounding; the switch.
+  const double at_q = word / q,
+               at_switch = word / static_cast<double>(ring.response_modulus().value());
+  const double var_q = n * ring_n * var_a * ExpandedKeyVariance(ring, kLweDimension) +
+                       n * var_a / 12 + n * std::pow(64.0 * columns * word, 2) / 12;
+  const double var_switch = 1.0 / 12 + ring_n / 18;
+  const double var_lwe = static_cast<double>(columns) * var_digit * kErrorSigma * kErrorSigma;
+  PackingNoise noise;
+  noise.sigma =
+      std::sqrt(var_q * at_q * at_q + var_switch * at_switch * at_switch + var_lwe + 1.0 / 12);
+  noise.worst_case = std::numeric_limits<double>::infinity();
+  return noise;
+}
+
+bool DoublePackNoiseWithinRule(const RingContext& ring, uint64_t columns) {
+  return std::sqrt(2 * 41 * std::log(2.0)) * DoublePackNoiseBound(ring, columns).sigma <=
+         kDelta / 4.0;
+}
+
+absl::StatusOr<std::unique_ptr<DoublePackedServer>> DoublePackedServer::Create(
+    std::unique_ptr<LweServer> server, const RingParams& ring) {
+  const Seed seed = server->config().seed;
+  absl::StatusOr<std::unique_ptr<PackedSimpleServer>> first =
+      PackedSimpleServer::Create(std::move(server), ring);
+  if (!first.ok()) return first.status();
+  const DoublePackShape second = DoublePackShapeFor((*first)->ring(), (*first)->config().shape);
+  // A2: G rows of n words from the seed's second domain (SimplePIR uses only the first).
+  const PublicMatrix a2(seed, MatrixDomain::kA2, second.columns);
+  std::vector<uint32_t> words(second.columns * kLweDimension);
+  a2.ExpandRows(0, second.columns, absl::MakeSpan(words));
+  return std::unique_ptr<DoublePackedServer>(
+      new DoublePackedServer(*std::move(first), second, std::move(words)));
+}
+
+std::vector<absl::StatusOr<std::vector<uint8_t>>> DoublePackedServer::AnswerBatch(
+    absl::Span<const PackedRequest> requests) const {
+  const uint64_t d0 = config().shape.d0, ct_bytes = SecretCiphertextBytes(ring());
+  std::vector<absl::StatusOr<std::vector<uint8_t>>> out(requests.size());
+  // The first level of the well-formed requests in one batch.
+  std::vector<size_t> good;
+  std::vector<PackedRequest> first;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const PackedRequest& q = requests[r];
+    if (q.query.size() != query_words() || q.ciphertext.size() != 2 * ct_bytes ||
+        !q.selection.empty() || q.keys == nullptr) {
+      out[r] = absl::InvalidArgumentError(absl::StrCat(
+          "a query of ", q.query.size(), " words, ciphertexts of ", q.ciphertext.size(),
+          " bytes and a selection of ", q.selection.size(), " bytes (expected ", query_words(),
+          ", 2 x ", ct_bytes, " and none)", q.keys == nullptr ? " without keys" : ""));
+      continue;
+    }
+    good.push_back(r);
+    first.push_back({q.query.first(d0), q.ciphertext.first(ct_bytes), q.keys, {}});
+  }
+  if (good.empty()) return out;
+  std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> switched =
+      first_->SwitchedBatch(first);
+  // One query's second level per worker at a time.
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < good.size(); i = next++) {
+      const PackedRequest& q = requests[good[i]];
+      out[good[i]] = switched[i].ok() ? Second(*switched[i], q.query.subspan(d0),
+                                               q.ciphertext.subspan(ct_bytes), *q.keys)
+                                      : absl::StatusOr<std::vector<uint8_t>>(switched[i].status());
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int>(first_->threads(), static_cast<int>(good.size())); ++t) {
+    pool.emplace_back(work);
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
+absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
+    absl::Span<const SwitchedCiphertext> first, absl::Span<const uint32_t> query,
+    absl::Span<const uint8_t> ciphertext, const he::GaloisKeys& keys) const {
+  const RingContext& ctx = ring();
+  const uint64_t n = ctx.n(), k = ctx.k(), stride = k * n, columns = second_.columns;
+  const uint64_t rows = second_.rows, groups = rows / n;
+  // The b-parts: M2 q2.
+  std::vector<uint32_t> b(rows, 0);
+  for (uint64_t t = 0; t < columns; ++t) {
+    for (uint64_t r = 0; r < rows; ++r) {
+      b[r] += static_cast<uint32_t>(Digit(first, n, t, r)) * query[t];
+    }
+  }
+  // W_t = sum_j A2[t, j] K_j (both halves), accumulated as the expansion gives the keys.
+  std::vector<uint64_t> w(columns * 2 * stride, 0);
+  const absl::Status expanded = ExpandLweSecret(
+      ctx, keys, kLweDimension, ciphertext, 1,
+      [&](int, uint32_t count, const uint32_t* index, const uint64_t* beta, const uint64_t* alpha) {
+        for (uint64_t t = 0; t < columns; ++t) {
+          for (uint32_t key = 0; key < count; ++key) {
+            const int64_t a = static_cast<int32_t>(a2_[t * kLweDimension + index[key]]);
+            for (uint64_t p = 0; p < k; ++p) {
+              const he::Modulus& q = ctx.base()[p];
+              const uint64_t m = q.FromSigned(a), m_shoup = q.ShoupOf(m);
+              for (int half = 0; half < 2; ++half) {
+                const uint64_t* in = (half == 0 ? beta : alpha) + key * stride + p * n;
+                uint64_t* acc = w.data() + (t * 2 + half) * stride + p * n;
+                for (uint64_t c = 0; c < n; ++c) {
+                  acc[c] =
+                      he::AddMod(acc[c], he::MulShoup(in[c], m, m_shoup, q.value()), q.value());
+                }
+              }
+            }
+          }
+        }
+      });
+  if (!expanded.ok()) return expanded;
+  // Per output group: (B - sum_t M2_t W_t.beta, -sum_t M2_t W_t.alpha).
+  std::vector<RlweCiphertext> packed(groups);
+  std::vector<uint64_t> digits(stride), sum0(stride), sum1(stride);
+  for (uint64_t h = 0; h < groups; ++h) {
+    std::fill(sum0.begin(), sum0.end(), 0);
+    std::fill(sum1.begin(), sum1.end(), 0);
+    for (uint64_t t = 0; t < columns; ++t) {
+      for (uint64_t p = 0; p < k; ++p) {
+        for (uint64_t c = 0; c < n; ++c) {
+          digits[p * n + c] = ctx.base()[p].FromSigned(Digit(first, n, t, h * n + c));
+        }
+      }
+      he::internal::ForwardNtt(ctx.ntt(), digits.data());
+      const uint64_t* wt = w.data() + t * 2 * stride;
+      he::internal::MultiplyAccumulateRows(ctx.ntt(), digits.data(), wt, sum0.data());
+      he::internal::MultiplyAccumulateRows(ctx.ntt(), digits.data(), wt + stride, sum1.data());
+    }
+    RlweCiphertext& ct = packed[h];
+    ct.c0.assign(stride, 0);
+    for (uint64_t p = 0; p < k; ++p) {
+      for (uint64_t c = 0; c < n; ++c) ct.c0[p * n + c] = ctx.EncodeWord(b[h * n + c], p);
+    }
+    he::internal::ForwardNtt(ctx.ntt(), ct.c0.data());
+    he::internal::SubRows(ctx.ntt(), ct.c0.data(), sum0.data(), ct.c0.data());
+    ct.c1.resize(stride);
+    he::internal::NegateRows(ctx.ntt(), sum1.data(), ct.c1.data());
+  }
+  std::vector<uint8_t> bytes;
+  bytes.reserve(second_.response_bytes);
+  for (const SwitchedCiphertext& ct : SwitchResponse(ctx, packed)) {
+    const std::vector<uint8_t> one = SerializeSwitched(ct);
+    bytes.insert(bytes.end(), one.begin(), one.end());
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::unique_ptr<DoublePackedClient>> DoublePackedClient::Create(
+    const LweConfig& config, const RingParams& ring) {
+  absl::StatusOr<std::unique_ptr<PackedSimpleClient>> first =
+      PackedSimpleClient::Create(config, ring);
+  if (!first.ok()) return first.status();
+  const DoublePackShape second = DoublePackShapeFor((*first)->ring(), config.shape);
+  return std::unique_ptr<DoublePackedClient>(
+      new DoublePackedClient(config, *std::move(first), second));
+}
+
+absl::StatusOr<PackedQuery> DoublePackedClient::MakeQuery(uint64_t row, RandomSource& rng) const {
+  absl::StatusOr<PackedQuery> query = first_->MakeQuery(row, rng);
+  if (!query.ok()) return query;
+  // The second level asks for the window's start among the G columns of M2.
+  const uint64_t start = second_.window.StartOf(first_->ring(), config_.shape, row);
+  std::vector<uint32_t> s2(kLweDimension), q2(second_.columns);
+  EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA2, second_.columns), {start},
+                          rng, absl::MakeSpan(s2), absl::MakeSpan(q2));
+  absl::StatusOr<std::vector<uint8_t>> ct = EncryptLweSecret(first_->ring(), first_->secret_, s2);
+  sodium_memzero(s2.data(), s2.size() * sizeof(uint32_t));
+  if (!ct.ok()) return ct.status();
+  query->query.insert(query->query.end(), q2.begin(), q2.end());
+  query->ciphertext.insert(query->ciphertext.end(), ct->begin(), ct->end());
+  return query;
+}
+
+absl::Status DoublePackedClient::Decode(const PackedQuery& query,
+                                        absl::Span<const uint8_t> response,
+                                        absl::Span<uint8_t> record) const {
+  const RingContext& ctx = first_->ring();
+  const Shape& s = config_.shape;
+  const uint64_t n = ctx.n(), one = SwitchedBytes(ctx), row = query.row();
+  if (response.size() != second_.response_bytes || record.size() != s.record_bytes ||
+      row >= s.rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "decode: response of ", response.size(), " bytes (expected ", second_.response_bytes,
+        "), record of ", record.size(), " bytes (expected ", s.record_bytes, "), row ", row));
+  }
+  std::vector<SwitchedCiphertext> outer;
+  for (uint64_t at = 0; at < response.size(); at += one) {
+    absl::StatusOr<SwitchedCiphertext> ct = ParseSwitched(ctx, response.subspan(at, one));
+    if (!ct.ok()) return ct.status();
+    outer.push_back(*std::move(ct));
+  }
+  absl::StatusOr<std::vector<uint32_t>> phases =
+      UnpackPhases(ctx, first_->secret_, outer, second_.rows);
+  if (!phases.ok()) return phases.status();
+  // The window's first-level ciphertexts, residue by residue from their four digits.
+  const uint64_t w = second_.window.window, q = ctx.response_modulus().value();
+  std::vector<SwitchedCiphertext> inner(w);
+  bool in_range = true;
+  for (uint64_t u = 0; u < w; ++u) {
+    inner[u].c0.resize(n);
+    inner[u].c1.resize(n);
+    for (uint64_t rem = 0; rem < 2 * n; ++rem) {
+      const uint64_t e = u * 2 * n + rem;
+      uint32_t value = 0;
+      for (uint64_t d = 0; d < kDigits; ++d) {
+        value |= uint32_t{RoundToByte((*phases)[e * kDigits + d])} << (8 * d);
+      }
+      in_range &= value < q;
+      (rem < n ? inner[u].c0 : inner[u].c1)[rem % n] = value;
+    }
+  }
+  sodium_memzero(phases->data(), phases->size() * sizeof(uint32_t));
+  if (!in_range) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the second level decodes to residues not below q' = ", q));
+  }
+  const uint64_t start = second_.window.StartOf(ctx, s, row);
+  return first_->DecodeRows(row, inner, start * n, record);
+}
+
+}  // namespace veil::lattice

@@ -1,0 +1,127 @@
+// Double packing, "lwe-double-pack" below the sockets (issue 15, after VIPIR): ExpPack(S)'s
+// c = ceil(D1 / N) packed ciphertexts, switched to q', become the database of a second SimplePIR
+// fold, whose answer is packed again, so that 8w ciphertexts come back whatever c.
+//
+//   first   ExpPack(S) (pack_simple.h): a SimplePIR query (D0 words, secret s1) and the RLWE
+//           ciphertext of s1; the server expands, packs and switches: c ciphertexts of 2N
+//           residues below q' < 2^32.
+//   second  their residues in four byte digits are a matrix M2 of 8wN rows (a record's window of
+//           w ciphertexts, hybrid.h's, element e = h N + i of ciphertext u at rows
+//           4 (2N u + e) .. + 3, digit d = bits 8d .. 8d + 7, centered) by G = c - w + 1 columns
+//           (the windows' starts). The client sends a second SimplePIR query for its window's
+//           start (G words, secret s2, matrix A2 = PublicMatrix(seed, kA2, G)) and the RLWE
+//           ciphertext of s2; the answer M2 q2 (8wN words) is packed with special ciphertexts
+//           expanded from s2's: 8w ciphertexts.
+//   client  unpacks the digits with z, rebuilds the w first-level ciphertexts, decrypts them
+//           with z and picks its record's bytes with masks.
+//
+// The second packing needs no per-query transform of M2 A2 (8wN x n words, ~24,000 NTTs): the
+// packed sums are linear in the a-parts, sum_j (sum_t M2[., t] A2[t, j]) K_j = sum_t M2(X)_t W_t
+// with W_t = sum_j A2[t, j] K_j (an RLWE encryption of <A2[t], s2>), so the server accumulates
+// the G ciphertexts W_t while the expansion runs and multiplies each by its column's digit
+// polynomials (c 8 k NTTs). The a-parts are then integers up to G 128 2^31 rather than words
+// centered mod 2^32; they differ from those by multiples of 2^32, which the encoding absorbs
+// to within 2^-23 words per unit (rlwe.h), and the keys' errors grow with them
+// (DoublePackNoiseBound).
+//
+// Bytes per lookup: up 4 (D0 + G) + 2 x SecretCiphertextBytes; down 8w x 8N; reusable keys
+// ExpansionKeyBytes (one set: both expansions use z).
+#ifndef VEIL_PIR_LATTICE_DOUBLE_PACK_H_
+#define VEIL_PIR_LATTICE_DOUBLE_PACK_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pir/lattice/hybrid.h"
+#include "pir/lattice/pack_simple.h"
+#include "pir/lattice/packed.h"
+
+namespace veil::lattice {
+
+// The second fold's shape: 8wN rows (digit rows of the window) by G columns.
+struct DoublePackShape {
+  HybridWindow window;
+  uint64_t rows = 0;            // 8 w N
+  uint64_t columns = 0;         // G
+  uint64_t response_bytes = 0;  // 8w x SwitchedBytes
+};
+DoublePackShape DoublePackShapeFor(const RingContext& ring, const Shape& shape);
+
+// The second level's noise in words: the second query's errors through M2 (G terms of digits up
+// to 128) and the second packing (keys of ExpandedKeyVariance against a-parts of variance
+// G Var(digit) Var(word)), plus the switch. The rule: 7.54 sigma <= Delta / 4 (a failure per
+// digit below 2^-40 with half the margin).
+PackingNoise DoublePackNoiseBound(const RingContext& ring, uint64_t columns);
+bool DoublePackNoiseWithinRule(const RingContext& ring, uint64_t columns);
+
+class DoublePackedServer final : public PackedServer {
+ public:
+  // Wraps a SimplePIR server as PackedSimpleServer::Create does. Returns its errors.
+  static absl::StatusOr<std::unique_ptr<DoublePackedServer>> Create(
+      std::unique_ptr<LweServer> server, const RingParams& ring = RingParams::Default());
+
+  const LweConfig& config() const override { return first_->config(); }
+  const RingContext& ring() const override { return first_->ring(); }
+  const PackingMatrix& matrix() const override { return first_->matrix(); }
+  uint64_t query_words() const override { return config().shape.d0 + second_.columns; }
+  uint64_t ciphertexts() const override { return 2; }
+  uint64_t selection_bytes() const override { return 0; }
+  uint64_t response_bytes() const override { return second_.response_bytes; }
+
+  // The first level for every request (one SimplePIR product), then each query's second fold,
+  // expansion and packing, the queries spread over the threads.
+  std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
+      absl::Span<const PackedRequest> requests) const override;
+
+ private:
+  DoublePackedServer(std::unique_ptr<PackedSimpleServer> first, DoublePackShape second,
+                     std::vector<uint32_t> a2)
+      : first_(std::move(first)), second_(second), a2_(std::move(a2)) {}
+
+  absl::StatusOr<std::vector<uint8_t>> Second(absl::Span<const SwitchedCiphertext> first,
+                                              absl::Span<const uint32_t> query,
+                                              absl::Span<const uint8_t> ciphertext,
+                                              const he::GaloisKeys& keys) const;
+
+  std::unique_ptr<PackedSimpleServer> first_;
+  DoublePackShape second_;
+  std::vector<uint32_t> a2_;  // G x n
+};
+
+class DoublePackedClient final : public PackedClient {
+ public:
+  // As PackedSimpleClient::Create.
+  static absl::StatusOr<std::unique_ptr<DoublePackedClient>> Create(
+      const LweConfig& config, const RingParams& ring = RingParams::Default());
+
+  const RingContext& ring() const override { return first_->ring(); }
+  const std::vector<uint8_t>& expansion_keys() const override { return first_->expansion_keys(); }
+  uint64_t query_words() const override { return config_.shape.d0 + second_.columns; }
+  uint64_t ciphertexts() const override { return 2; }
+  uint64_t selection_bytes() const override { return 0; }
+  uint64_t response_bytes() const override { return second_.response_bytes; }
+
+  // Both queries for record `row`. Returns INVALID_ARGUMENT if row >= rows.
+  absl::StatusOr<PackedQuery> MakeQuery(uint64_t row,
+                                        RandomSource& rng = SystemRandom()) const override;
+  // Returns INVALID_ARGUMENT for a response of another size, a residue or rebuilt first-level
+  // residue not below its prime, a query of another row count or a record of the wrong size.
+  absl::Status Decode(const PackedQuery& query, absl::Span<const uint8_t> response,
+                      absl::Span<uint8_t> record) const override;
+
+ private:
+  DoublePackedClient(const LweConfig& config, std::unique_ptr<PackedSimpleClient> first,
+                     DoublePackShape second)
+      : config_(config), first_(std::move(first)), second_(second) {}
+
+  LweConfig config_;
+  std::unique_ptr<PackedSimpleClient> first_;  // ExpPack(S): z, the keys, the first query
+  DoublePackShape second_;
+};
+
+}  // namespace veil::lattice
+
+#endif  // VEIL_PIR_LATTICE_DOUBLE_PACK_H_
