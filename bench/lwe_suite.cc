@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/suite.h"
 #include "pir/lattice/client.h"
+#include "pir/lattice/double_pack.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/kernels.h"
 #include "pir/lattice/pack_double.h"
@@ -53,7 +54,7 @@ absl::StatusOr<Setup> MakeSetup(const Flags& flags, const std::string& suite) {
   const int64_t row_bytes = flags.Int("row-bytes", 64);
   // exppack-s and hybrid serve a SimplePIR matrix (its hint becomes the packing matrix).
   const std::string name = flags.Str("protocol", "simple");
-  const bool packed = name == "exppack-s" || name == "hybrid";
+  const bool packed = name == "exppack-s" || name == "hybrid" || name == "double-pack";
   auto protocol =
       lattice::ParseProtocol(packed ? "simple" : (name == "exppack-d" ? "double" : name));
   if (!protocol.ok()) return protocol.status();
@@ -250,7 +251,8 @@ absl::Status LweAnswer(const Flags& flags) {
 // the selection's RGSW ciphertexts (selection_bytes), response_bytes are the window's.
 // --protocol=exppack-d: ExpPack(D) (pack_double.h): DoublePIR's product, then each query's R
 // expansions and packings (one per record byte) spread over the threads; the query carries R
-// ciphertexts.
+// ciphertexts. --protocol=double-pack: double packing (double_pack.h) on ExpPack(S)'s shape: the
+// second fold, expansion and packing after ExpPack(S)'s.
 absl::Status PackedLattice(const Flags& flags, const std::string& name) {
   const int batch = static_cast<int>(flags.Int("batch", 1));
   if (batch < 1) return absl::InvalidArgumentError("--batch must be positive");
@@ -277,6 +279,8 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name) {
   absl::StatusOr<std::unique_ptr<lattice::PackedServer>> server;
   if (name == "exppack-d") {
     server = lattice::PackedDoubleServer::Create(std::move(setup->server));
+  } else if (name == "double-pack") {
+    server = lattice::DoublePackedServer::Create(std::move(setup->server));
   } else {
     server = lattice::PackedSimpleServer::Create(std::move(setup->server),
                                                  lattice::RingParams::Default(), simple_protocol);
@@ -289,6 +293,8 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name) {
       [&] {
         if (name == "exppack-d") {
           client = lattice::PackedDoubleClient::Create((*server)->config());
+        } else if (name == "double-pack") {
+          client = lattice::DoublePackedClient::Create((*server)->config());
         } else {
           client = lattice::PackedSimpleClient::Create(
               (*server)->config(), lattice::RingParams::Default(), simple_protocol);
@@ -377,7 +383,8 @@ absl::Status Lattice(const Flags& flags) {
     return absl::InvalidArgumentError("the lattice suite runs the CPU server (--backend=cpu)");
   }
   const std::string protocol = flags.Str("protocol", "simple");
-  if (protocol == "exppack-s" || protocol == "hybrid" || protocol == "exppack-d") {
+  if (protocol == "exppack-s" || protocol == "hybrid" || protocol == "exppack-d" ||
+      protocol == "double-pack") {
     return PackedLattice(flags, protocol);
   }
   const int batch = static_cast<int>(flags.Int("batch", 1));
@@ -442,11 +449,12 @@ const char kLweAnswerHelp[] =
     "scanned per second, qps, roofline_ratio against the read bandwidth and the faster of the "
     "int32 and VNNI/4 multiply-add rates measured in this run";
 const char kLatticeHelp[] =
-    "--protocol=simple|double|exppack-s|exppack-d|hybrid --rows --row-bytes --batch --threads: one "
+    "--protocol=simple|double|exppack-s|exppack-d|hybrid|double-pack --rows --row-bytes --batch "
+    "--threads: one "
     "protocol's costs "
     "below the sockets: server_ms (one batch), client_ms (query + decode of "
-    "one lookup), query and response bytes, reusable_key_bytes (the hint; exppack-s, exppack-d, "
-    "hybrid: the expansion keys), floor_ratio (server time / one stream of the database at this "
+    "one lookup), query and response bytes, reusable_key_bytes (the hint; the packed protocols: "
+    "the expansion keys), floor_ratio (server time / one stream of the database at this "
     "run's "
     "measured memory bandwidth: 1 is the floor), errors; exppack-s also server_expand_ms (one "
     "query's expansion) and server_product_ms (the SimplePIR product of the batch); hybrid also "

@@ -15,6 +15,7 @@
 #include "mobile_client/replicas.h"
 #include "mobile_client/transport.h"
 #include "pir/lattice/client.h"
+#include "pir/lattice/double_pack.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/pack_double.h"
 #include "pir/lattice/pack_simple.h"
@@ -65,10 +66,11 @@ constexpr size_t kMaxCallsInFlight = 32;
 constexpr char kExpPack[] = "lwe-exppack-s";
 constexpr char kHybrid[] = "lwe-hybrid";
 constexpr char kExpPackD[] = "lwe-exppack-d";
+constexpr char kDoublePack[] = "lwe-double-pack";
 
 // The packed protocols (LwePackServer).
 bool IsPacked(const std::string& name) {
-  return name == kExpPack || name == kHybrid || name == kExpPackD;
+  return name == kExpPack || name == kHybrid || name == kExpPackD || name == kDoublePack;
 }
 
 // The LWE protocol underneath a protocol name: lwe-exppack-s and lwe-hybrid pack SimplePIR
@@ -81,7 +83,8 @@ absl::StatusOr<lattice::Protocol> LweProtocolOf(const std::string& name) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown LWE protocol \"", name,
-                   "\"; use lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d or lwe-hybrid"));
+                   "\"; use lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid or "
+                   "lwe-double-pack"));
 }
 
 std::string Hex(absl::Span<const uint8_t> bytes) {
@@ -367,31 +370,20 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
     return absl::FailedPreconditionError(absl::StrCat(
         who, " reports a configuration this client refuses: ", lattice_config.status().message()));
   }
-  // Bytes of one call each way: a packed protocol sends a query and its ciphertexts (lwe-hybrid
-  // also its selection) and gets the packed response (never the LWE answer).
-  const bool packed = IsPacked(t.protocol);
-  const uint64_t up = 4 * config.query_words + (packed ? uint64_t{config.ciphertexts_per_query} *
-                                                                 config.secret_ciphertext_bytes +
-                                                             config.selection_bytes
-                                                       : 0);
-  const uint64_t down = packed ? config.response_bytes : 4 * config.answer_words;
-  if (config.max_queries_per_call == 0 || config.max_queued_queries == 0 ||
-      std::max(up, down) + kEnvelopeBytes > config.max_message_bytes ||
-      (packed && config.max_chunk_bytes == 0)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(who, " accepts no query (", config.max_queries_per_call, " per call, ",
-                     config.max_message_bytes, " bytes per call)"));
-  }
   if (t.row_tag != embedding::RowTag::kNone && !row_key_) {
     return absl::FailedPreconditionError(
         "the server's table carries row authentication tags, but this client has no row key to "
         "check them with: set row_key_file to the table's key file (veil table build writes "
         "TABLE.rowkey)");
   }
+  const bool packed = IsPacked(t.protocol);
+  std::unique_ptr<lattice::PackedClient> made;
   if (packed) {
     absl::StatusOr<std::unique_ptr<lattice::PackedClient>> client;
     if (t.protocol == kExpPackD) {
       client = lattice::PackedDoubleClient::Create(*lattice_config);
+    } else if (t.protocol == kDoublePack) {
+      client = lattice::DoublePackedClient::Create(*lattice_config);
     } else {
       client = lattice::PackedSimpleClient::Create(*lattice_config, lattice::RingParams::Default(),
                                                    t.protocol == kHybrid
@@ -403,7 +395,25 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
       return absl::FailedPreconditionError(
           absl::StrCat(who, " reports a configuration this client refuses: ", s.message()));
     }
-    packed_ = *std::move(client);
+    made = *std::move(client);
+  }
+  // Bytes of one call each way: a packed protocol sends its query words (lwe-double-pack: two
+  // queries') and its ciphertexts (lwe-hybrid also its selection) and gets the packed response
+  // (never the LWE answer).
+  const uint64_t up = packed ? 4 * made->query_words() +
+                                   made->ciphertexts() * config.secret_ciphertext_bytes +
+                                   config.selection_bytes
+                             : 4 * config.query_words;
+  const uint64_t down = packed ? config.response_bytes : 4 * config.answer_words;
+  if (config.max_queries_per_call == 0 || config.max_queued_queries == 0 ||
+      std::max(up, down) + kEnvelopeBytes > config.max_message_bytes ||
+      (packed && config.max_chunk_bytes == 0)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who, " accepts no query (", config.max_queries_per_call, " per call, ",
+                     config.max_message_bytes, " bytes per call)"));
+  }
+  if (packed) {
+    packed_ = std::move(made);
     max_chunk_bytes_ = config.max_chunk_bytes;
     keys_->Reset(packed_->expansion_keys(), max_chunk_bytes_, transport_->replicas(0));
   }

@@ -21,7 +21,8 @@
 // lookup sends the query and the RLWE ciphertext of its secret and decrypts the packed response
 // with the session secret. lwe-hybrid does the same, each lookup also sending the RGSW selection
 // of its window (pir/lattice/hybrid.h); lwe-exppack-d sends one ciphertext per record byte
-// (pir/lattice/pack_double.h).
+// (pir/lattice/pack_double.h); lwe-double-pack two queries and two ciphertexts
+// (pir/lattice/double_pack.h).
 //
 // Replicas: `server` may list replicas of one server ("HOST:PORT,HOST:PORT", as
 // ClientOptions::server0); at Connect every replica that answers must serve the same table and
@@ -68,8 +69,9 @@ class KeyUploads;
 class Transport;
 
 struct LweClientOptions {
-  std::string server;                   // "HOST:PORT", or replicas "HOST:PORT,HOST:PORT"
-  std::string protocol = "lwe-simple";  // or lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid
+  std::string server;  // "HOST:PORT", or replicas "HOST:PORT,HOST:PORT"
+  // Or lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack.
+  std::string protocol = "lwe-simple";
   // Bound on connecting, on each wave of hint chunks and on each lookup.
   absl::Duration timeout = absl::Seconds(30);
   // TLS as in ClientOptions; empty tls_trusted_certs: plaintext, to loopback only unless

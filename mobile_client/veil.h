@@ -289,7 +289,8 @@ int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out
  * (query_bytes) and a packed response down (answer_bytes; hint_bytes is 0). lwe-hybrid is
  * lwe-exppack-s whose rows also send RGSW ciphertexts of their window (more up, less down on very
  * tall tables); lwe-exppack-d packs DoublePIR's answers (one RLWE ciphertext up per row byte: for
- * rows of a few bytes). Errors and threading as for veil_client (ABI 5). */
+ * rows of a few bytes); lwe-double-pack folds lwe-exppack-s's answer with a second query and
+ * packs it again (8 ciphertexts down). Errors and threading as for veil_client (ABI 5). */
 typedef struct veil_lwe_client veil_lwe_client;
 
 /* Zero it (memset) and set struct_size = sizeof(veil_lwe_client_options) before setting fields:
@@ -298,7 +299,7 @@ typedef struct veil_lwe_client_options {
   uint32_t struct_size;          /* sizeof(veil_lwe_client_options) as the app was compiled */
   const char* server;            /* "HOST:PORT" of the LWE server, or its replicas "H:P,H:P" */
   const char* protocol;          /* "lwe-simple" (NULL), "lwe-double", "lwe-exppack-s",
-                                    "lwe-exppack-d" or "lwe-hybrid" */
+                                    "lwe-exppack-d", "lwe-hybrid" or "lwe-double-pack" */
   uint32_t timeout_ms;           /* connecting (hint included) and each lookup; 0: 30000 */
   const char* tls_trusted_certs; /* as in veil_client_options; NULL: no TLS (loopback only) */
   const char* tls_server_name;   /* the name the server's certificate must hold; NULL: its HOST */

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "pir/lattice/double_pack.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/pack_double.h"
 #include "pir/lattice/pack_simple.h"
@@ -167,7 +168,7 @@ kj::Promise<void> PackService::answer(AnswerContext context) {
   capnp::Data::Reader query = params.getQuery();
   capnp::Data::Reader ciphertext = params.getCiphertext();
   capnp::Data::Reader selection = params.getSelection();
-  const uint64_t query_bytes = 4 * table_.server->config().shape.query_words();
+  const uint64_t query_bytes = 4 * table_.server->query_words();
   if (query.size() != query_bytes || ciphertext.size() != table_.ciphertext_bytes ||
       selection.size() != table_.selection_bytes) {
     Reject(absl::InvalidArgumentError(absl::StrCat(
@@ -223,8 +224,8 @@ class LwePackProtocol final : public Protocol {
         table_->name, lattice::ShapeSummary(s.config().shape), table_->hint_s,
         s.matrix().bytes() >> 20, s.matrix().groups(), ring.n(), ring.k(), ring.params().special,
         ring.params().SecuritySource(),
-        4 * s.config().shape.query_words() + table_->ciphertext_bytes + table_->selection_bytes,
-        4 * s.config().shape.query_words(), table_->ciphertext_bytes, table_->selection_bytes,
+        4 * s.query_words() + table_->ciphertext_bytes + table_->selection_bytes,
+        4 * s.query_words(), table_->ciphertext_bytes, table_->selection_bytes,
         table_->response_bytes, table_->key_bytes, cache_.session_bytes(),
         table_->limits.max_galois_key_bytes, table_->backend, env_.options.threads);
   }
@@ -272,8 +273,7 @@ class LwePackProtocol final : public Protocol {
 // The limits every lookup and key upload must be able to meet.
 absl::Status CheckLimits(const PackTable& t) {
   const ServerLimits& l = t.limits;
-  const uint64_t up =
-      4 * t.server->config().shape.query_words() + t.ciphertext_bytes + t.selection_bytes;
+  const uint64_t up = 4 * t.server->query_words() + t.ciphertext_bytes + t.selection_bytes;
   if (std::max(up, t.response_bytes) + kEnvelopeBytes > l.max_message_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("a lookup of this table sends ", up, " bytes and gets ", t.response_bytes,
@@ -295,12 +295,12 @@ absl::Status CheckLimits(const PackTable& t) {
   return absl::OkStatus();
 }
 
-// protocol: lwe-exppack-s or lwe-hybrid (over SimplePIR), or nullopt: lwe-exppack-d (DoublePIR).
-absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(
-    const ProtocolEnv& env, std::optional<lattice::PackedProtocol> protocol) {
-  const char* name = protocol ? lattice::PackedProtocolName(*protocol) : "lwe-exppack-d";
+// name: lwe-exppack-s, lwe-hybrid or lwe-double-pack (over SimplePIR), or lwe-exppack-d (over
+// DoublePIR).
+absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, const char* name) {
+  const bool doubled = std::string_view(name) == "lwe-exppack-d";
   const lattice::Protocol lwe =
-      protocol ? lattice::Protocol::kSimplePir : lattice::Protocol::kDoublePir;
+      doubled ? lattice::Protocol::kDoublePir : lattice::Protocol::kSimplePir;
   const lattice::RingParams ring = lattice::RingParams::Default();
   const std::string security = ring.SecuritySource();
   if (absl::StartsWith(security, "no security claim")) {
@@ -311,10 +311,10 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(
   // DoublePIR's answer packs into R ciphertexts whatever its shape, and no hint travels: the
   // shape that minimises the query.
   lattice::ShapeOptions shape;
-  if (protocol) {
-    shape.packed_ring_n = static_cast<uint32_t>(ring.n());
-  } else {
+  if (doubled) {
     shape.lookups_per_hint = uint64_t{1} << 40;
+  } else {
+    shape.packed_ring_n = static_cast<uint32_t>(ring.n());
   }
   // A pass takes up to --threads queries (AnswerBatch gives each its own thread; more would only
   // add latency), which share one product: its kernels are measured (or its device buffers
@@ -326,15 +326,19 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(
   table->name = name;
   table->backend = std::string(prepared->server->database_product().name());
   table->hint_s = prepared->hint_s;
-  if (protocol) {
-    auto server = lattice::PackedSimpleServer::Create(std::move(prepared->server), ring, *protocol);
-    if (!server.ok()) return server.status();
-    table->server = *std::move(server);
+  absl::StatusOr<std::unique_ptr<lattice::PackedServer>> server;
+  if (doubled) {
+    server = lattice::PackedDoubleServer::Create(std::move(prepared->server), ring);
+  } else if (std::string_view(name) == "lwe-double-pack") {
+    server = lattice::DoublePackedServer::Create(std::move(prepared->server), ring);
   } else {
-    auto server = lattice::PackedDoubleServer::Create(std::move(prepared->server), ring);
-    if (!server.ok()) return server.status();
-    table->server = *std::move(server);
+    server = lattice::PackedSimpleServer::Create(std::move(prepared->server), ring,
+                                                 std::string_view(name) == "lwe-hybrid"
+                                                     ? lattice::PackedProtocol::kHybrid
+                                                     : lattice::PackedProtocol::kExpPackS);
   }
+  if (!server.ok()) return server.status();
+  table->server = *std::move(server);
   const lattice::RingContext& ctx = table->server->ring();
   table->key_bytes = lattice::ExpansionKeyBytes(ctx, lattice::kLweDimension);
   table->ciphertext_bytes = table->server->ciphertexts() * lattice::SecretCiphertextBytes(ctx);
@@ -367,15 +371,19 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEnv& env) {
-  return CreatePacked(env, lattice::PackedProtocol::kExpPackS);
+  return CreatePacked(env, "lwe-exppack-s");
 }
 
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLweHybridProtocol(const ProtocolEnv& env) {
-  return CreatePacked(env, lattice::PackedProtocol::kHybrid);
+  return CreatePacked(env, "lwe-hybrid");
 }
 
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLweExpPackDProtocol(const ProtocolEnv& env) {
-  return CreatePacked(env, std::nullopt);
+  return CreatePacked(env, "lwe-exppack-d");
+}
+
+absl::StatusOr<std::unique_ptr<Protocol>> CreateLweDoublePackProtocol(const ProtocolEnv& env) {
+  return CreatePacked(env, "lwe-double-pack");
 }
 
 }  // namespace veil::server

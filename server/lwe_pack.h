@@ -9,7 +9,9 @@
 // Protocol "lwe-hybrid" is served by the same code: each lookup also carries the RGSW selection of
 // its record's window (pir/lattice/hybrid.h), and the response is that window's ciphertexts. So
 // is "lwe-exppack-d" (pir/lattice/pack_double.h): a DoublePIR instance whose hint H2 is the
-// packing matrix; each lookup carries R ciphertexts (one per record byte), each expanded.
+// packing matrix; each lookup carries R ciphertexts (one per record byte), each expanded. And
+// "lwe-double-pack" (pir/lattice/double_pack.h): lwe-exppack-s's packed ciphertexts folded by a
+// second query and packed again; each lookup carries two queries and two ciphertexts.
 //
 // Work leaves the event loop: parsing keys and answering (the SimplePIR product, the expansion and
 // the packing, ~0.15 to 0.2 s of CPU per query) run on the shared BatchScheduler's worker; a pass
@@ -36,6 +38,8 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateLwePackProtocol(const ProtocolEn
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLweHybridProtocol(const ProtocolEnv& env);
 // Protocol "lwe-exppack-d", with the same errors.
 absl::StatusOr<std::unique_ptr<Protocol>> CreateLweExpPackDProtocol(const ProtocolEnv& env);
+// Protocol "lwe-double-pack", with the same errors.
+absl::StatusOr<std::unique_ptr<Protocol>> CreateLweDoublePackProtocol(const ProtocolEnv& env);
 
 }  // namespace veil::server
 

@@ -28,6 +28,7 @@ constexpr Entry kProtocols[] = {
     {"lwe-exppack-s", CreateLwePackProtocol},
     {"lwe-hybrid", CreateLweHybridProtocol},
     {"lwe-exppack-d", CreateLweExpPackDProtocol},
+    {"lwe-double-pack", CreateLweDoublePackProtocol},
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // veil-server: one party of the two-server PIR service (--protocol=dpf2), or a single bfv-bag or
-// LWE (lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid) server.
+// LWE (lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack) server.
 //   veil-server --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto --threads=1
 //               [--tls-cert=server.pem --tls-key=server.key | --insecure-plaintext]
 //   veil-server --protocol=bfv-bag --table=fixed.veil [--bfv-log-n=13]
@@ -26,8 +26,10 @@ ABSL_FLAG(std::string, protocol, "dpf2",
           "server answering encrypted pooled lookups), lwe-simple or lwe-double (a single server "
           "answering LWE PIR lookups; clients download a hint once), lwe-exppack-s (LWE PIR with "
           "packed answers and no hint; clients upload expansion keys once per connection), "
-          "lwe-exppack-d (the same over DoublePIR, for rows of a few bytes) or lwe-hybrid "
-          "(lwe-exppack-s returning only the packed ciphertexts each lookup's RGSW bits select)");
+          "lwe-exppack-d (the same over DoublePIR, for rows of a few bytes), lwe-hybrid "
+          "(lwe-exppack-s returning only the packed ciphertexts each lookup's RGSW bits select) or "
+          "lwe-double-pack (lwe-exppack-s's packed answer folded by a second query and packed "
+          "again)");
 ABSL_FLAG(int, party, -1, "dpf2: which key shares this server answers, 0 or 1");
 ABSL_FLAG(int, bfv_log_n, 13, "bfv-bag: the BFV ring degree 2^N, 13 or 14");
 ABSL_FLAG(int, max_queued_ciphertexts, 64,
@@ -118,7 +120,7 @@ constexpr char kUsage[] =
     "[--max-galois-key-bytes=N] [--listen, --threads, TLS as above]\n"
     "veil-server --protocol=lwe-simple|lwe-double --table=FILE [--lwe-hint-file=PATH | "
     "--lwe-hint-cache=false] [--listen, --threads, TLS, limits as above]\n"
-    "veil-server --protocol=lwe-exppack-s|lwe-exppack-d|lwe-hybrid --table=FILE "
+    "veil-server --protocol=lwe-exppack-s|lwe-exppack-d|lwe-hybrid|lwe-double-pack --table=FILE "
     "[--max-galois-key-bytes=N] "
     "[hint file, "
     "--listen, --threads, TLS, limits as above]\n"
@@ -135,7 +137,8 @@ constexpr char kUsage[] =
     "lwe-exppack-s whose lookups also send RGSW ciphertexts of the bits that select the packed "
     "ciphertexts holding their row, so that fewer come back; lwe-exppack-d packs DoublePIR's "
     "answers instead (one secret ciphertext and one expansion per row byte: for rows of a few "
-    "bytes).\n"
+    "bytes); lwe-double-pack folds lwe-exppack-s's packed ciphertexts with a second query and "
+    "packs the result again (8 ciphertexts down whatever the table's height).\n"
     "\n"
     "Transport: with --tls-cert and --tls-key every connection is TLS (1.2 or newer; 1.3 with "
     "OpenSSL 3 clients) and clients authenticate the server by its certificate (veil tls-cert "

@@ -4,10 +4,11 @@
 
 ABSL_FLAG(std::string, protocol, "dpf2",
           "lookup: dpf2 (two servers, --server0 and --server1) or lwe-simple / lwe-double / "
-          "lwe-exppack-s / lwe-exppack-d / lwe-hybrid (one LWE PIR server, --server)");
+          "lwe-exppack-s / lwe-exppack-d / lwe-hybrid / lwe-double-pack (one LWE PIR server, "
+          "--server)");
 ABSL_FLAG(std::string, server, "",
           "lookup: HOST:PORT of the single LWE PIR server (lwe-simple, lwe-double, lwe-exppack-s, "
-          "lwe-exppack-d, lwe-hybrid)");
+          "lwe-exppack-d, lwe-hybrid, lwe-double-pack)");
 ABSL_FLAG(
     std::string, hint_cache, "",
     "lookup (lwe-simple, lwe-double): folder keeping downloaded hints, one per table version");

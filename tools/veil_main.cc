@@ -1,7 +1,7 @@
 // `veil`: the command line of the client side and of table and certificate housekeeping.
 //   veil lookup --server0=HOST:PORT --server1=HOST:PORT --rows=3,17,42 [...]
-//   veil lookup --protocol=lwe-simple|lwe-double|lwe-exppack-s|lwe-exppack-d|lwe-hybrid
-//               --server=HOST:PORT --rows=3,17 [...]
+//   veil lookup --protocol=lwe-simple|lwe-double|lwe-exppack-s|lwe-exppack-d|lwe-hybrid|
+//               lwe-double-pack --server=HOST:PORT --rows=3,17 [...]
 //   veil table build|inspect|verify ...   (tools/table_cli.h)
 //   veil tls-cert --out-dir=DIR [--hosts=127.0.0.1,::1,localhost] [--days=365]
 // Flags: tools/veil_flags.h; each subcommand refuses the others' flags.
@@ -39,7 +39,8 @@ constexpr char kUsage[] =
     "      --server0/--server1 may list replicas of its party, HOST:PORT,HOST:PORT,...: they must\n"
     "      serve the same table; a failed call is sent again to another replica and a slow one\n"
     "      (slower than the 95th percentile of recent replies) is hedged on another replica.\n"
-    "  veil lookup --protocol=lwe-simple|lwe-double|lwe-exppack-s|lwe-exppack-d|lwe-hybrid "
+    "  veil lookup --protocol=lwe-simple|lwe-double|lwe-exppack-s|lwe-exppack-d|lwe-hybrid|"
+    "lwe-double-pack "
     "--server=HOST:PORT --rows=I,J,... [--words]\n"
     "              [--hint-cache=DIR] [--timeout-ms=5000] [--tls-certs=PEM_FILE "
     "[--tls-name0=NAME]]\n"
@@ -49,7 +50,8 @@ constexpr char kUsage[] =
     "      is downloaded first (or read from --hint-cache, where it is kept per table version).\n"
     "      lwe-exppack-s needs no hint: the client uploads its expansion keys (1.6 MiB) first;\n"
     "      lwe-hybrid too, and each row also sends RGSW bits that select its packed ciphertexts;\n"
-    "      lwe-exppack-d (DoublePIR, packed) too, one secret ciphertext per row byte.\n"
+    "      lwe-exppack-d (DoublePIR, packed) too, one secret ciphertext per row byte;\n"
+    "      lwe-double-pack too, its packed answer folded and packed again (8 ciphertexts down).\n"
     "  veil table build|inspect|verify ...   (veil table for its usage)\n"
     "  veil tls-cert --out-dir=DIR [--hosts=127.0.0.1,::1,localhost] [--days=365]\n"
     "      An ECDSA P-256 key (DIR/server.key, mode 0600) and a self-signed certificate for those\n"
@@ -200,8 +202,8 @@ int Lookup() {
   return 0;
 }
 
-// veil lookup --protocol=lwe-simple|lwe-double|lwe-exppack-s|lwe-exppack-d|lwe-hybrid: one LWE PIR
-// server.
+// veil lookup --protocol=lwe-simple|lwe-double|lwe-exppack-s|lwe-exppack-d|lwe-hybrid|
+// lwe-double-pack: one LWE PIR server.
 int LookupLwe(const std::string& protocol) {
   veil::client::LweClientOptions options;
   options.protocol = protocol;
@@ -278,10 +280,10 @@ int main(int argc, char** argv) {
   } else if (command == "lookup") {
     const std::string protocol = absl::GetFlag(FLAGS_protocol);
     if (protocol != "lwe-simple" && protocol != "lwe-double" && protocol != "lwe-exppack-s" &&
-        protocol != "lwe-exppack-d" && protocol != "lwe-hybrid") {
+        protocol != "lwe-exppack-d" && protocol != "lwe-hybrid" && protocol != "lwe-double-pack") {
       return UsageError(command,
                         "--protocol must be dpf2, lwe-simple, lwe-double, lwe-exppack-s, "
-                        "lwe-exppack-d or lwe-hybrid");
+                        "lwe-exppack-d, lwe-hybrid or lwe-double-pack");
     }
     flags =
         veil::tools::CheckFlags({"protocol", "server", "rows", "words", "tls_certs", "tls_name0",

@@ -1,6 +1,6 @@
 // veil.Client over veil::client::Client (mobile_client/client.h): private lookups through two
 // dpf2 servers; and over veil::client::LweClient (mobile_client/lwe_client.h) for one LWE server
-// (lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid). Every network call releases the GIL; the C++ clients
+// (lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack). Every network call releases the GIL; the C++ clients
 // serialize concurrent calls.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -105,7 +105,7 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
     throw StatusError(absl::UnimplementedError(
         absl::StrCat("protocol \"", protocol,
                      "\": veil.Client speaks dpf2, lwe-simple, lwe-double, lwe-exppack-s, "
-                     "lwe-exppack-d and lwe-hybrid")));
+                     "lwe-exppack-d, lwe-hybrid and lwe-double-pack")));
   }
   const absl::Duration timeout = Timeout(timeout_s);
   ClientOptions options;

@@ -14,7 +14,14 @@ from veil._errors import Error, FailedPreconditionError, InvalidArgumentError, S
 Rows = Union[Sequence[int], np.ndarray, torch.Tensor]
 
 #: The single-server protocols: lattice PIR (SimplePIR, DoublePIR) from ONE server.
-LWE_PROTOCOLS = ("lwe-simple", "lwe-double", "lwe-exppack-s", "lwe-exppack-d", "lwe-hybrid")
+LWE_PROTOCOLS = (
+    "lwe-simple",
+    "lwe-double",
+    "lwe-exppack-s",
+    "lwe-exppack-d",
+    "lwe-hybrid",
+    "lwe-double-pack",
+)
 
 
 def _index_array(rows: Rows, dtype: Any, what: str) -> np.ndarray:
@@ -58,7 +65,8 @@ class Client:
     ``protocol="lwe-exppack-s"`` no hint is downloaded: the client uploads its expansion keys
     (``table["key_bytes"]``) once per connection and each answer comes ring-packed; so with
     ``"lwe-hybrid"`` (each row also sends RGSW bits selecting its packed ciphertexts) and
-    ``"lwe-exppack-d"`` (DoublePIR packed: one ciphertext up per row byte).
+    ``"lwe-exppack-d"`` (DoublePIR packed: one ciphertext up per row byte) and
+    ``"lwe-double-pack"`` (the packed answer folded by a second query and packed again).
 
     Both servers must serve the same table (digest and epoch), checked at connection and on
     every answer. With ``tls_certs`` (a PEM file of the certificates to trust) every connection

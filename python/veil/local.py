@@ -37,8 +37,8 @@ def _binary(name: str, given: Optional[str]) -> str:
 class LocalServers:
     """Party 0 and party 1 serving `table` on 127.0.0.1 (free ports), plaintext or, with
     ``tls=True``, TLS with a fresh self-signed certificate for 127.0.0.1 (``veil tls-cert``).
-    With ``protocol="lwe-simple"``, ``"lwe-double"``, ``"lwe-exppack-s"``, ``"lwe-exppack-d"`` or
-    ``"lwe-hybrid"``: one server of that protocol.
+    With ``protocol="lwe-simple"``, ``"lwe-double"``, ``"lwe-exppack-s"``, ``"lwe-exppack-d"``,
+    ``"lwe-hybrid"`` or ``"lwe-double-pack"``: one server of that protocol.
 
     Use as a context manager; ``addresses`` are the two "HOST:PORT" strings, ``tls_certs`` the
     PEM file a client trusts (None without TLS), ``client()`` a connected :class:`veil.Client`.

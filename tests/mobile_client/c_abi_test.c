@@ -465,7 +465,7 @@ int veil_c_abi_lwe_checks(const char* lwe_server, const char* hint_cache_dir, ui
   options.server = lwe_server;
   options.protocol = "lwe-triple";
   CHECK(veil_lwe_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
-  CHECK(strstr(veil_last_error(), "lwe-exppack-d or lwe-hybrid") != NULL);
+  CHECK(strstr(veil_last_error(), "lwe-hybrid or lwe-double-pack") != NULL);
   /* The server speaks lwe-simple: a DoublePIR client is refused before any query. */
   options.protocol = "lwe-double";
   CHECK(veil_lwe_client_connect(&options, &client) == VEIL_ERR_FAILED_PRECONDITION);

@@ -445,5 +445,34 @@ TEST_F(LwePackRpcTest, ExpPackDServesSmallRowsWithoutAHint) {
   EXPECT_THAT(response.status().message(), HasSubstr("a ciphertext of 49184 bytes"));
 }
 
+TEST_F(LwePackRpcTest, DoublePackServesTheTableWithASecondFold) {
+  // The packed shape is one ciphertext (D1 = 4,000): the second fold has one column and its
+  // answer, 2N residues x 4 digits, packs into 8 ciphertexts (tall tables are pir_lattice_test's).
+  auto server = testing::StartLweServer(path_, "lwe-double-pack");
+  ASSERT_TRUE(server.ok()) << server.status();
+  RawSession session((*server)->port());
+  auto reply = session.Config();
+  rpc::LwePackConfig::Reader c = reply.getConfig();
+  EXPECT_EQ(c.getCiphertextsPerQuery(), 2u);
+  EXPECT_EQ(c.getResponseBytes(), 8u * 32768);
+  client::LweClientOptions options;
+  options.server = (*server)->address();
+  options.protocol = "lwe-double-pack";
+  auto lwe = client::LweClient::Connect(options);
+  ASSERT_TRUE(lwe.ok()) << lwe.status();
+  EXPECT_EQ((*lwe)->table().query_bytes, 4 * (config_.shape.d0 + 1) + 2 * 49184);
+  auto words = (*lwe)->LookupWords({kRows - 1, 5});
+  ASSERT_TRUE(words.ok()) << words.status();
+  std::vector<uint32_t> want(table_->row(kRows - 1).begin(), table_->row(kRows - 1).end());
+  want.insert(want.end(), table_->row(5).begin(), table_->row(5).end());
+  EXPECT_EQ(*words, want);
+  // The first level's query alone (no second query) is refused.
+  std::vector<uint32_t> query(config_.shape.d0);
+  std::vector<uint8_t> ciphertexts(2 * 49184);
+  auto response = session.Answer(query, ciphertexts);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+  EXPECT_THAT(response.status().message(), HasSubstr("a query of"));
+}
+
 }  // namespace
 }  // namespace veil
