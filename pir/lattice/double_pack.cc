@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "pir/he/modarith_hd.h"
+#include "pir/he/dot_product.h"
 #include "pir/he/poly.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/lwe.h"
@@ -20,6 +20,8 @@ namespace {
 
 // Digit rows per first-level element: its residue (below q' < 2^32) in four bytes.
 constexpr uint64_t kDigits = 4;
+// Coefficients per call of the dot product that accumulates the W_t.
+constexpr uint64_t kSlice = 512;
 
 // The centered digit of M2 at `row` of column `t`: element row / 4 of the window starting at
 // ciphertext t (c0's N residues, then c1's, ciphertext after ciphertext), byte row % 4.
@@ -105,13 +107,14 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> DoublePackedServer::AnswerBatc
   if (good.empty()) return out;
   std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> switched =
       first_->SwitchedBatch(first);
-  // One query's second level per worker at a time.
+  // One query's second level per worker at a time (one query alone gets every thread).
+  const int threads = good.size() == 1 ? first_->threads() : 1;
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < good.size(); i = next++) {
       const PackedRequest& q = requests[good[i]];
       out[good[i]] = switched[i].ok() ? Second(*switched[i], q.query.subspan(d0),
-                                               q.ciphertext.subspan(ct_bytes), *q.keys)
+                                               q.ciphertext.subspan(ct_bytes), *q.keys, threads)
                                       : absl::StatusOr<std::vector<uint8_t>>(switched[i].status());
     }
   };
@@ -126,7 +129,7 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> DoublePackedServer::AnswerBatc
 
 absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
     absl::Span<const SwitchedCiphertext> first, absl::Span<const uint32_t> query,
-    absl::Span<const uint8_t> ciphertext, const he::GaloisKeys& keys) const {
+    absl::Span<const uint8_t> ciphertext, const he::GaloisKeys& keys, int threads) const {
   const RingContext& ctx = ring();
   const uint64_t n = ctx.n(), k = ctx.k(), stride = k * n, columns = second_.columns;
   const uint64_t rows = second_.rows, groups = rows / n;
@@ -137,30 +140,52 @@ absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
       b[r] += static_cast<uint32_t>(Digit(first, n, t, r)) * query[t];
     }
   }
-  // W_t = sum_j A2[t, j] K_j (both halves), accumulated as the expansion gives the keys.
-  std::vector<uint64_t> w(columns * 2 * stride, 0);
+  // W_t = sum_j A2[t, j] K_j (both halves), accumulated as the expansion gives the keys: one
+  // set per worker, added at the end.
+  const uint64_t w_words = columns * 2 * stride;
+  std::vector<uint64_t> workers(threads * w_words, 0);
   const absl::Status expanded = ExpandLweSecret(
-      ctx, keys, kLweDimension, ciphertext, 1,
-      [&](int, uint32_t count, const uint32_t* index, const uint64_t* beta, const uint64_t* alpha) {
+      ctx, keys, kLweDimension, ciphertext, threads,
+      [&](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
+          const uint64_t* alpha) {
+        uint64_t* w = workers.data() + worker * w_words;
+        // Per column and prime, the block's scalars A2[t, j] as constant rows of kSlice residues
+        // (the dot product's plaintexts; every slice of the keys reads the same rows).
+        std::vector<uint32_t> constants(kPackKeysPerBlock * kSlice);
+        const uint32_t* plain[kPackKeysPerBlock];
+        const uint64_t* beta_rows[kPackKeysPerBlock];
+        const uint64_t* alpha_rows[kPackKeysPerBlock];
+        for (uint32_t key = 0; key < count; ++key) plain[key] = constants.data() + key * kSlice;
         for (uint64_t t = 0; t < columns; ++t) {
-          for (uint32_t key = 0; key < count; ++key) {
-            const int64_t a = static_cast<int32_t>(a2_[t * kLweDimension + index[key]]);
-            for (uint64_t p = 0; p < k; ++p) {
-              const he::Modulus& q = ctx.base()[p];
-              const uint64_t m = q.FromSigned(a), m_shoup = q.ShoupOf(m);
-              for (int half = 0; half < 2; ++half) {
-                const uint64_t* in = (half == 0 ? beta : alpha) + key * stride + p * n;
-                uint64_t* acc = w.data() + (t * 2 + half) * stride + p * n;
-                for (uint64_t c = 0; c < n; ++c) {
-                  acc[c] =
-                      he::AddMod(acc[c], he::MulShoup(in[c], m, m_shoup, q.value()), q.value());
-                }
+          for (uint64_t p = 0; p < k; ++p) {
+            const he::Modulus& q = ctx.base()[p];
+            for (uint32_t key = 0; key < count; ++key) {
+              const int64_t a = static_cast<int32_t>(a2_[t * kLweDimension + index[key]]);
+              std::fill_n(constants.begin() + key * kSlice, kSlice,
+                          static_cast<uint32_t>(q.FromSigned(a)));
+            }
+            uint64_t* acc = w + t * 2 * stride + p * n;
+            for (uint64_t c = 0; c < n; c += kSlice) {
+              const uint64_t len = std::min<uint64_t>(kSlice, n - c);
+              for (uint32_t key = 0; key < count; ++key) {
+                beta_rows[key] = beta + key * stride + p * n + c;
+                alpha_rows[key] = alpha + key * stride + p * n + c;
               }
+              he::internal::PlainDotProduct(he::internal::DotProductArgs32{
+                  &q, count, len, plain, beta_rows, alpha_rows, acc + c, acc + stride + c, true});
             }
           }
         }
       });
   if (!expanded.ok()) return expanded;
+  const uint64_t* w = workers.data();
+  for (int worker = 1; worker < threads; ++worker) {
+    for (uint64_t half = 0; half < 2 * columns; ++half) {
+      he::internal::AddRows(ctx.ntt(), workers.data() + half * stride,
+                            workers.data() + worker * w_words + half * stride,
+                            workers.data() + half * stride);
+    }
+  }
   // Per output group: (B - sum_t M2_t W_t.beta, -sum_t M2_t W_t.alpha).
   std::vector<RlweCiphertext> packed(groups);
   std::vector<uint64_t> digits(stride), sum0(stride), sum1(stride);
@@ -174,7 +199,7 @@ absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
         }
       }
       he::internal::ForwardNtt(ctx.ntt(), digits.data());
-      const uint64_t* wt = w.data() + t * 2 * stride;
+      const uint64_t* wt = w + t * 2 * stride;
       he::internal::MultiplyAccumulateRows(ctx.ntt(), digits.data(), wt, sum0.data());
       he::internal::MultiplyAccumulateRows(ctx.ntt(), digits.data(), wt + stride, sum1.data());
     }

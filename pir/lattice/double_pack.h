@@ -81,10 +81,11 @@ class DoublePackedServer final : public PackedServer {
                      std::vector<uint32_t> a2)
       : first_(std::move(first)), second_(second), a2_(std::move(a2)) {}
 
+  // The second fold, expansion (on `threads` workers) and packing of one query.
   absl::StatusOr<std::vector<uint8_t>> Second(absl::Span<const SwitchedCiphertext> first,
                                               absl::Span<const uint32_t> query,
                                               absl::Span<const uint8_t> ciphertext,
-                                              const he::GaloisKeys& keys) const;
+                                              const he::GaloisKeys& keys, int threads) const;
 
   std::unique_ptr<PackedSimpleServer> first_;
   DoublePackShape second_;
