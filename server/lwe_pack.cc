@@ -34,8 +34,8 @@ constexpr uint64_t kEnvelopeBytes = 1024;
 // The packed instance and its sizes; read-only once made.
 struct PackTable {
   std::unique_ptr<lattice::PackedServer> server;
-  const char* name = "";  // lwe-exppack-s, lwe-hybrid or lwe-exppack-d
-  std::string backend;    // the SimplePIR product's
+  const char* name = "";  // lwe-exppack-s, lwe-hybrid, lwe-exppack-d or lwe-double-pack
+  std::string backend;    // the LWE product's
   double hint_s = 0;
   uint64_t key_bytes = 0;         // ExpansionKeyBytes
   uint64_t parsed_key_bytes = 0;  // one session's keys once parsed
@@ -52,9 +52,9 @@ class PackWork : public BatchItem {
   size_t cost() const override { return 1; }
 };
 
-// A lookup: the SimplePIR answer, expanded and packed with the session's keys (and, lwe-hybrid,
-// narrowed by its selection); a pass answers its lookups together
-// (PackedSimpleServer::AnswerBatch).
+// A lookup: the LWE answer, expanded and packed with the session's keys (lwe-hybrid: narrowed by
+// its selection; lwe-double-pack: folded and packed again); a pass answers its lookups together
+// (lattice::PackedServer::AnswerBatch).
 class AnswerWork final : public PackWork {
  public:
   AnswerWork(std::vector<uint32_t> query, std::vector<uint8_t> ciphertext,
