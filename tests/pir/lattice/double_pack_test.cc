@@ -19,12 +19,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-RingParams SmallRing() {
-  const uint64_t two_n = 2048;
-  return *RingParams::Create(10, *he::GenerateNttPrimes(29, two_n, 3),
-                             (*he::GenerateNttPrimes(22, two_n, 1))[0]);
-}
-
 struct DoublePackFixture {
   DoublePackFixture(uint64_t rows, uint32_t record_bytes, uint64_t per_column, uint64_t salt,
                     int threads) {
@@ -35,8 +29,8 @@ struct DoublePackFixture {
     options.threads = threads;
     server = *DoublePackedServer::Create(
         *LweServer::FromRecords(records, rows, record_bytes, testing::DigestOf(salt), options),
-        SmallRing());
-    client = *DoublePackedClient::Create(server->config(), SmallRing());
+        testing::SmallRing());
+    client = *DoublePackedClient::Create(server->config(), testing::SmallRing());
     keys = *server->ParseKeys(client->expansion_keys());
   }
   std::vector<uint8_t> Record(uint64_t row) const {

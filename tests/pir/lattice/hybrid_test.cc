@@ -21,12 +21,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-RingParams SmallRing() {
-  const uint64_t two_n = 2048;
-  return *RingParams::Create(10, *he::GenerateNttPrimes(29, two_n, 3),
-                             (*he::GenerateNttPrimes(22, two_n, 1))[0]);
-}
-
 Shape ShapeOf(uint64_t d1, uint32_t record_bytes) {
   Shape s;
   s.record_bytes = record_bytes;
@@ -87,8 +81,10 @@ struct HybridFixture {
     options.threads = threads;
     auto lwe =
         LweServer::FromRecords(records, rows, record_bytes, testing::DigestOf(salt), options);
-    server = *PackedSimpleServer::Create(*std::move(lwe), SmallRing(), PackedProtocol::kHybrid);
-    client = *PackedSimpleClient::Create(server->config(), SmallRing(), PackedProtocol::kHybrid);
+    server =
+        *PackedSimpleServer::Create(*std::move(lwe), testing::SmallRing(), PackedProtocol::kHybrid);
+    client = *PackedSimpleClient::Create(server->config(), testing::SmallRing(),
+                                         PackedProtocol::kHybrid);
     keys = *server->ParseKeys(client->expansion_keys());
   }
   std::vector<uint8_t> Record(uint64_t row) const {
@@ -183,7 +179,8 @@ TEST(HybridTest, BadSelectionsFailTheirRequestOnly) {
   LweServerOptions options;
   options.shape.records_per_column = 50;
   auto plain = PackedSimpleServer::Create(
-      *LweServer::FromRecords(f.records, 900, 100, testing::DigestOf(302), options), SmallRing());
+      *LweServer::FromRecords(f.records, 900, 100, testing::DigestOf(302), options),
+      testing::SmallRing());
   ASSERT_TRUE(plain.ok()) << plain.status();
   const absl::Status refused =
       (*plain)->Answer(good.query, good.ciphertext, f.keys, good.selection).status();

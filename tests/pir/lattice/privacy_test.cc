@@ -128,9 +128,7 @@ TEST(QueryPrivacyTest, ColumnsAreIndistinguishableAndLeaksAreCaught) {
 TEST(QueryPrivacyTest, HybridSelectionsAreIndistinguishableAndLeaksAreCaught) {
   // A ring of N = 1,024 (the statistics look at coefficients, not at the ring's size) and a
   // window of 2 starts: start 0 sends the bit 0, start 1 the bit 1.
-  const uint64_t two_n = 2048;
-  const RingContext ring = *RingContext::Create(*RingParams::Create(
-      10, *he::GenerateNttPrimes(29, two_n, 3), (*he::GenerateNttPrimes(22, two_n, 1))[0]));
+  const RingContext ring = *RingContext::Create(testing::SmallRing());
   const he::BfvContext& ctx = *ring.expansion();
   const HybridWindow window{.groups = 2, .window = 1, .starts = 2, .bits = 1};
   const uint64_t q0 = ctx.modulus(0).value();

@@ -1,6 +1,6 @@
 // What the lattice tests (and the GPU LWE tests) share: one random seed per run (printed, so that
-// a failure can be replayed), a scratch directory, random byte matrices and records, and one
-// lookup end to end.
+// a failure can be replayed), a scratch directory, random byte matrices and records, one lookup
+// end to end, and a small ring for the packed protocols.
 #ifndef VEIL_TESTS_PIR_LATTICE_TEST_SUPPORT_H_
 #define VEIL_TESTS_PIR_LATTICE_TEST_SUPPORT_H_
 
@@ -14,10 +14,20 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "pir/he/modarith.h"
 #include "pir/lattice/client.h"
+#include "pir/lattice/rlwe.h"
 #include "pir/lattice/server.h"
 
 namespace veil::lattice::testing {
+
+// A ring of N = 1,024 with three 29-bit primes and a 22-bit special prime (no security claim):
+// the packed protocols' tests use it so that tables of several packed groups stay small.
+inline RingParams SmallRing() {
+  const uint64_t two_n = 2048;
+  return *RingParams::Create(10, *he::GenerateNttPrimes(29, two_n, 3),
+                             (*he::GenerateNttPrimes(22, two_n, 1))[0]);
+}
 
 // This run's seed, drawn once and printed as "<binary> random seed: N".
 inline uint64_t TestSeed(const char* binary) {
