@@ -3,14 +3,13 @@
 #include <sodium.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "pir/he/dot_product.h"
+#include "pir/he/parallel.h"
 #include "pir/he/poly.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/lwe.h"
@@ -109,21 +108,12 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> DoublePackedServer::AnswerBatc
       first_->SwitchedBatch(first);
   // One query's second level per worker at a time (one query alone gets every thread).
   const int threads = good.size() == 1 ? first_->threads() : 1;
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < good.size(); i = next++) {
-      const PackedRequest& q = requests[good[i]];
-      out[good[i]] = switched[i].ok() ? Second(*switched[i], q.query.subspan(d0),
-                                               q.ciphertext.subspan(ct_bytes), *q.keys, threads)
-                                      : absl::StatusOr<std::vector<uint8_t>>(switched[i].status());
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < std::min<int>(first_->threads(), static_cast<int>(good.size())); ++t) {
-    pool.emplace_back(work);
-  }
-  work();
-  for (std::thread& t : pool) t.join();
+  he::internal::ParallelFor(first_->threads(), good.size(), [&](size_t i) {
+    const PackedRequest& q = requests[good[i]];
+    out[good[i]] = switched[i].ok() ? Second(*switched[i], q.query.subspan(d0),
+                                             q.ciphertext.subspan(ct_bytes), *q.keys, threads)
+                                    : absl::StatusOr<std::vector<uint8_t>>(switched[i].status());
+  });
   return out;
 }
 

@@ -1,7 +1,5 @@
 #include "pir/lattice/hybrid.h"
 
-#include <sodium.h>
-
 #include <algorithm>
 #include <cmath>
 #include <deque>

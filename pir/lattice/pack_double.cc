@@ -3,13 +3,12 @@
 #include <sodium.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/parallel.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/hint.h"
 #include "pir/lattice/kernels.h"
@@ -97,33 +96,25 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedDoubleServer::AnswerBatc
   // One (query, byte) expansion and packing per worker at a time.
   const uint64_t tasks = good.size() * r_bytes;
   std::vector<absl::Status> failed(tasks);
-  std::atomic<uint64_t> next{0};
-  auto work = [&] {
-    for (uint64_t t = next++; t < tasks; t = next++) {
-      const uint64_t i = t / r_bytes, j = t % r_bytes;
-      const PackedRequest& request = requests[good[i]];
-      PackAccumulator acc(ring_, matrix_);
-      absl::Status st =
-          ExpandLweSecret(ring_, *request.keys, kLweDimension,
-                          request.ciphertext.subspan(j * ct_bytes, ct_bytes), 1,
-                          [&acc](int, uint32_t count, const uint32_t* index, const uint64_t* beta,
-                                 const uint64_t* alpha) { acc.Add(count, index, beta, alpha); });
-      absl::StatusOr<std::vector<RlweCiphertext>> packed =
-          st.ok() ? acc.Finish(
-                        absl::MakeConstSpan(answers).subspan(i * aw + j * kDigitRows, kDigitRows))
-                  : absl::StatusOr<std::vector<RlweCiphertext>>(st);
-      if (!packed.ok()) {
-        failed[t] = packed.status();
-        continue;
-      }
-      const std::vector<uint8_t> bytes = SerializeSwitched(SwitchResponse(ring_, *packed)[0]);
-      std::copy(bytes.begin(), bytes.end(), responses[i].begin() + j * one);
+  he::internal::ParallelFor(server_->threads(), tasks, [&](size_t t) {
+    const uint64_t i = t / r_bytes, j = t % r_bytes;
+    const PackedRequest& request = requests[good[i]];
+    PackAccumulator acc(ring_, matrix_);
+    absl::Status st = ExpandLweSecret(
+        ring_, *request.keys, kLweDimension, request.ciphertext.subspan(j * ct_bytes, ct_bytes), 1,
+        [&acc](int, uint32_t count, const uint32_t* index, const uint64_t* beta,
+               const uint64_t* alpha) { acc.Add(count, index, beta, alpha); });
+    absl::StatusOr<std::vector<RlweCiphertext>> packed =
+        st.ok()
+            ? acc.Finish(absl::MakeConstSpan(answers).subspan(i * aw + j * kDigitRows, kDigitRows))
+            : absl::StatusOr<std::vector<RlweCiphertext>>(st);
+    if (!packed.ok()) {
+      failed[t] = packed.status();
+      return;
     }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < std::min<int64_t>(server_->threads(), tasks); ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+    const std::vector<uint8_t> bytes = SerializeSwitched(SwitchResponse(ring_, *packed)[0]);
+    std::copy(bytes.begin(), bytes.end(), responses[i].begin() + j * one);
+  });
   for (size_t i = 0; i < good.size(); ++i) {
     absl::Status st;
     for (uint64_t j = 0; j < r_bytes && st.ok(); ++j) st = failed[i * r_bytes + j];

@@ -3,12 +3,11 @@
 #include <sodium.h>
 
 #include <algorithm>
-#include <atomic>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/parallel.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/lwe.h"
 
@@ -118,18 +117,9 @@ std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> PackedSimpleServer:
     return out;
   }
   // One query per worker at a time, each expanded on its worker alone.
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < good.size(); i = next++) {
-      out[good[i]] = Pack(absl::MakeConstSpan(answers).subspan(i * aw, aw), requests[good[i]], 1);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < std::min<int>(threads, static_cast<int>(good.size())); ++t) {
-    pool.emplace_back(work);
-  }
-  work();
-  for (std::thread& t : pool) t.join();
+  he::internal::ParallelFor(threads, good.size(), [&](size_t i) {
+    out[good[i]] = Pack(absl::MakeConstSpan(answers).subspan(i * aw, aw), requests[good[i]], 1);
+  });
   return out;
 }
 
