@@ -177,7 +177,7 @@ absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
     }
   }
   // Per output group: (B - sum_t M2_t W_t.beta, -sum_t M2_t W_t.alpha).
-  std::vector<RlweCiphertext> packed(groups);
+  std::vector<RlweCiphertext> packed;
   std::vector<uint64_t> digits(stride), sum0(stride), sum1(stride);
   for (uint64_t h = 0; h < groups; ++h) {
     std::fill(sum0.begin(), sum0.end(), 0);
@@ -193,23 +193,10 @@ absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
       he::internal::MultiplyAccumulateRows(ctx.ntt(), digits.data(), wt, sum0.data());
       he::internal::MultiplyAccumulateRows(ctx.ntt(), digits.data(), wt + stride, sum1.data());
     }
-    RlweCiphertext& ct = packed[h];
-    ct.c0.assign(stride, 0);
-    for (uint64_t p = 0; p < k; ++p) {
-      for (uint64_t c = 0; c < n; ++c) ct.c0[p * n + c] = ctx.EncodeWord(b[h * n + c], p);
-    }
-    he::internal::ForwardNtt(ctx.ntt(), ct.c0.data());
-    he::internal::SubRows(ctx.ntt(), ct.c0.data(), sum0.data(), ct.c0.data());
-    ct.c1.resize(stride);
-    he::internal::NegateRows(ctx.ntt(), sum1.data(), ct.c1.data());
+    packed.push_back(
+        PackedCiphertext(ctx, absl::MakeConstSpan(b).subspan(h * n, n), sum0.data(), sum1.data()));
   }
-  std::vector<uint8_t> bytes;
-  bytes.reserve(second_.response_bytes);
-  for (const SwitchedCiphertext& ct : SwitchResponse(ctx, packed)) {
-    const std::vector<uint8_t> one = SerializeSwitched(ct);
-    bytes.insert(bytes.end(), one.begin(), one.end());
-  }
-  return bytes;
+  return SerializeResponse(SwitchResponse(ctx, packed));
 }
 
 absl::StatusOr<std::unique_ptr<DoublePackedClient>> DoublePackedClient::Create(
@@ -243,21 +230,17 @@ absl::Status DoublePackedClient::Decode(const PackedQuery& query,
                                         absl::Span<uint8_t> record) const {
   const RingContext& ctx = first_->ring();
   const Shape& s = config_.shape;
-  const uint64_t n = ctx.n(), one = SwitchedBytes(ctx), row = query.row();
+  const uint64_t n = ctx.n(), row = query.row();
   if (response.size() != second_.response_bytes || record.size() != s.record_bytes ||
       row >= s.rows) {
     return absl::InvalidArgumentError(absl::StrCat(
         "decode: response of ", response.size(), " bytes (expected ", second_.response_bytes,
         "), record of ", record.size(), " bytes (expected ", s.record_bytes, "), row ", row));
   }
-  std::vector<SwitchedCiphertext> outer;
-  for (uint64_t at = 0; at < response.size(); at += one) {
-    absl::StatusOr<SwitchedCiphertext> ct = ParseSwitched(ctx, response.subspan(at, one));
-    if (!ct.ok()) return ct.status();
-    outer.push_back(*std::move(ct));
-  }
+  absl::StatusOr<std::vector<SwitchedCiphertext>> outer = ParseResponse(ctx, response);
+  if (!outer.ok()) return outer.status();
   absl::StatusOr<std::vector<uint32_t>> phases =
-      UnpackPhases(ctx, first_->secret_, outer, second_.rows);
+      UnpackPhases(ctx, first_->secret_, *outer, second_.rows);
   if (!phases.ok()) return phases.status();
   // The window's first-level ciphertexts, residue by residue from their four digits.
   const uint64_t w = second_.window.window, q = ctx.response_modulus().value();

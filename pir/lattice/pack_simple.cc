@@ -74,13 +74,7 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedSimpleServer::AnswerBatc
       out[r] = switched[r].status();
       continue;
     }
-    std::vector<uint8_t> bytes;
-    bytes.reserve(response_bytes());
-    for (const SwitchedCiphertext& ct : *switched[r]) {
-      const std::vector<uint8_t> one = SerializeSwitched(ct);
-      bytes.insert(bytes.end(), one.begin(), one.end());
-    }
-    out[r] = std::move(bytes);
+    out[r] = SerializeResponse(*switched[r]);
   }
   return out;
 }
@@ -212,19 +206,14 @@ absl::Status PackedSimpleClient::Decode(uint64_t row, absl::Span<const uint8_t> 
         "decode: row ", row, " of ", s.rows, ", record of ", record.size(), " bytes (expected ",
         s.record_bytes, "), response of ", response.size(), " bytes (expected ", expected, ")"));
   }
-  const uint64_t one = SwitchedBytes(ring_);
-  std::vector<SwitchedCiphertext> cts;
-  for (uint64_t at = 0; at < response.size(); at += one) {
-    absl::StatusOr<SwitchedCiphertext> ct = ParseSwitched(ring_, response.subspan(at, one));
-    if (!ct.ok()) return ct.status();
-    cts.push_back(*std::move(ct));
-  }
+  absl::StatusOr<std::vector<SwitchedCiphertext>> cts = ParseResponse(ring_, response);
+  if (!cts.ok()) return cts.status();
   // The response holds the column's rows from `first` on (all of them, for ExpPack(S)).
   uint64_t first = 0;
   if (protocol_ == PackedProtocol::kHybrid) {
     first = HybridWindowFor(ring_, s).StartOf(ring_, s, row) * ring_.n();
   }
-  return DecodeRows(row, cts, first, record);
+  return DecodeRows(row, *cts, first, record);
 }
 
 absl::Status PackedSimpleClient::DecodeRows(uint64_t row, absl::Span<const SwitchedCiphertext> cts,

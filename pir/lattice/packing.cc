@@ -178,7 +178,7 @@ void PackAccumulator::Merge(const PackAccumulator& other) {
 }
 
 absl::StatusOr<std::vector<RlweCiphertext>> PackAccumulator::Finish(absl::Span<const uint32_t> b) {
-  const size_t n = ctx_.n(), k = ctx_.k(), stride = k * n;
+  const size_t n = ctx_.n(), stride = ctx_.k() * n;
   if (b.size() != matrix_.rows()) {
     return absl::InvalidArgumentError(absl::StrCat("packing needs one b word per matrix row (",
                                                    matrix_.rows(), "), got ", b.size()));
@@ -189,21 +189,28 @@ absl::StatusOr<std::vector<RlweCiphertext>> PackAccumulator::Finish(absl::Span<c
         added_count_, duplicate_ ? " and a repeated or out-of-range one" : ""));
   }
   // (B - sum A_j beta_j, -sum A_j alpha_j).
-  std::vector<RlweCiphertext> out(matrix_.groups());
+  std::vector<RlweCiphertext> out;
   for (uint64_t g = 0; g < matrix_.groups(); ++g) {
-    RlweCiphertext& ct = out[g];
-    ct.c0.assign(stride, 0);
     const uint64_t first = g * n, count = std::min<uint64_t>(n, matrix_.rows() - first);
-    for (size_t i = 0; i < k; ++i) {
-      for (uint64_t t = 0; t < count; ++t) ct.c0[i * n + t] = ctx_.EncodeWord(b[first + t], i);
-    }
-    he::internal::ForwardNtt(ctx_.ntt(), ct.c0.data());
     const uint64_t* sum0 = sums_.data() + g * 2 * stride;
-    he::internal::SubRows(ctx_.ntt(), ct.c0.data(), sum0, ct.c0.data());
-    ct.c1.resize(stride);
-    he::internal::NegateRows(ctx_.ntt(), sum0 + stride, ct.c1.data());
+    out.push_back(PackedCiphertext(ctx_, b.subspan(first, count), sum0, sum0 + stride));
   }
   return out;
+}
+
+RlweCiphertext PackedCiphertext(const RingContext& ctx, absl::Span<const uint32_t> b,
+                                const uint64_t* sum0, const uint64_t* sum1) {
+  const size_t n = ctx.n(), k = ctx.k(), stride = k * n;
+  RlweCiphertext ct;
+  ct.c0.assign(stride, 0);
+  for (size_t i = 0; i < k; ++i) {
+    for (uint64_t t = 0; t < b.size(); ++t) ct.c0[i * n + t] = ctx.EncodeWord(b[t], i);
+  }
+  he::internal::ForwardNtt(ctx.ntt(), ct.c0.data());
+  he::internal::SubRows(ctx.ntt(), ct.c0.data(), sum0, ct.c0.data());
+  ct.c1.resize(stride);
+  he::internal::NegateRows(ctx.ntt(), sum1, ct.c1.data());
+  return ct;
 }
 
 absl::StatusOr<std::vector<RlweCiphertext>> Pack(const RingContext& ctx,
@@ -238,6 +245,32 @@ std::vector<SwitchedCiphertext> SwitchResponse(const RingContext& ctx,
   response.reserve(packed.size());
   for (const RlweCiphertext& ct : packed) response.push_back(*ModSwitch(ctx, ct));
   return response;
+}
+
+std::vector<uint8_t> SerializeResponse(absl::Span<const SwitchedCiphertext> response) {
+  std::vector<uint8_t> bytes;
+  for (const SwitchedCiphertext& ct : response) {
+    const std::vector<uint8_t> one = SerializeSwitched(ct);
+    bytes.insert(bytes.end(), one.begin(), one.end());
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::vector<SwitchedCiphertext>> ParseResponse(const RingContext& ctx,
+                                                              absl::Span<const uint8_t> bytes) {
+  const uint64_t one = SwitchedBytes(ctx);
+  if (bytes.size() % one != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a response of ", bytes.size(),
+                                                   " bytes is not a whole number of ", one,
+                                                   "-byte ciphertexts"));
+  }
+  std::vector<SwitchedCiphertext> out;
+  for (uint64_t at = 0; at < bytes.size(); at += one) {
+    absl::StatusOr<SwitchedCiphertext> ct = ParseSwitched(ctx, bytes.subspan(at, one));
+    if (!ct.ok()) return ct.status();
+    out.push_back(*std::move(ct));
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<uint32_t>> UnpackPhases(const RingContext& ctx, const RlweSecret& secret,

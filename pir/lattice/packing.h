@@ -130,10 +130,24 @@ absl::StatusOr<std::vector<RlweCiphertext>> Pack(const RingContext& ctx,
                                                  const PackingKeysView& keys,
                                                  absl::Span<const uint32_t> b);
 
+// One packed ciphertext (B - sum0, -sum1) from its b-parts (at most N words: coefficient i of B
+// encodes b[i], the rest are zero) and its packing sums sum0 = sum_j A_j beta_j and
+// sum1 = sum_j A_j alpha_j (k x N residues, NTT form). PackAccumulator::Finish per group, and
+// double packing's second level (double_pack.h), which sums differently.
+RlweCiphertext PackedCiphertext(const RingContext& ctx, absl::Span<const uint32_t> b,
+                                const uint64_t* sum0, const uint64_t* sum1);
+
 // Packed ciphertexts (of Pack or PackAccumulator::Finish) switched to the response modulus
 // (ModSwitch): the response, one SwitchedBytes(ctx) ciphertext per group.
 std::vector<SwitchedCiphertext> SwitchResponse(const RingContext& ctx,
                                                absl::Span<const RlweCiphertext> packed);
+
+// A response's wire form: its switched ciphertexts one after the other (SerializeSwitched), and
+// back. ParseResponse returns INVALID_ARGUMENT for a size that is not a whole number of
+// ciphertexts, and ParseSwitched's errors.
+std::vector<uint8_t> SerializeResponse(absl::Span<const SwitchedCiphertext> response);
+absl::StatusOr<std::vector<SwitchedCiphertext>> ParseResponse(const RingContext& ctx,
+                                                              absl::Span<const uint8_t> bytes);
 
 // The client: the first `rows` LWE phases of a response (group-major). Returns INVALID_ARGUMENT
 // if the response has fewer than ceil(rows / N) ciphertexts, or DecryptSwitched's errors.

@@ -113,11 +113,20 @@ TEST(PackingTest, ByteSizesEqualTheFormulasAndKeysRoundTrip) {
   const std::vector<SwitchedCiphertext> response =
       SwitchResponse(ctx, *Pack(ctx, matrix, parsed, lwe.b));
   ASSERT_EQ(response.size(), 1u);
-  const std::vector<uint8_t> response_bytes = SerializeSwitched(response[0]);
+  const std::vector<uint8_t> response_bytes = SerializeResponse(response);
+  EXPECT_EQ(response_bytes, SerializeSwitched(response[0]));
   EXPECT_EQ(response_bytes.size(), 32768u);  // 8 N
-  const SwitchedCiphertext received = *ParseSwitched(ctx, response_bytes);
-  const std::vector<uint32_t> phases = *UnpackPhases(ctx, z, {received}, rows);
+  const std::vector<SwitchedCiphertext> received = *ParseResponse(ctx, response_bytes);
+  ASSERT_EQ(received.size(), 1u);
+  const std::vector<uint32_t> phases = *UnpackPhases(ctx, z, received, rows);
   for (uint64_t r = 0; r < rows; ++r) ASSERT_EQ(RoundToByte(phases[r]), lwe.bytes[r]);
+  // A response of part of a ciphertext, or with a residue not below q', is refused.
+  EXPECT_THAT(
+      ParseResponse(ctx, absl::MakeConstSpan(response_bytes).first(32767)).status().message(),
+      HasSubstr("not a whole number of 32768-byte ciphertexts"));
+  std::vector<uint8_t> high = response_bytes;
+  high[0] = high[1] = high[2] = high[3] = 0xff;
+  EXPECT_EQ(ParseResponse(ctx, high).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(PackingTest, RefusesMismatchedInputs) {
