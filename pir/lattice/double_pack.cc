@@ -46,14 +46,18 @@ PackingNoise DoublePackNoiseBound(const RingContext& ring, uint64_t columns) {
   const double n = kLweDimension, ring_n = static_cast<double>(ring.n());
   double q = 1;
   for (uint64_t p : ring.params().primes) q *= static_cast<double>(p);
-  const double word = std::ldexp(1.0, 32), var_digit = (256.0 * 256.0 - 1) / 12;
+  const double word = std::ldexp(1.0, 32);
+  // E[d^2] of M2's digits, averaged over a residue's four: the low three centered bytes
+  // (uniform: (256^2 + 2) / 12), the top one below q' / 2^24 (q' < 2^31: 0 .. q' / 2^24).
+  const double top = static_cast<double>(ring.response_modulus().value()) / std::ldexp(1.0, 24);
+  const double var_digit = (3 * (256.0 * 256.0 + 2) / 12 + top * top / 3) / kDigits;
   const double var_a = static_cast<double>(columns) * var_digit * (word * word - 1) / 12;
-  // The keys' errors through the a-parts; the a-parts' distance from words (multiples of 2^32,
-  // up to G 128 2^31 / 2^32 = 64 G per coefficient) times the keys' rounding; the switch.
+  // The keys' errors through the a-parts, and the keys' rounding (round(Q s_j / 2^32)) times the
+  // a-parts: integers of that variance, not words, whose multiples of 2^32 vanish modulo Q.
   const double at_q = word / q,
                at_switch = word / static_cast<double>(ring.response_modulus().value());
-  const double var_q = n * ring_n * var_a * ExpandedKeyVariance(ring, kLweDimension) +
-                       n * var_a / 12 + n * std::pow(64.0 * columns * word, 2) / 12;
+  const double var_q =
+      n * ring_n * var_a * ExpandedKeyVariance(ring, kLweDimension) + n * var_a / 12;
   const double var_switch = 1.0 / 12 + ring_n / 18;
   const double var_lwe = static_cast<double>(columns) * var_digit * kErrorSigma * kErrorSigma;
   PackingNoise noise;
@@ -225,6 +229,17 @@ absl::StatusOr<PackedQuery> DoublePackedClient::MakeQuery(uint64_t row, RandomSo
   return query;
 }
 
+absl::StatusOr<std::vector<uint32_t>> DoublePackedClient::SecondLevelPhases(
+    absl::Span<const uint8_t> response) const {
+  if (response.size() != second_.response_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a response of ", response.size(), " bytes (expected ", second_.response_bytes, ")"));
+  }
+  absl::StatusOr<std::vector<SwitchedCiphertext>> outer = ParseResponse(ring(), response);
+  if (!outer.ok()) return outer.status();
+  return UnpackPhases(ring(), first_->secret_, *outer, second_.rows);
+}
+
 absl::Status DoublePackedClient::Decode(const PackedQuery& query,
                                         absl::Span<const uint8_t> response,
                                         absl::Span<uint8_t> record) const {
@@ -237,10 +252,7 @@ absl::Status DoublePackedClient::Decode(const PackedQuery& query,
         "decode: response of ", response.size(), " bytes (expected ", second_.response_bytes,
         "), record of ", record.size(), " bytes (expected ", s.record_bytes, "), row ", row));
   }
-  absl::StatusOr<std::vector<SwitchedCiphertext>> outer = ParseResponse(ctx, response);
-  if (!outer.ok()) return outer.status();
-  absl::StatusOr<std::vector<uint32_t>> phases =
-      UnpackPhases(ctx, first_->secret_, *outer, second_.rows);
+  absl::StatusOr<std::vector<uint32_t>> phases = SecondLevelPhases(response);
   if (!phases.ok()) return phases.status();
   // The window's first-level ciphertexts, residue by residue from their four digits.
   const uint64_t w = second_.window.window, q = ctx.response_modulus().value();

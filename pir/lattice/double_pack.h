@@ -50,10 +50,12 @@ struct DoublePackShape {
 };
 DoublePackShape DoublePackShapeFor(const RingContext& ring, const Shape& shape);
 
-// The second level's noise in words: the second query's errors through M2 (G terms of digits up
-// to 128) and the second packing (keys of ExpandedKeyVariance against a-parts of variance
-// G Var(digit) Var(word)), plus the switch. The rule: 7.54 sigma <= Delta / 4 (a failure per
-// digit below 2^-40 with half the margin).
+// The second level's noise in words, as a standard deviation (an expectation: one lookup's
+// strays by up to ~30%, its phases sharing G LWE errors and G sums W_t): the second query's
+// errors through M2 (G digits each), the second packing (keys of ExpandedKeyVariance against
+// a-parts of variance G E[d^2] Var(word), E[d^2] averaged over a residue's four digits, the top
+// one below q' / 2^24) and the switch. Measured within 20% (DoublePackTest). The rule:
+// 7.54 sigma <= Delta / 4 (a failure per digit below 2^-40 with half the margin).
 PackingNoise DoublePackNoiseBound(const RingContext& ring, uint64_t columns);
 bool DoublePackNoiseWithinRule(const RingContext& ring, uint64_t columns);
 
@@ -112,6 +114,11 @@ class DoublePackedClient final : public PackedClient {
   // residue not below its prime, a query of another row count or a record of the wrong size.
   absl::Status Decode(const PackedQuery& query, absl::Span<const uint8_t> response,
                       absl::Span<uint8_t> record) const override;
+  // The second level's 8wN phases before rounding (Decode rounds each to a digit of a
+  // first-level residue: digit d of element e at 4 e + d, in units of Delta = 2^24), for
+  // measuring the noise. The caller wipes them. Returns INVALID_ARGUMENT for a response of
+  // another size or a residue not below q'.
+  absl::StatusOr<std::vector<uint32_t>> SecondLevelPhases(absl::Span<const uint8_t> response) const;
 
  private:
   DoublePackedClient(const LweConfig& config, std::unique_ptr<PackedSimpleClient> first,

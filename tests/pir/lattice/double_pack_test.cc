@@ -4,7 +4,10 @@
 // N = 1,024 (no security claim; several groups stay small); sizes; the noise rule; bad input.
 #include "pir/lattice/double_pack.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -21,17 +24,20 @@ using ::testing::HasSubstr;
 
 struct DoublePackFixture {
   DoublePackFixture(uint64_t rows, uint32_t record_bytes, uint64_t per_column, uint64_t salt,
-                    int threads) {
+                    int threads, const RingParams& ring = testing::SmallRing())
+      : row_count(rows), record_bytes(record_bytes), salt(salt), ring(ring) {
     std::mt19937_64 gen(testing::TestSeed("pir_lattice_test") + salt);
     records = testing::RandomRecords(rows, record_bytes, gen);
-    LweServerOptions options;
     options.shape.records_per_column = per_column;
     options.threads = threads;
-    server = *DoublePackedServer::Create(
-        *LweServer::FromRecords(records, rows, record_bytes, testing::DigestOf(salt), options),
-        testing::SmallRing());
-    client = *DoublePackedClient::Create(server->config(), testing::SmallRing());
+    server = *DoublePackedServer::Create(Lwe(), ring);
+    client = *DoublePackedClient::Create(server->config(), ring);
     keys = *server->ParseKeys(client->expansion_keys());
+  }
+  // The SimplePIR server over the records (a fresh one per call: the same answers).
+  std::unique_ptr<LweServer> Lwe() const {
+    return *LweServer::FromRecords(records, row_count, record_bytes, testing::DigestOf(salt),
+                                   options);
   }
   std::vector<uint8_t> Record(uint64_t row) const {
     const uint32_t r = server->config().shape.record_bytes;
@@ -55,11 +61,63 @@ struct DoublePackFixture {
       EXPECT_EQ(record, Record(rows[i])) << "row " << rows[i];
     }
   }
+  const uint64_t row_count;
+  const uint32_t record_bytes;
+  const uint64_t salt;
+  const RingParams ring;
+  LweServerOptions options;
   std::vector<uint8_t> records;
   std::unique_ptr<DoublePackedServer> server;
   std::unique_ptr<DoublePackedClient> client;
   he::GaloisKeys keys;
 };
+
+// The second level's error over lookups of `rows`, exactly: a twin ExpPack(S) server over the
+// same records gives the first-level ciphertexts whose digits the second level carries (the
+// expansion, packing and switch are deterministic), so each phase's error is its distance from
+// Delta times the true digit, even where it rounds to the wrong one. One lookup's phases share
+// a few random terms (its G LWE errors; the keys' errors through G sums W_t, which the
+// expansion tree correlates), so even six lookups' sigma strays from the model's: by 0.79 to
+// 1.30 times at the test ring, 0.89 to 1.15 at the small modulus (25 runs each); the bounds
+// below are at least 3.5 standard deviations away.
+struct SecondLevelNoise {
+  double sigma = 0, largest = 0, wrong_share = 0;
+};
+SecondLevelNoise MeasureSecondLevel(const DoublePackFixture& f, const std::vector<uint64_t>& rows) {
+  const RingContext ctx = *RingContext::Create(f.ring);
+  const Shape& shape = f.server->config().shape;
+  const uint64_t n = ctx.n(), d0 = shape.d0, ct_bytes = SecretCiphertextBytes(ctx);
+  const std::unique_ptr<PackedSimpleServer> twin = *PackedSimpleServer::Create(f.Lwe(), f.ring);
+  const he::GaloisKeys twin_keys = *twin->ParseKeys(f.client->expansion_keys());
+  SecondLevelNoise out;
+  double sum_squares = 0;
+  uint64_t wrong = 0, count = 0;
+  for (const uint64_t row : rows) {
+    const PackedQuery q = *f.client->MakeQuery(row);
+    const auto response = f.server->AnswerBatch({{q.query, q.ciphertext, &f.keys, {}}});
+    const auto first = twin->SwitchedBatch({{absl::MakeConstSpan(q.query).first(d0),
+                                             absl::MakeConstSpan(q.ciphertext).first(ct_bytes),
+                                             &twin_keys,
+                                             {}}});
+    EXPECT_TRUE(response[0].ok() && first[0].ok());
+    if (!response[0].ok() || !first[0].ok()) return out;
+    const std::vector<uint32_t> phases = *f.client->SecondLevelPhases(*response[0]);
+    const uint64_t start = DoublePackShapeFor(ctx, shape).window.StartOf(ctx, shape, row);
+    for (uint64_t r = 0; r < phases.size(); ++r) {
+      const uint64_t e = r / 4, rem = e % (2 * n);
+      const SwitchedCiphertext& ct = (*first[0])[start + e / (2 * n)];
+      const uint32_t digit = ((rem < n ? ct.c0 : ct.c1)[rem % n] >> (8 * (r % 4))) & 0xff;
+      const double noise = static_cast<int32_t>(phases[r] - (digit << 24));
+      sum_squares += noise * noise;
+      out.largest = std::max(out.largest, std::abs(noise));
+      wrong += RoundToByte(phases[r]) != digit;
+    }
+    count += phases.size();
+  }
+  out.sigma = std::sqrt(sum_squares / count);
+  out.wrong_share = static_cast<double>(wrong) / count;
+  return out;
+}
 
 TEST(DoublePackTest, TheSecondFoldsShape) {
   const RingContext ring = *RingContext::Create(RingParams::Default());
@@ -106,6 +164,47 @@ TEST(DoublePackTest, TheNoiseRuleHoldsAtTheDefaultsAndFailsWithTooLittleModulus)
   const RingContext small =
       *RingContext::Create(*RingParams::Create(12, {8380417, 8273921, 8257537}, 40961));
   EXPECT_FALSE(DoublePackNoiseWithinRule(small, 6));
+}
+
+TEST(DoublePackTest, MeasuredNoiseMatchesTheModel) {
+  // The straddling shape (G = 4 starts, a window of 2: 16,384 phases a lookup) on the small
+  // ring, six lookups.
+  const DoublePackFixture f(900, 100, 50, 502, 2);
+  const RingContext ctx = *RingContext::Create(f.ring);
+  const PackingNoise model = DoublePackNoiseBound(ctx, 4);
+  const uint64_t d0 = f.server->config().shape.d0;
+  const SecondLevelNoise noise = MeasureSecondLevel(f, {30 * d0 + 7, 0, 899, 450, d0, 49 * d0});
+  std::printf("double packing's second level, G = 4: sigma %.1f (model %.1f), largest %.0f\n",
+              noise.sigma, model.sigma, noise.largest);
+  EXPECT_EQ(noise.wrong_share, 0);
+  EXPECT_GT(noise.sigma, 0.6 * model.sigma);
+  EXPECT_LT(noise.sigma, 1.5 * model.sigma);
+  EXPECT_LT(noise.largest, 8 * model.sigma);
+}
+
+TEST(DoublePackTest, TooLittleModulusFailsAsPredicted) {
+  // Q = three 25-bit primes and P = 2^18: the first level's error stays near 2^15 words, but the
+  // second level's a-parts (G digits times words) carry the keys' errors to sigma ~ Delta / 4:
+  // a few percent of the digits round wrongly (the model: 4.2%; 0.66% at 0.75 of its sigma,
+  // 11.8% at 1.3).
+  const uint64_t two_n = 2048;
+  const RingParams ring = *RingParams::Create(10, *he::GenerateNttPrimes(25, two_n, 3),
+                                              (*he::GenerateNttPrimes(18, two_n, 1))[0]);
+  const DoublePackFixture f(900, 100, 50, 503, 2, ring);
+  const RingContext ctx = *RingContext::Create(ring);
+  const PackingNoise model = DoublePackNoiseBound(ctx, 4);
+  EXPECT_FALSE(DoublePackNoiseWithinRule(ctx, 4));
+  const uint64_t d0 = f.server->config().shape.d0;
+  const SecondLevelNoise noise = MeasureSecondLevel(f, {10 * d0 + 3, 0, 899, 450, d0, 49 * d0});
+  const auto failures = [&](double sigma) {
+    return std::erfc((kDelta / 2) / (sigma * std::sqrt(2.0)));
+  };
+  std::printf("small Q and P, G = 4: sigma %.3g (model %.3g), failures %.4f (predicted %.4f)\n",
+              noise.sigma, model.sigma, noise.wrong_share, failures(model.sigma));
+  EXPECT_GT(noise.sigma, 0.75 * model.sigma);
+  EXPECT_LT(noise.sigma, 1.3 * model.sigma);
+  EXPECT_GT(noise.wrong_share, failures(0.75 * model.sigma));
+  EXPECT_LT(noise.wrong_share, failures(1.3 * model.sigma));
 }
 
 TEST(DoublePackTest, BadRequestsFailAlone) {
