@@ -8,6 +8,11 @@
 // batch x D1 x D0 multiply-adds at the INT32 rate (CUDA cores) or 4x as many byte products at the
 // INT8 tensor-core rate. hbm_ratio = gbps / mem_read_gbps; tensor_over_cuda = the tensor path's
 // q/s over the CUDA-core path's at the same batch.
+//
+// packing-gpu: ring packing's sums (gpu/packing.h) for the packing matrix ExpPack(S)'s shape gives
+// a table (ceil(D1 / N) groups x n = 1024 keys at the default ring): device time of one pass
+// over the matrix (one query's packing with all its keys on the device), gbps of matrix read,
+// hbm_ratio against the same run's read bandwidth; verified against the host run on 16 keys.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -22,8 +27,12 @@
 #include "bench/suite.h"
 #include "gpu/backend.h"
 #include "gpu/lwe.h"
+#include "gpu/packing.h"
 #include "gpu/roofline.h"
 #include "pir/lattice/kernels.h"
+#include "pir/lattice/lwe.h"
+#include "pir/lattice/packing.h"
+#include "pir/lattice/rlwe.h"
 #include "pir/lattice/shape.h"
 
 namespace veil::bench {
@@ -154,6 +163,77 @@ const char kHelp[] =
     "both methods: device time per batch, gbps, hbm_ratio, roofline_ratio, tensor_over_cuda; "
     "checked against the CPU product";
 SuiteRegistration lwe_answer_gpu("lwe-answer-gpu", kHelp, LweAnswerGpu);
+
+absl::Status PackingGpu(const Flags& flags) {
+  const uint64_t rows = flags.Int("rows", 1 << 24);
+  const int64_t row_bytes = flags.Int("row-bytes", 64);
+  const int reps = static_cast<int>(flags.Int("reps", 10));
+  if (row_bytes < 1 || reps < 1) return absl::InvalidArgumentError("bad --row-bytes or --reps");
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::RingParams::Default());
+  lattice::ShapeOptions options;
+  options.packed_ring_n = static_cast<uint32_t>(ctx.n());
+  auto shape = lattice::ChooseShape(lattice::Protocol::kSimplePir, rows,
+                                    static_cast<uint32_t>(row_bytes), options);
+  if (!shape.ok()) return shape.status();
+  // The hint's rows are the a-parts; their values do not change the kernel's cost.
+  std::cerr << "packing-gpu: " << lattice::ShapeSummary(*shape) << ": transforming the matrix\n";
+  std::mt19937_64 gen(4);
+  std::vector<uint32_t> a(shape->d1 * lattice::kLweDimension);
+  for (uint32_t& w : a) w = static_cast<uint32_t>(gen());
+  auto matrix = lattice::PackingMatrix::Create(ctx, a, shape->d1, lattice::kLweDimension);
+  if (!matrix.ok()) return matrix.status();
+  a = {};
+  auto gpu = gpu::GpuPackingSums::Create(ctx, *matrix);
+  if (!gpu.ok()) return gpu.status();
+  // Verified: 16 keys on the device and in the host run.
+  const size_t slots = ctx.k() * ctx.n();
+  std::vector<uint32_t> index(16);
+  std::vector<uint64_t> beta(16 * slots), alpha(16 * slots);
+  for (uint32_t j = 0; j < 16; ++j) index[j] = (j * 97) % lattice::kLweDimension;
+  for (size_t r = 0; r < beta.size(); ++r) {
+    const uint64_t q = ctx.base()[(r % slots) / ctx.n()].value();
+    beta[r] = gen() % q;
+    alpha[r] = gen() % q;
+  }
+  std::vector<uint64_t> expected(gpu::PackingSumWords(ctx, *matrix), 0), got = expected;
+  if (absl::Status s =
+          gpu::HostRunPackingSums(ctx, *matrix, index, beta, alpha, absl::MakeSpan(expected));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = (*gpu)->Accumulate(index, beta, alpha, absl::MakeSpan(got)); !s.ok()) {
+    return s;
+  }
+  auto pass = (*gpu)->MeasurePass(reps);
+  if (!pass.ok()) return pass.status();
+  auto roof = gpu::MeasureDeviceRoofline(0, 0.1);
+  if (!roof.ok()) return roof.status();
+  const double bytes = static_cast<double>((*gpu)->matrix_bytes());
+  JsonLine("packing-gpu")
+      .Add("backend", "gpu")
+      .Add("device", roof->device_name)
+      .Add("rows", rows)
+      .Add("row_bytes", row_bytes)
+      .Add("d1", shape->d1)
+      .Add("groups", matrix->groups())
+      .Add("lwe_n", uint64_t{lattice::kLweDimension})
+      .Add("matrix_bytes", bytes)
+      .Add("pass_ms", *pass * 1e3)
+      .Add("gbps", bytes / *pass / 1e9)
+      .Add("mem_read_gbps", roof->mem_read_gbps)
+      .Add("hbm_ratio", bytes / *pass / 1e9 / roof->mem_read_gbps)
+      .Add("verified", got == expected)
+      .Emit();
+  return got == expected ? absl::OkStatus()
+                         : absl::InternalError("the GPU packing sums differ from the host run's");
+}
+
+SuiteRegistration packing_gpu(
+    "packing-gpu",
+    "--rows --row-bytes [--reps]: ring packing's sums on the GPU for ExpPack(S)'s packing matrix "
+    "of the table (groups x 1024 keys): pass_ms (one query's packing, keys on the device), gbps "
+    "of matrix read, hbm_ratio; verified against the host run",
+    PackingGpu);
 
 }  // namespace
 }  // namespace veil::bench

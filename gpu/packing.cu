@@ -1,0 +1,212 @@
+// The GPU packing sums: a __global__ wrapper over the phase body of
+// gpu/internal/packing_phases.h (the code CI runs on the host), its launch and its measurement.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/internal/cuda_check.h"
+#include "gpu/internal/packing_phases.h"
+#include "gpu/packing.h"
+
+namespace veil::gpu {
+namespace {
+
+class DeviceRunner {
+ public:
+  template <class F>
+  __device__ void Phase(uint32_t items, F&& f) {
+    for (uint32_t i = threadIdx.x; i < items; i += blockDim.x) f(i);
+    __syncthreads();
+  }
+};
+
+__global__ void __launch_bounds__(internal::kPackThreads)
+    PackingKernel(const internal::PackingArgs a) {
+  DeviceRunner run;
+  internal::PackingBlock(run, a, blockIdx.y, blockIdx.x);
+}
+
+template <class T>
+absl::Status Upload(T** to, const T* from, size_t count, cudaStream_t stream) {
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(to, std::max<size_t>(count, 1) * sizeof(T)));
+  if (count > 0) {
+    VEIL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(*to, from, count * sizeof(T), cudaMemcpyHostToDevice, stream));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct GpuPackingSums::Impl {
+  int device = 0;
+  internal::PackingShape shape;
+  uint64_t matrix_words = 0;
+  uint32_t* d_matrix = nullptr;
+  uint64_t* d_moduli = nullptr;
+  uint64_t* d_two64 = nullptr;
+  // Per call: keys and sums, grown as needed.
+  uint32_t* d_index = nullptr;
+  uint32_t* d_keys = nullptr;  // beta, then alpha
+  uint64_t* d_sums = nullptr;
+  size_t key_capacity = 0, sum_capacity = 0;  // keys; words
+  cudaStream_t stream = nullptr;
+  std::mutex mu;
+
+  ~Impl() {
+    cudaSetDevice(device);
+    cudaFree(d_matrix);
+    cudaFree(d_moduli);
+    cudaFree(d_two64);
+    cudaFree(d_index);
+    cudaFree(d_keys);
+    cudaFree(d_sums);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  size_t sum_words() const { return shape.groups * 2 * shape.slots; }
+
+  absl::Status Reserve(size_t keys) {
+    if (keys > key_capacity) {
+      VEIL_CUDA_RETURN_IF_ERROR(cudaFree(d_index));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaFree(d_keys));
+      d_index = nullptr;
+      d_keys = nullptr;
+      key_capacity = 0;
+      VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_index, keys * sizeof(uint32_t)));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_keys, 2 * keys * shape.slots * sizeof(uint32_t)));
+      key_capacity = keys;
+    }
+    if (sum_capacity == 0) {
+      VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_sums, sum_words() * sizeof(uint64_t)));
+      sum_capacity = sum_words();
+    }
+    return absl::OkStatus();
+  }
+
+  // The kernel over the keys and sums already at d_index, d_keys, d_sums.
+  absl::Status Launch(uint32_t count) {
+    internal::PackingArgs args;
+    args.matrix = d_matrix;
+    args.lwe_n = shape.lwe_n;
+    args.slots = shape.slots;
+    args.log_n = shape.log_n;
+    args.count = count;
+    args.index = d_index;
+    args.beta = d_keys;
+    args.alpha = d_keys + uint64_t{count} * shape.slots;
+    args.moduli = d_moduli;
+    args.two64 = d_two64;
+    args.sums = d_sums;
+    // Groups vary fastest: the blocks of one slot range run side by side and read its keys from
+    // L2 (all of one query's keys, 96 MiB at n = 1,024, do not fit there).
+    const dim3 grid(static_cast<uint32_t>(shape.groups),
+                    (shape.slots + internal::kPackThreads - 1) / internal::kPackThreads);
+    PackingKernel<<<grid, internal::kPackThreads, 0, stream>>>(args);
+    VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  }
+};
+
+GpuPackingSums::GpuPackingSums(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuPackingSums::~GpuPackingSums() = default;
+
+uint64_t GpuPackingSums::matrix_bytes() const { return impl_->matrix_words * sizeof(uint32_t); }
+
+absl::StatusOr<std::unique_ptr<GpuPackingSums>> GpuPackingSums::Create(
+    const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix, int device) {
+  absl::StatusOr<internal::PackingShape> shape = internal::MakePackingShape(ctx, matrix);
+  if (!shape.ok()) return shape.status();
+  if (shape->groups > 0x7fffffff) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the GPU packing takes up to 2^31 - 1 groups, not ", shape->groups));
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return absl::UnavailableError(absl::StrCat("no CUDA device ", device));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->device = device;
+  impl->shape = *std::move(shape);
+  impl->matrix_words = matrix.bytes() / sizeof(uint32_t);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  const internal::PackingShape& sh = impl->shape;
+  VEIL_RETURN_IF_ERROR(
+      Upload(&impl->d_matrix, matrix.Polynomial(0, 0), impl->matrix_words, impl->stream));
+  VEIL_RETURN_IF_ERROR(Upload(&impl->d_moduli, sh.moduli.data(), sh.moduli.size(), impl->stream));
+  VEIL_RETURN_IF_ERROR(Upload(&impl->d_two64, sh.two64.data(), sh.two64.size(), impl->stream));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl->stream));
+  return std::unique_ptr<GpuPackingSums>(new GpuPackingSums(std::move(impl)));
+}
+
+absl::Status GpuPackingSums::Accumulate(absl::Span<const uint32_t> index,
+                                        absl::Span<const uint64_t> beta,
+                                        absl::Span<const uint64_t> alpha,
+                                        absl::Span<uint64_t> sums) const {
+  Impl& m = *impl_;
+  absl::StatusOr<std::vector<uint32_t>> keys =
+      internal::CheckPackingInputs(m.shape, index, beta, alpha, sums);
+  if (!keys.ok()) return keys.status();
+  if (index.empty()) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(m.mu);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
+  VEIL_RETURN_IF_ERROR(m.Reserve(index.size()));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(m.d_index, index.data(), index.size() * 4, cudaMemcpyHostToDevice, m.stream));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(m.d_keys, keys->data(), keys->size() * 4, cudaMemcpyHostToDevice, m.stream));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(m.d_sums, sums.data(), sums.size() * 8, cudaMemcpyHostToDevice, m.stream));
+  VEIL_RETURN_IF_ERROR(m.Launch(static_cast<uint32_t>(index.size())));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(sums.data(), m.d_sums, sums.size() * 8, cudaMemcpyDeviceToHost, m.stream));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> GpuPackingSums::MeasurePass(int reps) const {
+  if (reps <= 0) return absl::InvalidArgumentError("reps must be positive");
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
+  const uint32_t n = m.shape.lwe_n;
+  VEIL_RETURN_IF_ERROR(m.Reserve(n));
+  std::vector<uint32_t> index(n);
+  for (uint32_t j = 0; j < n; ++j) index[j] = j;
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(m.d_index, index.data(), n * 4, cudaMemcpyHostToDevice, m.stream));
+  // Zero keys and sums are valid residues; the kernel's cost does not depend on the values.
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(m.d_keys, 0, 2 * size_t{n} * m.shape.slots * 4, m.stream));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_sums, 0, m.sum_words() * 8, m.stream));
+  VEIL_RETURN_IF_ERROR(m.Launch(n));  // warm-up
+  cudaEvent_t start, stop;
+  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  std::vector<double> seconds;
+  const auto timed = [&]() -> absl::Status {
+    for (int r = 0; r < reps; ++r) {
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, m.stream));
+      VEIL_RETURN_IF_ERROR(m.Launch(n));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, m.stream));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
+      float ms = 0;
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
+      seconds.push_back(ms / 1e3);
+    }
+    return absl::OkStatus();
+  };
+  const absl::Status status = timed();
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (!status.ok()) return status;
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+}  // namespace veil::gpu

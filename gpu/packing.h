@@ -1,0 +1,82 @@
+// Ring packing's sums (pir/lattice/packing.h) on a CUDA device: the transforms of a
+// PackingMatrix live on the device, blocks of special ciphertexts go in and PackAccumulator's
+// sums come out, bit for bit (the kernel: gpu/internal/packing_phases.h). A server packs with
+// them as PackAccumulator does: PackedCiphertext(sums) per group, then SwitchResponse.
+// This header includes no CUDA headers.
+#ifndef VEIL_GPU_PACKING_H_
+#define VEIL_GPU_PACKING_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pir/lattice/packing.h"
+#include "pir/lattice/rlwe.h"
+
+namespace veil::gpu {
+
+// The packing sums' layout, PackAccumulator's: per group, sum_j A_{g,j} beta_j (k x N residues,
+// NTT form), then sum_j A_{g,j} alpha_j.
+uint64_t PackingSumWords(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix);
+
+class GpuPackingSums {
+ public:
+  // Copies the matrix's transforms to the device (matrix.bytes()); neither argument need outlive
+  // the result. Returns INVALID_ARGUMENT for a matrix of another ring or 2^31 groups or more,
+  // UNAVAILABLE without a device, RESOURCE_EXHAUSTED if device memory is short, INTERNAL
+  // for other CUDA failures.
+  static absl::StatusOr<std::unique_ptr<GpuPackingSums>> Create(
+      const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix, int device = 0);
+  ~GpuPackingSums();
+
+  // sums (PackingSumWords, residues below their primes) += the keys index[0 .. count): their
+  // halves beta and alpha, count x k x N residues each in NTT form (PackAccumulator::Add's
+  // arguments, any count up to n). Returns INVALID_ARGUMENT for spans of the wrong size, an
+  // index >= n or a residue not below its prime; INTERNAL for CUDA failures. Calls from several
+  // threads run one after the other.
+  absl::Status Accumulate(absl::Span<const uint32_t> index, absl::Span<const uint64_t> beta,
+                          absl::Span<const uint64_t> alpha, absl::Span<uint64_t> sums) const;
+
+  // Median seconds of `reps` launches that add all n keys (device-resident, arbitrary residues)
+  // to device-resident sums: one pass over the matrix, as one query's packing.
+  absl::StatusOr<double> MeasurePass(int reps) const;
+  uint64_t matrix_bytes() const;
+
+ private:
+  struct Impl;
+  explicit GpuPackingSums(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The kernel's phases run on the host, block by block and item by item (CI): Accumulate's
+// arguments and errors, without the device.
+absl::Status HostRunPackingSums(const lattice::RingContext& ctx,
+                                const lattice::PackingMatrix& matrix,
+                                absl::Span<const uint32_t> index, absl::Span<const uint64_t> beta,
+                                absl::Span<const uint64_t> alpha, absl::Span<uint64_t> sums);
+
+namespace internal {
+
+// What the kernel needs of a ring and a matrix besides the matrix's residues.
+struct PackingShape {
+  std::vector<uint64_t> moduli, two64;  // q_p and 2^64 mod q_p
+  uint32_t lwe_n = 0, slots = 0, log_n = 0;
+  uint64_t groups = 0;
+};
+// Returns INVALID_ARGUMENT for a matrix of another ring.
+absl::StatusOr<PackingShape> MakePackingShape(const lattice::RingContext& ctx,
+                                              const lattice::PackingMatrix& matrix);
+// Accumulate's checks; the keys narrowed to 32-bit residues, beta's then alpha's (the device's
+// layout). Returns Accumulate's INVALID_ARGUMENT errors.
+absl::StatusOr<std::vector<uint32_t>> CheckPackingInputs(const PackingShape& shape,
+                                                         absl::Span<const uint32_t> index,
+                                                         absl::Span<const uint64_t> beta,
+                                                         absl::Span<const uint64_t> alpha,
+                                                         absl::Span<const uint64_t> sums);
+
+}  // namespace internal
+}  // namespace veil::gpu
+
+#endif  // VEIL_GPU_PACKING_H_

@@ -1,0 +1,108 @@
+// The GPU packing kernel's phases run on the host (gpu/packing.h's HostRunPackingSums) against
+// pir/lattice's PackAccumulator, bit for bit: the default ring, and 32-bit primes, whose products
+// carry out of 64 bits in the kernel's lazy sums; keys in several calls and any order; bad input.
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gpu/packing.h"
+#include "gtest/gtest.h"
+#include "pir/he/modarith.h"
+#include "tests/gpu/packing_test_support.h"
+
+namespace veil::gpu {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The packed ciphertexts of PackAccumulator (keys added kPackKeysPerBlock at a time, in order)
+// and of the host-run sums (the keys in `order`, split into two calls at `split`) for random
+// b-parts: equal, group by group.
+void ExpectHostRunPacksAsTheAccumulator(const lattice::RingContext& ctx, uint64_t rows,
+                                        uint32_t lwe_n, uint32_t split, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, rows, lwe_n, gen);
+  const std::vector<uint64_t> beta = testing::RandomKeyHalves(ctx, lwe_n, gen);
+  const std::vector<uint64_t> alpha = testing::RandomKeyHalves(ctx, lwe_n, gen);
+  std::vector<uint32_t> b(rows);
+  for (uint32_t& w : b) w = static_cast<uint32_t>(gen());
+  const size_t slots = ctx.k() * ctx.n();
+
+  lattice::PackAccumulator acc(ctx, matrix);
+  for (uint32_t j = 0; j < lwe_n; j += lattice::kPackKeysPerBlock) {
+    const uint32_t count = std::min(lattice::kPackKeysPerBlock, lwe_n - j);
+    std::vector<uint32_t> index(count);
+    for (uint32_t i = 0; i < count; ++i) index[i] = j + i;
+    acc.Add(count, index.data(), beta.data() + j * slots, alpha.data() + j * slots);
+  }
+  const std::vector<lattice::RlweCiphertext> expected = *acc.Finish(b);
+
+  std::vector<uint32_t> order(lwe_n);
+  for (uint32_t j = 0; j < lwe_n; ++j) order[j] = j;
+  std::shuffle(order.begin(), order.end(), gen);
+  std::vector<uint64_t> sums(PackingSumWords(ctx, matrix), 0);
+  for (const auto& [from, to] : {std::pair<uint32_t, uint32_t>{0, split}, {split, lwe_n}}) {
+    std::vector<uint32_t> index(order.begin() + from, order.begin() + to);
+    std::vector<uint64_t> kb, ka;
+    for (uint32_t j : index) {
+      kb.insert(kb.end(), beta.begin() + j * slots, beta.begin() + (j + 1) * slots);
+      ka.insert(ka.end(), alpha.begin() + j * slots, alpha.begin() + (j + 1) * slots);
+    }
+    ASSERT_TRUE(HostRunPackingSums(ctx, matrix, index, kb, ka, absl::MakeSpan(sums)).ok());
+  }
+  ASSERT_EQ(expected.size(), matrix.groups());
+  for (uint64_t g = 0; g < matrix.groups(); ++g) {
+    const uint64_t first = g * ctx.n(), count = std::min<uint64_t>(ctx.n(), rows - first);
+    const lattice::RlweCiphertext got =
+        lattice::PackedCiphertext(ctx, absl::MakeConstSpan(b).subspan(first, count),
+                                  sums.data() + g * 2 * slots, sums.data() + (g * 2 + 1) * slots);
+    EXPECT_EQ(got.c0, expected[g].c0) << "group " << g;
+    EXPECT_EQ(got.c1, expected[g].c1) << "group " << g;
+  }
+}
+
+TEST(PackingHostRun, EqualsTheAccumulatorOnTheDefaultRing) {
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::RingParams::Default());
+  // Two groups (the second padded), 40 keys in calls of 25 and 15.
+  ExpectHostRunPacksAsTheAccumulator(ctx, ctx.n() + 77, 40, 25, 1);
+}
+
+TEST(PackingHostRun, CarriesOutOf64BitsWithPrimesNear2To32) {
+  // Products of residues below 2^32 overflow 64 bits after a few keys: the lazy sums must carry.
+  const lattice::RingContext ctx = *lattice::RingContext::Create(
+      *lattice::RingParams::Create(10, *he::GenerateNttPrimes(32, 2048, 2)));
+  ASSERT_GT(ctx.base()[0].value(), uint64_t{1} << 31);
+  ExpectHostRunPacksAsTheAccumulator(ctx, 3 * ctx.n() - 5, 300, 299, 2);
+}
+
+TEST(PackingHostRun, RefusesBadInput) {
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::RingParams::Default());
+  std::mt19937_64 gen(3);
+  const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 100, 8, gen);
+  std::vector<uint64_t> beta = testing::RandomKeyHalves(ctx, 2, gen);
+  const std::vector<uint64_t> alpha = testing::RandomKeyHalves(ctx, 2, gen);
+  std::vector<uint64_t> sums(PackingSumWords(ctx, matrix), 0);
+  const std::vector<uint32_t> index{1, 7};
+  EXPECT_TRUE(HostRunPackingSums(ctx, matrix, index, beta, alpha, absl::MakeSpan(sums)).ok());
+  const std::vector<uint32_t> past_n{1, 8};
+  EXPECT_THAT(HostRunPackingSums(ctx, matrix, past_n, beta, alpha, absl::MakeSpan(sums)).message(),
+              HasSubstr("not below n = 8"));
+  EXPECT_THAT(HostRunPackingSums(ctx, matrix, {1}, beta, alpha, absl::MakeSpan(sums)).message(),
+              HasSubstr("residues per half"));
+  std::vector<uint64_t> short_sums(sums.size() - 1);
+  EXPECT_THAT(
+      HostRunPackingSums(ctx, matrix, index, beta, alpha, absl::MakeSpan(short_sums)).message(),
+      HasSubstr("sums of"));
+  beta[5] = ctx.base()[0].value();
+  EXPECT_THAT(HostRunPackingSums(ctx, matrix, index, beta, alpha, absl::MakeSpan(sums)).message(),
+              HasSubstr("key residue 5 is not below its prime"));
+  const lattice::RingContext other = *lattice::RingContext::Create(
+      *lattice::RingParams::Create(10, *he::GenerateNttPrimes(29, 2048, 3)));
+  EXPECT_THAT(HostRunPackingSums(other, matrix, {}, {}, {}, absl::MakeSpan(sums)).message(),
+              HasSubstr("another ring"));
+}
+
+}  // namespace
+}  // namespace veil::gpu
