@@ -307,6 +307,7 @@ absl::StatusOr<PreparedLweServer> PrepareLweServer(lattice::Protocol protocol,
   options.protocol = protocol;
   options.threads = o.threads;
   options.shape = shape_options;
+  if (o.lwe_records_per_column != 0) options.shape.records_per_column = o.lwe_records_per_column;
   if (o.lwe_hint_cache) {
     // TABLE.<protocol name>.hint: lattice::HintPathFor's name for lwe-simple and lwe-double, and
     // a file of its own for a protocol that shapes the same table otherwise.

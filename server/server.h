@@ -24,6 +24,9 @@ struct ServerOptions {
   // cache it is computed in memory at every start.
   bool lwe_hint_cache = true;
   std::string lwe_hint_file;
+  // lwe-*: the records each database column holds (the shape's K, lattice::ShapeOptions);
+  // 0 lets the protocol choose the cheapest.
+  uint64_t lwe_records_per_column = 0;
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free one
   std::string backend = "auto";        // cpu | gpu | auto
   int threads = 1;                     // CPU backend threads

@@ -55,6 +55,10 @@ ABSL_FLAG(std::string, lwe_hint_file, "",
           "lwe-simple / lwe-double / lwe-exppack-s: the hint file; empty: next to the table "
           "(TABLE.lwe-simple.hint, TABLE.lwe-double.hint; lwe-exppack-s and lwe-hybrid share "
           "lwe-simple's)");
+ABSL_FLAG(uint64_t, lwe_records_per_column, 0,
+          "lwe-*: records per database column (the shape: a column of K records is one lookup's "
+          "answer; ExpPack(S) packs it into ceil(K x row bytes / 4096) ciphertexts, which "
+          "lwe-hybrid and lwe-double-pack then narrow); 0 lets the protocol choose the cheapest");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "HOST:PORT to listen on; port 0 picks a free port");
 ABSL_FLAG(std::string, backend, "auto", "cpu, gpu, or auto (gpu when built and present)");
 ABSL_FLAG(int, threads, 1, "CPU backend threads");
@@ -119,9 +123,10 @@ constexpr char kUsage[] =
     "veil-server --protocol=bfv-bag --table=FIXED_POINT_FILE [--bfv-log-n=13|14] "
     "[--max-galois-key-bytes=N] [--listen, --threads, TLS as above]\n"
     "veil-server --protocol=lwe-simple|lwe-double --table=FILE [--lwe-hint-file=PATH | "
-    "--lwe-hint-cache=false] [--listen, --threads, TLS, limits as above]\n"
+    "--lwe-hint-cache=false] [--lwe-records-per-column=K] [--listen, --threads, TLS, limits as "
+    "above]\n"
     "veil-server --protocol=lwe-exppack-s|lwe-exppack-d|lwe-hybrid|lwe-double-pack --table=FILE "
-    "[--max-galois-key-bytes=N] "
+    "[--max-galois-key-bytes=N] [--lwe-records-per-column=K] "
     "[hint file, "
     "--listen, --threads, TLS, limits as above]\n"
     "\n"
@@ -217,6 +222,7 @@ int main(int argc, char** argv) {
   options.table_path = absl::GetFlag(FLAGS_table);
   options.lwe_hint_cache = absl::GetFlag(FLAGS_lwe_hint_cache);
   options.lwe_hint_file = absl::GetFlag(FLAGS_lwe_hint_file);
+  options.lwe_records_per_column = absl::GetFlag(FLAGS_lwe_records_per_column);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.backend = absl::GetFlag(FLAGS_backend);
   options.threads = absl::GetFlag(FLAGS_threads);

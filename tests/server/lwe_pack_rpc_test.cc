@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mobile_client/lwe_client.h"
+#include "pir/he/serialization.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/hybrid.h"
 #include "pir/lattice/pack_simple.h"
@@ -472,6 +473,51 @@ TEST_F(LwePackRpcTest, DoublePackServesTheTableWithASecondFold) {
   auto response = session.Answer(query, ciphertexts);
   EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
   EXPECT_THAT(response.status().message(), HasSubstr("a query of"));
+}
+
+TEST_F(LwePackRpcTest, RecordsPerColumnGivesHybridAndDoublePackSeveralCiphertexts) {
+  // --lwe-records-per-column=100: D1 = 100 records x 100 bytes = 10,000 rows, three packed
+  // ciphertexts; a 100-byte record touches a window of two (4,096 is not a multiple of 100), so
+  // two windows start: the hybrid sends one RGSW bit and gets two ciphertexts back, double
+  // packing folds over two starts and gets 16. Rows in both windows decode.
+  const lattice::RingContext ring = *lattice::RingContext::Create(lattice::RingParams::Default());
+  // Slots (row / 31) 0, 1, 48, 64 and 96: windows starting at ciphertexts 0 and 1.
+  const std::vector<uint64_t> rows{0, 40, 1500, 2007, kRows - 1};
+  std::vector<uint32_t> want;
+  for (uint64_t row : rows)
+    want.insert(want.end(), table_->row(row).begin(), table_->row(row).end());
+  for (const char* protocol : {"lwe-hybrid", "lwe-double-pack"}) {
+    SCOPED_TRACE(protocol);
+    auto server = testing::StartLweServer(path_, protocol, {"--lwe-records-per-column=100"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    RawSession session((*server)->port());
+    auto reply = session.Config();
+    rpc::LwePackConfig::Reader c = reply.getConfig();
+    EXPECT_EQ(c.getLwe().getRecordsPerColumn(), 100u);
+    EXPECT_EQ(c.getLwe().getD1(), 10000u);
+    EXPECT_EQ(c.getLwe().getD0(), 31u);
+    const bool hybrid = std::string_view(protocol) == "lwe-hybrid";
+    if (hybrid) {
+      EXPECT_EQ(c.getSelectionBytes(), he::RgswCiphertextsBytes(*ring.expansion(), 1));
+      EXPECT_EQ(c.getResponseBytes(), 2u * 32768);
+    } else {
+      EXPECT_EQ(c.getResponseBytes(), 16u * 32768);
+    }
+    client::LweClientOptions options;
+    options.server = (*server)->address();
+    options.protocol = protocol;
+    auto lwe = client::LweClient::Connect(options);
+    ASSERT_TRUE(lwe.ok()) << lwe.status();
+    // The second fold's query: one word per window start.
+    EXPECT_EQ((*lwe)->table().query_bytes,
+              4 * (31 + (hybrid ? 0 : 2)) + (hybrid ? 1 : 2) * 49184 + c.getSelectionBytes());
+    auto words = (*lwe)->LookupWords(rows);
+    ASSERT_TRUE(words.ok()) << words.status();
+    EXPECT_EQ(*words, want);
+  }
+  // A K the table cannot take is refused at start, naming the shape.
+  auto bad = testing::StartLweServer(path_, "lwe-exppack-s", {"--lwe-records-per-column=5000"});
+  EXPECT_FALSE(bad.ok());
 }
 
 }  // namespace
