@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -44,6 +45,14 @@ void Wipe(std::vector<uint32_t>& v) {
 uint64_t PackedDoubleResponseBytes(const RingContext& ring, const Shape& shape) {
   return shape.record_bytes * SwitchedBytes(ring) +
          4 * (uint64_t{kDigitsPerWord} * shape.record_bytes + kDigitRows);
+}
+
+PackingNoise PackedDoubleNoiseBound(const RingContext& ring, const Shape& shape) {
+  const double var_digit = (256.0 * 256.0 + 2) / 12;
+  const double var_lwe = static_cast<double>(shape.d1) * var_digit * kErrorSigma * kErrorSigma;
+  PackingNoise noise = ExpPackNoiseBound(ring, kLweDimension);
+  noise.sigma = std::sqrt(var_lwe + noise.sigma * noise.sigma);
+  return noise;
 }
 
 absl::StatusOr<std::unique_ptr<PackedDoubleServer>> PackedDoubleServer::Create(
@@ -175,6 +184,29 @@ absl::StatusOr<PackedQuery> PackedDoubleClient::MakeQuery(uint64_t row, RandomSo
   return out;
 }
 
+absl::StatusOr<std::vector<uint32_t>> PackedDoubleClient::PackedPhases(
+    absl::Span<const uint8_t> response) const {
+  const uint64_t r_bytes = config_.shape.record_bytes, one = SwitchedBytes(ring_);
+  if (response.size() != response_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("a response of ", response.size(),
+                                                   " bytes (expected ", response_bytes(), ")"));
+  }
+  std::vector<uint32_t> out(r_bytes * kDigitRows);
+  for (uint64_t j = 0; j < r_bytes; ++j) {
+    absl::StatusOr<SwitchedCiphertext> ct = ParseSwitched(ring_, response.subspan(j * one, one));
+    absl::StatusOr<std::vector<uint32_t>> phases =
+        ct.ok() ? UnpackPhases(ring_, secret_, {&*ct, 1}, kDigitRows)
+                : absl::StatusOr<std::vector<uint32_t>>(ct.status());
+    if (!phases.ok()) {
+      Wipe(out);
+      return phases.status();
+    }
+    std::copy(phases->begin(), phases->end(), out.begin() + j * kDigitRows);
+    Wipe(*phases);
+  }
+  return out;
+}
+
 absl::Status PackedDoubleClient::Decode(const PackedQuery& query,
                                         absl::Span<const uint8_t> response,
                                         absl::Span<uint8_t> record) const {
@@ -187,6 +219,9 @@ absl::Status PackedDoubleClient::Decode(const PackedQuery& query,
                      "), record of ", record.size(), " bytes (expected ", r_bytes,
                      "), or a query of another client"));
   }
+  // a2_j - H2 s2_j, packed: the digits of H1[row] (row = the byte's row of the column).
+  absl::StatusOr<std::vector<uint32_t>> phases = PackedPhases(response);
+  if (!phases.ok()) return phases.status();
   // h2 (4 words per byte), then h1 k-major (word k of digit row p at 4k + p): its 4 rows.
   const uint8_t* tail = response.data() + r_bytes * one;
   auto word = [tail](uint64_t i) {
@@ -208,18 +243,11 @@ absl::Status PackedDoubleClient::Decode(const PackedQuery& query,
                 kDigitsPerWord);
   std::vector<uint32_t> h1_row(kLweDimension);
   for (uint64_t j = 0; j < r_bytes; ++j) {
-    absl::StatusOr<SwitchedCiphertext> ct = ParseSwitched(ring_, response.subspan(j * one, one));
-    if (!ct.ok()) return ct.status();
-    // a2_j - H2 s2_j, packed: the digits of H1[row] (row = the byte's row of the column).
-    absl::StatusOr<std::vector<uint32_t>> phases =
-        UnpackPhases(ring_, secret_, {&*ct, 1}, kDigitRows);
-    if (!phases.ok()) return phases.status();
     std::fill(h1_row.begin(), h1_row.end(), 0);
     for (uint64_t rho = 0; rho < kDigitRows; ++rho) {
-      h1_row[rho / kDigitsPerWord] |= uint32_t{RoundToByte((*phases)[rho])}
+      h1_row[rho / kDigitsPerWord] |= uint32_t{RoundToByte((*phases)[j * kDigitRows + rho])}
                                       << (8 * (rho % kDigitsPerWord));
     }
-    sodium_memzero(phases->data(), phases->size() * sizeof(uint32_t));
     uint32_t a1 = 0;
     for (uint32_t p = 0; p < kDigitsPerWord; ++p) {
       const uint32_t noisy = word(j * kDigitsPerWord + p) - h1_mask[j * kDigitsPerWord + p];
@@ -229,6 +257,7 @@ absl::Status PackedDoubleClient::Decode(const PackedQuery& query,
     MultiplyWords(h1_row.data(), 1, kLweDimension, s1, 1, &first_mask, 1);
     record[j] = RoundToByte(a1 - first_mask);
   }
+  Wipe(*phases);
   Wipe(h1_row);
   Wipe(h1_mask);
   return absl::OkStatus();

@@ -41,6 +41,12 @@ namespace veil::lattice {
 // Bytes of one response: R x SwitchedBytes + 4 (4R + 4n).
 uint64_t PackedDoubleResponseBytes(const RingContext& ring, const Shape& shape);
 
+// The packed phases' noise in words (sigma): DoublePIR's second-level error, a2_j's M1 e2_j
+// (D1 centered byte digits of the hint, E[d^2] = (256^2 + 2) / 12, against errors of sigma
+// kErrorSigma), and the packing's (ExpPackNoiseBound: H2's entries are words, as the hint's).
+// DoublePIR's parameter rule bounds the first, ExpPackNoiseWithinRule the second.
+PackingNoise PackedDoubleNoiseBound(const RingContext& ring, const Shape& shape);
+
 class PackedDoubleServer final : public PackedServer {
  public:
   // Wraps a DoublePIR server: its hint H2 becomes the packing matrix (one group of 4n rows).
@@ -102,6 +108,11 @@ class PackedDoubleClient final : public PackedClient {
   // moved from) or a record span of the wrong size.
   absl::Status Decode(const PackedQuery& query, absl::Span<const uint8_t> response,
                       absl::Span<uint8_t> record) const override;
+  // The R packed ciphertexts' phases before rounding, byte after byte: 4n each, the digits of
+  // H1[row] in units of Delta = 2^24 plus noise (PackedDoubleNoiseBound). For measuring the
+  // noise; the caller wipes them. Returns INVALID_ARGUMENT for a response of another size or a
+  // residue ParseSwitched refuses.
+  absl::StatusOr<std::vector<uint32_t>> PackedPhases(absl::Span<const uint8_t> response) const;
 
  private:
   PackedDoubleClient(const LweConfig& config, RingContext ring, RlweSecret secret,
