@@ -9,14 +9,15 @@
 // INT8 tensor-core rate. hbm_ratio = gbps / mem_read_gbps; tensor_over_cuda = the tensor path's
 // q/s over the CUDA-core path's at the same batch.
 //
-// packing-gpu: ring packing's sums (gpu/packing.h) for the packing matrix ExpPack(S)'s shape gives
-// a table (ceil(D1 / N) groups x n = 1024 keys at the default ring): device time of one pass
-// over the matrix (one query's packing with all its keys on the device), gbps of matrix read,
-// hbm_ratio against the same run's read bandwidth; verified against the host run on 16 keys.
+// exppack-gpu: ExpPack(S)'s per-query GPU work for a table: the expansion (gpu/expansion.h) and
+// one pass of the packing sums (gpu/packing.h) over the packing matrix ExpPack(S)'s shape gives
+// the table (ceil(D1 / N) groups x n = 1,024 keys), and optionally SimplePIR's product, against
+// one stream of the table at the same run's HBM read bandwidth.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -26,9 +27,11 @@
 #include "absl/strings/str_split.h"
 #include "bench/suite.h"
 #include "gpu/backend.h"
+#include "gpu/expansion.h"
 #include "gpu/lwe.h"
 #include "gpu/packing.h"
 #include "gpu/roofline.h"
+#include "pir/lattice/expansion.h"
 #include "pir/lattice/kernels.h"
 #include "pir/lattice/lwe.h"
 #include "pir/lattice/packing.h"
@@ -164,10 +167,11 @@ const char kHelp[] =
     "checked against the CPU product";
 SuiteRegistration lwe_answer_gpu("lwe-answer-gpu", kHelp, LweAnswerGpu);
 
-absl::Status PackingGpu(const Flags& flags) {
+absl::Status ExpPackGpu(const Flags& flags) {
   const uint64_t rows = flags.Int("rows", 1 << 24);
   const int64_t row_bytes = flags.Int("row-bytes", 64);
   const int reps = static_cast<int>(flags.Int("reps", 10));
+  const bool with_product = flags.Int("with-product", 0) != 0;
   if (row_bytes < 1 || reps < 1) return absl::InvalidArgumentError("bad --row-bytes or --reps");
   const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::RingParams::Default());
   lattice::ShapeOptions options;
@@ -175,25 +179,63 @@ absl::Status PackingGpu(const Flags& flags) {
   auto shape = lattice::ChooseShape(lattice::Protocol::kSimplePir, rows,
                                     static_cast<uint32_t>(row_bytes), options);
   if (!shape.ok()) return shape.status();
-  // The hint's rows are the a-parts; their values do not change the kernel's cost.
-  std::cerr << "packing-gpu: " << lattice::ShapeSummary(*shape) << ": transforming the matrix\n";
+  std::cerr << "exppack-gpu: " << lattice::ShapeSummary(*shape) << "\n";
+  auto roof = gpu::MeasureDeviceRoofline(0, 0.1);
+  if (!roof.ok()) return roof.status();
   std::mt19937_64 gen(4);
-  std::vector<uint32_t> a(shape->d1 * lattice::kLweDimension);
+
+  // The expansion of one query's ciphertext (n = 1,024), checked against the CPU's.
+  const uint32_t n = lattice::kLweDimension;
+  const he::SecretKey key = he::GenerateSecretKey(*ctx.expansion());
+  const lattice::RlweSecret z = lattice::RlweSecret::FromKey(ctx, key);
+  auto keys = lattice::ParseExpansionKeys(ctx, n, *lattice::MakeExpansionKeys(ctx, key, n));
+  if (!keys.ok()) return keys.status();
+  std::vector<uint32_t> secret(n);
+  for (uint32_t& w : secret) w = static_cast<uint32_t>(gen());
+  auto ct = lattice::EncryptLweSecret(ctx, z, secret);
+  if (!ct.ok()) return ct.status();
+  auto expansion = gpu::GpuExpansion::Create(ctx, *keys, n);
+  if (!expansion.ok()) return expansion.status();
+  auto leaves = (*expansion)->Expand(*ct);
+  if (!leaves.ok()) return leaves.status();
+  const size_t words = ctx.k() * ctx.n();
+  std::vector<uint64_t> cpu_leaves(leaves->leaves.size());
+  std::mutex mu;
+  if (absl::Status s = lattice::ExpandLweSecret(
+          ctx, *keys, n, *ct, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+          [&](int, uint32_t count, const uint32_t* index, const uint64_t* beta,
+              const uint64_t* alpha) {
+            std::lock_guard<std::mutex> lock(mu);
+            for (uint32_t i = 0; i < count; ++i) {
+              uint64_t* to = cpu_leaves.data() + uint64_t{index[i]} * 2 * words;
+              std::copy_n(beta + i * words, words, to);
+              std::copy_n(alpha + i * words, words, to + words);
+            }
+          });
+      !s.ok()) {
+    return s;
+  }
+  const bool expansion_verified = cpu_leaves == leaves->leaves;
+  auto expand_s = (*expansion)->MeasureExpand(*ct, reps);
+  if (!expand_s.ok()) return expand_s.status();
+
+  // The packing sums over the table's packing matrix (the hint's a-parts; their values do not
+  // change the cost), checked against the host run on 16 keys.
+  std::vector<uint32_t> a(shape->d1 * n);
   for (uint32_t& w : a) w = static_cast<uint32_t>(gen());
-  auto matrix = lattice::PackingMatrix::Create(ctx, a, shape->d1, lattice::kLweDimension);
+  auto matrix = lattice::PackingMatrix::Create(ctx, a, shape->d1, n);
   if (!matrix.ok()) return matrix.status();
   a = {};
-  auto gpu = gpu::GpuPackingSums::Create(ctx, *matrix);
-  if (!gpu.ok()) return gpu.status();
-  // Verified: 16 keys on the device and in the host run.
-  const size_t slots = ctx.k() * ctx.n();
+  auto packing = gpu::GpuPackingSums::Create(ctx, *matrix);
+  if (!packing.ok()) return packing.status();
   std::vector<uint32_t> index(16);
-  std::vector<uint64_t> beta(16 * slots), alpha(16 * slots);
-  for (uint32_t j = 0; j < 16; ++j) index[j] = (j * 97) % lattice::kLweDimension;
-  for (size_t r = 0; r < beta.size(); ++r) {
-    const uint64_t q = ctx.base()[(r % slots) / ctx.n()].value();
-    beta[r] = gen() % q;
-    alpha[r] = gen() % q;
+  std::vector<uint64_t> beta(16 * words), alpha(16 * words);
+  for (uint32_t j = 0; j < 16; ++j) {
+    index[j] = (j * 97) % n;
+    std::copy_n(cpu_leaves.begin() + uint64_t{index[j]} * 2 * words, words,
+                beta.begin() + j * words);
+    std::copy_n(cpu_leaves.begin() + (uint64_t{index[j]} * 2 + 1) * words, words,
+                alpha.begin() + j * words);
   }
   std::vector<uint64_t> expected(gpu::PackingSumWords(ctx, *matrix), 0), got = expected;
   if (absl::Status s =
@@ -201,39 +243,77 @@ absl::Status PackingGpu(const Flags& flags) {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = (*gpu)->Accumulate(index, beta, alpha, absl::MakeSpan(got)); !s.ok()) {
+  if (absl::Status s = (*packing)->Accumulate(index, beta, alpha, absl::MakeSpan(got)); !s.ok()) {
     return s;
   }
-  auto pass = (*gpu)->MeasurePass(reps);
-  if (!pass.ok()) return pass.status();
-  auto roof = gpu::MeasureDeviceRoofline(0, 0.1);
-  if (!roof.ok()) return roof.status();
-  const double bytes = static_cast<double>((*gpu)->matrix_bytes());
-  JsonLine("packing-gpu")
-      .Add("backend", "gpu")
+  const bool packing_verified = got == expected;
+  auto pass_s = (*packing)->MeasurePass(reps);
+  if (!pass_s.ok()) return pass_s.status();
+  const double matrix_bytes = static_cast<double>((*packing)->matrix_bytes());
+  const double db_bytes = static_cast<double>(shape->d1) * lattice::AlignedStride(shape->d0);
+  const double floor_s = db_bytes / (roof->mem_read_gbps * 1e9);
+
+  JsonLine line("exppack-gpu");
+  line.Add("backend", "gpu")
       .Add("device", roof->device_name)
       .Add("rows", rows)
       .Add("row_bytes", row_bytes)
+      .Add("d0", shape->d0)
       .Add("d1", shape->d1)
       .Add("groups", matrix->groups())
-      .Add("lwe_n", uint64_t{lattice::kLweDimension})
-      .Add("matrix_bytes", bytes)
-      .Add("pass_ms", *pass * 1e3)
-      .Add("gbps", bytes / *pass / 1e9)
+      .Add("db_bytes", db_bytes)
       .Add("mem_read_gbps", roof->mem_read_gbps)
-      .Add("hbm_ratio", bytes / *pass / 1e9 / roof->mem_read_gbps)
-      .Add("verified", got == expected)
-      .Emit();
-  return got == expected ? absl::OkStatus()
-                         : absl::InternalError("the GPU packing sums differ from the host run's");
+      .Add("floor_ms", floor_s * 1e3)
+      .Add("expand_ms", *expand_s * 1e3)
+      .Add("key_switches_per_s", (n - 1) / *expand_s)
+      .Add("pack_ms", *pass_s * 1e3)
+      .Add("matrix_bytes", matrix_bytes)
+      .Add("pack_gbps", matrix_bytes / *pass_s / 1e9)
+      .Add("pack_hbm_ratio", matrix_bytes / *pass_s / 1e9 / roof->mem_read_gbps);
+  if (with_product) {
+    // SimplePIR's product of one query over the table (the CUDA-core mat-vec).
+    std::vector<uint8_t> records(rows * row_bytes);
+    for (size_t i = 0; i + 8 <= records.size(); i += 8) {
+      const uint64_t w = gen();
+      std::memcpy(records.data() + i, &w, 8);
+    }
+    auto db = lattice::Database::FromRecords(*shape, records);
+    if (!db.ok()) return db.status();
+    records = {};
+    auto product = gpu::LweGpuProduct::Create(db->view(), {});
+    if (!product.ok()) return product.status();
+    std::vector<uint32_t> q(shape->d0), answer(shape->d1);
+    for (uint32_t& w : q) w = static_cast<uint32_t>(gen());
+    if (absl::Status st =
+            (*product)->MultiplyWith(gpu::LweGpuMethod::kCudaCores, q, 1, absl::MakeSpan(answer));
+        !st.ok()) {
+      return st;
+    }
+    auto product_s = (*product)->TimeKernels(gpu::LweGpuMethod::kCudaCores, 1, reps);
+    if (!product_s.ok()) return product_s.status();
+    const double server_s = *product_s + *expand_s + *pass_s;
+    line.Add("product_ms", *product_s * 1e3)
+        .Add("server_ms", server_s * 1e3)
+        .Add("floor_ratio", server_s / floor_s);
+  }
+  line.Add("verified", expansion_verified && packing_verified).Emit();
+  if (!expansion_verified) return absl::InternalError("the GPU expansion differs from the CPU's");
+  if (!packing_verified) {
+    return absl::InternalError("the GPU packing sums differ from the host run's");
+  }
+  return absl::OkStatus();
 }
 
-SuiteRegistration packing_gpu(
-    "packing-gpu",
-    "--rows --row-bytes [--reps]: ring packing's sums on the GPU for ExpPack(S)'s packing matrix "
-    "of the table (groups x 1024 keys): pass_ms (one query's packing, keys on the device), gbps "
-    "of matrix read, hbm_ratio; verified against the host run",
-    PackingGpu);
+SuiteRegistration exppack_gpu(
+    "exppack-gpu",
+    "--rows --row-bytes [--reps --with-product=0|1]: ExpPack(S)'s per-query work on the GPU for "
+    "the table's shape: expand_ms (one query's expansion, n = 1,024, checked against the CPU's), "
+    "pack_ms (the packing sums over the packing matrix, keys on the device; pack_hbm_ratio), "
+    "floor_ms (one stream of the table at this run's HBM read bandwidth); --with-product=1 "
+    "also builds the table and times SimplePIR's product (CUDA cores, batch 1): server_ms = "
+    "product + expansion + packing and floor_ratio = server_ms / floor_ms. The switch to q' "
+    "(CPU) is not counted",
+    ExpPackGpu);
 
 }  // namespace
 }  // namespace veil::bench

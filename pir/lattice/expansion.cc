@@ -267,11 +267,28 @@ absl::StatusOr<std::vector<uint8_t>> EncryptLweSecret(const RingContext& ctx, co
   return wire;
 }
 
-absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys, uint32_t lwe_n,
-                             absl::Span<const uint8_t> ciphertext, int threads,
-                             WorkerSpecialSink sink) {
-  if (threads < 1) return absl::InvalidArgumentError("expansion needs at least one thread");
+namespace internal {
+
+absl::StatusOr<ExpansionLevelInputs> PrepareExpansionLevels(const RingContext& ctx,
+                                                            const he::GaloisKeys& keys,
+                                                            uint32_t lwe_n) {
   if (absl::Status s = CheckExpansion(ctx, lwe_n); !s.ok()) return s;
+  ExpansionLevelInputs in;
+  for (uint32_t g : ExpansionElements(ctx, lwe_n)) {
+    absl::StatusOr<const he::KeySwitchKey*> key =
+        he::internal::FindGaloisKey(*ctx.expansion(), keys, g);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the expansion keys lack the Galois key of element ", g, ": ", key.status().message()));
+    }
+    in.keys.push_back(*key);
+  }
+  in.monomials = InverseMonomials(ctx, ExpansionLevels(lwe_n));
+  return in;
+}
+
+absl::StatusOr<std::vector<uint64_t>> SecretCiphertextRoot(const RingContext& ctx,
+                                                           absl::Span<const uint8_t> ciphertext) {
   const size_t n = ctx.n(), words = ctx.k() * n;
   if (ciphertext.size() != SecretCiphertextBytes(ctx)) {
     return absl::InvalidArgumentError(absl::StrCat("the secret's ciphertext is ",
@@ -292,23 +309,29 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
   he::Seed seed;
   std::memcpy(seed.data(), ciphertext.data(), 32);
   he::ExpandUniform(seed, kSecretMaskDomain, ctx.base().moduli(), n, root.data() + words);
-  std::vector<const he::KeySwitchKey*> level_keys;
-  for (uint32_t g : ExpansionElements(ctx, lwe_n)) {
-    absl::StatusOr<const he::KeySwitchKey*> key =
-        he::internal::FindGaloisKey(*ctx.expansion(), keys, g);
-    if (!key.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the expansion keys lack the Galois key of element ", g, ": ", key.status().message()));
-    }
-    level_keys.push_back(*key);
-  }
+  return root;
+}
+
+}  // namespace internal
+
+absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys, uint32_t lwe_n,
+                             absl::Span<const uint8_t> ciphertext, int threads,
+                             WorkerSpecialSink sink) {
+  if (threads < 1) return absl::InvalidArgumentError("expansion needs at least one thread");
+  absl::StatusOr<internal::ExpansionLevelInputs> in =
+      internal::PrepareExpansionLevels(ctx, keys, lwe_n);
+  if (!in.ok()) return in.status();
+  absl::StatusOr<std::vector<uint64_t>> root = internal::SecretCiphertextRoot(ctx, ciphertext);
+  if (!root.ok()) return root.status();
+  const size_t words = ctx.k() * ctx.n();
+  const std::vector<const he::KeySwitchKey*>& level_keys = in->keys;
   const uint32_t levels = ExpansionLevels(lwe_n);
-  const std::vector<std::vector<uint64_t>> monomials = InverseMonomials(ctx, levels);
+  const std::vector<std::vector<uint64_t>>& monomials = in->monomials;
   // The top `split` levels run here; then each of their 2^split nodes (those with an index
   // below n) is a subtree for one worker.
   uint32_t split = 0;
   while (split < levels && (1 << split) < threads) ++split;
-  std::vector<std::vector<uint64_t>> frontier{std::move(root)};
+  std::vector<std::vector<uint64_t>> frontier{*std::move(root)};
   LevelStep top(ctx, level_keys, monomials);
   for (uint32_t l = 0; l < split; ++l) {
     // Node i of level l + 1 comes from node i mod 2^l: left for i < 2^l, right above.

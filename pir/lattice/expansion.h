@@ -98,6 +98,24 @@ double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n);
 PackingNoise ExpPackNoiseBound(const RingContext& ctx, uint32_t lwe_n);
 bool ExpPackNoiseWithinRule(const RingContext& ctx, uint32_t lwe_n);
 
+namespace internal {
+
+// What ExpandLweSecret reads, for other implementations of it (gpu/expansion.h): per level l its
+// key (into `keys`) and X^{-2^l} in NTT form over Q, then its Shoup factors. Returns
+// CheckExpansion's errors and INVALID_ARGUMENT for keys lacking an element.
+struct ExpansionLevelInputs {
+  std::vector<const he::KeySwitchKey*> keys;
+  std::vector<std::vector<uint64_t>> monomials;
+};
+absl::StatusOr<ExpansionLevelInputs> PrepareExpansionLevels(const RingContext& ctx,
+                                                            const he::GaloisKeys& keys,
+                                                            uint32_t lwe_n);
+// The root ciphertext of the wire form (c0 from the wire, c1 from its seed; NTT form over Q,
+// k x N residues each). INVALID_ARGUMENT for another size or a residue not below its prime.
+absl::StatusOr<std::vector<uint64_t>> SecretCiphertextRoot(const RingContext& ctx,
+                                                           absl::Span<const uint8_t> ciphertext);
+
+}  // namespace internal
 }  // namespace veil::lattice
 
 #endif  // VEIL_PIR_LATTICE_EXPANSION_H_

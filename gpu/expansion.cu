@@ -1,0 +1,215 @@
+// The GPU expansion: a __global__ wrapper over the phase body of
+// gpu/internal/expansion_phases.h (the code CI runs on the host), the level loop and its
+// measurement.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/expansion.h"
+#include "gpu/internal/cuda_check.h"
+#include "gpu/internal/expansion_phases.h"
+#include "pir/lattice/expansion.h"
+
+namespace veil::gpu {
+namespace {
+
+class DeviceRunner {
+ public:
+  template <class F>
+  __device__ void Phase(uint32_t items, F&& f) {
+    for (uint32_t i = threadIdx.x; i < items; i += blockDim.x) f(i);
+    __syncthreads();
+  }
+};
+
+__global__ void __launch_bounds__(internal::kNttBlockThreads)
+    ExpansionKernel(const internal::ExpansionArgs a) {
+  extern __shared__ uint64_t shared[];
+  DeviceRunner run;
+  internal::ExpansionNodeBlock(run, a, blockIdx.x, shared);
+}
+
+template <class T>
+absl::Status Upload(T** to, const std::vector<T>& from) {
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(to, std::max<size_t>(from.size(), 1) * sizeof(T)));
+  if (!from.empty()) {
+    VEIL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(*to, from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct GpuExpansion::Impl {
+  int device = 0;
+  internal::ExpansionPlan plan;
+  lattice::RingContext ring;
+  std::vector<uint64_t*> d_roots, d_iroots;
+  uint64_t *d_key_b = nullptr, *d_key_a = nullptr, *d_monos = nullptr;
+  uint32_t* d_perms = nullptr;
+  uint64_t *d_nodes[2] = {nullptr, nullptr}, *d_scratch = nullptr;
+  std::vector<uint64_t> root;  // the query's root, host side (the copy reads it)
+  cudaStream_t stream = nullptr;
+  std::mutex mu;
+
+  explicit Impl(lattice::RingContext r) : ring(std::move(r)) {}
+  ~Impl() {
+    cudaSetDevice(device);
+    for (uint64_t* p : d_roots) cudaFree(p);
+    for (uint64_t* p : d_iroots) cudaFree(p);
+    cudaFree(d_key_b);
+    cudaFree(d_key_a);
+    cudaFree(d_monos);
+    cudaFree(d_perms);
+    cudaFree(d_nodes[0]);
+    cudaFree(d_nodes[1]);
+    cudaFree(d_scratch);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  uint64_t node_words() const { return 2ull * plan.k << plan.log_n; }
+
+  // The levels on the root at d_nodes[0]; returns the buffer holding the leaves.
+  absl::StatusOr<uint64_t*> Run() {
+    const internal::ExpansionPlan& p = plan;
+    const uint64_t n = uint64_t{1} << p.log_n, key_words = p.k * (p.k + 1) * n;
+    internal::ExpansionArgs args;
+    args.log_n = p.log_n;
+    args.k = p.k;
+    for (uint32_t q = 0; q <= p.k; ++q) {
+      args.forward[q] = internal::NttArgs{
+          d_roots[q], p.moduli[q], p.q_inv[q], p.n_inv_mont[q], static_cast<int>(p.log_n),
+          false,      nullptr,     1};
+      args.inverse[q] = args.forward[q];
+      args.inverse[q].roots = d_iroots[q];
+      args.inverse[q].inverse = true;
+      args.moduli[q] = p.moduli[q];
+      if (q < p.k) args.p_inv[q] = p.p_inv[q];
+    }
+    args.scratch = d_scratch;
+    const uint32_t threads = std::min<uint32_t>(internal::kNttBlockThreads, n / 2);
+    uint32_t nodes = 1;
+    int cur = 0;
+    for (uint32_t l = 0; l < p.levels; ++l) {
+      args.key_b = d_key_b + l * key_words;
+      args.key_a = d_key_a + l * key_words;
+      args.perm = d_perms + l * n;
+      args.mono = d_monos + l * p.k * n;
+      args.in = d_nodes[cur];
+      args.out = d_nodes[1 - cur];
+      args.nodes = nodes;
+      args.children = std::min(2 * nodes, p.lwe_n);
+      ExpansionKernel<<<nodes, threads, n * sizeof(uint64_t), stream>>>(args);
+      VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      nodes = args.children;
+      cur = 1 - cur;
+    }
+    return d_nodes[cur];
+  }
+
+  absl::Status UploadRoot(absl::Span<const uint8_t> ciphertext) {
+    absl::StatusOr<std::vector<uint64_t>> parsed =
+        lattice::internal::SecretCiphertextRoot(ring, ciphertext);
+    if (!parsed.ok()) return parsed.status();
+    VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // the previous copy has read it
+    root = *std::move(parsed);
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        d_nodes[0], root.data(), root.size() * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
+    return absl::OkStatus();
+  }
+};
+
+GpuExpansion::GpuExpansion(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuExpansion::~GpuExpansion() = default;
+
+absl::StatusOr<std::unique_ptr<GpuExpansion>> GpuExpansion::Create(const lattice::RingContext& ctx,
+                                                                   const he::GaloisKeys& keys,
+                                                                   uint32_t lwe_n, int device) {
+  absl::StatusOr<internal::ExpansionPlan> plan = internal::MakeExpansionPlan(ctx, keys, lwe_n);
+  if (!plan.ok()) return plan.status();
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return absl::UnavailableError(absl::StrCat("no CUDA device ", device));
+  }
+  absl::StatusOr<lattice::RingContext> ring = lattice::RingContext::Create(ctx.params());
+  if (!ring.ok()) return ring.status();
+  auto impl = std::make_unique<Impl>(*std::move(ring));
+  impl->device = device;
+  impl->plan = *std::move(plan);
+  const internal::ExpansionPlan& p = impl->plan;
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  for (uint32_t q = 0; q <= p.k; ++q) {
+    impl->d_roots.push_back(nullptr);
+    impl->d_iroots.push_back(nullptr);
+    VEIL_RETURN_IF_ERROR(Upload(&impl->d_roots.back(), p.roots[q]));
+    VEIL_RETURN_IF_ERROR(Upload(&impl->d_iroots.back(), p.iroots[q]));
+  }
+  VEIL_RETURN_IF_ERROR(Upload(&impl->d_key_b, p.key_b));
+  VEIL_RETURN_IF_ERROR(Upload(&impl->d_key_a, p.key_a));
+  VEIL_RETURN_IF_ERROR(Upload(&impl->d_monos, p.monos));
+  VEIL_RETURN_IF_ERROR(Upload(&impl->d_perms, p.perms));
+  const uint64_t n = uint64_t{1} << p.log_n;
+  for (uint64_t*& buffer : impl->d_nodes) {
+    VEIL_CUDA_RETURN_IF_ERROR(
+        cudaMalloc(&buffer, uint64_t{p.lwe_n} * impl->node_words() * sizeof(uint64_t)));
+  }
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&impl->d_scratch, uint64_t{internal::MaxExpansionNodes(p)} *
+                                                             internal::ExpansionScratchRows(p.k) *
+                                                             n * sizeof(uint64_t)));
+  return std::unique_ptr<GpuExpansion>(new GpuExpansion(std::move(impl)));
+}
+
+absl::StatusOr<ExpandedKeys> GpuExpansion::Expand(absl::Span<const uint8_t> ciphertext) const {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
+  VEIL_RETURN_IF_ERROR(m.UploadRoot(ciphertext));
+  absl::StatusOr<uint64_t*> leaves = m.Run();
+  if (!leaves.ok()) return leaves.status();
+  ExpandedKeys out{m.plan.lwe_n, std::vector<uint64_t>(uint64_t{m.plan.lwe_n} * m.node_words())};
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.leaves.data(), *leaves,
+                                            out.leaves.size() * sizeof(uint64_t),
+                                            cudaMemcpyDeviceToHost, m.stream));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+  return out;
+}
+
+absl::StatusOr<double> GpuExpansion::MeasureExpand(absl::Span<const uint8_t> ciphertext,
+                                                   int reps) const {
+  if (reps <= 0) return absl::InvalidArgumentError("reps must be positive");
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
+  cudaEvent_t start, stop;
+  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  std::vector<double> seconds;
+  const auto timed = [&]() -> absl::Status {
+    for (int r = 0; r <= reps; ++r) {  // the first is a warm-up
+      VEIL_RETURN_IF_ERROR(m.UploadRoot(ciphertext));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, m.stream));
+      absl::StatusOr<uint64_t*> leaves = m.Run();
+      if (!leaves.ok()) return leaves.status();
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, m.stream));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
+      float ms = 0;
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
+      if (r > 0) seconds.push_back(ms / 1e3);
+    }
+    return absl::OkStatus();
+  };
+  const absl::Status status = timed();
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (!status.ok()) return status;
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+}  // namespace veil::gpu
