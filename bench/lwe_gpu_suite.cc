@@ -9,10 +9,10 @@
 // INT8 tensor-core rate. hbm_ratio = gbps / mem_read_gbps; tensor_over_cuda = the tensor path's
 // q/s over the CUDA-core path's at the same batch.
 //
-// exppack-gpu: ExpPack(S)'s per-query GPU work for a table: the expansion (gpu/expansion.h) and
-// one pass of the packing sums (gpu/packing.h) over the packing matrix ExpPack(S)'s shape gives
-// the table (ceil(D1 / N) groups x n = 1,024 keys), and optionally SimplePIR's product, against
-// one stream of the table at the same run's HBM read bandwidth.
+// exppack-gpu: ExpPack(S)'s per-query GPU work for a table: the expansion (gpu/expansion.h), one
+// pass of the packing sums (gpu/packing.h) over the packing matrix ExpPack(S)'s shape gives the
+// table (ceil(D1 / N) groups x n = 1,024 keys), the switch to q', and optionally SimplePIR's
+// product, against one stream of the table at the same run's HBM read bandwidth.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -249,6 +249,25 @@ absl::Status ExpPackGpu(const Flags& flags) {
   const bool packing_verified = got == expected;
   auto pass_s = (*packing)->MeasurePass(reps);
   if (!pass_s.ok()) return pass_s.status();
+  // The switch of the packed ciphertexts to q' (one per group), checked against the CPU's.
+  auto switcher = gpu::GpuResponseSwitch::Create(ctx);
+  if (!switcher.ok()) return switcher.status();
+  std::vector<lattice::RlweCiphertext> packed(matrix->groups());
+  for (lattice::RlweCiphertext& ct : packed) {
+    ct.c0.assign(cpu_leaves.begin(), cpu_leaves.begin() + words);  // any residues below the primes
+    ct.c1.assign(cpu_leaves.begin() + words, cpu_leaves.begin() + 2 * words);
+  }
+  auto switched = (*switcher)->Switch(packed);
+  if (!switched.ok()) return switched.status();
+  const std::vector<lattice::SwitchedCiphertext> cpu_switched =
+      lattice::SwitchResponse(ctx, packed);
+  bool switch_verified = switched->size() == cpu_switched.size();
+  for (size_t t = 0; switch_verified && t < cpu_switched.size(); ++t) {
+    switch_verified =
+        (*switched)[t].c0 == cpu_switched[t].c0 && (*switched)[t].c1 == cpu_switched[t].c1;
+  }
+  auto switch_s = (*switcher)->MeasureSwitch(static_cast<uint32_t>(matrix->groups()), reps);
+  if (!switch_s.ok()) return switch_s.status();
   const double matrix_bytes = static_cast<double>((*packing)->matrix_bytes());
   const double db_bytes = static_cast<double>(shape->d1) * lattice::AlignedStride(shape->d0);
   const double floor_s = db_bytes / (roof->mem_read_gbps * 1e9);
@@ -269,7 +288,8 @@ absl::Status ExpPackGpu(const Flags& flags) {
       .Add("pack_ms", *pass_s * 1e3)
       .Add("matrix_bytes", matrix_bytes)
       .Add("pack_gbps", matrix_bytes / *pass_s / 1e9)
-      .Add("pack_hbm_ratio", matrix_bytes / *pass_s / 1e9 / roof->mem_read_gbps);
+      .Add("pack_hbm_ratio", matrix_bytes / *pass_s / 1e9 / roof->mem_read_gbps)
+      .Add("switch_ms", *switch_s * 1e3);
   if (with_product) {
     // SimplePIR's product of one query over the table (the CUDA-core mat-vec).
     std::vector<uint8_t> records(rows * row_bytes);
@@ -291,12 +311,13 @@ absl::Status ExpPackGpu(const Flags& flags) {
     }
     auto product_s = (*product)->TimeKernels(gpu::LweGpuMethod::kCudaCores, 1, reps);
     if (!product_s.ok()) return product_s.status();
-    const double server_s = *product_s + *expand_s + *pass_s;
+    const double server_s = *product_s + *expand_s + *pass_s + *switch_s;
     line.Add("product_ms", *product_s * 1e3)
         .Add("server_ms", server_s * 1e3)
         .Add("floor_ratio", server_s / floor_s);
   }
-  line.Add("verified", expansion_verified && packing_verified).Emit();
+  line.Add("verified", expansion_verified && packing_verified && switch_verified).Emit();
+  if (!switch_verified) return absl::InternalError("the GPU switch differs from the CPU's");
   if (!expansion_verified) return absl::InternalError("the GPU expansion differs from the CPU's");
   if (!packing_verified) {
     return absl::InternalError("the GPU packing sums differ from the host run's");
@@ -309,10 +330,11 @@ SuiteRegistration exppack_gpu(
     "--rows --row-bytes [--reps --with-product=0|1]: ExpPack(S)'s per-query work on the GPU for "
     "the table's shape: expand_ms (one query's expansion, n = 1,024, checked against the CPU's), "
     "pack_ms (the packing sums over the packing matrix, keys on the device; pack_hbm_ratio), "
-    "floor_ms (one stream of the table at this run's HBM read bandwidth); --with-product=1 "
-    "also builds the table and times SimplePIR's product (CUDA cores, batch 1): server_ms = "
-    "product + expansion + packing and floor_ratio = server_ms / floor_ms. The switch to q' "
-    "(CPU) is not counted",
+    "switch_ms (the packed ciphertexts to q', inverse NTT fused), floor_ms (one stream of the "
+    "table at this run's HBM read bandwidth); --with-product=1 also builds the table and times "
+    "SimplePIR's product (CUDA cores, batch 1): server_ms = product + expansion + packing + "
+    "switch and floor_ratio = server_ms / floor_ms. PackedCiphertext's encoding of the b-parts "
+    "(CPU) and the transfers are not counted",
     ExpPackGpu);
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/internal/cuda_check.h"
 #include "gpu/internal/packing_phases.h"
+#include "gpu/internal/switch_phases.h"
 #include "gpu/packing.h"
 
 namespace veil::gpu {
@@ -27,6 +28,13 @@ __global__ void __launch_bounds__(internal::kPackThreads)
     PackingKernel(const internal::PackingArgs a) {
   DeviceRunner run;
   internal::PackingBlock(run, a, blockIdx.y, blockIdx.x);
+}
+
+__global__ void __launch_bounds__(internal::kNttBlockThreads)
+    SwitchKernel(const internal::SwitchArgs a) {
+  extern __shared__ uint64_t shared[];
+  DeviceRunner run;
+  internal::SwitchBlock(run, a, blockIdx.x, shared);
 }
 
 template <class T>
@@ -193,6 +201,137 @@ absl::StatusOr<double> GpuPackingSums::MeasurePass(int reps) const {
     for (int r = 0; r < reps; ++r) {
       VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, m.stream));
       VEIL_RETURN_IF_ERROR(m.Launch(n));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, m.stream));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
+      float ms = 0;
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
+      seconds.push_back(ms / 1e3);
+    }
+    return absl::OkStatus();
+  };
+  const absl::Status status = timed();
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (!status.ok()) return status;
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+struct GpuResponseSwitch::Impl {
+  int device = 0;
+  lattice::RingContext ring;
+  internal::SwitchPlan plan;
+  std::vector<uint64_t*> d_iroots;
+  uint64_t* d_halves = nullptr;
+  uint32_t* d_out = nullptr;
+  size_t capacity = 0;  // ciphertexts
+  cudaStream_t stream = nullptr;
+  std::mutex mu;
+
+  explicit Impl(lattice::RingContext r) : ring(std::move(r)) {}
+  ~Impl() {
+    cudaSetDevice(device);
+    for (uint64_t* p : d_iroots) cudaFree(p);
+    cudaFree(d_halves);
+    cudaFree(d_out);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  uint64_t n() const { return uint64_t{1} << plan.log_n; }
+  absl::Status Reserve(size_t count) {
+    if (count <= capacity) return absl::OkStatus();
+    VEIL_CUDA_RETURN_IF_ERROR(cudaFree(d_halves));
+    VEIL_CUDA_RETURN_IF_ERROR(cudaFree(d_out));
+    d_halves = nullptr;
+    d_out = nullptr;
+    capacity = 0;
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_halves, count * 2 * plan.k * n() * sizeof(uint64_t)));
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_out, count * 2 * n() * sizeof(uint32_t)));
+    capacity = count;
+    return absl::OkStatus();
+  }
+  absl::Status Launch(uint32_t count) {
+    internal::SwitchArgs args = internal::MakeSwitchArgs(plan, d_iroots);
+    args.halves = d_halves;
+    args.out = d_out;
+    const uint32_t threads =
+        static_cast<uint32_t>(std::min<uint64_t>(internal::kNttBlockThreads, n() / 2));
+    SwitchKernel<<<2 * count, threads, n() * sizeof(uint64_t), stream>>>(args);
+    VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  }
+};
+
+GpuResponseSwitch::GpuResponseSwitch(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuResponseSwitch::~GpuResponseSwitch() = default;
+
+absl::StatusOr<std::unique_ptr<GpuResponseSwitch>> GpuResponseSwitch::Create(
+    const lattice::RingContext& ctx, int device) {
+  absl::StatusOr<internal::SwitchPlan> plan = internal::MakeSwitchPlan(ctx);
+  if (!plan.ok()) return plan.status();
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return absl::UnavailableError(absl::StrCat("no CUDA device ", device));
+  }
+  absl::StatusOr<lattice::RingContext> ring = lattice::RingContext::Create(ctx.params());
+  if (!ring.ok()) return ring.status();
+  auto impl = std::make_unique<Impl>(*std::move(ring));
+  impl->device = device;
+  impl->plan = *std::move(plan);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  for (const std::vector<uint64_t>& roots : impl->plan.iroots) {
+    impl->d_iroots.push_back(nullptr);
+    VEIL_RETURN_IF_ERROR(Upload(&impl->d_iroots.back(), roots.data(), roots.size(), impl->stream));
+  }
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl->stream));
+  return std::unique_ptr<GpuResponseSwitch>(new GpuResponseSwitch(std::move(impl)));
+}
+
+absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> GpuResponseSwitch::Switch(
+    absl::Span<const lattice::RlweCiphertext> packed) const {
+  Impl& m = *impl_;
+  absl::StatusOr<std::vector<uint64_t>> halves = internal::SwitchHalves(m.ring, packed);
+  if (!halves.ok()) return halves.status();
+  std::vector<lattice::SwitchedCiphertext> out(packed.size());
+  if (packed.empty()) return out;
+  std::lock_guard<std::mutex> lock(m.mu);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
+  VEIL_RETURN_IF_ERROR(m.Reserve(packed.size()));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.d_halves, halves->data(),
+                                            halves->size() * sizeof(uint64_t),
+                                            cudaMemcpyHostToDevice, m.stream));
+  VEIL_RETURN_IF_ERROR(m.Launch(static_cast<uint32_t>(packed.size())));
+  std::vector<uint32_t> words(packed.size() * 2 * m.n());
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(words.data(), m.d_out, words.size() * 4, cudaMemcpyDeviceToHost, m.stream));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+  const uint64_t n = m.n();
+  for (size_t t = 0; t < packed.size(); ++t) {
+    out[t].c0.assign(words.begin() + 2 * t * n, words.begin() + (2 * t + 1) * n);
+    out[t].c1.assign(words.begin() + (2 * t + 1) * n, words.begin() + (2 * t + 2) * n);
+  }
+  return out;
+}
+
+absl::StatusOr<double> GpuResponseSwitch::MeasureSwitch(uint32_t count, int reps) const {
+  if (count == 0 || reps <= 0) return absl::InvalidArgumentError("count and reps must be positive");
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
+  VEIL_RETURN_IF_ERROR(m.Reserve(count));
+  // Zero residues are valid; the cost does not depend on the values.
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+      m.d_halves, 0, size_t{count} * 2 * m.plan.k * m.n() * sizeof(uint64_t), m.stream));
+  VEIL_RETURN_IF_ERROR(m.Launch(count));  // warm-up
+  cudaEvent_t start, stop;
+  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  std::vector<double> seconds;
+  const auto timed = [&]() -> absl::Status {
+    for (int r = 0; r < reps; ++r) {
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, m.stream));
+      VEIL_RETURN_IF_ERROR(m.Launch(count));
       VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, m.stream));
       VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
       float ms = 0;

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "gpu/internal/switch_phases.h"
 #include "pir/lattice/packing.h"
 #include "pir/lattice/rlwe.h"
 
@@ -50,12 +51,37 @@ class GpuPackingSums {
   std::unique_ptr<Impl> impl_;
 };
 
-// The kernel's phases run on the host, block by block and item by item (CI): Accumulate's
-// arguments and errors, without the device.
+// The packed response switched to q' on a device (lattice::SwitchResponse, bit for bit): one
+// block per ciphertext half, the inverse NTT of its rows fused with the switch
+// (gpu/internal/switch_phases.h).
+class GpuResponseSwitch {
+ public:
+  // Copies the ring's inverse NTT tables to the device. Returns INVALID_ARGUMENT for N above
+  // 2^12, UNAVAILABLE without a device, INTERNAL for CUDA failures.
+  static absl::StatusOr<std::unique_ptr<GpuResponseSwitch>> Create(const lattice::RingContext& ctx,
+                                                                   int device = 0);
+  ~GpuResponseSwitch();
+  // lattice::SwitchResponse's result. Returns INVALID_ARGUMENT for a ciphertext of the wrong size
+  // or a residue not below its prime, INTERNAL for CUDA failures.
+  absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> Switch(
+      absl::Span<const lattice::RlweCiphertext> packed) const;
+  // Median device seconds of `reps` switches of `count` ciphertexts (device-resident).
+  absl::StatusOr<double> MeasureSwitch(uint32_t count, int reps) const;
+
+ private:
+  struct Impl;
+  explicit GpuResponseSwitch(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The kernels' phases run on the host, block by block and item by item (CI): the arguments and
+// errors of Accumulate and of Switch, without the device.
 absl::Status HostRunPackingSums(const lattice::RingContext& ctx,
                                 const lattice::PackingMatrix& matrix,
                                 absl::Span<const uint32_t> index, absl::Span<const uint64_t> beta,
                                 absl::Span<const uint64_t> alpha, absl::Span<uint64_t> sums);
+absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunSwitchResponse(
+    const lattice::RingContext& ctx, absl::Span<const lattice::RlweCiphertext> packed);
 
 namespace internal {
 
@@ -75,6 +101,23 @@ absl::StatusOr<std::vector<uint32_t>> CheckPackingInputs(const PackingShape& sha
                                                          absl::Span<const uint64_t> beta,
                                                          absl::Span<const uint64_t> alpha,
                                                          absl::Span<const uint64_t> sums);
+
+// The switch's constants per prime (inverse NTT tables in Montgomery form, (Q / q_i)^{-1} and
+// floor(2^128 / q_i)) and the packed halves checked and laid out as the kernel reads them (half h
+// of ciphertext t at (2 t + h) k N). Returns INVALID_ARGUMENT for N above 2^12, a ciphertext of
+// the wrong size or a residue not below its prime.
+struct SwitchPlan {
+  uint32_t log_n = 0, k = 0;
+  std::vector<std::vector<uint64_t>> iroots;
+  std::vector<uint64_t> moduli, q_inv, n_inv_mont, punctured, punctured_shoup, ratio_hi, ratio_lo;
+  uint64_t target = 0;
+};
+absl::StatusOr<SwitchPlan> MakeSwitchPlan(const lattice::RingContext& ctx);
+// The kernel's arguments for the plan, its inverse roots at iroots[i] (the plan's own when
+// empty: the host run); halves and out unset.
+SwitchArgs MakeSwitchArgs(const SwitchPlan& plan, absl::Span<uint64_t* const> iroots);
+absl::StatusOr<std::vector<uint64_t>> SwitchHalves(
+    const lattice::RingContext& ctx, absl::Span<const lattice::RlweCiphertext> packed);
 
 }  // namespace internal
 }  // namespace veil::gpu

@@ -2,7 +2,9 @@
 // path, and the host-run of the kernel's phases (gpu/internal/packing_phases.h), as CI checks them
 // without a GPU.
 #include "absl/strings/str_cat.h"
+#include "gpu/internal/ntt_tables.h"
 #include "gpu/internal/packing_phases.h"
+#include "gpu/internal/switch_phases.h"
 #include "gpu/packing.h"
 
 namespace veil::gpu {
@@ -69,6 +71,80 @@ absl::StatusOr<std::vector<uint32_t>> CheckPackingInputs(const PackingShape& sha
   return keys;
 }
 
+absl::StatusOr<SwitchPlan> MakeSwitchPlan(const lattice::RingContext& ctx) {
+  if (ctx.params().log_n > kNttMaxLogN || ctx.k() > kSwitchMaxPrimes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the GPU switch takes N <= 2^", kNttMaxLogN, ", not N = ", ctx.n()));
+  }
+  SwitchPlan plan;
+  plan.log_n = static_cast<uint32_t>(ctx.params().log_n);
+  plan.k = static_cast<uint32_t>(ctx.k());
+  plan.target = ctx.response_modulus().value();
+  for (size_t i = 0; i < ctx.k(); ++i) {
+    absl::StatusOr<MontgomeryNttTables> t = MakeMontgomeryNttTables(ctx.ntt()[i]);
+    if (!t.ok()) return t.status();
+    const uint64_t q = t->q;
+    plan.moduli.push_back(q);
+    plan.q_inv.push_back(t->q_inv);
+    plan.n_inv_mont.push_back(t->n_inv_mont);
+    plan.iroots.push_back(std::move(t->inverse_roots));
+    plan.punctured.push_back(ctx.base().punctured_inverse(i));
+    plan.punctured_shoup.push_back(ctx.base().punctured_inverse_shoup(i));
+    const unsigned __int128 ratio =
+        ~static_cast<unsigned __int128>(0) / q;  // q odd: floor(2^128/q)
+    plan.ratio_hi.push_back(static_cast<uint64_t>(ratio >> 64));
+    plan.ratio_lo.push_back(static_cast<uint64_t>(ratio));
+  }
+  return plan;
+}
+
+SwitchArgs MakeSwitchArgs(const SwitchPlan& plan, absl::Span<uint64_t* const> iroots) {
+  SwitchArgs args;
+  args.log_n = plan.log_n;
+  args.k = plan.k;
+  args.target = plan.target;
+  for (uint32_t i = 0; i < plan.k; ++i) {
+    args.inverse[i] = NttArgs{iroots.empty() ? plan.iroots[i].data() : iroots[i],
+                              plan.moduli[i],
+                              plan.q_inv[i],
+                              plan.n_inv_mont[i],
+                              static_cast<int>(plan.log_n),
+                              true,
+                              nullptr,
+                              1};
+    args.moduli[i] = plan.moduli[i];
+    args.punctured[i] = plan.punctured[i];
+    args.punctured_shoup[i] = plan.punctured_shoup[i];
+    args.ratio_hi[i] = plan.ratio_hi[i];
+    args.ratio_lo[i] = plan.ratio_lo[i];
+  }
+  return args;
+}
+
+absl::StatusOr<std::vector<uint64_t>> SwitchHalves(
+    const lattice::RingContext& ctx, absl::Span<const lattice::RlweCiphertext> packed) {
+  const size_t n = ctx.n(), words = ctx.k() * n;
+  std::vector<uint64_t> halves;
+  halves.reserve(packed.size() * 2 * words);
+  for (const lattice::RlweCiphertext& ct : packed) {
+    if (ct.c0.size() != words || ct.c1.size() != words) {
+      return absl::InvalidArgumentError(absl::StrCat("a packed ciphertext's halves hold ",
+                                                     ct.c0.size(), " and ", ct.c1.size(),
+                                                     " residues, expected ", words));
+    }
+    for (const std::vector<uint64_t>* half : {&ct.c0, &ct.c1}) {
+      for (size_t r = 0; r < words; ++r) {
+        if ((*half)[r] >= ctx.base()[r / n].value()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("packed residue ", r, " is not below its prime"));
+        }
+      }
+      halves.insert(halves.end(), half->begin(), half->end());
+    }
+  }
+  return halves;
+}
+
 }  // namespace internal
 
 namespace {
@@ -111,6 +187,29 @@ absl::Status HostRunPackingSums(const lattice::RingContext& ctx,
     for (uint32_t b = 0; b < blocks; ++b) internal::PackingBlock(run, args, b, g);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunSwitchResponse(
+    const lattice::RingContext& ctx, absl::Span<const lattice::RlweCiphertext> packed) {
+  absl::StatusOr<internal::SwitchPlan> plan = internal::MakeSwitchPlan(ctx);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<std::vector<uint64_t>> halves = internal::SwitchHalves(ctx, packed);
+  if (!halves.ok()) return halves.status();
+  const uint32_t n = static_cast<uint32_t>(ctx.n());
+  std::vector<uint32_t> words(packed.size() * 2 * n);
+  internal::SwitchArgs args = internal::MakeSwitchArgs(*plan, {});
+  args.halves = halves->data();
+  args.out = words.data();
+  std::vector<uint64_t> shared(n);
+  SequentialRunner run;
+  for (uint32_t h = 0; h < 2 * packed.size(); ++h)
+    internal::SwitchBlock(run, args, h, shared.data());
+  std::vector<lattice::SwitchedCiphertext> out(packed.size());
+  for (size_t t = 0; t < packed.size(); ++t) {
+    out[t].c0.assign(words.begin() + 2 * t * n, words.begin() + (2 * t + 1) * n);
+    out[t].c1.assign(words.begin() + (2 * t + 1) * n, words.begin() + (2 * t + 2) * n);
+  }
+  return out;
 }
 
 }  // namespace veil::gpu

@@ -1,5 +1,6 @@
 // The GPU packing sums (gpu/packing.h) on a device against the host run of the same phases, bit
-// for bit (the host run equals PackAccumulator: packing_host_run_test.cc). Skips without a GPU.
+// for bit (the host run equals PackAccumulator: packing_host_run_test.cc), and the switch to q'
+// against lattice::SwitchResponse. Skips without a GPU.
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -60,6 +61,29 @@ TEST(PackingGpu, RefusesBadInput) {
   const std::vector<uint64_t> beta = testing::RandomKeyHalves(ctx, 1, gen);
   EXPECT_EQ((*gpu)->Accumulate({8}, beta, beta, absl::MakeSpan(sums)).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SwitchGpu, EqualsSwitchResponse) {
+  SKIP_WITHOUT_GPU();
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::RingParams::Default());
+  std::mt19937_64 gen(5);
+  std::vector<lattice::RlweCiphertext> packed(6);
+  for (lattice::RlweCiphertext& ct : packed) {
+    ct.c0 = testing::RandomKeyHalves(ctx, 1, gen);
+    ct.c1 = testing::RandomKeyHalves(ctx, 1, gen);
+  }
+  auto gpu = GpuResponseSwitch::Create(ctx);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> got = (*gpu)->Switch(packed);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const std::vector<lattice::SwitchedCiphertext> want = lattice::SwitchResponse(ctx, packed);
+  ASSERT_EQ(got->size(), want.size());
+  for (size_t t = 0; t < want.size(); ++t) {
+    EXPECT_EQ((*got)[t].c0, want[t].c0);
+    EXPECT_EQ((*got)[t].c1, want[t].c1);
+  }
+  absl::StatusOr<double> s = (*gpu)->MeasureSwitch(6, 3);
+  ASSERT_TRUE(s.ok()) << s.status();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The GPU packing kernel's phases run on the host (gpu/packing.h's HostRunPackingSums) against
 // pir/lattice's PackAccumulator, bit for bit: the default ring, and 32-bit primes, whose products
 // carry out of 64 bits in the kernel's lazy sums; keys in several calls and any order; bad input.
+// And the switch to q' (HostRunSwitchResponse) against lattice::SwitchResponse.
 #include <algorithm>
 #include <cstdint>
 #include <random>
@@ -102,6 +103,40 @@ TEST(PackingHostRun, RefusesBadInput) {
       *lattice::RingParams::Create(10, *he::GenerateNttPrimes(29, 2048, 3)));
   EXPECT_THAT(HostRunPackingSums(other, matrix, {}, {}, {}, absl::MakeSpan(sums)).message(),
               HasSubstr("another ring"));
+}
+
+TEST(SwitchHostRun, EqualsSwitchResponse) {
+  // Random packed ciphertexts (NTT form over Q): the inverse NTTs and the switch to q' fused, on
+  // the default ring and on 16 primes of up to 32 bits (N = 1,024).
+  std::mt19937_64 gen(4);
+  for (const lattice::RingParams& params :
+       {lattice::RingParams::Default(),
+        *lattice::RingParams::Create(10, *he::GenerateNttPrimes(32, 2048, 16))}) {
+    const lattice::RingContext ctx = *lattice::RingContext::Create(params);
+    std::vector<lattice::RlweCiphertext> packed(3);
+    for (lattice::RlweCiphertext& ct : packed) {
+      ct.c0 = testing::RandomKeyHalves(ctx, 1, gen);
+      ct.c1 = testing::RandomKeyHalves(ctx, 1, gen);
+    }
+    absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> got =
+        HostRunSwitchResponse(ctx, packed);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::vector<lattice::SwitchedCiphertext> want = lattice::SwitchResponse(ctx, packed);
+    ASSERT_EQ(got->size(), want.size());
+    for (size_t t = 0; t < want.size(); ++t) {
+      EXPECT_EQ((*got)[t].c0, want[t].c0) << "ciphertext " << t << ", " << ctx.k() << " primes";
+      EXPECT_EQ((*got)[t].c1, want[t].c1) << "ciphertext " << t << ", " << ctx.k() << " primes";
+    }
+  }
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::RingParams::Default());
+  std::vector<lattice::RlweCiphertext> bad(1);
+  bad[0].c0 = testing::RandomKeyHalves(ctx, 1, gen);
+  bad[0].c1 = bad[0].c0;
+  bad[0].c1.pop_back();
+  EXPECT_THAT(HostRunSwitchResponse(ctx, bad).status().message(), HasSubstr("residues, expected"));
+  bad[0].c1 = bad[0].c0;
+  bad[0].c1[7] = ctx.base()[0].value();
+  EXPECT_THAT(HostRunSwitchResponse(ctx, bad).status().message(), HasSubstr("not below"));
 }
 
 }  // namespace
