@@ -54,8 +54,9 @@ DoublePackShape DoublePackShapeFor(const RingContext& ring, const Shape& shape);
 // strays by up to ~30%, its phases sharing G LWE errors and G sums W_t): the second query's
 // errors through M2 (G digits each), the second packing (keys of ExpandedKeyVariance against
 // a-parts of variance G E[d^2] Var(word), E[d^2] averaged over a residue's four digits, the top
-// one below q' / 2^24) and the switch. Measured within 20% (DoublePackTest). The rule:
-// 7.54 sigma <= Delta / 4 (a failure per digit below 2^-40 with half the margin).
+// one below q' / 2^24) and the switch. 25 runs of DoublePackTest's six lookups averaged within 3%
+// of it. The rule: 7.54 sigma <= Delta / 4 (a failure per digit below 2^-40 with half the
+// margin).
 PackingNoise DoublePackNoiseBound(const RingContext& ring, uint64_t columns);
 bool DoublePackNoiseWithinRule(const RingContext& ring, uint64_t columns);
 
