@@ -10,25 +10,18 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/expansion.h"
 #include "gpu/internal/cuda_check.h"
+#include "gpu/internal/cuda_timing.h"
 #include "gpu/internal/expansion_phases.h"
+#include "gpu/internal/runners.h"
 #include "pir/lattice/expansion.h"
 
 namespace veil::gpu {
 namespace {
 
-class DeviceRunner {
- public:
-  template <class F>
-  __device__ void Phase(uint32_t items, F&& f) {
-    for (uint32_t i = threadIdx.x; i < items; i += blockDim.x) f(i);
-    __syncthreads();
-  }
-};
-
 __global__ void __launch_bounds__(internal::kNttBlockThreads)
     ExpansionKernel(const internal::ExpansionArgs a) {
   extern __shared__ uint64_t shared[];
-  DeviceRunner run;
+  internal::BlockRunner run;
   internal::ExpansionNodeBlock(run, a, blockIdx.x, shared);
 }
 
@@ -182,34 +175,12 @@ absl::StatusOr<ExpandedKeys> GpuExpansion::Expand(absl::Span<const uint8_t> ciph
 
 absl::StatusOr<double> GpuExpansion::MeasureExpand(absl::Span<const uint8_t> ciphertext,
                                                    int reps) const {
-  if (reps <= 0) return absl::InvalidArgumentError("reps must be positive");
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
-  cudaEvent_t start, stop;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  std::vector<double> seconds;
-  const auto timed = [&]() -> absl::Status {
-    for (int r = 0; r <= reps; ++r) {  // the first is a warm-up
-      VEIL_RETURN_IF_ERROR(m.UploadRoot(ciphertext));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, m.stream));
-      absl::StatusOr<uint64_t*> leaves = m.Run();
-      if (!leaves.ok()) return leaves.status();
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, m.stream));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-      float ms = 0;
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-      if (r > 0) seconds.push_back(ms / 1e3);
-    }
-    return absl::OkStatus();
-  };
-  const absl::Status status = timed();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  if (!status.ok()) return status;
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
+  // The levels overwrite the root: it goes up again before each run.
+  return internal::MedianLaunchSeconds(
+      m.stream, reps, [&] { return m.UploadRoot(ciphertext); }, [&] { return m.Run().status(); });
 }
 
 }  // namespace veil::gpu

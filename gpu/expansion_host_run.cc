@@ -8,6 +8,7 @@
 #include "gpu/expansion.h"
 #include "gpu/internal/expansion_phases.h"
 #include "gpu/internal/ntt_tables.h"
+#include "gpu/internal/runners.h"
 #include "pir/lattice/expansion.h"
 
 namespace veil::gpu {
@@ -58,17 +59,6 @@ uint32_t MaxExpansionNodes(const ExpansionPlan& plan) {
 
 }  // namespace internal
 
-namespace {
-
-struct SequentialRunner {
-  template <class F>
-  void Phase(uint32_t items, F&& f) {
-    for (uint32_t i = 0; i < items; ++i) f(i);
-  }
-};
-
-}  // namespace
-
 absl::StatusOr<ExpandedKeys> HostRunExpansion(const lattice::RingContext& ctx,
                                               const he::GaloisKeys& keys, uint32_t lwe_n,
                                               absl::Span<const uint8_t> ciphertext) {
@@ -97,7 +87,7 @@ absl::StatusOr<ExpandedKeys> HostRunExpansion(const lattice::RingContext& ctx,
     if (q < p.k) args.p_inv[q] = p.p_inv[q];
   }
   args.scratch = scratch.data();
-  SequentialRunner run;
+  internal::SequentialRunner run;
   uint32_t nodes = 1;
   for (uint32_t l = 0; l < p.levels; ++l) {
     const uint64_t key_words = k * (k + 1) * n;

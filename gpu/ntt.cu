@@ -8,23 +8,15 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/internal/cuda_check.h"
 #include "gpu/internal/ntt_tables.h"
+#include "gpu/internal/runners.h"
 #include "gpu/ntt.h"
 
 namespace veil::gpu {
 namespace {
 
-class DeviceRunner {
- public:
-  template <class F>
-  __device__ void Phase(uint32_t items, F&& f) {
-    for (uint32_t i = threadIdx.x; i < items; i += blockDim.x) f(i);
-    __syncthreads();
-  }
-};
-
 __global__ void __launch_bounds__(internal::kNttBlockThreads) NttKernel(const internal::NttArgs a) {
   extern __shared__ uint64_t shared[];
-  DeviceRunner run;
+  internal::BlockRunner run;
   internal::NttBlock(run, a, blockIdx.x, shared);
 }
 

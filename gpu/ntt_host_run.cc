@@ -3,21 +3,10 @@
 #include <vector>
 
 #include "gpu/internal/ntt_tables.h"
+#include "gpu/internal/runners.h"
 #include "gpu/ntt.h"
 
 namespace veil::gpu {
-namespace {
-
-// Runs a phase's items in order: a valid schedule of the block's threads (items of one phase
-// touch disjoint residues).
-struct SequentialRunner {
-  template <class F>
-  void Phase(uint32_t items, F&& f) {
-    for (uint32_t i = 0; i < items; ++i) f(i);
-  }
-};
-
-}  // namespace
 
 absl::Status HostRunNtt(const he::NttTables& tables, bool inverse, absl::Span<uint64_t> polys) {
   absl::StatusOr<internal::MontgomeryNttTables> t = internal::MakeMontgomeryNttTables(tables);
@@ -26,7 +15,7 @@ absl::Status HostRunNtt(const he::NttTables& tables, bool inverse, absl::Span<ui
   const uint32_t batch = static_cast<uint32_t>(polys.size() / tables.n());
   const internal::NttArgs args = t->Args(inverse, polys.data(), batch);
   std::vector<uint64_t> shared(tables.n());
-  SequentialRunner run;
+  internal::SequentialRunner run;
   for (uint32_t poly = 0; poly < batch; ++poly) internal::NttBlock(run, args, poly, shared.data());
   return absl::OkStatus();
 }

@@ -8,32 +8,25 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/internal/cuda_check.h"
+#include "gpu/internal/cuda_timing.h"
 #include "gpu/internal/packing_phases.h"
+#include "gpu/internal/runners.h"
 #include "gpu/internal/switch_phases.h"
 #include "gpu/packing.h"
 
 namespace veil::gpu {
 namespace {
 
-class DeviceRunner {
- public:
-  template <class F>
-  __device__ void Phase(uint32_t items, F&& f) {
-    for (uint32_t i = threadIdx.x; i < items; i += blockDim.x) f(i);
-    __syncthreads();
-  }
-};
-
 __global__ void __launch_bounds__(internal::kPackThreads)
     PackingKernel(const internal::PackingArgs a) {
-  DeviceRunner run;
+  internal::BlockRunner run;
   internal::PackingBlock(run, a, blockIdx.y, blockIdx.x);
 }
 
 __global__ void __launch_bounds__(internal::kNttBlockThreads)
     SwitchKernel(const internal::SwitchArgs a) {
   extern __shared__ uint64_t shared[];
-  DeviceRunner run;
+  internal::BlockRunner run;
   internal::SwitchBlock(run, a, blockIdx.x, shared);
 }
 
@@ -178,7 +171,6 @@ absl::Status GpuPackingSums::Accumulate(absl::Span<const uint32_t> index,
 }
 
 absl::StatusOr<double> GpuPackingSums::MeasurePass(int reps) const {
-  if (reps <= 0) return absl::InvalidArgumentError("reps must be positive");
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
@@ -192,29 +184,8 @@ absl::StatusOr<double> GpuPackingSums::MeasurePass(int reps) const {
   VEIL_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(m.d_keys, 0, 2 * size_t{n} * m.shape.slots * 4, m.stream));
   VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_sums, 0, m.sum_words() * 8, m.stream));
-  VEIL_RETURN_IF_ERROR(m.Launch(n));  // warm-up
-  cudaEvent_t start, stop;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  std::vector<double> seconds;
-  const auto timed = [&]() -> absl::Status {
-    for (int r = 0; r < reps; ++r) {
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, m.stream));
-      VEIL_RETURN_IF_ERROR(m.Launch(n));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, m.stream));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-      float ms = 0;
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-      seconds.push_back(ms / 1e3);
-    }
-    return absl::OkStatus();
-  };
-  const absl::Status status = timed();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  if (!status.ok()) return status;
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
+  return internal::MedianLaunchSeconds(
+      m.stream, reps, [] { return absl::OkStatus(); }, [&] { return m.Launch(n); });
 }
 
 struct GpuResponseSwitch::Impl {
@@ -315,7 +286,7 @@ absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> GpuResponseSwitch::Swit
 }
 
 absl::StatusOr<double> GpuResponseSwitch::MeasureSwitch(uint32_t count, int reps) const {
-  if (count == 0 || reps <= 0) return absl::InvalidArgumentError("count and reps must be positive");
+  if (count == 0) return absl::InvalidArgumentError("count must be positive");
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
@@ -323,29 +294,8 @@ absl::StatusOr<double> GpuResponseSwitch::MeasureSwitch(uint32_t count, int reps
   // Zero residues are valid; the cost does not depend on the values.
   VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
       m.d_halves, 0, size_t{count} * 2 * m.plan.k * m.n() * sizeof(uint64_t), m.stream));
-  VEIL_RETURN_IF_ERROR(m.Launch(count));  // warm-up
-  cudaEvent_t start, stop;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  std::vector<double> seconds;
-  const auto timed = [&]() -> absl::Status {
-    for (int r = 0; r < reps; ++r) {
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, m.stream));
-      VEIL_RETURN_IF_ERROR(m.Launch(count));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, m.stream));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-      float ms = 0;
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-      seconds.push_back(ms / 1e3);
-    }
-    return absl::OkStatus();
-  };
-  const absl::Status status = timed();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  if (!status.ok()) return status;
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
+  return internal::MedianLaunchSeconds(
+      m.stream, reps, [] { return absl::OkStatus(); }, [&] { return m.Launch(count); });
 }
 
 }  // namespace veil::gpu

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/internal/ntt_tables.h"
 #include "gpu/internal/packing_phases.h"
+#include "gpu/internal/runners.h"
 #include "gpu/internal/switch_phases.h"
 #include "gpu/packing.h"
 
@@ -147,19 +148,6 @@ absl::StatusOr<std::vector<uint64_t>> SwitchHalves(
 
 }  // namespace internal
 
-namespace {
-
-// Runs a phase's items in order: a valid schedule of the block's threads (items of one phase
-// write disjoint sums).
-struct SequentialRunner {
-  template <class F>
-  void Phase(uint32_t items, F&& f) {
-    for (uint32_t i = 0; i < items; ++i) f(i);
-  }
-};
-
-}  // namespace
-
 absl::Status HostRunPackingSums(const lattice::RingContext& ctx,
                                 const lattice::PackingMatrix& matrix,
                                 absl::Span<const uint32_t> index, absl::Span<const uint64_t> beta,
@@ -181,7 +169,7 @@ absl::Status HostRunPackingSums(const lattice::RingContext& ctx,
   args.moduli = shape->moduli.data();
   args.two64 = shape->two64.data();
   args.sums = sums.data();
-  SequentialRunner run;
+  internal::SequentialRunner run;
   const uint32_t blocks = (shape->slots + internal::kPackThreads - 1) / internal::kPackThreads;
   for (uint32_t g = 0; g < shape->groups; ++g) {
     for (uint32_t b = 0; b < blocks; ++b) internal::PackingBlock(run, args, b, g);
@@ -201,7 +189,7 @@ absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunSwitchResponse(
   args.halves = halves->data();
   args.out = words.data();
   std::vector<uint64_t> shared(n);
-  SequentialRunner run;
+  internal::SequentialRunner run;
   for (uint32_t h = 0; h < 2 * packed.size(); ++h)
     internal::SwitchBlock(run, args, h, shared.data());
   std::vector<lattice::SwitchedCiphertext> out(packed.size());
