@@ -41,6 +41,17 @@
 namespace veil::bench {
 namespace {
 
+// The shape's table of random records (the records freed once the matrix is built).
+absl::StatusOr<lattice::Database> RandomDatabase(const lattice::Shape& shape,
+                                                 std::mt19937_64& gen) {
+  std::vector<uint8_t> records(shape.rows * shape.record_bytes);
+  for (size_t i = 0; i + 8 <= records.size(); i += 8) {
+    const uint64_t w = gen();
+    std::memcpy(records.data() + i, &w, 8);
+  }
+  return lattice::Database::FromRecords(shape, records);
+}
+
 absl::StatusOr<std::vector<int>> Batches(const std::string& value) {
   std::vector<int> out;
   for (absl::string_view part : absl::StrSplit(value, ',')) {
@@ -81,15 +92,9 @@ absl::Status LweAnswerGpu(const Flags& flags) {
       lattice::ChooseShape(*protocol, rows, static_cast<uint32_t>(row_bytes), shape_options);
   if (!shape.ok()) return shape.status();
   std::cerr << "lwe-answer-gpu: " << lattice::ShapeSummary(*shape) << "\n";
-  std::vector<uint8_t> records(rows * row_bytes);
   std::mt19937_64 gen(1);
-  for (size_t i = 0; i + 8 <= records.size(); i += 8) {
-    const uint64_t w = gen();
-    std::memcpy(records.data() + i, &w, 8);
-  }
-  auto db = lattice::Database::FromRecords(*shape, records);
+  auto db = RandomDatabase(*shape, gen);
   if (!db.ok()) return db.status();
-  records = {};
   const int max_batch = *std::max_element(batches->begin(), batches->end());
   gpu::LweGpuOptions options;
   options.max_batch = max_batch;
@@ -292,14 +297,8 @@ absl::Status ExpPackGpu(const Flags& flags) {
       .Add("switch_ms", *switch_s * 1e3);
   if (with_product) {
     // SimplePIR's product of one query over the table (the CUDA-core mat-vec).
-    std::vector<uint8_t> records(rows * row_bytes);
-    for (size_t i = 0; i + 8 <= records.size(); i += 8) {
-      const uint64_t w = gen();
-      std::memcpy(records.data() + i, &w, 8);
-    }
-    auto db = lattice::Database::FromRecords(*shape, records);
+    auto db = RandomDatabase(*shape, gen);
     if (!db.ok()) return db.status();
-    records = {};
     auto product = gpu::LweGpuProduct::Create(db->view(), {});
     if (!product.ok()) return product.status();
     std::vector<uint32_t> q(shape->d0), answer(shape->d1);

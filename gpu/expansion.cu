@@ -25,16 +25,6 @@ __global__ void __launch_bounds__(internal::kNttBlockThreads)
   internal::ExpansionNodeBlock(run, a, blockIdx.x, shared);
 }
 
-template <class T>
-absl::Status Upload(T** to, const std::vector<T>& from) {
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(to, std::max<size_t>(from.size(), 1) * sizeof(T)));
-  if (!from.empty()) {
-    VEIL_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(*to, from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 struct GpuExpansion::Impl {
@@ -66,42 +56,32 @@ struct GpuExpansion::Impl {
 
   uint64_t node_words() const { return 2ull * plan.k << plan.log_n; }
 
+  // The device pointers above, as the level loop reads them.
+  internal::ExpansionArrays Arrays() const {
+    internal::ExpansionArrays a;
+    a.roots.assign(d_roots.begin(), d_roots.end());
+    a.iroots.assign(d_iroots.begin(), d_iroots.end());
+    a.key_b = d_key_b;
+    a.key_a = d_key_a;
+    a.perms = d_perms;
+    a.monos = d_monos;
+    a.nodes[0] = d_nodes[0];
+    a.nodes[1] = d_nodes[1];
+    a.scratch = d_scratch;
+    return a;
+  }
+
   // The levels on the root at d_nodes[0]; returns the buffer holding the leaves.
   absl::StatusOr<uint64_t*> Run() {
-    const internal::ExpansionPlan& p = plan;
-    const uint64_t n = uint64_t{1} << p.log_n, key_words = p.k * (p.k + 1) * n;
-    internal::ExpansionArgs args;
-    args.log_n = p.log_n;
-    args.k = p.k;
-    for (uint32_t q = 0; q <= p.k; ++q) {
-      args.forward[q] = internal::NttArgs{
-          d_roots[q], p.moduli[q], p.q_inv[q], p.n_inv_mont[q], static_cast<int>(p.log_n),
-          false,      nullptr,     1};
-      args.inverse[q] = args.forward[q];
-      args.inverse[q].roots = d_iroots[q];
-      args.inverse[q].inverse = true;
-      args.moduli[q] = p.moduli[q];
-      if (q < p.k) args.p_inv[q] = p.p_inv[q];
-    }
-    args.scratch = d_scratch;
-    const uint32_t threads = std::min<uint32_t>(internal::kNttBlockThreads, n / 2);
-    uint32_t nodes = 1;
-    int cur = 0;
-    for (uint32_t l = 0; l < p.levels; ++l) {
-      args.key_b = d_key_b + l * key_words;
-      args.key_a = d_key_a + l * key_words;
-      args.perm = d_perms + l * n;
-      args.mono = d_monos + l * p.k * n;
-      args.in = d_nodes[cur];
-      args.out = d_nodes[1 - cur];
-      args.nodes = nodes;
-      args.children = std::min(2 * nodes, p.lwe_n);
-      ExpansionKernel<<<nodes, threads, n * sizeof(uint64_t), stream>>>(args);
-      VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      nodes = args.children;
-      cur = 1 - cur;
-    }
-    return d_nodes[cur];
+    const uint64_t n = uint64_t{1} << plan.log_n;
+    const uint32_t threads =
+        static_cast<uint32_t>(std::min<uint64_t>(internal::kNttBlockThreads, n / 2));
+    return internal::RunExpansionLevels(
+        plan, Arrays(), [&](const internal::ExpansionArgs& args) -> absl::Status {
+          ExpansionKernel<<<args.nodes, threads, n * sizeof(uint64_t), stream>>>(args);
+          VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+          return absl::OkStatus();
+        });
   }
 
   absl::Status UploadRoot(absl::Span<const uint8_t> ciphertext) {
@@ -124,11 +104,7 @@ absl::StatusOr<std::unique_ptr<GpuExpansion>> GpuExpansion::Create(const lattice
                                                                    uint32_t lwe_n, int device) {
   absl::StatusOr<internal::ExpansionPlan> plan = internal::MakeExpansionPlan(ctx, keys, lwe_n);
   if (!plan.ok()) return plan.status();
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    return absl::UnavailableError(absl::StrCat("no CUDA device ", device));
-  }
+  VEIL_RETURN_IF_ERROR(internal::CheckDevice(device));
   absl::StatusOr<lattice::RingContext> ring = lattice::RingContext::Create(ctx.params());
   if (!ring.ok()) return ring.status();
   auto impl = std::make_unique<Impl>(*std::move(ring));
@@ -137,16 +113,18 @@ absl::StatusOr<std::unique_ptr<GpuExpansion>> GpuExpansion::Create(const lattice
   const internal::ExpansionPlan& p = impl->plan;
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
-  for (uint32_t q = 0; q <= p.k; ++q) {
+  for (const internal::MontgomeryNttTables& t : p.tables) {
     impl->d_roots.push_back(nullptr);
     impl->d_iroots.push_back(nullptr);
-    VEIL_RETURN_IF_ERROR(Upload(&impl->d_roots.back(), p.roots[q]));
-    VEIL_RETURN_IF_ERROR(Upload(&impl->d_iroots.back(), p.iroots[q]));
+    VEIL_RETURN_IF_ERROR(
+        internal::UploadNew(&impl->d_roots.back(), t.roots.data(), t.roots.size()));
+    VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_iroots.back(), t.inverse_roots.data(),
+                                             t.inverse_roots.size()));
   }
-  VEIL_RETURN_IF_ERROR(Upload(&impl->d_key_b, p.key_b));
-  VEIL_RETURN_IF_ERROR(Upload(&impl->d_key_a, p.key_a));
-  VEIL_RETURN_IF_ERROR(Upload(&impl->d_monos, p.monos));
-  VEIL_RETURN_IF_ERROR(Upload(&impl->d_perms, p.perms));
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_key_b, p.key_b.data(), p.key_b.size()));
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_key_a, p.key_a.data(), p.key_a.size()));
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_monos, p.monos.data(), p.monos.size()));
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_perms, p.perms.data(), p.perms.size()));
   const uint64_t n = uint64_t{1} << p.log_n;
   for (uint64_t*& buffer : impl->d_nodes) {
     VEIL_CUDA_RETURN_IF_ERROR(

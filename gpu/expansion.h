@@ -5,12 +5,15 @@
 #ifndef VEIL_GPU_EXPANSION_H_
 #define VEIL_GPU_EXPANSION_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "gpu/internal/expansion_phases.h"
+#include "gpu/internal/ntt_tables.h"
 #include "pir/he/bfv.h"
 #include "pir/lattice/rlwe.h"
 
@@ -60,18 +63,63 @@ namespace internal {
 // the per-level keys, permutations and monomials, laid out as the kernel reads them.
 struct ExpansionPlan {
   uint32_t log_n = 0, k = 0, lwe_n = 0, levels = 0;
-  std::vector<uint64_t> moduli, p_inv;        // k + 1 moduli (P last); P^{-1} mod q_j
-  std::vector<std::vector<uint64_t>> roots;   // forward roots per prime (Montgomery form)
-  std::vector<std::vector<uint64_t>> iroots;  // inverse roots per prime
-  std::vector<uint64_t> q_inv, n_inv_mont;    // per prime
-  std::vector<uint64_t> key_b, key_a;         // level-major, k (k + 1) N residues each
-  std::vector<uint32_t> perms;                // level-major, N each
-  std::vector<uint64_t> monos;                // level-major, k N each (X^{-2^l}, NTT form)
+  std::vector<MontgomeryNttTables> tables;  // k + 1: Q's primes, then P
+  std::vector<uint64_t> p_inv;              // P^{-1} mod q_j
+  std::vector<uint64_t> key_b, key_a;       // level-major, k (k + 1) N residues each
+  std::vector<uint32_t> perms;              // level-major, N each
+  std::vector<uint64_t> monos;              // level-major, k N each (X^{-2^l}, NTT form)
 };
 absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx,
                                                 const he::GaloisKeys& keys, uint32_t lwe_n);
 // Nodes at the largest level (the buffers' size): min(2^(levels - 1), n), at least 1.
 uint32_t MaxExpansionNodes(const ExpansionPlan& plan);
+
+// Where a run's arrays live: the plan's own (the host run) or their device copies.
+struct ExpansionArrays {
+  std::vector<const uint64_t*> roots, iroots;  // per prime: the tables' forward, inverse roots
+  const uint64_t* key_b = nullptr;
+  const uint64_t* key_a = nullptr;
+  const uint32_t* perms = nullptr;
+  const uint64_t* monos = nullptr;
+  uint64_t* nodes[2] = {nullptr, nullptr};  // n nodes each; the root at nodes[0]
+  uint64_t* scratch = nullptr;              // MaxExpansionNodes x ExpansionScratchRows rows of N
+};
+
+// The level loop of the host run and of the device: level l's arguments from the arrays, then
+// launch(args) for its args.nodes blocks (an absl::Status). Returns the buffer of the leaves.
+template <class Launch>
+absl::StatusOr<uint64_t*> RunExpansionLevels(const ExpansionPlan& p, const ExpansionArrays& a,
+                                             Launch&& launch) {
+  const uint64_t n = uint64_t{1} << p.log_n, key_words = uint64_t{p.k} * (p.k + 1) * n;
+  ExpansionArgs args;
+  args.log_n = p.log_n;
+  args.k = p.k;
+  for (uint32_t q = 0; q <= p.k; ++q) {
+    args.forward[q] = p.tables[q].Args(false, nullptr, 1);
+    args.forward[q].roots = a.roots[q];
+    args.inverse[q] = p.tables[q].Args(true, nullptr, 1);
+    args.inverse[q].roots = a.iroots[q];
+    args.moduli[q] = p.tables[q].q;
+    if (q < p.k) args.p_inv[q] = p.p_inv[q];
+  }
+  args.scratch = a.scratch;
+  uint32_t nodes = 1;
+  int cur = 0;
+  for (uint32_t l = 0; l < p.levels; ++l) {
+    args.key_b = a.key_b + l * key_words;
+    args.key_a = a.key_a + l * key_words;
+    args.perm = a.perms + l * n;
+    args.mono = a.monos + l * p.k * n;
+    args.in = a.nodes[cur];
+    args.out = a.nodes[1 - cur];
+    args.nodes = nodes;
+    args.children = std::min(2 * nodes, p.lwe_n);
+    if (absl::Status s = launch(static_cast<const ExpansionArgs&>(args)); !s.ok()) return s;
+    nodes = args.children;
+    cur = 1 - cur;
+  }
+  return a.nodes[cur];
+}
 
 }  // namespace internal
 }  // namespace veil::gpu

@@ -33,11 +33,7 @@ absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx,
   for (size_t p = 0; p <= ctx.k(); ++p) {
     absl::StatusOr<MontgomeryNttTables> t = MakeMontgomeryNttTables(qp.ntt(p));
     if (!t.ok()) return t.status();
-    plan.moduli.push_back(t->q);
-    plan.q_inv.push_back(t->q_inv);
-    plan.n_inv_mont.push_back(t->n_inv_mont);
-    plan.roots.push_back(std::move(t->roots));
-    plan.iroots.push_back(std::move(t->inverse_roots));
+    plan.tables.push_back(*std::move(t));
     if (p < ctx.k()) plan.p_inv.push_back(qp.key_switch().p_inv_mod_q[p]);
   }
   const size_t n = ctx.n(), words = ctx.k() * n;
@@ -68,46 +64,34 @@ absl::StatusOr<ExpandedKeys> HostRunExpansion(const lattice::RingContext& ctx,
       lattice::internal::SecretCiphertextRoot(ctx, ciphertext);
   if (!root.ok()) return root.status();
   const internal::ExpansionPlan& p = *plan;
-  const uint64_t n = ctx.n(), k = p.k, node_words = 2 * k * n;
-  std::vector<uint64_t> cur = *std::move(root), next(uint64_t{lwe_n} * node_words);
+  const uint64_t n = ctx.n(), nodes_words = uint64_t{lwe_n} * 2 * p.k * n;
+  std::vector<uint64_t> nodes[2] = {*std::move(root), std::vector<uint64_t>(nodes_words)};
+  nodes[0].resize(nodes_words);
   std::vector<uint64_t> scratch(uint64_t{internal::MaxExpansionNodes(p)} *
                                 internal::ExpansionScratchRows(p.k) * n);
+  internal::ExpansionArrays arrays;
+  for (const internal::MontgomeryNttTables& t : p.tables) {
+    arrays.roots.push_back(t.roots.data());
+    arrays.iroots.push_back(t.inverse_roots.data());
+  }
+  arrays.key_b = p.key_b.data();
+  arrays.key_a = p.key_a.data();
+  arrays.perms = p.perms.data();
+  arrays.monos = p.monos.data();
+  arrays.nodes[0] = nodes[0].data();
+  arrays.nodes[1] = nodes[1].data();
+  arrays.scratch = scratch.data();
   std::vector<uint64_t> shared(n);
-  internal::ExpansionArgs args;
-  args.log_n = p.log_n;
-  args.k = p.k;
-  for (uint32_t q = 0; q <= p.k; ++q) {
-    args.forward[q] =
-        internal::NttArgs{p.roots[q].data(),         p.moduli[q], p.q_inv[q], p.n_inv_mont[q],
-                          static_cast<int>(p.log_n), false,       nullptr,    1};
-    args.inverse[q] = args.forward[q];
-    args.inverse[q].roots = p.iroots[q].data();
-    args.inverse[q].inverse = true;
-    args.moduli[q] = p.moduli[q];
-    if (q < p.k) args.p_inv[q] = p.p_inv[q];
-  }
-  args.scratch = scratch.data();
   internal::SequentialRunner run;
-  uint32_t nodes = 1;
-  for (uint32_t l = 0; l < p.levels; ++l) {
-    const uint64_t key_words = k * (k + 1) * n;
-    args.key_b = p.key_b.data() + l * key_words;
-    args.key_a = p.key_a.data() + l * key_words;
-    args.perm = p.perms.data() + l * n;
-    args.mono = p.monos.data() + l * k * n;
-    args.in = cur.data();
-    args.out = next.data();
-    args.nodes = nodes;
-    args.children = std::min(2 * nodes, lwe_n);
-    for (uint32_t node = 0; node < nodes; ++node) {
-      internal::ExpansionNodeBlock(run, args, node, shared.data());
-    }
-    nodes = args.children;
-    cur.swap(next);
-    next.resize(uint64_t{lwe_n} * node_words);
-  }
-  cur.resize(uint64_t{lwe_n} * node_words);
-  return ExpandedKeys{lwe_n, std::move(cur)};
+  absl::StatusOr<uint64_t*> leaves =
+      internal::RunExpansionLevels(p, arrays, [&](const internal::ExpansionArgs& args) {
+        for (uint32_t node = 0; node < args.nodes; ++node) {
+          internal::ExpansionNodeBlock(run, args, node, shared.data());
+        }
+        return absl::OkStatus();
+      });
+  if (!leaves.ok()) return leaves.status();
+  return ExpandedKeys{lwe_n, std::move(nodes[*leaves == nodes[0].data() ? 0 : 1])};
 }
 
 }  // namespace veil::gpu

@@ -83,24 +83,17 @@ GpuNtt::~GpuNtt() = default;
 absl::StatusOr<std::unique_ptr<GpuNtt>> GpuNtt::Create(const he::NttTables& tables, int device) {
   absl::StatusOr<internal::MontgomeryNttTables> t = internal::MakeMontgomeryNttTables(tables);
   if (!t.ok()) return t.status();
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    return absl::UnavailableError(absl::StrCat("no CUDA device ", device));
-  }
+  VEIL_RETURN_IF_ERROR(internal::CheckDevice(device));
   auto impl = std::make_unique<Impl>();
   impl->device = device;
   impl->tables = *std::move(t);
   impl->host_tables = tables;
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
-  const size_t bytes = impl->tables.roots.size() * sizeof(uint64_t);
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&impl->d_roots, bytes));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&impl->d_inverse_roots, bytes));
-  VEIL_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(impl->d_roots, impl->tables.roots.data(), bytes, cudaMemcpyHostToDevice));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(impl->d_inverse_roots, impl->tables.inverse_roots.data(),
-                                       bytes, cudaMemcpyHostToDevice));
+  const internal::MontgomeryNttTables& m = impl->tables;
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_roots, m.roots.data(), m.roots.size()));
+  VEIL_RETURN_IF_ERROR(
+      internal::UploadNew(&impl->d_inverse_roots, m.inverse_roots.data(), m.inverse_roots.size()));
   return std::unique_ptr<GpuNtt>(new GpuNtt(std::move(impl)));
 }
 

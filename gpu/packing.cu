@@ -30,16 +30,6 @@ __global__ void __launch_bounds__(internal::kNttBlockThreads)
   internal::SwitchBlock(run, a, blockIdx.x, shared);
 }
 
-template <class T>
-absl::Status Upload(T** to, const T* from, size_t count, cudaStream_t stream) {
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(to, std::max<size_t>(count, 1) * sizeof(T)));
-  if (count > 0) {
-    VEIL_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(*to, from, count * sizeof(T), cudaMemcpyHostToDevice, stream));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 struct GpuPackingSums::Impl {
@@ -125,11 +115,7 @@ absl::StatusOr<std::unique_ptr<GpuPackingSums>> GpuPackingSums::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("the GPU packing takes up to 2^31 - 1 groups, not ", shape->groups));
   }
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    return absl::UnavailableError(absl::StrCat("no CUDA device ", device));
-  }
+  VEIL_RETURN_IF_ERROR(internal::CheckDevice(device));
   auto impl = std::make_unique<Impl>();
   impl->device = device;
   impl->shape = *std::move(shape);
@@ -138,10 +124,9 @@ absl::StatusOr<std::unique_ptr<GpuPackingSums>> GpuPackingSums::Create(
   VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
   const internal::PackingShape& sh = impl->shape;
   VEIL_RETURN_IF_ERROR(
-      Upload(&impl->d_matrix, matrix.Polynomial(0, 0), impl->matrix_words, impl->stream));
-  VEIL_RETURN_IF_ERROR(Upload(&impl->d_moduli, sh.moduli.data(), sh.moduli.size(), impl->stream));
-  VEIL_RETURN_IF_ERROR(Upload(&impl->d_two64, sh.two64.data(), sh.two64.size(), impl->stream));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl->stream));
+      internal::UploadNew(&impl->d_matrix, matrix.Polynomial(0, 0), impl->matrix_words));
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_moduli, sh.moduli.data(), sh.moduli.size()));
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_two64, sh.two64.data(), sh.two64.size()));
   return std::unique_ptr<GpuPackingSums>(new GpuPackingSums(std::move(impl)));
 }
 
@@ -239,11 +224,7 @@ absl::StatusOr<std::unique_ptr<GpuResponseSwitch>> GpuResponseSwitch::Create(
     const lattice::RingContext& ctx, int device) {
   absl::StatusOr<internal::SwitchPlan> plan = internal::MakeSwitchPlan(ctx);
   if (!plan.ok()) return plan.status();
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    return absl::UnavailableError(absl::StrCat("no CUDA device ", device));
-  }
+  VEIL_RETURN_IF_ERROR(internal::CheckDevice(device));
   absl::StatusOr<lattice::RingContext> ring = lattice::RingContext::Create(ctx.params());
   if (!ring.ok()) return ring.status();
   auto impl = std::make_unique<Impl>(*std::move(ring));
@@ -251,11 +232,11 @@ absl::StatusOr<std::unique_ptr<GpuResponseSwitch>> GpuResponseSwitch::Create(
   impl->plan = *std::move(plan);
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
-  for (const std::vector<uint64_t>& roots : impl->plan.iroots) {
+  for (const internal::MontgomeryNttTables& t : impl->plan.tables) {
     impl->d_iroots.push_back(nullptr);
-    VEIL_RETURN_IF_ERROR(Upload(&impl->d_iroots.back(), roots.data(), roots.size(), impl->stream));
+    VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_iroots.back(), t.inverse_roots.data(),
+                                             t.inverse_roots.size()));
   }
-  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl->stream));
   return std::unique_ptr<GpuResponseSwitch>(new GpuResponseSwitch(std::move(impl)));
 }
 

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "gpu/internal/ntt_tables.h"
 #include "gpu/internal/switch_phases.h"
 #include "pir/lattice/packing.h"
 #include "pir/lattice/rlwe.h"
@@ -108,8 +109,8 @@ absl::StatusOr<std::vector<uint32_t>> CheckPackingInputs(const PackingShape& sha
 // the wrong size or a residue not below its prime.
 struct SwitchPlan {
   uint32_t log_n = 0, k = 0;
-  std::vector<std::vector<uint64_t>> iroots;
-  std::vector<uint64_t> moduli, q_inv, n_inv_mont, punctured, punctured_shoup, ratio_hi, ratio_lo;
+  std::vector<MontgomeryNttTables> tables;  // Q's primes
+  std::vector<uint64_t> punctured, punctured_shoup, ratio_hi, ratio_lo;
   uint64_t target = 0;
 };
 absl::StatusOr<SwitchPlan> MakeSwitchPlan(const lattice::RingContext& ctx);

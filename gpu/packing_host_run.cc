@@ -85,10 +85,7 @@ absl::StatusOr<SwitchPlan> MakeSwitchPlan(const lattice::RingContext& ctx) {
     absl::StatusOr<MontgomeryNttTables> t = MakeMontgomeryNttTables(ctx.ntt()[i]);
     if (!t.ok()) return t.status();
     const uint64_t q = t->q;
-    plan.moduli.push_back(q);
-    plan.q_inv.push_back(t->q_inv);
-    plan.n_inv_mont.push_back(t->n_inv_mont);
-    plan.iroots.push_back(std::move(t->inverse_roots));
+    plan.tables.push_back(*std::move(t));
     plan.punctured.push_back(ctx.base().punctured_inverse(i));
     plan.punctured_shoup.push_back(ctx.base().punctured_inverse_shoup(i));
     const unsigned __int128 ratio =
@@ -105,15 +102,9 @@ SwitchArgs MakeSwitchArgs(const SwitchPlan& plan, absl::Span<uint64_t* const> ir
   args.k = plan.k;
   args.target = plan.target;
   for (uint32_t i = 0; i < plan.k; ++i) {
-    args.inverse[i] = NttArgs{iroots.empty() ? plan.iroots[i].data() : iroots[i],
-                              plan.moduli[i],
-                              plan.q_inv[i],
-                              plan.n_inv_mont[i],
-                              static_cast<int>(plan.log_n),
-                              true,
-                              nullptr,
-                              1};
-    args.moduli[i] = plan.moduli[i];
+    args.inverse[i] = plan.tables[i].Args(true, nullptr, 1);
+    if (!iroots.empty()) args.inverse[i].roots = iroots[i];
+    args.moduli[i] = plan.tables[i].q;
     args.punctured[i] = plan.punctured[i];
     args.punctured_shoup[i] = plan.punctured_shoup[i];
     args.ratio_hi[i] = plan.ratio_hi[i];

@@ -40,4 +40,29 @@ inline absl::Status CudaError(cudaError_t e, const char* expr, const char* file,
     if (!veil_status_.ok()) return veil_status_; \
   } while (0)
 
+namespace veil::gpu::internal {
+
+// UNAVAILABLE unless `device` is one of this machine's CUDA devices (the sticky error of a failed
+// count cleared).
+inline absl::Status CheckDevice(int device) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
+    cudaGetLastError();
+    return absl::UnavailableError(absl::StrCat("no CUDA device ", device));
+  }
+  return absl::OkStatus();
+}
+
+// A new buffer of `count` elements (at least one) on the current device, holding from[0, count).
+template <class T>
+absl::Status UploadNew(T** to, const T* from, size_t count) {
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(to, (count > 0 ? count : 1) * sizeof(T)));
+  if (count > 0) {
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(*to, from, count * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace veil::gpu::internal
+
 #endif  // VEIL_GPU_INTERNAL_CUDA_CHECK_H_
