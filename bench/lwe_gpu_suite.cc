@@ -28,6 +28,7 @@
 #include "bench/suite.h"
 #include "gpu/backend.h"
 #include "gpu/expansion.h"
+#include "gpu/exppack.h"
 #include "gpu/lwe.h"
 #include "gpu/packing.h"
 #include "gpu/roofline.h"
@@ -242,7 +243,7 @@ absl::Status ExpPackGpu(const Flags& flags) {
     std::copy_n(cpu_leaves.begin() + (uint64_t{index[j]} * 2 + 1) * words, words,
                 alpha.begin() + j * words);
   }
-  std::vector<uint64_t> expected(gpu::PackingSumWords(ctx, *matrix), 0), got = expected;
+  std::vector<uint64_t> expected(lattice::PackingSumWords(ctx, *matrix), 0), got = expected;
   if (absl::Status s =
           gpu::HostRunPackingSums(ctx, *matrix, index, beta, alpha, absl::MakeSpan(expected));
       !s.ok()) {
@@ -254,6 +255,30 @@ absl::Status ExpPackGpu(const Flags& flags) {
   const bool packing_verified = got == expected;
   auto pass_s = (*packing)->MeasurePass(reps);
   if (!pass_s.ok()) return pass_s.status();
+  // The servers' engine (gpu/exppack.h): expansion, packing sums and the sums back to the host,
+  // one session's keys uploaded at the first call; checked against the host run of the sums over
+  // the CPU's leaves, timed on the wall clock (the later calls).
+  auto engine = gpu::GpuExpPackSums::Create(ctx, *matrix);
+  if (!engine.ok()) return engine.status();
+  const auto session = std::make_shared<const he::GaloisKeys>(*keys);
+  std::vector<uint64_t> engine_want(lattice::PackingSumWords(ctx, *matrix)),
+      engine_got(engine_want.size());
+  if (absl::Status s = gpu::HostRunSumLeaves(ctx, *matrix, cpu_leaves, absl::MakeSpan(engine_want));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = (*engine)->Sums(session, *ct, 1, absl::MakeSpan(engine_got)); !s.ok()) {
+    return s;
+  }
+  const bool engine_verified = engine_got == engine_want;
+  const double engine_s = MedianSeconds(
+      [&] {
+        if (absl::Status s = (*engine)->Sums(session, *ct, 1, absl::MakeSpan(engine_got));
+            !s.ok()) {
+          std::cerr << "exppack-gpu: " << s << "\n";
+        }
+      },
+      0, reps);
   // The switch of the packed ciphertexts to q' (one per group), checked against the CPU's.
   auto switcher = gpu::GpuResponseSwitch::Create(ctx);
   if (!switcher.ok()) return switcher.status();
@@ -294,7 +319,8 @@ absl::Status ExpPackGpu(const Flags& flags) {
       .Add("matrix_bytes", matrix_bytes)
       .Add("pack_gbps", matrix_bytes / *pass_s / 1e9)
       .Add("pack_hbm_ratio", matrix_bytes / *pass_s / 1e9 / roof->mem_read_gbps)
-      .Add("switch_ms", *switch_s * 1e3);
+      .Add("switch_ms", *switch_s * 1e3)
+      .Add("engine_ms", engine_s * 1e3);
   if (with_product) {
     // SimplePIR's product of one query over the table (the CUDA-core mat-vec).
     auto db = RandomDatabase(*shape, gen);
@@ -315,7 +341,10 @@ absl::Status ExpPackGpu(const Flags& flags) {
         .Add("server_ms", server_s * 1e3)
         .Add("floor_ratio", server_s / floor_s);
   }
-  line.Add("verified", expansion_verified && packing_verified && switch_verified).Emit();
+  line.Add("verified", expansion_verified && packing_verified && switch_verified && engine_verified)
+      .Emit();
+  if (!engine_verified)
+    return absl::InternalError("the GPU engine's sums differ from the host run's");
   if (!switch_verified) return absl::InternalError("the GPU switch differs from the CPU's");
   if (!expansion_verified) return absl::InternalError("the GPU expansion differs from the CPU's");
   if (!packing_verified) {
@@ -329,7 +358,9 @@ SuiteRegistration exppack_gpu(
     "--rows --row-bytes [--reps --with-product=0|1]: ExpPack(S)'s per-query work on the GPU for "
     "the table's shape: expand_ms (one query's expansion, n = 1,024, checked against the CPU's), "
     "pack_ms (the packing sums over the packing matrix, keys on the device; pack_hbm_ratio), "
-    "switch_ms (the packed ciphertexts to q', inverse NTT fused), floor_ms (one stream of the "
+    "switch_ms (the packed ciphertexts to q', inverse NTT fused), engine_ms (the servers' engine, "
+    "gpu/exppack.h, on the wall clock: expansion, leaves narrowed and summed on the device, the "
+    "sums copied back; checked against the host run), floor_ms (one stream of the "
     "table at this run's HBM read bandwidth); --with-product=1 also builds the table and times "
     "SimplePIR's product (CUDA cores, batch 1): server_ms = product + expansion + packing + "
     "switch and floor_ratio = server_ms / floor_ms. PackedCiphertext's encoding of the b-parts "

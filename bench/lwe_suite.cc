@@ -317,7 +317,7 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name) {
     queries.push_back(*std::move(q));
   }
   for (const lattice::PackedQuery& q : queries) {
-    requests.push_back({q.query, q.ciphertext, &*keys, q.selection});
+    requests.push_back({q.query, q.ciphertext, lattice::BorrowKeys(*keys), q.selection});
   }
   std::vector<absl::StatusOr<std::vector<uint8_t>>> responses;
   // Warm runs: the first call after start-up is slower (by 0.05 s at 2^20 x 64 B, 0.2 s at 2^22,

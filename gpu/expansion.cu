@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -27,15 +28,22 @@ __global__ void __launch_bounds__(internal::kNttBlockThreads)
 
 }  // namespace
 
+GpuExpansionKeys::~GpuExpansionKeys() {
+  cudaSetDevice(device_);
+  cudaFree(key_b_);
+  cudaFree(key_a_);
+}
+
 struct GpuExpansion::Impl {
   int device = 0;
   internal::ExpansionPlan plan;
   lattice::RingContext ring;
   std::vector<uint64_t*> d_roots, d_iroots;
-  uint64_t *d_key_b = nullptr, *d_key_a = nullptr, *d_monos = nullptr;
+  uint64_t* d_monos = nullptr;
   uint32_t* d_perms = nullptr;
   uint64_t *d_nodes[2] = {nullptr, nullptr}, *d_scratch = nullptr;
-  std::vector<uint64_t> root;  // the query's root, host side (the copy reads it)
+  std::unique_ptr<GpuExpansionKeys> own;  // Create's keys, if any
+  std::vector<uint64_t> root;             // the query's root, host side (the copy reads it)
   cudaStream_t stream = nullptr;
   std::mutex mu;
 
@@ -44,8 +52,6 @@ struct GpuExpansion::Impl {
     cudaSetDevice(device);
     for (uint64_t* p : d_roots) cudaFree(p);
     for (uint64_t* p : d_iroots) cudaFree(p);
-    cudaFree(d_key_b);
-    cudaFree(d_key_a);
     cudaFree(d_monos);
     cudaFree(d_perms);
     cudaFree(d_nodes[0]);
@@ -56,13 +62,13 @@ struct GpuExpansion::Impl {
 
   uint64_t node_words() const { return 2ull * plan.k << plan.log_n; }
 
-  // The device pointers above, as the level loop reads them.
-  internal::ExpansionArrays Arrays() const {
+  // The device pointers above and the keys', as the level loop reads them.
+  internal::ExpansionArrays Arrays(const GpuExpansionKeys& keys) const {
     internal::ExpansionArrays a;
     a.roots.assign(d_roots.begin(), d_roots.end());
     a.iroots.assign(d_iroots.begin(), d_iroots.end());
-    a.key_b = d_key_b;
-    a.key_a = d_key_a;
+    a.key_b = keys.key_b_;
+    a.key_a = keys.key_a_;
     a.perms = d_perms;
     a.monos = d_monos;
     a.nodes[0] = d_nodes[0];
@@ -72,12 +78,12 @@ struct GpuExpansion::Impl {
   }
 
   // The levels on the root at d_nodes[0]; returns the buffer holding the leaves.
-  absl::StatusOr<uint64_t*> Run() {
+  absl::StatusOr<uint64_t*> Run(const GpuExpansionKeys& keys) {
     const uint64_t n = uint64_t{1} << plan.log_n;
     const uint32_t threads =
         static_cast<uint32_t>(std::min<uint64_t>(internal::kNttBlockThreads, n / 2));
     return internal::RunExpansionLevels(
-        plan, Arrays(), [&](const internal::ExpansionArgs& args) -> absl::Status {
+        plan, Arrays(keys), [&](const internal::ExpansionArgs& args) -> absl::Status {
           ExpansionKernel<<<args.nodes, threads, n * sizeof(uint64_t), stream>>>(args);
           VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
           return absl::OkStatus();
@@ -99,10 +105,11 @@ struct GpuExpansion::Impl {
 GpuExpansion::GpuExpansion(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuExpansion::~GpuExpansion() = default;
 
+int GpuExpansion::device() const { return impl_->device; }
+
 absl::StatusOr<std::unique_ptr<GpuExpansion>> GpuExpansion::Create(const lattice::RingContext& ctx,
-                                                                   const he::GaloisKeys& keys,
                                                                    uint32_t lwe_n, int device) {
-  absl::StatusOr<internal::ExpansionPlan> plan = internal::MakeExpansionPlan(ctx, keys, lwe_n);
+  absl::StatusOr<internal::ExpansionPlan> plan = internal::MakeExpansionPlan(ctx, lwe_n);
   if (!plan.ok()) return plan.status();
   VEIL_RETURN_IF_ERROR(internal::CheckDevice(device));
   absl::StatusOr<lattice::RingContext> ring = lattice::RingContext::Create(ctx.params());
@@ -121,8 +128,6 @@ absl::StatusOr<std::unique_ptr<GpuExpansion>> GpuExpansion::Create(const lattice
     VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_iroots.back(), t.inverse_roots.data(),
                                              t.inverse_roots.size()));
   }
-  VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_key_b, p.key_b.data(), p.key_b.size()));
-  VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_key_a, p.key_a.data(), p.key_a.size()));
   VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_monos, p.monos.data(), p.monos.size()));
   VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_perms, p.perms.data(), p.perms.size()));
   const uint64_t n = uint64_t{1} << p.log_n;
@@ -136,29 +141,71 @@ absl::StatusOr<std::unique_ptr<GpuExpansion>> GpuExpansion::Create(const lattice
   return std::unique_ptr<GpuExpansion>(new GpuExpansion(std::move(impl)));
 }
 
-absl::StatusOr<ExpandedKeys> GpuExpansion::Expand(absl::Span<const uint8_t> ciphertext) const {
+absl::StatusOr<std::unique_ptr<GpuExpansion>> GpuExpansion::Create(const lattice::RingContext& ctx,
+                                                                   const he::GaloisKeys& keys,
+                                                                   uint32_t lwe_n, int device) {
+  absl::StatusOr<std::unique_ptr<GpuExpansion>> out = Create(ctx, lwe_n, device);
+  if (!out.ok()) return out.status();
+  absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> own = (*out)->UploadKeys(keys);
+  if (!own.ok()) return own.status();
+  (*out)->impl_->own = *std::move(own);
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> GpuExpansion::UploadKeys(
+    const he::GaloisKeys& keys) const {
+  absl::StatusOr<internal::ExpansionKeyArrays> arrays =
+      internal::MakeExpansionKeyArrays(impl_->ring, keys, impl_->plan.lwe_n);
+  if (!arrays.ok()) return arrays.status();
+  std::unique_ptr<GpuExpansionKeys> out(new GpuExpansionKeys());
+  out->owner_ = this;
+  out->device_ = impl_->device;
+  out->words_ = arrays->key_b.size();
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->device));
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&out->key_b_, arrays->key_b.data(), out->words_));
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&out->key_a_, arrays->key_a.data(), out->words_));
+  return out;
+}
+
+absl::Status GpuExpansion::ExpandThen(
+    const GpuExpansionKeys& keys, absl::Span<const uint8_t> ciphertext,
+    absl::FunctionRef<absl::Status(const uint64_t* leaves)> use) const {
+  if (keys.owner_ != this) {
+    return absl::InvalidArgumentError("expansion keys uploaded by another GpuExpansion");
+  }
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
   VEIL_RETURN_IF_ERROR(m.UploadRoot(ciphertext));
-  absl::StatusOr<uint64_t*> leaves = m.Run();
+  absl::StatusOr<uint64_t*> leaves = m.Run(keys);
   if (!leaves.ok()) return leaves.status();
-  ExpandedKeys out{m.plan.lwe_n, std::vector<uint64_t>(uint64_t{m.plan.lwe_n} * m.node_words())};
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.leaves.data(), *leaves,
-                                            out.leaves.size() * sizeof(uint64_t),
-                                            cudaMemcpyDeviceToHost, m.stream));
   VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+  return use(*leaves);
+}
+
+absl::StatusOr<ExpandedKeys> GpuExpansion::Expand(absl::Span<const uint8_t> ciphertext) const {
+  Impl& m = *impl_;
+  if (m.own == nullptr) return absl::FailedPreconditionError("this expansion has no keys");
+  ExpandedKeys out{m.plan.lwe_n, std::vector<uint64_t>(uint64_t{m.plan.lwe_n} * m.node_words())};
+  const auto copy = [&out](const uint64_t* leaves) -> absl::Status {
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(
+        out.leaves.data(), leaves, out.leaves.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+    return absl::OkStatus();
+  };
+  VEIL_RETURN_IF_ERROR(ExpandThen(*m.own, ciphertext, copy));
   return out;
 }
 
 absl::StatusOr<double> GpuExpansion::MeasureExpand(absl::Span<const uint8_t> ciphertext,
                                                    int reps) const {
   Impl& m = *impl_;
+  if (m.own == nullptr) return absl::FailedPreconditionError("this expansion has no keys");
   std::lock_guard<std::mutex> lock(m.mu);
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
   // The levels overwrite the root: it goes up again before each run.
   return internal::MedianLaunchSeconds(
-      m.stream, reps, [&] { return m.UploadRoot(ciphertext); }, [&] { return m.Run().status(); });
+      m.stream, reps, [&] { return m.UploadRoot(ciphertext); },
+      [&] { return m.Run(*m.own).status(); });
 }
 
 }  // namespace veil::gpu

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "gpu/internal/expansion_phases.h"
@@ -26,24 +27,58 @@ struct ExpandedKeys {
   std::vector<uint64_t> leaves;
 };
 
+// One session's level keys on a device (GpuExpansion::UploadKeys): levels x k (k + 1) N x 16
+// bytes (7.9 MB at the default ring and n = 1,024), freed with the object.
+class GpuExpansionKeys {
+ public:
+  ~GpuExpansionKeys();
+  GpuExpansionKeys(const GpuExpansionKeys&) = delete;
+  GpuExpansionKeys& operator=(const GpuExpansionKeys&) = delete;
+  uint64_t bytes() const { return 2 * words_ * sizeof(uint64_t); }
+
+ private:
+  friend class GpuExpansion;
+  GpuExpansionKeys() = default;
+  const void* owner_ = nullptr;  // the GpuExpansion that made them
+  int device_ = 0;
+  uint64_t words_ = 0;
+  uint64_t* key_b_ = nullptr;
+  uint64_t* key_a_ = nullptr;
+};
+
 class GpuExpansion {
  public:
-  // Copies the level keys (of ParseExpansionKeys for lwe_n), the Galois permutations and the
-  // NTT tables to the device and reserves the levels' buffers. Returns
-  // lattice::internal::PrepareExpansion's errors for the keys, INVALID_ARGUMENT for rings of
-  // more than 3 primes or N above 2^12, UNAVAILABLE without a device, RESOURCE_EXHAUSTED if
-  // device memory is short, INTERNAL for other CUDA failures.
+  // Copies the Galois permutations and the NTT tables to the device and reserves the levels'
+  // buffers (2 n nodes of 2 k N words). Returns MakeExpansionPlan's errors, UNAVAILABLE without
+  // a device, RESOURCE_EXHAUSTED if device memory is short, INTERNAL for other CUDA failures.
+  static absl::StatusOr<std::unique_ptr<GpuExpansion>> Create(const lattice::RingContext& ctx,
+                                                              uint32_t lwe_n, int device = 0);
+  // The same, and UploadKeys(keys) for Expand and MeasureExpand.
   static absl::StatusOr<std::unique_ptr<GpuExpansion>> Create(const lattice::RingContext& ctx,
                                                               const he::GaloisKeys& keys,
                                                               uint32_t lwe_n, int device = 0);
   ~GpuExpansion();
 
-  // The leaves of one query's ciphertext (EncryptLweSecret's wire form). Returns
-  // PrepareExpansion's errors for the ciphertext, INTERNAL for CUDA failures. Calls from several
-  // threads run one after the other.
+  // A session's level keys (of ParseExpansionKeys for lwe_n) on this device. Returns
+  // MakeExpansionKeyArrays' errors, RESOURCE_EXHAUSTED if device memory is short, INTERNAL for
+  // other CUDA failures.
+  absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> UploadKeys(const he::GaloisKeys& keys) const;
+
+  // Expands one query's ciphertext (EncryptLweSecret's wire form) under `keys` and calls
+  // use(leaves): the device address of the leaves (ExpandedKeys' layout), complete, and not
+  // overwritten before `use` returns (calls from several threads run one after the other).
+  // Returns SecretCiphertextRoot's errors for the ciphertext, INVALID_ARGUMENT for keys of
+  // another GpuExpansion, INTERNAL for CUDA failures, else use's status.
+  absl::Status ExpandThen(const GpuExpansionKeys& keys, absl::Span<const uint8_t> ciphertext,
+                          absl::FunctionRef<absl::Status(const uint64_t* leaves)> use) const;
+
+  // With Create's keys: the leaves of one query's ciphertext, copied back. Returns ExpandThen's
+  // errors, FAILED_PRECONDITION if Create had no keys.
   absl::StatusOr<ExpandedKeys> Expand(absl::Span<const uint8_t> ciphertext) const;
   // Median device seconds of `reps` expansions of `ciphertext` (the leaves stay on the device).
   absl::StatusOr<double> MeasureExpand(absl::Span<const uint8_t> ciphertext, int reps) const;
+
+  int device() const;
 
  private:
   struct Impl;
@@ -59,18 +94,31 @@ absl::StatusOr<ExpandedKeys> HostRunExpansion(const lattice::RingContext& ctx,
 
 namespace internal {
 
-// The device-independent part of a run: per-prime Montgomery NTT tables (Q's primes, then P),
-// the per-level keys, permutations and monomials, laid out as the kernel reads them.
+// The device-independent part of a run that no session's keys change: per-prime Montgomery NTT
+// tables (Q's primes, then P), the per-level permutations and monomials, laid out as the kernel
+// reads them. Returns CheckExpansion's errors, INVALID_ARGUMENT for rings of more than 3 primes
+// or N above 2^12.
 struct ExpansionPlan {
   uint32_t log_n = 0, k = 0, lwe_n = 0, levels = 0;
   std::vector<MontgomeryNttTables> tables;  // k + 1: Q's primes, then P
   std::vector<uint64_t> p_inv;              // P^{-1} mod q_j
-  std::vector<uint64_t> key_b, key_a;       // level-major, k (k + 1) N residues each
   std::vector<uint32_t> perms;              // level-major, N each
   std::vector<uint64_t> monos;              // level-major, k N each (X^{-2^l}, NTT form)
 };
-absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx,
-                                                const he::GaloisKeys& keys, uint32_t lwe_n);
+absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx, uint32_t lwe_n);
+// A session's level keys as the kernel reads them: level-major, k (k + 1) N residues each.
+// Returns PrepareExpansionLevels' errors (keys lacking a level's element).
+struct ExpansionKeyArrays {
+  std::vector<uint64_t> key_b, key_a;
+};
+absl::StatusOr<ExpansionKeyArrays> MakeExpansionKeyArrays(const lattice::RingContext& ctx,
+                                                          const he::GaloisKeys& keys,
+                                                          uint32_t lwe_n);
+// HostRunExpansion for a plan and a session's key arrays (of the same ring and n).
+absl::StatusOr<ExpandedKeys> HostRunExpansionWith(const lattice::RingContext& ctx,
+                                                  const ExpansionPlan& plan,
+                                                  const ExpansionKeyArrays& keys,
+                                                  absl::Span<const uint8_t> ciphertext);
 // Nodes at the largest level (the buffers' size): min(2^(levels - 1), n), at least 1.
 uint32_t MaxExpansionNodes(const ExpansionPlan& plan);
 

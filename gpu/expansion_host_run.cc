@@ -14,11 +14,8 @@
 namespace veil::gpu {
 namespace internal {
 
-absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx,
-                                                const he::GaloisKeys& keys, uint32_t lwe_n) {
-  absl::StatusOr<lattice::internal::ExpansionLevelInputs> in =
-      lattice::internal::PrepareExpansionLevels(ctx, keys, lwe_n);
-  if (!in.ok()) return in.status();
+absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx, uint32_t lwe_n) {
+  if (absl::Status s = lattice::CheckExpansion(ctx, lwe_n); !s.ok()) return s;
   if (ctx.k() + 1 > kExpansionMaxPrimes || ctx.params().log_n > kNttMaxLogN) {
     return absl::InvalidArgumentError(
         absl::StrCat("the GPU expansion takes up to ", kExpansionMaxPrimes - 1,
@@ -36,17 +33,30 @@ absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx,
     plan.tables.push_back(*std::move(t));
     if (p < ctx.k()) plan.p_inv.push_back(qp.key_switch().p_inv_mod_q[p]);
   }
-  const size_t n = ctx.n(), words = ctx.k() * n;
+  const size_t words = ctx.k() * ctx.n();
   const std::vector<uint32_t> elements = lattice::ExpansionElements(ctx, lwe_n);
+  const std::vector<std::vector<uint64_t>> monomials =
+      lattice::internal::InverseMonomials(ctx, plan.levels);
   for (uint32_t l = 0; l < plan.levels; ++l) {
-    const he::KeySwitchKey& key = *in->keys[l];
-    plan.key_b.insert(plan.key_b.end(), key.b.begin(), key.b.end());
-    plan.key_a.insert(plan.key_a.end(), key.a.begin(), key.a.end());
     const std::vector<uint32_t>& perm = qp.GaloisPermutation(elements[l]);
     plan.perms.insert(plan.perms.end(), perm.begin(), perm.end());
-    plan.monos.insert(plan.monos.end(), in->monomials[l].begin(), in->monomials[l].begin() + words);
+    plan.monos.insert(plan.monos.end(), monomials[l].begin(), monomials[l].begin() + words);
   }
   return plan;
+}
+
+absl::StatusOr<ExpansionKeyArrays> MakeExpansionKeyArrays(const lattice::RingContext& ctx,
+                                                          const he::GaloisKeys& keys,
+                                                          uint32_t lwe_n) {
+  absl::StatusOr<lattice::internal::ExpansionLevelInputs> in =
+      lattice::internal::PrepareExpansionLevels(ctx, keys, lwe_n);
+  if (!in.ok()) return in.status();
+  ExpansionKeyArrays out;
+  for (const he::KeySwitchKey* key : in->keys) {
+    out.key_b.insert(out.key_b.end(), key->b.begin(), key->b.end());
+    out.key_a.insert(out.key_a.end(), key->a.begin(), key->a.end());
+  }
+  return out;
 }
 
 uint32_t MaxExpansionNodes(const ExpansionPlan& plan) {
@@ -55,43 +65,60 @@ uint32_t MaxExpansionNodes(const ExpansionPlan& plan) {
 
 }  // namespace internal
 
-absl::StatusOr<ExpandedKeys> HostRunExpansion(const lattice::RingContext& ctx,
-                                              const he::GaloisKeys& keys, uint32_t lwe_n,
-                                              absl::Span<const uint8_t> ciphertext) {
-  absl::StatusOr<internal::ExpansionPlan> plan = internal::MakeExpansionPlan(ctx, keys, lwe_n);
-  if (!plan.ok()) return plan.status();
+namespace internal {
+
+absl::StatusOr<ExpandedKeys> HostRunExpansionWith(const lattice::RingContext& ctx,
+                                                  const ExpansionPlan& plan,
+                                                  const ExpansionKeyArrays& keys,
+                                                  absl::Span<const uint8_t> ciphertext) {
+  const uint32_t lwe_n = plan.lwe_n;
+  const uint64_t key_words = uint64_t{plan.levels} * plan.k * (plan.k + 1) << plan.log_n;
+  if (keys.key_b.size() != key_words || keys.key_a.size() != key_words) {
+    return absl::InvalidArgumentError("the expansion's key arrays are of another plan");
+  }
   absl::StatusOr<std::vector<uint64_t>> root =
       lattice::internal::SecretCiphertextRoot(ctx, ciphertext);
   if (!root.ok()) return root.status();
-  const internal::ExpansionPlan& p = *plan;
+  const internal::ExpansionPlan& p = plan;
   const uint64_t n = ctx.n(), nodes_words = uint64_t{lwe_n} * 2 * p.k * n;
   std::vector<uint64_t> nodes[2] = {*std::move(root), std::vector<uint64_t>(nodes_words)};
   nodes[0].resize(nodes_words);
-  std::vector<uint64_t> scratch(uint64_t{internal::MaxExpansionNodes(p)} *
-                                internal::ExpansionScratchRows(p.k) * n);
-  internal::ExpansionArrays arrays;
-  for (const internal::MontgomeryNttTables& t : p.tables) {
+  std::vector<uint64_t> scratch(uint64_t{MaxExpansionNodes(p)} * ExpansionScratchRows(p.k) * n);
+  ExpansionArrays arrays;
+  for (const MontgomeryNttTables& t : p.tables) {
     arrays.roots.push_back(t.roots.data());
     arrays.iroots.push_back(t.inverse_roots.data());
   }
-  arrays.key_b = p.key_b.data();
-  arrays.key_a = p.key_a.data();
+  arrays.key_b = keys.key_b.data();
+  arrays.key_a = keys.key_a.data();
   arrays.perms = p.perms.data();
   arrays.monos = p.monos.data();
   arrays.nodes[0] = nodes[0].data();
   arrays.nodes[1] = nodes[1].data();
   arrays.scratch = scratch.data();
   std::vector<uint64_t> shared(n);
-  internal::SequentialRunner run;
-  absl::StatusOr<uint64_t*> leaves =
-      internal::RunExpansionLevels(p, arrays, [&](const internal::ExpansionArgs& args) {
-        for (uint32_t node = 0; node < args.nodes; ++node) {
-          internal::ExpansionNodeBlock(run, args, node, shared.data());
-        }
-        return absl::OkStatus();
-      });
+  SequentialRunner run;
+  absl::StatusOr<uint64_t*> leaves = RunExpansionLevels(p, arrays, [&](const ExpansionArgs& args) {
+    for (uint32_t node = 0; node < args.nodes; ++node) {
+      ExpansionNodeBlock(run, args, node, shared.data());
+    }
+    return absl::OkStatus();
+  });
   if (!leaves.ok()) return leaves.status();
   return ExpandedKeys{lwe_n, std::move(nodes[*leaves == nodes[0].data() ? 0 : 1])};
+}
+
+}  // namespace internal
+
+absl::StatusOr<ExpandedKeys> HostRunExpansion(const lattice::RingContext& ctx,
+                                              const he::GaloisKeys& keys, uint32_t lwe_n,
+                                              absl::Span<const uint8_t> ciphertext) {
+  absl::StatusOr<internal::ExpansionPlan> plan = internal::MakeExpansionPlan(ctx, lwe_n);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<internal::ExpansionKeyArrays> arrays =
+      internal::MakeExpansionKeyArrays(ctx, keys, lwe_n);
+  if (!arrays.ok()) return arrays.status();
+  return internal::HostRunExpansionWith(ctx, *plan, *arrays, ciphertext);
 }
 
 }  // namespace veil::gpu

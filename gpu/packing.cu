@@ -23,6 +23,12 @@ __global__ void __launch_bounds__(internal::kPackThreads)
   internal::PackingBlock(run, a, blockIdx.y, blockIdx.x);
 }
 
+__global__ void __launch_bounds__(internal::kPackThreads)
+    NarrowKernel(const internal::NarrowArgs a) {
+  internal::BlockRunner run;
+  internal::NarrowLeavesBlock(run, a, blockIdx.x);
+}
+
 __global__ void __launch_bounds__(internal::kNttBlockThreads)
     SwitchKernel(const internal::SwitchArgs a) {
   extern __shared__ uint64_t shared[];
@@ -149,6 +155,34 @@ absl::Status GpuPackingSums::Accumulate(absl::Span<const uint32_t> index,
   VEIL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(m.d_sums, sums.data(), sums.size() * 8, cudaMemcpyHostToDevice, m.stream));
   VEIL_RETURN_IF_ERROR(m.Launch(static_cast<uint32_t>(index.size())));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(sums.data(), m.d_sums, sums.size() * 8, cudaMemcpyDeviceToHost, m.stream));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+  return absl::OkStatus();
+}
+
+int GpuPackingSums::device() const { return impl_->device; }
+
+absl::Status GpuPackingSums::SumLeaves(const uint64_t* leaves, absl::Span<uint64_t> sums) const {
+  Impl& m = *impl_;
+  if (sums.size() != m.sum_words()) {
+    return absl::InvalidArgumentError(absl::StrCat("packing sums of leaves: ", sums.size(),
+                                                   " sums (expected ", m.sum_words(), ")"));
+  }
+  const uint32_t n = m.shape.lwe_n;
+  std::vector<uint32_t> index(n);
+  for (uint32_t j = 0; j < n; ++j) index[j] = j;
+  std::lock_guard<std::mutex> lock(m.mu);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
+  VEIL_RETURN_IF_ERROR(m.Reserve(n));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(m.d_index, index.data(), n * 4, cudaMemcpyHostToDevice, m.stream));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_sums, 0, m.sum_words() * 8, m.stream));
+  const internal::NarrowArgs narrow{leaves, m.d_keys, n, m.shape.slots};
+  NarrowKernel<<<internal::NarrowBlocks(n, m.shape.slots), internal::kPackThreads, 0, m.stream>>>(
+      narrow);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  VEIL_RETURN_IF_ERROR(m.Launch(n));
   VEIL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(sums.data(), m.d_sums, sums.size() * 8, cudaMemcpyDeviceToHost, m.stream));
   VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));

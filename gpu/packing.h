@@ -19,10 +19,6 @@
 
 namespace veil::gpu {
 
-// The packing sums' layout, PackAccumulator's: per group, sum_j A_{g,j} beta_j (k x N residues,
-// NTT form), then sum_j A_{g,j} alpha_j.
-uint64_t PackingSumWords(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix);
-
 class GpuPackingSums {
  public:
   // Copies the matrix's transforms to the device (matrix.bytes()); neither argument need outlive
@@ -33,13 +29,20 @@ class GpuPackingSums {
       const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix, int device = 0);
   ~GpuPackingSums();
 
-  // sums (PackingSumWords, residues below their primes) += the keys index[0 .. count): their
-  // halves beta and alpha, count x k x N residues each in NTT form (PackAccumulator::Add's
+  // sums (lattice::PackingSumWords, residues below their primes) += the keys index[0 .. count):
+  // their halves beta and alpha, count x k x N residues each in NTT form (PackAccumulator::Add's
   // arguments, any count up to n). Returns INVALID_ARGUMENT for spans of the wrong size, an
   // index >= n or a residue not below its prime; INTERNAL for CUDA failures. Calls from several
   // threads run one after the other.
   absl::Status Accumulate(absl::Span<const uint32_t> index, absl::Span<const uint64_t> beta,
                           absl::Span<const uint64_t> alpha, absl::Span<uint64_t> sums) const;
+
+  // sums (lattice::PackingSumWords) = the packing sums of all n special ciphertexts at device
+  // address `leaves` (GpuExpansion's layout on this object's device, unchanged during the call):
+  // narrowed to 32-bit residues and summed on the device, the sums copied back. Returns
+  // INVALID_ARGUMENT for sums of the wrong size, INTERNAL for CUDA failures.
+  absl::Status SumLeaves(const uint64_t* leaves, absl::Span<uint64_t> sums) const;
+  int device() const;
 
   // Median seconds of `reps` launches that add all n keys (device-resident, arbitrary residues)
   // to device-resident sums: one pass over the matrix, as one query's packing.
@@ -81,6 +84,9 @@ absl::Status HostRunPackingSums(const lattice::RingContext& ctx,
                                 const lattice::PackingMatrix& matrix,
                                 absl::Span<const uint32_t> index, absl::Span<const uint64_t> beta,
                                 absl::Span<const uint64_t> alpha, absl::Span<uint64_t> sums);
+// SumLeaves' phases on the host, over the leaves of HostRunExpansion (n x 2 k N words).
+absl::Status HostRunSumLeaves(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
+                              absl::Span<const uint64_t> leaves, absl::Span<uint64_t> sums);
 absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunSwitchResponse(
     const lattice::RingContext& ctx, absl::Span<const lattice::RlweCiphertext> packed);
 

@@ -1,6 +1,9 @@
 // Host side of the GPU packing sums (gpu/packing.h): the inputs' checks, shared with the device
 // path, and the host-run of the kernel's phases (gpu/internal/packing_phases.h), as CI checks them
 // without a GPU.
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "gpu/internal/ntt_tables.h"
 #include "gpu/internal/packing_phases.h"
@@ -9,10 +12,6 @@
 #include "gpu/packing.h"
 
 namespace veil::gpu {
-
-uint64_t PackingSumWords(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix) {
-  return matrix.groups() * 2 * ctx.k() * ctx.n();
-}
 
 namespace internal {
 
@@ -139,6 +138,33 @@ absl::StatusOr<std::vector<uint64_t>> SwitchHalves(
 
 }  // namespace internal
 
+namespace {
+
+// The kernel over keys narrowed to 32 bits (beta's count x slots, then alpha's).
+void RunPackingBlocks(const internal::PackingShape& shape, const lattice::PackingMatrix& matrix,
+                      absl::Span<const uint32_t> index, const uint32_t* keys,
+                      absl::Span<uint64_t> sums) {
+  internal::PackingArgs args;
+  args.matrix = matrix.Polynomial(0, 0);
+  args.lwe_n = shape.lwe_n;
+  args.slots = shape.slots;
+  args.log_n = shape.log_n;
+  args.count = static_cast<uint32_t>(index.size());
+  args.index = index.data();
+  args.beta = keys;
+  args.alpha = keys + index.size() * shape.slots;
+  args.moduli = shape.moduli.data();
+  args.two64 = shape.two64.data();
+  args.sums = sums.data();
+  internal::SequentialRunner run;
+  const uint32_t blocks = (shape.slots + internal::kPackThreads - 1) / internal::kPackThreads;
+  for (uint32_t g = 0; g < shape.groups; ++g) {
+    for (uint32_t b = 0; b < blocks; ++b) internal::PackingBlock(run, args, b, g);
+  }
+}
+
+}  // namespace
+
 absl::Status HostRunPackingSums(const lattice::RingContext& ctx,
                                 const lattice::PackingMatrix& matrix,
                                 absl::Span<const uint32_t> index, absl::Span<const uint64_t> beta,
@@ -148,23 +174,29 @@ absl::Status HostRunPackingSums(const lattice::RingContext& ctx,
   absl::StatusOr<std::vector<uint32_t>> keys =
       internal::CheckPackingInputs(*shape, index, beta, alpha, sums);
   if (!keys.ok()) return keys.status();
-  internal::PackingArgs args;
-  args.matrix = matrix.Polynomial(0, 0);
-  args.lwe_n = shape->lwe_n;
-  args.slots = shape->slots;
-  args.log_n = shape->log_n;
-  args.count = static_cast<uint32_t>(index.size());
-  args.index = index.data();
-  args.beta = keys->data();
-  args.alpha = keys->data() + beta.size();
-  args.moduli = shape->moduli.data();
-  args.two64 = shape->two64.data();
-  args.sums = sums.data();
-  internal::SequentialRunner run;
-  const uint32_t blocks = (shape->slots + internal::kPackThreads - 1) / internal::kPackThreads;
-  for (uint32_t g = 0; g < shape->groups; ++g) {
-    for (uint32_t b = 0; b < blocks; ++b) internal::PackingBlock(run, args, b, g);
+  RunPackingBlocks(*shape, matrix, index, keys->data(), sums);
+  return absl::OkStatus();
+}
+
+absl::Status HostRunSumLeaves(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
+                              absl::Span<const uint64_t> leaves, absl::Span<uint64_t> sums) {
+  absl::StatusOr<internal::PackingShape> shape = internal::MakePackingShape(ctx, matrix);
+  if (!shape.ok()) return shape.status();
+  const uint64_t n = shape->lwe_n, slots = shape->slots;
+  if (leaves.size() != n * 2 * slots || sums.size() != shape->groups * 2 * slots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packing sums of leaves: ", leaves.size(), " leaf words and ", sums.size(),
+                     " sums (expected ", n * 2 * slots, " and ", shape->groups * 2 * slots, ")"));
   }
+  std::vector<uint32_t> keys(2 * n * slots), index(n);
+  for (uint32_t j = 0; j < n; ++j) index[j] = j;
+  internal::NarrowArgs narrow{leaves.data(), keys.data(), shape->lwe_n, shape->slots};
+  internal::SequentialRunner run;
+  for (uint32_t b = 0; b < internal::NarrowBlocks(shape->lwe_n, shape->slots); ++b) {
+    internal::NarrowLeavesBlock(run, narrow, b);
+  }
+  std::fill(sums.begin(), sums.end(), 0);
+  RunPackingBlocks(*shape, matrix, index, keys.data(), sums);
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 
 #ifdef VEIL_HAVE_GPU_BACKEND
 #include "gpu/backend.h"
+#include "gpu/exppack.h"
 #include "gpu/lwe.h"
 #endif
 
@@ -63,6 +64,25 @@ absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweGpu(
 #else
   (void)db;
   (void)max_batch;
+  (void)gpus;
+  return NoGpuBuilt();
+#endif
+}
+
+absl::StatusOr<std::unique_ptr<lattice::PackingSumsEngine>> CreatePackingSumsGpu(
+    const lattice::RingContext& ring, const lattice::PackingMatrix& matrix,
+    absl::string_view gpus) {
+#ifdef VEIL_HAVE_GPU_BACKEND
+  absl::StatusOr<std::vector<int>> devices = PresentDevices(gpus);
+  if (!devices.ok()) return devices.status();
+  gpu::GpuExpPackOptions options;
+  options.device = devices->front();
+  auto engine = gpu::GpuExpPackSums::Create(ring, matrix, options);
+  if (!engine.ok()) return engine.status();
+  return std::unique_ptr<lattice::PackingSumsEngine>(*std::move(engine));
+#else
+  (void)ring;
+  (void)matrix;
   (void)gpus;
   return NoGpuBuilt();
 #endif
@@ -136,6 +156,14 @@ absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweProduct(
   return Choose<std::unique_ptr<lattice::DatabaseProduct>>(
       name, [&] { return CreateLweGpu(db, max_batch, gpus); },
       [] { return absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>>(nullptr); });
+}
+
+absl::StatusOr<std::unique_ptr<lattice::PackingSumsEngine>> CreatePackingSums(
+    absl::string_view name, const lattice::RingContext& ring, const lattice::PackingMatrix& matrix,
+    absl::string_view gpus) {
+  return Choose<std::unique_ptr<lattice::PackingSumsEngine>>(
+      name, [&] { return CreatePackingSumsGpu(ring, matrix, gpus); },
+      [] { return absl::StatusOr<std::unique_ptr<lattice::PackingSumsEngine>>(nullptr); });
 }
 
 }  // namespace veil::server

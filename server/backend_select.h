@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "dpf/eval.h"
+#include "pir/lattice/packed.h"
 #include "pir/lattice/server.h"
 #include "pir/two_server/backend.h"
 
@@ -38,6 +39,15 @@ absl::StatusOr<std::unique_ptr<pir::Backend>> CreateBackend(absl::string_view na
 // and LweGpuProduct::Create's.
 absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweProduct(
     absl::string_view name, const lattice::ByteMatrixView& db, int max_batch,
+    absl::string_view gpus = "all");
+
+// Where a packed server (lwe-exppack-s, -d, lwe-hybrid, lwe-double-pack) expands queries and
+// sums them against its matrix, for --backend `name`: null for "cpu" (keep the server's
+// CpuPackingSums), the GPU engine (gpu/exppack.h) on the first device of `gpus` for "gpu", and for
+// "auto" the GPU one where it is built and starts, else null. Returns CreateBackend's errors and
+// GpuExpPackSums::Create's.
+absl::StatusOr<std::unique_ptr<lattice::PackingSumsEngine>> CreatePackingSums(
+    absl::string_view name, const lattice::RingContext& ring, const lattice::PackingMatrix& matrix,
     absl::string_view gpus = "all");
 
 }  // namespace veil::server

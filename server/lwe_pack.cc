@@ -16,6 +16,7 @@
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/pack_double.h"
 #include "pir/lattice/pack_simple.h"
+#include "server/backend_select.h"
 #include "server/galois_cache.h"
 #include "server/key_upload.h"
 #include "server/log.h"
@@ -64,9 +65,7 @@ class AnswerWork final : public PackWork {
         selection_(std::move(selection)),
         keys_(std::move(keys)) {}
 
-  lattice::PackedRequest request() const {
-    return {query_, ciphertext_, keys_.keys.get(), selection_};
-  }
+  lattice::PackedRequest request() const { return {query_, ciphertext_, keys_.keys, selection_}; }
 
   absl::Status Finish(absl::StatusOr<std::vector<uint8_t>> response) {
     query_ = std::vector<uint32_t>();
@@ -220,14 +219,15 @@ class LwePackProtocol final : public Protocol {
         "protocol %s, %s; hint ready in %.2f s, packing matrix %d MiB (%d group(s)); ring N = %d, "
         "%d primes + special prime %d (%s); per lookup %d bytes up (query %d + ciphertexts %d + "
         "selection %d), %d bytes down; expansion keys %d bytes per session (%d bytes held while "
-        "parsed), key memory %d bytes; product %s, %d thread(s)",
+        "parsed), key memory %d bytes; product %s, expansion and packing %s, %d thread(s)",
         table_->name, lattice::ShapeSummary(s.config().shape), table_->hint_s,
         s.matrix().bytes() >> 20, s.matrix().groups(), ring.n(), ring.k(), ring.params().special,
         ring.params().SecuritySource(),
         4 * s.query_words() + table_->ciphertext_bytes + table_->selection_bytes,
         4 * s.query_words(), table_->ciphertext_bytes, table_->selection_bytes,
         table_->response_bytes, table_->key_bytes, cache_.session_bytes(),
-        table_->limits.max_galois_key_bytes, table_->backend, env_.options.threads);
+        table_->limits.max_galois_key_bytes, table_->backend, s.packing_sums().name(),
+        env_.options.threads);
   }
   // Served until the process stops: this protocol does not roll tables.
   std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const override {
@@ -340,6 +340,11 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, c
   if (!server.ok()) return server.status();
   table->server = *std::move(server);
   const lattice::RingContext& ctx = table->server->ring();
+  // The expansions and packing sums run where --backend says, as the product does.
+  auto engine =
+      CreatePackingSums(env.options.backend, ctx, table->server->matrix(), env.options.gpus);
+  if (!engine.ok()) return engine.status();
+  if (*engine != nullptr) table->server->set_packing_sums(*std::move(engine));
   table->key_bytes = lattice::ExpansionKeyBytes(ctx, lattice::kLweDimension);
   table->ciphertext_bytes = table->server->ciphertexts() * lattice::SecretCiphertextBytes(ctx);
   table->selection_bytes = table->server->selection_bytes();

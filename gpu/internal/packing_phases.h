@@ -67,6 +67,33 @@ VEIL_HD void PackingBlock(Runner& run, const PackingArgs& a, uint32_t block, uin
   });
 }
 
+// The expansion's leaves (gpu/expansion.h: leaf j's beta at 2 j slots, its alpha from
+// (2 j + 1) slots, residues below 2^32) as the packing reads its keys: beta_j at j slots and
+// alpha_j at (lwe_n + j) slots of `keys`, with index[j] = j. One thread per (leaf, slot).
+struct NarrowArgs {
+  const uint64_t* leaves = nullptr;
+  uint32_t* keys = nullptr;
+  uint32_t lwe_n = 0;
+  uint32_t slots = 0;
+};
+
+VEIL_GPU_EXEC_CHECK_DISABLE
+template <class Runner>
+VEIL_HD void NarrowLeavesBlock(Runner& run, const NarrowArgs& a, uint32_t block) {
+  run.Phase(kPackThreads, [&](uint32_t t) {
+    const uint64_t i = uint64_t{block} * kPackThreads + t;
+    if (i >= uint64_t{a.lwe_n} * a.slots) return;
+    const uint64_t j = i / a.slots, s = i % a.slots;
+    a.keys[i] = static_cast<uint32_t>(a.leaves[2 * j * a.slots + s]);
+    a.keys[uint64_t{a.lwe_n} * a.slots + i] =
+        static_cast<uint32_t>(a.leaves[(2 * j + 1) * a.slots + s]);
+  });
+}
+
+inline uint32_t NarrowBlocks(uint32_t lwe_n, uint32_t slots) {
+  return static_cast<uint32_t>((uint64_t{lwe_n} * slots + kPackThreads - 1) / kPackThreads);
+}
+
 }  // namespace veil::gpu::internal
 
 #endif  // VEIL_GPU_INTERNAL_PACKING_PHASES_H_

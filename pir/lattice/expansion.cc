@@ -161,21 +161,6 @@ class Expander {
   uint32_t count_ = 0;
 };
 
-// For each level l: the NTT form over Q of X^{-2^l} = -X^{N - 2^l}, then its Shoup factors.
-std::vector<std::vector<uint64_t>> InverseMonomials(const RingContext& ctx, uint32_t levels) {
-  const size_t n = ctx.n(), words = ctx.k() * n;
-  std::vector<std::vector<uint64_t>> out(levels);
-  for (uint32_t l = 0; l < levels; ++l) {
-    std::vector<uint64_t>& m = out[l];
-    m.assign(2 * words, 0);
-    for (size_t i = 0; i < ctx.k(); ++i)
-      m[i * n + n - (size_t{1} << l)] = ctx.base()[i].value() - 1;
-    he::internal::ForwardNtt(ctx.ntt(), m.data());
-    for (size_t r = 0; r < words; ++r) m[words + r] = ctx.base()[r / n].ShoupOf(m[r]);
-  }
-  return out;
-}
-
 }  // namespace
 
 uint32_t ExpansionLevels(uint32_t lwe_n) {
@@ -268,6 +253,21 @@ absl::StatusOr<std::vector<uint8_t>> EncryptLweSecret(const RingContext& ctx, co
 }
 
 namespace internal {
+
+// For each level l: the NTT form over Q of X^{-2^l} = -X^{N - 2^l}, then its Shoup factors.
+std::vector<std::vector<uint64_t>> InverseMonomials(const RingContext& ctx, uint32_t levels) {
+  const size_t n = ctx.n(), words = ctx.k() * n;
+  std::vector<std::vector<uint64_t>> out(levels);
+  for (uint32_t l = 0; l < levels; ++l) {
+    std::vector<uint64_t>& m = out[l];
+    m.assign(2 * words, 0);
+    for (size_t i = 0; i < ctx.k(); ++i)
+      m[i * n + n - (size_t{1} << l)] = ctx.base()[i].value() - 1;
+    he::internal::ForwardNtt(ctx.ntt(), m.data());
+    for (size_t r = 0; r < words; ++r) m[words + r] = ctx.base()[r / n].ShoupOf(m[r]);
+  }
+  return out;
+}
 
 absl::StatusOr<ExpansionLevelInputs> PrepareExpansionLevels(const RingContext& ctx,
                                                             const he::GaloisKeys& keys,

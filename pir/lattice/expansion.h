@@ -110,6 +110,9 @@ struct ExpansionLevelInputs {
 absl::StatusOr<ExpansionLevelInputs> PrepareExpansionLevels(const RingContext& ctx,
                                                             const he::GaloisKeys& keys,
                                                             uint32_t lwe_n);
+// For each level l < levels: the NTT form over Q of X^{-2^l} = -X^{N - 2^l} (k x N residues),
+// then its Shoup factors (ExpansionLevelInputs::monomials, which need no keys).
+std::vector<std::vector<uint64_t>> InverseMonomials(const RingContext& ctx, uint32_t levels);
 // The root ciphertext of the wire form (c0 from the wire, c1 from its seed; NTT form over Q,
 // k x N residues each). INVALID_ARGUMENT for another size or a residue not below its prime.
 absl::StatusOr<std::vector<uint64_t>> SecretCiphertextRoot(const RingContext& ctx,

@@ -67,8 +67,10 @@ absl::StatusOr<std::unique_ptr<PackedDoubleServer>> PackedDoubleServer::Create(
   absl::StatusOr<PackingMatrix> matrix =
       PackingMatrix::Create(*ring, *hint, kDigitRows, kLweDimension);
   if (!matrix.ok()) return matrix.status();
-  return std::unique_ptr<PackedDoubleServer>(
+  std::unique_ptr<PackedDoubleServer> out(
       new PackedDoubleServer(std::move(server), *std::move(ring), *std::move(matrix)));
+  out->set_packing_sums(std::make_unique<CpuPackingSums>(out->ring_, out->matrix_));
+  return out;
 }
 
 std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedDoubleServer::AnswerBatch(
@@ -108,15 +110,14 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedDoubleServer::AnswerBatc
   he::internal::ParallelFor(server_->threads(), tasks, [&](size_t t) {
     const uint64_t i = t / r_bytes, j = t % r_bytes;
     const PackedRequest& request = requests[good[i]];
-    PackAccumulator acc(ring_, matrix_);
-    absl::Status st = ExpandLweSecret(
-        ring_, *request.keys, kLweDimension, request.ciphertext.subspan(j * ct_bytes, ct_bytes), 1,
-        [&acc](int, uint32_t count, const uint32_t* index, const uint64_t* beta,
-               const uint64_t* alpha) { acc.Add(count, index, beta, alpha); });
+    std::vector<uint64_t> sums(PackingSumWords(ring_, matrix_));
+    const absl::Status st = packing_sums().Sums(
+        request.keys, request.ciphertext.subspan(j * ct_bytes, ct_bytes), 1, absl::MakeSpan(sums));
     absl::StatusOr<std::vector<RlweCiphertext>> packed =
-        st.ok()
-            ? acc.Finish(absl::MakeConstSpan(answers).subspan(i * aw + j * kDigitRows, kDigitRows))
-            : absl::StatusOr<std::vector<RlweCiphertext>>(st);
+        st.ok() ? PackedCiphertexts(
+                      ring_, matrix_, sums,
+                      absl::MakeConstSpan(answers).subspan(i * aw + j * kDigitRows, kDigitRows))
+                : absl::StatusOr<std::vector<RlweCiphertext>>(st);
     if (!packed.ok()) {
       failed[t] = packed.status();
       return;

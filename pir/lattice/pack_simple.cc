@@ -53,8 +53,10 @@ absl::StatusOr<std::unique_ptr<PackedSimpleServer>> PackedSimpleServer::Create(
   absl::StatusOr<PackingMatrix> matrix =
       PackingMatrix::Create(*ctx, *hint, config.shape.d1, kLweDimension);
   if (!matrix.ok()) return matrix.status();
-  return std::unique_ptr<PackedSimpleServer>(
+  std::unique_ptr<PackedSimpleServer> out(
       new PackedSimpleServer(std::move(server), *std::move(ctx), *std::move(matrix), protocol));
+  out->set_packing_sums(std::make_unique<CpuPackingSums>(out->ring_, out->matrix_));
+  return out;
 }
 
 uint64_t PackedSimpleServer::response_bytes() const {
@@ -130,15 +132,14 @@ absl::StatusOr<std::vector<SwitchedCiphertext>> PackedSimpleServer::Pack(
   } else if (!request.selection.empty()) {
     return absl::InvalidArgumentError("lwe-exppack-s takes no selection");
   }
-  // One accumulator per worker of the expansion, merged.
-  std::vector<PackAccumulator> acc(threads, PackAccumulator(ring_, matrix_));
-  const absl::Status expanded = ExpandLweSecret(
-      ring_, *request.keys, kLweDimension, request.ciphertext, threads,
-      [&acc](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
-             const uint64_t* alpha) { acc[worker].Add(count, index, beta, alpha); });
-  if (!expanded.ok()) return expanded;
-  for (int w = 1; w < threads; ++w) acc[0].Merge(acc[w]);
-  absl::StatusOr<std::vector<RlweCiphertext>> packed = acc[0].Finish(answer);
+  std::vector<uint64_t> sums(PackingSumWords(ring_, matrix_));
+  if (absl::Status s =
+          packing_sums().Sums(request.keys, request.ciphertext, threads, absl::MakeSpan(sums));
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::vector<RlweCiphertext>> packed =
+      PackedCiphertexts(ring_, matrix_, sums, answer);
   if (!packed.ok()) return packed.status();
   if (protocol_ == PackedProtocol::kHybrid) {
     packed = SelectWindow(ring_, window, *packed, bits);

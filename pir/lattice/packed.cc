@@ -2,8 +2,10 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "pir/lattice/expansion.h"
 
 namespace veil::lattice {
@@ -24,6 +26,27 @@ PackedQuery::~PackedQuery() {
   if (!secrets_.empty()) sodium_memzero(secrets_.data(), secrets_.size() * sizeof(uint32_t));
 }
 
+absl::Status CpuPackingSums::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
+                                  absl::Span<const uint8_t> ciphertext, int threads,
+                                  absl::Span<uint64_t> sums) const {
+  if (keys == nullptr || threads < 1 || sums.size() != PackingSumWords(ctx_, matrix_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packing sums: ", keys == nullptr ? "no keys, " : "", threads, " threads and ",
+                     sums.size(), " sums (expected ", PackingSumWords(ctx_, matrix_), ")"));
+  }
+  // One accumulator per worker of the expansion, merged.
+  std::vector<PackAccumulator> acc(threads, PackAccumulator(ctx_, matrix_));
+  const absl::Status expanded = ExpandLweSecret(
+      ctx_, *keys, matrix_.lwe_n(), ciphertext, threads,
+      [&acc](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
+             const uint64_t* alpha) { acc[worker].Add(count, index, beta, alpha); });
+  if (!expanded.ok()) return expanded;
+  for (int w = 1; w < threads; ++w) acc[0].Merge(acc[w]);
+  if (absl::Status s = acc[0].CheckComplete(); !s.ok()) return s;
+  std::copy(acc[0].sums().begin(), acc[0].sums().end(), sums.begin());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<he::GaloisKeys> PackedServer::ParseKeys(absl::Span<const uint8_t> bytes) const {
   return ParseExpansionKeys(ring(), kLweDimension, bytes);
 }
@@ -31,7 +54,7 @@ absl::StatusOr<he::GaloisKeys> PackedServer::ParseKeys(absl::Span<const uint8_t>
 absl::StatusOr<std::vector<uint8_t>> PackedServer::Answer(
     absl::Span<const uint32_t> query, absl::Span<const uint8_t> ciphertext,
     const he::GaloisKeys& keys, absl::Span<const uint8_t> selection) const {
-  const PackedRequest request{query, ciphertext, &keys, selection};
+  const PackedRequest request{query, ciphertext, BorrowKeys(keys), selection};
   return std::move(AnswerBatch({&request, 1})[0]);
 }
 

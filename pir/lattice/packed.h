@@ -7,6 +7,8 @@
 #define VEIL_PIR_LATTICE_PACKED_H_
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -18,13 +20,50 @@
 
 namespace veil::lattice {
 
-// One query of a batch: its words, its secrets' ciphertexts (one after the other), its selection
-// (lwe-hybrid only) and its session's keys (which must outlive the call).
+// One query of a batch: its words, its secrets' ciphertexts (one after the other), its session's
+// keys and its selection (lwe-hybrid only). A device engine caches the keys of sessions whose
+// pointer owns them (PackingSumsEngine); a non-owning one (no control block) is uploaded per call.
 struct PackedRequest {
   absl::Span<const uint32_t> query;
   absl::Span<const uint8_t> ciphertext;
-  const he::GaloisKeys* keys = nullptr;
+  std::shared_ptr<const he::GaloisKeys> keys;
   absl::Span<const uint8_t> selection;
+};
+
+// Keys only lent for a call (no control block: an engine never caches them).
+inline std::shared_ptr<const he::GaloisKeys> BorrowKeys(const he::GaloisKeys& keys) {
+  return std::shared_ptr<const he::GaloisKeys>(std::shared_ptr<const he::GaloisKeys>(), &keys);
+}
+
+// Where a packed server expands one of a query's secret ciphertexts into the n special
+// ciphertexts (expansion.h) and sums them against its packing matrix: PackAccumulator's sums
+// (per group sum_j A_{g,j} beta_j, then sum_j A_{g,j} alpha_j; PackingSumWords residues in NTT
+// form). The CPU's (CpuPackingSums) or a device's (gpu/exppack.h), bit for bit the same.
+class PackingSumsEngine {
+ public:
+  virtual ~PackingSumsEngine() = default;
+  virtual std::string name() const = 0;
+  // sums = the packing sums of the special ciphertexts `ciphertext` expands to under `keys`, on
+  // up to `threads` CPU threads. Returns ExpandLweSecret's errors (bad ciphertext or keys),
+  // INVALID_ARGUMENT for sums of another size, and a device's errors.
+  virtual absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
+                            absl::Span<const uint8_t> ciphertext, int threads,
+                            absl::Span<uint64_t> sums) const = 0;
+};
+
+// ExpandLweSecret into one PackAccumulator per thread, merged. Ring and matrix must outlive it.
+class CpuPackingSums final : public PackingSumsEngine {
+ public:
+  CpuPackingSums(const RingContext& ctx, const PackingMatrix& matrix)
+      : ctx_(ctx), matrix_(matrix) {}
+  std::string name() const override { return "cpu"; }
+  absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
+                    absl::Span<const uint8_t> ciphertext, int threads,
+                    absl::Span<uint64_t> sums) const override;
+
+ private:
+  const RingContext& ctx_;
+  const PackingMatrix& matrix_;
 };
 
 // A lookup as the client made it: what travels, and what decodes the response (lwe-exppack-d
@@ -68,6 +107,14 @@ class PackedServer {
   // A session's expansion keys (ParseExpansionKeys' errors).
   absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
 
+  // Where the expansions and packing sums run: CpuPackingSums unless replaced by an engine made
+  // for this server's ring() and matrix() (the protocols whose every expansion packs against
+  // matrix() use it; double packing's second level stays on the CPU).
+  virtual const PackingSumsEngine& packing_sums() const { return *packing_sums_; }
+  virtual void set_packing_sums(std::unique_ptr<PackingSumsEngine> engine) {
+    packing_sums_ = std::move(engine);
+  }
+
   // Several queries (of any sessions) with one pass of the LWE product over the database for all
   // of them, then their expansions and packings spread over the wrapped server's threads. One
   // result per request, response_bytes() long, or that request's error (INVALID_ARGUMENT for a
@@ -76,10 +123,14 @@ class PackedServer {
   virtual std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
       absl::Span<const PackedRequest> requests) const = 0;
   // One query: AnswerBatch of one.
+  // The keys are not owned (PackedRequest): a device engine does not cache them.
   absl::StatusOr<std::vector<uint8_t>> Answer(absl::Span<const uint32_t> query,
                                               absl::Span<const uint8_t> ciphertext,
                                               const he::GaloisKeys& keys,
                                               absl::Span<const uint8_t> selection = {}) const;
+
+ private:
+  std::unique_ptr<PackingSumsEngine> packing_sums_;
 };
 
 class PackedClient {

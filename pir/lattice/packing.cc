@@ -177,23 +177,40 @@ void PackAccumulator::Merge(const PackAccumulator& other) {
   duplicate_ = duplicate_ || other.duplicate_;
 }
 
-absl::StatusOr<std::vector<RlweCiphertext>> PackAccumulator::Finish(absl::Span<const uint32_t> b) {
-  const size_t n = ctx_.n(), stride = ctx_.k() * n;
-  if (b.size() != matrix_.rows()) {
-    return absl::InvalidArgumentError(absl::StrCat("packing needs one b word per matrix row (",
-                                                   matrix_.rows(), "), got ", b.size()));
-  }
+absl::Status PackAccumulator::CheckComplete() const {
   if (duplicate_ || added_count_ != matrix_.lwe_n()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "packing needs each of the ", matrix_.lwe_n(), " special ciphertexts once, got ",
         added_count_, duplicate_ ? " and a repeated or out-of-range one" : ""));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<RlweCiphertext>> PackAccumulator::Finish(absl::Span<const uint32_t> b) {
+  if (absl::Status s = CheckComplete(); !s.ok()) return s;
+  return PackedCiphertexts(ctx_, matrix_, sums_, b);
+}
+
+uint64_t PackingSumWords(const RingContext& ctx, const PackingMatrix& matrix) {
+  return matrix.groups() * 2 * ctx.k() * ctx.n();
+}
+
+absl::StatusOr<std::vector<RlweCiphertext>> PackedCiphertexts(const RingContext& ctx,
+                                                              const PackingMatrix& matrix,
+                                                              absl::Span<const uint64_t> sums,
+                                                              absl::Span<const uint32_t> b) {
+  const size_t n = ctx.n(), stride = ctx.k() * n;
+  if (b.size() != matrix.rows() || sums.size() != PackingSumWords(ctx, matrix)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packing needs one b word per matrix row (", matrix.rows(), "), got ",
+                     b.size(), ", and ", PackingSumWords(ctx, matrix), " sums, got ", sums.size()));
+  }
   // (B - sum A_j beta_j, -sum A_j alpha_j).
   std::vector<RlweCiphertext> out;
-  for (uint64_t g = 0; g < matrix_.groups(); ++g) {
-    const uint64_t first = g * n, count = std::min<uint64_t>(n, matrix_.rows() - first);
-    const uint64_t* sum0 = sums_.data() + g * 2 * stride;
-    out.push_back(PackedCiphertext(ctx_, b.subspan(first, count), sum0, sum0 + stride));
+  for (uint64_t g = 0; g < matrix.groups(); ++g) {
+    const uint64_t first = g * n, count = std::min<uint64_t>(n, matrix.rows() - first);
+    const uint64_t* sum0 = sums.data() + g * 2 * stride;
+    out.push_back(PackedCiphertext(ctx, b.subspan(first, count), sum0, sum0 + stride));
   }
   return out;
 }

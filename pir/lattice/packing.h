@@ -107,10 +107,12 @@ class PackAccumulator {
   // Adds the keys another accumulator of the same matrix took (one per thread, merged at the end).
   void Merge(const PackAccumulator& other);
 
-  // One RLWE ciphertext per group of the matrix (NTT form over Q) for the b-parts b (rows
-  // words): coefficient i of group g decrypts to b_{gN+i} - <a_{gN+i}, s> mod 2^32 (zero past
-  // the last row). Returns INVALID_ARGUMENT if b.size() != matrix.rows() or the keys added were
-  // not each of the matrix's n exactly once.
+  // INVALID_ARGUMENT unless the keys added were each of the matrix's n exactly once.
+  absl::Status CheckComplete() const;
+  // The sums so far (PackingSumWords residues).
+  absl::Span<const uint64_t> sums() const { return sums_; }
+
+  // CheckComplete, then PackedCiphertexts of the sums.
   absl::StatusOr<std::vector<RlweCiphertext>> Finish(absl::Span<const uint32_t> b);
 
  private:
@@ -121,6 +123,18 @@ class PackAccumulator {
   uint64_t added_count_ = 0;
   bool duplicate_ = false;
 };
+
+// The packing sums' size for a matrix: groups x 2 x k x N (PackAccumulator's layout).
+uint64_t PackingSumWords(const RingContext& ctx, const PackingMatrix& matrix);
+
+// One RLWE ciphertext per group of the matrix (NTT form over Q) from complete packing sums
+// (PackingSumWords) and the b-parts b (rows words): coefficient i of group g decrypts to
+// b_{gN+i} - <a_{gN+i}, s> mod 2^32 (zero past the last row). Returns INVALID_ARGUMENT if
+// b.size() != matrix.rows() or sums.size() != PackingSumWords.
+absl::StatusOr<std::vector<RlweCiphertext>> PackedCiphertexts(const RingContext& ctx,
+                                                              const PackingMatrix& matrix,
+                                                              absl::Span<const uint64_t> sums,
+                                                              absl::Span<const uint32_t> b);
 
 // PackAccumulator::Finish for the wire keys, taken kPackKeysPerBlock at a time (alpha expanded,
 // beta widened). Returns INVALID_ARGUMENT if b.size() != matrix.rows() or the keys are for

@@ -24,7 +24,7 @@ void ExpectDeviceEqualsHostRun(const lattice::RingContext& ctx, uint64_t rows, u
   auto gpu = GpuPackingSums::Create(ctx, matrix);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ((*gpu)->matrix_bytes(), matrix.bytes());
-  std::vector<uint64_t> expected(PackingSumWords(ctx, matrix), 0), got = expected;
+  std::vector<uint64_t> expected(lattice::PackingSumWords(ctx, matrix), 0), got = expected;
   // Two calls: the first keys, then the rest, each added to the sums so far.
   for (const auto& [from, to] : {std::pair<uint32_t, uint32_t>{0, lwe_n / 3}, {lwe_n / 3, lwe_n}}) {
     std::vector<uint32_t> index;
@@ -57,7 +57,7 @@ TEST(PackingGpu, RefusesBadInput) {
   const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 100, 8, gen);
   auto gpu = GpuPackingSums::Create(ctx, matrix);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  std::vector<uint64_t> sums(PackingSumWords(ctx, matrix), 0);
+  std::vector<uint64_t> sums(lattice::PackingSumWords(ctx, matrix), 0);
   const std::vector<uint64_t> beta = testing::RandomKeyHalves(ctx, 1, gen);
   EXPECT_EQ((*gpu)->Accumulate({8}, beta, beta, absl::MakeSpan(sums)).code(),
             absl::StatusCode::kInvalidArgument);

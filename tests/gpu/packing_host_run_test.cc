@@ -43,7 +43,7 @@ void ExpectHostRunPacksAsTheAccumulator(const lattice::RingContext& ctx, uint64_
   std::vector<uint32_t> order(lwe_n);
   for (uint32_t j = 0; j < lwe_n; ++j) order[j] = j;
   std::shuffle(order.begin(), order.end(), gen);
-  std::vector<uint64_t> sums(PackingSumWords(ctx, matrix), 0);
+  std::vector<uint64_t> sums(lattice::PackingSumWords(ctx, matrix), 0);
   for (const auto& [from, to] : {std::pair<uint32_t, uint32_t>{0, split}, {split, lwe_n}}) {
     std::vector<uint32_t> index(order.begin() + from, order.begin() + to);
     std::vector<uint64_t> kb, ka;
@@ -84,7 +84,7 @@ TEST(PackingHostRun, RefusesBadInput) {
   const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 100, 8, gen);
   std::vector<uint64_t> beta = testing::RandomKeyHalves(ctx, 2, gen);
   const std::vector<uint64_t> alpha = testing::RandomKeyHalves(ctx, 2, gen);
-  std::vector<uint64_t> sums(PackingSumWords(ctx, matrix), 0);
+  std::vector<uint64_t> sums(lattice::PackingSumWords(ctx, matrix), 0);
   const std::vector<uint32_t> index{1, 7};
   EXPECT_TRUE(HostRunPackingSums(ctx, matrix, index, beta, alpha, absl::MakeSpan(sums)).ok());
   const std::vector<uint32_t> past_n{1, 8};

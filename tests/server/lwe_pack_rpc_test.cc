@@ -5,7 +5,10 @@
 // checks, and its client.
 #include <capnp/ez-rpc.h>
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -518,6 +521,55 @@ TEST_F(LwePackRpcTest, RecordsPerColumnGivesHybridAndDoublePackSeveralCiphertext
   // A K the table cannot take is refused at start, naming the shape.
   auto bad = testing::StartLweServer(path_, "lwe-exppack-s", {"--lwe-records-per-column=5000"});
   EXPECT_FALSE(bad.ok());
+}
+
+// The start-up log of a server run with --backend `backend`, and whether it started.
+std::string StartUpLog(const std::string& table, const std::string& backend, bool* started,
+                       const std::vector<uint64_t>& rows, std::vector<uint32_t>* words) {
+  const std::string log = ::testing::TempDir() + "lwe_pack_backend_" + backend + ".log";
+  std::remove(log.c_str());
+  auto server = testing::StartLweServer(table, "lwe-exppack-s", {"--backend=" + backend}, log);
+  *started = server.ok();
+  if (server.ok()) {
+    client::LweClientOptions options;
+    options.server = (*server)->address();
+    options.protocol = "lwe-exppack-s";
+    auto lwe = client::LweClient::Connect(options);
+    EXPECT_TRUE(lwe.ok()) << lwe.status();
+    if (lwe.ok()) {
+      auto got = (*lwe)->LookupWords(rows);
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (got.ok()) *words = *std::move(got);
+    }
+    server->reset();  // the process ends before its log is read
+  }
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST_F(LwePackRpcTest, TheExpansionRunsWhereTheBackendSays) {
+  const std::vector<uint64_t> rows{1, kRows - 1};
+  std::vector<uint32_t> want;
+  for (uint64_t row : rows)
+    want.insert(want.end(), table_->row(row).begin(), table_->row(row).end());
+  bool started = false;
+  std::vector<uint32_t> words;
+  const std::string cpu = StartUpLog(path_, "cpu", &started, rows, &words);
+  ASSERT_TRUE(started) << cpu;
+  EXPECT_THAT(cpu, HasSubstr("expansion and packing cpu"));
+  EXPECT_EQ(words, want);
+  // --backend=gpu: on a device (gpu/exppack.h), else refused at start, saying why, rather than
+  // served on the CPU.
+  words.clear();
+  const std::string gpu = StartUpLog(path_, "gpu", &started, rows, &words);
+  if (started) {
+    EXPECT_THAT(gpu, HasSubstr("expansion and packing gpu"));
+    EXPECT_EQ(words, want);
+  } else {
+    EXPECT_THAT(gpu, ::testing::AnyOf(HasSubstr("no GPU backend"), HasSubstr("no CUDA device")));
+  }
 }
 
 }  // namespace

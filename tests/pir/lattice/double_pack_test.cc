@@ -50,7 +50,7 @@ struct DoublePackFixture {
     for (const PackedQuery& q : queries) {
       EXPECT_EQ(q.query.size(), server->query_words());
       EXPECT_EQ(q.ciphertext.size(), 2 * SecretCiphertextBytes(client->ring()));
-      requests.push_back({q.query, q.ciphertext, &keys, {}});
+      requests.push_back({q.query, q.ciphertext, BorrowKeys(keys), {}});
     }
     const auto responses = server->AnswerBatch(requests);
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -94,10 +94,10 @@ SecondLevelNoise MeasureSecondLevel(const DoublePackFixture& f, const std::vecto
   uint64_t wrong = 0, count = 0;
   for (const uint64_t row : rows) {
     const PackedQuery q = *f.client->MakeQuery(row);
-    const auto response = f.server->AnswerBatch({{q.query, q.ciphertext, &f.keys, {}}});
+    const auto response = f.server->AnswerBatch({{q.query, q.ciphertext, BorrowKeys(f.keys), {}}});
     const auto first = twin->SwitchedBatch({{absl::MakeConstSpan(q.query).first(d0),
                                              absl::MakeConstSpan(q.ciphertext).first(ct_bytes),
-                                             &twin_keys,
+                                             BorrowKeys(twin_keys),
                                              {}}});
     EXPECT_TRUE(response[0].ok() && first[0].ok());
     if (!response[0].ok() || !first[0].ok()) return out;
@@ -211,12 +211,15 @@ TEST(DoublePackTest, BadRequestsFailAlone) {
   DoublePackFixture f(300, 16, 100, 502, 1);
   const PackedQuery good = *f.client->MakeQuery(7);
   const std::vector<PackedRequest> requests = {
-      {absl::MakeConstSpan(good.query).first(good.query.size() - 1), good.ciphertext, &f.keys, {}},
+      {absl::MakeConstSpan(good.query).first(good.query.size() - 1),
+       good.ciphertext,
+       BorrowKeys(f.keys),
+       {}},
       {good.query,
        absl::MakeConstSpan(good.ciphertext).first(good.ciphertext.size() / 2),
-       &f.keys,
+       BorrowKeys(f.keys),
        {}},
-      {good.query, good.ciphertext, &f.keys, {}},
+      {good.query, good.ciphertext, BorrowKeys(f.keys), {}},
   };
   const auto responses = f.server->AnswerBatch(requests);
   EXPECT_EQ(responses[0].status().code(), absl::StatusCode::kInvalidArgument);

@@ -153,11 +153,11 @@ TEST(HybridTest, BadSelectionsFailTheirRequestOnly) {
   std::vector<uint8_t> recount = one_bit;
   recount[he::kHeHeaderBytes] = 1;
   std::vector<PackedRequest> requests = {
-      {good.query, good.ciphertext, &f.keys, {}},
-      {good.query, good.ciphertext, &f.keys,
+      {good.query, good.ciphertext, BorrowKeys(f.keys), {}},
+      {good.query, good.ciphertext, BorrowKeys(f.keys),
        absl::MakeConstSpan(good.selection).first(good.selection.size() - 1)},
-      {good.query, good.ciphertext, &f.keys, recount},
-      {other.query, other.ciphertext, &f.keys, other.selection},
+      {good.query, good.ciphertext, BorrowKeys(f.keys), recount},
+      {other.query, other.ciphertext, BorrowKeys(f.keys), other.selection},
   };
   const auto responses = f.server->AnswerBatch(requests);
   ASSERT_EQ(responses.size(), 4u);

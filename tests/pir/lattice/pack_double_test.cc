@@ -143,9 +143,9 @@ TEST(PackedDoubleTest, ABatchSharesOneProductAndFailsOnlyItsBadRequest) {
   const PackedQuery c = *f.client->MakeQuery(200);
   const std::vector<uint8_t> selection(16, 0);
   const std::vector<PackedRequest> requests = {
-      {a.query, a.ciphertext, &f.keys, {}},
-      {b.query, b.ciphertext, &other_keys, {}},
-      {c.query, c.ciphertext, &f.keys, selection},  // ExpPack(D) takes no selection
+      {a.query, a.ciphertext, BorrowKeys(f.keys), {}},
+      {b.query, b.ciphertext, BorrowKeys(other_keys), {}},
+      {c.query, c.ciphertext, BorrowKeys(f.keys), selection},  // ExpPack(D) takes no selection
   };
   const auto responses = f.server->AnswerBatch(requests);
   ASSERT_EQ(responses.size(), 3u);

@@ -74,7 +74,7 @@ TEST(PackedSimpleTest, ABatchOfSessionsSharesOneProductAndFailsOnlyItsBadRequest
   for (int i = 0; i < 4; ++i) queries.push_back(*owner[i]->MakeQuery(want[i]));
   for (int i = 0; i < 4; ++i) {
     requests.push_back(
-        {queries[i].query, queries[i].ciphertext, i % 2 == 0 ? &keys_a : &keys_b, {}});
+        {queries[i].query, queries[i].ciphertext, BorrowKeys(i % 2 == 0 ? keys_a : keys_b), {}});
   }
   requests[3].query = requests[3].query.first(5);
   const auto responses = (*server)->AnswerBatch(requests);

@@ -1,0 +1,92 @@
+// A bounded cache of what an engine makes from one session's Galois keys (a device's copy of its
+// expansion keys: gpu/exppack.h), so that a session's keys go to the device once, not per query.
+//
+// Identity: a session is the keys object its std::shared_ptr owns. An entry is found again only
+// through a pointer to the same object sharing its owner (the same control block); the entry
+// keeps a weak_ptr, so that control block, and with it the identity, cannot be reused by other
+// keys while the entry lives, even at the same address. An entry whose keys are gone is dropped
+// at the next Get. Keys without a control block (lattice::BorrowKeys) are never cached. Beyond
+// `capacity` entries the least recently used goes. Thread-safe.
+#ifndef VEIL_GPU_INTERNAL_KEY_CACHE_H_
+#define VEIL_GPU_INTERNAL_KEY_CACHE_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pir/he/bfv.h"
+
+namespace veil::gpu::internal {
+
+template <class T>
+class SessionKeyCache {
+ public:
+  explicit SessionKeyCache(size_t capacity) : capacity_(capacity) {}
+
+  // The value made for `keys` (not null): the cached one, or make(*keys) (an
+  // absl::StatusOr<std::unique_ptr<T>>), cached if the keys are owned. Returns make's errors.
+  template <class Make>
+  absl::StatusOr<std::shared_ptr<const T>> Get(const std::shared_ptr<const he::GaloisKeys>& keys,
+                                               Make&& make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(entries_, [](const Entry& e) { return e.owner.expired(); });
+    const bool owned = keys.use_count() > 0;
+    if (owned) {
+      for (Entry& e : entries_) {
+        if (e.keys == keys.get() && !e.owner.owner_before(keys) && !keys.owner_before(e.owner)) {
+          e.last_use = ++clock_;
+          ++hits_;
+          return e.value;
+        }
+      }
+    }
+    absl::StatusOr<std::unique_ptr<T>> made = make(*keys);
+    if (!made.ok()) return made.status();
+    ++made_;
+    std::shared_ptr<const T> value(*std::move(made));
+    if (owned && capacity_ > 0) {
+      if (entries_.size() >= capacity_) {
+        entries_.erase(std::min_element(
+            entries_.begin(), entries_.end(),
+            [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; }));
+      }
+      entries_.push_back(Entry{keys, keys.get(), value, ++clock_});
+    }
+    return value;
+  }
+
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return entries_.size();
+  }
+  uint64_t hits() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hits_;
+  }
+  uint64_t made() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return made_;
+  }
+
+ private:
+  struct Entry {
+    std::weak_ptr<const he::GaloisKeys> owner;
+    const he::GaloisKeys* keys = nullptr;
+    std::shared_ptr<const T> value;
+    uint64_t last_use = 0;
+  };
+
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_;
+  uint64_t clock_ = 0, hits_ = 0, made_ = 0;
+};
+
+}  // namespace veil::gpu::internal
+
+#endif  // VEIL_GPU_INTERNAL_KEY_CACHE_H_

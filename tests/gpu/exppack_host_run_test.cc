@@ -1,0 +1,232 @@
+// The packed servers' GPU engine with its kernels' phases run on the host (gpu/exppack.h's
+// HostRunExpPackSums): its sums equal lattice::CpuPackingSums' bit for bit; a packed server
+// using it answers byte for byte as on the CPU and every record decodes; each session's keys are
+// made once while they live (the device's key cache), never confused with other keys at the
+// same address, and bounded; bad input.
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gpu/exppack.h"
+#include "gpu/internal/key_cache.h"
+#include "gtest/gtest.h"
+#include "pir/lattice/double_pack.h"
+#include "pir/lattice/pack_simple.h"
+#include "tests/gpu/expansion_test_support.h"
+#include "tests/gpu/packing_test_support.h"
+#include "tests/pir/lattice/test_support.h"
+
+namespace veil::gpu {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<uint64_t> SumsOf(const lattice::PackingSumsEngine& engine,
+                             const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
+                             const std::shared_ptr<const he::GaloisKeys>& keys,
+                             absl::Span<const uint8_t> ct) {
+  std::vector<uint64_t> sums(lattice::PackingSumWords(ctx, matrix), 7);
+  const absl::Status s = engine.Sums(keys, ct, 2, absl::MakeSpan(sums));
+  EXPECT_TRUE(s.ok()) << engine.name() << ": " << s;
+  return sums;
+}
+
+std::vector<uint8_t> SecretCiphertext(const lattice::RingContext& ctx, const testing::Session& s,
+                                      uint32_t lwe_n, std::mt19937_64& gen) {
+  std::vector<uint32_t> secret(lwe_n);
+  for (uint32_t& w : secret) w = static_cast<uint32_t>(gen());
+  return *lattice::EncryptLweSecret(ctx, s.z, secret);
+}
+
+TEST(ExpPackHostRun, SumsEqualTheCpuEngine) {
+  std::mt19937_64 gen(lattice::testing::TestSeed("gpu_exppack_host_run_test"));
+  // The default ring with n = 21 (the tree's last level partly empty) and three groups; the
+  // N = 1,024 test ring with n = 100.
+  struct Case {
+    lattice::RingParams params;
+    uint32_t lwe_n;
+    uint64_t rows;
+  };
+  for (const Case& c : {Case{lattice::RingParams::Default(), 21, 2 * 4096 + 5},
+                        Case{lattice::testing::SmallRing(), 100, 1000}}) {
+    const lattice::RingContext ctx = *lattice::RingContext::Create(c.params);
+    const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, c.rows, c.lwe_n, gen);
+    const auto session = std::make_shared<const testing::Session>(ctx, c.lwe_n);
+    const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
+    const std::vector<uint8_t> ct = SecretCiphertext(ctx, *session, c.lwe_n, gen);
+    const lattice::CpuPackingSums cpu(ctx, matrix);
+    auto host = HostRunExpPackSums::Create(ctx, matrix);
+    ASSERT_TRUE(host.ok()) << host.status();
+    EXPECT_EQ(SumsOf(**host, ctx, matrix, keys, ct), SumsOf(cpu, ctx, matrix, keys, ct))
+        << "N = " << ctx.n() << ", n = " << c.lwe_n;
+  }
+}
+
+// A packed server of `rows` records of `record_bytes` on the test ring, on the CPU and with the
+// host-run engine, and clients: the same bytes out, the right records in.
+TEST(ExpPackHostRun, PackedServersAnswerAsOnTheCpu) {
+  std::mt19937_64 gen(lattice::testing::TestSeed("gpu_exppack_host_run_test") + 1);
+  const uint64_t rows = 700;
+  const uint32_t record_bytes = 7;
+  const std::vector<uint8_t> records = lattice::testing::RandomRecords(rows, record_bytes, gen);
+  const auto make_lwe = [&] {
+    return *lattice::LweServer::FromRecords(records, rows, record_bytes,
+                                            lattice::testing::DigestOf(40), {});
+  };
+  const lattice::RingParams ring = lattice::testing::SmallRing();
+  auto cpu = lattice::PackedSimpleServer::Create(make_lwe(), ring);
+  auto gpu = lattice::PackedSimpleServer::Create(make_lwe(), ring);
+  ASSERT_TRUE(cpu.ok() && gpu.ok());
+  auto engine = HostRunExpPackSums::Create((*gpu)->ring(), (*gpu)->matrix());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const HostRunExpPackSums* host = engine->get();
+  (*gpu)->set_packing_sums(*std::move(engine));
+  EXPECT_EQ((*gpu)->packing_sums().name(), "gpu-host-run");
+  EXPECT_EQ((*cpu)->packing_sums().name(), "cpu");
+  auto client = lattice::PackedSimpleClient::Create((*cpu)->config(), ring);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const auto keys =
+      std::make_shared<const he::GaloisKeys>(*(*gpu)->ParseKeys((*client)->expansion_keys()));
+  std::vector<lattice::PackedQuery> queries;
+  std::vector<lattice::PackedRequest> requests;
+  for (const uint64_t row : {uint64_t{0}, rows - 1, gen() % rows}) {
+    queries.push_back(*(*client)->MakeQuery(row));
+  }
+  for (const lattice::PackedQuery& q : queries) {
+    requests.push_back({q.query, q.ciphertext, keys, {}});
+  }
+  const auto want = (*cpu)->AnswerBatch(requests);
+  const auto got = (*gpu)->AnswerBatch(requests);
+  for (size_t i = 0; i < queries.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << got[i].status();
+    EXPECT_EQ(*got[i], *want[i]) << "query " << i;
+    std::vector<uint8_t> record(record_bytes);
+    ASSERT_TRUE((*client)->Decode(queries[i], *got[i], absl::MakeSpan(record)).ok());
+    const uint64_t row = queries[i].row();
+    EXPECT_EQ(record, std::vector<uint8_t>(records.begin() + row * record_bytes,
+                                           records.begin() + (row + 1) * record_bytes));
+  }
+  // One session: its keys made once for the three queries.
+  EXPECT_EQ(host->key_uploads(), 1u);
+  EXPECT_EQ(host->cached_sessions(), 1u);
+
+  // Double packing's first level runs on the engine it is given.
+  auto twice = lattice::DoublePackedServer::Create(make_lwe(), ring);
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  auto second = HostRunExpPackSums::Create((*twice)->ring(), (*twice)->matrix());
+  ASSERT_TRUE(second.ok());
+  (*twice)->set_packing_sums(*std::move(second));
+  EXPECT_EQ((*twice)->packing_sums().name(), "gpu-host-run");
+  auto twice_client = lattice::DoublePackedClient::Create((*twice)->config(), ring);
+  ASSERT_TRUE(twice_client.ok()) << twice_client.status();
+  const he::GaloisKeys twice_keys = *(*twice)->ParseKeys((*twice_client)->expansion_keys());
+  const lattice::PackedQuery q = *(*twice_client)->MakeQuery(rows / 2);
+  const auto response = (*twice)->Answer(q.query, q.ciphertext, twice_keys);
+  ASSERT_TRUE(response.ok()) << response.status();
+  std::vector<uint8_t> record(record_bytes);
+  ASSERT_TRUE((*twice_client)->Decode(q, *response, absl::MakeSpan(record)).ok());
+  EXPECT_EQ(record, std::vector<uint8_t>(records.begin() + rows / 2 * record_bytes,
+                                         records.begin() + (rows / 2 + 1) * record_bytes));
+}
+
+TEST(ExpPackHostRun, KeysAreMadeOncePerLiveSessionAndNeverConfused) {
+  std::mt19937_64 gen(lattice::testing::TestSeed("gpu_exppack_host_run_test") + 2);
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::testing::SmallRing());
+  const uint32_t n = 8;
+  const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 300, n, gen);
+  const lattice::CpuPackingSums cpu(ctx, matrix);
+  auto engine = HostRunExpPackSums::Create(ctx, matrix, /*max_sessions=*/2);
+  ASSERT_TRUE(engine.ok());
+  const HostRunExpPackSums& host = **engine;
+  const testing::Session one(ctx, n), two(ctx, n), three(ctx, n);
+  const std::vector<uint8_t> ct = SecretCiphertext(ctx, one, n, gen);
+  // The same storage under two owners: the second is another session, though at the same
+  // address (as keys freed and reallocated would be).
+  he::GaloisKeys slot = one.keys;
+  auto owner_a = std::make_shared<int>(1);
+  const std::shared_ptr<const he::GaloisKeys> a(owner_a, &slot);
+  EXPECT_EQ(SumsOf(host, ctx, matrix, a, ct), SumsOf(cpu, ctx, matrix, a, ct));
+  EXPECT_EQ(SumsOf(host, ctx, matrix, a, ct), SumsOf(cpu, ctx, matrix, a, ct));
+  EXPECT_EQ(host.key_uploads(), 1u);
+  slot = two.keys;  // new keys in the same place, under a new owner
+  auto owner_b = std::make_shared<int>(2);
+  const std::shared_ptr<const he::GaloisKeys> b(owner_b, &slot);
+  EXPECT_EQ(SumsOf(host, ctx, matrix, b, ct), SumsOf(cpu, ctx, matrix, b, ct));
+  EXPECT_EQ(host.key_uploads(), 2u);
+  // A third session pushes out the least recently used (a); once gone it is dropped itself.
+  {
+    const auto gone = std::make_shared<const he::GaloisKeys>(three.keys);
+    EXPECT_EQ(SumsOf(host, ctx, matrix, gone, ct), SumsOf(cpu, ctx, matrix, gone, ct));
+    EXPECT_EQ(host.key_uploads(), 3u);
+    EXPECT_EQ(host.cached_sessions(), 2u);
+  }
+  // Borrowed keys are made per call and never cached.
+  const auto borrowed = lattice::BorrowKeys(three.keys);
+  EXPECT_EQ(SumsOf(host, ctx, matrix, borrowed, ct), SumsOf(cpu, ctx, matrix, borrowed, ct));
+  EXPECT_EQ(SumsOf(host, ctx, matrix, borrowed, ct), SumsOf(cpu, ctx, matrix, borrowed, ct));
+  EXPECT_EQ(host.key_uploads(), 5u);
+  EXPECT_EQ(host.cached_sessions(), 1u);  // b
+  EXPECT_EQ(SumsOf(host, ctx, matrix, b, ct), SumsOf(cpu, ctx, matrix, b, ct));
+  EXPECT_EQ(host.key_uploads(), 5u);
+}
+
+TEST(SessionKeyCache, BoundsItsEntriesAndDropsTheLeastRecentlyUsed) {
+  internal::SessionKeyCache<int> cache(2);
+  int made = 0;
+  const auto make = [&made](const he::GaloisKeys&) -> absl::StatusOr<std::unique_ptr<int>> {
+    return std::make_unique<int>(++made);
+  };
+  const auto a = std::make_shared<const he::GaloisKeys>();
+  const auto b = std::make_shared<const he::GaloisKeys>();
+  const auto c = std::make_shared<const he::GaloisKeys>();
+  EXPECT_EQ(**cache.Get(a, make), 1);
+  EXPECT_EQ(**cache.Get(b, make), 2);
+  EXPECT_EQ(**cache.Get(a, make), 1);  // a is now the most recent
+  EXPECT_EQ(**cache.Get(c, make), 3);  // b goes
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(**cache.Get(a, make), 1);
+  EXPECT_EQ(**cache.Get(b, make), 4);
+  EXPECT_EQ(cache.hits(), 2u);
+  EXPECT_EQ(cache.made(), 4u);
+  // A failure is returned and nothing is cached.
+  const auto d = std::make_shared<const he::GaloisKeys>();
+  const auto fail = [](const he::GaloisKeys&) -> absl::StatusOr<std::unique_ptr<int>> {
+    return absl::InvalidArgumentError("bad keys");
+  };
+  EXPECT_THAT(cache.Get(d, fail).status().message(), HasSubstr("bad keys"));
+  EXPECT_EQ(cache.size(), 2u);
+}
+
+TEST(ExpPackHostRun, RefusesBadInput) {
+  std::mt19937_64 gen(lattice::testing::TestSeed("gpu_exppack_host_run_test") + 3);
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::testing::SmallRing());
+  const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 50, 4, gen);
+  auto host = HostRunExpPackSums::Create(ctx, matrix);
+  ASSERT_TRUE(host.ok());
+  const testing::Session session(ctx, 4), small(ctx, 2);
+  const std::vector<uint8_t> ct = SecretCiphertext(ctx, session, 4, gen);
+  std::vector<uint64_t> sums(lattice::PackingSumWords(ctx, matrix));
+  EXPECT_THAT((*host)->Sums(nullptr, ct, 1, absl::MakeSpan(sums)).message(), HasSubstr("no keys"));
+  const auto keys = lattice::BorrowKeys(session.keys);
+  std::vector<uint64_t> short_sums(sums.size() - 1);
+  EXPECT_THAT((*host)->Sums(keys, ct, 1, absl::MakeSpan(short_sums)).message(),
+              HasSubstr("sums (expected"));
+  EXPECT_THAT(
+      (*host)
+          ->Sums(keys, absl::MakeConstSpan(ct).first(ct.size() - 1), 1, absl::MakeSpan(sums))
+          .message(),
+      HasSubstr("ciphertext"));
+  // Keys for a smaller n lack a level's element.
+  EXPECT_THAT((*host)->Sums(lattice::BorrowKeys(small.keys), ct, 1, absl::MakeSpan(sums)).message(),
+              HasSubstr("lack the Galois key"));
+  // The CPU engine refuses the same.
+  const lattice::CpuPackingSums cpu(ctx, matrix);
+  EXPECT_THAT(cpu.Sums(nullptr, ct, 1, absl::MakeSpan(sums)).message(), HasSubstr("no keys"));
+  EXPECT_THAT(cpu.Sums(lattice::BorrowKeys(small.keys), ct, 1, absl::MakeSpan(sums)).message(),
+              HasSubstr("lack the Galois key"));
+}
+
+}  // namespace
+}  // namespace veil::gpu
