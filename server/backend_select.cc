@@ -13,6 +13,7 @@
 #include "gpu/backend.h"
 #include "gpu/exppack.h"
 #include "gpu/lwe.h"
+#include "pir/lattice/sharding.h"
 #endif
 
 namespace veil::server {
@@ -56,11 +57,19 @@ absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweGpu(
   absl::StatusOr<std::vector<int>> devices = PresentDevices(gpus);
   if (!devices.ok()) return devices.status();
   gpu::LweGpuOptions options;
-  options.device = devices->front();
   options.max_batch = max_batch;
-  auto product = gpu::LweGpuProduct::Create(db, options);
-  if (!product.ok()) return product.status();
-  return std::unique_ptr<lattice::DatabaseProduct>(*std::move(product));
+  // One device holds the matrix; several split its rows (lattice::RowShardedProduct).
+  std::vector<lattice::RowShardedProduct::Shard> shards;
+  for (const lattice::RowRange& range : lattice::SplitRows(db.rows, devices->size(), 1)) {
+    options.device = (*devices)[shards.size()];
+    auto product = gpu::LweGpuProduct::Create(lattice::RowsOf(db, range), options);
+    if (!product.ok()) return product.status();
+    shards.push_back({range, *std::move(product)});
+  }
+  if (shards.size() == 1) return std::move(shards[0].product);
+  auto sharded = lattice::RowShardedProduct::Create(db.rows, std::move(shards));
+  if (!sharded.ok()) return sharded.status();
+  return std::unique_ptr<lattice::DatabaseProduct>(*std::move(sharded));
 #else
   (void)db;
   (void)max_batch;
@@ -76,10 +85,28 @@ absl::StatusOr<std::unique_ptr<lattice::PackingSumsEngine>> CreatePackingSumsGpu
   absl::StatusOr<std::vector<int>> devices = PresentDevices(gpus);
   if (!devices.ok()) return devices.status();
   gpu::GpuExpPackOptions options;
-  options.device = devices->front();
-  auto engine = gpu::GpuExpPackSums::Create(ring, matrix, options);
-  if (!engine.ok()) return engine.status();
-  return std::unique_ptr<lattice::PackingSumsEngine>(*std::move(engine));
+  // One device packs every group; several split the groups (lattice::GroupShardedPackingSums),
+  // each expanding the query itself.
+  const std::vector<lattice::RowRange> ranges =
+      lattice::SplitRows(matrix.groups(), devices->size(), 1);
+  if (ranges.size() == 1) {
+    options.device = devices->front();
+    auto engine = gpu::GpuExpPackSums::Create(ring, matrix, options);
+    if (!engine.ok()) return engine.status();
+    return std::unique_ptr<lattice::PackingSumsEngine>(*std::move(engine));
+  }
+  std::vector<lattice::GroupShardedPackingSums::Shard> shards;
+  for (const lattice::RowRange& range : ranges) {
+    options.device = (*devices)[shards.size()];
+    auto part = matrix.Groups(ring, range.first, range.count);
+    if (!part.ok()) return part.status();
+    auto engine = gpu::GpuExpPackSums::Create(ring, *part, options);
+    if (!engine.ok()) return engine.status();
+    shards.push_back({range, *std::move(engine)});
+  }
+  auto sharded = lattice::GroupShardedPackingSums::Create(ring, matrix.groups(), std::move(shards));
+  if (!sharded.ok()) return sharded.status();
+  return std::unique_ptr<lattice::PackingSumsEngine>(*std::move(sharded));
 #else
   (void)ring;
   (void)matrix;

@@ -33,17 +33,18 @@ absl::StatusOr<std::unique_ptr<pir::Backend>> CreateBackend(absl::string_view na
                                                             absl::string_view gpus = "all");
 
 // The database product of an LWE server (protocols lwe-simple, lwe-double) for --backend `name`:
-// null for "cpu" (the CPU product built into lattice::LweServer), the GPU one (gpu/lwe.h) on the
-// first device of `gpus` for "gpu", and for "auto" the GPU one where it is built and starts, else
-// null. `max_batch` is the most queries one product call may hold. Returns CreateBackend's errors
-// and LweGpuProduct::Create's.
+// null for "cpu" (the CPU product built into lattice::LweServer), the GPU one (gpu/lwe.h) for
+// "gpu" (the devices of `gpus` splitting the matrix's rows, lattice::RowShardedProduct), and for
+// "auto" the GPU one where it is built and starts, else null. `max_batch` is the most queries one
+// product call may hold. Returns CreateBackend's errors and LweGpuProduct::Create's.
 absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweProduct(
     absl::string_view name, const lattice::ByteMatrixView& db, int max_batch,
     absl::string_view gpus = "all");
 
 // Where a packed server (lwe-exppack-s, -d, lwe-hybrid, lwe-double-pack) expands queries and
 // sums them against its matrix, for --backend `name`: null for "cpu" (keep the server's
-// CpuPackingSums), the GPU engine (gpu/exppack.h) on the first device of `gpus` for "gpu", and for
+// CpuPackingSums), the GPU engine (gpu/exppack.h) for "gpu" (the devices of `gpus` splitting the
+// packed groups, lattice::GroupShardedPackingSums), and for
 // "auto" the GPU one where it is built and starts, else null. Returns CreateBackend's errors and
 // GpuExpPackSums::Create's.
 absl::StatusOr<std::unique_ptr<lattice::PackingSumsEngine>> CreatePackingSums(

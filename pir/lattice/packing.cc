@@ -122,6 +122,19 @@ absl::StatusOr<PackingMatrix> PackingMatrix::Create(const RingContext& ctx,
   return m;
 }
 
+absl::StatusOr<PackingMatrix> PackingMatrix::Groups(const RingContext& ctx, uint64_t first,
+                                                    uint64_t count) const {
+  if (count == 0 || first >= groups_ || count > groups_ - first || stride_ != ctx.k() * ctx.n()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("groups [", first, ", ", first + count, ") of a packing matrix of ", groups_));
+  }
+  const uint64_t n = ctx.n();
+  PackingMatrix m(std::min(rows_ - first * n, count * n), lwe_n_, count, stride_);
+  const auto begin = ntt_.begin() + first * lwe_n_ * stride_;
+  m.ntt_.assign(begin, begin + count * lwe_n_ * stride_);
+  return m;
+}
+
 PackAccumulator::PackAccumulator(const RingContext& ctx, const PackingMatrix& matrix)
     : ctx_(ctx),
       matrix_(matrix),

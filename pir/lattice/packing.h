@@ -77,6 +77,11 @@ class PackingMatrix {
   uint32_t lwe_n() const { return lwe_n_; }
   uint64_t groups() const { return groups_; }
   uint64_t bytes() const { return ntt_.size() * sizeof(uint32_t); }
+  // Groups [first, first + count) as a matrix of their rows (one device's shard of a response).
+  // Returns INVALID_ARGUMENT for an empty range or one past the matrix's groups.
+  absl::StatusOr<PackingMatrix> Groups(const RingContext& ctx, uint64_t first,
+                                       uint64_t count) const;
+
   // A_{g,j}: k x N residues.
   const uint32_t* Polynomial(uint64_t group, uint32_t j) const {
     return ntt_.data() + (group * lwe_n_ + j) * stride_;

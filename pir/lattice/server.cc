@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "pir/lattice/sharding.h"
 
 namespace veil::lattice {
 namespace {
@@ -25,6 +26,10 @@ class CpuDatabaseProduct : public DatabaseProduct {
 };
 
 }  // namespace
+
+std::unique_ptr<DatabaseProduct> MakeCpuProduct(const ByteMatrixView& db, int threads) {
+  return std::make_unique<CpuDatabaseProduct>(db, threads);
+}
 
 absl::Status ValidateConfig(const LweConfig& config) {
   if (absl::Status s = ValidateShape(config.shape); !s.ok()) return s;
