@@ -258,7 +258,7 @@ absl::Status ExpPackGpu(const Flags& flags) {
   // The servers' engine (gpu/exppack.h): expansion, packing sums and the sums back to the host,
   // one session's keys uploaded at the first call; checked against the host run of the sums over
   // the CPU's leaves, timed on the wall clock (the later calls).
-  auto engine = gpu::GpuExpPackSums::Create(ctx, *matrix);
+  auto engine = gpu::GpuPackingEngine::Create(ctx, *matrix);
   if (!engine.ok()) return engine.status();
   const auto session = std::make_shared<const he::GaloisKeys>(*keys);
   std::vector<uint64_t> engine_want(lattice::PackingSumWords(ctx, *matrix)),

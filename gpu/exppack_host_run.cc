@@ -20,19 +20,19 @@ absl::Status CheckSumsArguments(const std::shared_ptr<const he::GaloisKeys>& key
 
 }  // namespace internal
 
-absl::StatusOr<std::unique_ptr<HostRunExpPackSums>> HostRunExpPackSums::Create(
+absl::StatusOr<std::unique_ptr<HostRunPackingEngine>> HostRunPackingEngine::Create(
     const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix, size_t max_sessions) {
   absl::StatusOr<internal::PackingShape> shape = internal::MakePackingShape(ctx, matrix);
   if (!shape.ok()) return shape.status();
   absl::StatusOr<internal::ExpansionPlan> plan = internal::MakeExpansionPlan(ctx, matrix.lwe_n());
   if (!plan.ok()) return plan.status();
-  return std::unique_ptr<HostRunExpPackSums>(
-      new HostRunExpPackSums(ctx, matrix, *std::move(plan), max_sessions));
+  return std::unique_ptr<HostRunPackingEngine>(
+      new HostRunPackingEngine(ctx, matrix, *std::move(plan), max_sessions));
 }
 
-absl::Status HostRunExpPackSums::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
-                                      absl::Span<const uint8_t> ciphertext, int /*threads*/,
-                                      absl::Span<uint64_t> sums) const {
+absl::Status HostRunPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
+                                        absl::Span<const uint8_t> ciphertext, int /*threads*/,
+                                        absl::Span<uint64_t> sums) const {
   if (absl::Status s =
           internal::CheckSumsArguments(keys, lattice::PackingSumWords(ctx_, matrix_), sums);
       !s.ok()) {
@@ -52,6 +52,11 @@ absl::Status HostRunExpPackSums::Sums(const std::shared_ptr<const he::GaloisKeys
       internal::HostRunExpansionWith(ctx_, plan_, **arrays, ciphertext);
   if (!leaves.ok()) return leaves.status();
   return HostRunSumLeaves(ctx_, matrix_, leaves->leaves, sums);
+}
+
+absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunPackingEngine::Switch(
+    absl::Span<const lattice::RlweCiphertext> packed) const {
+  return HostRunSwitchResponse(ctx_, packed);
 }
 
 }  // namespace veil::gpu

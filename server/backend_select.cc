@@ -78,35 +78,36 @@ absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweGpu(
 #endif
 }
 
-absl::StatusOr<std::unique_ptr<lattice::PackingSumsEngine>> CreatePackingSumsGpu(
+absl::StatusOr<std::unique_ptr<lattice::PackingEngine>> CreatePackingEngineGpu(
     const lattice::RingContext& ring, const lattice::PackingMatrix& matrix,
     absl::string_view gpus) {
 #ifdef VEIL_HAVE_GPU_BACKEND
   absl::StatusOr<std::vector<int>> devices = PresentDevices(gpus);
   if (!devices.ok()) return devices.status();
-  gpu::GpuExpPackOptions options;
-  // One device packs every group; several split the groups (lattice::GroupShardedPackingSums),
+  gpu::GpuPackingEngineOptions options;
+  // One device packs every group; several split the groups (lattice::GroupShardedPackingEngine),
   // each expanding the query itself.
   const std::vector<lattice::RowRange> ranges =
       lattice::SplitRows(matrix.groups(), devices->size(), 1);
   if (ranges.size() == 1) {
     options.device = devices->front();
-    auto engine = gpu::GpuExpPackSums::Create(ring, matrix, options);
+    auto engine = gpu::GpuPackingEngine::Create(ring, matrix, options);
     if (!engine.ok()) return engine.status();
-    return std::unique_ptr<lattice::PackingSumsEngine>(*std::move(engine));
+    return std::unique_ptr<lattice::PackingEngine>(*std::move(engine));
   }
-  std::vector<lattice::GroupShardedPackingSums::Shard> shards;
+  std::vector<lattice::GroupShardedPackingEngine::Shard> shards;
   for (const lattice::RowRange& range : ranges) {
     options.device = (*devices)[shards.size()];
     auto part = matrix.Groups(ring, range.first, range.count);
     if (!part.ok()) return part.status();
-    auto engine = gpu::GpuExpPackSums::Create(ring, *part, options);
+    auto engine = gpu::GpuPackingEngine::Create(ring, *part, options);
     if (!engine.ok()) return engine.status();
     shards.push_back({range, *std::move(engine)});
   }
-  auto sharded = lattice::GroupShardedPackingSums::Create(ring, matrix.groups(), std::move(shards));
+  auto sharded =
+      lattice::GroupShardedPackingEngine::Create(ring, matrix.groups(), std::move(shards));
   if (!sharded.ok()) return sharded.status();
-  return std::unique_ptr<lattice::PackingSumsEngine>(*std::move(sharded));
+  return std::unique_ptr<lattice::PackingEngine>(*std::move(sharded));
 #else
   (void)ring;
   (void)matrix;
@@ -185,12 +186,12 @@ absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweProduct(
       [] { return absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>>(nullptr); });
 }
 
-absl::StatusOr<std::unique_ptr<lattice::PackingSumsEngine>> CreatePackingSums(
+absl::StatusOr<std::unique_ptr<lattice::PackingEngine>> CreatePackingEngine(
     absl::string_view name, const lattice::RingContext& ring, const lattice::PackingMatrix& matrix,
     absl::string_view gpus) {
-  return Choose<std::unique_ptr<lattice::PackingSumsEngine>>(
-      name, [&] { return CreatePackingSumsGpu(ring, matrix, gpus); },
-      [] { return absl::StatusOr<std::unique_ptr<lattice::PackingSumsEngine>>(nullptr); });
+  return Choose<std::unique_ptr<lattice::PackingEngine>>(
+      name, [&] { return CreatePackingEngineGpu(ring, matrix, gpus); },
+      [] { return absl::StatusOr<std::unique_ptr<lattice::PackingEngine>>(nullptr); });
 }
 
 }  // namespace veil::server

@@ -43,11 +43,11 @@ absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweProduct(
 
 // Where a packed server (lwe-exppack-s, -d, lwe-hybrid, lwe-double-pack) expands queries and
 // sums them against its matrix, for --backend `name`: null for "cpu" (keep the server's
-// CpuPackingSums), the GPU engine (gpu/exppack.h) for "gpu" (the devices of `gpus` splitting the
-// packed groups, lattice::GroupShardedPackingSums), and for
+// CpuPackingEngine), the GPU engine (gpu/exppack.h) for "gpu" (the devices of `gpus` splitting the
+// packed groups, lattice::GroupShardedPackingEngine), and for
 // "auto" the GPU one where it is built and starts, else null. Returns CreateBackend's errors and
-// GpuExpPackSums::Create's.
-absl::StatusOr<std::unique_ptr<lattice::PackingSumsEngine>> CreatePackingSums(
+// GpuPackingEngine::Create's.
+absl::StatusOr<std::unique_ptr<lattice::PackingEngine>> CreatePackingEngine(
     absl::string_view name, const lattice::RingContext& ring, const lattice::PackingMatrix& matrix,
     absl::string_view gpus = "all");
 

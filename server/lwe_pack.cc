@@ -226,7 +226,7 @@ class LwePackProtocol final : public Protocol {
         4 * s.query_words() + table_->ciphertext_bytes + table_->selection_bytes,
         4 * s.query_words(), table_->ciphertext_bytes, table_->selection_bytes,
         table_->response_bytes, table_->key_bytes, cache_.session_bytes(),
-        table_->limits.max_galois_key_bytes, table_->backend, s.packing_sums().name(),
+        table_->limits.max_galois_key_bytes, table_->backend, s.packing_engine().name(),
         env_.options.threads);
   }
   // Served until the process stops: this protocol does not roll tables.
@@ -342,9 +342,9 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, c
   const lattice::RingContext& ctx = table->server->ring();
   // The expansions and packing sums run where --backend says, as the product does.
   auto engine =
-      CreatePackingSums(env.options.backend, ctx, table->server->matrix(), env.options.gpus);
+      CreatePackingEngine(env.options.backend, ctx, table->server->matrix(), env.options.gpus);
   if (!engine.ok()) return engine.status();
-  if (*engine != nullptr) table->server->set_packing_sums(*std::move(engine));
+  if (*engine != nullptr) table->server->set_packing_engine(*std::move(engine));
   table->key_bytes = lattice::ExpansionKeyBytes(ctx, lattice::kLweDimension);
   table->ciphertext_bytes = table->server->ciphertexts() * lattice::SecretCiphertextBytes(ctx);
   table->selection_bytes = table->server->selection_bytes();

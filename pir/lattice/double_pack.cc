@@ -200,7 +200,9 @@ absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
     packed.push_back(
         PackedCiphertext(ctx, absl::MakeConstSpan(b).subspan(h * n, n), sum0.data(), sum1.data()));
   }
-  return SerializeResponse(SwitchResponse(ctx, packed));
+  absl::StatusOr<std::vector<SwitchedCiphertext>> switched = packing_engine().Switch(packed);
+  if (!switched.ok()) return switched.status();
+  return SerializeResponse(*switched);
 }
 
 absl::StatusOr<std::unique_ptr<DoublePackedClient>> DoublePackedClient::Create(

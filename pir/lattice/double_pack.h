@@ -74,9 +74,9 @@ class DoublePackedServer final : public PackedServer {
   uint64_t selection_bytes() const override { return 0; }
   uint64_t response_bytes() const override { return second_.response_bytes; }
   // The first level's (the second level's expansion stays on the CPU).
-  const PackingSumsEngine& packing_sums() const override { return first_->packing_sums(); }
-  void set_packing_sums(std::unique_ptr<PackingSumsEngine> engine) override {
-    first_->set_packing_sums(std::move(engine));
+  const PackingEngine& packing_engine() const override { return first_->packing_engine(); }
+  void set_packing_engine(std::unique_ptr<PackingEngine> engine) override {
+    first_->set_packing_engine(std::move(engine));
   }
 
   // The first level for every request (one SimplePIR product), then each query's second fold,

@@ -69,7 +69,7 @@ absl::StatusOr<std::unique_ptr<PackedDoubleServer>> PackedDoubleServer::Create(
   if (!matrix.ok()) return matrix.status();
   std::unique_ptr<PackedDoubleServer> out(
       new PackedDoubleServer(std::move(server), *std::move(ring), *std::move(matrix)));
-  out->set_packing_sums(std::make_unique<CpuPackingSums>(out->ring_, out->matrix_));
+  out->set_packing_engine(std::make_unique<CpuPackingEngine>(out->ring_, out->matrix_));
   return out;
 }
 
@@ -111,7 +111,7 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedDoubleServer::AnswerBatc
     const uint64_t i = t / r_bytes, j = t % r_bytes;
     const PackedRequest& request = requests[good[i]];
     std::vector<uint64_t> sums(PackingSumWords(ring_, matrix_));
-    const absl::Status st = packing_sums().Sums(
+    const absl::Status st = packing_engine().Sums(
         request.keys, request.ciphertext.subspan(j * ct_bytes, ct_bytes), 1, absl::MakeSpan(sums));
     absl::StatusOr<std::vector<RlweCiphertext>> packed =
         st.ok() ? PackedCiphertexts(
@@ -122,7 +122,12 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedDoubleServer::AnswerBatc
       failed[t] = packed.status();
       return;
     }
-    const std::vector<uint8_t> bytes = SerializeSwitched(SwitchResponse(ring_, *packed)[0]);
+    absl::StatusOr<std::vector<SwitchedCiphertext>> switched = packing_engine().Switch(*packed);
+    if (!switched.ok()) {
+      failed[t] = switched.status();
+      return;
+    }
+    const std::vector<uint8_t> bytes = SerializeSwitched((*switched)[0]);
     std::copy(bytes.begin(), bytes.end(), responses[i].begin() + j * one);
   });
   for (size_t i = 0; i < good.size(); ++i) {

@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<PackedSimpleServer>> PackedSimpleServer::Create(
   if (!matrix.ok()) return matrix.status();
   std::unique_ptr<PackedSimpleServer> out(
       new PackedSimpleServer(std::move(server), *std::move(ctx), *std::move(matrix), protocol));
-  out->set_packing_sums(std::make_unique<CpuPackingSums>(out->ring_, out->matrix_));
+  out->set_packing_engine(std::make_unique<CpuPackingEngine>(out->ring_, out->matrix_));
   return out;
 }
 
@@ -134,7 +134,7 @@ absl::StatusOr<std::vector<SwitchedCiphertext>> PackedSimpleServer::Pack(
   }
   std::vector<uint64_t> sums(PackingSumWords(ring_, matrix_));
   if (absl::Status s =
-          packing_sums().Sums(request.keys, request.ciphertext, threads, absl::MakeSpan(sums));
+          packing_engine().Sums(request.keys, request.ciphertext, threads, absl::MakeSpan(sums));
       !s.ok()) {
     return s;
   }
@@ -145,7 +145,7 @@ absl::StatusOr<std::vector<SwitchedCiphertext>> PackedSimpleServer::Pack(
     packed = SelectWindow(ring_, window, *packed, bits);
     if (!packed.ok()) return packed.status();
   }
-  return SwitchResponse(ring_, *packed);
+  return packing_engine().Switch(*packed);
 }
 
 absl::StatusOr<std::unique_ptr<PackedSimpleClient>> PackedSimpleClient::Create(

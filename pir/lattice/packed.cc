@@ -26,9 +26,9 @@ PackedQuery::~PackedQuery() {
   if (!secrets_.empty()) sodium_memzero(secrets_.data(), secrets_.size() * sizeof(uint32_t));
 }
 
-absl::Status CpuPackingSums::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
-                                  absl::Span<const uint8_t> ciphertext, int threads,
-                                  absl::Span<uint64_t> sums) const {
+absl::Status CpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
+                                    absl::Span<const uint8_t> ciphertext, int threads,
+                                    absl::Span<uint64_t> sums) const {
   if (keys == nullptr || threads < 1 || sums.size() != PackingSumWords(ctx_, matrix_)) {
     return absl::InvalidArgumentError(
         absl::StrCat("packing sums: ", keys == nullptr ? "no keys, " : "", threads, " threads and ",
@@ -45,6 +45,18 @@ absl::Status CpuPackingSums::Sums(const std::shared_ptr<const he::GaloisKeys>& k
   if (absl::Status s = acc[0].CheckComplete(); !s.ok()) return s;
   std::copy(acc[0].sums().begin(), acc[0].sums().end(), sums.begin());
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SwitchedCiphertext>> CpuPackingEngine::Switch(
+    absl::Span<const RlweCiphertext> packed) const {
+  std::vector<SwitchedCiphertext> out;
+  out.reserve(packed.size());
+  for (const RlweCiphertext& ct : packed) {
+    absl::StatusOr<SwitchedCiphertext> one = ModSwitch(ctx_, ct);
+    if (!one.ok()) return one.status();
+    out.push_back(*std::move(one));
+  }
+  return out;
 }
 
 absl::StatusOr<he::GaloisKeys> PackedServer::ParseKeys(absl::Span<const uint8_t> bytes) const {

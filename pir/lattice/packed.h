@@ -22,7 +22,7 @@ namespace veil::lattice {
 
 // One query of a batch: its words, its secrets' ciphertexts (one after the other), its session's
 // keys and its selection (lwe-hybrid only). A device engine caches the keys of sessions whose
-// pointer owns them (PackingSumsEngine); a non-owning one (no control block) is uploaded per call.
+// pointer owns them (PackingEngine); a non-owning one (no control block) is uploaded per call.
 struct PackedRequest {
   absl::Span<const uint32_t> query;
   absl::Span<const uint8_t> ciphertext;
@@ -35,13 +35,14 @@ inline std::shared_ptr<const he::GaloisKeys> BorrowKeys(const he::GaloisKeys& ke
   return std::shared_ptr<const he::GaloisKeys>(std::shared_ptr<const he::GaloisKeys>(), &keys);
 }
 
-// Where a packed server expands one of a query's secret ciphertexts into the n special
-// ciphertexts (expansion.h) and sums them against its packing matrix: PackAccumulator's sums
-// (per group sum_j A_{g,j} beta_j, then sum_j A_{g,j} alpha_j; PackingSumWords residues in NTT
-// form). The CPU's (CpuPackingSums) or a device's (gpu/exppack.h), bit for bit the same.
-class PackingSumsEngine {
+// Where a packed server does its per-query ring work: expanding one of a query's secret
+// ciphertexts into the n special ciphertexts (expansion.h) and summing them against its packing
+// matrix (Sums: PackAccumulator's sums, per group sum_j A_{g,j} beta_j then sum_j A_{g,j}
+// alpha_j, PackingSumWords residues in NTT form), and switching packed ciphertexts to q'
+// (Switch). The CPU's (CpuPackingEngine) or a device's (gpu/exppack.h), bit for bit the same.
+class PackingEngine {
  public:
-  virtual ~PackingSumsEngine() = default;
+  virtual ~PackingEngine() = default;
   virtual std::string name() const = 0;
   // sums = the packing sums of the special ciphertexts `ciphertext` expands to under `keys`, on
   // up to `threads` CPU threads. Returns ExpandLweSecret's errors (bad ciphertext or keys),
@@ -49,17 +50,25 @@ class PackingSumsEngine {
   virtual absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                             absl::Span<const uint8_t> ciphertext, int threads,
                             absl::Span<uint64_t> sums) const = 0;
+  // SwitchResponse of packed ciphertexts of this ring. Returns INVALID_ARGUMENT for a ciphertext
+  // of the wrong size (a device's engine also for a residue not below its prime) and a device's
+  // errors.
+  virtual absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(
+      absl::Span<const RlweCiphertext> packed) const = 0;
 };
 
-// ExpandLweSecret into one PackAccumulator per thread, merged. Ring and matrix must outlive it.
-class CpuPackingSums final : public PackingSumsEngine {
+// ExpandLweSecret into one PackAccumulator per thread, merged; SwitchResponse. Ring and matrix
+// must outlive it.
+class CpuPackingEngine final : public PackingEngine {
  public:
-  CpuPackingSums(const RingContext& ctx, const PackingMatrix& matrix)
+  CpuPackingEngine(const RingContext& ctx, const PackingMatrix& matrix)
       : ctx_(ctx), matrix_(matrix) {}
   std::string name() const override { return "cpu"; }
   absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                     absl::Span<const uint8_t> ciphertext, int threads,
                     absl::Span<uint64_t> sums) const override;
+  absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(
+      absl::Span<const RlweCiphertext> packed) const override;
 
  private:
   const RingContext& ctx_;
@@ -107,12 +116,12 @@ class PackedServer {
   // A session's expansion keys (ParseExpansionKeys' errors).
   absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
 
-  // Where the expansions and packing sums run: CpuPackingSums unless replaced by an engine made
+  // Where the expansions and packing sums run: CpuPackingEngine unless replaced by an engine made
   // for this server's ring() and matrix() (the protocols whose every expansion packs against
   // matrix() use it; double packing's second level stays on the CPU).
-  virtual const PackingSumsEngine& packing_sums() const { return *packing_sums_; }
-  virtual void set_packing_sums(std::unique_ptr<PackingSumsEngine> engine) {
-    packing_sums_ = std::move(engine);
+  virtual const PackingEngine& packing_engine() const { return *packing_engine_; }
+  virtual void set_packing_engine(std::unique_ptr<PackingEngine> engine) {
+    packing_engine_ = std::move(engine);
   }
 
   // Several queries (of any sessions) with one pass of the LWE product over the database for all
@@ -130,7 +139,7 @@ class PackedServer {
                                               absl::Span<const uint8_t> selection = {}) const;
 
  private:
-  std::unique_ptr<PackingSumsEngine> packing_sums_;
+  std::unique_ptr<PackingEngine> packing_engine_;
 };
 
 class PackedClient {

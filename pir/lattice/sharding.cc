@@ -93,7 +93,7 @@ absl::Status RowShardedProduct::Multiply(absl::Span<const uint32_t> queries, int
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<GroupShardedPackingSums>> GroupShardedPackingSums::Create(
+absl::StatusOr<std::unique_ptr<GroupShardedPackingEngine>> GroupShardedPackingEngine::Create(
     const RingContext& ctx, uint64_t groups, std::vector<Shard> shards) {
   if (absl::Status s = CheckCover(
           shards, groups, [](const Shard& s) -> const RowRange& { return s.groups; }, "groups");
@@ -103,17 +103,17 @@ absl::StatusOr<std::unique_ptr<GroupShardedPackingSums>> GroupShardedPackingSums
   for (const Shard& s : shards) {
     if (s.engine == nullptr) return absl::InvalidArgumentError("a shard without an engine");
   }
-  return std::unique_ptr<GroupShardedPackingSums>(
-      new GroupShardedPackingSums(2 * ctx.k() * ctx.n(), groups, std::move(shards)));
+  return std::unique_ptr<GroupShardedPackingEngine>(
+      new GroupShardedPackingEngine(2 * ctx.k() * ctx.n(), groups, std::move(shards)));
 }
 
-std::string GroupShardedPackingSums::name() const {
+std::string GroupShardedPackingEngine::name() const {
   return absl::StrCat(shards_[0].engine->name(), " x ", shards_.size());
 }
 
-absl::Status GroupShardedPackingSums::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
-                                           absl::Span<const uint8_t> ciphertext, int threads,
-                                           absl::Span<uint64_t> sums) const {
+absl::Status GroupShardedPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
+                                             absl::Span<const uint8_t> ciphertext, int threads,
+                                             absl::Span<uint64_t> sums) const {
   if (sums.size() != groups_ * group_words_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sharded packing sums: ", sums.size(), " sums (expected ", groups_ * group_words_, ")"));
@@ -130,6 +130,23 @@ absl::Status GroupShardedPackingSums::Sums(const std::shared_ptr<const he::Galoi
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SwitchedCiphertext>> GroupShardedPackingEngine::Switch(
+    absl::Span<const RlweCiphertext> packed) const {
+  if (packed.empty()) return std::vector<SwitchedCiphertext>();
+  const std::vector<RowRange> parts = SplitRows(packed.size(), shards_.size(), 1);
+  std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> done(parts.size());
+  he::internal::ParallelFor(static_cast<int>(parts.size()), parts.size(), [&](size_t i) {
+    done[i] = shards_[i].engine->Switch(packed.subspan(parts[i].first, parts[i].count));
+  });
+  std::vector<SwitchedCiphertext> out;
+  out.reserve(packed.size());
+  for (auto& part : done) {
+    if (!part.ok()) return part.status();
+    for (SwitchedCiphertext& ct : *part) out.push_back(std::move(ct));
+  }
+  return out;
 }
 
 }  // namespace veil::lattice

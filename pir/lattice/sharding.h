@@ -65,16 +65,15 @@ class RowShardedProduct final : public DatabaseProduct {
   std::vector<Shard> shards_;
 };
 
-class GroupShardedPackingSums final : public PackingSumsEngine {
+class GroupShardedPackingEngine final : public PackingEngine {
  public:
   struct Shard {
-    RowRange groups;                            // of the packing matrix
-    std::unique_ptr<PackingSumsEngine> engine;  // over PackingMatrix::Groups of those
+    RowRange groups;                        // of the packing matrix
+    std::unique_ptr<PackingEngine> engine;  // over PackingMatrix::Groups of those
   };
   // Returns INVALID_ARGUMENT unless the shards' ranges cover [0, groups) in order, none empty.
-  static absl::StatusOr<std::unique_ptr<GroupShardedPackingSums>> Create(const RingContext& ctx,
-                                                                         uint64_t groups,
-                                                                         std::vector<Shard> shards);
+  static absl::StatusOr<std::unique_ptr<GroupShardedPackingEngine>> Create(
+      const RingContext& ctx, uint64_t groups, std::vector<Shard> shards);
 
   std::string name() const override;
   // Every shard's sums (each expands the ciphertext itself), concurrently, into its groups' part
@@ -83,9 +82,13 @@ class GroupShardedPackingSums final : public PackingSumsEngine {
   absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                     absl::Span<const uint8_t> ciphertext, int threads,
                     absl::Span<uint64_t> sums) const override;
+  // The ciphertexts split evenly among the shards (the switch needs no matrix), concurrently.
+  // Returns the first failing shard's error.
+  absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(
+      absl::Span<const RlweCiphertext> packed) const override;
 
  private:
-  GroupShardedPackingSums(uint64_t group_words, uint64_t groups, std::vector<Shard> shards)
+  GroupShardedPackingEngine(uint64_t group_words, uint64_t groups, std::vector<Shard> shards)
       : group_words_(group_words), groups_(groups), shards_(std::move(shards)) {}
   uint64_t group_words_;  // 2 k N
   uint64_t groups_;

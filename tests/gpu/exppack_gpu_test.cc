@@ -27,8 +27,8 @@ TEST(ExpPackGpu, SumsEqualTheCpuEngine) {
   const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::RingParams::Default());
   const uint32_t n = lattice::kLweDimension;
   const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 3 * 4096 - 7, n, gen);
-  const lattice::CpuPackingSums cpu(ctx, matrix);
-  auto gpu = GpuExpPackSums::Create(ctx, matrix);
+  const lattice::CpuPackingEngine cpu(ctx, matrix);
+  auto gpu = GpuPackingEngine::Create(ctx, matrix);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   for (int s = 0; s < 2; ++s) {
     const auto session = std::make_shared<const testing::Session>(ctx, n);
@@ -60,9 +60,9 @@ TEST(ExpPackGpu, APackedServerAnswersAsOnTheCpu) {
   auto cpu = lattice::PackedSimpleServer::Create(make_lwe());
   auto gpu = lattice::PackedSimpleServer::Create(make_lwe());
   ASSERT_TRUE(cpu.ok() && gpu.ok());
-  auto engine = GpuExpPackSums::Create((*gpu)->ring(), (*gpu)->matrix());
+  auto engine = GpuPackingEngine::Create((*gpu)->ring(), (*gpu)->matrix());
   ASSERT_TRUE(engine.ok()) << engine.status();
-  (*gpu)->set_packing_sums(*std::move(engine));
+  (*gpu)->set_packing_engine(*std::move(engine));
   auto client = lattice::PackedSimpleClient::Create((*cpu)->config());
   ASSERT_TRUE(client.ok());
   const auto keys =

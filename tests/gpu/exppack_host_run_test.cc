@@ -1,5 +1,5 @@
 // The packed servers' GPU engine with its kernels' phases run on the host (gpu/exppack.h's
-// HostRunExpPackSums): its sums equal lattice::CpuPackingSums' bit for bit; a packed server
+// HostRunPackingEngine): its sums equal lattice::CpuPackingEngine' bit for bit; a packed server
 // using it answers byte for byte as on the CPU and every record decodes; each session's keys are
 // made once while they live (the device's key cache), never confused with other keys at the
 // same address, and bounded; bad input.
@@ -23,8 +23,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::vector<uint64_t> SumsOf(const lattice::PackingSumsEngine& engine,
-                             const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
+std::vector<uint64_t> SumsOf(const lattice::PackingEngine& engine, const lattice::RingContext& ctx,
+                             const lattice::PackingMatrix& matrix,
                              const std::shared_ptr<const he::GaloisKeys>& keys,
                              absl::Span<const uint8_t> ct) {
   std::vector<uint64_t> sums(lattice::PackingSumWords(ctx, matrix), 7);
@@ -56,8 +56,8 @@ TEST(ExpPackHostRun, SumsEqualTheCpuEngine) {
     const auto session = std::make_shared<const testing::Session>(ctx, c.lwe_n);
     const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
     const std::vector<uint8_t> ct = SecretCiphertext(ctx, *session, c.lwe_n, gen);
-    const lattice::CpuPackingSums cpu(ctx, matrix);
-    auto host = HostRunExpPackSums::Create(ctx, matrix);
+    const lattice::CpuPackingEngine cpu(ctx, matrix);
+    auto host = HostRunPackingEngine::Create(ctx, matrix);
     ASSERT_TRUE(host.ok()) << host.status();
     EXPECT_EQ(SumsOf(**host, ctx, matrix, keys, ct), SumsOf(cpu, ctx, matrix, keys, ct))
         << "N = " << ctx.n() << ", n = " << c.lwe_n;
@@ -79,12 +79,12 @@ TEST(ExpPackHostRun, PackedServersAnswerAsOnTheCpu) {
   auto cpu = lattice::PackedSimpleServer::Create(make_lwe(), ring);
   auto gpu = lattice::PackedSimpleServer::Create(make_lwe(), ring);
   ASSERT_TRUE(cpu.ok() && gpu.ok());
-  auto engine = HostRunExpPackSums::Create((*gpu)->ring(), (*gpu)->matrix());
+  auto engine = HostRunPackingEngine::Create((*gpu)->ring(), (*gpu)->matrix());
   ASSERT_TRUE(engine.ok()) << engine.status();
-  const HostRunExpPackSums* host = engine->get();
-  (*gpu)->set_packing_sums(*std::move(engine));
-  EXPECT_EQ((*gpu)->packing_sums().name(), "gpu-host-run");
-  EXPECT_EQ((*cpu)->packing_sums().name(), "cpu");
+  const HostRunPackingEngine* host = engine->get();
+  (*gpu)->set_packing_engine(*std::move(engine));
+  EXPECT_EQ((*gpu)->packing_engine().name(), "gpu-host-run");
+  EXPECT_EQ((*cpu)->packing_engine().name(), "cpu");
   auto client = lattice::PackedSimpleClient::Create((*cpu)->config(), ring);
   ASSERT_TRUE(client.ok()) << client.status();
   const auto keys =
@@ -115,10 +115,10 @@ TEST(ExpPackHostRun, PackedServersAnswerAsOnTheCpu) {
   // Double packing's first level runs on the engine it is given.
   auto twice = lattice::DoublePackedServer::Create(make_lwe(), ring);
   ASSERT_TRUE(twice.ok()) << twice.status();
-  auto second = HostRunExpPackSums::Create((*twice)->ring(), (*twice)->matrix());
+  auto second = HostRunPackingEngine::Create((*twice)->ring(), (*twice)->matrix());
   ASSERT_TRUE(second.ok());
-  (*twice)->set_packing_sums(*std::move(second));
-  EXPECT_EQ((*twice)->packing_sums().name(), "gpu-host-run");
+  (*twice)->set_packing_engine(*std::move(second));
+  EXPECT_EQ((*twice)->packing_engine().name(), "gpu-host-run");
   auto twice_client = lattice::DoublePackedClient::Create((*twice)->config(), ring);
   ASSERT_TRUE(twice_client.ok()) << twice_client.status();
   const he::GaloisKeys twice_keys = *(*twice)->ParseKeys((*twice_client)->expansion_keys());
@@ -136,10 +136,10 @@ TEST(ExpPackHostRun, KeysAreMadeOncePerLiveSessionAndNeverConfused) {
   const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::testing::SmallRing());
   const uint32_t n = 8;
   const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 300, n, gen);
-  const lattice::CpuPackingSums cpu(ctx, matrix);
-  auto engine = HostRunExpPackSums::Create(ctx, matrix, /*max_sessions=*/2);
+  const lattice::CpuPackingEngine cpu(ctx, matrix);
+  auto engine = HostRunPackingEngine::Create(ctx, matrix, /*max_sessions=*/2);
   ASSERT_TRUE(engine.ok());
-  const HostRunExpPackSums& host = **engine;
+  const HostRunPackingEngine& host = **engine;
   const testing::Session one(ctx, n), two(ctx, n), three(ctx, n);
   const std::vector<uint8_t> ct = SecretCiphertext(ctx, one, n, gen);
   // The same storage under two owners: the second is another session, though at the same
@@ -203,7 +203,7 @@ TEST(ExpPackHostRun, RefusesBadInput) {
   std::mt19937_64 gen(lattice::testing::TestSeed("gpu_exppack_host_run_test") + 3);
   const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::testing::SmallRing());
   const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 50, 4, gen);
-  auto host = HostRunExpPackSums::Create(ctx, matrix);
+  auto host = HostRunPackingEngine::Create(ctx, matrix);
   ASSERT_TRUE(host.ok());
   const testing::Session session(ctx, 4), small(ctx, 2);
   const std::vector<uint8_t> ct = SecretCiphertext(ctx, session, 4, gen);
@@ -221,8 +221,14 @@ TEST(ExpPackHostRun, RefusesBadInput) {
   // Keys for a smaller n lack a level's element.
   EXPECT_THAT((*host)->Sums(lattice::BorrowKeys(small.keys), ct, 1, absl::MakeSpan(sums)).message(),
               HasSubstr("lack the Galois key"));
+  // A packed ciphertext of the wrong size is refused by both switches.
+  lattice::RlweCiphertext bad;
+  bad.c0.assign(ctx.k() * ctx.n(), 1);
+  bad.c1.assign(ctx.k() * ctx.n() - 1, 1);
+  EXPECT_FALSE((*host)->Switch({&bad, 1}).ok());
   // The CPU engine refuses the same.
-  const lattice::CpuPackingSums cpu(ctx, matrix);
+  EXPECT_FALSE(lattice::CpuPackingEngine(ctx, matrix).Switch({&bad, 1}).ok());
+  const lattice::CpuPackingEngine cpu(ctx, matrix);
   EXPECT_THAT(cpu.Sums(nullptr, ct, 1, absl::MakeSpan(sums)).message(), HasSubstr("no keys"));
   EXPECT_THAT(cpu.Sums(lattice::BorrowKeys(small.keys), ct, 1, absl::MakeSpan(sums)).message(),
               HasSubstr("lack the Galois key"));

@@ -80,17 +80,17 @@ TEST(ShardingTest, AGroupShardedEngineServesAsTheWholeOne) {
   const PackingMatrix& matrix = (*split)->matrix();
   ASSERT_EQ(matrix.groups(), 2u);
   std::vector<PackingMatrix> parts;  // the CPU engines keep references to them
-  std::vector<GroupShardedPackingSums::Shard> shards;
+  std::vector<GroupShardedPackingEngine::Shard> shards;
   const std::vector<RowRange> ranges = SplitRows(matrix.groups(), 2, 1);
   for (const RowRange& r : ranges) parts.push_back(*matrix.Groups(ring, r.first, r.count));
   EXPECT_EQ(parts[1].rows(), 4500u - 4096u);
   for (size_t i = 0; i < ranges.size(); ++i) {
-    shards.push_back({ranges[i], std::make_unique<CpuPackingSums>(ring, parts[i])});
+    shards.push_back({ranges[i], std::make_unique<CpuPackingEngine>(ring, parts[i])});
   }
-  auto engine = GroupShardedPackingSums::Create(ring, matrix.groups(), std::move(shards));
+  auto engine = GroupShardedPackingEngine::Create(ring, matrix.groups(), std::move(shards));
   ASSERT_TRUE(engine.ok()) << engine.status();
-  (*split)->set_packing_sums(*std::move(engine));
-  EXPECT_EQ((*split)->packing_sums().name(), "cpu x 2");
+  (*split)->set_packing_engine(*std::move(engine));
+  EXPECT_EQ((*split)->packing_engine().name(), "cpu x 2");
   auto client = PackedSimpleClient::Create((*split)->config());
   ASSERT_TRUE(client.ok());
   const he::GaloisKeys keys = *(*split)->ParseKeys((*client)->expansion_keys());
