@@ -116,9 +116,9 @@ class PackedServer {
   // A session's expansion keys (ParseExpansionKeys' errors).
   absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
 
-  // Where the expansions and packing sums run: CpuPackingEngine unless replaced by an engine made
-  // for this server's ring() and matrix() (the protocols whose every expansion packs against
-  // matrix() use it; double packing's second level stays on the CPU).
+  // Where the expansions, packing sums and switches run: CpuPackingEngine unless replaced by an
+  // engine made for this server's ring() and matrix() (double packing's second fold and its
+  // expansion stay on the CPU). Not for concurrent use with AnswerBatch.
   virtual const PackingEngine& packing_engine() const { return *packing_engine_; }
   virtual void set_packing_engine(std::unique_ptr<PackingEngine> engine) {
     packing_engine_ = std::move(engine);
@@ -131,8 +131,7 @@ class PackedServer {
   // request fails alone.
   virtual std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
       absl::Span<const PackedRequest> requests) const = 0;
-  // One query: AnswerBatch of one.
-  // The keys are not owned (PackedRequest): a device engine does not cache them.
+  // One query: AnswerBatch of one, the keys lent (BorrowKeys: a device engine does not cache them).
   absl::StatusOr<std::vector<uint8_t>> Answer(absl::Span<const uint32_t> query,
                                               absl::Span<const uint8_t> ciphertext,
                                               const he::GaloisKeys& keys,
