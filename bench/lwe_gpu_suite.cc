@@ -25,6 +25,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/lattice_devices.h"
 #include "bench/suite.h"
 #include "gpu/backend.h"
 #include "gpu/expansion.h"
@@ -352,6 +353,38 @@ absl::Status ExpPackGpu(const Flags& flags) {
   }
   return absl::OkStatus();
 }
+
+// lattice --backend=gpu: the lattice suite's packed protocols with the LWE product and the
+// packing engine (expansion, sums, switch) on device 0; floor_ratio against its HBM bandwidth.
+absl::Status LatticeGpu(const Flags& flags) {
+  if (gpu::GpuDeviceCount() == 0) return absl::UnavailableError("no CUDA device");
+  auto roof = gpu::MeasureDeviceRoofline(0, 0.1);
+  if (!roof.ok()) return roof.status();
+  LatticeDevices devices;
+  devices.backend = "gpu";
+  devices.read_bytes_per_s = roof->mem_read_gbps * 1e9;
+  devices.product = [](const lattice::ByteMatrixView& db,
+                       int max_batch) -> absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> {
+    gpu::LweGpuOptions options;
+    options.max_batch = max_batch;
+    auto product = gpu::LweGpuProduct::Create(db, options);
+    if (!product.ok()) return product.status();
+    return std::unique_ptr<lattice::DatabaseProduct>(*std::move(product));
+  };
+  devices.engine = [](const lattice::RingContext& ring, const lattice::PackingMatrix& matrix)
+      -> absl::StatusOr<std::unique_ptr<lattice::PackingEngine>> {
+    auto engine = gpu::GpuPackingEngine::Create(ring, matrix);
+    if (!engine.ok()) return engine.status();
+    return std::unique_ptr<lattice::PackingEngine>(*std::move(engine));
+  };
+  return PackedLattice(flags, flags.Str("protocol", "exppack-s"), devices);
+}
+
+SuiteRegistration lattice_gpu(
+    "lattice-gpu",
+    "what `lattice --backend=gpu` runs: the packed protocols' server with its product and packing "
+    "engine on the GPU (the lattice suite's figures)",
+    LatticeGpu);
 
 SuiteRegistration exppack_gpu(
     "exppack-gpu",

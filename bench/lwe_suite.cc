@@ -20,6 +20,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "bench/lattice_devices.h"
 #include "bench/suite.h"
 #include "pir/lattice/client.h"
 #include "pir/lattice/double_pack.h"
@@ -145,9 +146,9 @@ Work WorkOf(const Shape& s, int batch) {
 
 // The fields every LWE line starts with: the table, its shape, the batch.
 JsonLine LweLine(const std::string& suite, const std::string& protocol, const Shape& s, int batch,
-                 int threads) {
+                 int threads, const std::string& backend = "cpu") {
   JsonLine line(suite);
-  line.Add("backend", "cpu")
+  line.Add("backend", backend)
       .Add("protocol", protocol)
       .Add("rows", s.rows)
       .Add("row_bytes", int64_t{s.record_bytes})
@@ -243,7 +244,9 @@ absl::Status LweAnswer(const Flags& flags) {
 // client_keys_ms the session's secret and expansion keys (once); server_ms = one AnswerBatch of
 // --batch queries (one SimplePIR product for all, then each query's expansion into the packing
 // sums and ModSwitch, the queries spread over the threads), server_ms_per_query its share;
-// server_expand_ms one expansion alone on all the threads, its leaves dropped;
+// server_expand_ms one expansion alone on all the threads, its leaves dropped (the CPU's);
+// server_sums_ms the packing engine's expansion and sums of one ciphertext (the device's with
+// --backend=gpu, lattice_devices.h);
 // server_product_ms the batch's LWE product alone (the rest of server_ms is expansion, packing
 // and switching);
 // reusable_key_bytes the expansion keys, uploaded once; errors the batch's wrong records.
@@ -253,13 +256,21 @@ absl::Status LweAnswer(const Flags& flags) {
 // expansions and packings (one per record byte) spread over the threads; the query carries R
 // ciphertexts. --protocol=double-pack: double packing (double_pack.h) on ExpPack(S)'s shape: the
 // second fold, expansion and packing after ExpPack(S)'s.
-absl::Status PackedLattice(const Flags& flags, const std::string& name) {
+}  // namespace
+
+absl::Status PackedLattice(const Flags& flags, const std::string& name,
+                           const LatticeDevices& devices) {
   const int batch = static_cast<int>(flags.Int("batch", 1));
   if (batch < 1) return absl::InvalidArgumentError("--batch must be positive");
   const int threads = static_cast<int>(flags.Int("threads", 1));
   absl::StatusOr<Setup> setup = MakeSetup(flags, "lattice");
   if (!setup.ok()) return setup.status();
   const Shape s = setup->server->shape();
+  if (devices.product) {
+    auto product = devices.product(setup->server->database().view(), batch);
+    if (!product.ok()) return product.status();
+    setup->server->SetDatabaseProduct(*std::move(product));
+  }
   const lattice::LweServerMemory memory = setup->server->memory();
   // The LWE product alone, on random query words (its time does not depend on them); the
   // warm-up call picks the kernel (kernels.h measures them once per batch size).
@@ -286,6 +297,11 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name) {
                                                  lattice::RingParams::Default(), simple_protocol);
   }
   if (!server.ok()) return server.status();
+  if (devices.engine) {
+    auto engine = devices.engine((*server)->ring(), (*server)->matrix());
+    if (!engine.ok()) return engine.status();
+    (*server)->set_packing_engine(*std::move(engine));
+  }
   const double prepare_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   absl::StatusOr<std::unique_ptr<lattice::PackedClient>> client;
@@ -302,8 +318,10 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name) {
       },
       0, 1, 3);
   if (!client.ok()) return client.status();
-  absl::StatusOr<he::GaloisKeys> keys = (*server)->ParseKeys((*client)->expansion_keys());
-  if (!keys.ok()) return keys.status();
+  absl::StatusOr<he::GaloisKeys> parsed = (*server)->ParseKeys((*client)->expansion_keys());
+  if (!parsed.ok()) return parsed.status();
+  // Owned, as a serving session's: a device engine keeps them after the first (warm-up) call.
+  const auto keys = std::make_shared<const he::GaloisKeys>(*std::move(parsed));
   std::mt19937_64 gen(3);
   absl::StatusOr<lattice::PackedQuery> query;
   const double query_s =
@@ -317,7 +335,7 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name) {
     queries.push_back(*std::move(q));
   }
   for (const lattice::PackedQuery& q : queries) {
-    requests.push_back({q.query, q.ciphertext, lattice::BorrowKeys(*keys), q.selection});
+    requests.push_back({q.query, q.ciphertext, keys, q.selection});
   }
   std::vector<absl::StatusOr<std::vector<uint8_t>>> responses;
   // Warm runs: the first call after start-up is slower (by 0.05 s at 2^20 x 64 B, 0.2 s at 2^22,
@@ -341,22 +359,35 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name) {
       ++errors;
     }
   }
+  const absl::Span<const uint8_t> first_ciphertext =
+      absl::MakeConstSpan(query->ciphertext)
+          .first(lattice::SecretCiphertextBytes((*server)->ring()));
   const double expand_s = MedianSeconds(
       [&] {
         status = lattice::ExpandLweSecret(
-            (*server)->ring(), *keys, kN,
-            absl::MakeConstSpan(query->ciphertext)
-                .first(lattice::SecretCiphertextBytes((*server)->ring())),
-            threads, [](int, uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {});
+            (*server)->ring(), *keys, kN, first_ciphertext, threads,
+            [](int, uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {});
       },
       0, 3, 10);
   if (!status.ok()) return status;
-  const lattice::CpuCeilings ceilings =
-      lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, 1)));
-  LweLine("lattice", "lwe-" + name, s, batch, threads)
+  // The engine's expansion and packing sums of one ciphertext (the CPU's or the device's).
+  std::vector<uint64_t> sums(lattice::PackingSumWords((*server)->ring(), (*server)->matrix()));
+  const double sums_s = MedianSeconds(
+      [&] {
+        status =
+            (*server)->packing_engine().Sums(keys, first_ciphertext, threads, absl::MakeSpan(sums));
+      },
+      1, 3, 10);
+  if (!status.ok()) return status;
+  const double read_bytes_per_s =
+      devices.read_bytes_per_s > 0
+          ? devices.read_bytes_per_s
+          : lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, 1))).mem_read_bytes_per_s;
+  LweLine("lattice", "lwe-" + name, s, batch, threads, devices.backend)
       .Add("server_ms", server_s * 1e3)
       .Add("server_ms_per_query", server_s * 1e3 / batch)
       .Add("server_expand_ms", expand_s * 1e3)
+      .Add("server_sums_ms", sums_s * 1e3)
       .Add("server_product_ms", product_s * 1e3)
       .Add("client_ms", (query_s + decode_s) * 1e3)
       .Add("client_query_ms", query_s * 1e3)
@@ -367,7 +398,7 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name) {
       .Add("selection_bytes", query->selection.size())
       .Add("response_bytes", responses[0]->size())
       .Add("reusable_key_bytes", (*client)->expansion_keys().size())
-      .Add("floor_ratio", server_s / (WorkOf(s, 1).bytes / ceilings.mem_read_bytes_per_s))
+      .Add("floor_ratio", server_s / (WorkOf(s, 1).bytes / read_bytes_per_s))
       .Add("server_memory_bytes", memory.database + memory.server_digits + memory.a2 +
                                       memory.hint_blob + (*server)->matrix().bytes())
       .Add("hint_s", setup->hint_s)
@@ -378,15 +409,20 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name) {
                      : absl::InternalError(absl::StrCat(errors, " lookups decoded wrongly"));
 }
 
+namespace {
+
 absl::Status Lattice(const Flags& flags) {
-  if (flags.Str("backend", "cpu") != "cpu") {
-    return absl::InvalidArgumentError("the lattice suite runs the CPU server (--backend=cpu)");
-  }
   const std::string protocol = flags.Str("protocol", "simple");
-  if (protocol == "exppack-s" || protocol == "hybrid" || protocol == "exppack-d" ||
-      protocol == "double-pack") {
-    return PackedLattice(flags, protocol);
+  const bool packed = protocol == "exppack-s" || protocol == "hybrid" || protocol == "exppack-d" ||
+                      protocol == "double-pack";
+  const std::string backend = flags.Str("backend", "cpu");
+  if (backend == "gpu" && packed) return RunSuite("lattice-gpu", flags);
+  if (backend != "cpu") {
+    return absl::InvalidArgumentError(
+        "the lattice suite runs --backend=cpu, or --backend=gpu for the packed protocols "
+        "(lwe-answer --backend=gpu times lwe-simple's and lwe-double's product)");
   }
+  if (packed) return PackedLattice(flags, protocol, {});
   const int batch = static_cast<int>(flags.Int("batch", 1));
   const int threads = static_cast<int>(flags.Int("threads", 1));
   if (batch < 1 || threads < 1) {
@@ -450,14 +486,16 @@ const char kLweAnswerHelp[] =
     "int32 and VNNI/4 multiply-add rates measured in this run";
 const char kLatticeHelp[] =
     "--protocol=simple|double|exppack-s|exppack-d|hybrid|double-pack --rows --row-bytes --batch "
-    "--threads: one "
+    "--threads [--backend=cpu|gpu: gpu for the packed protocols, product and engine on the "
+    "device]: one "
     "protocol's costs "
     "below the sockets: server_ms (one batch), client_ms (query + decode of "
     "one lookup), query and response bytes, reusable_key_bytes (the hint; the packed protocols: "
     "the expansion keys), floor_ratio (server time / one stream of the database at this "
     "run's "
     "measured memory bandwidth: 1 is the floor), errors; exppack-s also server_expand_ms (one "
-    "query's expansion) and server_product_ms (the SimplePIR product of the batch); hybrid also "
+    "query's expansion on the CPU), server_sums_ms (the engine's expansion and packing sums of "
+    "one ciphertext) and server_product_ms (the LWE product of the batch); hybrid also "
     "selection_bytes (its RGSW bits, in query_bytes)";
 
 SuiteRegistration lwe_answer("lwe-answer", kLweAnswerHelp, LweAnswer);
