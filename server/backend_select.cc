@@ -79,12 +79,13 @@ absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweGpu(
 }
 
 absl::StatusOr<std::unique_ptr<lattice::PackingEngine>> CreatePackingEngineGpu(
-    const lattice::RingContext& ring, const lattice::PackingMatrix& matrix,
+    const lattice::RingContext& ring, const lattice::PackingMatrix& matrix, size_t max_sessions,
     absl::string_view gpus) {
 #ifdef VEIL_HAVE_GPU_BACKEND
   absl::StatusOr<std::vector<int>> devices = PresentDevices(gpus);
   if (!devices.ok()) return devices.status();
   gpu::GpuPackingEngineOptions options;
+  options.max_sessions = max_sessions;
   // One device packs every group; several split the groups (lattice::GroupShardedPackingEngine),
   // each expanding the query itself.
   const std::vector<lattice::RowRange> ranges =
@@ -111,6 +112,7 @@ absl::StatusOr<std::unique_ptr<lattice::PackingEngine>> CreatePackingEngineGpu(
 #else
   (void)ring;
   (void)matrix;
+  (void)max_sessions;
   (void)gpus;
   return NoGpuBuilt();
 #endif
@@ -188,9 +190,9 @@ absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweProduct(
 
 absl::StatusOr<std::unique_ptr<lattice::PackingEngine>> CreatePackingEngine(
     absl::string_view name, const lattice::RingContext& ring, const lattice::PackingMatrix& matrix,
-    absl::string_view gpus) {
+    size_t max_sessions, absl::string_view gpus) {
   return Choose<std::unique_ptr<lattice::PackingEngine>>(
-      name, [&] { return CreatePackingEngineGpu(ring, matrix, gpus); },
+      name, [&] { return CreatePackingEngineGpu(ring, matrix, max_sessions, gpus); },
       [] { return absl::StatusOr<std::unique_ptr<lattice::PackingEngine>>(nullptr); });
 }
 

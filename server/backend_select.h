@@ -47,9 +47,10 @@ absl::StatusOr<std::unique_ptr<lattice::DatabaseProduct>> CreateLweProduct(
 // packed groups, lattice::GroupShardedPackingEngine), and for
 // "auto" the GPU one where it is built and starts, else null. Returns CreateBackend's errors and
 // GpuPackingEngine::Create's.
+// `max_sessions`: the sessions whose keys a device keeps (GpuPackingEngineOptions).
 absl::StatusOr<std::unique_ptr<lattice::PackingEngine>> CreatePackingEngine(
     absl::string_view name, const lattice::RingContext& ring, const lattice::PackingMatrix& matrix,
-    absl::string_view gpus = "all");
+    size_t max_sessions, absl::string_view gpus = "all");
 
 }  // namespace veil::server
 

@@ -340,11 +340,6 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, c
   if (!server.ok()) return server.status();
   table->server = *std::move(server);
   const lattice::RingContext& ctx = table->server->ring();
-  // The expansions and packing sums run where --backend says, as the product does.
-  auto engine =
-      CreatePackingEngine(env.options.backend, ctx, table->server->matrix(), env.options.gpus);
-  if (!engine.ok()) return engine.status();
-  if (*engine != nullptr) table->server->set_packing_engine(*std::move(engine));
   table->key_bytes = lattice::ExpansionKeyBytes(ctx, lattice::kLweDimension);
   table->ciphertext_bytes = table->server->ciphertexts() * lattice::SecretCiphertextBytes(ctx);
   table->selection_bytes = table->server->selection_bytes();
@@ -358,6 +353,16 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, c
     auto keys = table->server->ParseKeys(*bytes);
     if (!keys.ok()) return keys.status();
     table->parsed_key_bytes = GaloisKeyCache::ParsedBytes(*keys);
+  }
+  // The expansions, packing sums and switches run where --backend says, as the product does; a
+  // device keeps the keys of as many sessions as the key memory holds (at most 256, 2 GB).
+  {
+    const uint64_t held =
+        env.options.limits.max_galois_key_bytes / std::max<uint64_t>(1, table->parsed_key_bytes);
+    auto engine = CreatePackingEngine(env.options.backend, ctx, table->server->matrix(),
+                                      std::clamp<uint64_t>(held, 1, 256), env.options.gpus);
+    if (!engine.ok()) return engine.status();
+    if (*engine != nullptr) table->server->set_packing_engine(*std::move(engine));
   }
   table->limits = env.options.limits;
   table->max_chunk_bytes = table->limits.max_message_bytes - kEnvelopeBytes;
