@@ -107,7 +107,7 @@ struct ExpansionPlan {
 };
 absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx, uint32_t lwe_n);
 // A session's level keys as the kernel reads them: level-major, k (k + 1) N residues each.
-// Returns PrepareExpansionLevels' errors (keys lacking a level's element).
+// Returns lattice::internal::ExpansionLevelKeys' errors (keys lacking a level's element).
 struct ExpansionKeyArrays {
   std::vector<uint64_t> key_b, key_a;
 };

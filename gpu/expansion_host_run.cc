@@ -48,11 +48,11 @@ absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx,
 absl::StatusOr<ExpansionKeyArrays> MakeExpansionKeyArrays(const lattice::RingContext& ctx,
                                                           const he::GaloisKeys& keys,
                                                           uint32_t lwe_n) {
-  absl::StatusOr<lattice::internal::ExpansionLevelInputs> in =
-      lattice::internal::PrepareExpansionLevels(ctx, keys, lwe_n);
-  if (!in.ok()) return in.status();
+  absl::StatusOr<std::vector<const he::KeySwitchKey*>> level_keys =
+      lattice::internal::ExpansionLevelKeys(ctx, keys, lwe_n);
+  if (!level_keys.ok()) return level_keys.status();
   ExpansionKeyArrays out;
-  for (const he::KeySwitchKey* key : in->keys) {
+  for (const he::KeySwitchKey* key : *level_keys) {
     out.key_b.insert(out.key_b.end(), key->b.begin(), key->b.end());
     out.key_a.insert(out.key_a.end(), key->a.begin(), key->a.end());
   }

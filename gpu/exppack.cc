@@ -4,8 +4,6 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-
 namespace veil::gpu {
 
 absl::StatusOr<std::unique_ptr<GpuPackingEngine>> GpuPackingEngine::Create(
@@ -28,7 +26,8 @@ absl::StatusOr<std::unique_ptr<GpuPackingEngine>> GpuPackingEngine::Create(
 absl::Status GpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                                     absl::Span<const uint8_t> ciphertext, int /*threads*/,
                                     absl::Span<uint64_t> sums) const {
-  if (absl::Status s = internal::CheckSumsArguments(keys, sum_words_, sums); !s.ok()) return s;
+  if (absl::Status s = lattice::internal::CheckSumsArguments(keys, sum_words_, sums); !s.ok())
+    return s;
   absl::StatusOr<std::shared_ptr<const GpuExpansionKeys>> session =
       sessions_.Get(keys, [this](const he::GaloisKeys& k) { return expansion_->UploadKeys(k); });
   if (!session.ok()) return session.status();

@@ -102,12 +102,6 @@ class HostRunPackingEngine final : public lattice::PackingEngine {
   mutable internal::SessionKeyCache<internal::ExpansionKeyArrays> sessions_;
 };
 
-namespace internal {
-// Sums' argument checks, shared by both engines.
-absl::Status CheckSumsArguments(const std::shared_ptr<const he::GaloisKeys>& keys,
-                                uint64_t sum_words, absl::Span<const uint64_t> sums);
-}  // namespace internal
-
 }  // namespace veil::gpu
 
 #endif  // VEIL_GPU_EXPPACK_H_

@@ -1,24 +1,10 @@
-// The host side of the GPU packed-query engine (gpu/exppack.h): the argument checks both engines
-// share, and the engine that runs the kernels' phases on the host (CI).
+// The host side of the GPU packed-query engine (gpu/exppack.h): the engine that runs the kernels'
+// phases on the host (CI).
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "gpu/exppack.h"
 
 namespace veil::gpu {
-namespace internal {
-
-absl::Status CheckSumsArguments(const std::shared_ptr<const he::GaloisKeys>& keys,
-                                uint64_t sum_words, absl::Span<const uint64_t> sums) {
-  if (keys == nullptr || sums.size() != sum_words) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("packing sums: ", keys == nullptr ? "no keys, " : "", sums.size(),
-                     " sums (expected ", sum_words, ")"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace internal
 
 absl::StatusOr<std::unique_ptr<HostRunPackingEngine>> HostRunPackingEngine::Create(
     const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix, size_t max_sessions) {
@@ -33,8 +19,8 @@ absl::StatusOr<std::unique_ptr<HostRunPackingEngine>> HostRunPackingEngine::Crea
 absl::Status HostRunPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                                         absl::Span<const uint8_t> ciphertext, int /*threads*/,
                                         absl::Span<uint64_t> sums) const {
-  if (absl::Status s =
-          internal::CheckSumsArguments(keys, lattice::PackingSumWords(ctx_, matrix_), sums);
+  if (absl::Status s = lattice::internal::CheckSumsArguments(
+          keys, lattice::PackingSumWords(ctx_, matrix_), sums);
       !s.ok()) {
     return s;
   }

@@ -269,11 +269,11 @@ std::vector<std::vector<uint64_t>> InverseMonomials(const RingContext& ctx, uint
   return out;
 }
 
-absl::StatusOr<ExpansionLevelInputs> PrepareExpansionLevels(const RingContext& ctx,
-                                                            const he::GaloisKeys& keys,
-                                                            uint32_t lwe_n) {
+absl::StatusOr<std::vector<const he::KeySwitchKey*>> ExpansionLevelKeys(const RingContext& ctx,
+                                                                        const he::GaloisKeys& keys,
+                                                                        uint32_t lwe_n) {
   if (absl::Status s = CheckExpansion(ctx, lwe_n); !s.ok()) return s;
-  ExpansionLevelInputs in;
+  std::vector<const he::KeySwitchKey*> out;
   for (uint32_t g : ExpansionElements(ctx, lwe_n)) {
     absl::StatusOr<const he::KeySwitchKey*> key =
         he::internal::FindGaloisKey(*ctx.expansion(), keys, g);
@@ -281,10 +281,9 @@ absl::StatusOr<ExpansionLevelInputs> PrepareExpansionLevels(const RingContext& c
       return absl::InvalidArgumentError(absl::StrCat(
           "the expansion keys lack the Galois key of element ", g, ": ", key.status().message()));
     }
-    in.keys.push_back(*key);
+    out.push_back(*key);
   }
-  in.monomials = InverseMonomials(ctx, ExpansionLevels(lwe_n));
-  return in;
+  return out;
 }
 
 absl::StatusOr<std::vector<uint64_t>> SecretCiphertextRoot(const RingContext& ctx,
@@ -318,15 +317,15 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
                              absl::Span<const uint8_t> ciphertext, int threads,
                              WorkerSpecialSink sink) {
   if (threads < 1) return absl::InvalidArgumentError("expansion needs at least one thread");
-  absl::StatusOr<internal::ExpansionLevelInputs> in =
-      internal::PrepareExpansionLevels(ctx, keys, lwe_n);
-  if (!in.ok()) return in.status();
+  absl::StatusOr<std::vector<const he::KeySwitchKey*>> keys_of_levels =
+      internal::ExpansionLevelKeys(ctx, keys, lwe_n);
+  if (!keys_of_levels.ok()) return keys_of_levels.status();
   absl::StatusOr<std::vector<uint64_t>> root = internal::SecretCiphertextRoot(ctx, ciphertext);
   if (!root.ok()) return root.status();
   const size_t words = ctx.k() * ctx.n();
-  const std::vector<const he::KeySwitchKey*>& level_keys = in->keys;
+  const std::vector<const he::KeySwitchKey*>& level_keys = *keys_of_levels;
   const uint32_t levels = ExpansionLevels(lwe_n);
-  const std::vector<std::vector<uint64_t>>& monomials = in->monomials;
+  const std::vector<std::vector<uint64_t>> monomials = internal::InverseMonomials(ctx, levels);
   // The top `split` levels run here; then each of their 2^split nodes (those with an index
   // below n) is a subtree for one worker.
   uint32_t split = 0;

@@ -101,17 +101,14 @@ bool ExpPackNoiseWithinRule(const RingContext& ctx, uint32_t lwe_n);
 namespace internal {
 
 // What ExpandLweSecret reads, for other implementations of it (gpu/expansion.h): per level l its
-// key (into `keys`) and X^{-2^l} in NTT form over Q, then its Shoup factors. Returns
-// CheckExpansion's errors and INVALID_ARGUMENT for keys lacking an element.
-struct ExpansionLevelInputs {
-  std::vector<const he::KeySwitchKey*> keys;
-  std::vector<std::vector<uint64_t>> monomials;
-};
-absl::StatusOr<ExpansionLevelInputs> PrepareExpansionLevels(const RingContext& ctx,
-                                                            const he::GaloisKeys& keys,
-                                                            uint32_t lwe_n);
-// For each level l < levels: the NTT form over Q of X^{-2^l} = -X^{N - 2^l} (k x N residues),
-// then its Shoup factors (ExpansionLevelInputs::monomials, which need no keys).
+// key (into `keys`; ExpansionLevelKeys) and X^{-2^l} in NTT form over Q, then its Shoup factors
+// (InverseMonomials, which need no keys). ExpansionLevelKeys returns CheckExpansion's errors and
+// INVALID_ARGUMENT for keys lacking an element.
+absl::StatusOr<std::vector<const he::KeySwitchKey*>> ExpansionLevelKeys(const RingContext& ctx,
+                                                                        const he::GaloisKeys& keys,
+                                                                        uint32_t lwe_n);
+// For each level l < levels: X^{-2^l} = -X^{N - 2^l} in NTT form over Q (k x N residues), then
+// its Shoup factors.
 std::vector<std::vector<uint64_t>> InverseMonomials(const RingContext& ctx, uint32_t levels);
 // The root ciphertext of the wire form (c0 from the wire, c1 from its seed; NTT form over Q,
 // k x N residues each). INVALID_ARGUMENT for another size or a residue not below its prime.

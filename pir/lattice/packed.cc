@@ -26,14 +26,28 @@ PackedQuery::~PackedQuery() {
   if (!secrets_.empty()) sodium_memzero(secrets_.data(), secrets_.size() * sizeof(uint32_t));
 }
 
+namespace internal {
+
+absl::Status CheckSumsArguments(const std::shared_ptr<const he::GaloisKeys>& keys,
+                                uint64_t sum_words, absl::Span<const uint64_t> sums) {
+  if (keys == nullptr || sums.size() != sum_words) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packing sums: ", keys == nullptr ? "no keys, " : "", sums.size(),
+                     " sums (expected ", sum_words, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
 absl::Status CpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                                     absl::Span<const uint8_t> ciphertext, int threads,
                                     absl::Span<uint64_t> sums) const {
-  if (keys == nullptr || threads < 1 || sums.size() != PackingSumWords(ctx_, matrix_)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("packing sums: ", keys == nullptr ? "no keys, " : "", threads, " threads and ",
-                     sums.size(), " sums (expected ", PackingSumWords(ctx_, matrix_), ")"));
+  if (absl::Status s = internal::CheckSumsArguments(keys, PackingSumWords(ctx_, matrix_), sums);
+      !s.ok()) {
+    return s;
   }
+  if (threads < 1) return absl::InvalidArgumentError("packing sums need at least one thread");
   // One accumulator per worker of the expansion, merged.
   std::vector<PackAccumulator> acc(threads, PackAccumulator(ctx_, matrix_));
   const absl::Status expanded = ExpandLweSecret(

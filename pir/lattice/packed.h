@@ -57,6 +57,13 @@ class PackingEngine {
       absl::Span<const RlweCiphertext> packed) const = 0;
 };
 
+namespace internal {
+// PackingEngine::Sums' argument checks, for every engine: INVALID_ARGUMENT for missing keys or
+// sums other than sum_words long.
+absl::Status CheckSumsArguments(const std::shared_ptr<const he::GaloisKeys>& keys,
+                                uint64_t sum_words, absl::Span<const uint64_t> sums);
+}  // namespace internal
+
 // ExpandLweSecret into one PackAccumulator per thread, merged; SwitchResponse. Ring and matrix
 // must outlive it.
 class CpuPackingEngine final : public PackingEngine {
