@@ -2,7 +2,7 @@
 // in the same run) and lattice (one protocol's costs end to end below the sockets: server and
 // client time, bytes each way, the reusable hint; --protocol=exppack-s: SimplePIR with its answer
 // ring-packed, pir/lattice/pack_simple.h; --protocol=hybrid: the same narrowed to the record's
-// window by RGSW selection bits, pir/lattice/hybrid.h; --protocol=exppack-d: DoublePIR with its
+// window by selection bits, pir/lattice/hybrid.h; --protocol=exppack-d: DoublePIR with its
 // second-level answers packed, pir/lattice/pack_double.h).
 //
 // lwe-answer's roofline is the slower of two ceilings, both measured by
@@ -251,7 +251,7 @@ absl::Status LweAnswer(const Flags& flags) {
 // and switching);
 // reusable_key_bytes the expansion keys, uploaded once; errors the batch's wrong records.
 // --protocol=hybrid: the same with the hybrid's window selection (hybrid.h): query_bytes include
-// the selection's RGSW ciphertexts (selection_bytes), response_bytes are the window's.
+// the selection's ciphertext (selection_bytes), response_bytes are the window's.
 // --protocol=exppack-d: ExpPack(D) (pack_double.h): DoublePIR's product, then each query's R
 // expansions and packings (one per record byte) spread over the threads; the query carries R
 // ciphertexts. --protocol=double-pack: double packing (double_pack.h) on ExpPack(S)'s shape: the
@@ -496,7 +496,7 @@ const char kLatticeHelp[] =
     "measured memory bandwidth: 1 is the floor), errors; exppack-s also server_expand_ms (one "
     "query's expansion on the CPU), server_sums_ms (the engine's expansion and packing sums of "
     "one ciphertext) and server_product_ms (the LWE product of the batch); hybrid also "
-    "selection_bytes (its RGSW bits, in query_bytes)";
+    "selection_bytes (the ciphertext of its bits, in query_bytes)";
 
 SuiteRegistration lwe_answer("lwe-answer", kLweAnswerHelp, LweAnswer);
 SuiteRegistration lattice_suite("lattice", kLatticeHelp, Lattice);

@@ -220,7 +220,7 @@ absl::Status CheckRing(const ServerConfig& c, const lattice::PackedClient& packe
         ", special prime ", c.special_prime, ") other than this client's (N = 2^", ring.log_n,
         ", primes ", absl::StrJoin(ring.primes, ","), ", special prime ", ring.special, ")"));
   }
-  const uint64_t keys = lattice::ExpansionKeyBytes(packed.ring(), lattice::kLweDimension);
+  const uint64_t keys = packed.expansion_keys().size();
   const uint64_t ciphertext = lattice::SecretCiphertextBytes(packed.ring());
   const uint64_t response = packed.response_bytes();
   const uint64_t selection = packed.selection_bytes();

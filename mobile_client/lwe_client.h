@@ -2,7 +2,7 @@
 // protocol "lwe-simple" (SimplePIR), "lwe-double" (DoublePIR), "lwe-exppack-s" (SimplePIR with
 // packed answers, no hint), "lwe-exppack-d" (DoublePIR with packed answers, no hint) or
 // "lwe-hybrid" (lwe-exppack-s whose server returns only the packed ciphertexts of the record's
-// window, selected by RGSW bits the client sends): single-server
+// window, selected by bits the client sends in one RLWE ciphertext): single-server
 // lattice PIR over LWE (pir/lattice/, docs/lattice.md, server/lwe.h, server/lwe_pack.h).
 //
 // Connect reads the server's config, checks every public parameter against the correctness rule
@@ -19,8 +19,8 @@
 // client) and uploads its expansion keys (1.6 MiB, public) to each connection before that
 // connection's first query (again after the server evicts them: ABORTED, retried once). Each
 // lookup sends the query and the RLWE ciphertext of its secret and decrypts the packed response
-// with the session secret. lwe-hybrid does the same, each lookup also sending the RGSW selection
-// of its window (pir/lattice/hybrid.h); lwe-exppack-d sends one ciphertext per record byte
+// with the session secret. lwe-hybrid does the same (its keys add a conversion key), each lookup
+// also sending the selection of its window (pir/lattice/hybrid.h); lwe-exppack-d sends one ciphertext per record byte
 // (pir/lattice/pack_double.h); lwe-double-pack two queries and two ciphertexts
 // (pir/lattice/double_pack.h).
 //

@@ -287,8 +287,8 @@ int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out
  * row). lwe-exppack-s has no hint: connecting uploads the client's expansion keys (1.6 MiB,
  * public) instead, once per connection, and each row costs a query plus one RLWE ciphertext up
  * (query_bytes) and a packed response down (answer_bytes; hint_bytes is 0). lwe-hybrid is
- * lwe-exppack-s whose rows also send RGSW ciphertexts of their window (more up, less down on very
- * tall tables); lwe-exppack-d packs DoublePIR's answers (one RLWE ciphertext up per row byte: for
+ * lwe-exppack-s whose rows also send one RLWE ciphertext selecting their window (48 KiB more up,
+ * less down on tables of several packed ciphertexts per column); lwe-exppack-d packs DoublePIR's answers (one RLWE ciphertext up per row byte: for
  * rows of a few bytes); lwe-double-pack folds lwe-exppack-s's answer with a second query and
  * packs it again (8 ciphertexts down). Errors and threading as for veil_client (ABI 5). */
 typedef struct veil_lwe_client veil_lwe_client;

@@ -38,7 +38,7 @@ struct PackTable {
   const char* name = "";  // lwe-exppack-s, lwe-hybrid, lwe-exppack-d or lwe-double-pack
   std::string backend;    // the LWE product's
   double hint_s = 0;
-  uint64_t key_bytes = 0;         // ExpansionKeyBytes
+  uint64_t key_bytes = 0;         // PackedServer::key_bytes
   uint64_t parsed_key_bytes = 0;  // one session's keys once parsed
   uint64_t ciphertext_bytes = 0;  // all of a lookup's: ciphertexts x SecretCiphertextBytes
   uint64_t selection_bytes = 0;   // PackedSelectionBytes (lwe-hybrid; else 0)
@@ -340,7 +340,7 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, c
   if (!server.ok()) return server.status();
   table->server = *std::move(server);
   const lattice::RingContext& ctx = table->server->ring();
-  table->key_bytes = lattice::ExpansionKeyBytes(ctx, lattice::kLweDimension);
+  table->key_bytes = table->server->key_bytes();
   table->ciphertext_bytes = table->server->ciphertexts() * lattice::SecretCiphertextBytes(ctx);
   table->selection_bytes = table->server->selection_bytes();
   table->response_bytes = table->server->response_bytes();
@@ -348,7 +348,7 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, c
   // once here (the throwaway secret is wiped with the key).
   {
     const he::SecretKey key = he::GenerateSecretKey(*ctx.expansion());
-    auto bytes = lattice::MakeExpansionKeys(ctx, key, lattice::kLweDimension);
+    auto bytes = table->server->MakeKeys(key);
     if (!bytes.ok()) return bytes.status();
     auto keys = table->server->ParseKeys(*bytes);
     if (!keys.ok()) return keys.status();

@@ -52,6 +52,56 @@ double ExternalProductVariance(const BfvContext& ctx) {
   return 2 * n * 10.5 * digit_square / (p * p) + (1 + 2 * n / 3) / 12;
 }
 
+absl::StatusOr<QRgswCiphertext> ConvertToRgsw(const BfvContext& ctx, const KeySwitchKey& conversion,
+                                              absl::Span<const uint64_t> m_parts) {
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
+  if (absl::Status s = CheckKeySwitchKey(ctx, conversion, "conversion key"); !s.ok()) return s;
+  if (m_parts.size() != k * 2 * words) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RGSW parts of ", m_parts.size(), " residues (expected ", k * 2 * words, ")"));
+  }
+  for (size_t r = 0; r < m_parts.size(); ++r) {
+    if (m_parts[r] >= ctx.modulus(r / n % k).value()) {
+      return absl::InvalidArgumentError("an RGSW part's residue is not below its prime");
+    }
+  }
+  QRgswCiphertext g;
+  g.params_id = ctx.id();
+  g.parts.resize(2 * m_parts.size());
+  std::copy(m_parts.begin(), m_parts.end(), g.parts.begin());
+  std::vector<uint64_t> c1(words);
+  for (size_t i = 0; i < k; ++i) {
+    const uint64_t* c0_ntt = m_parts.data() + i * 2 * words;
+    uint64_t* ms = g.parts.data() + (k + i) * 2 * words;
+    std::copy_n(c0_ntt + words, words, c1.data());
+    internal::InverseNtt(ctx.q_ntt(), c1.data());
+    internal::SwitchKey(ctx, c1.data(), conversion, ms, ms + words);
+    internal::ForwardNtt(ctx.q_ntt(), ms);
+    internal::ForwardNtt(ctx.q_ntt(), ms + words);
+    internal::AddRows(ctx.q_ntt(), ms + words, c0_ntt, ms + words);
+  }
+  return g;
+}
+
+double ConvertedVariance(const BfvContext& ctx, double m_variance) {
+  const size_t k = ctx.q_size();
+  const double n = static_cast<double>(ctx.n());
+  double digit_square = 0;
+  for (size_t i = 0; i < k; ++i) {
+    digit_square += std::pow(static_cast<double>(ctx.modulus(i).value()), 2) / 12;
+  }
+  const double p = static_cast<double>(ctx.modulus(k).value());
+  return n * 2 / 3 * m_variance + n * 10.5 * digit_square / (p * p) + (1 + 2 * n / 3) / 12;
+}
+
+double QRgswProductVariance(const BfvContext& ctx, double m_variance, double ms_variance) {
+  double digit_square = 0;
+  for (size_t i = 0; i < ctx.q_size(); ++i) {
+    digit_square += std::pow(static_cast<double>(ctx.modulus(i).value()), 2) / 12;
+  }
+  return static_cast<double>(ctx.n()) * digit_square * (m_variance + ms_variance);
+}
+
 namespace internal {
 
 void ExternalProduct(const BfvContext& ctx, const RgswCiphertext& g, const uint64_t* x0,
@@ -74,8 +124,33 @@ void ExternalProduct(const BfvContext& ctx, const RgswCiphertext& g, const uint6
   ModDown(ctx, acc.data() + qp_words, true, out1);
 }
 
-void CMux(const BfvContext& ctx, const RgswCiphertext& g, const uint64_t* a0, const uint64_t* a1,
-          const uint64_t* b0, const uint64_t* b1, uint64_t* out0, uint64_t* out1) {
+void ExternalProduct(const BfvContext& ctx, const QRgswCiphertext& g, const uint64_t* x0,
+                     const uint64_t* x1, uint64_t* out0, uint64_t* out1) {
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n, rows = k + 1;
+  std::vector<uint64_t> coefficients(words), digits(k * rows * n), acc(2 * words, 0);
+  // Half h's digits times its parts: c0's with the m parts, c1's with the m s parts. Digit i's
+  // first k rows (of DecomposeForKeySwitch's k + 1) are its lift to Q.
+  for (size_t h = 0; h < 2; ++h) {
+    const uint64_t* x = h == 0 ? x0 : x1;
+    std::copy_n(x, words, coefficients.begin());
+    InverseNtt(ctx.q_ntt(), coefficients.data());
+    DecomposeForKeySwitch(ctx, coefficients.data(), x, digits.data());
+    for (size_t i = 0; i < k; ++i) {
+      const uint64_t* part = g.parts.data() + (h * k + i) * 2 * words;
+      const uint64_t* digit = digits.data() + i * rows * n;
+      MultiplyAccumulateRows(ctx.q_ntt(), digit, part, acc.data());
+      MultiplyAccumulateRows(ctx.q_ntt(), digit, part + words, acc.data() + words);
+    }
+  }
+  std::copy_n(acc.data(), words, out0);
+  std::copy_n(acc.data() + words, words, out1);
+}
+
+namespace {
+
+template <typename Rgsw>
+void CMuxWith(const BfvContext& ctx, const Rgsw& g, const uint64_t* a0, const uint64_t* a1,
+              const uint64_t* b0, const uint64_t* b1, uint64_t* out0, uint64_t* out1) {
   const size_t words = ctx.q_size() * ctx.n();
   std::vector<uint64_t> d(2 * words);
   SubRows(ctx.q_ntt(), b0, a0, d.data());
@@ -83,6 +158,18 @@ void CMux(const BfvContext& ctx, const RgswCiphertext& g, const uint64_t* a0, co
   ExternalProduct(ctx, g, d.data(), d.data() + words, d.data(), d.data() + words);
   AddRows(ctx.q_ntt(), a0, d.data(), out0);
   AddRows(ctx.q_ntt(), a1, d.data() + words, out1);
+}
+
+}  // namespace
+
+void CMux(const BfvContext& ctx, const RgswCiphertext& g, const uint64_t* a0, const uint64_t* a1,
+          const uint64_t* b0, const uint64_t* b1, uint64_t* out0, uint64_t* out1) {
+  CMuxWith(ctx, g, a0, a1, b0, b1, out0, out1);
+}
+
+void CMux(const BfvContext& ctx, const QRgswCiphertext& g, const uint64_t* a0, const uint64_t* a1,
+          const uint64_t* b0, const uint64_t* b1, uint64_t* out0, uint64_t* out1) {
+  CMuxWith(ctx, g, a0, a1, b0, b1, out0, out1);
 }
 
 }  // namespace internal

@@ -172,6 +172,8 @@ size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded) {
 
 size_t GaloisKeyBytes(const BfvContext& ctx) { return 4 + KeySwitchKeyBytes(ctx); }
 
+size_t RelinKeyBytes(const BfvContext& ctx) { return kHeHeaderBytes + KeySwitchKeyBytes(ctx); }
+
 size_t RgswCiphertextsBytes(const BfvContext& ctx, size_t count) {
   return kHeHeaderBytes + 4 + count * 2 * KeySwitchKeyBytes(ctx);
 }

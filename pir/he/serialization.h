@@ -75,6 +75,7 @@ absl::StatusOr<std::vector<RgswCiphertext>> ParseRgswCiphertexts(const BfvContex
 // Galois key inside a GaloisKeys message (element and key).
 size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded);
 size_t GaloisKeyBytes(const BfvContext& ctx);
+size_t RelinKeyBytes(const BfvContext& ctx);
 // A message of `count` RGSW ciphertexts.
 size_t RgswCiphertextsBytes(const BfvContext& ctx, size_t count);
 

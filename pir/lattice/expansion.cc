@@ -227,10 +227,10 @@ absl::StatusOr<std::vector<uint8_t>> EncryptLweSecret(const RingContext& ctx, co
                                                       absl::Span<const uint32_t> lwe_secret) {
   const uint32_t lwe_n = static_cast<uint32_t>(lwe_secret.size());
   if (absl::Status s = CheckExpansion(ctx, lwe_n); !s.ok()) return s;
-  const size_t n = ctx.n(), words = ctx.k() * n;
+  const size_t n = ctx.n();
   // round(Q s_j / 2^32) 2^-L: expansion multiplies by 2^L.
   const uint64_t scale_up = uint64_t{1} << ExpansionLevels(lwe_n);
-  std::vector<uint64_t> message(words, 0), a(words), c0(words);
+  std::vector<uint64_t> message(ctx.k() * n, 0);
   for (size_t i = 0; i < ctx.k(); ++i) {
     const he::Modulus& q = ctx.base()[i];
     const uint64_t inverse = *q.Inverse(q.Reduce(scale_up));
@@ -238,6 +238,15 @@ absl::StatusOr<std::vector<uint8_t>> EncryptLweSecret(const RingContext& ctx, co
       message[i * n + j] = q.Mul(ctx.EncodeWord(lwe_secret[j], i), inverse);
     }
   }
+  return internal::EncryptForExpansion(ctx, z, absl::MakeSpan(message));
+}
+
+namespace internal {
+
+std::vector<uint8_t> EncryptForExpansion(const RingContext& ctx, const RlweSecret& z,
+                                         absl::Span<uint64_t> message) {
+  const size_t n = ctx.n(), words = ctx.k() * n;
+  std::vector<uint64_t> a(words), c0(words);
   he::internal::ForwardNtt(ctx.ntt(), message.data());
   const he::Seed seed = he::RandomSeed();
   he::ExpandUniform(seed, kSecretMaskDomain, ctx.base().moduli(), n, a.data());
@@ -251,8 +260,6 @@ absl::StatusOr<std::vector<uint8_t>> EncryptLweSecret(const RingContext& ctx, co
   }
   return wire;
 }
-
-namespace internal {
 
 // For each level l: the NTT form over Q of X^{-2^l} = -X^{N - 2^l}, then its Shoup factors.
 std::vector<std::vector<uint64_t>> InverseMonomials(const RingContext& ctx, uint32_t levels) {

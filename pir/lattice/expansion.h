@@ -100,6 +100,12 @@ bool ExpPackNoiseWithinRule(const RingContext& ctx, uint32_t lwe_n);
 
 namespace internal {
 
+// The wire form of EncryptLweSecret for any message: `message` (k x N residues, coefficient
+// form, already scaled by 2^-L for the levels the server will expand) encrypted under z with c1
+// from a fresh seed; the message is wiped.
+std::vector<uint8_t> EncryptForExpansion(const RingContext& ctx, const RlweSecret& z,
+                                         absl::Span<uint64_t> message);
+
 // What ExpandLweSecret reads, for other implementations of it (gpu/expansion.h): per level l its
 // key (into `keys`; ExpansionLevelKeys) and X^{-2^l} in NTT form over Q, then its Shoup factors
 // (InverseMonomials, which need no keys). ExpansionLevelKeys returns CheckExpansion's errors and

@@ -26,8 +26,45 @@ HybridWindow HybridWindowFor(const RingContext& ring, const Shape& shape) {
   return w;
 }
 
+uint64_t HybridKeyBytes(const RingContext& ring) {
+  if (ring.expansion() == nullptr) return 0;
+  return ExpansionKeyBytes(ring, kLweDimension) + he::RelinKeyBytes(*ring.expansion());
+}
+
+absl::StatusOr<std::vector<uint8_t>> MakeHybridKeys(const RingContext& ring,
+                                                    const he::SecretKey& key) {
+  absl::StatusOr<std::vector<uint8_t>> out = MakeExpansionKeys(ring, key, kLweDimension);
+  if (!out.ok()) return out.status();
+  absl::StatusOr<he::RelinKey> conversion = he::GenerateRelinKey(*ring.expansion(), key);
+  if (!conversion.ok()) return conversion.status();
+  absl::StatusOr<std::vector<uint8_t>> bytes =
+      he::SerializeRelinKey(*ring.expansion(), *conversion);
+  if (!bytes.ok()) return bytes.status();
+  out->insert(out->end(), bytes->begin(), bytes->end());
+  return out;
+}
+
+absl::StatusOr<he::GaloisKeys> ParseHybridKeys(const RingContext& ring,
+                                               absl::Span<const uint8_t> bytes) {
+  if (absl::Status s = CheckExpansion(ring, kLweDimension); !s.ok()) return s;
+  const uint64_t galois = ExpansionKeyBytes(ring, kLweDimension);
+  if (bytes.size() != HybridKeyBytes(ring)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lwe-hybrid's session keys are ", HybridKeyBytes(ring),
+                     " bytes (the expansion's and the conversion key), got ", bytes.size()));
+  }
+  absl::StatusOr<he::GaloisKeys> keys =
+      ParseExpansionKeys(ring, kLweDimension, bytes.first(galois));
+  if (!keys.ok()) return keys.status();
+  absl::StatusOr<he::RelinKey> conversion =
+      he::ParseRelinKey(*ring.expansion(), bytes.subspan(galois));
+  if (!conversion.ok()) return conversion.status();
+  keys->keys.emplace(kConversionKeyElement, std::move(conversion->key));
+  return keys;
+}
+
 uint64_t HybridSelectionBytes(const RingContext& ring, const Shape& shape) {
-  return he::RgswCiphertextsBytes(*ring.expansion(), HybridWindowFor(ring, shape).bits);
+  return HybridWindowFor(ring, shape).bits == 0 ? 0 : SecretCiphertextBytes(ring);
 }
 
 uint64_t HybridResponseBytes(const RingContext& ring, const Shape& shape) {
@@ -35,38 +72,73 @@ uint64_t HybridResponseBytes(const RingContext& ring, const Shape& shape) {
 }
 
 absl::StatusOr<std::vector<uint8_t>> MakeHybridSelection(const RingContext& ring,
-                                                         const he::SecretKey& key,
+                                                         const RlweSecret& z,
                                                          const HybridWindow& window,
                                                          uint64_t start) {
-  if (start >= window.starts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("window start ", start, " is not below ", window.starts));
+  const size_t n = ring.n(), k = ring.k(), values = k * window.bits;
+  if (start >= window.starts || values > n) {
+    return absl::InvalidArgumentError(absl::StrCat("window start ", start, " of ", window.starts,
+                                                   " (", window.bits, " bits in N = ", n, ")"));
   }
-  std::vector<he::RgswCiphertext> bits;
-  for (uint32_t b = 0; b < window.bits; ++b) {
-    absl::StatusOr<he::RgswCiphertext> g =
-        he::EncryptRgswBit(*ring.expansion(), key, static_cast<uint32_t>((start >> b) & 1));
-    if (!g.ok()) return g.status();
-    bits.push_back(*std::move(g));
+  if (window.bits == 0) return std::vector<uint8_t>();
+  // Coefficient b k + i: bit b in row i (m g_i), times 2^-L' (the expansion doubles L' times).
+  const uint64_t scale_up = uint64_t{1} << ExpansionLevels(static_cast<uint32_t>(values));
+  std::vector<uint64_t> message(k * n, 0);
+  for (size_t i = 0; i < k; ++i) {
+    const he::Modulus& q = ring.base()[i];
+    const uint64_t inverse = *q.Inverse(q.Reduce(scale_up));
+    for (uint32_t b = 0; b < window.bits; ++b) {
+      message[i * n + b * k + i] = inverse & (uint64_t{0} - ((start >> b) & 1));
+    }
   }
-  return he::SerializeRgswCiphertexts(*ring.expansion(), bits);
+  return internal::EncryptForExpansion(ring, z, absl::MakeSpan(message));
 }
 
-absl::StatusOr<std::vector<he::RgswCiphertext>> ParseHybridSelection(
-    const RingContext& ring, const HybridWindow& window, absl::Span<const uint8_t> bytes) {
-  absl::StatusOr<std::vector<he::RgswCiphertext>> bits =
-      he::ParseRgswCiphertexts(*ring.expansion(), bytes);
-  if (!bits.ok()) return bits.status();
-  if (bits->size() != window.bits) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a selection of ", bits->size(), " RGSW bits (expected ", window.bits, ")"));
+absl::StatusOr<std::vector<he::QRgswCiphertext>> ExpandHybridSelection(
+    const RingContext& ring, const HybridWindow& window, const he::GaloisKeys& keys,
+    absl::Span<const uint8_t> bytes) {
+  if (window.bits == 0) {
+    if (!bytes.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a selection of ", bytes.size(), " bytes where there is one window"));
+    }
+    return std::vector<he::QRgswCiphertext>();
+  }
+  const auto conversion = keys.keys.find(kConversionKeyElement);
+  if (conversion == keys.keys.end()) {
+    return absl::FailedPreconditionError("the session's keys lack lwe-hybrid's conversion key");
+  }
+  const size_t k = ring.k(), words = k * ring.n();
+  const uint32_t values = static_cast<uint32_t>(k * window.bits);
+  // The expanded parts, per bit its k ciphertexts of bit g_i (c0 then c1), as ConvertToRgsw
+  // takes them.
+  std::vector<uint64_t> parts(values * 2 * words);
+  if (absl::Status s = ExpandLweSecret(ring, keys, values, bytes, 1,
+                                       [&](int, uint32_t count, const uint32_t* index,
+                                           const uint64_t* beta, const uint64_t* alpha) {
+                                         for (uint32_t c = 0; c < count; ++c) {
+                                           uint64_t* to = parts.data() + index[c] * 2 * words;
+                                           std::copy_n(beta + c * words, words, to);
+                                           std::copy_n(alpha + c * words, words, to + words);
+                                         }
+                                       });
+      !s.ok()) {
+    return s;
+  }
+  std::vector<he::QRgswCiphertext> bits;
+  for (uint32_t b = 0; b < window.bits; ++b) {
+    absl::StatusOr<he::QRgswCiphertext> g =
+        he::ConvertToRgsw(*ring.expansion(), conversion->second,
+                          absl::MakeConstSpan(parts).subspan(b * k * 2 * words, k * 2 * words));
+    if (!g.ok()) return g.status();
+    bits.push_back(*std::move(g));
   }
   return bits;
 }
 
 absl::StatusOr<std::vector<RlweCiphertext>> SelectWindow(
     const RingContext& ring, const HybridWindow& window, absl::Span<const RlweCiphertext> packed,
-    absl::Span<const he::RgswCiphertext> bits) {
+    absl::Span<const he::QRgswCiphertext> bits) {
   if (packed.size() != window.groups || bits.size() != window.bits) {
     return absl::InvalidArgumentError(absl::StrCat(packed.size(), " packed ciphertexts and ",
                                                    bits.size(), " selection bits (expected ",
@@ -106,12 +178,15 @@ absl::StatusOr<std::vector<RlweCiphertext>> SelectWindow(
 
 PackingNoise HybridNoiseBound(const RingContext& ctx, uint32_t lwe_n, uint32_t bits) {
   PackingNoise noise = ExpPackNoiseBound(ctx, lwe_n);
+  if (bits == 0) return noise;
   double q = 1;
   for (uint64_t p : ctx.params().primes) q *= static_cast<double>(p);
   const double to_words = std::ldexp(1.0, 32) / q;
-  noise.sigma =
-      std::sqrt(noise.sigma * noise.sigma +
-                bits * he::ExternalProductVariance(*ctx.expansion()) * to_words * to_words);
+  // The expanded parts' variance, their conversion's, and what each level's product adds.
+  const double parts = ExpandedKeyVariance(ctx, static_cast<uint32_t>(ctx.k() * bits));
+  const double product = he::QRgswProductVariance(*ctx.expansion(), parts,
+                                                  he::ConvertedVariance(*ctx.expansion(), parts));
+  noise.sigma = std::sqrt(noise.sigma * noise.sigma + bits * product * to_words * to_words);
   return noise;
 }
 

@@ -1,25 +1,33 @@
 // The hybrid protocol's selection, "lwe-hybrid" below the sockets (issue 15, after VIPIR's hybrid
 // of scalar folding and RGSW folding): ExpPack(S) (pack_simple.h) packs SimplePIR's D1-word
 // answer into c = ceil(D1 / N) RLWE ciphertexts, of which a record touches only the w of a
-// window; the client sends RGSW ciphertexts (pir/he/rgsw.h) of the bits of the window's first
-// group, and the server selects the window with CMux trees over the packed ciphertexts before
-// switching them to the response modulus: w ciphertexts down instead of c.
+// window; the client sends the bits of the window's first group inside one RLWE ciphertext, the
+// server turns them into RGSW ciphertexts (pir/he/rgsw.h's QRgswCiphertext) and selects the
+// window with CMux trees over the packed ciphertexts before switching them to the response
+// modulus: w ciphertexts down instead of c.
 //
 //   window  w = 1 when R divides N (records never straddle a group), R / N when N divides R,
 //           else ceil(R / N) + 1; at most c. The window's first group for record row (slot t,
-//           rows [t R, (t + 1) R)) is min(floor(t R / N), c - w): G = c - w + 1 starts, sent
-//           as b = ceil(log2 G) RGSW bits (LSB first), HybridSelectionBytes.
-//   server  for each j < w a CMux tree over the packed ciphertexts j .. j + G - 1 (padded to
-//           2^b with the last; a pair of equal leaves needs no CMux): (2^b - 1) w external
-//           products at most.
+//           rows [t R, (t + 1) R)) is min(floor(t R / N), c - w): G = c - w + 1 starts, as
+//           b = ceil(log2 G) bits (LSB first).
+//   client  one ciphertext as the expansion's (expansion.h, SecretCiphertextBytes; none when
+//           b = 0) whose coefficient b' k + i holds bit b' of the start times the gadget's g_i,
+//           i.e. the bit in residue row i and 0 in the others, times 2^-L' (L' =
+//           ExpansionLevels(k b)); its session keys are the expansion's and one conversion key
+//           from z^2 to z (HybridKeyBytes).
+//   server  expands it with the session's expansion keys (their first L' levels) into k b RLWE
+//           ciphertexts of bit g_i, converts each bit's k to RGSW with the conversion key
+//           (he::ConvertToRgsw: k key switches), and for each j < w runs a CMux tree over the
+//           packed ciphertexts j .. j + G - 1 (padded to 2^b with the last; a pair of equal
+//           leaves needs no CMux): (2^b - 1) w external products at most.
 //   client  the w ciphertexts hold rows [start N, (start + w) N) of the column.
 //
-// Noise: every level adds one external product's (he::ExternalProductVariance) to the packed
-// ciphertext's, whose noise it carries unchanged (HybridNoiseBound).
+// Noise: every level adds one external product's (he::QRgswProductVariance of the expanded
+// parts' variance and their conversion's) to the packed ciphertext's, whose noise it carries
+// unchanged (HybridNoiseBound).
 //
-// What it costs, against ExpPack(S) on the same shape: b RGSW ciphertexts up
-// (2 x 167,456 B each at the default ring) to save c - w ciphertexts of 32 KiB down, so it moves
-// fewer bytes only when (c - w) 32,768 > b 334,912, i.e. c above ~50 (docs/lattice.md).
+// What it costs, against ExpPack(S) on the same shape: 49,184 B more up per lookup (one seeded
+// ciphertext) and 167,468 B more keys per session, to save c - w ciphertexts of 32 KiB down.
 #ifndef VEIL_PIR_LATTICE_HYBRID_H_
 #define VEIL_PIR_LATTICE_HYBRID_H_
 
@@ -47,31 +55,46 @@ struct HybridWindow {
 
 HybridWindow HybridWindowFor(const RingContext& ring, const Shape& shape);
 
-// Bytes of the selection (b RGSW ciphertexts, he::RgswCiphertextsBytes) and of the response
+// lwe-hybrid's session keys: the expansion's Galois keys (MakeExpansionKeys for kLweDimension)
+// followed by the conversion key (he::SerializeRelinKey: from z^2 to z); parsed, the conversion
+// key sits with the Galois keys under kConversionKeyElement, which no automorphism has (they
+// are odd), so that a session's keys stay one he::GaloisKeys.
+inline constexpr uint32_t kConversionKeyElement = 0;
+uint64_t HybridKeyBytes(const RingContext& ring);
+absl::StatusOr<std::vector<uint8_t>> MakeHybridKeys(const RingContext& ring,
+                                                    const he::SecretKey& key);
+// ParseExpansionKeys' and he::ParseRelinKey's errors; INVALID_ARGUMENT for another size.
+absl::StatusOr<he::GaloisKeys> ParseHybridKeys(const RingContext& ring,
+                                               absl::Span<const uint8_t> bytes);
+
+// Bytes of the selection (one expansion ciphertext, or none when b = 0) and of the response
 // (w switched ciphertexts). Need a ring with a special prime (ring.expansion()).
 uint64_t HybridSelectionBytes(const RingContext& ring, const Shape& shape);
 uint64_t HybridResponseBytes(const RingContext& ring, const Shape& shape);
 
-// The client: RGSW ciphertexts of start's b bits under `key` (the session's secret over QP),
-// serialized. Constant time in start. Returns INVALID_ARGUMENT if start >= window.starts.
+// The client: the ciphertext of start's b bits under z. Constant time in start. Returns
+// INVALID_ARGUMENT if start >= window.starts or k b exceeds N.
 absl::StatusOr<std::vector<uint8_t>> MakeHybridSelection(const RingContext& ring,
-                                                         const he::SecretKey& key,
+                                                         const RlweSecret& z,
                                                          const HybridWindow& window,
                                                          uint64_t start);
 
-// The server: the selection's ciphertexts, checked. Returns he::ParseRgswCiphertexts' errors and
-// INVALID_ARGUMENT for a count other than window.bits.
-absl::StatusOr<std::vector<he::RgswCiphertext>> ParseHybridSelection(
-    const RingContext& ring, const HybridWindow& window, absl::Span<const uint8_t> bytes);
+// The server: the selection's RGSW bits, from its ciphertext and the session's keys
+// (ParseHybridKeys). Returns ExpandLweSecret's errors (a ciphertext of another size or a residue
+// not below its prime), INVALID_ARGUMENT for a selection when b = 0 and FAILED_PRECONDITION for
+// keys without the conversion key.
+absl::StatusOr<std::vector<he::QRgswCiphertext>> ExpandHybridSelection(
+    const RingContext& ring, const HybridWindow& window, const he::GaloisKeys& keys,
+    absl::Span<const uint8_t> bytes);
 
 // Packed ciphertexts 0 .. c - 1 (NTT form over Q) narrowed to the window the bits select:
 // window.window ciphertexts. Returns INVALID_ARGUMENT for another count of either.
-absl::StatusOr<std::vector<RlweCiphertext>> SelectWindow(const RingContext& ring,
-                                                         const HybridWindow& window,
-                                                         absl::Span<const RlweCiphertext> packed,
-                                                         absl::Span<const he::RgswCiphertext> bits);
+absl::StatusOr<std::vector<RlweCiphertext>> SelectWindow(
+    const RingContext& ring, const HybridWindow& window, absl::Span<const RlweCiphertext> packed,
+    absl::Span<const he::QRgswCiphertext> bits);
 
-// ExpPackNoiseBound with b levels of external products added; its rule is ExpPack's (on sigma).
+// ExpPackNoiseBound with b levels of external products added (he::QRgswProductVariance of parts
+// with ExpandedKeyVariance(k b) and their conversion's); its rule is ExpPack's (on sigma).
 PackingNoise HybridNoiseBound(const RingContext& ctx, uint32_t lwe_n, uint32_t bits);
 bool HybridNoiseWithinRule(const RingContext& ctx, uint32_t lwe_n, uint32_t bits);
 

@@ -67,6 +67,21 @@ uint64_t PackedSimpleServer::selection_bytes() const {
   return PackedSelectionBytes(ring_, server_->shape(), protocol_);
 }
 
+uint64_t PackedSimpleServer::key_bytes() const {
+  return protocol_ == PackedProtocol::kHybrid ? HybridKeyBytes(ring_) : PackedServer::key_bytes();
+}
+
+absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::MakeKeys(const he::SecretKey& key) const {
+  if (protocol_ == PackedProtocol::kHybrid) return MakeHybridKeys(ring_, key);
+  return PackedServer::MakeKeys(key);
+}
+
+absl::StatusOr<he::GaloisKeys> PackedSimpleServer::ParseKeys(
+    absl::Span<const uint8_t> bytes) const {
+  if (protocol_ == PackedProtocol::kHybrid) return ParseHybridKeys(ring_, bytes);
+  return PackedServer::ParseKeys(bytes);
+}
+
 std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedSimpleServer::AnswerBatch(
     absl::Span<const PackedRequest> requests) const {
   std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> switched = SwitchedBatch(requests);
@@ -121,14 +136,14 @@ std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> PackedSimpleServer:
 
 absl::StatusOr<std::vector<SwitchedCiphertext>> PackedSimpleServer::Pack(
     absl::Span<const uint32_t> answer, const PackedRequest& request, int threads) const {
-  // The selection is checked before the expansion's work.
+  // The selection is expanded (a few key switches) before the packing's work.
   const HybridWindow window = HybridWindowFor(ring_, server_->shape());
-  std::vector<he::RgswCiphertext> bits;
+  std::vector<he::QRgswCiphertext> bits;
   if (protocol_ == PackedProtocol::kHybrid) {
-    absl::StatusOr<std::vector<he::RgswCiphertext>> parsed =
-        ParseHybridSelection(ring_, window, request.selection);
-    if (!parsed.ok()) return parsed.status();
-    bits = *std::move(parsed);
+    absl::StatusOr<std::vector<he::QRgswCiphertext>> expanded =
+        ExpandHybridSelection(ring_, window, *request.keys, request.selection);
+    if (!expanded.ok()) return expanded.status();
+    bits = *std::move(expanded);
   } else if (!request.selection.empty()) {
     return absl::InvalidArgumentError("lwe-exppack-s takes no selection");
   }
@@ -156,10 +171,12 @@ absl::StatusOr<std::unique_ptr<PackedSimpleClient>> PackedSimpleClient::Create(
   if (!ctx.ok()) return ctx.status();
   if (absl::Status s = CheckExpansion(*ctx, kLweDimension); !s.ok()) return s;
   he::SecretKey key = he::GenerateSecretKey(*ctx->expansion());
-  absl::StatusOr<std::vector<uint8_t>> keys = MakeExpansionKeys(*ctx, key, kLweDimension);
+  absl::StatusOr<std::vector<uint8_t>> keys = protocol == PackedProtocol::kHybrid
+                                                  ? MakeHybridKeys(*ctx, key)
+                                                  : MakeExpansionKeys(*ctx, key, kLweDimension);
   if (!keys.ok()) return keys.status();
   return std::unique_ptr<PackedSimpleClient>(
-      new PackedSimpleClient(config, *std::move(ctx), protocol, std::move(key), *std::move(keys)));
+      new PackedSimpleClient(config, *std::move(ctx), protocol, key, *std::move(keys)));
 }
 
 uint64_t PackedSimpleClient::response_bytes() const {
@@ -191,7 +208,7 @@ absl::StatusOr<PackedQuery> PackedSimpleClient::MakeQuery(uint64_t row, RandomSo
   if (protocol_ == PackedProtocol::kHybrid) {
     const HybridWindow window = HybridWindowFor(ring_, s);
     absl::StatusOr<std::vector<uint8_t>> selection =
-        MakeHybridSelection(ring_, key_, window, window.StartOf(ring_, s, row));
+        MakeHybridSelection(ring_, secret_, window, window.StartOf(ring_, s, row));
     if (!selection.ok()) return selection.status();
     out.selection = *std::move(selection);
   }

@@ -16,8 +16,8 @@
 //
 // The hybrid protocol ("lwe-hybrid", PackedProtocol::kHybrid) is the same up to the packed
 // ciphertexts, which the server then narrows to the window of the record's rows that the
-// query's RGSW selection names (hybrid.h): up HybridSelectionBytes more, down
-// HybridResponseBytes.
+// query's selection names (hybrid.h): up HybridSelectionBytes more, down HybridResponseBytes,
+// keys HybridKeyBytes.
 #ifndef VEIL_PIR_LATTICE_PACK_SIMPLE_H_
 #define VEIL_PIR_LATTICE_PACK_SIMPLE_H_
 
@@ -66,12 +66,16 @@ class PackedSimpleServer final : public PackedServer {
   uint64_t ciphertexts() const override { return 1; }
   uint64_t selection_bytes() const override;
   uint64_t response_bytes() const override;
+  // The hybrid's keys add the conversion key (hybrid.h); ExpPack(S)'s are the expansion's.
+  uint64_t key_bytes() const override;
+  absl::StatusOr<std::vector<uint8_t>> MakeKeys(const he::SecretKey& key) const override;
+  absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const override;
   PackedProtocol protocol() const { return protocol_; }
   int threads() const { return server_->threads(); }
 
   // One SimplePIR product for the batch; then each query's expansion, packing, (the hybrid)
   // selection and switching, the queries spread over the threads (one query alone gets them
-  // all). Any selection for ExpPack(S), or one ParseHybridSelection refuses, fails its request.
+  // all). Any selection for ExpPack(S), or one ExpandHybridSelection refuses, fails its request.
   std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
       absl::Span<const PackedRequest> requests) const override;
   // AnswerBatch before serialization: each request's switched ciphertexts (double packing packs
@@ -140,21 +144,17 @@ class PackedSimpleClient final : public PackedClient {
                           absl::Span<uint8_t> record) const;
 
   PackedSimpleClient(const LweConfig& config, RingContext ring, PackedProtocol protocol,
-                     he::SecretKey key, std::vector<uint8_t> keys)
+                     const he::SecretKey& key, std::vector<uint8_t> keys)
       : config_(config),
         ring_(std::move(ring)),
         protocol_(protocol),
         secret_(RlweSecret::FromKey(ring_, key)),
-        keys_(std::move(keys)) {
-    // Only the hybrid's selections need the secret over QP (wiped with the client).
-    if (protocol_ == PackedProtocol::kHybrid) key_ = std::move(key);
-  }
+        keys_(std::move(keys)) {}
 
   LweConfig config_;
   RingContext ring_;
   PackedProtocol protocol_;
   RlweSecret secret_;
-  he::SecretKey key_;
   std::vector<uint8_t> keys_;
 };
 

@@ -73,6 +73,12 @@ absl::StatusOr<std::vector<SwitchedCiphertext>> CpuPackingEngine::Switch(
   return out;
 }
 
+uint64_t PackedServer::key_bytes() const { return ExpansionKeyBytes(ring(), kLweDimension); }
+
+absl::StatusOr<std::vector<uint8_t>> PackedServer::MakeKeys(const he::SecretKey& key) const {
+  return MakeExpansionKeys(ring(), key, kLweDimension);
+}
+
 absl::StatusOr<he::GaloisKeys> PackedServer::ParseKeys(absl::Span<const uint8_t> bytes) const {
   return ParseExpansionKeys(ring(), kLweDimension, bytes);
 }

@@ -120,8 +120,13 @@ class PackedServer {
   virtual uint64_t selection_bytes() const = 0;
   virtual uint64_t response_bytes() const = 0;
 
-  // A session's expansion keys (ParseExpansionKeys' errors).
-  absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
+  // A session's keys: their wire size, a client's making of them under `key` (veil-server
+  // sizes a session's parsed keys on one) and their parsing. The expansion keys
+  // (ExpansionKeyBytes, MakeExpansionKeys, ParseExpansionKeys' errors) unless a protocol adds
+  // to them (lwe-hybrid: HybridKeyBytes, hybrid.h).
+  virtual uint64_t key_bytes() const;
+  virtual absl::StatusOr<std::vector<uint8_t>> MakeKeys(const he::SecretKey& key) const;
+  virtual absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
 
   // Where the expansions, packing sums and switches run: CpuPackingEngine unless replaced by an
   // engine made for this server's ring() and matrix() (double packing's second fold and its
@@ -153,7 +158,7 @@ class PackedClient {
   virtual ~PackedClient() = default;
 
   virtual const RingContext& ring() const = 0;
-  // The session's expansion keys (ExpansionKeyBytes), for the server once.
+  // The session's keys (PackedServer::key_bytes()), for the server once.
   virtual const std::vector<uint8_t>& expansion_keys() const = 0;
   virtual uint64_t query_words() const = 0;
   virtual uint64_t ciphertexts() const = 0;

@@ -346,7 +346,8 @@ TEST_F(LwePackRpcTest, ClientsUploadTheirKeysAgainAfterAnEviction) {
 }
 
 TEST_F(LwePackRpcTest, HybridSelectsWithItsBitsAndRefusesOtherSelections) {
-  auto server = testing::StartLweServer(path_, "lwe-hybrid");
+  // --lwe-records-per-column=100: three packed ciphertexts and two window starts (one bit).
+  auto server = testing::StartLweServer(path_, "lwe-hybrid", {"--lwe-records-per-column=100"});
   ASSERT_TRUE(server.ok()) << server.status();
   capnp::EzRpcClient hello_rpc("127.0.0.1", (*server)->port());
   auto hello =
@@ -355,39 +356,62 @@ TEST_F(LwePackRpcTest, HybridSelectsWithItsBitsAndRefusesOtherSelections) {
   RawSession session((*server)->port());
   auto reply = session.Config();
   rpc::LwePackConfig::Reader c = reply.getConfig();
-  // This table packs into one ciphertext (D1 = 4,000 <= N): nothing to select, a message of no
-  // RGSW bits (the 16 bytes of he::SerializeRgswCiphertexts' header and count); the selection
-  // itself is tested on taller shapes in pir_lattice_test (HybridTest).
+  // The bit travels in one seeded ciphertext; the keys add the conversion key.
   const lattice::RingContext ring = *lattice::RingContext::Create(lattice::RingParams::Default());
-  EXPECT_EQ(c.getSelectionBytes(), lattice::HybridSelectionBytes(ring, config_.shape));
-  EXPECT_EQ(c.getSelectionBytes(), 16u);
-  EXPECT_EQ(c.getResponseBytes(), 32768u);
-  EXPECT_EQ(c.getExpansionKeyBytes(), 1674616u);
+  EXPECT_EQ(c.getSelectionBytes(), 49184u);
+  EXPECT_EQ(c.getResponseBytes(), 2u * 32768);
+  EXPECT_EQ(c.getExpansionKeyBytes(), lattice::HybridKeyBytes(ring));
+  EXPECT_EQ(c.getExpansionKeyBytes(), 1674616u + 167468);
 
-  auto client = NewClient(lattice::PackedProtocol::kHybrid);
-  ASSERT_NE(client, nullptr);
-  auto installed = session.UploadAll(client->expansion_keys(), c.getMaxChunkBytes());
+  // The client's config: the instance the server makes with 100 records per column.
+  lattice::LweServerOptions with_k;
+  with_k.shape.packed_ring_n = 4096;
+  with_k.shape.records_per_column = 100;
+  auto lwe = lattice::LweServer::FromTable(*table_, with_k);
+  ASSERT_TRUE(lwe.ok()) << lwe.status();
+  const lattice::LweConfig config = (*lwe)->config();
+  auto client = lattice::PackedSimpleClient::Create(config, lattice::RingParams::Default(),
+                                                    lattice::PackedProtocol::kHybrid);
+  ASSERT_TRUE(client.ok()) << client.status();
+  // ExpPack(S)'s keys (no conversion key) are too short to install: the answer is refused; the
+  // hybrid's install.
+  auto exppack = lattice::PackedSimpleClient::Create(config);
+  ASSERT_TRUE(exppack.ok()) << exppack.status();
+  auto installed = session.UploadAll((*exppack)->expansion_keys(), c.getMaxChunkBytes());
   ASSERT_TRUE(installed.ok()) << installed.status();
-  auto query = client->MakeQuery(kRows - 2);
+  EXPECT_FALSE(*installed);
+  auto short_query = (*exppack)->MakeQuery(0);
+  ASSERT_TRUE(short_query.ok());
+  auto refused =
+      session.Answer(short_query->query, short_query->ciphertext, std::vector<uint8_t>(49184));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("not installed yet"));
+  RawSession fresh((*server)->port());
+  reply = fresh.Config();
+  installed = fresh.UploadAll((*client)->expansion_keys(), c.getMaxChunkBytes());
+  ASSERT_TRUE(installed.ok()) << installed.status();
+  const uint64_t row = 2007;  // slot 64: the window starting at ciphertext 1
+  auto query = (*client)->MakeQuery(row);
   ASSERT_TRUE(query.ok());
-  ASSERT_EQ(query->selection.size(), 16u);
-  // No selection, a selection of the right size that is not an RGSW message, one of another size.
-  auto response = session.Answer(query->query, query->ciphertext);
+  ASSERT_EQ(query->selection.size(), 49184u);
+  // No selection, one of another size, one with a residue above its prime.
+  auto response = fresh.Answer(query->query, query->ciphertext);
   EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
   EXPECT_THAT(response.status().message(), HasSubstr("a selection of 0 bytes"));
-  const std::vector<uint8_t> garbage(16, 0x5a);
-  response = session.Answer(query->query, query->ciphertext, garbage);
-  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
-  EXPECT_THAT(response.status().message(), HasSubstr("not a veil HE object"));
   std::vector<uint8_t> longer = query->selection;
   longer.push_back(0);
-  response = session.Answer(query->query, query->ciphertext, longer);
+  response = fresh.Answer(query->query, query->ciphertext, longer);
   EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
-  response = session.Answer(query->query, query->ciphertext, query->selection);
+  std::vector<uint8_t> above = query->selection;
+  for (size_t i = 32; i < 36; ++i) above[i] = 0xff;
+  response = fresh.Answer(query->query, query->ciphertext, above);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+  EXPECT_THAT(response.status().message(), HasSubstr("not below"));
+  response = fresh.Answer(query->query, query->ciphertext, query->selection);
   ASSERT_TRUE(response.ok()) << response.status();
   std::vector<uint8_t> record(config_.shape.record_bytes);
-  ASSERT_TRUE(client->Decode(kRows - 2, *response, absl::MakeSpan(record)).ok());
-  EXPECT_EQ(record, Record(kRows - 2));
+  ASSERT_TRUE((*client)->Decode(row, *response, absl::MakeSpan(record)).ok());
+  EXPECT_EQ(record, Record(row));
 
   // The client library speaks it; a client of lwe-exppack-s is refused by the hello.
   client::LweClientOptions options;
@@ -395,8 +419,8 @@ TEST_F(LwePackRpcTest, HybridSelectsWithItsBitsAndRefusesOtherSelections) {
   options.protocol = "lwe-hybrid";
   auto hybrid = client::LweClient::Connect(options);
   ASSERT_TRUE(hybrid.ok()) << hybrid.status();
-  EXPECT_EQ((*hybrid)->table().query_bytes, 4 * config_.shape.d0 + 49184 + 16);
-  EXPECT_EQ((*hybrid)->table().answer_bytes, 32768u);
+  EXPECT_EQ((*hybrid)->table().query_bytes, 4 * 31 + 2 * 49184);
+  EXPECT_EQ((*hybrid)->table().answer_bytes, 2u * 32768);
   auto words = (*hybrid)->LookupWords({3, kRows - 1});
   ASSERT_TRUE(words.ok()) << words.status();
   std::vector<uint32_t> want(table_->row(3).begin(), table_->row(3).end());
@@ -481,7 +505,7 @@ TEST_F(LwePackRpcTest, DoublePackServesTheTableWithASecondFold) {
 TEST_F(LwePackRpcTest, RecordsPerColumnGivesHybridAndDoublePackSeveralCiphertexts) {
   // --lwe-records-per-column=100: D1 = 100 records x 100 bytes = 10,000 rows, three packed
   // ciphertexts; a 100-byte record touches a window of two (4,096 is not a multiple of 100), so
-  // two windows start: the hybrid sends one RGSW bit and gets two ciphertexts back, double
+  // two windows start: the hybrid sends one bit (in a ciphertext) and gets two back, double
   // packing folds over two starts and gets 16. Rows in both windows decode.
   const lattice::RingContext ring = *lattice::RingContext::Create(lattice::RingParams::Default());
   // Slots (row / 31) 0, 1, 48, 64 and 96: windows starting at ciphertexts 0 and 1.
@@ -501,7 +525,7 @@ TEST_F(LwePackRpcTest, RecordsPerColumnGivesHybridAndDoublePackSeveralCiphertext
     EXPECT_EQ(c.getLwe().getD0(), 31u);
     const bool hybrid = std::string_view(protocol) == "lwe-hybrid";
     if (hybrid) {
-      EXPECT_EQ(c.getSelectionBytes(), he::RgswCiphertextsBytes(*ring.expansion(), 1));
+      EXPECT_EQ(c.getSelectionBytes(), lattice::SecretCiphertextBytes(ring));
       EXPECT_EQ(c.getResponseBytes(), 2u * 32768);
     } else {
       EXPECT_EQ(c.getResponseBytes(), 16u * 32768);

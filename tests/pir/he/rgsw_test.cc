@@ -1,18 +1,22 @@
 // RGSW ciphertexts of bits (pir/he/rgsw.h): CMux selects the ciphertext its bit names, the
 // external product's measured noise matches ExternalProductVariance, and the wire form round
-// trips and refuses bad input. Two contexts: BFV's standard primes and the lattice ring's shape
-// (three 29-bit primes over a 22-bit special prime), whose ModDown lifts differently.
+// trips and refuses bad input; the same for RGSW over Q converted from RLWE ciphertexts of
+// m g_i (ConvertToRgsw), against ConvertedVariance and QRgswProductVariance. Two contexts: BFV's
+// standard primes and the lattice ring's shape (three 29-bit primes over a 22-bit special prime),
+// whose ModDown lifts differently.
 #include "pir/he/rgsw.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "pir/he/poly.h"
+#include "pir/he/sampling.h"
 #include "pir/he/serialization.h"
 #include "tests/pir/he/test_support.h"
 
@@ -133,6 +137,139 @@ void ExpectNoiseAsPredicted(const BfvContext& ctx, uint64_t salt) {
 
 TEST(Rgsw, NoiseAsPredictedStandardPrimes) { ExpectNoiseAsPredicted(*StandardContext(), 62); }
 TEST(Rgsw, NoiseAsPredictedRingPrimes) { ExpectNoiseAsPredicted(*RingLikeContext(), 63); }
+
+// The m parts of RGSW(bit) over Q as a query's expansion would deliver them, made directly:
+// for digit i, (c0, c1) = (-a s + e + bit g_i, a) in NTT form, a uniform, e fresh (variance
+// 10.5); bit g_i is the bit in row i and 0 in the others.
+std::vector<uint64_t> MParts(const BfvContext& ctx, const SecretKey& sk, uint32_t bit,
+                             std::mt19937_64& rng) {
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
+  std::vector<uint64_t> parts(k * 2 * words), e(words);
+  for (size_t i = 0; i < k; ++i) {
+    uint64_t* c0 = parts.data() + i * 2 * words;
+    uint64_t* c1 = c0 + words;
+    for (size_t j = 0; j < k; ++j) {
+      const std::vector<uint64_t> row = RandomResidues(n, ctx.modulus(j).value(), rng);
+      std::copy(row.begin(), row.end(), c1 + j * n);
+    }
+    SampleError(ctx.q_base().moduli(), n, e.data());
+    internal::ForwardNtt(ctx.q_ntt(), e.data());
+    internal::MultiplyRows(ctx.q_ntt(), c1, sk.ntt.data(), c0);
+    internal::SubRows(ctx.q_ntt(), e.data(), c0, c0);
+    const Modulus& q = ctx.modulus(i);
+    for (size_t c = 0; c < n; ++c) c0[i * n + c] = q.Add(c0[i * n + c], bit);
+  }
+  return parts;
+}
+
+QRgswCiphertext ConvertedBit(const BfvContext& ctx, const SecretKey& sk, uint32_t bit,
+                             std::mt19937_64& rng) {
+  const RelinKey rk = *GenerateRelinKey(ctx, sk);
+  return *ConvertToRgsw(ctx, rk.key, MParts(ctx, sk, bit, rng));
+}
+
+void ExpectConvertedCMuxSelects(const BfvContext& ctx, uint64_t salt) {
+  std::mt19937_64 rng = Rng(salt);
+  const SecretKey sk = GenerateSecretKey(ctx);
+  const Plaintext m0 = RandomPlaintext(ctx, rng), m1 = RandomPlaintext(ctx, rng);
+  const Ciphertext c0 = *EncryptSymmetric(ctx, sk, m0), c1 = *EncryptSymmetric(ctx, sk, m1);
+  const std::vector<uint64_t> a = ToNtt(ctx, c0), b = ToNtt(ctx, c1);
+  const size_t words = ctx.q_size() * ctx.n();
+  for (uint32_t bit : {0u, 1u, 1u, 0u}) {
+    const QRgswCiphertext g = ConvertedBit(ctx, sk, bit, rng);
+    std::vector<uint64_t> out(2 * words);
+    internal::CMux(ctx, g, a.data(), a.data() + words, b.data(), b.data() + words, out.data(),
+                   out.data() + words);
+    EXPECT_EQ(Decrypt(ctx, sk, FromNtt(ctx, out))->coeffs, (bit ? m1 : m0).coeffs) << "bit " << bit;
+  }
+}
+
+TEST(QRgsw, ConvertedCMuxSelectsStandardPrimes) {
+  ExpectConvertedCMuxSelects(*StandardContext(), 64);
+}
+TEST(QRgsw, ConvertedCMuxSelectsRingPrimes) { ExpectConvertedCMuxSelects(*RingLikeContext(), 65); }
+
+// The product's error is far above one prime (digits ~q_i times errors ~sqrt(N)), so it is
+// measured over all of Q: the phase of each coefficient recombined from its residues (CRT).
+void ExpectQNoiseAsPredicted(const BfvContext& ctx, uint64_t salt) {
+  std::mt19937_64 rng = Rng(salt);
+  const SecretKey sk = GenerateSecretKey(ctx);
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
+  std::vector<uint64_t> x(2 * words);
+  for (size_t h = 0; h < 2; ++h) {
+    for (size_t j = 0; j < k; ++j) {
+      const std::vector<uint64_t> row = RandomResidues(n, ctx.modulus(j).value(), rng);
+      std::copy(row.begin(), row.end(), x.begin() + h * words + j * n);
+    }
+  }
+  // c0 + c1 s, coefficient form, k rows.
+  auto phase = [&](const uint64_t* c) {
+    std::vector<uint64_t> p(words);
+    internal::MultiplyRows(ctx.q_ntt(), c + words, sk.ntt.data(), p.data());
+    internal::AddRows(ctx.q_ntt(), p.data(), c, p.data());
+    internal::InverseNtt(ctx.q_ntt(), p.data());
+    return p;
+  };
+  // Q and the CRT basis (Q / q_i) [(Q / q_i)^-1]_{q_i}, in 128 bits (Q < 2^125 here).
+  using u128 = unsigned __int128;
+  u128 q_all = 1;
+  for (size_t i = 0; i < k; ++i) q_all *= ctx.modulus(i).value();
+  ASSERT_LT(static_cast<double>(q_all), std::ldexp(1.0, 125));
+  std::vector<u128> basis(k);
+  for (size_t i = 0; i < k; ++i) {
+    const Modulus& q = ctx.modulus(i);
+    const u128 rest = q_all / q.value();
+    basis[i] = rest * *q.Inverse(static_cast<uint64_t>(rest % q.value()));
+  }
+  auto centered = [&](const std::vector<uint64_t>& p, size_t c) {
+    u128 v = 0;
+    for (size_t i = 0; i < k; ++i) v = (v + (basis[i] % q_all) * p[i * n + c] % q_all) % q_all;
+    return v > q_all / 2 ? -static_cast<double>(q_all - v) : static_cast<double>(v);
+  };
+  const double predicted = QRgswProductVariance(ctx, 10.5, ConvertedVariance(ctx, 10.5));
+  const std::vector<uint64_t> input = phase(x.data());
+  for (uint32_t bit : {0u, 1u}) {
+    const QRgswCiphertext g = ConvertedBit(ctx, sk, bit, rng);
+    std::vector<uint64_t> out(2 * words);
+    internal::ExternalProduct(ctx, g, x.data(), x.data() + words, out.data(), out.data() + words);
+    const std::vector<uint64_t> got = phase(out.data());
+    double sum = 0, worst = 0;
+    for (size_t c = 0; c < n; ++c) {
+      const double e = centered(got, c) - (bit ? centered(input, c) : 0);
+      sum += e * e;
+      worst = std::max(worst, std::abs(e));
+    }
+    const double measured = sum / static_cast<double>(n);
+    std::printf("QRgsw product, bit %u: sigma %.4g measured, %.4g predicted (2^%.1f of Q)\n", bit,
+                std::sqrt(measured), std::sqrt(predicted),
+                std::log2(std::sqrt(predicted)) - std::log2(static_cast<double>(q_all)));
+    EXPECT_GT(measured, 0.7 * predicted) << "bit " << bit;
+    EXPECT_LT(measured, 1.3 * predicted) << "bit " << bit;
+    EXPECT_LT(worst, 7 * std::sqrt(predicted)) << "bit " << bit;
+  }
+}
+
+TEST(QRgsw, NoiseAsPredictedRingPrimes) { ExpectQNoiseAsPredicted(*RingLikeContext(), 66); }
+
+TEST(QRgsw, ConversionRefusesBadPartsAndKeys) {
+  const auto ctx = RingLikeContext();
+  std::mt19937_64 rng = Rng(67);
+  const SecretKey sk = GenerateSecretKey(*ctx);
+  const RelinKey rk = *GenerateRelinKey(*ctx, sk);
+  std::vector<uint64_t> parts = MParts(*ctx, sk, 1, rng);
+  EXPECT_TRUE(ConvertToRgsw(*ctx, rk.key, parts).ok());
+  EXPECT_EQ(ConvertToRgsw(*ctx, rk.key, absl::MakeConstSpan(parts).first(parts.size() - 1))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<uint64_t> above = parts;
+  above[5] = ctx->modulus(0).value();
+  EXPECT_EQ(ConvertToRgsw(*ctx, rk.key, above).status().code(), absl::StatusCode::kInvalidArgument);
+  KeySwitchKey short_key = rk.key;
+  short_key.a.pop_back();
+  EXPECT_EQ(ConvertToRgsw(*ctx, short_key, parts).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
 
 TEST(Rgsw, RejectsBadBitsAndKeys) {
   const auto ctx = RingLikeContext();

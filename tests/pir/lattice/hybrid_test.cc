@@ -5,6 +5,7 @@
 #include "pir/lattice/hybrid.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -63,12 +64,36 @@ TEST(HybridWindowTest, CoversEveryRecordsGroupsWithTheFewestBits) {
       EXPECT_LT(last, (start + w.window) * ring.n()) << "row " << row;
     }
     EXPECT_EQ(HybridResponseBytes(ring, shape), c.window * 8 * ring.n());
-    EXPECT_EQ(HybridSelectionBytes(ring, shape),
-              he::RgswCiphertextsBytes(*ring.expansion(), c.bits));
+    // The bits travel in one seeded ciphertext of the expansion's form, or not at all.
+    EXPECT_EQ(HybridSelectionBytes(ring, shape), c.bits == 0 ? 0 : 32 + 4 * 3 * 4096);
   }
-  // One RGSW bit at the default ring: two seeded key-switching keys, 29- and 22-bit residues.
-  EXPECT_EQ(he::RgswCiphertextsBytes(*ring.expansion(), 1),
-            12u + 4 + 2 * (32 + 3 * 4096 * 109 / 8));
+  // The session's keys: the expansion's and one key from z^2 to z (seeded, 29- and 22-bit
+  // residues, with the he header).
+  EXPECT_EQ(HybridKeyBytes(ring),
+            ExpansionKeyBytes(ring, kLweDimension) + 12 + 32 + 3 * 4096 * (3 * 29 + 22) / 8);
+  EXPECT_EQ(HybridKeyBytes(ring), 1674616u + 167468);
+}
+
+TEST(HybridKeysTest, CarryTheConversionKeyAndRefuseOthers) {
+  const RingContext ring = *RingContext::Create(testing::SmallRing());
+  const he::SecretKey key = he::GenerateSecretKey(*ring.expansion());
+  const std::vector<uint8_t> bytes = *MakeHybridKeys(ring, key);
+  ASSERT_EQ(bytes.size(), HybridKeyBytes(ring));
+  const he::GaloisKeys keys = *ParseHybridKeys(ring, bytes);
+  EXPECT_EQ(keys.keys.size(), ExpansionLevels(kLweDimension) + 1);
+  EXPECT_EQ(keys.keys.count(kConversionKeyElement), 1u);
+  // ExpPack(S)'s keys alone, a byte short or long, or a damaged conversion key: refused.
+  const std::vector<uint8_t> expansion = *MakeExpansionKeys(ring, key, kLweDimension);
+  EXPECT_EQ(ParseHybridKeys(ring, expansion).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ParseHybridKeys(ring, absl::MakeConstSpan(bytes).first(bytes.size() - 1)).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  std::vector<uint8_t> longer = bytes;
+  longer.push_back(0);
+  EXPECT_EQ(ParseHybridKeys(ring, longer).status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<uint8_t> damaged = bytes;
+  damaged[expansion.size() + 3] ^= 1;  // the conversion key's object kind
+  EXPECT_EQ(ParseHybridKeys(ring, damaged).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 struct HybridFixture {
@@ -146,34 +171,37 @@ TEST(HybridTest, BadSelectionsFailTheirRequestOnly) {
   HybridFixture f(900, 100, 50, 302);
   const PackedQuery good = *f.client->MakeQuery(17);
   const PackedQuery other = *f.client->MakeQuery(12 * f.server->config().shape.d0);
-  // No selection; a truncated one; one of another count (an RGSW message of 1 bit).
-  const std::vector<uint8_t> one_bit = std::vector<uint8_t>(
-      good.selection.begin(),
-      good.selection.begin() + he::RgswCiphertextsBytes(*f.client->ring().expansion(), 1));
-  std::vector<uint8_t> recount = one_bit;
-  recount[he::kHeHeaderBytes] = 1;
+  // No selection; a truncated one; one with a residue above its prime; keys without the
+  // conversion key (ExpPack(S)'s).
+  std::vector<uint8_t> above = good.selection;
+  for (size_t i = 32; i < 36; ++i) above[i] = 0xff;
+  he::GaloisKeys expansion_only = f.keys;
+  expansion_only.keys.erase(kConversionKeyElement);
   std::vector<PackedRequest> requests = {
       {good.query, good.ciphertext, BorrowKeys(f.keys), {}},
       {good.query, good.ciphertext, BorrowKeys(f.keys),
        absl::MakeConstSpan(good.selection).first(good.selection.size() - 1)},
-      {good.query, good.ciphertext, BorrowKeys(f.keys), recount},
+      {good.query, good.ciphertext, BorrowKeys(f.keys), above},
+      {good.query, good.ciphertext, BorrowKeys(expansion_only), good.selection},
       {other.query, other.ciphertext, BorrowKeys(f.keys), other.selection},
   };
   const auto responses = f.server->AnswerBatch(requests);
-  ASSERT_EQ(responses.size(), 4u);
-  EXPECT_EQ(responses[0].status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(responses[1].status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(responses[1].status().message(), HasSubstr("truncated"));
-  EXPECT_EQ(responses[2].status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(responses[2].status().message(), HasSubstr("a selection of 1 RGSW bits"));
-  ASSERT_TRUE(responses[3].ok()) << responses[3].status();
+  ASSERT_EQ(responses.size(), 5u);
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(responses[r].status().code(), absl::StatusCode::kInvalidArgument) << r;
+  }
+  EXPECT_THAT(responses[1].status().message(), HasSubstr("bytes, got"));
+  EXPECT_THAT(responses[2].status().message(), HasSubstr("not below"));
+  EXPECT_EQ(responses[3].status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(responses[3].status().message(), HasSubstr("conversion key"));
+  ASSERT_TRUE(responses[4].ok()) << responses[4].status();
   std::vector<uint8_t> record(100);
   const uint64_t row = 12 * f.server->config().shape.d0;
-  ASSERT_TRUE(f.client->Decode(row, *responses[3], absl::MakeSpan(record)).ok());
+  ASSERT_TRUE(f.client->Decode(row, *responses[4], absl::MakeSpan(record)).ok());
   EXPECT_EQ(record, f.Record(row));
   // Another record's window decodes to another record, not this one: the client never takes
   // rows from outside its window for its own.
-  ASSERT_TRUE(f.client->Decode(17, *responses[3], absl::MakeSpan(record)).ok());
+  ASSERT_TRUE(f.client->Decode(17, *responses[4], absl::MakeSpan(record)).ok());
   EXPECT_NE(record, f.Record(17));
   // ExpPack(S) takes no selection.
   LweServerOptions options;
@@ -191,11 +219,18 @@ TEST(HybridTest, BadSelectionsFailTheirRequestOnly) {
 TEST(HybridTest, TheSelectionsNoiseIsWithinTheRule) {
   const RingContext ring = *RingContext::Create(RingParams::Default());
   const PackingNoise exppack = ExpPackNoiseBound(ring, kLweDimension);
-  // Even 40 levels (a trillion groups) add almost nothing: an external product's error is
-  // ~2^14 units of Q, 2^-41 of a word.
-  const PackingNoise hybrid = HybridNoiseBound(ring, kLweDimension, 40);
-  EXPECT_GE(hybrid.sigma, exppack.sigma);
-  EXPECT_LT(hybrid.sigma, exppack.sigma * (1 + 1e-9));
+  // Each level adds an external product's error: the expanded parts' (7 levels of expansion
+  // for 40 bits) through the digits, a few words at most; even 40 levels (a trillion groups)
+  // stay within the rule, and 2^24 x 64 B's 3 bits add a hundredth of a word.
+  const PackingNoise three = HybridNoiseBound(ring, kLweDimension, 3);
+  const PackingNoise forty = HybridNoiseBound(ring, kLweDimension, 40);
+  std::printf("hybrid sigma: %.3f (ExpPack(S)), %.3f (3 bits), %.3f (40 bits) words\n",
+              exppack.sigma, three.sigma, forty.sigma);
+  EXPECT_GT(three.sigma, exppack.sigma);
+  EXPECT_LT(three.sigma, exppack.sigma + 0.05);
+  EXPECT_GT(forty.sigma, three.sigma);
+  EXPECT_LT(forty.sigma, exppack.sigma * 1.05);
+  EXPECT_EQ(HybridNoiseBound(ring, kLweDimension, 0).sigma, exppack.sigma);
   EXPECT_TRUE(HybridNoiseWithinRule(ring, kLweDimension, 40));
   // At the failing parameters of ExpPackTest.TooLittleModulusFailsAsPredicted it fails too.
   const RingContext small =

@@ -1,18 +1,19 @@
 // Query privacy: the queries a client sends for two different columns are indistinguishable to a
 // statistical test, which does catch leaky variants (a zero secret; one secret reused across
-// queries); so are the hybrid's selections of two windows (RGSW bits, hybrid.h). Like tests/dpf's
-// key privacy test: per position of the query, a chi-square homogeneity test on the top four bits
-// of the words (and of differences of queries), against a Bonferroni-corrected critical value.
+// queries); so are the hybrid's selections of two windows (one RLWE ciphertext of the bits,
+// hybrid.h). Like tests/dpf's key privacy test: per position of the query, a chi-square homogeneity
+// test on the top four bits of the words (and of differences of queries), against a
+// Bonferroni-corrected critical value.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "pir/he/modarith.h"
-#include "pir/he/serialization.h"
 #include "pir/lattice/hybrid.h"
 #include "tests/pir/lattice/seeded_source.h"
 #include "tests/pir/lattice/test_support.h"
@@ -132,20 +133,22 @@ TEST(QueryPrivacyTest, HybridSelectionsAreIndistinguishableAndLeaksAreCaught) {
   const he::BfvContext& ctx = *ring.expansion();
   const HybridWindow window{.groups = 2, .window = 1, .starts = 2, .bits = 1};
   const uint64_t q0 = ctx.modulus(0).value();
-  // Per selection, the first 300 coefficients (coefficient form) of row 0 of digit 0 of both of
-  // the bit's keys, scaled to words: b = -a s + e + P [m]_{q_0} (from m, and from m s).
+  // Per selection, the first 300 coefficients (coefficient form) of row 0 of the ciphertext's
+  // c0, scaled to words: c0 = -a z + e + m, m the bit in coefficients 0 .. k - 1 (times 2^-L').
   auto sample = [&](const he::SecretKey& key) -> MakeQueryFn {
     return [&](uint64_t start) {
-      const auto bits =
-          *he::ParseRgswCiphertexts(ctx, *MakeHybridSelection(ring, key, window, start));
+      const RlweSecret z = RlweSecret::FromKey(ring, key);
+      const std::vector<uint8_t> selection = *MakeHybridSelection(ring, z, window, start);
+      std::vector<uint64_t> row(ctx.n());
+      for (size_t c = 0; c < ctx.n(); ++c) {
+        uint32_t residue;
+        std::memcpy(&residue, selection.data() + 32 + 4 * c, 4);
+        row[c] = residue;
+      }
+      ring.ntt()[0].Inverse(row.data());
       std::vector<uint32_t> words;
-      for (const he::KeySwitchKey* k : {&bits[0].m, &bits[0].ms}) {
-        std::vector<uint64_t> row(k->b.begin(), k->b.begin() + ctx.n());
-        ctx.ntt(0).Inverse(row.data());
-        for (size_t c = 0; c < 300; ++c) {
-          words.push_back(
-              static_cast<uint32_t>((static_cast<unsigned __int128>(row[c]) << 32) / q0));
-        }
+      for (size_t c = 0; c < 300; ++c) {
+        words.push_back(static_cast<uint32_t>((static_cast<unsigned __int128>(row[c]) << 32) / q0));
       }
       return words;
     };
@@ -155,7 +158,7 @@ TEST(QueryPrivacyTest, HybridSelectionsAreIndistinguishableAndLeaksAreCaught) {
   const double statistic =
       MaxStatistic(Collect(kSelections, 0, sample(key)), Collect(kSelections, 1, sample(key)));
   EXPECT_LT(statistic, kCritical);
-  // A zero secret leaves b = e + P m: small, and across two windows P apart at coefficient 0.
+  // A zero secret leaves c0 = e + m: small, and across two windows apart at coefficients < k.
   he::SecretKey zero = key;
   std::fill(zero.ntt.begin(), zero.ntt.end(), 0);
   const double caught =
