@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "pir/he/keyswitch.h"
 #include "pir/he/poly.h"
+#include "pir/he/scratch.h"
 
 namespace veil::he {
 
@@ -127,23 +128,35 @@ void ExternalProduct(const BfvContext& ctx, const RgswCiphertext& g, const uint6
 void ExternalProduct(const BfvContext& ctx, const QRgswCiphertext& g, const uint64_t* x0,
                      const uint64_t* x1, uint64_t* out0, uint64_t* out1) {
   const size_t n = ctx.n(), k = ctx.q_size(), words = k * n, rows = k + 1;
-  std::vector<uint64_t> coefficients(words), digits(k * rows * n), acc(2 * words, 0);
-  // Half h's digits times its parts: c0's with the m parts, c1's with the m s parts. Digit i's
-  // first k rows (of DecomposeForKeySwitch's k + 1) are its lift to Q.
+  const size_t digit_words = k * rows * n;  // one half's DecomposeForKeySwitch output
+  // This thread's workspace (scratch.h): the coefficients, then both halves' digits.
+  uint64_t* coefficients = GetScratch(Scratch::kExternalProduct, words + 2 * digit_words);
+  uint64_t* digits = coefficients + words;
   for (size_t h = 0; h < 2; ++h) {
     const uint64_t* x = h == 0 ? x0 : x1;
-    std::copy_n(x, words, coefficients.begin());
-    InverseNtt(ctx.q_ntt(), coefficients.data());
-    DecomposeForKeySwitch(ctx, coefficients.data(), x, digits.data());
-    for (size_t i = 0; i < k; ++i) {
-      const uint64_t* part = g.parts.data() + (h * k + i) * 2 * words;
-      const uint64_t* digit = digits.data() + i * rows * n;
-      MultiplyAccumulateRows(ctx.q_ntt(), digit, part, acc.data());
-      MultiplyAccumulateRows(ctx.q_ntt(), digit, part + words, acc.data() + words);
+    std::copy_n(x, words, coefficients);
+    InverseNtt(ctx.q_ntt(), coefficients);
+    DecomposeForKeySwitch(ctx, coefficients, x, digits + h * digit_words);
+  }
+  // Output half o, row j, slot c: the sum over the halves h (c0's digits with the m parts, c1's
+  // with the m s parts) and digits i of digit_{h,i} part_{h,i,o}, reduced lazily: products are
+  // below q_j^2 < 2^124 (primes below 2^62, BfvParams), so 8 of them and a residue fit 128 bits.
+  for (size_t o = 0; o < 2; ++o) {
+    uint64_t* out = o == 0 ? out0 : out1;
+    for (size_t j = 0; j < k; ++j) {
+      const Modulus& q = ctx.modulus(j);
+      for (size_t c = 0; c < n; ++c) {
+        uint128_t sum = 0;
+        for (size_t t = 0; t < 2 * k; ++t) {  // t = h k + i
+          const uint64_t d = digits[t / k * digit_words + (t % k * rows + j) * n + c];
+          const uint64_t p = g.parts[(t * 2 + o) * words + j * n + c];
+          sum += static_cast<uint128_t>(d) * p;
+          if (t % 8 == 7) sum = q.Reduce(sum);
+        }
+        out[j * n + c] = q.Reduce(sum);
+      }
     }
   }
-  std::copy_n(acc.data(), words, out0);
-  std::copy_n(acc.data() + words, words, out1);
 }
 
 namespace {
@@ -152,12 +165,12 @@ template <typename Rgsw>
 void CMuxWith(const BfvContext& ctx, const Rgsw& g, const uint64_t* a0, const uint64_t* a1,
               const uint64_t* b0, const uint64_t* b1, uint64_t* out0, uint64_t* out1) {
   const size_t words = ctx.q_size() * ctx.n();
-  std::vector<uint64_t> d(2 * words);
-  SubRows(ctx.q_ntt(), b0, a0, d.data());
-  SubRows(ctx.q_ntt(), b1, a1, d.data() + words);
-  ExternalProduct(ctx, g, d.data(), d.data() + words, d.data(), d.data() + words);
-  AddRows(ctx.q_ntt(), a0, d.data(), out0);
-  AddRows(ctx.q_ntt(), a1, d.data() + words, out1);
+  uint64_t* d = GetScratch(Scratch::kCMux, 2 * words);
+  SubRows(ctx.q_ntt(), b0, a0, d);
+  SubRows(ctx.q_ntt(), b1, a1, d + words);
+  ExternalProduct(ctx, g, d, d + words, d, d + words);
+  AddRows(ctx.q_ntt(), a0, d, out0);
+  AddRows(ctx.q_ntt(), a1, d + words, out1);
 }
 
 }  // namespace

@@ -18,10 +18,14 @@ enum class Scratch : int {
   kRotate,   // a rotation's key-switched halves before the automorphism
   kOut0,     // key-switched halves (Q rows)
   kOut1,
-  kPoly,        // one polynomial
-  kMultiply,    // the extended polynomials of Multiply
-  kBabySteps,   // EncodedMatrix::Multiply: the baby steps in NTT form
-  kGiantSteps,  // and the giant steps' sums
+  kPoly,             // one polynomial
+  kMultiply,         // the extended polynomials of Multiply
+  kBabySteps,        // EncodedMatrix::Multiply: the baby steps in NTT form
+  kGiantSteps,       // and the giant steps' sums
+  kExternalProduct,  // ExternalProduct over Q (rgsw.h): coefficients, digits and sums
+  kCMux,             // CMux's difference of its inputs
+  kExpanded,         // pir/lattice's hybrid: a query's expanded ciphertexts before conversion
+  kSelection,        // and its CMux trees' inner nodes
   kCount,
 };
 

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/scratch.h"
 #include "pir/he/serialization.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/params.h"
@@ -111,8 +111,10 @@ absl::StatusOr<std::vector<he::QRgswCiphertext>> ExpandHybridSelection(
   const size_t k = ring.k(), words = k * ring.n();
   const uint32_t values = static_cast<uint32_t>(k * window.bits);
   // The expanded parts, per bit its k ciphertexts of bit g_i (c0 then c1), as ConvertToRgsw
-  // takes them.
-  std::vector<uint64_t> parts(values * 2 * words);
+  // takes them, in this thread's scratch (fresh pages per query cost more than the work).
+  const absl::Span<uint64_t> parts =
+      absl::MakeSpan(he::internal::GetScratch(he::internal::Scratch::kExpanded, values * 2 * words),
+                     values * 2 * words);
   if (absl::Status s = ExpandLweSecret(ring, keys, values, bytes, 1,
                                        [&](int, uint32_t count, const uint32_t* index,
                                            const uint64_t* beta, const uint64_t* alpha) {
@@ -145,33 +147,39 @@ absl::StatusOr<std::vector<RlweCiphertext>> SelectWindow(
                                                    window.groups, " and ", window.bits, ")"));
   }
   const he::BfvContext& ctx = *ring.expansion();
-  std::deque<RlweCiphertext> made;  // the trees' inner nodes (a deque: pointers stay valid)
+  const size_t words = ring.k() * ring.n(), leaves = size_t{1} << window.bits;
+  // A tree's inner nodes in this thread's scratch: level 1's node i in slot i, each later level
+  // overwriting the slots its children held (CMux may write over its first input).
+  uint64_t* slots = he::internal::GetScratch(he::internal::Scratch::kSelection,
+                                             std::max<size_t>(1, leaves / 2) * 2 * words);
+  struct Node {
+    const uint64_t* c0;
+    const uint64_t* c1;
+  };
   std::vector<RlweCiphertext> out;
   for (uint64_t j = 0; j < window.window; ++j) {
     // Leaves j .. j + G - 1, padded with the last.
-    std::vector<const RlweCiphertext*> level;
-    for (uint64_t i = 0; i < (uint64_t{1} << window.bits); ++i) {
-      level.push_back(&packed[j + std::min(i, window.starts - 1)]);
+    std::vector<Node> level;
+    for (uint64_t i = 0; i < leaves; ++i) {
+      const RlweCiphertext& leaf = packed[j + std::min(i, window.starts - 1)];
+      level.push_back({leaf.c0.data(), leaf.c1.data()});
     }
     for (uint32_t b = 0; b < window.bits; ++b) {
-      std::vector<const RlweCiphertext*> next(level.size() / 2);
-      for (size_t i = 0; i < next.size(); ++i) {
-        const RlweCiphertext* a = level[2 * i];
-        const RlweCiphertext* c = level[2 * i + 1];
-        if (a == c) {  // the padding (public): nothing to select
-          next[i] = a;
+      for (size_t i = 0; i < level.size() / 2; ++i) {
+        const Node a = level[2 * i], c = level[2 * i + 1];
+        if (a.c0 == c.c0) {  // the padding (public): nothing to select
+          level[i] = a;
           continue;
         }
-        RlweCiphertext& node = made.emplace_back();
-        node.c0.resize(a->c0.size());
-        node.c1.resize(a->c1.size());
-        he::internal::CMux(ctx, bits[b], a->c0.data(), a->c1.data(), c->c0.data(), c->c1.data(),
-                           node.c0.data(), node.c1.data());
-        next[i] = &node;
+        uint64_t* to = slots + i * 2 * words;
+        he::internal::CMux(ctx, bits[b], a.c0, a.c1, c.c0, c.c1, to, to + words);
+        level[i] = {to, to + words};
       }
-      level = std::move(next);
+      level.resize(level.size() / 2);
     }
-    out.push_back(*level[0]);
+    RlweCiphertext& selected = out.emplace_back();
+    selected.c0.assign(level[0].c0, level[0].c0 + words);
+    selected.c1.assign(level[0].c1, level[0].c1 + words);
   }
   return out;
 }
