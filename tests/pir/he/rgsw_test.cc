@@ -62,6 +62,19 @@ Ciphertext FromNtt(const BfvContext& ctx, std::vector<uint64_t> data) {
   return ct;
 }
 
+// Both halves (k rows each, NTT form) uniform: uniform digits, as the noise models assume.
+std::vector<uint64_t> UniformCiphertext(const BfvContext& ctx, std::mt19937_64& rng) {
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
+  std::vector<uint64_t> x(2 * words);
+  for (size_t h = 0; h < 2; ++h) {
+    for (size_t j = 0; j < k; ++j) {
+      const std::vector<uint64_t> row = RandomResidues(n, ctx.modulus(j).value(), rng);
+      std::copy(row.begin(), row.end(), x.begin() + h * words + j * n);
+    }
+  }
+  return x;
+}
+
 void ExpectCMuxSelects(const BfvContext& ctx, uint64_t salt) {
   std::mt19937_64 rng = Rng(salt);
   const SecretKey sk = GenerateSecretKey(ctx);
@@ -97,13 +110,7 @@ void ExpectNoiseAsPredicted(const BfvContext& ctx, uint64_t salt) {
   std::mt19937_64 rng = Rng(salt);
   const SecretKey sk = GenerateSecretKey(ctx);
   const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
-  std::vector<uint64_t> x(2 * words);
-  for (size_t h = 0; h < 2; ++h) {
-    for (size_t j = 0; j < k; ++j) {
-      const std::vector<uint64_t> row = RandomResidues(n, ctx.modulus(j).value(), rng);
-      std::copy(row.begin(), row.end(), x.begin() + h * words + j * n);
-    }
-  }
+  const std::vector<uint64_t> x = UniformCiphertext(ctx, rng);
   const Modulus& q0 = ctx.modulus(0);
   // Row 0 of c0 + c1 s (NTT form).
   auto phase = [&](const uint64_t* c) {
@@ -195,13 +202,7 @@ void ExpectQNoiseAsPredicted(const BfvContext& ctx, uint64_t salt) {
   std::mt19937_64 rng = Rng(salt);
   const SecretKey sk = GenerateSecretKey(ctx);
   const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
-  std::vector<uint64_t> x(2 * words);
-  for (size_t h = 0; h < 2; ++h) {
-    for (size_t j = 0; j < k; ++j) {
-      const std::vector<uint64_t> row = RandomResidues(n, ctx.modulus(j).value(), rng);
-      std::copy(row.begin(), row.end(), x.begin() + h * words + j * n);
-    }
-  }
+  const std::vector<uint64_t> x = UniformCiphertext(ctx, rng);
   // c0 + c1 s, coefficient form, k rows.
   auto phase = [&](const uint64_t* c) {
     std::vector<uint64_t> p(words);
