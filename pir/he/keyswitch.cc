@@ -1,6 +1,7 @@
 #include "pir/he/keyswitch.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "pir/he/dot_product.h"
@@ -104,6 +105,25 @@ void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, const uint6
       ctx.ntt(j).Forward(out);
     }
   }
+}
+
+double DigitMeanSquare(const BfvContext& ctx) {
+  double sum = 0;
+  for (size_t i = 0; i < ctx.q_size(); ++i) {
+    sum += std::pow(static_cast<double>(ctx.modulus(i).value()), 2) / 12;
+  }
+  return sum;
+}
+
+double KeyErrorVariance(const BfvContext& ctx) {
+  const double n = static_cast<double>(ctx.n());
+  const double p = static_cast<double>(ctx.modulus(ctx.q_size()).value());
+  return n * 10.5 * DigitMeanSquare(ctx) / (p * p);
+}
+
+double KeySwitchVariance(const BfvContext& ctx) {
+  const double n = static_cast<double>(ctx.n());
+  return KeyErrorVariance(ctx) + (1 + 2 * n / 3) / 12;
 }
 
 uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d, const uint64_t* d_ntt) {

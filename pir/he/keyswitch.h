@@ -22,6 +22,15 @@ void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, const uint6
 uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d,
                              const uint64_t* d_ntt = nullptr);
 
+// Noise of the key switching above, as variances per coefficient in units of Z_Q:
+// DigitMeanSquare = sum_i E[d_i^2], the digits uniform in (-q_i/2, q_i/2] (sum_i q_i^2 / 12);
+// KeyErrorVariance = N 10.5 DigitMeanSquare / P^2, the key's fresh errors (variance 10.5)
+// through the digits, over P; KeySwitchVariance = that plus ModDown's rounding
+// (1 + 2N / 3) / 12 (|r| <= 1/2 on each half, the second times the ternary s).
+double DigitMeanSquare(const BfvContext& ctx);
+double KeyErrorVariance(const BfvContext& ctx);
+double KeySwitchVariance(const BfvContext& ctx);
+
 // out0, out1 (QP rows, NTT form) = sum_i digit_i o (b_i, a_i) (dot_product.h kernels).
 void KeySwitchInnerProduct(const BfvContext& ctx, const uint64_t* digits, const KeySwitchKey& key,
                            uint64_t* out0, uint64_t* out1);

@@ -43,14 +43,8 @@ absl::Status CheckRgswCiphertext(const BfvContext& ctx, const RgswCiphertext& g,
 }
 
 double ExternalProductVariance(const BfvContext& ctx) {
-  const size_t k = ctx.q_size();
-  const double n = static_cast<double>(ctx.n());
-  double digit_square = 0;  // sum_i E[d_i^2], d_i uniform in (-q_i/2, q_i/2]
-  for (size_t i = 0; i < k; ++i) {
-    digit_square += std::pow(static_cast<double>(ctx.modulus(i).value()), 2) / 12;
-  }
-  const double p = static_cast<double>(ctx.modulus(k).value());
-  return 2 * n * 10.5 * digit_square / (p * p) + (1 + 2 * n / 3) / 12;
+  // Two inner products' key errors (from m and from m s), one ModDown.
+  return internal::KeyErrorVariance(ctx) + internal::KeySwitchVariance(ctx);
 }
 
 absl::StatusOr<QRgswCiphertext> ConvertToRgsw(const BfvContext& ctx, const KeySwitchKey& conversion,
@@ -85,22 +79,12 @@ absl::StatusOr<QRgswCiphertext> ConvertToRgsw(const BfvContext& ctx, const KeySw
 }
 
 double ConvertedVariance(const BfvContext& ctx, double m_variance) {
-  const size_t k = ctx.q_size();
   const double n = static_cast<double>(ctx.n());
-  double digit_square = 0;
-  for (size_t i = 0; i < k; ++i) {
-    digit_square += std::pow(static_cast<double>(ctx.modulus(i).value()), 2) / 12;
-  }
-  const double p = static_cast<double>(ctx.modulus(k).value());
-  return n * 2 / 3 * m_variance + n * 10.5 * digit_square / (p * p) + (1 + 2 * n / 3) / 12;
+  return n * 2 / 3 * m_variance + internal::KeySwitchVariance(ctx);
 }
 
 double QRgswProductVariance(const BfvContext& ctx, double m_variance, double ms_variance) {
-  double digit_square = 0;
-  for (size_t i = 0; i < ctx.q_size(); ++i) {
-    digit_square += std::pow(static_cast<double>(ctx.modulus(i).value()), 2) / 12;
-  }
-  return static_cast<double>(ctx.n()) * digit_square * (m_variance + ms_variance);
+  return static_cast<double>(ctx.n()) * internal::DigitMeanSquare(ctx) * (m_variance + ms_variance);
 }
 
 namespace internal {

@@ -378,10 +378,7 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
 double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n) {
   const size_t n = ctx.n();
   const double ring_n = static_cast<double>(n);
-  double digit_square = 0;  // sum_i E[d_i^2], d_i uniform in (-q_i/2, q_i/2]
-  for (uint64_t q : ctx.params().primes) digit_square += std::pow(static_cast<double>(q), 2) / 12;
-  const double p = static_cast<double>(ctx.params().special);
-  const double key_switch = ring_n * 10.5 * digit_square / (p * p) + (1 + 2 * ring_n / 3) / 12;
+  const double key_switch = he::internal::KeySwitchVariance(*ctx.expansion());
   const uint32_t levels = ExpansionLevels(lwe_n);
   // Depth first as the expansion: v[l] the coefficients' variances at the node of level l.
   std::vector<std::vector<double>> v(levels + 1, std::vector<double>(n));

@@ -83,10 +83,9 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
                              WorkerSpecialSink sink);
 
 // The mean, over the n leaves and their N coefficients, of the variance of K_j's error (in units
-// of Z_Q; the packing noise depends on that sum only): fresh errors of variance 10.5,
-// each key switch adding N 10.5 sum_i E[d_i^2] / P^2 (RNS digits d_i centered, uniform in
-// (-q_i/2, q_i/2]) plus ModDown's rounding (1 + 2N / 3) / 12, coefficients fixed by an
-// automorphism doubling.
+// of Z_Q; the packing noise depends on that sum only): fresh errors of variance 10.5, each key
+// switch adding he::internal::KeySwitchVariance, coefficients fixed by an automorphism
+// doubling. The ring must have a special prime (CheckExpansion).
 double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n);
 
 // PackingNoiseBound for expanded keys. Its worst case is far above the margin (a key switch's
