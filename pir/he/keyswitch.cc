@@ -70,8 +70,8 @@ void LiftCenteredReduce(const uint64_t* digit, size_t n, uint64_t q_i, uint64_t 
 }  // namespace
 
 void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, const uint64_t* d_ntt,
-                           uint64_t* digits) {
-  const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1;
+                           uint64_t* digits, bool to_special) {
+  const size_t n = ctx.n(), k = ctx.q_size(), rows = k + (to_special ? 1 : 0);
   for (size_t i = 0; i < k; ++i) {
     const uint64_t* digit = d + i * n;
     const uint64_t q_i = ctx.modulus(i).value(), half = q_i / 2;

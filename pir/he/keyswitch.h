@@ -15,9 +15,10 @@ namespace veil::he::internal {
 // The RNS digits of d (coefficient form, k rows): digit i = row i as integers centered in
 // (-q_i/2, q_i/2], lifted to every QP row and transformed, into `digits` (k x (k + 1) x N
 // residues). d_ntt, if not null, is d's NTT form (ctx.ntt(i) of row i, fully reduced), which is
-// digit i's transform modulo q_i (k of the k (k + 1) transforms saved).
+// digit i's transform modulo q_i (k of the k (k + 1) transforms saved). With to_special false the
+// digits are lifted to the Q rows only (k x k x N residues), for gadgets over Q (rgsw.h).
 void DecomposeForKeySwitch(const BfvContext& ctx, const uint64_t* d, const uint64_t* d_ntt,
-                           uint64_t* digits);
+                           uint64_t* digits, bool to_special = true);
 // The same into this thread's Scratch::kDigits buffer (scratch.h), returned.
 uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d,
                              const uint64_t* d_ntt = nullptr);

@@ -111,8 +111,8 @@ void ExternalProduct(const BfvContext& ctx, const RgswCiphertext& g, const uint6
 
 void ExternalProduct(const BfvContext& ctx, const QRgswCiphertext& g, const uint64_t* x0,
                      const uint64_t* x1, uint64_t* out0, uint64_t* out1) {
-  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n, rows = k + 1;
-  const size_t digit_words = k * rows * n;  // one half's DecomposeForKeySwitch output
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n;
+  const size_t digit_words = k * words;  // one half's digits, lifted to the Q rows only
   // This thread's workspace (scratch.h): the coefficients, then both halves' digits.
   uint64_t* coefficients = GetScratch(Scratch::kExternalProduct, words + 2 * digit_words);
   uint64_t* digits = coefficients + words;
@@ -120,7 +120,7 @@ void ExternalProduct(const BfvContext& ctx, const QRgswCiphertext& g, const uint
     const uint64_t* x = h == 0 ? x0 : x1;
     std::copy_n(x, words, coefficients);
     InverseNtt(ctx.q_ntt(), coefficients);
-    DecomposeForKeySwitch(ctx, coefficients, x, digits + h * digit_words);
+    DecomposeForKeySwitch(ctx, coefficients, x, digits + h * digit_words, false);
   }
   // Output half o, row j, slot c: the sum over the halves h (c0's digits with the m parts, c1's
   // with the m s parts) and digits i of digit_{h,i} part_{h,i,o}, reduced lazily: products are
@@ -132,7 +132,7 @@ void ExternalProduct(const BfvContext& ctx, const QRgswCiphertext& g, const uint
       for (size_t c = 0; c < n; ++c) {
         uint128_t sum = 0;
         for (size_t t = 0; t < 2 * k; ++t) {  // t = h k + i
-          const uint64_t d = digits[t / k * digit_words + (t % k * rows + j) * n + c];
+          const uint64_t d = digits[t / k * digit_words + (t % k * k + j) * n + c];
           const uint64_t p = g.parts[(t * 2 + o) * words + j * n + c];
           sum += static_cast<uint128_t>(d) * p;
           if (t % 8 == 7) sum = q.Reduce(sum);
