@@ -23,6 +23,14 @@ absl::Status CheckSimple(const Shape& shape, PackedProtocol protocol) {
   return absl::OkStatus();
 }
 
+// A session's keys under `key`: the hybrid's add the conversion key (hybrid.h).
+absl::StatusOr<std::vector<uint8_t>> MakeSessionKeys(const RingContext& ring,
+                                                     const he::SecretKey& key,
+                                                     PackedProtocol protocol) {
+  if (protocol == PackedProtocol::kHybrid) return MakeHybridKeys(ring, key);
+  return MakeExpansionKeys(ring, key, kLweDimension);
+}
+
 }  // namespace
 
 const char* PackedProtocolName(PackedProtocol protocol) {
@@ -72,8 +80,7 @@ uint64_t PackedSimpleServer::key_bytes() const {
 }
 
 absl::StatusOr<std::vector<uint8_t>> PackedSimpleServer::MakeKeys(const he::SecretKey& key) const {
-  if (protocol_ == PackedProtocol::kHybrid) return MakeHybridKeys(ring_, key);
-  return PackedServer::MakeKeys(key);
+  return MakeSessionKeys(ring_, key, protocol_);
 }
 
 absl::StatusOr<he::GaloisKeys> PackedSimpleServer::ParseKeys(
@@ -171,9 +178,7 @@ absl::StatusOr<std::unique_ptr<PackedSimpleClient>> PackedSimpleClient::Create(
   if (!ctx.ok()) return ctx.status();
   if (absl::Status s = CheckExpansion(*ctx, kLweDimension); !s.ok()) return s;
   he::SecretKey key = he::GenerateSecretKey(*ctx->expansion());
-  absl::StatusOr<std::vector<uint8_t>> keys = protocol == PackedProtocol::kHybrid
-                                                  ? MakeHybridKeys(*ctx, key)
-                                                  : MakeExpansionKeys(*ctx, key, kLweDimension);
+  absl::StatusOr<std::vector<uint8_t>> keys = MakeSessionKeys(*ctx, key, protocol);
   if (!keys.ok()) return keys.status();
   return std::unique_ptr<PackedSimpleClient>(
       new PackedSimpleClient(config, *std::move(ctx), protocol, key, *std::move(keys)));
