@@ -3,8 +3,10 @@
 // (gpu/expansion.h), which stay on the device per session (gpu/internal/key_cache.h), and the n
 // leaves are summed against the packing matrix where they lie (gpu/packing.h); only the sums
 // (ceil(D1 / N) x 2 k N residues) come back; the packed ciphertexts' switch to q' runs there
-// too (GpuResponseSwitch). Bit for bit lattice::CpuPackingEngine; the servers' --backend=gpu
-// (server/backend_select.h). This header includes no CUDA headers.
+// too (GpuResponseSwitch). Bit for bit lattice::CpuPackingEngine's full expansion (no deferred
+// levels: the CPU's default folds the bottom levels into its matrix, deferred_packing.h, which
+// this engine does not yet); the servers' --backend=gpu (server/backend_select.h). This header
+// includes no CUDA headers.
 #ifndef VEIL_GPU_EXPPACK_H_
 #define VEIL_GPU_EXPPACK_H_
 

@@ -26,6 +26,8 @@ enum class Scratch : int {
   kCMux,             // CMux's difference of its inputs
   kExpanded,         // pir/lattice's hybrid: a query's expanded ciphertexts before conversion
   kSelection,        // and its CMux trees' inner nodes
+  kPackSums,         // pir/lattice's packing sums, one accumulator per worker
+  kPackRotated,      // and the deferred packing's switched sums
   kCount,
 };
 

@@ -4,16 +4,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "pir/he/dot_product.h"
 #include "pir/he/keyswitch.h"
 #include "pir/he/modarith_hd.h"
+#include "pir/he/parallel.h"
 #include "pir/he/poly.h"
 #include "pir/he/sampling.h"
 #include "pir/he/serialization.h"
@@ -169,10 +170,29 @@ uint32_t ExpansionLevels(uint32_t lwe_n) {
   return levels;
 }
 
+uint32_t DeferredLevels(uint32_t lwe_n) {
+  return std::min(kDeferredLevels, ExpansionLevels(lwe_n));
+}
+
+uint32_t DeferredElement(const RingContext& ctx, uint32_t lwe_n, uint32_t deferred, uint32_t mask) {
+  const uint32_t levels = ExpansionLevels(lwe_n);
+  const uint64_t two_n = 2 * ctx.n();
+  uint64_t element = 1;
+  for (uint32_t b = 0; b < deferred; ++b) {
+    if ((mask >> b & 1) != 0)
+      element = element * ((ctx.n() >> (levels - deferred + b)) + 1) % two_n;
+  }
+  return static_cast<uint32_t>(element);
+}
+
 std::vector<uint32_t> ExpansionElements(const RingContext& ctx, uint32_t lwe_n) {
   std::vector<uint32_t> elements;
   for (uint32_t l = 0; l < ExpansionLevels(lwe_n); ++l) {
     elements.push_back(static_cast<uint32_t>(ctx.n() >> l) + 1);
+  }
+  for (uint32_t mask = 1; mask < (1u << DeferredLevels(lwe_n)); ++mask) {
+    if (std::popcount(mask) >= 2)
+      elements.push_back(DeferredElement(ctx, lwe_n, DeferredLevels(lwe_n), mask));
   }
   return elements;
 }
@@ -201,7 +221,7 @@ absl::StatusOr<std::vector<uint8_t>> MakeExpansionKeys(const RingContext& ctx,
 uint64_t ExpansionKeyBytes(const RingContext& ctx, uint32_t lwe_n) {
   if (ctx.expansion() == nullptr) return 0;
   // Header (magic, version, kind, parameter id), the count, then the keys with their elements.
-  return 12 + 4 + ExpansionLevels(lwe_n) * he::GaloisKeyBytes(*ctx.expansion());
+  return 12 + 4 + ExpansionElements(ctx, lwe_n).size() * he::GaloisKeyBytes(*ctx.expansion());
 }
 
 absl::StatusOr<he::GaloisKeys> ParseExpansionKeys(const RingContext& ctx, uint32_t lwe_n,
@@ -213,10 +233,10 @@ absl::StatusOr<he::GaloisKeys> ParseExpansionKeys(const RingContext& ctx, uint32
   bool exact = keys->keys.size() == elements.size();
   for (uint32_t g : elements) exact = exact && keys->keys.count(g) == 1;
   if (!exact) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expansion keys for n = ", lwe_n, " are the Galois keys of the ",
-                     elements.size(), " elements N / 2^l + 1 (l < ", elements.size(),
-                     "); these hold ", keys->keys.size(), " other keys"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expansion keys for n = ", lwe_n, " are the Galois keys of the ", elements.size(),
+        " elements N / 2^l + 1 (l < ", ExpansionLevels(lwe_n),
+        ") and the deferred levels' products; these hold ", keys->keys.size(), " other keys"));
   }
   return keys;
 }
@@ -281,7 +301,8 @@ absl::StatusOr<std::vector<const he::KeySwitchKey*>> ExpansionLevelKeys(const Ri
                                                                         uint32_t lwe_n) {
   if (absl::Status s = CheckExpansion(ctx, lwe_n); !s.ok()) return s;
   std::vector<const he::KeySwitchKey*> out;
-  for (uint32_t g : ExpansionElements(ctx, lwe_n)) {
+  for (uint32_t l = 0; l < ExpansionLevels(lwe_n); ++l) {
+    const uint32_t g = static_cast<uint32_t>(ctx.n() >> l) + 1;
     absl::StatusOr<const he::KeySwitchKey*> key =
         he::internal::FindGaloisKey(*ctx.expansion(), keys, g);
     if (!key.ok()) {
@@ -354,7 +375,7 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
     }
     frontier = std::move(next);
   }
-  // Workers take subtrees from a shared counter; worker 0 is this thread.
+  // Workers take subtrees from a shared counter; worker 0 is this thread, the others the pool's.
   std::atomic<size_t> next{0};
   auto work = [&](int worker) {
     // The sink an Expander refers to (a FunctionRef) outlives it: a named local.
@@ -367,19 +388,17 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
       if (!frontier[i].empty()) expander.Run(split, static_cast<uint32_t>(i), frontier[i].data());
     }
   };
-  std::vector<std::thread> pool;
   const int workers = static_cast<int>(std::min<size_t>(threads, frontier.size()));
-  for (int w = 1; w < workers; ++w) pool.emplace_back(work, w);
-  work(0);
-  for (std::thread& t : pool) t.join();
+  he::internal::ParallelFor(workers, workers, [&](size_t w) { work(static_cast<int>(w)); });
   return absl::OkStatus();
 }
 
-double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n) {
+double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n, uint32_t deferred_levels) {
   const size_t n = ctx.n();
   const double ring_n = static_cast<double>(n);
   const double key_switch = he::internal::KeySwitchVariance(*ctx.expansion());
   const uint32_t levels = ExpansionLevels(lwe_n);
+  const uint32_t switched = levels - std::min(deferred_levels, levels);  // levels with a switch
   // Depth first as the expansion: v[l] the coefficients' variances at the node of level l.
   std::vector<std::vector<double>> v(levels + 1, std::vector<double>(n));
   std::fill(v[0].begin(), v[0].end(), 10.5);
@@ -404,8 +423,9 @@ double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n) {
       const double x = v[level][c];
       const double plus = fixed_sign[c] == 0 ? x + rotated[c] : (fixed_sign[c] > 0 ? 4 * x : 0);
       const double minus = fixed_sign[c] == 0 ? x + rotated[c] : (fixed_sign[c] > 0 ? 0 : 4 * x);
-      left[c] = plus + key_switch;
-      right[(c + n - step) % n] = minus + key_switch;  // times X^{-2^l}: a cyclic shift
+      const double added = level < switched ? key_switch : 0;
+      left[c] = plus + added;
+      right[(c + n - step) % n] = minus + added;  // times X^{-2^l}: a cyclic shift
     }
     v[level + 1] = left;
     self(self, level + 1, index);
@@ -418,9 +438,20 @@ double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n) {
   return total / (static_cast<double>(lwe_n) * ring_n);
 }
 
-PackingNoise ExpPackNoiseBound(const RingContext& ctx, uint32_t lwe_n) {
-  return PackingNoiseForKeys(ctx, lwe_n, ExpandedKeyVariance(ctx, lwe_n),
-                             std::numeric_limits<double>::infinity());
+PackingNoise ExpPackNoiseBound(const RingContext& ctx, uint32_t lwe_n, uint32_t deferred_levels) {
+  PackingNoise noise =
+      PackingNoiseForKeys(ctx, lwe_n, ExpandedKeyVariance(ctx, lwe_n, deferred_levels),
+                          std::numeric_limits<double>::infinity());
+  // The deferred levels' key switches, one per deferred element, on the packed ciphertext.
+  const uint32_t deferred = std::min(deferred_levels, ExpansionLevels(lwe_n));
+  double q = 1;
+  for (uint64_t p : ctx.params().primes) q *= static_cast<double>(p);
+  const double at_q = std::ldexp(1.0, 32) / q;
+  const double switches = static_cast<double>((1u << deferred) - 1);
+  noise.sigma =
+      std::sqrt(noise.sigma * noise.sigma +
+                switches * he::internal::KeySwitchVariance(*ctx.expansion()) * at_q * at_q);
+  return noise;
 }
 
 bool ExpPackNoiseWithinRule(const RingContext& ctx, uint32_t lwe_n) {

@@ -40,7 +40,18 @@ namespace veil::lattice {
 
 // L = ceil(log2 n) (0 for n = 1).
 uint32_t ExpansionLevels(uint32_t lwe_n);
-// g_l = N / 2^l + 1 for l < L.
+// The CPU's packing defers the expansion's bottom D = min(kDeferredLevels, L) levels into its
+// matrix (deferred_packing.h): it then needs the keys of the products of those levels' elements
+// too. D = 3 adds 4 keys (670 KB) to the 10 and saves 1,023 - 127 - 7 G of the 1,023 key switches
+// per query (G the response's ciphertexts).
+inline constexpr uint32_t kDeferredLevels = 3;
+uint32_t DeferredLevels(uint32_t lwe_n);
+// The product mod 2N of g_l over the bottom `deferred` levels l = L - deferred + b for the bits
+// b of `mask` (deferred <= L, mask < 2^deferred; 1 for mask 0).
+uint32_t DeferredElement(const RingContext& ctx, uint32_t lwe_n, uint32_t deferred, uint32_t mask);
+// The session keys' elements: g_l = N / 2^l + 1 for l < L, then DeferredElement(D, mask) for the
+// masks with two bits or more, in increasing order: L + 2^D - 1 - D elements (and so the
+// products for any D' <= D levels deferred).
 std::vector<uint32_t> ExpansionElements(const RingContext& ctx, uint32_t lwe_n);
 
 // Returns FAILED_PRECONDITION without a special prime (RingContext::expansion() null),
@@ -85,16 +96,20 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
 // The mean, over the n leaves and their N coefficients, of the variance of K_j's error (in units
 // of Z_Q; the packing noise depends on that sum only): fresh errors of variance 10.5, each key
 // switch adding he::internal::KeySwitchVariance, coefficients fixed by an automorphism
-// doubling. The ring must have a special prime (CheckExpansion).
-double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n);
+// doubling. With deferred_levels the bottom levels (up to L) add no switch: their leaves are
+// never formed (deferred_packing.h). The ring must have a special prime (CheckExpansion).
+double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n, uint32_t deferred_levels = 0);
 
 // PackingNoiseBound for expanded keys. Its worst case is far above the margin (a key switch's
 // worst case is huge), so the rule is on sigma instead: packing's error may exceed 1/256 of
 // LWE's rounding margin (as PackingNoiseWithinRule) with probability at most 2^-40 per word,
 // i.e. 7.54 sigma <= (Delta / 2) / 256 for a Gaussian (2 exp(-t^2 / 2 sigma^2) <= 2^-40).
 // Holds for RingParams::Default() at n = 1024 (sigma 124.4 ~ 2^7.0 words, most of it the switch to
-// q'; the limit is 2^12.1).
-PackingNoise ExpPackNoiseBound(const RingContext& ctx, uint32_t lwe_n);
+// q'; the limit is 2^12.1). With deferred_levels (the CPU's packing, deferred_packing.h): the
+// keys of ExpandedKeyVariance(deferred_levels) and the 2^D - 1 switches of the packed
+// ciphertext. The rule is on the full expansion's (a device's engine expands fully).
+PackingNoise ExpPackNoiseBound(const RingContext& ctx, uint32_t lwe_n,
+                               uint32_t deferred_levels = 0);
 bool ExpPackNoiseWithinRule(const RingContext& ctx, uint32_t lwe_n);
 
 namespace internal {

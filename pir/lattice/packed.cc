@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/scratch.h"
 #include "pir/lattice/expansion.h"
 
 namespace veil::lattice {
@@ -40,6 +41,16 @@ absl::Status CheckSumsArguments(const std::shared_ptr<const he::GaloisKeys>& key
 
 }  // namespace internal
 
+CpuPackingEngine::CpuPackingEngine(const RingContext& ctx, const PackingMatrix& matrix,
+                                   uint32_t deferred_levels, int threads)
+    : ctx_(ctx), matrix_(matrix) {
+  if (deferred_levels == 0 || ExpansionLevels(matrix.lwe_n()) == 0) return;
+  // Fails only for an n above N, which every Sums refuses (CheckExpansion).
+  absl::StatusOr<DeferredPacking> deferred =
+      DeferredPacking::Create(ctx, matrix, deferred_levels, std::max(threads, 1));
+  if (deferred.ok()) deferred_.emplace(*std::move(deferred));
+}
+
 absl::Status CpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                                     absl::Span<const uint8_t> ciphertext, int threads,
                                     absl::Span<uint64_t> sums) const {
@@ -48,8 +59,15 @@ absl::Status CpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>&
     return s;
   }
   if (threads < 1) return absl::InvalidArgumentError("packing sums need at least one thread");
+  if (deferred_) return deferred_->Sums(*keys, ciphertext, threads, sums);
   // One accumulator per worker of the expansion, merged.
-  std::vector<PackAccumulator> acc(threads, PackAccumulator(ctx_, matrix_));
+  const uint64_t words = PackingSumWords(ctx_, matrix_);
+  uint64_t* storage = he::internal::GetScratch(he::internal::Scratch::kPackSums, threads * words);
+  std::vector<PackAccumulator> acc;
+  acc.reserve(threads);
+  for (int w = 0; w < threads; ++w) {
+    acc.emplace_back(ctx_, matrix_, absl::MakeSpan(storage + w * words, words));
+  }
   const absl::Status expanded = ExpandLweSecret(
       ctx_, *keys, matrix_.lwe_n(), ciphertext, threads,
       [&acc](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,

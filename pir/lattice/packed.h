@@ -8,12 +8,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "pir/he/bfv.h"
+#include "pir/lattice/deferred_packing.h"
+#include "pir/lattice/expansion.h"
 #include "pir/lattice/packing.h"
 #include "pir/lattice/rlwe.h"
 #include "pir/lattice/server.h"
@@ -64,13 +67,17 @@ absl::Status CheckSumsArguments(const std::shared_ptr<const he::GaloisKeys>& key
                                 uint64_t sum_words, absl::Span<const uint64_t> sums);
 }  // namespace internal
 
-// ExpandLweSecret into one PackAccumulator per thread, merged; SwitchResponse. Ring and matrix
-// must outlive it.
+// The CPU's sums: with deferred_levels > 0 DeferredPacking's (deferred_packing.h: the folded
+// matrix built here on `threads` threads), else the full expansion (ExpandLweSecret into one
+// PackAccumulator per thread, merged), which a device's engine equals bit for bit. Both sums
+// decrypt alike; their noise differs. SwitchResponse. Ring and matrix must outlive it.
 class CpuPackingEngine final : public PackingEngine {
  public:
-  CpuPackingEngine(const RingContext& ctx, const PackingMatrix& matrix)
-      : ctx_(ctx), matrix_(matrix) {}
+  CpuPackingEngine(const RingContext& ctx, const PackingMatrix& matrix,
+                   uint32_t deferred_levels = kDeferredLevels, int threads = 1);
   std::string name() const override { return "cpu"; }
+  // 0 when the engine expands fully.
+  uint32_t deferred_levels() const { return deferred_ ? deferred_->levels() : 0; }
   absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                     absl::Span<const uint8_t> ciphertext, int threads,
                     absl::Span<uint64_t> sums) const override;
@@ -80,6 +87,7 @@ class CpuPackingEngine final : public PackingEngine {
  private:
   const RingContext& ctx_;
   const PackingMatrix& matrix_;
+  std::optional<DeferredPacking> deferred_;
 };
 
 // A lookup as the client made it: what travels, and what decodes the response (lwe-exppack-d

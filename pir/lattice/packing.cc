@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "pir/he/dot_product.h"
@@ -122,6 +123,20 @@ absl::StatusOr<PackingMatrix> PackingMatrix::Create(const RingContext& ctx,
   return m;
 }
 
+absl::StatusOr<PackingMatrix> PackingMatrix::FromPolynomials(const RingContext& ctx,
+                                                             uint64_t groups, uint32_t lwe_n,
+                                                             std::vector<uint32_t> ntt) {
+  const size_t stride = ctx.k() * ctx.n();
+  if (groups == 0 || lwe_n == 0 || ntt.size() != groups * lwe_n * stride) {
+    return absl::InvalidArgumentError(absl::StrCat("a packing matrix of ", groups, " x ", lwe_n,
+                                                   " polynomials needs ", groups * lwe_n * stride,
+                                                   " residues, got ", ntt.size()));
+  }
+  PackingMatrix m(groups * ctx.n(), lwe_n, groups, stride);
+  m.ntt_ = std::move(ntt);
+  return m;
+}
+
 absl::StatusOr<PackingMatrix> PackingMatrix::Groups(const RingContext& ctx, uint64_t first,
                                                     uint64_t count) const {
   if (count == 0 || first >= groups_ || count > groups_ - first || stride_ != ctx.k() * ctx.n()) {
@@ -138,8 +153,15 @@ absl::StatusOr<PackingMatrix> PackingMatrix::Groups(const RingContext& ctx, uint
 PackAccumulator::PackAccumulator(const RingContext& ctx, const PackingMatrix& matrix)
     : ctx_(ctx),
       matrix_(matrix),
-      sums_(matrix.groups() * 2 * ctx.k() * ctx.n(), 0),
+      owned_(PackingSumWords(ctx, matrix), 0),
+      sums_(absl::MakeSpan(owned_)),
       added_(matrix.lwe_n(), false) {}
+
+PackAccumulator::PackAccumulator(const RingContext& ctx, const PackingMatrix& matrix,
+                                 absl::Span<uint64_t> storage)
+    : ctx_(ctx), matrix_(matrix), sums_(storage), added_(matrix.lwe_n(), false) {
+  std::fill(sums_.begin(), sums_.end(), 0);
+}
 
 void PackAccumulator::Add(uint32_t count, const uint32_t* index, const uint64_t* beta,
                           const uint64_t* alpha) {

@@ -73,6 +73,12 @@ class PackingMatrix {
   static absl::StatusOr<PackingMatrix> Create(const RingContext& ctx, absl::Span<const uint32_t> a,
                                               uint64_t rows, uint32_t lwe_n);
 
+  // A matrix of polynomials already in NTT form (groups x lwe_n x k x N residues below their
+  // primes, group-major), for sums that are not of LWE rows (deferred_packing.h): rows() is
+  // groups x N. Returns INVALID_ARGUMENT for no groups, lwe_n 0 or another size.
+  static absl::StatusOr<PackingMatrix> FromPolynomials(const RingContext& ctx, uint64_t groups,
+                                                       uint32_t lwe_n, std::vector<uint32_t> ntt);
+
   uint64_t rows() const { return rows_; }
   uint32_t lwe_n() const { return lwe_n_; }
   uint64_t groups() const { return groups_; }
@@ -105,6 +111,13 @@ class PackAccumulator {
  public:
   // Both must outlive the accumulator.
   PackAccumulator(const RingContext& ctx, const PackingMatrix& matrix);
+  // The same summing into `storage` (PackingSumWords long, zeroed here; it must outlive the
+  // accumulator): a buffer the caller reuses, since fresh megabytes per query cost page faults.
+  PackAccumulator(const RingContext& ctx, const PackingMatrix& matrix,
+                  absl::Span<uint64_t> storage);
+  PackAccumulator(PackAccumulator&&) = default;
+  PackAccumulator(const PackAccumulator&) = delete;
+  PackAccumulator& operator=(const PackAccumulator&) = delete;
 
   // Keys index[0 .. count) (count <= kPackKeysPerBlock), their halves beta and alpha in NTT form
   // over Q, count x k x N residues each, used for every group now.
@@ -123,7 +136,8 @@ class PackAccumulator {
  private:
   const RingContext& ctx_;
   const PackingMatrix& matrix_;
-  std::vector<uint64_t> sums_;  // per group: (sum_j A_{g,j} beta_j, sum_j A_{g,j} alpha_j)
+  std::vector<uint64_t> owned_;  // unless the caller lent the storage
+  absl::Span<uint64_t> sums_;    // per group: (sum_j A_{g,j} beta_j, sum_j A_{g,j} alpha_j)
   std::vector<bool> added_;
   uint64_t added_count_ = 0;
   bool duplicate_ = false;

@@ -27,7 +27,7 @@ TEST(ExpPackGpu, SumsEqualTheCpuEngine) {
   const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::RingParams::Default());
   const uint32_t n = lattice::kLweDimension;
   const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 3 * 4096 - 7, n, gen);
-  const lattice::CpuPackingEngine cpu(ctx, matrix);
+  const lattice::CpuPackingEngine cpu(ctx, matrix, /*deferred_levels=*/0);
   auto gpu = GpuPackingEngine::Create(ctx, matrix);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   for (int s = 0; s < 2; ++s) {

@@ -1,8 +1,8 @@
 // The packed servers' GPU engine with its kernels' phases run on the host (gpu/exppack.h's
-// HostRunPackingEngine): its sums equal lattice::CpuPackingEngine' bit for bit; a packed server
-// using it answers byte for byte as on the CPU and every record decodes; each session's keys are
-// made once while they live (the device's key cache), never confused with other keys at the
-// same address, and bounded; bad input.
+// HostRunPackingEngine): its sums equal lattice::CpuPackingEngine's full expansion bit for bit; a
+// packed server using it answers byte for byte as on the CPU and every record decodes; each
+// session's keys are made once while they live (the device's key cache), never confused with other
+// keys at the same address, and bounded; bad input.
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -56,7 +56,7 @@ TEST(ExpPackHostRun, SumsEqualTheCpuEngine) {
     const auto session = std::make_shared<const testing::Session>(ctx, c.lwe_n);
     const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
     const std::vector<uint8_t> ct = SecretCiphertext(ctx, *session, c.lwe_n, gen);
-    const lattice::CpuPackingEngine cpu(ctx, matrix);
+    const lattice::CpuPackingEngine cpu(ctx, matrix, /*deferred_levels=*/0);
     auto host = HostRunPackingEngine::Create(ctx, matrix);
     ASSERT_TRUE(host.ok()) << host.status();
     EXPECT_EQ(SumsOf(**host, ctx, matrix, keys, ct), SumsOf(cpu, ctx, matrix, keys, ct))
@@ -79,6 +79,10 @@ TEST(ExpPackHostRun, PackedServersAnswerAsOnTheCpu) {
   auto cpu = lattice::PackedSimpleServer::Create(make_lwe(), ring);
   auto gpu = lattice::PackedSimpleServer::Create(make_lwe(), ring);
   ASSERT_TRUE(cpu.ok() && gpu.ok());
+  // The device engines expand fully: so does the CPU engine they are compared with (a server's
+  // default defers levels, deferred_packing.h, and its bytes differ in their noise).
+  (*cpu)->set_packing_engine(
+      std::make_unique<lattice::CpuPackingEngine>((*cpu)->ring(), (*cpu)->matrix(), 0));
   auto engine = HostRunPackingEngine::Create((*gpu)->ring(), (*gpu)->matrix());
   ASSERT_TRUE(engine.ok()) << engine.status();
   const HostRunPackingEngine* host = engine->get();
@@ -136,7 +140,7 @@ TEST(ExpPackHostRun, KeysAreMadeOncePerLiveSessionAndNeverConfused) {
   const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::testing::SmallRing());
   const uint32_t n = 8;
   const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 300, n, gen);
-  const lattice::CpuPackingEngine cpu(ctx, matrix);
+  const lattice::CpuPackingEngine cpu(ctx, matrix, /*deferred_levels=*/0);
   auto engine = HostRunPackingEngine::Create(ctx, matrix, /*max_sessions=*/2);
   ASSERT_TRUE(engine.ok());
   const HostRunPackingEngine& host = **engine;
@@ -227,8 +231,8 @@ TEST(ExpPackHostRun, RefusesBadInput) {
   bad.c1.assign(ctx.k() * ctx.n() - 1, 1);
   EXPECT_FALSE((*host)->Switch({&bad, 1}).ok());
   // The CPU engine refuses the same.
-  EXPECT_FALSE(lattice::CpuPackingEngine(ctx, matrix).Switch({&bad, 1}).ok());
-  const lattice::CpuPackingEngine cpu(ctx, matrix);
+  EXPECT_FALSE(lattice::CpuPackingEngine(ctx, matrix, 0).Switch({&bad, 1}).ok());
+  const lattice::CpuPackingEngine cpu(ctx, matrix, /*deferred_levels=*/0);
   EXPECT_THAT(cpu.Sums(nullptr, ct, 1, absl::MakeSpan(sums)).message(), HasSubstr("no keys"));
   EXPECT_THAT(cpu.Sums(lattice::BorrowKeys(small.keys), ct, 1, absl::MakeSpan(sums)).message(),
               HasSubstr("lack the Galois key"));

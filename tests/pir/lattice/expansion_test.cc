@@ -132,7 +132,9 @@ TEST(ExpansionTest, AwkwardCountsExpandEveryIndexOnce) {
   const RingContext ctx = DefaultContext();
   for (const uint32_t lwe_n : {1u, 3u, 300u}) {
     const Session session(ctx, lwe_n);
-    EXPECT_EQ(session.keys.keys.size(), ExpansionLevels(lwe_n));
+    // The levels' elements and the deferred levels' products (two of them or more).
+    const uint32_t deferred = DeferredLevels(lwe_n);
+    EXPECT_EQ(session.keys.keys.size(), ExpansionLevels(lwe_n) + (1u << deferred) - 1 - deferred);
     std::vector<uint32_t> secret(lwe_n);
     SeededSource rng(Seed(1) + lwe_n);
     SampleSecret(rng, absl::MakeSpan(secret));
@@ -161,7 +163,9 @@ std::vector<uint32_t> ExpPackAndUnpack(const RingContext& ctx, const LweBatch& l
   const Session session(ctx, lwe_n);
   const std::vector<uint8_t> ct = *EncryptLweSecret(ctx, session.z, lwe.secret);
   const PackingMatrix matrix = *PackingMatrix::Create(ctx, lwe.a, rows, lwe_n);
-  std::vector<PackAccumulator> acc(2, PackAccumulator(ctx, matrix));
+  std::vector<PackAccumulator> acc;
+  acc.emplace_back(ctx, matrix);
+  acc.emplace_back(ctx, matrix);
   const absl::Status s = ExpandLweSecret(
       ctx, session.keys, lwe_n, ct, 2,
       [&acc](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
@@ -216,8 +220,9 @@ TEST(ExpansionTest, ByteSizesEqualTheFormulas) {
   // 32 + 4 k N; the keys: 16 bytes of header and count, then per element 4 + 32 (its seed) and
   // k digits of k + 1 bit-packed rows (3 x 29 + 22 bits per coefficient): 167,460 bytes.
   EXPECT_EQ(SecretCiphertextBytes(ctx), 49184u);
-  EXPECT_EQ(ExpansionKeyBytes(ctx, kLweDimension), 16u + 10 * (36 + 3 * 4096 * 109 / 8));
-  EXPECT_EQ(ExpansionKeyBytes(ctx, kLweDimension), 1674616u);
+  // Ten levels, and 2^3 - 1 - 3 products of the three deferred ones: 14 elements.
+  EXPECT_EQ(ExpansionKeyBytes(ctx, kLweDimension), 16u + 14 * (36 + 3 * 4096 * 109 / 8));
+  EXPECT_EQ(ExpansionKeyBytes(ctx, kLweDimension), 2344456u);
   const Session session(ctx, kLweDimension);
   EXPECT_EQ(session.wire.size(), ExpansionKeyBytes(ctx, kLweDimension));
   std::vector<uint32_t> secret(kLweDimension, 5);
@@ -234,7 +239,8 @@ TEST(ExpansionTest, RefusesBadKeysAndCiphertexts) {
   expect_invalid(CheckExpansion(ctx, 4097), "not 4097");
   const Session session(ctx, 512);
   expect_invalid(ParseExpansionKeys(ctx, 1024, session.wire).status(),
-                 "the 10 elements N / 2^l + 1 (l < 10); these hold 9 other keys");
+                 "the 14 elements N / 2^l + 1 (l < 10) and the deferred levels' products; "
+                 "these hold 13 other keys");
   expect_invalid(
       ParseExpansionKeys(ctx, 512, absl::MakeConstSpan(session.wire).first(1000)).status(), "");
   std::vector<uint32_t> secret(512, 9);

@@ -71,7 +71,7 @@ TEST(HybridWindowTest, CoversEveryRecordsGroupsWithTheFewestBits) {
   // residues, with the he header).
   EXPECT_EQ(HybridKeyBytes(ring),
             ExpansionKeyBytes(ring, kLweDimension) + 12 + 32 + 3 * 4096 * (3 * 29 + 22) / 8);
-  EXPECT_EQ(HybridKeyBytes(ring), 1674616u + 167468);
+  EXPECT_EQ(HybridKeyBytes(ring), 2344456u + 167468);
 }
 
 TEST(HybridKeysTest, CarryTheConversionKeyAndRefuseOthers) {
@@ -80,7 +80,7 @@ TEST(HybridKeysTest, CarryTheConversionKeyAndRefuseOthers) {
   const std::vector<uint8_t> bytes = *MakeHybridKeys(ring, key);
   ASSERT_EQ(bytes.size(), HybridKeyBytes(ring));
   const he::GaloisKeys keys = *ParseHybridKeys(ring, bytes);
-  EXPECT_EQ(keys.keys.size(), ExpansionLevels(kLweDimension) + 1);
+  EXPECT_EQ(keys.keys.size(), ExpansionElements(ring, kLweDimension).size() + 1);
   EXPECT_EQ(keys.keys.count(kConversionKeyElement), 1u);
   // ExpPack(S)'s keys alone, a byte short or long, or a damaged conversion key: refused.
   const std::vector<uint8_t> expansion = *MakeExpansionKeys(ring, key, kLweDimension);

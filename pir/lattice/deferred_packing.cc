@@ -1,0 +1,188 @@
+#include "pir/lattice/deferred_packing.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "pir/he/keyswitch.h"
+#include "pir/he/parallel.h"
+#include "pir/he/poly.h"
+#include "pir/he/scratch.h"
+#include "pir/lattice/expansion.h"
+
+namespace veil::lattice {
+namespace {
+
+// c_{t,s} for the 2^D leaves t under a node and the 2^D elements s (NTT form over Q, k x N
+// residues each, leaf-major): the deferred levels run on formal sums sum_s a_s sigma_s(R),
+// starting from R itself (a_0 = 1). g maps a_s sigma_s(R) to g(a_s) sigma_{s | bit}(R).
+std::vector<uint64_t> LeafCoefficients(const RingContext& ctx, uint32_t lwe_n, uint32_t deferred) {
+  const size_t n = ctx.n(), words = ctx.k() * n;
+  const uint32_t levels = ExpansionLevels(lwe_n), top = levels - deferred;
+  const size_t elements = size_t{1} << deferred;
+  const std::vector<std::vector<uint64_t>> monomials = internal::InverseMonomials(ctx, levels);
+  std::vector<uint64_t> nodes(elements * words, 0);
+  std::fill_n(nodes.begin(), words, 1);  // the constant 1 evaluates to 1 in every slot
+  std::vector<uint64_t> rotated(words), shifted(words);
+  for (uint32_t b = 0; b < deferred; ++b) {
+    const uint32_t level = top + b;
+    const std::vector<uint32_t> perm = he::internal::GaloisNttPermutation(
+        static_cast<int>(ctx.params().log_n), static_cast<uint32_t>(n >> level) + 1);
+    const uint64_t* mono = monomials[level].data();  // X^{-2^l}
+    const size_t count = size_t{1} << b;             // nodes now; children t and t + count
+    std::vector<uint64_t> next(2 * count * elements * words, 0);
+    for (size_t t = 0; t < count; ++t) {
+      uint64_t* left = next.data() + t * elements * words;
+      uint64_t* right = next.data() + (t + count) * elements * words;
+      for (size_t s = 0; s < (size_t{1} << b); ++s) {
+        const uint64_t* a = nodes.data() + (t * elements + s) * words;
+        for (size_t i = 0; i < ctx.k(); ++i) {
+          for (size_t c = 0; c < n; ++c) rotated[i * n + c] = a[i * n + perm[c]];
+        }
+        const size_t with = s | (size_t{1} << b);
+        // left: a sigma_s + g(a) sigma_with; right: (a sigma_s - g(a) sigma_with) X^{-2^l}.
+        he::internal::AddRows(ctx.ntt(), left + s * words, a, left + s * words);
+        he::internal::AddRows(ctx.ntt(), left + with * words, rotated.data(), left + with * words);
+        he::internal::MultiplyRows(ctx.ntt(), a, mono, shifted.data());
+        he::internal::AddRows(ctx.ntt(), right + s * words, shifted.data(), right + s * words);
+        he::internal::MultiplyRows(ctx.ntt(), rotated.data(), mono, shifted.data());
+        he::internal::SubRows(ctx.ntt(), right + with * words, shifted.data(),
+                              right + with * words);
+      }
+    }
+    nodes = std::move(next);
+  }
+  return nodes;
+}
+
+}  // namespace
+
+absl::StatusOr<DeferredPacking> DeferredPacking::Create(const RingContext& ctx,
+                                                        const PackingMatrix& matrix,
+                                                        uint32_t levels, int threads) {
+  const uint32_t lwe_n = matrix.lwe_n();
+  if (lwe_n > ctx.n() || threads < 1 || levels == 0 || levels > kDeferredLevels) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("deferred packing of ", levels, " levels (1 to ", kDeferredLevels,
+                     ": the session keys' products) for n = ", lwe_n, " on ", threads,
+                     " threads (N = ", ctx.n(), ")"));
+  }
+  const uint32_t deferred = std::min(levels, ExpansionLevels(lwe_n));
+  const uint32_t top = ExpansionLevels(lwe_n) - deferred;
+  const size_t n = ctx.n(), words = ctx.k() * n;
+  const size_t elements = size_t{1} << deferred, roots = size_t{1} << top;
+  const std::vector<uint64_t> coefficients = LeafCoefficients(ctx, lwe_n, deferred);
+  std::vector<std::vector<uint32_t>> perms;
+  for (size_t s = 0; s < elements; ++s) {
+    perms.push_back(he::internal::GaloisNttPermutation(
+        static_cast<int>(ctx.params().log_n),
+        DeferredElement(ctx, lwe_n, deferred, static_cast<uint32_t>(s))));
+  }
+  const uint64_t groups = matrix.groups();
+  std::vector<uint32_t> folded(groups * elements * roots * words);
+  he::internal::ParallelFor(threads, groups * roots, [&](size_t task) {
+    const uint64_t g = task / roots, r = task % roots;
+    std::vector<uint64_t> w(elements * words, 0), a(words);
+    for (size_t t = 0; t < elements; ++t) {
+      const uint64_t j = r + t * roots;
+      if (j >= lwe_n) continue;  // K_j past n: A_j is zero
+      const uint32_t* poly = matrix.Polynomial(g, static_cast<uint32_t>(j));
+      std::copy_n(poly, words, a.begin());
+      for (size_t s = 0; s < elements; ++s) {
+        he::internal::MultiplyAccumulateRows(ctx.ntt(), a.data(),
+                                             coefficients.data() + (t * elements + s) * words,
+                                             w.data() + s * words);
+      }
+    }
+    // W' = sigma_s^-1(W): sigma_s(W')[c] = W'[perm[c]] must be W[c].
+    for (size_t s = 0; s < elements; ++s) {
+      uint32_t* out = folded.data() + ((g * elements + s) * roots + r) * words;
+      const uint64_t* in = w.data() + s * words;
+      for (size_t i = 0; i < ctx.k(); ++i) {
+        for (size_t c = 0; c < n; ++c) {
+          out[i * n + perms[s][c]] = static_cast<uint32_t>(in[i * n + c]);
+        }
+      }
+    }
+  });
+  absl::StatusOr<PackingMatrix> m = PackingMatrix::FromPolynomials(
+      ctx, groups * elements, static_cast<uint32_t>(roots), std::move(folded));
+  if (!m.ok()) return m.status();
+  return DeferredPacking(ctx, matrix, deferred, *std::move(m));
+}
+
+absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const uint8_t> ciphertext,
+                                   int threads, absl::Span<uint64_t> sums) const {
+  const RingContext& ctx = *ctx_;
+  const size_t words = ctx.k() * ctx.n();
+  const uint64_t groups = matrix_->groups();
+  const size_t elements = size_t{1} << levels_;
+  if (sums.size() != PackingSumWords(ctx, *matrix_)) {
+    return absl::InvalidArgumentError(absl::StrCat("packing sums: ", sums.size(), " (expected ",
+                                                   PackingSumWords(ctx, *matrix_), ")"));
+  }
+  if (threads < 1) return absl::InvalidArgumentError("packing sums need at least one thread");
+  if (absl::Status s = CheckExpansion(ctx, matrix_->lwe_n()); !s.ok()) return s;
+  std::vector<const he::KeySwitchKey*> element_keys(elements, nullptr);
+  for (size_t s = 1; s < elements; ++s) {
+    const uint32_t g = DeferredElement(ctx, matrix_->lwe_n(), levels_, static_cast<uint32_t>(s));
+    absl::StatusOr<const he::KeySwitchKey*> key =
+        he::internal::FindGaloisKey(*ctx.expansion(), keys, g);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the expansion keys lack the Galois key of element ", g, ": ", key.status().message()));
+    }
+    element_keys[s] = *key;
+  }
+  // The top levels' nodes into one accumulator per worker, merged.
+  const uint64_t words_per_sum = PackingSumWords(ctx, folded_);
+  uint64_t* storage =
+      he::internal::GetScratch(he::internal::Scratch::kPackSums, threads * words_per_sum);
+  std::vector<PackAccumulator> acc;
+  acc.reserve(threads);
+  for (int w = 0; w < threads; ++w) {
+    acc.emplace_back(ctx, folded_, absl::MakeSpan(storage + w * words_per_sum, words_per_sum));
+  }
+  const absl::Status expanded = ExpandLweSecret(
+      ctx, keys, folded_.lwe_n(), ciphertext, threads,
+      [&acc](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
+             const uint64_t* alpha) { acc[worker].Add(count, index, beta, alpha); });
+  if (!expanded.ok()) return expanded;
+  for (int w = 1; w < threads; ++w) acc[0].Merge(acc[w]);
+  if (absl::Status s = acc[0].CheckComplete(); !s.ok()) return s;
+  const absl::Span<const uint64_t> virtual_sums = acc[0].sums();
+  // sigma_s of every virtual group's sum but s = 0, key-switched back to z.
+  const size_t switched = elements - 1;
+  uint64_t* rotated =
+      he::internal::GetScratch(he::internal::Scratch::kPackRotated, groups * switched * 2 * words);
+  he::internal::ParallelFor(threads, groups * switched, [&](size_t task) {
+    const uint64_t g = task / switched;
+    const size_t s = task % switched + 1;
+    const uint64_t* c0 = virtual_sums.data() + (g * elements + s) * 2 * words;
+    const uint64_t* c1 = c0 + words;
+    std::vector<uint64_t> coefficients(c1, c1 + words);
+    he::internal::InverseNtt(ctx.ntt(), coefficients.data());
+    const uint64_t* digits =
+        he::internal::DecomposeToScratch(*ctx.expansion(), coefficients.data(), c1);
+    uint64_t* out = rotated + task * 2 * words;
+    he::internal::RotateFromDigits(
+        *ctx.expansion(), c0, digits,
+        DeferredElement(ctx, matrix_->lwe_n(), levels_, static_cast<uint32_t>(s)), *element_keys[s],
+        true, out, out + words);
+  });
+  for (uint64_t g = 0; g < groups; ++g) {
+    uint64_t* out = sums.data() + g * 2 * words;
+    const uint64_t* identity = virtual_sums.data() + g * elements * 2 * words;
+    std::copy_n(identity, 2 * words, out);
+    for (size_t s = 0; s < switched; ++s) {
+      const uint64_t* r = rotated + (g * switched + s) * 2 * words;
+      for (size_t h = 0; h < 2; ++h) {
+        he::internal::AddRows(ctx.ntt(), out + h * words, r + h * words, out + h * words);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace veil::lattice

@@ -1,0 +1,66 @@
+// ExpPack's packing sums with the expansion's bottom levels folded into the matrix: the CPU's
+// packing engine (CpuPackingEngine, packed.h) does 2^(L-D) - 1 + G (2^D - 1) key switches per
+// query instead of the full expansion's 2^L - 1 (G the matrix's groups: 169 instead of 1,023 at
+// n = 1,024, D = 3 and 2^24 x 64 B).
+//
+// Below a node R of level L - D the expansion forms no ciphertext that the packing needs other
+// than through linear maps: each step is c + g(c) or (c - g(c)) X^{-2^l}, so the leaf K_j under R
+// (j = r + t 2^(L-D), t < 2^D) is sum_s c_{t,s} sigma_s(R), with sigma_s the product of the
+// deferred levels' elements over the bits of s (DeferredElement) and c_{t,s} a signed monomial
+// that depends on t and s only. A group's packing sum is then
+//     sum_j A_j K_j = sum_s sigma_s( sum_r W'_{r,s} R_r ),  W'_{r,s} = sigma_s^-1(sum_t A_j
+//     c_{t,s}),
+// so the server expands only the top L - D levels, sums the 2^(L-D) nodes against the folded
+// polynomials W' (one PackAccumulator over a matrix of G 2^D virtual groups: the same multiply-adds
+// as the full expansion's leaves), and key-switches each virtual group's sum but s = 0 once with
+// the key of sigma_s (he::internal::RotateFromDigits). The 2^D - 1 switches add their error to
+// the packed ciphertext directly instead of through the A_j: less noise (ExpPackNoiseBound with
+// deferred levels). The session keys hold the products' keys (ExpansionElements).
+#ifndef VEIL_PIR_LATTICE_DEFERRED_PACKING_H_
+#define VEIL_PIR_LATTICE_DEFERRED_PACKING_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pir/he/bfv.h"
+#include "pir/lattice/packing.h"
+#include "pir/lattice/rlwe.h"
+
+namespace veil::lattice {
+
+class DeferredPacking {
+ public:
+  // The folded matrix of `matrix` (ring and matrix must outlive the result) with D =
+  // min(levels, L) levels deferred, built on up to `threads` threads (G 2^(2D) n / 2^D polynomial
+  // multiply-adds; the memory of the matrix again). Returns INVALID_ARGUMENT for a matrix whose
+  // n is above N, threads < 1, or levels 0 or above kDeferredLevels (the keys hold no more
+  // products).
+  static absl::StatusOr<DeferredPacking> Create(const RingContext& ctx, const PackingMatrix& matrix,
+                                                uint32_t levels, int threads);
+
+  uint32_t levels() const { return levels_; }
+  // G 2^D groups of 2^(L-D) polynomials: virtual group g 2^D + s holds W'_{r,s} of group g.
+  const PackingMatrix& folded() const { return folded_; }
+
+  // The packing sums of `ciphertext` (EncryptLweSecret for the matrix's n) under `keys` (of
+  // ExpansionElements for that n), PackingSumWords(matrix) residues: PackAccumulator's layout
+  // and phases, not its bits. Returns ExpandLweSecret's errors, INVALID_ARGUMENT for sums of
+  // another size or keys lacking a deferred element.
+  absl::Status Sums(const he::GaloisKeys& keys, absl::Span<const uint8_t> ciphertext, int threads,
+                    absl::Span<uint64_t> sums) const;
+
+ private:
+  DeferredPacking(const RingContext& ctx, const PackingMatrix& matrix, uint32_t levels,
+                  PackingMatrix folded)
+      : ctx_(&ctx), matrix_(&matrix), levels_(levels), folded_(std::move(folded)) {}
+
+  const RingContext* ctx_;
+  const PackingMatrix* matrix_;
+  uint32_t levels_;
+  PackingMatrix folded_;
+};
+
+}  // namespace veil::lattice
+
+#endif  // VEIL_PIR_LATTICE_DEFERRED_PACKING_H_
