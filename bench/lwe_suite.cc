@@ -244,7 +244,9 @@ absl::Status LweAnswer(const Flags& flags) {
 // client_keys_ms the session's secret and expansion keys (once); server_ms = one AnswerBatch of
 // --batch queries (one SimplePIR product for all, then each query's expansion into the packing
 // sums and ModSwitch, the queries spread over the threads), server_ms_per_query its share;
-// server_expand_ms one expansion alone on all the threads, its leaves dropped (the CPU's);
+// server_expand_ms one expansion alone on all the threads, its leaves dropped (the CPU's: the
+// top L - D levels when the engine defers D, deferred_levels, deferred_packing.h; the full
+// expansion's 1,023 key switches as server_full_expand_ms);
 // server_sums_ms the packing engine's expansion and sums of one ciphertext (the device's with
 // --backend=gpu, lattice_devices.h);
 // server_product_ms the batch's LWE product alone (the rest of server_ms is expansion, packing
@@ -362,13 +364,21 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name,
   const absl::Span<const uint8_t> first_ciphertext =
       absl::MakeConstSpan(query->ciphertext)
           .first(lattice::SecretCiphertextBytes((*server)->ring()));
-  const double expand_s = MedianSeconds(
-      [&] {
-        status = lattice::ExpandLweSecret(
-            (*server)->ring(), *keys, kN, first_ciphertext, threads,
-            [](int, uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {});
-      },
-      0, 3, 10);
+  const auto* cpu_engine =
+      dynamic_cast<const lattice::CpuPackingEngine*>(&(*server)->packing_engine());
+  const uint32_t deferred = cpu_engine != nullptr ? cpu_engine->deferred_levels() : 0;
+  const auto expand_seconds = [&](uint32_t leaves) {
+    return MedianSeconds(
+        [&] {
+          status = lattice::ExpandLweSecret(
+              (*server)->ring(), *keys, leaves, first_ciphertext, threads,
+              [](int, uint32_t, const uint32_t*, const uint64_t*, const uint64_t*) {});
+        },
+        0, 3, 10);
+  };
+  const double expand_s = expand_seconds(1u << (lattice::ExpansionLevels(kN) - deferred));
+  if (!status.ok()) return status;
+  const double full_expand_s = expand_seconds(kN);
   if (!status.ok()) return status;
   // The engine's expansion and packing sums of one ciphertext (the CPU's or the device's).
   std::vector<uint64_t> sums(lattice::PackingSumWords((*server)->ring(), (*server)->matrix()));
@@ -386,7 +396,9 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name,
   LweLine("lattice", "lwe-" + name, s, batch, threads, devices.backend)
       .Add("server_ms", server_s * 1e3)
       .Add("server_ms_per_query", server_s * 1e3 / batch)
+      .Add("deferred_levels", static_cast<uint64_t>(deferred))
       .Add("server_expand_ms", expand_s * 1e3)
+      .Add("server_full_expand_ms", full_expand_s * 1e3)
       .Add("server_sums_ms", sums_s * 1e3)
       .Add("server_product_ms", product_s * 1e3)
       .Add("client_ms", (query_s + decode_s) * 1e3)
@@ -400,7 +412,8 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name,
       .Add("reusable_key_bytes", (*client)->expansion_keys().size())
       .Add("floor_ratio", server_s / (WorkOf(s, 1).bytes / read_bytes_per_s))
       .Add("server_memory_bytes", memory.database + memory.server_digits + memory.a2 +
-                                      memory.hint_blob + (*server)->matrix().bytes())
+                                      memory.hint_blob + (*server)->matrix().bytes() +
+                                      (*server)->packing_engine().host_bytes())
       .Add("hint_s", setup->hint_s)
       .Add("pack_prepare_s", prepare_s)
       .Add("errors", errors)
@@ -493,9 +506,11 @@ const char kLatticeHelp[] =
     "one lookup), query and response bytes, reusable_key_bytes (the hint; the packed protocols: "
     "the expansion keys), floor_ratio (server time / one stream of the database at this "
     "run's "
-    "measured memory bandwidth: 1 is the floor), errors; exppack-s also server_expand_ms (one "
-    "query's expansion on the CPU), server_sums_ms (the engine's expansion and packing sums of "
-    "one ciphertext) and server_product_ms (the LWE product of the batch); hybrid also "
+    "measured memory bandwidth: 1 is the floor), errors; exppack-s also deferred_levels (the "
+    "CPU engine's, deferred_packing.h), server_expand_ms (one query's expansion on the CPU, its "
+    "top levels when deferred), server_full_expand_ms (all 1,023 key switches), server_sums_ms "
+    "(the engine's expansion and packing sums of one ciphertext) and server_product_ms (the LWE "
+    "product of the batch); hybrid also "
     "selection_bytes (the ciphertext of its bits, in query_bytes)";
 
 SuiteRegistration lwe_answer("lwe-answer", kLweAnswerHelp, LweAnswer);

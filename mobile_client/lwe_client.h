@@ -16,7 +16,7 @@
 //
 // lwe-exppack-s has no hint: the client also checks the server's ring parameters and sizes
 // against its own (lattice::RingParams::Default), draws a session RLWE secret (wiped with the
-// client) and uploads its expansion keys (1.6 MiB, public) to each connection before that
+// client) and uploads its expansion keys (2.2 MiB, public) to each connection before that
 // connection's first query (again after the server evicts them: ABORTED, retried once). Each
 // lookup sends the query and the RLWE ciphertext of its secret and decrypts the packed response
 // with the session secret. lwe-hybrid does the same (its keys add a conversion key), each lookup

@@ -216,12 +216,14 @@ class LwePackProtocol final : public Protocol {
     const lattice::PackedServer& s = *table_->server;
     const lattice::RingContext& ring = s.ring();
     return absl::StrFormat(
-        "protocol %s, %s; hint ready in %.2f s, packing matrix %d MiB (%d group(s)); ring N = %d, "
+        "protocol %s, %s; hint ready in %.2f s, packing matrix %d MiB (%d group(s)), engine "
+        "%d MiB; ring N = %d, "
         "%d primes + special prime %d (%s); per lookup %d bytes up (query %d + ciphertexts %d + "
         "selection %d), %d bytes down; expansion keys %d bytes per session (%d bytes held while "
         "parsed), key memory %d bytes; product %s, expansion and packing %s, %d thread(s)",
         table_->name, lattice::ShapeSummary(s.config().shape), table_->hint_s,
-        s.matrix().bytes() >> 20, s.matrix().groups(), ring.n(), ring.k(), ring.params().special,
+        s.matrix().bytes() >> 20, s.matrix().groups(), s.packing_engine().host_bytes() >> 20,
+        ring.n(), ring.k(), ring.params().special,
         ring.params().SecuritySource(),
         4 * s.query_words() + table_->ciphertext_bytes + table_->selection_bytes,
         4 * s.query_words(), table_->ciphertext_bytes, table_->selection_bytes,

@@ -9,7 +9,8 @@
 //           (SecretCiphertextBytes = 32 + 4 k N: 49,184 bytes at N = 4096, k = 3);
 //   keys    the Galois keys of the elements g_l = N / 2^l + 1 (l < L), hybrid key switching with
 //           the special prime P of RingParams (pir/he/keyswitch.h), seeded and bit-packed by
-//           he::SerializeGaloisKeys: ExpansionKeyBytes (1,674,616 bytes at n = 1024, N = 4096);
+//           he::SerializeGaloisKeys, with the products the deferred levels need (below):
+//           ExpansionKeyBytes (2,344,456 bytes at n = 1024, N = 4096: 14 keys);
 //   server  level l maps every ciphertext c to c + g_l(c) and (c - g_l(c)) X^{-2^l}: the
 //           automorphism X -> X^{g_l} negates exactly the coefficients at odd multiples of 2^l,
 //           so the first keeps the coefficients j with bit l of j clear and the second moves the

@@ -20,8 +20,9 @@
 //           h1 s2_j into digits(a1), and then the first level as DoublePIR does.
 //
 // Bytes per lookup: up 4 (D0 + R D1) + R SecretCiphertextBytes; down R x 8N + 4 (4R + 4n);
-// reusable keys ExpansionKeyBytes; no hint. Every byte costs an expansion on the server (1,023
-// key switches): this is a protocol for records of a few bytes (docs/lattice.md).
+// reusable keys ExpansionKeyBytes; no hint. Every byte costs an expansion on the server (127 + 7
+// key switches on the CPU, deferred_packing.h): this is a protocol for records of a few bytes
+// (docs/lattice.md).
 #ifndef VEIL_PIR_LATTICE_PACK_DOUBLE_H_
 #define VEIL_PIR_LATTICE_PACK_DOUBLE_H_
 

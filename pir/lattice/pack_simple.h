@@ -3,12 +3,13 @@
 // query's LWE secret (expansion.h), so that the client decrypts its record with its RLWE secret
 // and needs no hint.
 //
-//   session the client's expansion keys (ExpansionKeyBytes, 1.6 MiB), uploaded once;
+//   session the client's expansion keys (ExpansionKeyBytes, 2.2 MiB), uploaded once;
 //   client  a SimplePIR query for the record's column (fresh LWE secret s, D0 words) and the
 //           ciphertext of s (SecretCiphertextBytes); s is wiped as soon as it is encrypted;
-//   server  the SimplePIR answer (D1 words, LweServer::Answer), then ExpandLweSecret into a
-//           PackAccumulator with the hint H = DB A1 as the a-parts (prepared once:
-//           PackingMatrix), switched: ceil(D1 / N) ciphertexts;
+//   server  the SimplePIR answer (D1 words, LweServer::Answer), then the packing engine's sums
+//           with the hint H = DB A1 as the a-parts (prepared once: PackingMatrix; on the CPU
+//           the expansion's top levels against its folded form, deferred_packing.h), switched:
+//           ceil(D1 / N) ciphertexts;
 //   client  decrypts every packed row with z and selects the record's rows with masks.
 //
 // Bytes per lookup: up 4 D0 + 32 + 4 k N, down ceil(D1 / N) x 8N; reusable keys

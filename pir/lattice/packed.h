@@ -47,6 +47,8 @@ class PackingEngine {
  public:
   virtual ~PackingEngine() = default;
   virtual std::string name() const = 0;
+  // Host memory the engine holds besides the server's matrix (the CPU's folded matrix).
+  virtual uint64_t host_bytes() const { return 0; }
   // sums = the packing sums of the special ciphertexts `ciphertext` expands to under `keys`, on
   // up to `threads` CPU threads. Returns ExpandLweSecret's errors (bad ciphertext or keys),
   // INVALID_ARGUMENT for sums of another size, and a device's errors.
@@ -76,6 +78,7 @@ class CpuPackingEngine final : public PackingEngine {
   CpuPackingEngine(const RingContext& ctx, const PackingMatrix& matrix,
                    uint32_t deferred_levels = kDeferredLevels, int threads = 1);
   std::string name() const override { return "cpu"; }
+  uint64_t host_bytes() const override { return deferred_ ? deferred_->folded().bytes() : 0; }
   // 0 when the engine expands fully.
   uint32_t deferred_levels() const { return deferred_ ? deferred_->levels() : 0; }
   absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,

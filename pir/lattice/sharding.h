@@ -76,6 +76,11 @@ class GroupShardedPackingEngine final : public PackingEngine {
       const RingContext& ctx, uint64_t groups, std::vector<Shard> shards);
 
   std::string name() const override;
+  uint64_t host_bytes() const override {
+    uint64_t bytes = 0;
+    for (const Shard& shard : shards_) bytes += shard.engine->host_bytes();
+    return bytes;
+  }
   // Every shard's sums (each expands the ciphertext itself), concurrently, into its groups' part
   // of `sums`. Returns INVALID_ARGUMENT for sums of the wrong size, else the first failing
   // shard's error.
