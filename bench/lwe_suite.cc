@@ -304,6 +304,7 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name,
     if (!engine.ok()) return engine.status();
     (*server)->set_packing_engine(*std::move(engine));
   }
+  (*server)->packing_engine().Prepare();
   const double prepare_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   absl::StatusOr<std::unique_ptr<lattice::PackedClient>> client;

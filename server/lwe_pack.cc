@@ -365,6 +365,7 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, c
                                       std::clamp<uint64_t>(held, 1, 256), env.options.gpus);
     if (!engine.ok()) return engine.status();
     if (*engine != nullptr) table->server->set_packing_engine(*std::move(engine));
+    table->server->packing_engine().Prepare();  // the CPU's folded matrix, before any lookup
   }
   table->limits = env.options.limits;
   table->max_chunk_bytes = table->limits.max_message_bytes - kEnvelopeBytes;

@@ -43,12 +43,21 @@ absl::Status CheckSumsArguments(const std::shared_ptr<const he::GaloisKeys>& key
 
 CpuPackingEngine::CpuPackingEngine(const RingContext& ctx, const PackingMatrix& matrix,
                                    uint32_t deferred_levels, int threads)
-    : ctx_(ctx), matrix_(matrix) {
-  if (deferred_levels == 0 || ExpansionLevels(matrix.lwe_n()) == 0) return;
-  // Fails only for an n above N, which every Sums refuses (CheckExpansion).
-  absl::StatusOr<DeferredPacking> deferred =
-      DeferredPacking::Create(ctx, matrix, deferred_levels, std::max(threads, 1));
-  if (deferred.ok()) deferred_.emplace(*std::move(deferred));
+    : ctx_(ctx),
+      matrix_(matrix),
+      levels_(matrix.lwe_n() > ctx.n()
+                  ? 0
+                  : std::min({deferred_levels, kDeferredLevels, ExpansionLevels(matrix.lwe_n())})),
+      threads_(std::max(threads, 1)) {}
+
+void CpuPackingEngine::Prepare() const {
+  absl::call_once(prepared_, [this] {
+    if (levels_ == 0) return;
+    // Cannot fail: the levels and n were checked above.
+    absl::StatusOr<DeferredPacking> deferred =
+        DeferredPacking::Create(ctx_, matrix_, levels_, threads_);
+    if (deferred.ok()) deferred_.emplace(*std::move(deferred));
+  });
 }
 
 absl::Status CpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
@@ -59,6 +68,7 @@ absl::Status CpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>&
     return s;
   }
   if (threads < 1) return absl::InvalidArgumentError("packing sums need at least one thread");
+  Prepare();
   if (deferred_) return deferred_->Sums(*keys, ciphertext, threads, sums);
   // One accumulator per worker of the expansion, merged.
   const uint64_t words = PackingSumWords(ctx_, matrix_);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "pir/he/bfv.h"
@@ -47,7 +48,12 @@ class PackingEngine {
  public:
   virtual ~PackingEngine() = default;
   virtual std::string name() const = 0;
-  // Host memory the engine holds besides the server's matrix (the CPU's folded matrix).
+  // Builds what the engine needs before its first Sums (the CPU's folded matrix), which Sums
+  // otherwise does on its first call; servers call it at start, once their engine is chosen.
+  // Thread-safe.
+  virtual void Prepare() const {}
+  // Host memory the engine holds, once prepared, besides the server's matrix (the CPU's folded
+  // matrix).
   virtual uint64_t host_bytes() const { return 0; }
   // sums = the packing sums of the special ciphertexts `ciphertext` expands to under `keys`, on
   // up to `threads` CPU threads. Returns ExpandLweSecret's errors (bad ciphertext or keys),
@@ -70,17 +76,21 @@ absl::Status CheckSumsArguments(const std::shared_ptr<const he::GaloisKeys>& key
 }  // namespace internal
 
 // The CPU's sums: with deferred_levels > 0 DeferredPacking's (deferred_packing.h: the folded
-// matrix built here on `threads` threads), else the full expansion (ExpandLweSecret into one
-// PackAccumulator per thread, merged), which a device's engine equals bit for bit. Both sums
-// decrypt alike; their noise differs. SwitchResponse. Ring and matrix must outlive it.
+// matrix built by Prepare on `threads` threads, so that a server whose device engine replaces
+// this one never builds it), else the full expansion (ExpandLweSecret into one PackAccumulator
+// per thread, merged), which a device's engine equals bit for bit. Both sums decrypt alike;
+// their noise differs. SwitchResponse. Ring and matrix must outlive it.
 class CpuPackingEngine final : public PackingEngine {
  public:
   CpuPackingEngine(const RingContext& ctx, const PackingMatrix& matrix,
                    uint32_t deferred_levels = kDeferredLevels, int threads = 1);
   std::string name() const override { return "cpu"; }
-  uint64_t host_bytes() const override { return deferred_ ? deferred_->folded().bytes() : 0; }
-  // 0 when the engine expands fully.
-  uint32_t deferred_levels() const { return deferred_ ? deferred_->levels() : 0; }
+  void Prepare() const override;
+  // The folded matrix is the packing matrix's size.
+  uint64_t host_bytes() const override { return levels_ > 0 ? matrix_.bytes() : 0; }
+  // min(deferred_levels, L), and 0 when the engine expands fully (n = 1, or n above N, which
+  // every Sums refuses).
+  uint32_t deferred_levels() const { return levels_; }
   absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                     absl::Span<const uint8_t> ciphertext, int threads,
                     absl::Span<uint64_t> sums) const override;
@@ -90,7 +100,10 @@ class CpuPackingEngine final : public PackingEngine {
  private:
   const RingContext& ctx_;
   const PackingMatrix& matrix_;
-  std::optional<DeferredPacking> deferred_;
+  const uint32_t levels_;
+  const int threads_;
+  mutable absl::once_flag prepared_;
+  mutable std::optional<DeferredPacking> deferred_;  // set once, by Prepare
 };
 
 // A lookup as the client made it: what travels, and what decodes the response (lwe-exppack-d
