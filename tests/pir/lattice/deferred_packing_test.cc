@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -40,6 +41,12 @@ std::vector<uint32_t> PackAndUnpack(const RingContext& ctx, const LweBatch& lwe,
   const PackingMatrix matrix = *PackingMatrix::Create(ctx, lwe.a, rows, lwe_n);
   const CpuPackingEngine engine(ctx, matrix, levels, threads);
   EXPECT_EQ(engine.deferred_levels(), std::min(levels, ExpansionLevels(lwe_n)));
+  if (threads > 1) {
+    // Prepared from two threads at once (as a server's start and a first lookup could): once.
+    std::thread other([&engine] { engine.Prepare(); });
+    engine.Prepare();
+    other.join();
+  }  // else the first Sums prepares
   std::vector<uint64_t> sums(PackingSumWords(ctx, matrix));
   const absl::Status s = engine.Sums(BorrowKeys(session.keys), ct, threads, absl::MakeSpan(sums));
   EXPECT_TRUE(s.ok()) << s;
