@@ -124,7 +124,8 @@ absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const 
   }
   if (threads < 1) return absl::InvalidArgumentError("packing sums need at least one thread");
   if (absl::Status s = CheckExpansion(ctx, matrix_->lwe_n()); !s.ok()) return s;
-  std::vector<const he::KeySwitchKey*> element_keys(elements, nullptr);
+  // sigma_s and its key for s >= 1.
+  std::vector<std::pair<uint32_t, const he::KeySwitchKey*>> switches(elements);
   for (size_t s = 1; s < elements; ++s) {
     const uint32_t g = DeferredElement(ctx, matrix_->lwe_n(), levels_, static_cast<uint32_t>(s));
     absl::StatusOr<const he::KeySwitchKey*> key =
@@ -133,25 +134,12 @@ absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const 
       return absl::InvalidArgumentError(absl::StrCat(
           "the expansion keys lack the Galois key of element ", g, ": ", key.status().message()));
     }
-    element_keys[s] = *key;
+    switches[s] = {g, *key};
   }
-  // The top levels' nodes into one accumulator per worker, merged.
-  const uint64_t words_per_sum = PackingSumWords(ctx, folded_);
-  uint64_t* storage =
-      he::internal::GetScratch(he::internal::Scratch::kPackSums, threads * words_per_sum);
-  std::vector<PackAccumulator> acc;
-  acc.reserve(threads);
-  for (int w = 0; w < threads; ++w) {
-    acc.emplace_back(ctx, folded_, absl::MakeSpan(storage + w * words_per_sum, words_per_sum));
-  }
-  const absl::Status expanded = ExpandLweSecret(
-      ctx, keys, folded_.lwe_n(), ciphertext, threads,
-      [&acc](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
-             const uint64_t* alpha) { acc[worker].Add(count, index, beta, alpha); });
-  if (!expanded.ok()) return expanded;
-  for (int w = 1; w < threads; ++w) acc[0].Merge(acc[w]);
-  if (absl::Status s = acc[0].CheckComplete(); !s.ok()) return s;
-  const absl::Span<const uint64_t> virtual_sums = acc[0].sums();
+  // The top levels' nodes summed against the folded matrix.
+  absl::StatusOr<absl::Span<const uint64_t>> virtual_sums =
+      ExpandIntoPackingSums(ctx, keys, folded_, ciphertext, threads);
+  if (!virtual_sums.ok()) return virtual_sums.status();
   // sigma_s of every virtual group's sum but s = 0, key-switched back to z.
   const size_t switched = elements - 1;
   uint64_t* rotated =
@@ -159,21 +147,19 @@ absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const 
   he::internal::ParallelFor(threads, groups * switched, [&](size_t task) {
     const uint64_t g = task / switched;
     const size_t s = task % switched + 1;
-    const uint64_t* c0 = virtual_sums.data() + (g * elements + s) * 2 * words;
+    const uint64_t* c0 = virtual_sums->data() + (g * elements + s) * 2 * words;
     const uint64_t* c1 = c0 + words;
     std::vector<uint64_t> coefficients(c1, c1 + words);
     he::internal::InverseNtt(ctx.ntt(), coefficients.data());
     const uint64_t* digits =
         he::internal::DecomposeToScratch(*ctx.expansion(), coefficients.data(), c1);
     uint64_t* out = rotated + task * 2 * words;
-    he::internal::RotateFromDigits(
-        *ctx.expansion(), c0, digits,
-        DeferredElement(ctx, matrix_->lwe_n(), levels_, static_cast<uint32_t>(s)), *element_keys[s],
-        true, out, out + words);
+    he::internal::RotateFromDigits(*ctx.expansion(), c0, digits, switches[s].first,
+                                   *switches[s].second, true, out, out + words);
   });
   for (uint64_t g = 0; g < groups; ++g) {
     uint64_t* out = sums.data() + g * 2 * words;
-    const uint64_t* identity = virtual_sums.data() + g * elements * 2 * words;
+    const uint64_t* identity = virtual_sums->data() + g * elements * 2 * words;
     std::copy_n(identity, 2 * words, out);
     for (size_t s = 0; s < switched; ++s) {
       const uint64_t* r = rotated + (g * switched + s) * 2 * words;

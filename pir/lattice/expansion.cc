@@ -17,6 +17,7 @@
 #include "pir/he/parallel.h"
 #include "pir/he/poly.h"
 #include "pir/he/sampling.h"
+#include "pir/he/scratch.h"
 #include "pir/he/serialization.h"
 #include "pir/lattice/params.h"
 
@@ -391,6 +392,26 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
   const int workers = static_cast<int>(std::min<size_t>(threads, frontier.size()));
   he::internal::ParallelFor(workers, workers, [&](size_t w) { work(static_cast<int>(w)); });
   return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Span<const uint64_t>> ExpandIntoPackingSums(
+    const RingContext& ctx, const he::GaloisKeys& keys, const PackingMatrix& matrix,
+    absl::Span<const uint8_t> ciphertext, int threads) {
+  const uint64_t words = PackingSumWords(ctx, matrix);
+  uint64_t* storage = he::internal::GetScratch(he::internal::Scratch::kPackSums, threads * words);
+  std::vector<PackAccumulator> acc;
+  acc.reserve(threads);
+  for (int w = 0; w < threads; ++w) {
+    acc.emplace_back(ctx, matrix, absl::MakeSpan(storage + w * words, words));
+  }
+  const absl::Status expanded = ExpandLweSecret(
+      ctx, keys, matrix.lwe_n(), ciphertext, threads,
+      [&acc](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
+             const uint64_t* alpha) { acc[worker].Add(count, index, beta, alpha); });
+  if (!expanded.ok()) return expanded;
+  for (int w = 1; w < threads; ++w) acc[0].Merge(acc[w]);
+  if (absl::Status s = acc[0].CheckComplete(); !s.ok()) return s;
+  return absl::Span<const uint64_t>(storage, words);
 }
 
 double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n, uint32_t deferred_levels) {

@@ -94,6 +94,14 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
                              absl::Span<const uint8_t> ciphertext, int threads,
                              WorkerSpecialSink sink);
 
+// ExpandLweSecret (for the matrix's n) into one PackAccumulator of `matrix` per worker, merged
+// and checked complete (every leaf once): the packing sums, PackingSumWords(matrix) residues in
+// this thread's scratch (he::internal::Scratch::kPackSums), valid until its next call. Returns
+// ExpandLweSecret's errors.
+absl::StatusOr<absl::Span<const uint64_t>> ExpandIntoPackingSums(
+    const RingContext& ctx, const he::GaloisKeys& keys, const PackingMatrix& matrix,
+    absl::Span<const uint8_t> ciphertext, int threads);
+
 // The mean, over the n leaves and their N coefficients, of the variance of K_j's error (in units
 // of Z_Q; the packing noise depends on that sum only): fresh errors of variance 10.5, each key
 // switch adding he::internal::KeySwitchVariance, coefficients fixed by an automorphism

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "pir/he/scratch.h"
 #include "pir/lattice/expansion.h"
 
 namespace veil::lattice {
@@ -70,22 +69,10 @@ absl::Status CpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>&
   if (threads < 1) return absl::InvalidArgumentError("packing sums need at least one thread");
   Prepare();
   if (deferred_) return deferred_->Sums(*keys, ciphertext, threads, sums);
-  // One accumulator per worker of the expansion, merged.
-  const uint64_t words = PackingSumWords(ctx_, matrix_);
-  uint64_t* storage = he::internal::GetScratch(he::internal::Scratch::kPackSums, threads * words);
-  std::vector<PackAccumulator> acc;
-  acc.reserve(threads);
-  for (int w = 0; w < threads; ++w) {
-    acc.emplace_back(ctx_, matrix_, absl::MakeSpan(storage + w * words, words));
-  }
-  const absl::Status expanded = ExpandLweSecret(
-      ctx_, *keys, matrix_.lwe_n(), ciphertext, threads,
-      [&acc](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
-             const uint64_t* alpha) { acc[worker].Add(count, index, beta, alpha); });
-  if (!expanded.ok()) return expanded;
-  for (int w = 1; w < threads; ++w) acc[0].Merge(acc[w]);
-  if (absl::Status s = acc[0].CheckComplete(); !s.ok()) return s;
-  std::copy(acc[0].sums().begin(), acc[0].sums().end(), sums.begin());
+  absl::StatusOr<absl::Span<const uint64_t>> full =
+      ExpandIntoPackingSums(ctx_, *keys, matrix_, ciphertext, threads);
+  if (!full.ok()) return full.status();
+  std::copy(full->begin(), full->end(), sums.begin());
   return absl::OkStatus();
 }
 
