@@ -56,6 +56,36 @@ bool PlainDotProductUsesIfma(const Modulus& q) {
   return ifma && q.bits() <= 50;
 }
 
+void TileDotProductReference(const TileDotProductArgs& a) {
+  const Modulus& q = *a.q;
+  for (size_t t = 0; t < a.tiles; ++t) {
+    const uint32_t* plain = a.plain + t * a.terms * 8;
+    uint64_t* out = a.out + t * a.out_stride;
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t l = 0; l < 8; ++l) {
+        uint64_t sum = 0;
+        for (size_t r = 0; r < a.terms; ++r) {
+          sum = q.Add(sum, q.Reduce(static_cast<uint128_t>(plain[r * 8 + l]) *
+                                    a.keys[(r * 2 + h) * 8 + l]));
+        }
+        out[h * a.half_stride + l] = sum;
+      }
+    }
+  }
+}
+
+bool TileDotProductUsesIfma(const TileDotProductArgs& a) {
+  return PlainDotProductUsesIfma(*a.q) && a.q->bits() >= 21 && a.q->bits() <= 31 && a.terms <= 2048;
+}
+
+void TileDotProduct(const TileDotProductArgs& a) {
+  if (TileDotProductUsesIfma(a)) {
+    TileDotProductIfma(a);
+  } else {
+    TileDotProductReference(a);
+  }
+}
+
 void SubMulShoupReference(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
                           const uint64_t* w, const uint64_t* w_shoup, size_t w_step,
                           uint64_t* out) {

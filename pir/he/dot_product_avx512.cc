@@ -119,7 +119,58 @@ void IfmaKernel(const DotProductArgsOf<Plain>& a) {
   }
 }
 
+// T tiles from `first` on: 4 T accumulators, each term's keys loaded once for all T.
+template <int T>
+void TileBlock(const TileDotProductArgs& a, size_t first) {
+  const Modulus& q = *a.q;
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i lo0[T], hi0[T], lo1[T], hi1[T];
+  const uint32_t* plain[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    lo0[t] = hi0[t] = lo1[t] = hi1[t] = zero;
+    plain[t] = a.plain + (first + t) * a.terms * 8;
+  }
+  for (size_t r = 0; r < a.terms; ++r) {
+    const __m512i x0 = _mm512_loadu_si512(a.keys + r * 16);
+    const __m512i x1 = _mm512_loadu_si512(a.keys + r * 16 + 8);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m512i p = LoadPlain(plain[t] + r * 8);
+      lo0[t] = _mm512_madd52lo_epu64(lo0[t], p, x0);
+      hi0[t] = _mm512_madd52hi_epu64(hi0[t], p, x0);
+      lo1[t] = _mm512_madd52lo_epu64(lo1[t], p, x1);
+      hi1[t] = _mm512_madd52hi_epu64(hi1[t], p, x1);
+    }
+  }
+  // With q < 2^31 and terms <= 2^11: lo < 2^63, hi < 2^21 and hi (2^52 mod q) < 2^52, so
+  // x = lo + hi (2^52 mod q) fits 64 bits, and with q >= 2^20 its quotient by q is below 2^44,
+  // which a double estimates to within one.
+  const __m512i qv = _mm512_set1_epi64(static_cast<int64_t>(q.value()));
+  const __m512i shift = _mm512_set1_epi64(static_cast<int64_t>(q.Reduce(uint64_t{1} << 52)));
+  const __m512d inverse_q = _mm512_set1_pd(1.0 / static_cast<double>(q.value()));
+  const auto reduce = [&](__m512i lo, __m512i hi) {
+    const __m512i x = _mm512_add_epi64(lo, _mm512_mullo_epi64(hi, shift));
+    const __m512i quotient = _mm512_cvttpd_epu64(_mm512_mul_pd(_mm512_cvtepu64_pd(x), inverse_q));
+    __m512i r = _mm512_sub_epi64(x, _mm512_mullo_epi64(quotient, qv));  // in [-q, 2q)
+    r = _mm512_min_epu64(r, _mm512_add_epi64(r, qv));                   // [0, 2q)
+    return _mm512_min_epu64(r, _mm512_sub_epi64(r, qv));                // [0, q)
+  };
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    uint64_t* out = a.out + (first + t) * a.out_stride;
+    _mm512_storeu_si512(out, reduce(lo0[t], hi0[t]));
+    _mm512_storeu_si512(out + a.half_stride, reduce(lo1[t], hi1[t]));
+  }
+}
+
 }  // namespace
+
+void TileDotProductIfma(const TileDotProductArgs& a) {
+  size_t t = 0;
+  for (; t + 4 <= a.tiles; t += 4) TileBlock<4>(a, t);
+  for (; t < a.tiles; ++t) TileBlock<1>(a, t);
+}
 
 void PlainDotProductIfma(const DotProductArgs& a) { IfmaKernel(a); }
 void PlainDotProductIfma(const DotProductArgs32& a) { IfmaKernel(a); }

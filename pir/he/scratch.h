@@ -26,8 +26,11 @@ enum class Scratch : int {
   kCMux,             // CMux's difference of its inputs
   kExpanded,         // pir/lattice's hybrid: a query's expanded ciphertexts before conversion
   kSelection,        // and its CMux trees' inner nodes
+  kExpansion,        // pir/lattice's expansion: a worker's path and packing block
+  kExpansionStep,    // and one step's temporaries
   kPackSums,         // pir/lattice's packing sums, one accumulator per worker
-  kPackRotated,      // and the deferred packing's switched sums
+  kPackNodes,        // the deferred packing's expanded nodes, tiled
+  kPackRotated,      // and its switched sums
   kCount,
 };
 

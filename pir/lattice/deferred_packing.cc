@@ -1,10 +1,13 @@
 #include "pir/lattice/deferred_packing.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/dot_product.h"
 #include "pir/he/keyswitch.h"
 #include "pir/he/parallel.h"
 #include "pir/he/poly.h"
@@ -79,8 +82,9 @@ absl::StatusOr<DeferredPacking> DeferredPacking::Create(const RingContext& ctx,
         static_cast<int>(ctx.params().log_n),
         DeferredElement(ctx, lwe_n, deferred, static_cast<uint32_t>(s))));
   }
-  const uint64_t groups = matrix.groups();
-  std::vector<uint32_t> folded(groups * elements * roots * words);
+  const uint64_t groups = matrix.groups(), virtual_groups = groups * elements;
+  const size_t tiles = n / 8;
+  std::vector<uint32_t> folded(virtual_groups * roots * words);
   he::internal::ParallelFor(threads, groups * roots, [&](size_t task) {
     const uint64_t g = task / roots, r = task % roots;
     std::vector<uint64_t> w(elements * words, 0), a(words);
@@ -95,21 +99,20 @@ absl::StatusOr<DeferredPacking> DeferredPacking::Create(const RingContext& ctx,
                                              w.data() + s * words);
       }
     }
-    // W' = sigma_s^-1(W): sigma_s(W')[c] = W'[perm[c]] must be W[c].
+    // W' = sigma_s^-1(W): sigma_s(W')[c] = W'[perm[c]] must be W[c]; stored tiled (tiles_).
     for (size_t s = 0; s < elements; ++s) {
-      uint32_t* out = folded.data() + ((g * elements + s) * roots + r) * words;
+      const uint64_t v = g * elements + s;
       const uint64_t* in = w.data() + s * words;
       for (size_t i = 0; i < ctx.k(); ++i) {
         for (size_t c = 0; c < n; ++c) {
-          out[i * n + perms[s][c]] = static_cast<uint32_t>(in[i * n + c]);
+          const size_t to = perms[s][c];
+          folded[((i * tiles + to / 8) * virtual_groups + v) * roots * 8 + r * 8 + to % 8] =
+              static_cast<uint32_t>(in[i * n + c]);
         }
       }
     }
   });
-  absl::StatusOr<PackingMatrix> m = PackingMatrix::FromPolynomials(
-      ctx, groups * elements, static_cast<uint32_t>(roots), std::move(folded));
-  if (!m.ok()) return m.status();
-  return DeferredPacking(ctx, matrix, deferred, *std::move(m));
+  return DeferredPacking(ctx, matrix, deferred, std::move(folded));
 }
 
 absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const uint8_t> ciphertext,
@@ -136,10 +139,50 @@ absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const 
     }
     switches[s] = {g, *key};
   }
-  // The top levels' nodes summed against the folded matrix.
-  absl::StatusOr<absl::Span<const uint64_t>> virtual_sums =
-      ExpandIntoPackingSums(ctx, keys, folded_, ciphertext, threads);
-  if (!virtual_sums.ok()) return virtual_sums.status();
+  // The top levels' 2^(L-D) nodes, gathered in the tiles' order: at ((i N / 8 + c / 8) R + r) 16
+  // + 8 h + c mod 8 for half h of node r (TileDotProduct's keys).
+  const size_t n = ctx.n(), tiles = n / 8,
+               roots = size_t{1} << (ExpansionLevels(matrix_->lwe_n()) - levels_);
+  const uint64_t virtual_groups = groups * elements;
+  uint64_t* nodes = he::internal::GetScratch(he::internal::Scratch::kPackNodes, roots * 2 * words);
+  std::vector<uint8_t> seen(roots, 0);  // each written by the worker that expands that node
+  std::atomic<bool> bad_index{false};
+  const absl::Status expanded = ExpandLweSecret(
+      ctx, keys, static_cast<uint32_t>(roots), ciphertext, threads,
+      [&](int, uint32_t count, const uint32_t* index, const uint64_t* beta, const uint64_t* alpha) {
+        for (uint32_t j = 0; j < count; ++j) {
+          const uint32_t r = index[j];
+          if (r >= roots || seen[r] != 0) {
+            bad_index = true;
+            continue;
+          }
+          seen[r] = 1;
+          for (size_t h = 0; h < 2; ++h) {
+            const uint64_t* from = (h == 0 ? beta : alpha) + j * words;
+            for (size_t t = 0; t < words / 8; ++t) {
+              std::memcpy(nodes + (t * roots + r) * 16 + 8 * h, from + 8 * t, 64);
+            }
+          }
+        }
+      });
+  if (!expanded.ok()) return expanded;
+  if (bad_index || std::count(seen.begin(), seen.end(), 0) != 0) {
+    return absl::InternalError("the expansion did not yield each node once");
+  }
+  // The virtual groups' sums (PackAccumulator's layout), a run of tiles per task.
+  const uint64_t sum_words = virtual_groups * 2 * words;
+  uint64_t* virtual_sums = he::internal::GetScratch(he::internal::Scratch::kPackSums, sum_words);
+  constexpr size_t kTilesPerTask = 16;
+  const size_t runs = (tiles + kTilesPerTask - 1) / kTilesPerTask;
+  he::internal::ParallelFor(threads, ctx.k() * runs, [&](size_t task) {
+    const size_t i = task / runs, first = (task % runs) * kTilesPerTask;
+    for (size_t t = first; t < std::min(tiles, first + kTilesPerTask); ++t) {
+      const size_t tile = i * tiles + t;
+      he::internal::TileDotProduct(he::internal::TileDotProductArgs{
+          &ctx.base()[i], roots, virtual_groups, tiles_.data() + tile * virtual_groups * roots * 8,
+          nodes + tile * roots * 16, virtual_sums + i * n + t * 8, 2 * words, words});
+    }
+  });
   // sigma_s of every virtual group's sum but s = 0, key-switched back to z.
   const size_t switched = elements - 1;
   uint64_t* rotated =
@@ -147,7 +190,7 @@ absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const 
   he::internal::ParallelFor(threads, groups * switched, [&](size_t task) {
     const uint64_t g = task / switched;
     const size_t s = task % switched + 1;
-    const uint64_t* c0 = virtual_sums->data() + (g * elements + s) * 2 * words;
+    const uint64_t* c0 = virtual_sums + (g * elements + s) * 2 * words;
     const uint64_t* c1 = c0 + words;
     std::vector<uint64_t> coefficients(c1, c1 + words);
     he::internal::InverseNtt(ctx.ntt(), coefficients.data());
@@ -159,7 +202,7 @@ absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const 
   });
   for (uint64_t g = 0; g < groups; ++g) {
     uint64_t* out = sums.data() + g * 2 * words;
-    const uint64_t* identity = virtual_sums->data() + g * elements * 2 * words;
+    const uint64_t* identity = virtual_sums + g * elements * 2 * words;
     std::copy_n(identity, 2 * words, out);
     for (size_t s = 0; s < switched; ++s) {
       const uint64_t* r = rotated + (g * switched + s) * 2 * words;

@@ -11,11 +11,12 @@
 //     sum_j A_j K_j = sum_s sigma_s( sum_r W'_{r,s} R_r ),  W'_{r,s} = sigma_s^-1(sum_t A_j
 //     c_{t,s}),
 // so the server expands only the top L - D levels, sums the 2^(L-D) nodes against the folded
-// polynomials W' (one PackAccumulator over a matrix of G 2^D virtual groups: the same multiply-adds
-// as the full expansion's leaves), and key-switches each virtual group's sum but s = 0 once with
-// the key of sigma_s (he::internal::RotateFromDigits). The 2^D - 1 switches add their error to
-// the packed ciphertext directly instead of through the A_j: less noise (ExpPackNoiseBound with
-// deferred levels). The session keys hold the products' keys (ExpansionElements).
+// polynomials W' (G 2^D virtual groups: the same multiply-adds as the full expansion's leaves, but
+// over all 2^(L-D) roots at once, with W' stored in the order the sums read it), and key-switches
+// each virtual group's sum but s = 0 once with the key of sigma_s (he::internal::RotateFromDigits).
+// The 2^D - 1 switches add their error to the packed ciphertext directly instead of through the
+// A_j: less noise (ExpPackNoiseBound with deferred levels). The session keys hold the products'
+// keys (ExpansionElements).
 #ifndef VEIL_PIR_LATTICE_DEFERRED_PACKING_H_
 #define VEIL_PIR_LATTICE_DEFERRED_PACKING_H_
 
@@ -40,8 +41,8 @@ class DeferredPacking {
                                                 uint32_t levels, int threads);
 
   uint32_t levels() const { return levels_; }
-  // G 2^D groups of 2^(L-D) polynomials: virtual group g 2^D + s holds W'_{r,s} of group g.
-  const PackingMatrix& folded() const { return folded_; }
+  // The folded matrix's bytes (the packing matrix's).
+  uint64_t bytes() const { return tiles_.size() * sizeof(uint32_t); }
 
   // The packing sums of `ciphertext` (EncryptLweSecret for the matrix's n) under `keys` (of
   // ExpansionElements for that n), PackingSumWords(matrix) residues: PackAccumulator's layout
@@ -52,13 +53,16 @@ class DeferredPacking {
 
  private:
   DeferredPacking(const RingContext& ctx, const PackingMatrix& matrix, uint32_t levels,
-                  PackingMatrix folded)
-      : ctx_(&ctx), matrix_(&matrix), levels_(levels), folded_(std::move(folded)) {}
+                  std::vector<uint32_t> tiles)
+      : ctx_(&ctx), matrix_(&matrix), levels_(levels), tiles_(std::move(tiles)) {}
 
   const RingContext* ctx_;
   const PackingMatrix* matrix_;
   uint32_t levels_;
-  PackingMatrix folded_;
+  // W'_{r,s} of virtual group v = g 2^D + s, slot c of prime i, tiled so that the sums stream it
+  // in order (he::internal::TileDotProduct): at ((i N / 8 + c / 8) V + v) R 8 + 8 r + c mod 8,
+  // V = G 2^D virtual groups, R = 2^(L-D) roots.
+  std::vector<uint32_t> tiles_;
 };
 
 }  // namespace veil::lattice

@@ -47,23 +47,26 @@ class LevelStep {
         bfv_(*ctx.expansion()),
         keys_(keys),
         monomials_(monomials),
-        words_(ctx.k() * ctx.n()),
-        rotated_(2 * words_),
-        c1_(words_) {}
+        words_(ctx.k() * ctx.n()) {}
 
   // Level `level`'s step on (in0, in1) into `left` and `right` (either may have null halves).
   void Run(uint32_t level, const uint64_t* in0, const uint64_t* in1, Halves left, Halves right) {
     const size_t n = ctx_.n();
-    std::copy_n(in1, words_, c1_.data());
-    he::internal::InverseNtt(ctx_.ntt(), c1_.data());
-    const uint64_t* digits = he::internal::DecomposeToScratch(bfv_, c1_.data(), in1);
+    // The rotated halves, then c1's coefficients: this thread's scratch, as every temporary
+    // here (fresh vectors per step or per call cost page faults and zeroing).
+    uint64_t* const rotated =
+        he::internal::GetScratch(he::internal::Scratch::kExpansionStep, 3 * words_);
+    uint64_t* const c1 = rotated + 2 * words_;
+    std::copy_n(in1, words_, c1);
+    he::internal::InverseNtt(ctx_.ntt(), c1);
+    const uint64_t* digits = he::internal::DecomposeToScratch(bfv_, c1, in1);
     const uint32_t g = static_cast<uint32_t>(ctx_.n() >> level) + 1;
-    he::internal::RotateFromDigits(bfv_, in0, digits, g, *keys_[level], true, rotated_.data(),
-                                   rotated_.data() + words_);
+    he::internal::RotateFromDigits(bfv_, in0, digits, g, *keys_[level], true, rotated,
+                                   rotated + words_);
     const std::vector<uint64_t>& mono = monomials_[level];  // X^{-2^l}, then its Shoup factors
     for (size_t h = 0; h < 2; ++h) {
       const uint64_t* x = h == 0 ? in0 : in1;
-      const uint64_t* y = rotated_.data() + h * words_;
+      const uint64_t* y = rotated + h * words_;
       uint64_t* to_left = h == 0 ? left.c0 : left.c1;
       uint64_t* to_right = h == 0 ? right.c0 : right.c1;
       if (to_left != nullptr) he::internal::AddRows(ctx_.ntt(), x, y, to_left);
@@ -82,7 +85,6 @@ class LevelStep {
   const std::vector<const he::KeySwitchKey*>& keys_;  // level l's key
   const std::vector<std::vector<uint64_t>>& monomials_;
   const size_t words_;
-  std::vector<uint64_t> rotated_, c1_;
 };
 
 // The depth-first expansion of one subtree. left_[l] and right_[l] hold the children of level
@@ -97,18 +99,21 @@ class Expander {
         lwe_n_(lwe_n),
         levels_(ExpansionLevels(lwe_n)),
         words_(ctx.k() * ctx.n()),
-        left_((levels_ > 0 ? levels_ - 1 : 0) * 2 * words_),  // the last level's children go
-        right_(left_.size()),                                 // straight into the block
-        beta_(kPackKeysPerBlock * words_),
-        alpha_(beta_.size()),
+        path_words_((levels_ > 0 ? levels_ - 1 : 0) * 2 * words_),  // the last level's children
+        block_words_(kPackKeysPerBlock * words_),                   // go straight to the block
+        left_(he::internal::GetScratch(he::internal::Scratch::kExpansion,
+                                       2 * (path_words_ + block_words_))),
+        right_(left_ + path_words_),
+        beta_(right_ + path_words_),
+        alpha_(beta_ + block_words_),
         sink_(sink) {}
 
   // Expands the node `index` of level `level` (its ciphertext, NTT form, c0 then c1, in `ct`)
   // down to the leaves.
   void Run(uint32_t level, uint32_t index, const uint64_t* ct) {
     if (level == levels_) {  // a leaf already (n = 1)
-      std::copy_n(ct, words_, beta_.data());
-      std::copy_n(ct + words_, words_, alpha_.data());
+      std::copy_n(ct, words_, beta_);
+      std::copy_n(ct + words_, words_, alpha_);
       index_[count_++] = index;
     } else {
       Visit(level, index, ct, ct + words_);
@@ -118,16 +123,16 @@ class Expander {
 
  private:
   Halves Left(uint32_t level) {
-    uint64_t* p = left_.data() + level * 2 * words_;
+    uint64_t* p = left_ + level * 2 * words_;
     return {p, p + words_};
   }
   Halves Right(uint32_t level) {
-    uint64_t* p = right_.data() + level * 2 * words_;
+    uint64_t* p = right_ + level * 2 * words_;
     return {p, p + words_};
   }
   // The next free slot of the packing block.
   Halves Slot(uint32_t offset) {
-    return {beta_.data() + (count_ + offset) * words_, alpha_.data() + (count_ + offset) * words_};
+    return {beta_ + (count_ + offset) * words_, alpha_ + (count_ + offset) * words_};
   }
 
   void Visit(uint32_t level, uint32_t index, const uint64_t* c0, const uint64_t* c1) {
@@ -149,7 +154,7 @@ class Expander {
   }
 
   void Flush() {
-    if (count_ > 0) sink_(count_, index_, beta_.data(), alpha_.data());
+    if (count_ > 0) sink_(count_, index_, beta_, alpha_);
     count_ = 0;
   }
 
@@ -157,7 +162,13 @@ class Expander {
   const uint32_t lwe_n_;
   const uint32_t levels_;
   const size_t words_;
-  std::vector<uint64_t> left_, right_, beta_, alpha_;
+  const size_t path_words_, block_words_;
+  // This thread's scratch (kExpansion): the path's children, then the packing block. One
+  // expander per thread at a time.
+  uint64_t* const left_;
+  uint64_t* const right_;
+  uint64_t* const beta_;
+  uint64_t* const alpha_;
   SpecialSink sink_;
   uint32_t index_[kPackKeysPerBlock] = {};
   uint32_t count_ = 0;

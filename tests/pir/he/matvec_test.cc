@@ -78,6 +78,61 @@ TEST(DotProduct, FastPathMatchesReference) {
   }
 }
 
+// The tiled sums of the deferred packing (deferred_packing.h): the IFMA kernel equals the
+// reference and a naive sum, on both sides of its limits (q of 21 to 31 bits, 2^11 terms), with
+// every input q - 1 (the largest sums) and runs of tiles that are not multiples of four; the
+// outputs' stride leaves the words between them alone.
+TEST(TileDotProduct, FastPathMatchesReference) {
+  std::mt19937_64 rng = Rng(33);
+  for (int bits : {16, 21, 29, 31, 32}) {
+    const Modulus q = *Modulus::Create((*GenerateNttPrimes(bits, 64, 1))[0]);
+    for (size_t terms : {size_t{1}, size_t{16}, size_t{128}, size_t{2048}, size_t{2049}}) {
+      for (size_t tiles : {size_t{1}, size_t{6}, size_t{9}}) {
+        for (bool largest : {false, true}) {
+          std::vector<uint64_t> wide = RandomResidues(tiles * terms * 8, q.value(), rng);
+          std::vector<uint64_t> keys = RandomResidues(terms * 16, q.value(), rng);
+          if (largest) {
+            std::fill(wide.begin(), wide.end(), q.value() - 1);
+            std::fill(keys.begin(), keys.end(), q.value() - 1);
+          }
+          const std::vector<uint32_t> plain(wide.begin(), wide.end());
+          constexpr size_t kHalf = 11, kStride = 27;  // 8 written at 0 and at 11 of every 27
+          std::vector<uint64_t> fast(tiles * kStride, 7), reference = fast, naive = fast;
+          const internal::TileDotProductArgs args{&q,          terms,       tiles,   plain.data(),
+                                                  keys.data(), fast.data(), kStride, kHalf};
+          internal::TileDotProduct(args);
+          internal::TileDotProductArgs ref = args;
+          ref.out = reference.data();
+          internal::TileDotProductReference(ref);
+          for (size_t t = 0; t < tiles; ++t) {
+            for (size_t h = 0; h < 2; ++h) {
+              for (size_t l = 0; l < 8; ++l) {
+                uint64_t sum = 0;
+                for (size_t r = 0; r < terms; ++r) {
+                  sum =
+                      q.Add(sum, q.Mul(plain[(t * terms + r) * 8 + l], keys[(r * 2 + h) * 8 + l]));
+                }
+                naive[t * kStride + h * kHalf + l] = sum;
+              }
+            }
+          }
+          const std::string what = std::to_string(bits) + " bits, " + std::to_string(terms) +
+                                   " terms, " + std::to_string(tiles) + " tiles" +
+                                   (largest ? ", largest" : "");
+          ASSERT_EQ(reference, naive) << what;
+          ASSERT_EQ(fast, reference) << what;
+          if (bits == 29 && terms <= 2048) {
+            EXPECT_EQ(internal::TileDotProductUsesIfma(args), internal::PlainDotProductUsesIfma(q));
+          }
+          if (bits == 16 || bits == 32 || terms > 2048) {
+            EXPECT_FALSE(internal::TileDotProductUsesIfma(args)) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The row kernel of ModDown and the expansion, (x - y) w mod q, per-coefficient and constant w,
 // on both sides of the IFMA limit (q < 2^50), with the extremes and a tail past the vectors.
 TEST(SubMulShoup, FastPathMatchesReference) {

@@ -111,8 +111,7 @@ TEST(DeferredPackingTest, RefusesMissingKeysAndBadArguments) {
   const std::vector<uint8_t> ct = *EncryptLweSecret(ctx, session.z, lwe.secret);
   const DeferredPacking deferred = *DeferredPacking::Create(ctx, matrix, 3, 1);
   EXPECT_EQ(deferred.levels(), 3u);
-  EXPECT_EQ(deferred.folded().groups(), 8u);
-  EXPECT_EQ(deferred.folded().lwe_n(), 64u);
+  EXPECT_EQ(deferred.bytes(), matrix.bytes());  // 8 virtual groups of 64 roots: n polynomials
   std::vector<uint64_t> sums(PackingSumWords(ctx, matrix));
   EXPECT_TRUE(deferred.Sums(session.keys, ct, 2, absl::MakeSpan(sums)).ok());
   const auto expect_invalid = [](const absl::Status& s, const std::string& message) {
