@@ -98,7 +98,9 @@ TEST(DeferredPackingTest, NoiseIsTheModelsAndBelowTheFullExpansions) {
     EXPECT_GT(noise.sigma, 0.85 * model.sigma);
     EXPECT_LT(noise.sigma, 1.15 * model.sigma);
     EXPECT_LT(model.sigma, full.sigma);
-    if (!small) EXPECT_EQ(noise.wrong_share, 0);
+    if (!small) {
+      EXPECT_EQ(noise.wrong_share, 0);
+    }
   }
 }
 
