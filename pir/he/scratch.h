@@ -28,7 +28,7 @@ enum class Scratch : int {
   kSelection,        // and its CMux trees' inner nodes
   kExpansion,        // pir/lattice's expansion: a worker's path and packing block
   kExpansionStep,    // and one step's temporaries
-  kPackSums,         // pir/lattice's packing sums, one accumulator per worker
+  kPackSums,         // pir/lattice's packing sums (one accumulator per worker, or virtual groups)
   kPackNodes,        // the deferred packing's expanded nodes, tiled
   kPackRotated,      // and its switched sums
   kCount,
