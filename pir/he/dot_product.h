@@ -53,8 +53,8 @@ void PlainDotProduct(const DotProductArgs32& args);
 // side by side), every input below q; the outputs are overwritten. The IFMA kernel (q of 21 to
 // 31 bits and terms <= 2^11) sums the low and high 52-bit halves over all terms, then reduces
 // once per slot; four tiles share each load of the keys. (Whole products from vpmuludq, one
-// multiply instead of two, with the sums folded every 32 terms, ran 25% slower on this
-// kernel's AMD EPYC.)
+// multiply instead of two, with the sums folded every 32 terms, measured no faster: reading the
+// plaintexts bounds this kernel.)
 struct TileDotProductArgs {
   const Modulus* q;
   size_t terms;

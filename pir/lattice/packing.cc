@@ -123,20 +123,6 @@ absl::StatusOr<PackingMatrix> PackingMatrix::Create(const RingContext& ctx,
   return m;
 }
 
-absl::StatusOr<PackingMatrix> PackingMatrix::FromPolynomials(const RingContext& ctx,
-                                                             uint64_t groups, uint32_t lwe_n,
-                                                             std::vector<uint32_t> ntt) {
-  const size_t stride = ctx.k() * ctx.n();
-  if (groups == 0 || lwe_n == 0 || ntt.size() != groups * lwe_n * stride) {
-    return absl::InvalidArgumentError(absl::StrCat("a packing matrix of ", groups, " x ", lwe_n,
-                                                   " polynomials needs ", groups * lwe_n * stride,
-                                                   " residues, got ", ntt.size()));
-  }
-  PackingMatrix m(groups * ctx.n(), lwe_n, groups, stride);
-  m.ntt_ = std::move(ntt);
-  return m;
-}
-
 absl::StatusOr<PackingMatrix> PackingMatrix::Groups(const RingContext& ctx, uint64_t first,
                                                     uint64_t count) const {
   if (count == 0 || first >= groups_ || count > groups_ - first || stride_ != ctx.k() * ctx.n()) {

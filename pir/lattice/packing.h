@@ -73,12 +73,6 @@ class PackingMatrix {
   static absl::StatusOr<PackingMatrix> Create(const RingContext& ctx, absl::Span<const uint32_t> a,
                                               uint64_t rows, uint32_t lwe_n);
 
-  // A matrix of polynomials already in NTT form (groups x lwe_n x k x N residues below their
-  // primes, group-major), for sums that are not of LWE rows (deferred_packing.h): rows() is
-  // groups x N. Returns INVALID_ARGUMENT for no groups, lwe_n 0 or another size.
-  static absl::StatusOr<PackingMatrix> FromPolynomials(const RingContext& ctx, uint64_t groups,
-                                                       uint32_t lwe_n, std::vector<uint32_t> ntt);
-
   uint64_t rows() const { return rows_; }
   uint32_t lwe_n() const { return lwe_n_; }
   uint64_t groups() const { return groups_; }
