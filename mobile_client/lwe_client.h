@@ -16,13 +16,13 @@
 //
 // lwe-exppack-s has no hint: the client also checks the server's ring parameters and sizes
 // against its own (lattice::RingParams::Default), draws a session RLWE secret (wiped with the
-// client) and uploads its expansion keys (2.2 MiB, public) to each connection before that
+// client) and uploads its expansion keys (3.4 MiB, public) to each connection before that
 // connection's first query (again after the server evicts them: ABORTED, retried once). Each
 // lookup sends the query and the RLWE ciphertext of its secret and decrypts the packed response
 // with the session secret. lwe-hybrid does the same (its keys add a conversion key), each lookup
-// also sending the selection of its window (pir/lattice/hybrid.h); lwe-exppack-d sends one ciphertext per record byte
-// (pir/lattice/pack_double.h); lwe-double-pack two queries and two ciphertexts
-// (pir/lattice/double_pack.h).
+// also sending the selection of its window (pir/lattice/hybrid.h); lwe-exppack-d sends one
+// ciphertext per record byte (pir/lattice/pack_double.h); lwe-double-pack two queries and two
+// ciphertexts (pir/lattice/double_pack.h).
 //
 // Replicas: `server` may list replicas of one server ("HOST:PORT,HOST:PORT", as
 // ClientOptions::server0); at Connect every replica that answers must serve the same table and

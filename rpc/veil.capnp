@@ -27,7 +27,7 @@
 # Protocol "lwe-exppack-s" (LwePackServer): one server, no hint (pir/lattice/pack_simple.h,
 # docs/lattice.md): SimplePIR whose answer the server ring-packs into RLWE ciphertexts with
 # special ciphertexts it expands from one RLWE ciphertext of the query's LWE secret. Each
-# connection is a session that uploads the client's expansion keys (~2.2 MiB of Galois keys,
+# connection is a session that uploads the client's expansion keys (~3.4 MiB of Galois keys,
 # public) once, in chunks, held within a server-wide memory bound; each lookup then sends a query
 # and the secret's ciphertext and gets the packed response, which only the client can decrypt.
 # Protocol "lwe-hybrid" (the same LwePackServer) adds to each lookup RGSW ciphertexts of the bits

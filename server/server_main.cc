@@ -137,7 +137,7 @@ constexpr char kUsage[] =
     "PIR (SimplePIR, DoublePIR): each client downloads the table's hint once, then every lookup "
     "is an encrypted query the server cannot read (queries count as keys in the key limits); "
     "lwe-exppack-s is SimplePIR whose answers the server packs into RLWE ciphertexts, so that "
-    "clients need no hint but upload 2.2 MiB of expansion keys once per connection (held within "
+    "clients need no hint but upload 3.4 MiB of expansion keys once per connection (held within "
     "--max-galois-key-bytes; queries count in --max-queued-ciphertexts); lwe-hybrid is "
     "lwe-exppack-s whose lookups also send RGSW ciphertexts of the bits that select the packed "
     "ciphertexts holding their row, so that fewer come back; lwe-exppack-d packs DoublePIR's "

@@ -48,7 +48,7 @@ constexpr char kUsage[] =
     "      Fetches rows privately from ONE LWE PIR server (SimplePIR or DoublePIR): the table's "
     "hint\n"
     "      is downloaded first (or read from --hint-cache, where it is kept per table version).\n"
-    "      lwe-exppack-s needs no hint: the client uploads its expansion keys (2.2 MiB) first;\n"
+    "      lwe-exppack-s needs no hint: the client uploads its expansion keys (3.4 MiB) first;\n"
     "      lwe-hybrid too, and each row also sends RGSW bits that select its packed ciphertexts;\n"
     "      lwe-exppack-d (DoublePIR, packed) too, one secret ciphertext per row byte;\n"
     "      lwe-double-pack too, its packed answer folded and packed again (8 ciphertexts down).\n"

@@ -186,6 +186,20 @@ uint32_t DeferredLevels(uint32_t lwe_n) {
   return std::min(kDeferredLevels, ExpansionLevels(lwe_n));
 }
 
+uint32_t BestDeferredLevels(uint32_t lwe_n, uint64_t groups) {
+  const uint32_t levels = ExpansionLevels(lwe_n);
+  uint32_t best = 0;
+  uint64_t fewest = 0;
+  for (uint32_t d = 1; d <= DeferredLevels(lwe_n); ++d) {
+    const uint64_t switches = (uint64_t{1} << (levels - d)) - 1 + groups * ((uint64_t{1} << d) - 1);
+    if (best == 0 || switches < fewest) {
+      best = d;
+      fewest = switches;
+    }
+  }
+  return best;
+}
+
 uint32_t DeferredElement(const RingContext& ctx, uint32_t lwe_n, uint32_t deferred, uint32_t mask) {
   const uint32_t levels = ExpansionLevels(lwe_n);
   const uint64_t two_n = 2 * ctx.n();

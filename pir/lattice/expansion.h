@@ -10,7 +10,7 @@
 //   keys    the Galois keys of the elements g_l = N / 2^l + 1 (l < L), hybrid key switching with
 //           the special prime P of RingParams (pir/he/keyswitch.h), seeded and bit-packed by
 //           he::SerializeGaloisKeys, with the products the deferred levels need (below):
-//           ExpansionKeyBytes (2,344,456 bytes at n = 1024, N = 4096: 14 keys);
+//           ExpansionKeyBytes (3,516,676 bytes at n = 1024, N = 4096: 21 keys);
 //   server  level l maps every ciphertext c to c + g_l(c) and (c - g_l(c)) X^{-2^l}: the
 //           automorphism X -> X^{g_l} negates exactly the coefficients at odd multiples of 2^l,
 //           so the first keeps the coefficients j with bit l of j clear and the second moves the
@@ -41,12 +41,16 @@ namespace veil::lattice {
 
 // L = ceil(log2 n) (0 for n = 1).
 uint32_t ExpansionLevels(uint32_t lwe_n);
-// The CPU's packing defers the expansion's bottom D = min(kDeferredLevels, L) levels into its
-// matrix (deferred_packing.h): it then needs the keys of the products of those levels' elements
-// too. D = 3 adds 4 keys (670 KB) to the 10 and saves 1,023 - 127 - 7 G of the 1,023 key switches
-// per query (G the response's ciphertexts).
-inline constexpr uint32_t kDeferredLevels = 3;
+// The CPU's packing defers the expansion's bottom D levels into its matrix (deferred_packing.h),
+// D up to min(kDeferredLevels, L): it then needs the keys of the products of those levels'
+// elements too. Keys for 4 levels add 11 keys (1.84 MB) to the 10; deferring D levels leaves
+// 2^(L-D) - 1 + G (2^D - 1) of the 1,023 key switches per query (G the response's ciphertexts):
+// 78 with D = 4 at G = 1, 153 at G = 6 (169 and 134 with D = 3).
+inline constexpr uint32_t kDeferredLevels = 4;
 uint32_t DeferredLevels(uint32_t lwe_n);
+// The D in [1, DeferredLevels(lwe_n)] with the fewest key switches for a matrix of `groups`
+// groups (the smaller on a tie: its folded matrix is quicker to build); 0 for lwe_n = 1.
+uint32_t BestDeferredLevels(uint32_t lwe_n, uint64_t groups);
 // The product mod 2N of g_l over the bottom `deferred` levels l = L - deferred + b for the bits
 // b of `mask` (deferred <= L, mask < 2^deferred; 1 for mask 0).
 uint32_t DeferredElement(const RingContext& ctx, uint32_t lwe_n, uint32_t deferred, uint32_t mask);

@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<PackedDoubleServer>> PackedDoubleServer::Create(
   std::unique_ptr<PackedDoubleServer> out(
       new PackedDoubleServer(std::move(server), *std::move(ring), *std::move(matrix)));
   out->set_packing_engine(std::make_unique<CpuPackingEngine>(
-      out->ring_, out->matrix_, kDeferredLevels, out->server_->threads()));
+      out->ring_, out->matrix_, BestDeferredLevels(kLweDimension, out->matrix_.groups()),
+      out->server_->threads()));
   return out;
 }
 

@@ -64,7 +64,8 @@ absl::StatusOr<std::unique_ptr<PackedSimpleServer>> PackedSimpleServer::Create(
   std::unique_ptr<PackedSimpleServer> out(
       new PackedSimpleServer(std::move(server), *std::move(ctx), *std::move(matrix), protocol));
   out->set_packing_engine(std::make_unique<CpuPackingEngine>(
-      out->ring_, out->matrix_, kDeferredLevels, out->server_->threads()));
+      out->ring_, out->matrix_, BestDeferredLevels(kLweDimension, out->matrix_.groups()),
+      out->server_->threads()));
   return out;
 }
 

@@ -3,7 +3,7 @@
 // query's LWE secret (expansion.h), so that the client decrypts its record with its RLWE secret
 // and needs no hint.
 //
-//   session the client's expansion keys (ExpansionKeyBytes, 2.2 MiB), uploaded once;
+//   session the client's expansion keys (ExpansionKeyBytes, 3.4 MiB), uploaded once;
 //   client  a SimplePIR query for the record's column (fresh LWE secret s, D0 words) and the
 //           ciphertext of s (SecretCiphertextBytes); s is wiped as soon as it is encrypted;
 //   server  the SimplePIR answer (D1 words, LweServer::Answer), then the packing engine's sums

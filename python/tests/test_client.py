@@ -176,7 +176,7 @@ def test_an_exppack_server_gives_the_same_rows_without_a_hint(tmp_path, weight, 
         assert (table["rows"], table["protocol"]) == (ROWS, protocol)
         # No hint; the keys (uploaded once per connection; the hybrid's add its conversion key)
         # and one 32 KiB ciphertext per row.
-        keys = 2344456 + (167468 if protocol == "lwe-hybrid" else 0)
+        keys = 3516676 + (167468 if protocol == "lwe-hybrid" else 0)
         assert table["hint_bytes"] == 0 and table["key_bytes"] == keys
         assert table["answer_bytes"] == 32768
         rows = [3, 0, ROWS - 1]

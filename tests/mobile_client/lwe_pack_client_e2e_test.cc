@@ -101,7 +101,7 @@ TEST_F(LwePackClientTest, LookupsDecryptToTheRowsWithTheBytesOfTheFormulas) {
   EXPECT_EQ(t.protocol, "lwe-exppack-s");
   EXPECT_EQ(t.rows, kRows);
   EXPECT_EQ(t.hint_bytes, 0u);
-  EXPECT_EQ(t.key_bytes, 2344456u);
+  EXPECT_EQ(t.key_bytes, 3516676u);
   EXPECT_EQ(t.query_bytes, 4 * t.d0 + 49184);
   EXPECT_EQ(t.answer_bytes, (t.d1 + 4095) / 4096 * 32768);
   EXPECT_EQ((*client)->key_uploads(), 1u);

@@ -167,7 +167,7 @@ TEST_F(LwePackRpcTest, ConfigSizesAreTheFormulasAndLookupsDecode) {
   ASSERT_EQ(c.getPrimes().size(), 3u);
   EXPECT_EQ(c.getPrimes()[0], 536813569u);
   EXPECT_EQ(c.getSpecialPrime(), 4169729u);
-  EXPECT_EQ(c.getExpansionKeyBytes(), 2344456u);
+  EXPECT_EQ(c.getExpansionKeyBytes(), 3516676u);
   EXPECT_EQ(c.getSecretCiphertextBytes(), 49184u);
   EXPECT_EQ(c.getResponseBytes(), (shape.d1 + 4095) / 4096 * 32768);
   EXPECT_EQ(c.getResponseBytes(), 32768u);  // D1 <= N: one ciphertext
@@ -361,7 +361,7 @@ TEST_F(LwePackRpcTest, HybridSelectsWithItsBitsAndRefusesOtherSelections) {
   EXPECT_EQ(c.getSelectionBytes(), 49184u);
   EXPECT_EQ(c.getResponseBytes(), 2u * 32768);
   EXPECT_EQ(c.getExpansionKeyBytes(), lattice::HybridKeyBytes(ring));
-  EXPECT_EQ(c.getExpansionKeyBytes(), 2344456u + 167468);
+  EXPECT_EQ(c.getExpansionKeyBytes(), 3516676u + 167468);
 
   // The client's config: the instance the server makes with 100 records per column.
   lattice::LweServerOptions with_k;

@@ -62,10 +62,11 @@ TEST(DeferredPackingTest, AwkwardShapesDecryptEveryPhase) {
     int threads;
   };
   // More levels than the expansion has (n = 3: two, no top expansion); n = 300, whose deferred
-  // subtrees lack leaves past n; one and two levels (the keys' products serve any depth up to
-  // kDeferredLevels); several groups with a partial last one, on one to three threads.
+  // subtrees lack leaves past n; one to three levels (the keys' products serve any depth up to
+  // kDeferredLevels) and four; several groups with a partial last one, on one to three threads.
   for (const Case c : {Case{3, 3, 10, 1}, Case{300, 3, 4096 + 77, 2}, Case{300, 1, 2 * 4096, 3},
-                       Case{1024, 2, 500, 2}, Case{1024, 3, 100, 2}}) {
+                       Case{300, 4, 4096 + 5, 1}, Case{1024, 2, 500, 2}, Case{1024, 3, 100, 2},
+                       Case{1024, 4, 4096 + 300, 2}}) {
     const LweBatch lwe(c.rows, c.lwe_n, Seed(static_cast<int>(c.lwe_n + c.levels)));
     const std::vector<uint32_t> phases =
         PackAndUnpack(ctx, lwe, c.rows, c.lwe_n, c.levels, c.threads);
@@ -135,7 +136,19 @@ TEST(DeferredPackingTest, RefusesMissingKeysAndBadArguments) {
       "the secret's ciphertext is 49184 bytes, got 40");
   expect_invalid(DeferredPacking::Create(ctx, matrix, 0, 1).status(), "deferred packing of 0");
   expect_invalid(DeferredPacking::Create(ctx, matrix, 3, 0).status(), "on 0 threads");
-  expect_invalid(DeferredPacking::Create(ctx, matrix, 4, 1).status(), "1 to 3: the session keys'");
+  expect_invalid(DeferredPacking::Create(ctx, matrix, 5, 1).status(), "1 to 4: the session keys'");
+}
+
+// The engine's choice per table: the fewest key switches, 2^(L-D) - 1 + G (2^D - 1).
+TEST(DeferredPackingTest, BestLevelsHaveTheFewestSwitches) {
+  EXPECT_EQ(BestDeferredLevels(1024, 1), 4u);   // 63 + 15 against 127 + 7
+  EXPECT_EQ(BestDeferredLevels(1024, 6), 4u);   // 153 against 169 (2^24 x 64 B)
+  EXPECT_EQ(BestDeferredLevels(1024, 8), 3u);   // 183 either way: the smaller
+  EXPECT_EQ(BestDeferredLevels(1024, 20), 3u);  // 267 against 363
+  EXPECT_EQ(BestDeferredLevels(1024, 40), 2u);  // 375 against 407
+  EXPECT_EQ(BestDeferredLevels(3, 1), 1u);      // L = 2: 1 + 1 against 0 + 3
+  EXPECT_EQ(BestDeferredLevels(2, 5), 1u);      // L = 1: one level only
+  EXPECT_EQ(BestDeferredLevels(1, 1), 0u);      // no expansion
 }
 
 }  // namespace

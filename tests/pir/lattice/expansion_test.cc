@@ -220,9 +220,9 @@ TEST(ExpansionTest, ByteSizesEqualTheFormulas) {
   // 32 + 4 k N; the keys: 16 bytes of header and count, then per element 4 + 32 (its seed) and
   // k digits of k + 1 bit-packed rows (3 x 29 + 22 bits per coefficient): 167,460 bytes.
   EXPECT_EQ(SecretCiphertextBytes(ctx), 49184u);
-  // Ten levels, and 2^3 - 1 - 3 products of the three deferred ones: 14 elements.
-  EXPECT_EQ(ExpansionKeyBytes(ctx, kLweDimension), 16u + 14 * (36 + 3 * 4096 * 109 / 8));
-  EXPECT_EQ(ExpansionKeyBytes(ctx, kLweDimension), 2344456u);
+  // Ten levels, and 2^4 - 1 - 4 products of the four deferred ones: 21 elements.
+  EXPECT_EQ(ExpansionKeyBytes(ctx, kLweDimension), 16u + 21 * (36 + 3 * 4096 * 109 / 8));
+  EXPECT_EQ(ExpansionKeyBytes(ctx, kLweDimension), 3516676u);
   const Session session(ctx, kLweDimension);
   EXPECT_EQ(session.wire.size(), ExpansionKeyBytes(ctx, kLweDimension));
   std::vector<uint32_t> secret(kLweDimension, 5);
@@ -239,8 +239,8 @@ TEST(ExpansionTest, RefusesBadKeysAndCiphertexts) {
   expect_invalid(CheckExpansion(ctx, 4097), "not 4097");
   const Session session(ctx, 512);
   expect_invalid(ParseExpansionKeys(ctx, 1024, session.wire).status(),
-                 "the 14 elements N / 2^l + 1 (l < 10) and the deferred levels' products; "
-                 "these hold 13 other keys");
+                 "the 21 elements N / 2^l + 1 (l < 10) and the deferred levels' products; "
+                 "these hold 20 other keys");
   expect_invalid(
       ParseExpansionKeys(ctx, 512, absl::MakeConstSpan(session.wire).first(1000)).status(), "");
   std::vector<uint32_t> secret(512, 9);

@@ -71,7 +71,7 @@ TEST(HybridWindowTest, CoversEveryRecordsGroupsWithTheFewestBits) {
   // residues, with the he header).
   EXPECT_EQ(HybridKeyBytes(ring),
             ExpansionKeyBytes(ring, kLweDimension) + 12 + 32 + 3 * 4096 * (3 * 29 + 22) / 8);
-  EXPECT_EQ(HybridKeyBytes(ring), 2344456u + 167468);
+  EXPECT_EQ(HybridKeyBytes(ring), 3516676u + 167468);
 }
 
 TEST(HybridKeysTest, CarryTheConversionKeyAndRefuseOthers) {
