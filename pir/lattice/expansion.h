@@ -45,7 +45,7 @@ uint32_t ExpansionLevels(uint32_t lwe_n);
 // D up to min(kDeferredLevels, L): it then needs the keys of the products of those levels'
 // elements too. Keys for 4 levels add 11 keys (1.84 MB) to the 10; deferring D levels leaves
 // 2^(L-D) - 1 + G (2^D - 1) of the 1,023 key switches per query (G the response's ciphertexts):
-// 78 with D = 4 at G = 1, 153 at G = 6 (169 and 134 with D = 3).
+// 78 with D = 4 at G = 1, 153 at G = 6 (134 and 169 with D = 3).
 inline constexpr uint32_t kDeferredLevels = 4;
 uint32_t DeferredLevels(uint32_t lwe_n);
 // The D in [1, DeferredLevels(lwe_n)] with the fewest key switches for a matrix of `groups`
