@@ -15,6 +15,15 @@ __m512i LoadPlain(const uint32_t* p) {
   return _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// x mod q for 64-bit lanes x whose quotient by q is below 2^50: a double's estimate of the
+// quotient (x and 1 / q rounded, relative error below 2^-51) is off by at most one.
+__m512i ReduceByDoubleQuotient(__m512i x, __m512i qv, __m512d inverse_q) {
+  const __m512i quotient = _mm512_cvttpd_epu64(_mm512_mul_pd(_mm512_cvtepu64_pd(x), inverse_q));
+  __m512i r = _mm512_sub_epi64(x, _mm512_mullo_epi64(quotient, qv));  // in [-q, 2q)
+  r = _mm512_min_epu64(r, _mm512_add_epi64(r, qv));                   // [0, 2q)
+  return _mm512_min_epu64(r, _mm512_sub_epi64(r, qv));                // [0, q)
+}
+
 template <typename Plain>
 void IfmaKernel(const DotProductArgsOf<Plain>& a) {
   // Each product p < q^2 < 2^100 is lo + hi 2^52 with lo < 2^52 and hi < 2^48: 2^11 terms of
@@ -35,11 +44,7 @@ void IfmaKernel(const DotProductArgsOf<Plain>& a) {
   const __m512i qv = _mm512_set1_epi64(static_cast<int64_t>(q.value()));
   const __m512d inverse_q = _mm512_set1_pd(1.0 / static_cast<double>(q.value()));
   const auto reduce = [&](__m512i lo, __m512i hi) {
-    const __m512i x = _mm512_add_epi64(_mm512_slli_epi64(hi, 52), lo);
-    const __m512i quotient = _mm512_cvttpd_epu64(_mm512_mul_pd(_mm512_cvtepu64_pd(x), inverse_q));
-    __m512i r = _mm512_sub_epi64(x, _mm512_mullo_epi64(quotient, qv));  // in [-q, 2q)
-    r = _mm512_min_epu64(r, _mm512_add_epi64(r, qv));                   // [0, 2q)
-    return _mm512_min_epu64(r, _mm512_sub_epi64(r, qv));                // [0, q)
+    return ReduceByDoubleQuotient(_mm512_add_epi64(_mm512_slli_epi64(hi, 52), lo), qv, inverse_q);
   };
   size_t c = 0;
   for (; c + 8 <= a.n; c += 8) {
@@ -150,11 +155,8 @@ void TileBlock(const TileDotProductArgs& a, size_t first) {
   const __m512i shift = _mm512_set1_epi64(static_cast<int64_t>(q.Reduce(uint64_t{1} << 52)));
   const __m512d inverse_q = _mm512_set1_pd(1.0 / static_cast<double>(q.value()));
   const auto reduce = [&](__m512i lo, __m512i hi) {
-    const __m512i x = _mm512_add_epi64(lo, _mm512_mullo_epi64(hi, shift));
-    const __m512i quotient = _mm512_cvttpd_epu64(_mm512_mul_pd(_mm512_cvtepu64_pd(x), inverse_q));
-    __m512i r = _mm512_sub_epi64(x, _mm512_mullo_epi64(quotient, qv));  // in [-q, 2q)
-    r = _mm512_min_epu64(r, _mm512_add_epi64(r, qv));                   // [0, 2q)
-    return _mm512_min_epu64(r, _mm512_sub_epi64(r, qv));                // [0, q)
+    return ReduceByDoubleQuotient(_mm512_add_epi64(lo, _mm512_mullo_epi64(hi, shift)), qv,
+                                  inverse_q);
   };
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
