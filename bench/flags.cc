@@ -98,4 +98,6 @@ ABSL_FLAG(absl::optional<std::string>, verify_keys, absl::nullopt,
 ABSL_FLAG(absl::optional<std::string>, warmup_s, absl::nullopt, "e2e: warm-up seconds");
 ABSL_FLAG(absl::optional<std::string>, window_log, absl::nullopt,
           "dpf-eval: bounded window, 2^window-log leaves");
+ABSL_FLAG(absl::optional<std::string>, with_product, absl::nullopt,
+          "exppack-gpu: 1 also builds the table and times SimplePIR's product");
 ABSL_FLAG(absl::optional<std::string>, words, absl::nullopt, "32-bit words per row");

@@ -166,8 +166,9 @@ absl::Status PirAnswerGpu(const Flags& flags) {
   std::vector<dpf::DpfKey> keys;
   dpf::SeededRandomForTesting source(7);
   for (int i = 0; i < max_batch; ++i) {
-    auto pair =
-        dpf::GenerateKeys(*params, gen() % rows, 1 + static_cast<uint32_t>(gen() % 1000), source);
+    const uint32_t beta =  // XOR output encodes the indicator (beta 1)
+        params->output == dpf::OutputType::kXor ? 1 : 1 + static_cast<uint32_t>(gen() % 1000);
+    auto pair = dpf::GenerateKeys(*params, gen() % rows, beta, source);
     if (!pair.ok()) return pair.status();
     keys.push_back(i % 2 ? pair->second : pair->first);
   }
