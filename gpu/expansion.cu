@@ -19,11 +19,30 @@
 namespace veil::gpu {
 namespace {
 
+template <internal::ExpansionStage kStage>
 __global__ void __launch_bounds__(internal::kNttBlockThreads)
     ExpansionKernel(const internal::ExpansionArgs a) {
-  extern __shared__ uint64_t shared[];
+  extern __shared__ uint32_t shared[];
   internal::BlockRunner run;
-  internal::ExpansionNodeBlock(run, a, blockIdx.x, shared);
+  internal::ExpansionStageBlock(run, a, kStage, blockIdx.x, shared);
+}
+
+// The stage's kernel (one instantiation each: a stage's registers are its own).
+void (*StageKernel(internal::ExpansionStage stage))(const internal::ExpansionArgs) {
+  using S = internal::ExpansionStage;
+  switch (stage) {
+    case S::kC1ToCoefficients:
+      return ExpansionKernel<S::kC1ToCoefficients>;
+    case S::kDigits:
+      return ExpansionKernel<S::kDigits>;
+    case S::kInnerProducts:
+      return ExpansionKernel<S::kInnerProducts>;
+    case S::kModDown:
+      return ExpansionKernel<S::kModDown>;
+    case S::kChildren:
+      return ExpansionKernel<S::kChildren>;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -38,7 +57,7 @@ struct GpuExpansion::Impl {
   int device = 0;
   internal::ExpansionPlan plan;
   lattice::RingContext ring;
-  std::vector<uint64_t*> d_roots, d_iroots;
+  std::vector<uint32_t*> d_roots, d_iroots;
   uint64_t* d_monos = nullptr;
   uint32_t* d_perms = nullptr;
   uint64_t *d_nodes[2] = {nullptr, nullptr}, *d_scratch = nullptr;
@@ -50,8 +69,8 @@ struct GpuExpansion::Impl {
   explicit Impl(lattice::RingContext r) : ring(std::move(r)) {}
   ~Impl() {
     cudaSetDevice(device);
-    for (uint64_t* p : d_roots) cudaFree(p);
-    for (uint64_t* p : d_iroots) cudaFree(p);
+    for (uint32_t* p : d_roots) cudaFree(p);
+    for (uint32_t* p : d_iroots) cudaFree(p);
     cudaFree(d_monos);
     cudaFree(d_perms);
     cudaFree(d_nodes[0]);
@@ -83,8 +102,12 @@ struct GpuExpansion::Impl {
     const uint32_t threads =
         static_cast<uint32_t>(std::min<uint64_t>(internal::kNttBlockThreads, n / 2));
     return internal::RunExpansionLevels(
-        plan, Arrays(keys), [&](const internal::ExpansionArgs& args) -> absl::Status {
-          ExpansionKernel<<<args.nodes, threads, n * sizeof(uint64_t), stream>>>(args);
+        plan, Arrays(keys),
+        [&](const internal::ExpansionArgs& args, internal::ExpansionStage stage,
+            uint32_t blocks) -> absl::Status {
+          const size_t shared =  // the stages without transforms need none
+              stage == internal::ExpansionStage::kChildren ? 0 : n * sizeof(uint32_t);
+          StageKernel(stage)<<<blocks, threads, shared, stream>>>(args);
           VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
           return absl::OkStatus();
         });
@@ -124,9 +147,9 @@ absl::StatusOr<std::unique_ptr<GpuExpansion>> GpuExpansion::Create(const lattice
     impl->d_roots.push_back(nullptr);
     impl->d_iroots.push_back(nullptr);
     VEIL_RETURN_IF_ERROR(
-        internal::UploadNew(&impl->d_roots.back(), t.roots.data(), t.roots.size()));
-    VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_iroots.back(), t.inverse_roots.data(),
-                                             t.inverse_roots.size()));
+        internal::UploadNew(&impl->d_roots.back(), t.roots32.data(), t.roots32.size()));
+    VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_iroots.back(), t.inverse_roots32.data(),
+                                             t.inverse_roots32.size()));
   }
   VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_monos, p.monos.data(), p.monos.size()));
   VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_perms, p.perms.data(), p.perms.size()));

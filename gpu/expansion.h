@@ -1,7 +1,7 @@
 // ExpPack's expansion (pir/lattice/expansion.h) on a CUDA device: one RLWE ciphertext of a query's
-// LWE secret becomes the n special ciphertexts K_j, level by level, one block per node
-// (gpu/internal/expansion_phases.h), equal to ExpandLweSecret's leaves bit for bit. The session's
-// keys live on the device. This header includes no CUDA headers.
+// LWE secret becomes the n special ciphertexts K_j, level by level, five launches per level of
+// several blocks per node (gpu/internal/expansion_phases.h), equal to ExpandLweSecret's leaves bit
+// for bit. The session's keys live on the device. This header includes no CUDA headers.
 #ifndef VEIL_GPU_EXPANSION_H_
 #define VEIL_GPU_EXPANSION_H_
 
@@ -96,8 +96,9 @@ namespace internal {
 
 // The device-independent part of a run that no session's keys change: per-prime Montgomery NTT
 // tables (Q's primes, then P), the per-level permutations and monomials, laid out as the kernel
-// reads them. Returns CheckExpansion's errors, INVALID_ARGUMENT for rings of more than 3 primes
-// or N above 2^12.
+// reads them (the transforms in 32-bit lanes: every prime of a lattice ring is below 2^32).
+// Returns CheckExpansion's errors, INVALID_ARGUMENT for rings of more than 3 primes or N above
+// 2^12.
 struct ExpansionPlan {
   uint32_t log_n = 0, k = 0, lwe_n = 0, levels = 0;
   std::vector<MontgomeryNttTables> tables;  // k + 1: Q's primes, then P
@@ -124,7 +125,8 @@ uint32_t MaxExpansionNodes(const ExpansionPlan& plan);
 
 // Where a run's arrays live: the plan's own (the host run) or their device copies.
 struct ExpansionArrays {
-  std::vector<const uint64_t*> roots, iroots;  // per prime: the tables' forward, inverse roots
+  std::vector<const uint32_t*> roots,
+      iroots;  // per prime: the tables' 32-bit forward, inverse roots
   const uint64_t* key_b = nullptr;
   const uint64_t* key_a = nullptr;
   const uint32_t* perms = nullptr;
@@ -134,7 +136,8 @@ struct ExpansionArrays {
 };
 
 // The level loop of the host run and of the device: level l's arguments from the arrays, then
-// launch(args) for its args.nodes blocks (an absl::Status). Returns the buffer of the leaves.
+// launch(args, stage, blocks) for each of its stages, in order (an absl::Status). Returns the
+// buffer of the leaves.
 template <class Launch>
 absl::StatusOr<uint64_t*> RunExpansionLevels(const ExpansionPlan& p, const ExpansionArrays& a,
                                              Launch&& launch) {
@@ -143,11 +146,12 @@ absl::StatusOr<uint64_t*> RunExpansionLevels(const ExpansionPlan& p, const Expan
   args.log_n = p.log_n;
   args.k = p.k;
   for (uint32_t q = 0; q <= p.k; ++q) {
-    args.forward[q] = p.tables[q].Args(false, nullptr, 1);
+    args.forward[q] = p.tables[q].Args32(false);
     args.forward[q].roots = a.roots[q];
-    args.inverse[q] = p.tables[q].Args(true, nullptr, 1);
+    args.inverse[q] = p.tables[q].Args32(true);
     args.inverse[q].roots = a.iroots[q];
     args.moduli[q] = p.tables[q].q;
+    args.barrett[q] = ~uint64_t{0} / p.tables[q].q;  // floor(2^64 / q): q is odd
     if (q < p.k) args.p_inv[q] = p.p_inv[q];
   }
   args.scratch = a.scratch;
@@ -162,7 +166,14 @@ absl::StatusOr<uint64_t*> RunExpansionLevels(const ExpansionPlan& p, const Expan
     args.out = a.nodes[1 - cur];
     args.nodes = nodes;
     args.children = std::min(2 * nodes, p.lwe_n);
-    if (absl::Status s = launch(static_cast<const ExpansionArgs&>(args)); !s.ok()) return s;
+    for (uint32_t stage = 0; stage < kExpansionStages; ++stage) {
+      const auto st = static_cast<ExpansionStage>(stage);
+      if (absl::Status s =
+              launch(static_cast<const ExpansionArgs&>(args), st, ExpansionStageBlocks(args, st));
+          !s.ok()) {
+        return s;
+      }
+    }
     nodes = args.children;
     cur = 1 - cur;
   }

@@ -30,6 +30,9 @@ absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx,
   for (size_t p = 0; p <= ctx.k(); ++p) {
     absl::StatusOr<MontgomeryNttTables> t = MakeMontgomeryNttTables(qp.ntt(p));
     if (!t.ok()) return t.status();
+    if (t->roots32.empty()) {  // RingParams admits none such; the kernel's lanes need it
+      return absl::InvalidArgumentError(absl::StrCat("prime ", t->q, " is not below 2^32"));
+    }
     plan.tables.push_back(*std::move(t));
     if (p < ctx.k()) plan.p_inv.push_back(qp.key_switch().p_inv_mod_q[p]);
   }
@@ -86,8 +89,8 @@ absl::StatusOr<ExpandedKeys> HostRunExpansionWith(const lattice::RingContext& ct
   std::vector<uint64_t> scratch(uint64_t{MaxExpansionNodes(p)} * ExpansionScratchRows(p.k) * n);
   ExpansionArrays arrays;
   for (const MontgomeryNttTables& t : p.tables) {
-    arrays.roots.push_back(t.roots.data());
-    arrays.iroots.push_back(t.inverse_roots.data());
+    arrays.roots.push_back(t.roots32.data());
+    arrays.iroots.push_back(t.inverse_roots32.data());
   }
   arrays.key_b = keys.key_b.data();
   arrays.key_a = keys.key_a.data();
@@ -96,14 +99,15 @@ absl::StatusOr<ExpandedKeys> HostRunExpansionWith(const lattice::RingContext& ct
   arrays.nodes[0] = nodes[0].data();
   arrays.nodes[1] = nodes[1].data();
   arrays.scratch = scratch.data();
-  std::vector<uint64_t> shared(n);
+  std::vector<uint32_t> shared(n);
   SequentialRunner run;
-  absl::StatusOr<uint64_t*> leaves = RunExpansionLevels(p, arrays, [&](const ExpansionArgs& args) {
-    for (uint32_t node = 0; node < args.nodes; ++node) {
-      ExpansionNodeBlock(run, args, node, shared.data());
-    }
-    return absl::OkStatus();
-  });
+  absl::StatusOr<uint64_t*> leaves = RunExpansionLevels(
+      p, arrays, [&](const ExpansionArgs& args, ExpansionStage stage, uint32_t blocks) {
+        for (uint32_t b = 0; b < blocks; ++b) {
+          ExpansionStageBlock(run, args, stage, b, shared.data());
+        }
+        return absl::OkStatus();
+      });
   if (!leaves.ok()) return leaves.status();
   return ExpandedKeys{lwe_n, std::move(nodes[*leaves == nodes[0].data() ? 0 : 1])};
 }

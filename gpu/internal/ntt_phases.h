@@ -72,6 +72,64 @@ VEIL_HD void NttBlock(Runner& run, const NttArgs& a, uint32_t poly, uint64_t* s)
   }
 }
 
+// ---- 32-bit lanes, for primes below 2^32 (the lattice rings') --------------------------------
+// Montgomery with R = 2^32: a 32 x 32-bit product and two more multiplies per butterfly instead of
+// the 64-bit form's three 64 x 64-bit ones, and half the shared memory. Same stages and root
+// order, every value fully reduced: the outputs equal NttBlock's (and he::NttTables') bit for bit.
+struct Ntt32Args {
+  const uint32_t* roots = nullptr;  // roots[m + i] of stage m, w 2^32 mod q
+  uint32_t q = 0;
+  uint32_t q_inv = 0;       // q^{-1} mod 2^32
+  uint32_t n_inv_mont = 0;  // N^{-1} 2^32 mod q (inverse)
+};
+
+// a b 2^{-32} mod q for a, b < q < 2^32: m = (a b) q^{-1} mod 2^32 makes a b - m q a multiple of
+// 2^32 in (-q 2^32, q 2^32), so its high words' difference is exact.
+VEIL_HD uint32_t MontMul32(uint32_t a, uint32_t b, uint32_t q, uint32_t q_inv) {
+  const uint64_t t = uint64_t{a} * b;
+  const uint32_t m = static_cast<uint32_t>(t) * q_inv;
+  const uint32_t t_hi = static_cast<uint32_t>(t >> 32);
+  const uint32_t mq_hi = static_cast<uint32_t>((uint64_t{m} * q) >> 32);
+  return t_hi >= mq_hi ? t_hi - mq_hi : t_hi - mq_hi + q;
+}
+// (a + b) mod q for a, b < q < 2^32 (a carry out of 32 bits means the sum is above q).
+VEIL_HD uint32_t AddMod32(uint32_t a, uint32_t b, uint32_t q) {
+  const uint32_t s = a + b;
+  return (s < a || s >= q) ? s - q : s;
+}
+VEIL_HD uint32_t SubMod32(uint32_t a, uint32_t b, uint32_t q) { return a >= b ? a - b : a - b + q; }
+
+// One block transforms the N residues at x (64-bit words below q) in place, through s (N 32-bit
+// words of shared memory).
+VEIL_GPU_NTT_EXEC_CHECK_DISABLE
+template <class Runner>
+VEIL_HD void Ntt32Block(Runner& run, const Ntt32Args& a, int log_n, bool inverse, uint64_t* x,
+                        uint32_t* s) {
+  const uint32_t n = 1u << log_n;
+  run.Phase(n, [&](uint32_t i) { s[i] = static_cast<uint32_t>(x[i]); });
+  if (!inverse) {
+    for (uint32_t m = 1, half = n / 2; m < n; m *= 2, half /= 2) {
+      run.Phase(n / 2, [&](uint32_t t) {
+        const uint32_t group = t / half, j = 2 * group * half + t % half;
+        const uint32_t u = s[j], wv = MontMul32(s[j + half], a.roots[m + group], a.q, a.q_inv);
+        s[j] = AddMod32(u, wv, a.q);
+        s[j + half] = SubMod32(u, wv, a.q);
+      });
+    }
+    run.Phase(n, [&](uint32_t i) { x[i] = s[i]; });
+  } else {
+    for (uint32_t m = n / 2, half = 1; m >= 1; m /= 2, half *= 2) {
+      run.Phase(n / 2, [&](uint32_t t) {
+        const uint32_t group = t / half, j = 2 * group * half + t % half;
+        const uint32_t u = s[j], v = s[j + half];
+        s[j] = AddMod32(u, v, a.q);
+        s[j + half] = MontMul32(SubMod32(u, v, a.q), a.roots[m + group], a.q, a.q_inv);
+      });
+    }
+    run.Phase(n, [&](uint32_t i) { x[i] = MontMul32(s[i], a.n_inv_mont, a.q, a.q_inv); });
+  }
+}
+
 }  // namespace veil::gpu::internal
 
 #endif  // VEIL_GPU_INTERNAL_NTT_PHASES_H_

@@ -17,6 +17,9 @@ struct MontgomeryNttTables {
   int log_n = 0;
   uint64_t q = 0, q_inv = 0, n_inv_mont = 0;
   std::vector<uint64_t> roots, inverse_roots;  // w R mod q
+  // For q below 2^32 (else empty and zero): the same with R = 2^32 (Ntt32Block).
+  uint32_t q_inv32 = 0, n_inv_mont32 = 0;
+  std::vector<uint32_t> roots32, inverse_roots32;
 
   // The kernel arguments for a transform of `batch` polynomials at `data`.
   NttArgs Args(bool inverse, uint64_t* data, uint32_t batch) const {
@@ -28,6 +31,11 @@ struct MontgomeryNttTables {
                    inverse,
                    data,
                    batch};
+  }
+  // Ntt32Block's arguments (roots on the host; the caller may point them at a device copy).
+  Ntt32Args Args32(bool inverse) const {
+    return Ntt32Args{inverse ? inverse_roots32.data() : roots32.data(), static_cast<uint32_t>(q),
+                     q_inv32, n_inv_mont32};
   }
 };
 

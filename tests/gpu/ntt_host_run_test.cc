@@ -1,10 +1,13 @@
 // The GPU NTT kernel's phases run on the host (CI) against pir/he's NTT, bit for bit: every N up
 // to 2^12, moduli of 20 to 62 bits, random inputs (printed seed) and edge inputs, forward and
-// inverse, single polynomials and batches.
+// inverse, single polynomials and batches; and the 32-bit lanes for primes below 2^32.
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "gpu/internal/ntt_phases.h"
+#include "gpu/internal/ntt_tables.h"
+#include "gpu/internal/runners.h"
 #include "gpu/ntt.h"
 #include "gtest/gtest.h"
 #include "pir/he/ntt.h"
@@ -35,6 +38,42 @@ TEST(GpuNttHostRun, MatchesTheCpuNtt) {
       }
     }
   }
+}
+
+// The 32-bit lanes (Ntt32Block, the expansion's transforms) for primes up to just below 2^32,
+// where a sum of two residues carries out of 32 bits.
+TEST(GpuNttHostRun, ThirtyTwoBitLanesMatchTheCpuNtt) {
+  std::mt19937_64 rng(testing::TestSeed("gpu_ntt_host_run_test") + 1);
+  int tested = 0;
+  for (int log_n = 1; log_n <= 12; ++log_n) {
+    for (int bits : {20, 30, 31, 32}) {
+      absl::StatusOr<std::vector<uint64_t>> primes = he::GenerateNttPrimes(bits, 2 << log_n, 1);
+      if (!primes.ok()) continue;
+      const he::NttTables t = *he::NttTables::Create(log_n, *he::Modulus::Create((*primes)[0]));
+      const uint64_t q = t.modulus().value();
+      ASSERT_LT(q, uint64_t{1} << 32);
+      const internal::MontgomeryNttTables m = *internal::MakeMontgomeryNttTables(t);
+      ASSERT_EQ(m.roots32.size(), t.n());
+      std::vector<uint32_t> shared(t.n());
+      internal::SequentialRunner run;
+      for (int edge = 0; edge < 2; ++edge) {
+        std::vector<uint64_t> poly(t.n());
+        for (uint64_t& v : poly) v = edge ? q - 1 - rng() % 2 : rng() % q;
+        for (bool inverse : {false, true}) {
+          std::vector<uint64_t> expect = poly, got = poly;
+          inverse ? t.Inverse(expect.data()) : t.Forward(expect.data());
+          internal::Ntt32Block(run, m.Args32(inverse), log_n, inverse, got.data(), shared.data());
+          ASSERT_EQ(got, expect) << "N = " << t.n() << ", q = " << q << (inverse ? " inverse" : "");
+        }
+      }
+      tested += bits == 32;
+    }
+  }
+  EXPECT_GE(tested, 10);  // primes above 2^31 were among them
+  // Above 2^32 there are no 32-bit tables.
+  const he::NttTables wide =
+      *he::NttTables::Create(4, *he::Modulus::Create((*he::GenerateNttPrimes(40, 32, 1))[0]));
+  EXPECT_TRUE(internal::MakeMontgomeryNttTables(wide)->roots32.empty());
 }
 
 TEST(GpuNttHostRun, RejectsBadInput) {
