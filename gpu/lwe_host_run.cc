@@ -28,7 +28,15 @@ class LweHostRunner {
 };
 
 template <int KB>
-void RunBlocks(const LweArgs& a, bool tensor) {
+void RunBlocks(LweArgs a, bool tensor) {
+  std::vector<int8_t> planes;
+  if (tensor) {  // the device's planes kernel, item by item
+    planes.resize(internal::LwePlaneBytes(a.stride, KB));
+    for (uint64_t i = 0; i < internal::LwePlaneItems(a.stride, KB); ++i) {
+      internal::LwePlaneItem<KB>(a, planes.data(), i);
+    }
+    a.planes = planes.data();
+  }
   std::vector<uint8_t> smem(tensor ? internal::MakeLweTcLayout(KB).bytes
                                    : internal::LweCoreSharedBytes(KB));
   const uint64_t tiles = internal::LweRowTiles(a.rows, tensor, KB);

@@ -69,11 +69,22 @@ __global__ void __launch_bounds__(kLweThreads) LweTensorKernel(const LweArgs a) 
 }
 
 template <int KB>
-absl::Status Launch(const LweArgs& a, bool tensor, cudaStream_t stream) {
+__global__ void __launch_bounds__(kLweThreads) LwePlanesKernel(const LweArgs a, int8_t* planes) {
+  const uint64_t i = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i < LwePlaneItems(a.stride, KB)) LwePlaneItem<KB>(a, planes, i);
+}
+
+template <int KB>
+absl::Status Launch(LweArgs a, bool tensor, int8_t* d_planes, cudaStream_t stream) {
   const dim3 grid(static_cast<uint32_t>(LweRowTiles(a.rows, tensor, KB)),
                   static_cast<uint32_t>(LweColumnChunks(a.stride)));
   if (tensor) {
     if constexpr (KB >= 4) {
+      const uint64_t items = LwePlaneItems(a.stride, KB);
+      LwePlanesKernel<KB><<<static_cast<uint32_t>((items + kLweThreads - 1) / kLweThreads),
+                            kLweThreads, 0, stream>>>(a, d_planes);
+      VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      a.planes = d_planes;
       const uint32_t shared = MakeLweTcLayout(KB).bytes;
       VEIL_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
           LweTensorKernel<KB>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
@@ -89,27 +100,29 @@ absl::Status Launch(const LweArgs& a, bool tensor, cudaStream_t stream) {
   return absl::OkStatus();
 }
 
-absl::Status LaunchPass(const LweArgs& a, int kb, bool tensor, cudaStream_t stream) {
+absl::Status LaunchPass(const LweArgs& a, int kb, bool tensor, int8_t* d_planes,
+                        cudaStream_t stream) {
   switch (kb) {
     case 1:
-      return Launch<1>(a, tensor, stream);
+      return Launch<1>(a, tensor, d_planes, stream);
     case 2:
-      return Launch<2>(a, tensor, stream);
+      return Launch<2>(a, tensor, d_planes, stream);
     case 4:
-      return Launch<4>(a, tensor, stream);
+      return Launch<4>(a, tensor, d_planes, stream);
     case 8:
-      return Launch<8>(a, tensor, stream);
+      return Launch<8>(a, tensor, d_planes, stream);
     case 16:
-      return Launch<16>(a, tensor, stream);
+      return Launch<16>(a, tensor, d_planes, stream);
     case 32:
-      return Launch<32>(a, tensor, stream);
+      return Launch<32>(a, tensor, d_planes, stream);
   }
   return absl::InternalError(absl::StrCat("no kernel for ", kb, " queries per pass"));
 }
 
 // Zeroes the answers, then every pass of a batch whose queries are on the device.
 absl::Status LaunchBatch(const lattice::ByteMatrixView& db, const uint32_t* d_queries,
-                         uint32_t* d_out, int batch, bool tensor, cudaStream_t stream) {
+                         uint32_t* d_out, int8_t* d_planes, int batch, bool tensor,
+                         cudaStream_t stream) {
   VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_out, 0, uint64_t(batch) * db.rows * 4, stream));
   for (const LwePass& pass : PlanLwePasses(batch, tensor)) {
     const LweArgs a{db.data,
@@ -120,7 +133,7 @@ absl::Status LaunchBatch(const lattice::ByteMatrixView& db, const uint32_t* d_qu
                     pass.queries,
                     d_out + uint64_t(pass.first) * db.rows,
                     db.rows};
-    VEIL_RETURN_IF_ERROR(LaunchPass(a, pass.kb, tensor, stream));
+    VEIL_RETURN_IF_ERROR(LaunchPass(a, pass.kb, tensor, d_planes, stream));
   }
   return absl::OkStatus();
 }
@@ -142,6 +155,7 @@ class LweGpuResources {
   int8_t* d_db = nullptr;
   uint32_t* d_queries = nullptr;  // max_batch x cols
   uint32_t* d_out = nullptr;      // max_batch x rows
+  int8_t* d_planes = nullptr;     // a tensor pass's digit planes
   cudaStream_t stream = nullptr;
   std::string device_name;
   std::mutex answering;  // one call at a time: they share the buffers and the stream
@@ -151,6 +165,7 @@ class LweGpuResources {
     cudaFree(d_db);
     cudaFree(d_queries);
     cudaFree(d_out);
+    cudaFree(d_planes);
     if (stream) cudaStreamDestroy(stream);
   }
 };
@@ -184,6 +199,8 @@ absl::StatusOr<std::unique_ptr<LweGpuProduct>> LweGpuProduct::Create(
   VEIL_RETURN_IF_ERROR(internal::DeviceAlloc(&r->d_db, db.rows * db.stride));
   VEIL_RETURN_IF_ERROR(internal::DeviceAlloc(&r->d_queries, uint64_t(options.max_batch) * db.cols));
   VEIL_RETURN_IF_ERROR(internal::DeviceAlloc(&r->d_out, uint64_t(options.max_batch) * db.rows));
+  VEIL_RETURN_IF_ERROR(internal::DeviceAlloc(
+      &r->d_planes, internal::LwePlaneBytes(db.stride, internal::kLweTcMaxQueries)));
   VEIL_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(r->d_db, db.data, db.rows * db.stride, cudaMemcpyHostToDevice));
   r->shape.data = r->d_db;
@@ -209,7 +226,7 @@ absl::Status LweGpuProduct::MultiplyWith(LweGpuMethod method, absl::Span<const u
   VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(r.d_queries, queries.data(), queries.size() * 4,
                                             cudaMemcpyHostToDevice, r.stream));
   VEIL_RETURN_IF_ERROR(internal::LaunchBatch(
-      db, r.d_queries, r.d_out, batch,
+      db, r.d_queries, r.d_out, r.d_planes, batch,
       internal::UsesTensorCores(method, batch, r.options.tensor_min_batch), r.stream));
   VEIL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(out.data(), r.d_out, out.size() * 4, cudaMemcpyDeviceToHost, r.stream));
@@ -234,8 +251,8 @@ absl::StatusOr<double> LweGpuProduct::TimeKernels(LweGpuMethod method, int batch
   for (int rep = 0; rep <= reps && status.ok(); ++rep) {  // rep 0 warms up
     status.Update([&]() -> absl::Status {
       VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, r.stream));
-      VEIL_RETURN_IF_ERROR(
-          internal::LaunchBatch(r.shape, r.d_queries, r.d_out, batch, tensor, r.stream));
+      VEIL_RETURN_IF_ERROR(internal::LaunchBatch(r.shape, r.d_queries, r.d_out, r.d_planes, batch,
+                                                 tensor, r.stream));
       VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, r.stream));
       VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
       float t = 0;
@@ -254,7 +271,8 @@ absl::StatusOr<double> LweGpuProduct::TimeKernels(LweGpuMethod method, int batch
 uint64_t LweGpuProduct::device_bytes() const {
   const LweGpuResources& r = *resources_;
   return r.shape.rows * r.shape.stride +
-         uint64_t(r.options.max_batch) * (r.shape.cols + r.shape.rows) * 4;
+         uint64_t(r.options.max_batch) * (r.shape.cols + r.shape.rows) * 4 +
+         internal::LwePlaneBytes(r.shape.stride, internal::kLweTcMaxQueries);
 }
 
 std::string LweGpuProduct::device_name() const { return resources_->device_name; }

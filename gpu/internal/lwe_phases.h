@@ -15,11 +15,13 @@
 //     (SignedDigits, as the DPF tensor path), so C[rows x 4 KB] = DB[rows x cols] . planes[cols x 4
 //     KB] is an s8 x s8 GEMM with INT32 accumulation (wmma m16n16k16); then answer[b][r] += sum_p
 //     2^(8p) C[r][p KB + b], wrapping mod 2^32. Within a chunk |C| <= 1024 * 2^14 = 2^24: no
-//     overflow. Operands are staged 16 x 16-tiled (every fragment load 256-byte aligned).
+//     overflow. Operands are staged 16 x 16-tiled (every fragment load 256-byte aligned); the
+//     digit planes are made once per pass (LwePlaneItem) and only copied by the blocks.
 #ifndef VEIL_GPU_INTERNAL_LWE_PHASES_H_
 #define VEIL_GPU_INTERNAL_LWE_PHASES_H_
 
 #include <cstdint>
+#include <cstring>
 
 #include "dpf/hd.h"
 #include "gpu/internal/phases.h"
@@ -47,6 +49,7 @@ struct LweArgs {
   int kb = 0;                         // queries in this pass
   uint32_t* out = nullptr;            // out[b * out_stride + r] += the block's sums
   uint64_t out_stride = 0;
+  const int8_t* planes = nullptr;  // tensor passes: the queries' digit planes (LwePlaneItem)
 };
 
 // ---- CUDA cores ------------------------------------------------------------------------------
@@ -142,8 +145,8 @@ VEIL_HD void LweCoreBlock(Runner& run, const LweArgs& a, uint8_t* smem, uint32_t
 // ---- Tensor cores ----------------------------------------------------------------------------
 
 // Shared memory: A (kLweTcRows x step, the database), B (step x 4 KB, the digit planes; plane
-// column p * KB + b), both 16 x 16-tiled, and C (kLweTcRows x 4 KB int32, accumulated over the
-// chunk's steps).
+// column p * KB + b, copied from LwePlaneItem's), both 16 x 16-tiled, and C (kLweTcRows x 4 KB
+// int32, accumulated over the chunk's steps).
 struct LweTcLayout {
   uint32_t a = 0, b = 0, c = 0, bytes = 0;
 };
@@ -153,6 +156,53 @@ VEIL_HD LweTcLayout MakeLweTcLayout(int kb) {
   l.c = l.b + kLweTcStepCols * 4u * kb;
   l.bytes = l.c + 4u * kLweTcRows * 4u * kb;
   return l;
+}
+
+// 16 bytes moved at once (one 128-bit access on the device; both addresses 16-byte aligned).
+struct alignas(16) LweBytes16 {
+  uint32_t w[4];
+};
+VEIL_HD LweBytes16 LoadBytes16(const void* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const LweBytes16*>(p);
+#else
+  LweBytes16 v;  // the host's buffers need not be 16-byte aligned
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+#endif
+}
+VEIL_HD void StoreBytes16(void* p, const LweBytes16& v) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<LweBytes16*>(p) = v;
+#else
+  std::memcpy(p, &v, sizeof(v));
+#endif
+}
+
+// The digit planes of a tensor pass, made once per pass rather than by every block: per step of
+// kLweTcStepCols columns, that step's B operand [step columns x 4 KB] 16 x 16-tiled, contiguous
+// (plane column p * KB + b; zero beyond the columns and the pass's queries).
+VEIL_HD uint64_t LwePlaneSteps(uint64_t stride) {
+  return (stride + kLweTcStepCols - 1) / kLweTcStepCols;
+}
+VEIL_HD uint64_t LwePlaneItems(uint64_t stride, int kb) {
+  return LwePlaneSteps(stride) * kLweTcStepCols * kb;
+}
+VEIL_HD uint64_t LwePlaneBytes(uint64_t stride, int kb) { return 4 * LwePlaneItems(stride, kb); }
+// Item i of LwePlaneItems: query b = i / (steps x step columns), column c = the rest (consecutive
+// items read consecutive words of one query).
+template <int KB>
+VEIL_HD void LwePlaneItem(const LweArgs& a, int8_t* planes, uint64_t i) {
+  constexpr uint32_t kN = 4 * KB;
+  const uint64_t cols = LwePlaneSteps(a.stride) * kLweTcStepCols;
+  const uint32_t b = static_cast<uint32_t>(i / cols);
+  const uint64_t c = i % cols;
+  int8_t d[4] = {0, 0, 0, 0};
+  if (static_cast<int>(b) < a.kb && c < a.cols) SignedDigits(a.queries[b * a.cols + c], d);
+  int8_t* tile = planes + (c / kLweTcStepCols) * kLweTcStepCols * kN;
+  for (int p = 0; p < 4; ++p) {
+    tile[Tiled16(static_cast<uint32_t>(c % kLweTcStepCols), p * KB + b, kN)] = d[p];
+  }
 }
 
 VEIL_GPU_EXEC_CHECK_DISABLE
@@ -170,27 +220,23 @@ VEIL_HD void LweTensorBlock(Runner& run, const LweArgs& a, uint8_t* smem, uint32
   for (uint32_t step = 0; step < kLweChunkCols / kLweTcStepCols; ++step) {
     const uint64_t s0 = c0 + step * kLweTcStepCols;
     if (s0 >= a.stride) break;  // uniform across the block
-    // A: 16 bytes per item (rows beyond the matrix read as zero).
+    // A: 16 bytes per item (rows beyond the matrix read as zero). A warp's items: 8 rows x 64
+    // contiguous bytes (whole sectors), each quarter warp 8 rows of one 16-column tile (128
+    // contiguous bytes of shared memory: no bank conflict).
     run.Phase(kLweTcRows * kLweTcStepCols / 16, [&](uint32_t i) {
-      const uint32_t r = i / (kLweTcStepCols / 16), k = (i % (kLweTcStepCols / 16)) * 16;
+      const uint32_t lane = i % 32, group = i / 32;
+      const uint32_t r = (group % 8) * 8 + lane % 8, k = ((group / 8) * 4 + lane / 8) * 16;
       const uint64_t row = row0 + r;
-      uint32_t w[4] = {0, 0, 0, 0};
+      LweBytes16 v = {{0, 0, 0, 0}};
       if (row < a.rows && s0 + k < a.stride) {
-        const uint32_t* p = reinterpret_cast<const uint32_t*>(a.db + row * a.stride + s0 + k);
-        for (int j = 0; j < 4; ++j) w[j] = p[j];
+        v = LoadBytes16(a.db + row * a.stride + s0 + k);
       }
-      for (int j = 0; j < 16; ++j) {
-        tile_a[Tiled16(r, k + j, kLweTcStepCols)] = static_cast<int8_t>(w[j / 4] >> (8 * (j % 4)));
-      }
+      StoreBytes16(tile_a + Tiled16(r, k, kLweTcStepCols), v);
     });
-    // B: the digit planes of each (column, query).
-    run.Phase(kLweTcStepCols * KB, [&](uint32_t i) {
-      const uint32_t k = i / KB, b = i % KB;
-      int8_t d[4] = {0, 0, 0, 0};
-      if (static_cast<int>(b) < a.kb && s0 + k < a.cols) {
-        SignedDigits(a.queries[b * a.cols + s0 + k], d);
-      }
-      for (int p = 0; p < 4; ++p) tile_b[Tiled16(k, p * KB + b, kN)] = d[p];
+    // B: this step's digit planes, copied.
+    const int8_t* step_planes = a.planes + (s0 / kLweTcStepCols) * kLweTcStepCols * kN;
+    run.Phase(kLweTcStepCols * kN / 16, [&](uint32_t i) {
+      StoreBytes16(tile_b + 16 * i, LoadBytes16(step_planes + 16 * i));
     });
     run.template TensorTiles<kN>(tile_a, tile_b, tile_c);
   }
