@@ -20,13 +20,7 @@ namespace {
 __global__ void __launch_bounds__(internal::kPackThreads)
     PackingKernel(const internal::PackingArgs a) {
   internal::BlockRunner run;
-  internal::PackingBlock(run, a, blockIdx.y, blockIdx.x, blockIdx.z);
-}
-
-__global__ void __launch_bounds__(internal::kPackThreads)
-    PackingFoldKernel(const internal::PackingArgs a, uint32_t chunks) {
-  internal::BlockRunner run;
-  internal::PackingFoldBlock(run, a, chunks, blockIdx.x);
+  internal::PackingBlock(run, a, blockIdx.y, blockIdx.x);
 }
 
 __global__ void __launch_bounds__(internal::kPackThreads)
@@ -55,8 +49,7 @@ struct GpuPackingSums::Impl {
   uint32_t* d_index = nullptr;
   uint32_t* d_keys = nullptr;  // beta, then alpha
   uint64_t* d_sums = nullptr;
-  uint64_t* d_partial = nullptr;                                    // the key chunks' sums
-  size_t key_capacity = 0, sum_capacity = 0, partial_capacity = 0;  // keys; words; words
+  size_t key_capacity = 0, sum_capacity = 0;  // keys; words
   cudaStream_t stream = nullptr;
   std::mutex mu;
 
@@ -68,7 +61,6 @@ struct GpuPackingSums::Impl {
     cudaFree(d_index);
     cudaFree(d_keys);
     cudaFree(d_sums);
-    cudaFree(d_partial);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -89,16 +81,6 @@ struct GpuPackingSums::Impl {
       VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_sums, sum_words() * sizeof(uint64_t)));
       sum_capacity = sum_words();
     }
-    const size_t partial =
-        internal::PackingKeyChunks(shape.groups, shape.slots, static_cast<uint32_t>(keys)) *
-        sum_words();
-    if (partial > partial_capacity) {
-      VEIL_CUDA_RETURN_IF_ERROR(cudaFree(d_partial));
-      d_partial = nullptr;
-      partial_capacity = 0;
-      VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_partial, partial * sizeof(uint64_t)));
-      partial_capacity = partial;
-    }
     return absl::OkStatus();
   }
 
@@ -106,7 +88,6 @@ struct GpuPackingSums::Impl {
   absl::Status Launch(uint32_t count) {
     internal::PackingArgs args;
     args.matrix = d_matrix;
-    args.groups = static_cast<uint32_t>(shape.groups);
     args.lwe_n = shape.lwe_n;
     args.slots = shape.slots;
     args.log_n = shape.log_n;
@@ -117,17 +98,11 @@ struct GpuPackingSums::Impl {
     args.moduli = d_moduli;
     args.two64 = d_two64;
     args.sums = d_sums;
-    const uint32_t chunks = internal::PackingKeyChunks(shape.groups, shape.slots, count);
-    args.chunk_keys = internal::PackingChunkKeys(count, chunks);
-    args.partial = d_partial;
-    // Group blocks vary fastest (x, up to 2^31 - 1): the blocks of one slot range and key chunk
-    // run side by side and share its keys in L2.
-    const dim3 grid(internal::PackingGroupBlocks(shape.groups),
-                    internal::PackingSlotBlocks(shape.slots), chunks);
+    // Groups vary fastest: the blocks of one slot range run side by side and read its keys from
+    // L2 (all of one query's keys, 96 MiB at n = 1,024, do not fit there).
+    const dim3 grid(static_cast<uint32_t>(shape.groups),
+                    (shape.slots + internal::kPackThreads - 1) / internal::kPackThreads);
     PackingKernel<<<grid, internal::kPackThreads, 0, stream>>>(args);
-    VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    PackingFoldKernel<<<internal::PackingFoldBlocks(shape.groups, shape.slots),
-                        internal::kPackThreads, 0, stream>>>(args, chunks);
     VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   }

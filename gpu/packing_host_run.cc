@@ -146,7 +146,6 @@ void RunPackingBlocks(const internal::PackingShape& shape, const lattice::Packin
                       absl::Span<uint64_t> sums) {
   internal::PackingArgs args;
   args.matrix = matrix.Polynomial(0, 0);
-  args.groups = static_cast<uint32_t>(shape.groups);
   args.lwe_n = shape.lwe_n;
   args.slots = shape.slots;
   args.log_n = shape.log_n;
@@ -157,20 +156,10 @@ void RunPackingBlocks(const internal::PackingShape& shape, const lattice::Packin
   args.moduli = shape.moduli.data();
   args.two64 = shape.two64.data();
   args.sums = sums.data();
-  const uint32_t chunks = internal::PackingKeyChunks(shape.groups, shape.slots, args.count);
-  args.chunk_keys = internal::PackingChunkKeys(args.count, chunks);
-  std::vector<uint64_t> partial(chunks * sums.size());
-  args.partial = partial.data();
   internal::SequentialRunner run;
-  for (uint32_t c = 0; c < chunks; ++c) {
-    for (uint32_t b = 0; b < internal::PackingSlotBlocks(shape.slots); ++b) {
-      for (uint32_t g = 0; g < internal::PackingGroupBlocks(shape.groups); ++g) {
-        internal::PackingBlock(run, args, b, g, c);
-      }
-    }
-  }
-  for (uint32_t b = 0; b < internal::PackingFoldBlocks(shape.groups, shape.slots); ++b) {
-    internal::PackingFoldBlock(run, args, chunks, b);
+  const uint32_t blocks = (shape.slots + internal::kPackThreads - 1) / internal::kPackThreads;
+  for (uint32_t g = 0; g < shape.groups; ++g) {
+    for (uint32_t b = 0; b < blocks; ++b) internal::PackingBlock(run, args, b, g);
   }
 }
 

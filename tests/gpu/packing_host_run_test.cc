@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "gmock/gmock.h"
-#include "gpu/internal/packing_phases.h"
 #include "gpu/packing.h"
 #include "gtest/gtest.h"
 #include "pir/he/modarith.h"
@@ -77,16 +76,6 @@ TEST(PackingHostRun, CarriesOutOf64BitsWithPrimesNear2To32) {
       *lattice::RingParams::Create(10, *he::GenerateNttPrimes(32, 2048, 2)));
   ASSERT_GT(ctx.base()[0].value(), uint64_t{1} << 31);
   ExpectHostRunPacksAsTheAccumulator(ctx, 3 * ctx.n() - 5, 300, 299, 2);
-}
-
-TEST(PackingHostRun, GroupBlocksAndKeyChunks) {
-  // Ten groups: a thread's block of eight and a partial one; 130 keys in four chunks, then 70 in
-  // two (the kernel's partial sums added up by the fold).
-  const lattice::RingContext ctx = *lattice::RingContext::Create(
-      *lattice::RingParams::Create(10, *he::GenerateNttPrimes(30, 2048, 2)));
-  ASSERT_EQ(internal::PackingGroupBlocks(10), 2u);
-  ASSERT_EQ(internal::PackingKeyChunks(10, 2 * ctx.n(), 130), 4u);
-  ExpectHostRunPacksAsTheAccumulator(ctx, 9 * ctx.n() + 3, 200, 130, 4);
 }
 
 TEST(PackingHostRun, RefusesBadInput) {
