@@ -125,8 +125,8 @@ uint32_t MaxExpansionNodes(const ExpansionPlan& plan);
 
 // Where a run's arrays live: the plan's own (the host run) or their device copies.
 struct ExpansionArrays {
-  std::vector<const uint32_t*> roots,
-      iroots;  // per prime: the tables' 32-bit forward, inverse roots
+  // Per prime: the tables' 32-bit forward and inverse roots.
+  std::vector<const uint32_t*> roots, iroots;
   const uint64_t* key_b = nullptr;
   const uint64_t* key_a = nullptr;
   const uint32_t* perms = nullptr;

@@ -22,6 +22,7 @@
 #include "dpf/hd.h"
 #include "gpu/internal/ntt_phases.h"
 #include "gpu/internal/phases.h"
+#include "pir/he/modarith_hd.h"
 
 namespace veil::gpu::internal {
 
@@ -85,12 +86,7 @@ VEIL_HD uint32_t ExpansionStageBlocks(const ExpansionArgs& a, ExpansionStage sta
 // floor(x mu / 2^64) is at most 1 short, so one subtraction finishes (a 64-bit % is far dearer
 // on a GPU).
 VEIL_HD uint64_t ExpansionReduce(uint64_t x, uint64_t q, uint64_t mu) {
-#if defined(__CUDA_ARCH__)
-  const uint64_t qhat = __umul64hi(x, mu);
-#else
-  const uint64_t qhat = static_cast<uint64_t>((static_cast<unsigned __int128>(x) * mu) >> 64);
-#endif
-  const uint64_t r = x - qhat * q;
+  const uint64_t r = x - he::MulHi64(x, mu) * q;
   return r >= q ? r - q : r;
 }
 

@@ -21,9 +21,7 @@ absl::StatusOr<MontgomeryNttTables> MakeMontgomeryNttTables(const he::NttTables&
   }
   if (t.q < (uint64_t{1} << 32)) {
     const auto mont32 = [&](uint64_t w) { return static_cast<uint32_t>((w << 32) % t.q); };
-    uint32_t inv = static_cast<uint32_t>(t.q);  // Newton: each step doubles the correct bits
-    for (int i = 0; i < 5; ++i) inv *= 2 - static_cast<uint32_t>(t.q) * inv;
-    t.q_inv32 = inv;
+    t.q_inv32 = static_cast<uint32_t>(t.q_inv);  // q^{-1} mod 2^32: q^{-1} mod 2^64's low word
     t.n_inv_mont32 = mont32(tables.n_inverse());
     for (size_t j = 0; j < tables.n(); ++j) {
       t.roots32.push_back(mont32(tables.roots()[j]));
