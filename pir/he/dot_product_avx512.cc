@@ -124,6 +124,8 @@ void IfmaKernel(const DotProductArgsOf<Plain>& a) {
   }
 }
 
+constexpr size_t kPrefetchWords = 128;  // 512 bytes of plaintext residues
+
 // T tiles from `first` on: 4 T accumulators, each term's keys loaded once for all T.
 template <int T>
 void TileBlock(const TileDotProductArgs& a, size_t first) {
@@ -141,6 +143,12 @@ void TileBlock(const TileDotProductArgs& a, size_t first) {
     const __m512i x1 = _mm512_loadu_si512(a.keys + r * 16 + 8);
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
+      // The T tiles are T streams a tile apart, which the hardware prefetcher keeps too few
+      // lines ahead of: 512 bytes ahead in each, once per line (on the 2-vCPU EPYC, 13.9 ->
+      // 18.3 GB/s on one core, 27.8 -> 31.7 on two, of 21 and 36 read).
+      if ((r & 1) == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(plain[t] + r * 8 + kPrefetchWords), _MM_HINT_T0);
+      }
       const __m512i p = LoadPlain(plain[t] + r * 8);
       lo0[t] = _mm512_madd52lo_epu64(lo0[t], p, x0);
       hi0[t] = _mm512_madd52hi_epu64(hi0[t], p, x0);

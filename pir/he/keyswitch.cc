@@ -216,6 +216,35 @@ void RotateFromDigits(const BfvContext& ctx, const uint64_t* c0, const uint64_t*
   }
 }
 
+void RotateBeforeModDown(const BfvContext& ctx, const uint64_t* c0, const uint64_t* digits,
+                         uint32_t galois, const KeySwitchKey& key, uint64_t* out0, uint64_t* out1) {
+  const size_t n = ctx.n(), k = ctx.q_size();
+  uint64_t* acc0 = GetScratch(Scratch::kKeySwitch0, (k + 1) * n);
+  uint64_t* acc1 = GetScratch(Scratch::kKeySwitch1, (k + 1) * n);
+  KeySwitchInnerProduct(ctx, digits, key, acc0, acc1);
+  // P c0 over QP (its P row 0), which ModDown returns as c0 exactly: (x - 0) P mod q_j.
+  uint64_t* scaled = GetScratch(Scratch::kModDown, 2 * n);
+  uint64_t* zero = scaled + n;
+  std::fill_n(zero, n, 0);
+  for (size_t j = 0; j < k; ++j) {
+    const Modulus& q = ctx.modulus(j);
+    const uint64_t p = ctx.key_switch().p_mod_q[j], p_shoup = q.ShoupOf(p);
+    SubMulShoup(q, n, c0 + j * n, zero, &p, &p_shoup, 0, scaled);
+    AddRows(ctx.q_ntt().subspan(j, 1), acc0 + j * n, scaled, acc0 + j * n);
+  }
+  const std::vector<uint32_t>& perm = ctx.GaloisPermutation(galois);
+  for (size_t j = 0; j <= k; ++j) {
+    const uint64_t* in0 = acc0 + j * n;
+    const uint64_t* in1 = acc1 + j * n;
+    uint64_t* to0 = out0 + j * n;
+    uint64_t* to1 = out1 + j * n;
+    for (size_t c = 0; c < n; ++c) {
+      to0[c] = in0[perm[c]];
+      to1[c] = in1[perm[c]];
+    }
+  }
+}
+
 absl::StatusOr<const KeySwitchKey*> FindGaloisKey(const BfvContext& ctx, const GaloisKeys& gk,
                                                   uint32_t galois) {
   if (absl::Status s = ctx.CheckId(gk.params_id, "Galois keys"); !s.ok()) return s;

@@ -188,34 +188,41 @@ absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const 
           nodes + tile * roots * 16, virtual_sums + i * n + t * 8, 2 * words, words});
     }
   });
-  // sigma_s of every virtual group's sum but s = 0, key-switched back to z.
-  const size_t switched = elements - 1;
-  uint64_t* rotated =
-      he::internal::GetScratch(he::internal::Scratch::kPackRotated, groups * switched * 2 * words);
+  // sigma_s of every virtual group's sum but s = 0, key-switched back to z and left over QP
+  // (RotateBeforeModDown); a group's are summed and ModDown'ed once. Tasks run s by s, so that
+  // the workers share each key while it is in cache.
+  const he::BfvContext& bfv = *ctx.expansion();
+  const size_t switched = elements - 1, qp_words = (ctx.k() + 1) * n;
+  uint64_t* rotated = he::internal::GetScratch(he::internal::Scratch::kPackRotated,
+                                               groups * switched * 2 * qp_words);
   he::internal::ParallelFor(threads, groups * switched, [&](size_t task) {
-    const uint64_t g = task / switched;
-    const size_t s = task % switched + 1;
+    const uint64_t g = task % groups;
+    const size_t s = task / groups + 1;
     const uint64_t* c0 = virtual_sums + (g * elements + s) * 2 * words;
     const uint64_t* c1 = c0 + words;
     std::vector<uint64_t> coefficients(c1, c1 + words);
     he::internal::InverseNtt(ctx.ntt(), coefficients.data());
-    const uint64_t* digits =
-        he::internal::DecomposeToScratch(*ctx.expansion(), coefficients.data(), c1);
-    uint64_t* out = rotated + task * 2 * words;
-    he::internal::RotateFromDigits(*ctx.expansion(), c0, digits, switches[s].first,
-                                   *switches[s].second, true, out, out + words);
+    const uint64_t* digits = he::internal::DecomposeToScratch(bfv, coefficients.data(), c1);
+    uint64_t* out = rotated + (g * switched + s - 1) * 2 * qp_words;
+    he::internal::RotateBeforeModDown(bfv, c0, digits, switches[s].first, *switches[s].second, out,
+                                      out + qp_words);
   });
-  for (uint64_t g = 0; g < groups; ++g) {
-    uint64_t* out = sums.data() + g * 2 * words;
-    const uint64_t* identity = virtual_sums + g * elements * 2 * words;
-    std::copy_n(identity, 2 * words, out);
-    for (size_t s = 0; s < switched; ++s) {
-      const uint64_t* r = rotated + (g * switched + s) * 2 * words;
-      for (size_t h = 0; h < 2; ++h) {
-        he::internal::AddRows(ctx.ntt(), out + h * words, r + h * words, out + h * words);
-      }
+  he::internal::ParallelFor(threads, groups * 2, [&](size_t task) {
+    const uint64_t g = task / 2;
+    const size_t h = task % 2;
+    uint64_t* out = sums.data() + (g * 2 + h) * words;
+    const uint64_t* identity = virtual_sums + (g * elements * 2 + h) * words;
+    if (switched == 0) {
+      std::copy_n(identity, words, out);
+      return;
     }
-  }
+    uint64_t* acc = rotated + g * switched * 2 * qp_words + h * qp_words;
+    for (size_t s = 1; s < switched; ++s) {
+      he::internal::AddRows(bfv.qp_ntt(), acc, acc + s * 2 * qp_words, acc);
+    }
+    he::internal::ModDown(bfv, acc, true, out);
+    he::internal::AddRows(ctx.ntt(), out, identity, out);
+  });
   return absl::OkStatus();
 }
 

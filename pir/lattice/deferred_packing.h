@@ -1,7 +1,7 @@
 // ExpPack's packing sums with the expansion's bottom levels folded into the matrix: the CPU's
 // packing engine (CpuPackingEngine, packed.h) does 2^(L-D) - 1 + G (2^D - 1) key switches per
-// query instead of the full expansion's 2^L - 1 (G the matrix's groups: 169 instead of 1,023 at
-// n = 1,024, D = 3 and 2^24 x 64 B).
+// query instead of the full expansion's 2^L - 1 (G the matrix's groups: 153 instead of 1,023 at
+// n = 1,024, D = 4 and 2^24 x 64 B), the G (2^D - 1) without their ModDown but one per group.
 //
 // Below a node R of level L - D the expansion forms no ciphertext that the packing needs other
 // than through linear maps: each step is c + g(c) or (c - g(c)) X^{-2^l}, so the leaf K_j under R
@@ -13,10 +13,11 @@
 // so the server expands only the top L - D levels, sums the 2^(L-D) nodes against the folded
 // polynomials W' (G 2^D virtual groups: the same multiply-adds as the full expansion's leaves, but
 // over all 2^(L-D) roots at once, with W' stored in the order the sums read it), and key-switches
-// each virtual group's sum but s = 0 once with the key of sigma_s (he::internal::RotateFromDigits).
-// The 2^D - 1 switches add their error to the packed ciphertext directly instead of through the
-// A_j: less noise (ExpPackNoiseBound with deferred levels). The session keys hold the products'
-// keys (ExpansionElements).
+// each virtual group's sum but s = 0 once with the key of sigma_s, summing a group's 2^D - 1
+// switched sums over QP and rounding them to Q once (he::internal::RotateBeforeModDown). The
+// switches add their keys' error to the packed ciphertext directly instead of through the A_j,
+// and one rounding for all: less noise (ExpPackNoiseBound with deferred levels). The session keys
+// hold the products' keys (ExpansionElements).
 #ifndef VEIL_PIR_LATTICE_DEFERRED_PACKING_H_
 #define VEIL_PIR_LATTICE_DEFERRED_PACKING_H_
 

@@ -191,10 +191,11 @@ uint32_t BestDeferredLevels(uint32_t lwe_n, uint64_t groups) {
   uint32_t best = 0;
   uint64_t fewest = 0;
   for (uint32_t d = 1; d <= DeferredLevels(lwe_n); ++d) {
-    const uint64_t switches = (uint64_t{1} << (levels - d)) - 1 + groups * ((uint64_t{1} << d) - 1);
-    if (best == 0 || switches < fewest) {
+    const uint64_t transforms =
+        20 * ((uint64_t{1} << (levels - d)) - 1) + groups * (12 * ((uint64_t{1} << d) - 1) + 8);
+    if (best == 0 || transforms < fewest) {
       best = d;
-      fewest = switches;
+      fewest = transforms;
     }
   }
   return best;
@@ -488,15 +489,17 @@ PackingNoise ExpPackNoiseBound(const RingContext& ctx, uint32_t lwe_n, uint32_t 
   PackingNoise noise =
       PackingNoiseForKeys(ctx, lwe_n, ExpandedKeyVariance(ctx, lwe_n, deferred_levels),
                           std::numeric_limits<double>::infinity());
-  // The deferred levels' key switches, one per deferred element, on the packed ciphertext.
+  // The deferred levels' key switches, one per deferred element, on the packed ciphertext: their
+  // keys' errors each, and one ModDown's rounding for all (he::internal::RotateBeforeModDown).
   const uint32_t deferred = std::min(deferred_levels, ExpansionLevels(lwe_n));
   double q = 1;
   for (uint64_t p : ctx.params().primes) q *= static_cast<double>(p);
   const double at_q = std::ldexp(1.0, 32) / q;
   const double switches = static_cast<double>((1u << deferred) - 1);
-  noise.sigma =
-      std::sqrt(noise.sigma * noise.sigma +
-                switches * he::internal::KeySwitchVariance(*ctx.expansion()) * at_q * at_q);
+  const double key = he::internal::KeyErrorVariance(*ctx.expansion());
+  const double rounding = he::internal::KeySwitchVariance(*ctx.expansion()) - key;
+  noise.sigma = std::sqrt(noise.sigma * noise.sigma +
+                          (switches * key + (deferred > 0 ? rounding : 0)) * at_q * at_q);
   return noise;
 }
 

@@ -48,8 +48,9 @@ uint32_t ExpansionLevels(uint32_t lwe_n);
 // 78 with D = 4 at G = 1, 153 at G = 6 (134 and 169 with D = 3).
 inline constexpr uint32_t kDeferredLevels = 4;
 uint32_t DeferredLevels(uint32_t lwe_n);
-// The D in [1, DeferredLevels(lwe_n)] with the fewest key switches for a matrix of `groups`
-// groups (the smaller on a tie: its folded matrix is quicker to build); 0 for lwe_n = 1.
+// The D in [1, DeferredLevels(lwe_n)] with the fewest NTTs for a matrix of `groups` groups:
+// 20 per key switch of the top levels, 12 per deferred one (their ModDown is once per group, 8)
+// (the smaller on a tie: its folded matrix is quicker to build); 0 for lwe_n = 1.
 uint32_t BestDeferredLevels(uint32_t lwe_n, uint64_t groups);
 // The product mod 2N of g_l over the bottom `deferred` levels l = L - deferred + b for the bits
 // b of `mask` (deferred <= L, mask < 2^deferred; 1 for mask 0).

@@ -2,7 +2,8 @@
 // is d's row i as integers centered in (-q_i/2, q_i/2], lifted to every QP prime and
 // transformed. Two contexts take the two lifting paths: BFV's standard primes (q_i <= 2 q_j) and
 // the lattice ring's (three 29-bit primes over a 22-bit special prime, q_i > 2 P); and the
-// digits are the same whether or not the caller hands in d's transform.
+// digits are the same whether or not the caller hands in d's transform. Rotations summed before
+// their one ModDown (RotateBeforeModDown) are the rotations' sum up to that rounding.
 #include "pir/he/keyswitch.h"
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "pir/he/modarith.h"
+#include "pir/he/poly.h"
 #include "tests/pir/he/test_support.h"
 
 namespace veil::he {
@@ -74,6 +76,83 @@ TEST(KeySwitchDigits, SpecialPrimeFarBelowTheOthers) {
   const auto ctx = *BfvContext::Create(*BfvParams::Create(12, q, special, t));
   ASSERT_GT(ctx->modulus(0).value(), 2 * ctx->modulus(3).value());
   ExpectDigitsByDefinition(*ctx, rng);
+}
+
+// m rotations of random (c0, c1) by different elements, summed over QP and ModDown'ed once,
+// against the sum of RotateFromDigits: equal for m = 1 (sigma and ModDown commute, and P c0
+// comes back exactly); for m > 1 they differ per coefficient by (sum of the m centred P-rows'
+// lifts - the sum's lift) / P, an integer of magnitude at most (m + 1) / 2, the same in every
+// prime.
+void ExpectRotationsSummedBeforeModDown(const BfvContext& ctx, const GaloisKeys& gk,
+                                        const std::vector<uint32_t>& elements,
+                                        std::mt19937_64& rng) {
+  const size_t n = ctx.n(), k = ctx.q_size(), words = k * n, qp_words = (k + 1) * n;
+  std::vector<uint64_t> summed(2 * words, 0), lazy(2 * qp_words, 0);
+  std::vector<uint64_t> rotated(2 * words), before(2 * qp_words);
+  for (uint32_t g : elements) {
+    std::vector<uint64_t> c(2 * words);
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t i = 0; i < k; ++i) {
+        const std::vector<uint64_t> row = RandomResidues(n, ctx.modulus(i).value(), rng);
+        std::copy(row.begin(), row.end(), c.begin() + h * words + i * n);
+      }
+    }
+    std::vector<uint64_t> coefficients(c.begin() + words, c.end());
+    internal::InverseNtt(ctx.q_ntt(), coefficients.data());
+    std::vector<uint64_t> digits(k * (k + 1) * n);
+    internal::DecomposeForKeySwitch(ctx, coefficients.data(), c.data() + words, digits.data());
+    const KeySwitchKey& key = gk.keys.at(g);
+    internal::RotateFromDigits(ctx, c.data(), digits.data(), g, key, true, rotated.data(),
+                               rotated.data() + words);
+    internal::RotateBeforeModDown(ctx, c.data(), digits.data(), g, key, before.data(),
+                                  before.data() + qp_words);
+    for (size_t h = 0; h < 2; ++h) {
+      internal::AddRows(ctx.q_ntt(), summed.data() + h * words, rotated.data() + h * words,
+                        summed.data() + h * words);
+      internal::AddRows(ctx.qp_ntt(), lazy.data() + h * qp_words, before.data() + h * qp_words,
+                        lazy.data() + h * qp_words);
+    }
+  }
+  std::vector<uint64_t> once(2 * words);
+  for (size_t h = 0; h < 2; ++h) {
+    internal::ModDown(ctx, lazy.data() + h * qp_words, true, once.data() + h * words);
+  }
+  if (elements.size() == 1) {
+    EXPECT_EQ(once, summed);
+    return;
+  }
+  EXPECT_NE(once, summed);  // some coefficient rounds differently
+  const int64_t bound = static_cast<int64_t>(elements.size() + 1) / 2;
+  for (size_t h = 0; h < 2; ++h) {
+    std::vector<uint64_t> difference(words);
+    internal::SubRows(ctx.q_ntt(), once.data() + h * words, summed.data() + h * words,
+                      difference.data());
+    internal::InverseNtt(ctx.q_ntt(), difference.data());
+    for (size_t c = 0; c < n; ++c) {
+      int64_t first = 0;
+      for (size_t i = 0; i < k; ++i) {
+        const int64_t q = static_cast<int64_t>(ctx.modulus(i).value());
+        int64_t d = static_cast<int64_t>(difference[i * n + c]);
+        if (d > q / 2) d -= q;
+        ASSERT_LE(std::abs(d), bound) << "half " << h << ", coefficient " << c;
+        if (i == 0) first = d;
+        ASSERT_EQ(d, first) << "half " << h << ", coefficient " << c << ", prime " << i;
+      }
+    }
+  }
+}
+
+TEST(KeySwitchRotations, SummedBeforeOneModDown) {
+  std::mt19937_64 rng = Rng(42);
+  const uint64_t two_n = 2 * 4096;
+  const std::vector<uint64_t> q = *GenerateNttPrimes(29, two_n, 3);
+  const uint64_t special = (*GenerateNttPrimes(22, two_n, 1))[0];
+  const uint64_t t = (*GenerateNttPrimes(17, two_n, 1))[0];
+  const auto ctx = *BfvContext::Create(*BfvParams::Create(12, q, special, t));
+  const std::vector<uint32_t> elements = {3, 9, 2 * 4096 - 1, 4097, 1025};
+  const GaloisKeys gk = *GenerateGaloisKeys(*ctx, GenerateSecretKey(*ctx), elements);
+  ExpectRotationsSummedBeforeModDown(*ctx, gk, {9}, rng);
+  ExpectRotationsSummedBeforeModDown(*ctx, gk, elements, rng);
 }
 
 }  // namespace

@@ -139,14 +139,16 @@ TEST(DeferredPackingTest, RefusesMissingKeysAndBadArguments) {
   expect_invalid(DeferredPacking::Create(ctx, matrix, 5, 1).status(), "1 to 4: the session keys'");
 }
 
-// The engine's choice per table: the fewest key switches, 2^(L-D) - 1 + G (2^D - 1).
-TEST(DeferredPackingTest, BestLevelsHaveTheFewestSwitches) {
-  EXPECT_EQ(BestDeferredLevels(1024, 1), 4u);   // 63 + 15 against 127 + 7
-  EXPECT_EQ(BestDeferredLevels(1024, 6), 4u);   // 153 against 169 (2^24 x 64 B)
-  EXPECT_EQ(BestDeferredLevels(1024, 8), 3u);   // 183 either way: the smaller
-  EXPECT_EQ(BestDeferredLevels(1024, 20), 3u);  // 267 against 363
-  EXPECT_EQ(BestDeferredLevels(1024, 40), 2u);  // 375 against 407
-  EXPECT_EQ(BestDeferredLevels(3, 1), 1u);      // L = 2: 1 + 1 against 0 + 3
+// The engine's choice per table: the fewest NTTs, 20 (2^(L-D) - 1) + G (12 (2^D - 1) + 8).
+TEST(DeferredPackingTest, BestLevelsHaveTheFewestTransforms) {
+  // 20 NTTs per top switch, 12 per deferred one and 8 per group (its one ModDown).
+  EXPECT_EQ(BestDeferredLevels(1024, 1), 4u);   // 1,448 against 2,632 (D = 3)
+  EXPECT_EQ(BestDeferredLevels(1024, 6), 4u);   // 2,388 against 3,092 (2^24 x 64 B)
+  EXPECT_EQ(BestDeferredLevels(1024, 8), 4u);   // 2,764 against 3,276
+  EXPECT_EQ(BestDeferredLevels(1024, 20), 3u);  // 4,380 against 5,020 (D = 4)
+  EXPECT_EQ(BestDeferredLevels(1024, 40), 3u);  // 6,220 against 6,860 (D = 2)
+  EXPECT_EQ(BestDeferredLevels(1024, 80), 2u);  // 8,620 against 9,900 (D = 3)
+  EXPECT_EQ(BestDeferredLevels(3, 1), 1u);      // L = 2: 40 against 44
   EXPECT_EQ(BestDeferredLevels(2, 5), 1u);      // L = 1: one level only
   EXPECT_EQ(BestDeferredLevels(1, 1), 0u);      // no expansion
 }
