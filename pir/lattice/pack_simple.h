@@ -74,9 +74,10 @@ class PackedSimpleServer final : public PackedServer {
   PackedProtocol protocol() const { return protocol_; }
   int threads() const { return server_->threads(); }
 
-  // One SimplePIR product for the batch; then each query's expansion, packing, (the hybrid)
-  // selection and switching, the queries spread over the threads (one query alone gets them
-  // all). Any selection for ExpPack(S), or one ExpandHybridSelection refuses, fails its request.
+  // One SimplePIR product for the batch, then each query's expansion and packing sums, the
+  // queries spread over the threads (a query alone runs its sums alongside the product, on half
+  // of the threads each); then each query's b-parts, (the hybrid) selection and switching. Any selection for ExpPack(S), or one ExpandHybridSelection refuses, fails its
+  // request.
   std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
       absl::Span<const PackedRequest> requests) const override;
   // AnswerBatch before serialization: each request's switched ciphertexts (double packing packs
@@ -85,11 +86,17 @@ class PackedSimpleServer final : public PackedServer {
       absl::Span<const PackedRequest> requests) const;
 
  private:
-  // Expansion, packing, (the hybrid) selection and switching of one request whose SimplePIR
-  // answer is `answer`.
-  absl::StatusOr<std::vector<SwitchedCiphertext>> Pack(absl::Span<const uint32_t> answer,
-                                                       const PackedRequest& request,
-                                                       int threads) const;
+  // What a request needs of the packing before its SimplePIR answer: (the hybrid) its
+  // selection's bits, and the packing engine's sums on `threads` threads.
+  struct PackSums {
+    std::vector<uint64_t> sums;
+    std::vector<he::QRgswCiphertext> bits;
+  };
+  absl::StatusOr<PackSums> Sums(const PackedRequest& request, int threads) const;
+  // Its packed ciphertexts with the answer's b-parts, (the hybrid) narrowed to the window,
+  // switched.
+  absl::StatusOr<std::vector<SwitchedCiphertext>> Finish(absl::Span<const uint32_t> answer,
+                                                         const PackSums& sums) const;
 
   PackedSimpleServer(std::unique_ptr<LweServer> server, RingContext ring, PackingMatrix matrix,
                      PackedProtocol protocol)

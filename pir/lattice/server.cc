@@ -17,7 +17,11 @@ class CpuDatabaseProduct : public DatabaseProduct {
   std::string name() const override { return "cpu"; }
   absl::Status Multiply(absl::Span<const uint32_t> queries, int batch,
                         absl::Span<uint32_t> out) const override {
-    return MultiplyBytes(db_, queries, batch, out, db_.rows, threads_);
+    return MultiplyOn(threads_, queries, batch, out);
+  }
+  absl::Status MultiplyOn(int threads, absl::Span<const uint32_t> queries, int batch,
+                          absl::Span<uint32_t> out) const override {
+    return MultiplyBytes(db_, queries, batch, out, db_.rows, threads);
   }
 
  private:
@@ -139,9 +143,10 @@ void LweServer::SetDatabaseProduct(std::unique_ptr<DatabaseProduct> product) {
 }
 
 absl::Status LweServer::Answer(absl::Span<const uint32_t> queries, int batch,
-                               absl::Span<uint32_t> answers) const {
+                               absl::Span<uint32_t> answers, int threads) const {
   const Shape& shape = config_.shape;
   if (batch < 1) return absl::InvalidArgumentError("the batch is empty");
+  if (threads < 1) return absl::InvalidArgumentError("an answer needs at least one thread");
   if (queries.size() != batch * shape.query_words()) {
     return absl::InvalidArgumentError(
         absl::StrCat("queries hold ", queries.size(), " words, expected ", batch, " x ",
@@ -151,8 +156,10 @@ absl::Status LweServer::Answer(absl::Span<const uint32_t> queries, int batch,
     return absl::InvalidArgumentError(absl::StrCat(
         "answers hold ", answers.size(), " words, expected ", batch, " x ", shape.answer_words()));
   }
-  if (shape.protocol == Protocol::kSimplePir) return product_->Multiply(queries, batch, answers);
-  return AnswerDouble(queries, batch, answers);
+  if (shape.protocol == Protocol::kSimplePir) {
+    return product_->MultiplyOn(threads, queries, batch, answers);
+  }
+  return AnswerDouble(queries, batch, answers, threads);
 }
 
 // DoublePIR. First level, one product for the batch: a1 = DB * q1 (D1 words per query). Then per
@@ -160,7 +167,7 @@ absl::Status LweServer::Answer(absl::Span<const uint32_t> queries, int batch,
 // second fold over [H1 | a1] written straight into the answer: a2_j = M1 * q2_j (4n words) for
 // each second-level query j, h2_j = D * q2_j (4 words), and h1 = D * A2 (n x 4 words, k-major).
 absl::Status LweServer::AnswerDouble(absl::Span<const uint32_t> queries, int batch,
-                                     absl::Span<uint32_t> answers) const {
+                                     absl::Span<uint32_t> answers, int threads) const {
   const Shape& shape = config_.shape;
   const uint64_t r_bytes = shape.record_bytes, d0 = shape.d0, d1 = shape.d1;
   const uint64_t qw = shape.query_words(), aw = shape.answer_words();
@@ -169,7 +176,9 @@ absl::Status LweServer::AnswerDouble(absl::Span<const uint32_t> queries, int bat
   for (int b = 0; b < batch; ++b) {
     std::copy_n(queries.begin() + b * qw, d0, q1.begin() + b * d0);
   }
-  if (absl::Status s = product_->Multiply(q1, batch, absl::MakeSpan(a1)); !s.ok()) return s;
+  if (absl::Status s = product_->MultiplyOn(threads, q1, batch, absl::MakeSpan(a1)); !s.ok()) {
+    return s;
+  }
 
   const uint64_t stride = AlignedStride(d1);
   const ByteMatrixView m1{server_digits_.data(), digit_rows, d1, stride};
@@ -184,8 +193,7 @@ absl::Status LweServer::AnswerDouble(absl::Span<const uint32_t> queries, int bat
     const absl::Span<const uint32_t> q2 = queries.subspan(b * qw + d0, r_bytes * d1);
     const absl::Span<uint32_t> out = answers.subspan(b * aw, aw);
     const int r = static_cast<int>(r_bytes);
-    absl::Status s =
-        MultiplyBytes(m1, q2, r, out.first(r_bytes * digit_rows), digit_rows, threads_);
+    absl::Status s = MultiplyBytes(m1, q2, r, out.first(r_bytes * digit_rows), digit_rows, threads);
     s.Update(MultiplyBytes(own, q2, r, out.subspan(r_bytes * digit_rows, r_bytes * kDigitsPerWord),
                            kDigitsPerWord, 1));
     s.Update(

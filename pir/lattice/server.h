@@ -47,6 +47,13 @@ class DatabaseProduct {
   virtual std::string name() const = 0;
   virtual absl::Status Multiply(absl::Span<const uint32_t> queries, int batch,
                                 absl::Span<uint32_t> out) const = 0;
+  // Multiply on at most `threads` of the CPU's threads, for a caller running other work
+  // alongside (the packed servers' sums); a product whose work is not the CPU's ignores it.
+  virtual absl::Status MultiplyOn(int threads, absl::Span<const uint32_t> queries, int batch,
+                                  absl::Span<uint32_t> out) const {
+    (void)threads;
+    return Multiply(queries, batch, out);
+  }
 };
 
 struct LweServerOptions {
@@ -109,7 +116,13 @@ class LweServer {
   // the sizes, never on the queries' contents. Returns INVALID_ARGUMENT for a batch below 1 or
   // spans of the wrong size, and the product's errors. Calls may run concurrently.
   absl::Status Answer(absl::Span<const uint32_t> queries, int batch,
-                      absl::Span<uint32_t> answers) const;
+                      absl::Span<uint32_t> answers) const {
+    return Answer(queries, batch, answers, threads_);
+  }
+  // The same on at most `threads` threads (DatabaseProduct::MultiplyOn). INVALID_ARGUMENT also
+  // for threads below 1.
+  absl::Status Answer(absl::Span<const uint32_t> queries, int batch, absl::Span<uint32_t> answers,
+                      int threads) const;
 
   LweServerMemory memory() const;
   // LweServerOptions::threads.
@@ -119,7 +132,7 @@ class LweServer {
   LweServer(Database database, const LweServerOptions& options);
   absl::Status Finish(const embedding::TableDigestBytes& digest, Hint hint);
   absl::Status AnswerDouble(absl::Span<const uint32_t> queries, int batch,
-                            absl::Span<uint32_t> answers) const;
+                            absl::Span<uint32_t> answers, int threads) const;
 
   Database database_;
   int threads_;

@@ -91,6 +91,44 @@ TEST(PackedSimpleTest, ABatchOfSessionsSharesOneProductAndFailsOnlyItsBadRequest
   EXPECT_THAT(responses[3].status().message(), HasSubstr("a query of 5 words"));
 }
 
+TEST(PackedSimpleTest, AQueryAloneAnswersAlongsideTheProductAsOnOneThread) {
+  // On two threads one query's sums run alongside the product (a thread each): the same bytes
+  // as on one thread, one after the other; a malformed request beside it fails alone.
+  std::mt19937_64 gen(testing::TestSeed("pir_lattice_test") + 203);
+  const uint64_t rows = 5000;
+  const std::vector<uint8_t> records = testing::RandomRecords(rows, 24, gen);
+  std::unique_ptr<PackedSimpleServer> servers[2];
+  for (int t = 0; t < 2; ++t) {
+    LweServerOptions options;
+    options.threads = t + 1;
+    auto server = PackedSimpleServer::Create(
+        *LweServer::FromRecords(records, rows, 24, testing::DigestOf(25), options));
+    ASSERT_TRUE(server.ok()) << server.status();
+    servers[t] = *std::move(server);
+  }
+  ASSERT_EQ(servers[1]->threads(), 2);
+  auto client = PackedSimpleClient::Create(servers[0]->config());
+  ASSERT_TRUE(client.ok()) << client.status();
+  const he::GaloisKeys keys = *servers[0]->ParseKeys((*client)->expansion_keys());
+  for (const uint64_t row : {uint64_t{0}, uint64_t{4999}, uint64_t{gen() % rows}}) {
+    const PackedQuery query = *(*client)->MakeQuery(row);
+    const std::vector<uint8_t> one = *servers[0]->Answer(query.query, query.ciphertext, keys);
+    const std::vector<PackedRequest> requests = {
+        {absl::MakeConstSpan(query.query).first(3), query.ciphertext, BorrowKeys(keys), {}},
+        {query.query, query.ciphertext, BorrowKeys(keys), {}}};
+    const auto two = servers[1]->AnswerBatch(requests);
+    ASSERT_EQ(two.size(), 2u);
+    EXPECT_EQ(two[0].status().code(), absl::StatusCode::kInvalidArgument);
+    ASSERT_TRUE(two[1].ok()) << two[1].status();
+    EXPECT_EQ(*two[1], one) << "row " << row;
+    std::vector<uint8_t> record(24);
+    ASSERT_TRUE((*client)->Decode(row, *two[1], absl::MakeSpan(record)).ok());
+    EXPECT_EQ(record,
+              std::vector<uint8_t>(records.begin() + row * 24, records.begin() + (row + 1) * 24))
+        << "row " << row;
+  }
+}
+
 TEST(PackedSimpleTest, ThePackedShapeCountsCiphertextsNotWords) {
   ShapeOptions packed;
   packed.packed_ring_n = 4096;

@@ -249,6 +249,8 @@ TEST(LweProtocolTest, BadQueriesConfigsAndHintsAreRejected) {
     EXPECT_EQ(s.Answer(query, 1, absl::MakeSpan(answer).first(aw - 1)).code(),
               absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(s.Answer(query, 0, absl::MakeSpan(answer)).message(), "the batch is empty");
+    EXPECT_EQ(s.Answer(query, 1, absl::MakeSpan(answer), 0).message(),
+              "an answer needs at least one thread");
     // Hint chunks: the last one is in range, the next is not.
     const uint64_t chunks = s.hint_chunks();
     ASSERT_GE(chunks, 1u);
