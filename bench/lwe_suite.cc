@@ -16,8 +16,10 @@
 // memory-bound, large batches compute-bound.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "bench/lattice_devices.h"
@@ -164,6 +166,35 @@ JsonLine LweLine(const std::string& suite, const std::string& protocol, const Sh
 // one beyond it against DRAM's.
 uint64_t ReadBytes(const Work& work) {
   return std::max<uint64_t>(uint64_t{64} << 20, static_cast<uint64_t>(work.bytes));
+}
+
+// The lattice suite's server time against its floor, paired: the calls timed between reads of
+// the database's bytes (lattice::ReadStream); the median call, the median read and the median
+// of each call's ratio to the mean of the reads around it (floor_ratio). A ceiling measured once,
+// seconds from the calls, moved the ratio by 2x on a VM whose bandwidth drifts.
+struct FloorTimes {
+  double server_s = 0, floor_s = 0, ratio = 0;
+};
+FloorTimes TimeAgainstFloor(const std::function<void()>& call, int threads, const Work& work,
+                            int reps) {
+  const lattice::ReadStream stream(threads, ReadBytes(work));
+  const double scale = work.bytes / static_cast<double>(stream.bytes());
+  call();  // warm-up
+  std::vector<double> server, floor, ratio;
+  double before = stream.Seconds() * scale;
+  floor.push_back(before);
+  for (int i = 0; i < reps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double after = stream.Seconds() * scale;
+    server.push_back(s);
+    floor.push_back(after);
+    ratio.push_back(s / (0.5 * (before + after)));
+    before = after;
+  }
+  return {Percentile(server, 0.5), Percentile(floor, 0.5), Percentile(ratio, 0.5)};
 }
 
 absl::Status LweAnswer(const Flags& flags) {
@@ -342,9 +373,24 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name,
   }
   std::vector<absl::StatusOr<std::vector<uint8_t>>> responses;
   // Warm runs: the first call after start-up is slower (by 0.05 s at 2^20 x 64 B, 0.2 s at 2^22,
-  // with a few hundred minor page faults only), and a batch's median is of few runs.
-  const double server_s = MedianSeconds([&] { responses = (*server)->AnswerBatch(requests); }, 1, 3,
-                                        batch > 1 ? 3 : 10);
+  // with a few hundred minor page faults only), and a batch's median is of few runs. On the CPU
+  // each call is paired with a read of the database (TimeAgainstFloor); a device's floor is its
+  // bandwidth measured once.
+  const auto answer = [&] { responses = (*server)->AnswerBatch(requests); };
+  // A query alone: past the server's trials of its two schedules (SumsSchedule::kAdaptive).
+  auto* simple = dynamic_cast<lattice::PackedSimpleServer*>(server->get());
+  if (simple != nullptr && batch == 1) {
+    for (int i = 0; i < 2 * lattice::SumsScheduleChoice::kTrials; ++i) answer();
+  }
+  FloorTimes timed;
+  if (devices.read_bytes_per_s > 0) {
+    timed.server_s = MedianSeconds(answer, 1, 3, batch > 1 ? 3 : 10);
+    timed.floor_s = WorkOf(s, 1).bytes / devices.read_bytes_per_s;
+    timed.ratio = timed.server_s / timed.floor_s;
+  } else {
+    timed = TimeAgainstFloor(answer, threads, WorkOf(s, 1), batch > 1 ? 3 : 9);
+  }
+  const double server_s = timed.server_s;
   for (const auto& r : responses) {
     if (!r.ok()) return r.status();
   }
@@ -390,14 +436,13 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name,
       },
       1, 3, 10);
   if (!status.ok()) return status;
-  const double read_bytes_per_s =
-      devices.read_bytes_per_s > 0
-          ? devices.read_bytes_per_s
-          : lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, 1))).mem_read_bytes_per_s;
+  const bool alongside = simple != nullptr && batch == 1 &&
+                         simple->sums_schedule() == lattice::SumsSchedule::kAlongsideProduct;
   LweLine("lattice", "lwe-" + name, s, batch, threads, devices.backend)
       .Add("server_ms", server_s * 1e3)
       .Add("server_ms_per_query", server_s * 1e3 / batch)
       .Add("deferred_levels", static_cast<uint64_t>(deferred))
+      .Add("sums_schedule", std::string(alongside ? "alongside-product" : "after-product"))
       .Add("server_expand_ms", expand_s * 1e3)
       .Add("server_full_expand_ms", full_expand_s * 1e3)
       .Add("server_sums_ms", sums_s * 1e3)
@@ -411,7 +456,8 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name,
       .Add("selection_bytes", query->selection.size())
       .Add("response_bytes", responses[0]->size())
       .Add("reusable_key_bytes", (*client)->expansion_keys().size())
-      .Add("floor_ratio", server_s / (WorkOf(s, 1).bytes / read_bytes_per_s))
+      .Add("floor_ms", timed.floor_s * 1e3)
+      .Add("floor_ratio", timed.ratio)
       .Add("server_memory_bytes", memory.database + memory.server_digits + memory.a2 +
                                       memory.hint_blob + (*server)->matrix().bytes() +
                                       (*server)->packing_engine().host_bytes())
@@ -465,12 +511,12 @@ absl::Status Lattice(const Flags& flags) {
   // Server: one batch.
   absl::StatusOr<Batch> b = MakeBatch(*setup, batch, 4);
   if (!b.ok()) return b.status();
-  const double server_s = MedianSeconds(
-      [&] { status = setup->server->Answer(b->queries, batch, absl::MakeSpan(b->answers)); });
+  const FloorTimes timed = TimeAgainstFloor(
+      [&] { status = setup->server->Answer(b->queries, batch, absl::MakeSpan(b->answers)); },
+      threads, WorkOf(s, batch), batch > 1 ? 5 : 9);
+  const double server_s = timed.server_s;
   if (!status.ok()) return status;
   const int errors = CountErrors(*setup, *b);
-  const lattice::CpuCeilings ceilings =
-      lattice::MeasureCpuCeilings(threads, ReadBytes(WorkOf(s, batch)));
   const lattice::LweServerMemory memory = setup->server->memory();
   LweLine("lattice", absl::StrCat("lwe-", std::string(lattice::ProtocolName(s.protocol))), s, batch,
           threads)
@@ -482,7 +528,8 @@ absl::Status Lattice(const Flags& flags) {
       .Add("query_bytes", 4 * s.query_words())
       .Add("response_bytes", 4 * s.answer_words())
       .Add("reusable_key_bytes", setup->server->hint_blob().size())
-      .Add("floor_ratio", server_s / (WorkOf(s, batch).bytes / ceilings.mem_read_bytes_per_s))
+      .Add("floor_ms", timed.floor_s * 1e3)
+      .Add("floor_ratio", timed.ratio)
       .Add("server_memory_bytes",
            memory.database + memory.hint_blob + memory.server_digits + memory.a2)
       .Add("hint_s", setup->hint_s)
@@ -505,13 +552,15 @@ const char kLatticeHelp[] =
     "protocol's costs "
     "below the sockets: server_ms (one batch), client_ms (query + decode of "
     "one lookup), query and response bytes, reusable_key_bytes (the hint; the packed protocols: "
-    "the expansion keys), floor_ratio (server time / one stream of the database at this "
-    "run's "
-    "measured memory bandwidth: 1 is the floor), errors; exppack-s also deferred_levels (the "
+    "the expansion keys), floor_ms (one read of the database's bytes on --threads) and "
+    "floor_ratio (server time / floor_ms: 1 is the floor; on the CPU each call against the mean "
+    "of the reads just before and after it, the median of the ratios), errors; exppack-s also "
+    "deferred_levels (the "
     "CPU engine's, deferred_packing.h), server_expand_ms (one query's expansion on the CPU, its "
     "top levels when deferred), server_full_expand_ms (all 1,023 key switches), server_sums_ms "
-    "(the engine's expansion and packing sums of one ciphertext) and server_product_ms (the LWE "
-    "product of the batch); hybrid also "
+    "(the engine's expansion and packing sums of one ciphertext), server_product_ms (the LWE "
+    "product of the batch) and sums_schedule (after-product or alongside-product: where one "
+    "query's sums ran, pack_simple.h's adaptive choice); hybrid also "
     "selection_bytes (the ciphertext of its bits, in query_bytes)";
 
 SuiteRegistration lwe_answer("lwe-answer", kLweAnswerHelp, LweAnswer);

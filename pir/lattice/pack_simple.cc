@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <utility>
@@ -33,6 +34,40 @@ absl::StatusOr<std::vector<uint8_t>> MakeSessionKeys(const RingContext& ring,
 }
 
 }  // namespace
+
+SumsSchedule SumsScheduleChoice::Next() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t call = calls_++;
+  if (call < 2 * kTrials) {
+    return call % 2 == 0 ? SumsSchedule::kAfterProduct : SumsSchedule::kAlongsideProduct;
+  }
+  const SumsSchedule preferred = PreferredLocked();
+  if (call % kRetry != 0) return preferred;
+  return preferred == SumsSchedule::kAlongsideProduct ? SumsSchedule::kAfterProduct
+                                                      : SumsSchedule::kAlongsideProduct;
+}
+
+SumsSchedule SumsScheduleChoice::Preferred() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return PreferredLocked();
+}
+
+SumsSchedule SumsScheduleChoice::PreferredLocked() const {
+  const auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  const bool alongside =
+      !times_[1].empty() && (times_[0].empty() || median(times_[1]) < median(times_[0]));
+  return alongside ? SumsSchedule::kAlongsideProduct : SumsSchedule::kAfterProduct;
+}
+
+void SumsScheduleChoice::Record(SumsSchedule schedule, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<double>& times = times_[schedule == SumsSchedule::kAlongsideProduct ? 1 : 0];
+  if (times.size() == kTrials) times.erase(times.begin());
+  times.push_back(seconds);
+}
 
 const char* PackedProtocolName(PackedProtocol protocol) {
   return protocol == PackedProtocol::kHybrid ? "lwe-hybrid" : "lwe-exppack-s";
@@ -129,25 +164,32 @@ std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> PackedSimpleServer:
   std::vector<uint32_t> answers(good.size() * aw);
   std::vector<absl::StatusOr<PackSums>> sums(good.size());
   absl::Status product;
-  if (good.size() == 1 && threads > 1 && server_->database_product().name() == "cpu") {
-    // One query's sums need nothing of the CPU's product: they run alongside it, half of the
-    // threads each. The product is bound by memory bandwidth, which one thread of two nearly
-    // fills; the sums mostly by the key switches' arithmetic (at 2^24 x 64 B on two threads,
-    // 49.7 -> 45.2 ms per query). A device's product and engine keep to one after the other.
+  // A query alone may run its sums beside the CPU's product (SumsSchedule).
+  const bool may_overlap = good.size() == 1 && threads > 1 &&
+                           server_->database_product().name() == "cpu" &&
+                           schedule_ != SumsSchedule::kAfterProduct;
+  const SumsSchedule schedule = !may_overlap                           ? SumsSchedule::kAfterProduct
+                                : schedule_ == SumsSchedule::kAdaptive ? choice_.Next()
+                                                                       : schedule_;
+  const auto start = std::chrono::steady_clock::now();
+  if (schedule == SumsSchedule::kAlongsideProduct) {
     const int product_threads = threads / 2;
     std::thread alongside(
         [&] { product = server_->Answer(queries, 1, absl::MakeSpan(answers), product_threads); });
     sums[0] = Sums(requests[good[0]], threads - product_threads);
     alongside.join();
   } else {
-    // A batch's product takes every thread (it is bound by arithmetic too at 32 queries), then
-    // one query per worker at a time, each expanded on its worker alone.
+    // A batch's queries each expanded on one worker alone.
     product = server_->Answer(queries, static_cast<int>(good.size()), absl::MakeSpan(answers));
     if (product.ok()) {
       he::internal::ParallelFor(threads, good.size(), [&](size_t i) {
         sums[i] = Sums(requests[good[i]], good.size() == 1 ? threads : 1);
       });
     }
+  }
+  if (may_overlap && schedule_ == SumsSchedule::kAdaptive && product.ok() && sums[0].ok()) {
+    choice_.Record(schedule,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   if (!product.ok()) {
     for (size_t r : good) out[r] = product;

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,6 +52,36 @@ uint64_t PackedResponseBytes(const RingContext& ring, const Shape& shape,
                              PackedProtocol protocol = PackedProtocol::kExpPackS);
 uint64_t PackedSelectionBytes(const RingContext& ring, const Shape& shape, PackedProtocol protocol);
 
+// How one query's packing sums are scheduled against the SimplePIR product (a batch's always
+// follow it: the queries spread over the threads).
+enum class SumsSchedule {
+  kAdaptive,          // the faster of the two below on this server, by its own calls' times
+  kAfterProduct,      // the product on every thread, then the sums on every thread
+  kAlongsideProduct,  // beside the CPU's product, half of the threads each
+};
+
+// The adaptive choice: each schedule in turn for the first 2 kTrials calls, then the one whose
+// last kTrials calls have the lower median, the other retried once every kRetry calls (the
+// table's shape and the machine decide: the sums need nothing of the product, which is bound by
+// memory bandwidth, while the sums are mostly key switching; alongside wins when the two take
+// about as long on one thread each, e.g. 2^24 x 64 B on two vCPUs, and loses when the product is
+// short, e.g. 2^20). Thread-safe.
+class SumsScheduleChoice {
+ public:
+  static constexpr int kTrials = 5;
+  static constexpr uint64_t kRetry = 50;
+  SumsSchedule Next();
+  void Record(SumsSchedule schedule, double seconds);
+  // What Next returns outside its trials and retries now.
+  SumsSchedule Preferred();
+
+ private:
+  SumsSchedule PreferredLocked() const;
+  std::mutex mu_;
+  uint64_t calls_ = 0;
+  std::vector<double> times_[2];  // the last kTrials of kAfterProduct, kAlongsideProduct
+};
+
 class PackedSimpleServer final : public PackedServer {
  public:
   // Wraps a SimplePIR server: its hint becomes the packing matrix (groups x n x k x N residues
@@ -73,11 +104,18 @@ class PackedSimpleServer final : public PackedServer {
   absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const override;
   PackedProtocol protocol() const { return protocol_; }
   int threads() const { return server_->threads(); }
+  // kAdaptive by default; alongside needs two threads or more and the CPU's product (else the
+  // sums follow the product). Not for concurrent use with AnswerBatch.
+  void set_sums_schedule(SumsSchedule schedule) { schedule_ = schedule; }
+  // The schedule set, or the adaptive choice's preference now.
+  SumsSchedule sums_schedule() const {
+    return schedule_ == SumsSchedule::kAdaptive ? choice_.Preferred() : schedule_;
+  }
 
   // One SimplePIR product for the batch, then each query's expansion and packing sums, the
-  // queries spread over the threads (a query alone runs its sums alongside the product, on half
-  // of the threads each); then each query's b-parts, (the hybrid) selection and switching. Any selection for ExpPack(S), or one ExpandHybridSelection refuses, fails its
-  // request.
+  // queries spread over the threads (a query alone: as set_sums_schedule says); then each
+  // query's b-parts, (the hybrid) selection and switching. Any selection for ExpPack(S), or one
+  // ExpandHybridSelection refuses, fails its request.
   std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
       absl::Span<const PackedRequest> requests) const override;
   // AnswerBatch before serialization: each request's switched ciphertexts (double packing packs
@@ -109,6 +147,8 @@ class PackedSimpleServer final : public PackedServer {
   RingContext ring_;
   PackingMatrix matrix_;
   PackedProtocol protocol_;
+  SumsSchedule schedule_ = SumsSchedule::kAdaptive;
+  mutable SumsScheduleChoice choice_;
 };
 
 class PackedSimpleClient final : public PackedClient {

@@ -5,6 +5,7 @@
 #define VEIL_PIR_LATTICE_ROOFLINE_H_
 
 #include <cstdint>
+#include <vector>
 
 namespace veil::lattice {
 
@@ -27,6 +28,22 @@ struct CpuCeilings {
 // Each ceiling is the fastest of a few runs on `threads` threads at once (interference only
 // slows a run down). Takes about a second; `read_bytes` sizes the bandwidth buffer.
 CpuCeilings MeasureCpuCeilings(int threads, uint64_t read_bytes = uint64_t{512} << 20);
+
+// A buffer of `bytes` (rounded down to whole 256-byte blocks per thread) read on `threads`
+// threads at once, MeasureCpuCeilings' bandwidth read, timed on demand: for a ratio against work
+// timed right after each read (a VM's bandwidth can drift by 2x within a minute, so a ceiling
+// measured once need not be the one a later call met).
+class ReadStream {
+ public:
+  ReadStream(int threads, uint64_t bytes);
+  uint64_t bytes() const { return buffer_.size(); }
+  // One read of the whole buffer, in seconds.
+  double Seconds() const;
+
+ private:
+  int threads_;
+  std::vector<uint8_t> buffer_;
+};
 
 namespace internal {
 // The micro-kernels (kernels_avx512.cc, kernels_vnni.cc): `iters` iterations of 12 (int32) or

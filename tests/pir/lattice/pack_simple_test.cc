@@ -110,7 +110,10 @@ TEST(PackedSimpleTest, AQueryAloneAnswersAlongsideTheProductAsOnOneThread) {
   auto client = PackedSimpleClient::Create(servers[0]->config());
   ASSERT_TRUE(client.ok()) << client.status();
   const he::GaloisKeys keys = *servers[0]->ParseKeys((*client)->expansion_keys());
+  const SumsSchedule schedules[] = {SumsSchedule::kAlongsideProduct, SumsSchedule::kAfterProduct,
+                                    SumsSchedule::kAdaptive};
   for (const uint64_t row : {uint64_t{0}, uint64_t{4999}, uint64_t{gen() % rows}}) {
+    servers[1]->set_sums_schedule(schedules[row % 3]);
     const PackedQuery query = *(*client)->MakeQuery(row);
     const std::vector<uint8_t> one = *servers[0]->Answer(query.query, query.ciphertext, keys);
     const std::vector<PackedRequest> requests = {
@@ -127,6 +130,38 @@ TEST(PackedSimpleTest, AQueryAloneAnswersAlongsideTheProductAsOnOneThread) {
               std::vector<uint8_t>(records.begin() + row * 24, records.begin() + (row + 1) * 24))
         << "row " << row;
   }
+}
+
+TEST(PackedSimpleTest, TheAdaptiveScheduleTriesBothThenKeepsTheFaster) {
+  SumsScheduleChoice choice;
+  const auto time = [](SumsSchedule s, bool alongside_faster) {
+    return (s == SumsSchedule::kAlongsideProduct) == alongside_faster ? 0.040 : 0.050;
+  };
+  // Alternately, 2 kTrials calls, starting with the product first.
+  for (int call = 0; call < 2 * SumsScheduleChoice::kTrials; ++call) {
+    const SumsSchedule s = choice.Next();
+    EXPECT_EQ(s, call % 2 == 0 ? SumsSchedule::kAfterProduct : SumsSchedule::kAlongsideProduct);
+    choice.Record(s, time(s, true));
+  }
+  EXPECT_EQ(choice.Preferred(), SumsSchedule::kAlongsideProduct);
+  // Then the faster, the other once every kRetry calls; when the other becomes the faster over
+  // its last kTrials retries, it is kept.
+  int others = 0;
+  SumsSchedule last = SumsSchedule::kAdaptive;
+  for (uint64_t call = 2 * SumsScheduleChoice::kTrials; call < 400; ++call) {
+    const SumsSchedule s = choice.Next();
+    if (call < 200) {
+      EXPECT_EQ(s, call % SumsScheduleChoice::kRetry == 0 ? SumsSchedule::kAfterProduct
+                                                          : SumsSchedule::kAlongsideProduct)
+          << call;
+    }
+    others += call < 200 && s == SumsSchedule::kAfterProduct;
+    choice.Record(s, time(s, call < 200));  // from call 200 on, the product first is faster
+    last = s;
+  }
+  EXPECT_EQ(others, 3);  // calls 50, 100, 150
+  EXPECT_EQ(last, SumsSchedule::kAfterProduct);
+  EXPECT_EQ(choice.Preferred(), SumsSchedule::kAfterProduct);
 }
 
 TEST(PackedSimpleTest, ThePackedShapeCountsCiphertextsNotWords) {
