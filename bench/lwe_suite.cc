@@ -436,13 +436,15 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name,
       },
       1, 3, 10);
   if (!status.ok()) return status;
-  const bool alongside = simple != nullptr && batch == 1 &&
-                         simple->sums_schedule() == lattice::SumsSchedule::kAlongsideProduct;
-  LweLine("lattice", "lwe-" + name, s, batch, threads, devices.backend)
-      .Add("server_ms", server_s * 1e3)
+  JsonLine line = LweLine("lattice", "lwe-" + name, s, batch, threads, devices.backend);
+  if (simple != nullptr) {  // exppack-s, hybrid
+    const bool alongside =
+        batch == 1 && simple->sums_schedule() == lattice::SumsSchedule::kAlongsideProduct;
+    line.Add("sums_schedule", alongside ? "alongside-product" : "after-product");
+  }
+  line.Add("server_ms", server_s * 1e3)
       .Add("server_ms_per_query", server_s * 1e3 / batch)
       .Add("deferred_levels", static_cast<uint64_t>(deferred))
-      .Add("sums_schedule", std::string(alongside ? "alongside-product" : "after-product"))
       .Add("server_expand_ms", expand_s * 1e3)
       .Add("server_full_expand_ms", full_expand_s * 1e3)
       .Add("server_sums_ms", sums_s * 1e3)
@@ -559,8 +561,8 @@ const char kLatticeHelp[] =
     "CPU engine's, deferred_packing.h), server_expand_ms (one query's expansion on the CPU, its "
     "top levels when deferred), server_full_expand_ms (all 1,023 key switches), server_sums_ms "
     "(the engine's expansion and packing sums of one ciphertext), server_product_ms (the LWE "
-    "product of the batch) and sums_schedule (after-product or alongside-product: where one "
-    "query's sums ran, pack_simple.h's adaptive choice); hybrid also "
+    "product of the batch); exppack-s and hybrid also sums_schedule (after-product or "
+    "alongside-product: where one query's sums ran, pack_simple.h's adaptive choice); hybrid also "
     "selection_bytes (the ciphertext of its bits, in query_bytes)";
 
 SuiteRegistration lwe_answer("lwe-answer", kLweAnswerHelp, LweAnswer);
