@@ -67,13 +67,18 @@ TEST(KeySwitchDigits, StandardPrimes) {
   ExpectDigitsByDefinition(**BfvContext::Create(*BfvParams::Standard(12, 20)), rng);
 }
 
-TEST(KeySwitchDigits, SpecialPrimeFarBelowTheOthers) {
-  std::mt19937_64 rng = Rng(41);
+// The lattice ring's shape: three 29-bit primes over a 22-bit special prime, N = 4,096.
+auto SpecialPrimeFarBelowContext() {
   const uint64_t two_n = 2 * 4096;
   const std::vector<uint64_t> q = *GenerateNttPrimes(29, two_n, 3);
   const uint64_t special = (*GenerateNttPrimes(22, two_n, 1))[0];
   const uint64_t t = (*GenerateNttPrimes(17, two_n, 1))[0];
-  const auto ctx = *BfvContext::Create(*BfvParams::Create(12, q, special, t));
+  return *BfvContext::Create(*BfvParams::Create(12, q, special, t));
+}
+
+TEST(KeySwitchDigits, SpecialPrimeFarBelowTheOthers) {
+  std::mt19937_64 rng = Rng(41);
+  const auto ctx = SpecialPrimeFarBelowContext();
   ASSERT_GT(ctx->modulus(0).value(), 2 * ctx->modulus(3).value());
   ExpectDigitsByDefinition(*ctx, rng);
 }
@@ -144,11 +149,7 @@ void ExpectRotationsSummedBeforeModDown(const BfvContext& ctx, const GaloisKeys&
 
 TEST(KeySwitchRotations, SummedBeforeOneModDown) {
   std::mt19937_64 rng = Rng(42);
-  const uint64_t two_n = 2 * 4096;
-  const std::vector<uint64_t> q = *GenerateNttPrimes(29, two_n, 3);
-  const uint64_t special = (*GenerateNttPrimes(22, two_n, 1))[0];
-  const uint64_t t = (*GenerateNttPrimes(17, two_n, 1))[0];
-  const auto ctx = *BfvContext::Create(*BfvParams::Create(12, q, special, t));
+  const auto ctx = SpecialPrimeFarBelowContext();
   const std::vector<uint32_t> elements = {3, 9, 2 * 4096 - 1, 4097, 1025};
   const GaloisKeys gk = *GenerateGaloisKeys(*ctx, GenerateSecretKey(*ctx), elements);
   ExpectRotationsSummedBeforeModDown(*ctx, gk, {9}, rng);
