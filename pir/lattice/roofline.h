@@ -29,7 +29,7 @@ struct CpuCeilings {
 // slows a run down). Takes about a second; `read_bytes` sizes the bandwidth buffer.
 CpuCeilings MeasureCpuCeilings(int threads, uint64_t read_bytes = uint64_t{512} << 20);
 
-// A buffer of `bytes` (rounded down to whole 256-byte blocks per thread) read on `threads`
+// A buffer of `bytes` (rounded down to whole 256-byte blocks per thread) read on `threads` >= 1
 // threads at once, MeasureCpuCeilings' bandwidth read, timed on demand: for a ratio against work
 // timed right after each read (a VM's bandwidth can drift by 2x within a minute, so a ceiling
 // measured once need not be the one a later call met).
