@@ -377,9 +377,10 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name,
   // each call is paired with a read of the database (TimeAgainstFloor); a device's floor is its
   // bandwidth measured once.
   const auto answer = [&] { responses = (*server)->AnswerBatch(requests); };
-  // A query alone: past the server's trials of its two schedules (SumsSchedule::kAdaptive).
+  // A query alone on the CPU's product and two threads or more: past the server's trials of its
+  // two schedules (SumsSchedule::kAdaptive; elsewhere the sums always follow the product).
   auto* simple = dynamic_cast<lattice::PackedSimpleServer*>(server->get());
-  if (simple != nullptr && batch == 1) {
+  if (simple != nullptr && batch == 1 && threads > 1 && !devices.product) {
     for (int i = 0; i < 2 * lattice::SumsScheduleChoice::kTrials; ++i) answer();
   }
   FloorTimes timed;
