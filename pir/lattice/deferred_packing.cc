@@ -59,11 +59,9 @@ std::vector<uint64_t> LeafCoefficients(const RingContext& ctx, uint32_t lwe_n, u
   return nodes;
 }
 
-}  // namespace
-
-absl::StatusOr<DeferredPacking> DeferredPacking::Create(const RingContext& ctx,
-                                                        const PackingMatrix& matrix,
-                                                        uint32_t levels, int threads) {
+// Create's checks; D = min(levels, L).
+absl::StatusOr<uint32_t> CheckFold(const RingContext& ctx, const PackingMatrix& matrix,
+                                   uint32_t levels, int threads) {
   const uint32_t lwe_n = matrix.lwe_n();
   if (lwe_n > ctx.n() || threads < 1 || levels == 0 || levels > kDeferredLevels) {
     return absl::InvalidArgumentError(
@@ -71,7 +69,15 @@ absl::StatusOr<DeferredPacking> DeferredPacking::Create(const RingContext& ctx,
                      ": the session keys' products) for n = ", lwe_n, " on ", threads,
                      " threads (N = ", ctx.n(), ")"));
   }
-  const uint32_t deferred = std::min(levels, ExpansionLevels(lwe_n));
+  return std::min(levels, ExpansionLevels(lwe_n));
+}
+
+// W'_{r,s} of every virtual group v = g 2^D + s and root r: store(v, r, i, c, residue) for slot
+// c of prime i, each once, from up to `threads` threads (distinct (v, r) at once).
+template <class Store>
+void Fold(const RingContext& ctx, const PackingMatrix& matrix, uint32_t deferred, int threads,
+          Store&& store) {
+  const uint32_t lwe_n = matrix.lwe_n();
   const uint32_t top = ExpansionLevels(lwe_n) - deferred;
   const size_t n = ctx.n(), words = ctx.k() * n;
   const size_t elements = size_t{1} << deferred, roots = size_t{1} << top;
@@ -82,10 +88,7 @@ absl::StatusOr<DeferredPacking> DeferredPacking::Create(const RingContext& ctx,
         static_cast<int>(ctx.params().log_n),
         DeferredElement(ctx, lwe_n, deferred, static_cast<uint32_t>(s))));
   }
-  const uint64_t groups = matrix.groups(), virtual_groups = groups * elements;
-  const size_t tiles = n / 8;
-  std::vector<uint32_t> folded(virtual_groups * roots * words);
-  he::internal::ParallelFor(threads, groups * roots, [&](size_t task) {
+  he::internal::ParallelFor(threads, matrix.groups() * roots, [&](size_t task) {
     const uint64_t g = task / roots, r = task % roots;
     std::vector<uint64_t> w(elements * words, 0), a(words);
     for (size_t t = 0; t < elements; ++t) {
@@ -99,20 +102,54 @@ absl::StatusOr<DeferredPacking> DeferredPacking::Create(const RingContext& ctx,
                                              w.data() + s * words);
       }
     }
-    // W' = sigma_s^-1(W): sigma_s(W')[c] = W'[perm[c]] must be W[c]; stored tiled (tiles_).
+    // W' = sigma_s^-1(W): sigma_s(W')[c] = W'[perm[c]] must be W[c].
     for (size_t s = 0; s < elements; ++s) {
-      const uint64_t v = g * elements + s;
       const uint64_t* in = w.data() + s * words;
       for (size_t i = 0; i < ctx.k(); ++i) {
         for (size_t c = 0; c < n; ++c) {
-          const size_t to = perms[s][c];
-          folded[((i * tiles + to / 8) * virtual_groups + v) * roots * 8 + r * 8 + to % 8] =
-              static_cast<uint32_t>(in[i * n + c]);
+          store(g * elements + s, r, i, perms[s][c], static_cast<uint32_t>(in[i * n + c]));
         }
       }
     }
   });
-  return DeferredPacking(ctx, matrix, deferred, std::move(folded));
+}
+
+}  // namespace
+
+uint32_t EngineDeferredLevels(const RingContext& ctx, uint32_t lwe_n, uint32_t levels) {
+  return lwe_n > ctx.n() ? 0 : std::min({levels, kDeferredLevels, ExpansionLevels(lwe_n)});
+}
+
+absl::StatusOr<DeferredPacking> DeferredPacking::Create(const RingContext& ctx,
+                                                        const PackingMatrix& matrix,
+                                                        uint32_t levels, int threads) {
+  absl::StatusOr<uint32_t> deferred = CheckFold(ctx, matrix, levels, threads);
+  if (!deferred.ok()) return deferred.status();
+  const size_t words = ctx.k() * ctx.n(), tiles = ctx.n() / 8;
+  const uint64_t virtual_groups = matrix.groups() << *deferred;
+  const size_t roots = size_t{1} << (ExpansionLevels(matrix.lwe_n()) - *deferred);
+  std::vector<uint32_t> folded(virtual_groups * roots * words);
+  Fold(ctx, matrix, *deferred, threads,
+       [&](uint64_t v, size_t r, size_t i, size_t c, uint32_t residue) {
+         folded[((i * tiles + c / 8) * virtual_groups + v) * roots * 8 + r * 8 + c % 8] = residue;
+       });
+  return DeferredPacking(ctx, matrix, *deferred, std::move(folded));
+}
+
+absl::StatusOr<PackingMatrix> DeferredPacking::FoldedMatrix(const RingContext& ctx,
+                                                            const PackingMatrix& matrix,
+                                                            uint32_t levels, int threads) {
+  absl::StatusOr<uint32_t> deferred = CheckFold(ctx, matrix, levels, threads);
+  if (!deferred.ok()) return deferred.status();
+  const size_t n = ctx.n(), words = ctx.k() * n;
+  const uint64_t virtual_groups = matrix.groups() << *deferred;
+  const uint32_t roots = 1u << (ExpansionLevels(matrix.lwe_n()) - *deferred);
+  std::vector<uint32_t> folded(virtual_groups * roots * words);
+  Fold(ctx, matrix, *deferred, threads,
+       [&](uint64_t v, size_t r, size_t i, size_t c, uint32_t residue) {
+         folded[(v * roots + r) * words + i * n + c] = residue;
+       });
+  return PackingMatrix::FromTransforms(ctx, virtual_groups, roots, std::move(folded));
 }
 
 absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const uint8_t> ciphertext,

@@ -31,6 +31,10 @@
 
 namespace veil::lattice {
 
+// The levels an engine asked to defer `levels` defers for a matrix of n = lwe_n: min(levels,
+// kDeferredLevels, L), and 0 for n above N (which every Sums refuses).
+uint32_t EngineDeferredLevels(const RingContext& ctx, uint32_t lwe_n, uint32_t levels);
+
 class DeferredPacking {
  public:
   // The folded matrix of `matrix` (ring and matrix must outlive the result) with D =
@@ -40,6 +44,13 @@ class DeferredPacking {
   // products).
   static absl::StatusOr<DeferredPacking> Create(const RingContext& ctx, const PackingMatrix& matrix,
                                                 uint32_t levels, int threads);
+
+  // W' in PackingMatrix's layout instead of the tiles: G 2^D groups (v = g 2^D + s) of 2^(L-D)
+  // polynomials (the roots' coefficients), for an engine that sums the roots against it its own
+  // way (a device's: gpu/exppack.h). Create's errors.
+  static absl::StatusOr<PackingMatrix> FoldedMatrix(const RingContext& ctx,
+                                                    const PackingMatrix& matrix, uint32_t levels,
+                                                    int threads);
 
   uint32_t levels() const { return levels_; }
   // The folded matrix's bytes (the packing matrix's).

@@ -44,9 +44,7 @@ CpuPackingEngine::CpuPackingEngine(const RingContext& ctx, const PackingMatrix& 
                                    uint32_t deferred_levels, int threads)
     : ctx_(ctx),
       matrix_(matrix),
-      levels_(matrix.lwe_n() > ctx.n()
-                  ? 0
-                  : std::min({deferred_levels, kDeferredLevels, ExpansionLevels(matrix.lwe_n())})),
+      levels_(EngineDeferredLevels(ctx, matrix.lwe_n(), deferred_levels)),
       threads_(std::max(threads, 1)) {}
 
 void CpuPackingEngine::Prepare() const {

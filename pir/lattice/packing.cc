@@ -123,6 +123,28 @@ absl::StatusOr<PackingMatrix> PackingMatrix::Create(const RingContext& ctx,
   return m;
 }
 
+absl::StatusOr<PackingMatrix> PackingMatrix::FromTransforms(const RingContext& ctx, uint64_t groups,
+                                                            uint32_t lwe_n,
+                                                            std::vector<uint32_t> transforms) {
+  const size_t stride = ctx.k() * ctx.n();
+  if (groups == 0 || lwe_n == 0 || transforms.size() / stride / lwe_n != groups ||
+      transforms.size() != groups * lwe_n * stride) {
+    return absl::InvalidArgumentError(absl::StrCat("a packing matrix of ", groups, " x ", lwe_n,
+                                                   " polynomials of ", stride, " residues: got ",
+                                                   transforms.size(), " words"));
+  }
+  for (size_t w = 0; w < transforms.size(); ++w) {
+    const uint64_t q = ctx.base()[w % stride / ctx.n()].value();
+    if (transforms[w] >= q) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("packing matrix residue ", w, " is not below its prime ", q));
+    }
+  }
+  PackingMatrix m(groups * ctx.n(), lwe_n, groups, stride);
+  m.ntt_ = std::move(transforms);
+  return m;
+}
+
 absl::StatusOr<PackingMatrix> PackingMatrix::Groups(const RingContext& ctx, uint64_t first,
                                                     uint64_t count) const {
   if (count == 0 || first >= groups_ || count > groups_ - first || stride_ != ctx.k() * ctx.n()) {

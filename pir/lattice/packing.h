@@ -72,6 +72,14 @@ class PackingMatrix {
   // a.size() != rows * lwe_n.
   static absl::StatusOr<PackingMatrix> Create(const RingContext& ctx, absl::Span<const uint32_t> a,
                                               uint64_t rows, uint32_t lwe_n);
+  // A matrix given by its transforms: `groups` x lwe_n polynomials A_{g,j} of k x N residues below
+  // their primes, A_{g,j} at (g lwe_n + j) k N (the folded matrix of deferred packing:
+  // DeferredPacking::FoldedMatrix); rows() is groups x N. Returns INVALID_ARGUMENT if groups or
+  // lwe_n is 0, the transforms are not groups x lwe_n x k x N words or a residue is not below
+  // its prime.
+  static absl::StatusOr<PackingMatrix> FromTransforms(const RingContext& ctx, uint64_t groups,
+                                                      uint32_t lwe_n,
+                                                      std::vector<uint32_t> transforms);
 
   uint64_t rows() const { return rows_; }
   uint32_t lwe_n() const { return lwe_n_; }

@@ -137,6 +137,21 @@ TEST(DeferredPackingTest, RefusesMissingKeysAndBadArguments) {
   expect_invalid(DeferredPacking::Create(ctx, matrix, 0, 1).status(), "deferred packing of 0");
   expect_invalid(DeferredPacking::Create(ctx, matrix, 3, 0).status(), "on 0 threads");
   expect_invalid(DeferredPacking::Create(ctx, matrix, 5, 1).status(), "1 to 4: the session keys'");
+  // The folded matrix in PackingMatrix's layout: its 8 virtual groups of 64 roots, the same
+  // checks.
+  const absl::StatusOr<PackingMatrix> folded = DeferredPacking::FoldedMatrix(ctx, matrix, 3, 2);
+  ASSERT_TRUE(folded.ok()) << folded.status();
+  EXPECT_EQ(folded->groups(), 8u);
+  EXPECT_EQ(folded->lwe_n(), 64u);
+  EXPECT_EQ(folded->bytes(), matrix.bytes());
+  expect_invalid(DeferredPacking::FoldedMatrix(ctx, matrix, 0, 1).status(),
+                 "deferred packing of 0");
+  expect_invalid(DeferredPacking::FoldedMatrix(ctx, matrix, 3, 0).status(), "on 0 threads");
+  // Engines defer at most kDeferredLevels and L, none for n above N.
+  EXPECT_EQ(EngineDeferredLevels(ctx, lwe_n, 9), 4u);
+  EXPECT_EQ(EngineDeferredLevels(ctx, 4, 9), 2u);
+  EXPECT_EQ(EngineDeferredLevels(ctx, lwe_n, 0), 0u);
+  EXPECT_EQ(EngineDeferredLevels(ctx, 4097, 4), 0u);
 }
 
 // The engine's choice per table: the fewest NTTs, 20 (2^(L-D) - 1) + G (12 (2^D - 1) + 8).

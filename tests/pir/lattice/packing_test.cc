@@ -151,6 +151,24 @@ TEST(PackingTest, RefusesMismatchedInputs) {
   expect_invalid(Pack(ctx, wider, keys, lwe.b).status(),
                  "keys for n = 8 (98304 residues) do not fit a matrix of n = 9");
 
+  // A matrix given by its transforms: A_{g,j} where the layout says, the sizes and residues
+  // checked.
+  const size_t words = ctx.k() * ctx.n();
+  std::vector<uint32_t> transforms(2 * 3 * words);
+  for (size_t w = 0; w < transforms.size(); ++w) transforms[w] = static_cast<uint32_t>(w % 1000);
+  const absl::StatusOr<PackingMatrix> given = PackingMatrix::FromTransforms(ctx, 2, 3, transforms);
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->groups(), 2u);
+  EXPECT_EQ(given->lwe_n(), 3u);
+  EXPECT_EQ(given->rows(), 2 * ctx.n());
+  EXPECT_EQ(given->Polynomial(1, 2)[5], (5 * words + 5) % 1000);
+  expect_invalid(PackingMatrix::FromTransforms(ctx, 3, 3, transforms).status(),
+                 "3 x 3 polynomials of 12288 residues: got 73728 words");
+  expect_invalid(PackingMatrix::FromTransforms(ctx, 0, 3, {}).status(), "got 0 words");
+  transforms[words + 4096] = static_cast<uint32_t>(ctx.base()[1].value());
+  expect_invalid(PackingMatrix::FromTransforms(ctx, 2, 3, transforms).status(),
+                 "residue 16384 is not below its prime 536690689");
+
   const std::vector<SwitchedCiphertext> response =
       SwitchResponse(ctx, *Pack(ctx, matrix, keys, lwe.b));
   expect_invalid(UnpackPhases(ctx, z, response, ctx.n() + 1).status(),
