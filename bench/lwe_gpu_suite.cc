@@ -259,7 +259,9 @@ absl::Status ExpPackGpu(const Flags& flags) {
   // The servers' engine (gpu/exppack.h): expansion, packing sums and the sums back to the host,
   // one session's keys uploaded at the first call; checked against the host run of the sums over
   // the CPU's leaves, timed on the wall clock (the later calls).
-  auto engine = gpu::GpuPackingEngine::Create(ctx, *matrix);
+  gpu::GpuPackingEngineOptions full;
+  full.deferred_levels = 0;
+  auto engine = gpu::GpuPackingEngine::Create(ctx, *matrix, full);
   if (!engine.ok()) return engine.status();
   const auto session = std::make_shared<const he::GaloisKeys>(*keys);
   std::vector<uint64_t> engine_want(lattice::PackingSumWords(ctx, *matrix)),
@@ -275,6 +277,37 @@ absl::Status ExpPackGpu(const Flags& flags) {
   const double engine_s = MedianSeconds(
       [&] {
         if (absl::Status s = (*engine)->Sums(session, *ct, 1, absl::MakeSpan(engine_got));
+            !s.ok()) {
+          std::cerr << "exppack-gpu: " << s << "\n";
+        }
+      },
+      0, reps);
+  // The same with the servers' deferred levels (pack_simple.cc's choice): the top levels'
+  // expansion, the sums over the folded matrix and the deferred switches; checked against the
+  // CPU engine's sums with as many levels deferred.
+  const int host_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  gpu::GpuPackingEngineOptions deferred;
+  deferred.deferred_levels = lattice::BestDeferredLevels(n, matrix->groups());
+  deferred.fold_threads = host_threads;
+  auto deferred_engine = gpu::GpuPackingEngine::Create(ctx, *matrix, deferred);
+  if (!deferred_engine.ok()) return deferred_engine.status();
+  std::vector<uint64_t> deferred_got(engine_want.size());
+  {
+    const lattice::CpuPackingEngine cpu(ctx, *matrix, deferred.deferred_levels, host_threads);
+    if (absl::Status s = cpu.Sums(session, *ct, host_threads, absl::MakeSpan(engine_want));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = (*deferred_engine)->Sums(session, *ct, 1, absl::MakeSpan(deferred_got));
+      !s.ok()) {
+    return s;
+  }
+  const bool deferred_verified = deferred_got == engine_want;
+  const double deferred_s = MedianSeconds(
+      [&] {
+        if (absl::Status s =
+                (*deferred_engine)->Sums(session, *ct, 1, absl::MakeSpan(deferred_got));
             !s.ok()) {
           std::cerr << "exppack-gpu: " << s << "\n";
         }
@@ -321,7 +354,9 @@ absl::Status ExpPackGpu(const Flags& flags) {
       .Add("pack_gbps", matrix_bytes / *pass_s / 1e9)
       .Add("pack_hbm_ratio", matrix_bytes / *pass_s / 1e9 / roof->mem_read_gbps)
       .Add("switch_ms", *switch_s * 1e3)
-      .Add("engine_ms", engine_s * 1e3);
+      .Add("engine_ms", engine_s * 1e3)
+      .Add("deferred_levels", uint64_t{(*deferred_engine)->deferred_levels()})
+      .Add("deferred_engine_ms", deferred_s * 1e3);
   if (with_product) {
     // SimplePIR's product of one query over the table (the CUDA-core mat-vec).
     auto db = RandomDatabase(*shape, gen);
@@ -338,14 +373,22 @@ absl::Status ExpPackGpu(const Flags& flags) {
     auto product_s = (*product)->TimeKernels(gpu::LweGpuMethod::kCudaCores, 1, reps);
     if (!product_s.ok()) return product_s.status();
     const double server_s = *product_s + *expand_s + *pass_s + *switch_s;
+    // With the deferred engine (its wall clock, the sums' copy back included).
+    const double deferred_server_s = *product_s + deferred_s + *switch_s;
     line.Add("product_ms", *product_s * 1e3)
         .Add("server_ms", server_s * 1e3)
-        .Add("floor_ratio", server_s / floor_s);
+        .Add("floor_ratio", server_s / floor_s)
+        .Add("deferred_server_ms", deferred_server_s * 1e3)
+        .Add("deferred_floor_ratio", deferred_server_s / floor_s);
   }
-  line.Add("verified", expansion_verified && packing_verified && switch_verified && engine_verified)
+  line.Add("verified", expansion_verified && packing_verified && switch_verified &&
+                           engine_verified && deferred_verified)
       .Emit();
   if (!engine_verified)
     return absl::InternalError("the GPU engine's sums differ from the host run's");
+  if (!deferred_verified) {
+    return absl::InternalError("the GPU engine's deferred sums differ from the CPU engine's");
+  }
   if (!switch_verified) return absl::InternalError("the GPU switch differs from the CPU's");
   if (!expansion_verified) return absl::InternalError("the GPU expansion differs from the CPU's");
   if (!packing_verified) {
@@ -373,7 +416,11 @@ absl::Status LatticeGpu(const Flags& flags) {
   };
   devices.engine = [](const lattice::RingContext& ring, const lattice::PackingMatrix& matrix)
       -> absl::StatusOr<std::unique_ptr<lattice::PackingEngine>> {
-    auto engine = gpu::GpuPackingEngine::Create(ring, matrix);
+    // As the servers' --backend=gpu (server/backend_select.cc): their CPU engine's levels.
+    gpu::GpuPackingEngineOptions options;
+    options.deferred_levels = lattice::BestDeferredLevels(matrix.lwe_n(), matrix.groups());
+    options.fold_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    auto engine = gpu::GpuPackingEngine::Create(ring, matrix, options);
     if (!engine.ok()) return engine.status();
     return std::unique_ptr<lattice::PackingEngine>(*std::move(engine));
   };
@@ -392,12 +439,15 @@ SuiteRegistration exppack_gpu(
     "the table's shape: expand_ms (one query's expansion, n = 1,024, checked against the CPU's), "
     "pack_ms (the packing sums over the packing matrix, keys on the device; pack_hbm_ratio), "
     "switch_ms (the packed ciphertexts to q', inverse NTT fused), engine_ms (the servers' engine, "
-    "gpu/exppack.h, on the wall clock: expansion, leaves narrowed and summed on the device, the "
-    "sums copied back; checked against the host run), floor_ms (one stream of the "
+    "gpu/exppack.h, expanding fully, on the wall clock: expansion, leaves narrowed and summed on "
+    "the device, the sums copied back; checked against the host run), deferred_engine_ms (the "
+    "same engine with the servers' deferred_levels: top levels, folded matrix, deferred switches; "
+    "checked against the CPU engine's sums), floor_ms (one stream of the "
     "table at this run's HBM read bandwidth); --with-product=1 also builds the table and times "
     "SimplePIR's product (CUDA cores, batch 1): server_ms = product + expansion + packing + "
-    "switch and floor_ratio = server_ms / floor_ms. PackedCiphertext's encoding of the b-parts "
-    "(CPU) and the transfers are not counted",
+    "switch and floor_ratio = server_ms / floor_ms, and deferred_server_ms = product + "
+    "deferred_engine_ms + switch with its deferred_floor_ratio. PackedCiphertext's encoding of "
+    "the b-parts (CPU) and the transfers are not counted",
     ExpPackGpu);
 
 }  // namespace

@@ -175,19 +175,24 @@ absl::StatusOr<std::unique_ptr<GpuExpansion>> GpuExpansion::Create(const lattice
   return out;
 }
 
+absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> GpuExpansionKeys::Upload(
+    const internal::ExpansionKeyArrays& arrays, const void* owner, int device) {
+  std::unique_ptr<GpuExpansionKeys> out(new GpuExpansionKeys());
+  out->owner_ = owner;
+  out->device_ = device;
+  out->words_ = arrays.key_b.size();
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&out->key_b_, arrays.key_b.data(), out->words_));
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&out->key_a_, arrays.key_a.data(), out->words_));
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> GpuExpansion::UploadKeys(
     const he::GaloisKeys& keys) const {
   absl::StatusOr<internal::ExpansionKeyArrays> arrays =
       internal::MakeExpansionKeyArrays(impl_->ring, keys, impl_->plan.lwe_n);
   if (!arrays.ok()) return arrays.status();
-  std::unique_ptr<GpuExpansionKeys> out(new GpuExpansionKeys());
-  out->owner_ = this;
-  out->device_ = impl_->device;
-  out->words_ = arrays->key_b.size();
-  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->device));
-  VEIL_RETURN_IF_ERROR(internal::UploadNew(&out->key_b_, arrays->key_b.data(), out->words_));
-  VEIL_RETURN_IF_ERROR(internal::UploadNew(&out->key_a_, arrays->key_a.data(), out->words_));
-  return out;
+  return GpuExpansionKeys::Upload(*arrays, this, impl_->device);
 }
 
 absl::Status GpuExpansion::ExpandThen(

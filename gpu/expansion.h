@@ -27,8 +27,13 @@ struct ExpandedKeys {
   std::vector<uint64_t> leaves;
 };
 
-// One session's level keys on a device (GpuExpansion::UploadKeys): levels x k (k + 1) N x 16
-// bytes (7.9 MB at the default ring and n = 1,024), freed with the object.
+namespace internal {
+struct ExpansionKeyArrays;
+}  // namespace internal
+
+// One session's key arrays on a device, freed with the object: the levels' (GpuExpansion::
+// UploadKeys: levels x k (k + 1) N x 16 bytes, 7.9 MB at the default ring and n = 1,024) or the
+// deferred elements' (GpuDeferredSwitches::UploadKeys, gpu/deferred.h).
 class GpuExpansionKeys {
  public:
   ~GpuExpansionKeys();
@@ -38,8 +43,12 @@ class GpuExpansionKeys {
 
  private:
   friend class GpuExpansion;
+  friend class GpuDeferredSwitches;
   GpuExpansionKeys() = default;
-  const void* owner_ = nullptr;  // the GpuExpansion that made them
+  // The arrays on `device`, made for `owner`.
+  static absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> Upload(
+      const internal::ExpansionKeyArrays& arrays, const void* owner, int device);
+  const void* owner_ = nullptr;  // the object that made them
   int device_ = 0;
   uint64_t words_ = 0;
   uint64_t* key_b_ = nullptr;
@@ -94,17 +103,27 @@ absl::StatusOr<ExpandedKeys> HostRunExpansion(const lattice::RingContext& ctx,
 
 namespace internal {
 
-// The device-independent part of a run that no session's keys change: per-prime Montgomery NTT
-// tables (Q's primes, then P), the per-level permutations and monomials, laid out as the kernel
-// reads them (the transforms in 32-bit lanes: every prime of a lattice ring is below 2^32).
-// Returns CheckExpansion's errors, INVALID_ARGUMENT for rings of more than 3 primes or N above
-// 2^12.
-struct ExpansionPlan {
-  uint32_t log_n = 0, k = 0, lwe_n = 0, levels = 0;
+// What a key switch over QP reads of its primes: per-prime Montgomery NTT tables (Q's primes,
+// then P; the transforms in 32-bit lanes: every prime of a lattice ring is below 2^32), P^{-1}
+// and P modulo each q_j. Returns FAILED_PRECONDITION for a ring without P, INVALID_ARGUMENT for
+// rings of more than 3 primes or N above 2^12.
+struct QpTables {
+  uint32_t log_n = 0, k = 0;
   std::vector<MontgomeryNttTables> tables;  // k + 1: Q's primes, then P
-  std::vector<uint64_t> p_inv;              // P^{-1} mod q_j
-  std::vector<uint32_t> perms;              // level-major, N each
-  std::vector<uint64_t> monos;              // level-major, k N each (X^{-2^l}, NTT form)
+  std::vector<uint64_t> p_inv, p_mod_q;     // k each
+};
+absl::StatusOr<QpTables> MakeQpTables(const lattice::RingContext& ctx);
+// The kernels' arguments for the tables, their roots at roots[q] and iroots[q] (k + 1 each).
+QpArgs MakeQpArgs(const QpTables& t, absl::Span<const uint32_t* const> roots,
+                  absl::Span<const uint32_t* const> iroots);
+
+// The device-independent part of an expansion that no session's keys change: the QP tables and
+// the per-level permutations and monomials, laid out as the kernel reads them. Returns
+// CheckExpansion's and MakeQpTables' errors.
+struct ExpansionPlan : QpTables {
+  uint32_t lwe_n = 0, levels = 0;
+  std::vector<uint32_t> perms;  // level-major, N each
+  std::vector<uint64_t> monos;  // level-major, k N each (X^{-2^l}, NTT form)
 };
 absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx, uint32_t lwe_n);
 // A session's level keys as the kernel reads them: level-major, k (k + 1) N residues each.
@@ -143,17 +162,7 @@ absl::StatusOr<uint64_t*> RunExpansionLevels(const ExpansionPlan& p, const Expan
                                              Launch&& launch) {
   const uint64_t n = uint64_t{1} << p.log_n, key_words = uint64_t{p.k} * (p.k + 1) * n;
   ExpansionArgs args;
-  args.log_n = p.log_n;
-  args.k = p.k;
-  for (uint32_t q = 0; q <= p.k; ++q) {
-    args.forward[q] = p.tables[q].Args32(false);
-    args.forward[q].roots = a.roots[q];
-    args.inverse[q] = p.tables[q].Args32(true);
-    args.inverse[q].roots = a.iroots[q];
-    args.moduli[q] = p.tables[q].q;
-    args.barrett[q] = ~uint64_t{0} / p.tables[q].q;  // floor(2^64 / q): q is odd
-    if (q < p.k) args.p_inv[q] = p.p_inv[q];
-  }
+  static_cast<QpArgs&>(args) = MakeQpArgs(p, a.roots, a.iroots);
   args.scratch = a.scratch;
   uint32_t nodes = 1;
   int cur = 0;

@@ -14,28 +14,61 @@
 namespace veil::gpu {
 namespace internal {
 
-absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx, uint32_t lwe_n) {
-  if (absl::Status s = lattice::CheckExpansion(ctx, lwe_n); !s.ok()) return s;
+absl::StatusOr<QpTables> MakeQpTables(const lattice::RingContext& ctx) {
+  if (ctx.expansion() == nullptr) return absl::FailedPreconditionError("the ring has no P");
   if (ctx.k() + 1 > kExpansionMaxPrimes || ctx.params().log_n > kNttMaxLogN) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the GPU expansion takes up to ", kExpansionMaxPrimes - 1,
+        absl::StrCat("the GPU key switch takes up to ", kExpansionMaxPrimes - 1,
                      " primes and N <= 2^", kNttMaxLogN, ", not ", ctx.k(), " and N = ", ctx.n()));
   }
   const he::BfvContext& qp = *ctx.expansion();
-  ExpansionPlan plan;
-  plan.log_n = static_cast<uint32_t>(ctx.params().log_n);
-  plan.k = static_cast<uint32_t>(ctx.k());
-  plan.lwe_n = lwe_n;
-  plan.levels = lattice::ExpansionLevels(lwe_n);
+  QpTables out;
+  out.log_n = static_cast<uint32_t>(ctx.params().log_n);
+  out.k = static_cast<uint32_t>(ctx.k());
   for (size_t p = 0; p <= ctx.k(); ++p) {
     absl::StatusOr<MontgomeryNttTables> t = MakeMontgomeryNttTables(qp.ntt(p));
     if (!t.ok()) return t.status();
     if (t->roots32.empty()) {  // RingParams admits none such; the kernel's lanes need it
       return absl::InvalidArgumentError(absl::StrCat("prime ", t->q, " is not below 2^32"));
     }
-    plan.tables.push_back(*std::move(t));
-    if (p < ctx.k()) plan.p_inv.push_back(qp.key_switch().p_inv_mod_q[p]);
+    out.tables.push_back(*std::move(t));
+    if (p < ctx.k()) {
+      out.p_inv.push_back(qp.key_switch().p_inv_mod_q[p]);
+      out.p_mod_q.push_back(qp.key_switch().p_mod_q[p]);
+    }
   }
+  return out;
+}
+
+QpArgs MakeQpArgs(const QpTables& t, absl::Span<const uint32_t* const> roots,
+                  absl::Span<const uint32_t* const> iroots) {
+  QpArgs args;
+  args.log_n = t.log_n;
+  args.k = t.k;
+  for (uint32_t q = 0; q <= t.k; ++q) {
+    args.forward[q] = t.tables[q].Args32(false);
+    args.forward[q].roots = roots[q];
+    args.inverse[q] = t.tables[q].Args32(true);
+    args.inverse[q].roots = iroots[q];
+    args.moduli[q] = t.tables[q].q;
+    args.barrett[q] = ~uint64_t{0} / t.tables[q].q;  // floor(2^64 / q): q is odd
+    if (q < t.k) {
+      args.p_inv[q] = t.p_inv[q];
+      args.p_mod_q[q] = t.p_mod_q[q];
+    }
+  }
+  return args;
+}
+
+absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx, uint32_t lwe_n) {
+  if (absl::Status s = lattice::CheckExpansion(ctx, lwe_n); !s.ok()) return s;
+  absl::StatusOr<QpTables> tables = MakeQpTables(ctx);
+  if (!tables.ok()) return tables.status();
+  ExpansionPlan plan;
+  static_cast<QpTables&>(plan) = *std::move(tables);
+  plan.lwe_n = lwe_n;
+  plan.levels = lattice::ExpansionLevels(lwe_n);
+  const he::BfvContext& qp = *ctx.expansion();
   const size_t words = ctx.k() * ctx.n();
   const std::vector<uint32_t> elements = lattice::ExpansionElements(ctx, lwe_n);
   const std::vector<std::vector<uint64_t>> monomials =

@@ -1,26 +1,46 @@
-// The GPU packed-query engine (gpu/exppack.h): GpuExpansion's leaves summed where they lie by
-// GpuPackingSums, each session's keys uploaded once; GpuResponseSwitch (no CUDA calls here).
+// The GPU packed-query engine (gpu/exppack.h): GpuExpansion's roots (or leaves) summed where they
+// lie by GpuPackingSums, the deferred levels' switches by GpuDeferredSwitches, each session's
+// keys uploaded once; GpuResponseSwitch (no CUDA calls here).
 #include "gpu/exppack.h"
 
 #include <utility>
+
+#include "pir/lattice/deferred_packing.h"
+#include "pir/lattice/expansion.h"
 
 namespace veil::gpu {
 
 absl::StatusOr<std::unique_ptr<GpuPackingEngine>> GpuPackingEngine::Create(
     const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
     const GpuPackingEngineOptions& options) {
-  absl::StatusOr<std::unique_ptr<GpuPackingSums>> packing =
-      GpuPackingSums::Create(ctx, matrix, options.device);
+  const uint32_t levels =
+      lattice::EngineDeferredLevels(ctx, matrix.lwe_n(), options.deferred_levels);
+  std::unique_ptr<GpuDeferredSwitches> deferred;
+  absl::StatusOr<std::unique_ptr<GpuPackingSums>> packing;
+  uint32_t expanded = matrix.lwe_n();  // the tree's leaves: the roots when levels are deferred
+  if (levels > 0) {
+    absl::StatusOr<std::unique_ptr<GpuDeferredSwitches>> switches =
+        GpuDeferredSwitches::Create(ctx, matrix.lwe_n(), levels, matrix.groups(), options.device);
+    if (!switches.ok()) return switches.status();
+    deferred = *std::move(switches);
+    absl::StatusOr<lattice::PackingMatrix> folded = lattice::DeferredPacking::FoldedMatrix(
+        ctx, matrix, levels, std::max(options.fold_threads, 1));
+    if (!folded.ok()) return folded.status();
+    expanded = folded->lwe_n();
+    packing = GpuPackingSums::Create(ctx, *folded, options.device);
+  } else {
+    packing = GpuPackingSums::Create(ctx, matrix, options.device);
+  }
   if (!packing.ok()) return packing.status();
   absl::StatusOr<std::unique_ptr<GpuExpansion>> expansion =
-      GpuExpansion::Create(ctx, matrix.lwe_n(), options.device);
+      GpuExpansion::Create(ctx, expanded, options.device);
   if (!expansion.ok()) return expansion.status();
   absl::StatusOr<std::unique_ptr<GpuResponseSwitch>> switcher =
       GpuResponseSwitch::Create(ctx, options.device);
   if (!switcher.ok()) return switcher.status();
-  return std::unique_ptr<GpuPackingEngine>(
-      new GpuPackingEngine(*std::move(expansion), *std::move(packing), *std::move(switcher),
-                           lattice::PackingSumWords(ctx, matrix), options.max_sessions));
+  return std::unique_ptr<GpuPackingEngine>(new GpuPackingEngine(
+      *std::move(expansion), *std::move(packing), std::move(deferred), levels, *std::move(switcher),
+      lattice::PackingSumWords(ctx, matrix), options.max_sessions));
 }
 
 absl::Status GpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
@@ -28,11 +48,26 @@ absl::Status GpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>&
                                     absl::Span<uint64_t> sums) const {
   if (absl::Status s = lattice::internal::CheckSumsArguments(keys, sum_words_, sums); !s.ok())
     return s;
-  absl::StatusOr<std::shared_ptr<const GpuExpansionKeys>> session =
-      sessions_.Get(keys, [this](const he::GaloisKeys& k) { return expansion_->UploadKeys(k); });
+  absl::StatusOr<std::shared_ptr<const Keys>> session =
+      sessions_.Get(keys, [this](const he::GaloisKeys& k) -> absl::StatusOr<std::unique_ptr<Keys>> {
+        auto out = std::make_unique<Keys>();
+        absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> levels = expansion_->UploadKeys(k);
+        if (!levels.ok()) return levels.status();
+        out->levels = *std::move(levels);
+        if (deferred_) {
+          absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> elements = deferred_->UploadKeys(k);
+          if (!elements.ok()) return elements.status();
+          out->deferred = *std::move(elements);
+        }
+        return out;
+      });
   if (!session.ok()) return session.status();
-  return expansion_->ExpandThen(**session, ciphertext, [&](const uint64_t* leaves) {
-    return packing_->SumLeaves(leaves, sums);
+  const Keys& session_keys = **session;
+  return expansion_->ExpandThen(*session_keys.levels, ciphertext, [&](const uint64_t* leaves) {
+    if (!deferred_) return packing_->SumLeaves(leaves, sums);
+    return packing_->SumLeavesThen(leaves, [&](const uint64_t* virtual_sums) {
+      return deferred_->Finish(*session_keys.deferred, virtual_sums, sums);
+    });
   });
 }
 

@@ -1,22 +1,25 @@
 // ExpPack's per-query ring work on a CUDA device, as a packed server's lattice::PackingEngine
-// (pir/lattice/packed.h): each query's secret ciphertext is expanded under its session's keys
-// (gpu/expansion.h), which stay on the device per session (gpu/internal/key_cache.h), and the n
-// leaves are summed against the packing matrix where they lie (gpu/packing.h); only the sums
-// (ceil(D1 / N) x 2 k N residues) come back; the packed ciphertexts' switch to q' runs there
-// too (GpuResponseSwitch). Bit for bit lattice::CpuPackingEngine's full expansion (no deferred
-// levels: the CPU's default folds the bottom levels into its matrix, deferred_packing.h, which
-// this engine does not yet); the servers' --backend=gpu (server/backend_select.h). This header
-// includes no CUDA headers.
+// (pir/lattice/packed.h), bit for bit lattice::CpuPackingEngine's with as many levels deferred.
+// With D levels deferred (the default, as on the CPU: deferred_packing.h) each query's secret
+// ciphertext is expanded to the 2^(L-D) roots only (gpu/expansion.h), which are summed against
+// the folded matrix where they lie (gpu/packing.h), and each group's 2^D - 1 rotated sums are
+// key-switched, summed and ModDown'ed once there too (gpu/deferred.h); with none, the n leaves
+// are summed against the packing matrix. Each session's keys stay on the device
+// (gpu/internal/key_cache.h); only the sums (ceil(D1 / N) x 2 k N residues) come back; the packed
+// ciphertexts' switch to q' runs there too (GpuResponseSwitch). The servers' --backend=gpu
+// (server/backend_select.h). This header includes no CUDA headers.
 #ifndef VEIL_GPU_EXPPACK_H_
 #define VEIL_GPU_EXPPACK_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "gpu/deferred.h"
 #include "gpu/expansion.h"
 #include "gpu/internal/key_cache.h"
 #include "gpu/packing.h"
@@ -29,13 +32,28 @@ struct GpuPackingEngineOptions {
   // Sessions whose keys stay on the device (7.9 MB each at the default ring and n = 1,024); the
   // least recently used beyond it is uploaded again at its next query.
   size_t max_sessions = 64;
+  // Levels deferred (lattice::EngineDeferredLevels of it), as lattice::CpuPackingEngine's
+  // argument: the same number gives the same bits. 0: the full expansion.
+  uint32_t deferred_levels = lattice::kDeferredLevels;
+  // Threads that fold the matrix at Create (the host's work: G 2^D n polynomial multiply-adds).
+  int fold_threads = 1;
 };
+
+namespace internal {
+// A session's key arrays: the expansion's levels (of the roots' tree when levels are deferred)
+// and the deferred elements' (empty without).
+template <class Keys>
+struct SessionKeys {
+  std::unique_ptr<Keys> levels, deferred;
+};
+}  // namespace internal
 
 class GpuPackingEngine final : public lattice::PackingEngine {
  public:
-  // Copies the matrix's transforms and the expansion's tables to the device and reserves the
-  // expansion's buffers (2 n x 2 k N words). Neither argument need outlive the engine. Returns
-  // GpuExpansion::Create's and GpuPackingSums::Create's errors.
+  // Folds the matrix (levels deferred) and copies its transforms and the expansion's and
+  // switches' tables to the device, reserving their buffers. Neither argument need outlive the
+  // engine. Returns DeferredPacking::FoldedMatrix's, GpuExpansion::Create's,
+  // GpuPackingSums::Create's and GpuDeferredSwitches::Create's errors.
   static absl::StatusOr<std::unique_ptr<GpuPackingEngine>> Create(
       const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
       const GpuPackingEngineOptions& options = {});
@@ -50,35 +68,44 @@ class GpuPackingEngine final : public lattice::PackingEngine {
   absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> Switch(
       absl::Span<const lattice::RlweCiphertext> packed) const override;
 
+  uint32_t deferred_levels() const { return deferred_ ? levels_ : 0; }
   size_t cached_sessions() const { return sessions_.size(); }
 
  private:
+  using Keys = internal::SessionKeys<GpuExpansionKeys>;
   GpuPackingEngine(std::unique_ptr<GpuExpansion> expansion, std::unique_ptr<GpuPackingSums> packing,
+                   std::unique_ptr<GpuDeferredSwitches> deferred, uint32_t levels,
                    std::unique_ptr<GpuResponseSwitch> switcher, uint64_t sum_words,
                    size_t max_sessions)
       : expansion_(std::move(expansion)),
         packing_(std::move(packing)),
+        deferred_(std::move(deferred)),
+        levels_(levels),
         switch_(std::move(switcher)),
         sum_words_(sum_words),
         sessions_(max_sessions) {}
 
   std::unique_ptr<GpuExpansion> expansion_;
-  std::unique_ptr<GpuPackingSums> packing_;
+  std::unique_ptr<GpuPackingSums> packing_;        // of the folded matrix when levels are deferred
+  std::unique_ptr<GpuDeferredSwitches> deferred_;  // null without
+  uint32_t levels_;
   std::unique_ptr<GpuResponseSwitch> switch_;
   uint64_t sum_words_;
-  mutable internal::SessionKeyCache<GpuExpansionKeys> sessions_;
+  mutable internal::SessionKeyCache<Keys> sessions_;
 };
 
 // The same engine with the kernels' phases run on the host (CI): HostRunExpansionWith under each
-// session's key arrays (cached as the device caches its keys), then HostRunSumLeaves; and
-// HostRunSwitchResponse. Bit for bit the device's; far too slow to serve.
+// session's key arrays (cached as the device caches its keys), HostRunSumLeaves, and with levels
+// deferred HostRunDeferredSwitches; HostRunSwitchResponse. Bit for bit the device's; far too slow
+// to serve.
 class HostRunPackingEngine final : public lattice::PackingEngine {
  public:
-  // The ring and the matrix must outlive the engine. Returns MakeExpansionPlan's errors and
-  // INVALID_ARGUMENT for a matrix of another ring.
+  // The ring and the matrix must outlive the engine. Returns MakeExpansionPlan's,
+  // DeferredPacking::FoldedMatrix's and MakeDeferredPlan's errors and INVALID_ARGUMENT for a
+  // matrix of another ring.
   static absl::StatusOr<std::unique_ptr<HostRunPackingEngine>> Create(
       const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
-      size_t max_sessions = 64);
+      size_t max_sessions = 64, uint32_t deferred_levels = lattice::kDeferredLevels);
 
   std::string name() const override { return "gpu-host-run"; }
   // GpuPackingEngine::Sums' errors.
@@ -89,19 +116,29 @@ class HostRunPackingEngine final : public lattice::PackingEngine {
   absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> Switch(
       absl::Span<const lattice::RlweCiphertext> packed) const override;
 
+  uint32_t deferred_levels() const { return deferred_ ? deferred_->levels : 0; }
   // The session cache's state: entries held, and key sets made (uploads, on a device).
   size_t cached_sessions() const { return sessions_.size(); }
   uint64_t key_uploads() const { return sessions_.made(); }
 
  private:
+  using Keys = internal::SessionKeys<internal::ExpansionKeyArrays>;
   HostRunPackingEngine(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
-                       internal::ExpansionPlan plan, size_t max_sessions)
-      : ctx_(ctx), matrix_(matrix), plan_(std::move(plan)), sessions_(max_sessions) {}
+                       internal::ExpansionPlan plan, std::optional<lattice::PackingMatrix> folded,
+                       std::optional<internal::DeferredPlan> deferred, size_t max_sessions)
+      : ctx_(ctx),
+        matrix_(matrix),
+        plan_(std::move(plan)),
+        folded_(std::move(folded)),
+        deferred_(std::move(deferred)),
+        sessions_(max_sessions) {}
 
   const lattice::RingContext& ctx_;
   const lattice::PackingMatrix& matrix_;
-  internal::ExpansionPlan plan_;
-  mutable internal::SessionKeyCache<internal::ExpansionKeyArrays> sessions_;
+  internal::ExpansionPlan plan_;  // of the roots' tree when levels are deferred
+  std::optional<lattice::PackingMatrix> folded_;
+  std::optional<internal::DeferredPlan> deferred_;
+  mutable internal::SessionKeyCache<Keys> sessions_;
 };
 
 }  // namespace veil::gpu

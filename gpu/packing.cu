@@ -164,11 +164,20 @@ absl::Status GpuPackingSums::Accumulate(absl::Span<const uint32_t> index,
 int GpuPackingSums::device() const { return impl_->device; }
 
 absl::Status GpuPackingSums::SumLeaves(const uint64_t* leaves, absl::Span<uint64_t> sums) const {
-  Impl& m = *impl_;
-  if (sums.size() != m.sum_words()) {
+  if (sums.size() != impl_->sum_words()) {
     return absl::InvalidArgumentError(absl::StrCat("packing sums of leaves: ", sums.size(),
-                                                   " sums (expected ", m.sum_words(), ")"));
+                                                   " sums (expected ", impl_->sum_words(), ")"));
   }
+  return SumLeavesThen(leaves, [&](const uint64_t* d_sums) -> absl::Status {
+    VEIL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(sums.data(), d_sums, sums.size() * 8, cudaMemcpyDeviceToHost));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status GpuPackingSums::SumLeavesThen(
+    const uint64_t* leaves, absl::FunctionRef<absl::Status(const uint64_t* sums)> use) const {
+  Impl& m = *impl_;
   const uint32_t n = m.shape.lwe_n;
   std::vector<uint32_t> index(n);
   for (uint32_t j = 0; j < n; ++j) index[j] = j;
@@ -183,10 +192,8 @@ absl::Status GpuPackingSums::SumLeaves(const uint64_t* leaves, absl::Span<uint64
       narrow);
   VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   VEIL_RETURN_IF_ERROR(m.Launch(n));
-  VEIL_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(sums.data(), m.d_sums, sums.size() * 8, cudaMemcpyDeviceToHost, m.stream));
   VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
-  return absl::OkStatus();
+  return use(m.d_sums);
 }
 
 absl::StatusOr<double> GpuPackingSums::MeasurePass(int reps) const {

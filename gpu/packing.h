@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "gpu/internal/ntt_tables.h"
@@ -42,6 +43,11 @@ class GpuPackingSums {
   // narrowed to 32-bit residues and summed on the device, the sums copied back. Returns
   // INVALID_ARGUMENT for sums of the wrong size, INTERNAL for CUDA failures.
   absl::Status SumLeaves(const uint64_t* leaves, absl::Span<uint64_t> sums) const;
+  // The same sums left on the device: use(sums) gets their device address, complete and not
+  // overwritten before `use` returns (calls from several threads run one after the other).
+  // Returns INTERNAL for CUDA failures, else use's status.
+  absl::Status SumLeavesThen(const uint64_t* leaves,
+                             absl::FunctionRef<absl::Status(const uint64_t* sums)> use) const;
   int device() const;
 
   // Median seconds of `reps` launches that add all n keys (device-resident, arbitrary residues)

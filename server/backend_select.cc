@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -13,6 +14,7 @@
 #include "gpu/backend.h"
 #include "gpu/exppack.h"
 #include "gpu/lwe.h"
+#include "pir/lattice/expansion.h"
 #include "pir/lattice/sharding.h"
 #endif
 
@@ -86,6 +88,9 @@ absl::StatusOr<std::unique_ptr<lattice::PackingEngine>> CreatePackingEngineGpu(
   if (!devices.ok()) return devices.status();
   gpu::GpuPackingEngineOptions options;
   options.max_sessions = max_sessions;
+  // As many levels deferred as the packed servers' CPU engine (pack_simple.cc): the same bytes.
+  options.deferred_levels = lattice::BestDeferredLevels(matrix.lwe_n(), matrix.groups());
+  options.fold_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // One device packs every group; several split the groups (lattice::GroupShardedPackingEngine),
   // each expanding the query itself.
   const std::vector<lattice::RowRange> ranges =

@@ -28,7 +28,9 @@ namespace veil::gpu::internal {
 
 inline constexpr uint32_t kExpansionMaxPrimes = 4;  // k <= 3 primes of Q, then P
 
-struct ExpansionArgs {
+// What a key switch over QP needs of its primes (the expansion's and the deferred switches',
+// gpu/internal/deferred_phases.h).
+struct QpArgs {
   uint32_t log_n = 0;
   uint32_t k = 0;                          // primes of Q
   Ntt32Args forward[kExpansionMaxPrimes];  // per prime (q_0 .. q_{k-1}, P), 32-bit lanes
@@ -36,6 +38,10 @@ struct ExpansionArgs {
   uint64_t moduli[kExpansionMaxPrimes] = {};
   uint64_t barrett[kExpansionMaxPrimes] = {};  // floor(2^64 / m) of each modulus (ExpansionReduce)
   uint64_t p_inv[kExpansionMaxPrimes] = {};    // P^{-1} mod q_j
+  uint64_t p_mod_q[kExpansionMaxPrimes] = {};  // P mod q_j
+};
+
+struct ExpansionArgs : QpArgs {
   // This level: its key (row (d, j) of a half at (d (k + 1) + j) N), its Galois permutation of
   // NTT slots, and X^{-2^l} in NTT form (k rows).
   const uint64_t* key_b = nullptr;

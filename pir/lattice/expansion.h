@@ -121,7 +121,7 @@ double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n, uint32_t defe
 // Holds for RingParams::Default() at n = 1024 (sigma 124.4 ~ 2^7.0 words, most of it the switch to
 // q'; the limit is 2^12.1). With deferred_levels (the CPU's packing, deferred_packing.h): the
 // keys of ExpandedKeyVariance(deferred_levels) and the 2^D - 1 switches of the packed
-// ciphertext. The rule is on the full expansion's (a device's engine expands fully).
+// ciphertext. The rule is on the full expansion's (an engine may be asked for no deferred level).
 PackingNoise ExpPackNoiseBound(const RingContext& ctx, uint32_t lwe_n,
                                uint32_t deferred_levels = 0);
 bool ExpPackNoiseWithinRule(const RingContext& ctx, uint32_t lwe_n);

@@ -78,8 +78,9 @@ absl::Status CheckSumsArguments(const std::shared_ptr<const he::GaloisKeys>& key
 // The CPU's sums: with deferred_levels > 0 DeferredPacking's (deferred_packing.h: the folded
 // matrix built by Prepare on `threads` threads, so that a server whose device engine replaces
 // this one never builds it), else the full expansion (ExpandLweSecret into one PackAccumulator
-// per thread, merged), which a device's engine equals bit for bit. Both sums decrypt alike;
-// their noise differs. SwitchResponse. Ring and matrix must outlive it.
+// per thread, merged); a device's engine with as many levels deferred equals either bit for
+// bit. Both sums decrypt alike; their noise differs. SwitchResponse. Ring and matrix must
+// outlive it.
 class CpuPackingEngine final : public PackingEngine {
  public:
   CpuPackingEngine(const RingContext& ctx, const PackingMatrix& matrix,

@@ -1,8 +1,7 @@
 // The packed servers' GPU engine (gpu/exppack.h) on a device: its sums equal the CPU engine's bit
-// for bit at n = 1,024 on the default ring for two sessions (each uploaded once), and a packed
-// server using it answers byte for byte as on the CPU with a fully expanding engine (a server's
-// default engine defers levels and differs in the noise), every record decoding. Skips without a
-// GPU.
+// for bit at n = 1,024 on the default ring for two sessions (each uploaded once), expanding fully
+// and with levels deferred, and a packed server using it answers byte for byte as on the CPU,
+// every record decoding. Skips without a GPU.
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -28,24 +27,30 @@ TEST(ExpPackGpu, SumsEqualTheCpuEngine) {
   const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::RingParams::Default());
   const uint32_t n = lattice::kLweDimension;
   const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 3 * 4096 - 7, n, gen);
-  const lattice::CpuPackingEngine cpu(ctx, matrix, /*deferred_levels=*/0);
-  auto gpu = GpuPackingEngine::Create(ctx, matrix);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  for (int s = 0; s < 2; ++s) {
-    const auto session = std::make_shared<const testing::Session>(ctx, n);
-    const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
-    for (int q = 0; q < 2; ++q) {
-      std::vector<uint32_t> secret(n);
-      for (uint32_t& w : secret) w = static_cast<uint32_t>(gen());
-      const std::vector<uint8_t> ct = *lattice::EncryptLweSecret(ctx, session->z, secret);
-      std::vector<uint64_t> want(lattice::PackingSumWords(ctx, matrix)), got(want.size(), 1);
-      ASSERT_TRUE(cpu.Sums(keys, ct, 2, absl::MakeSpan(want)).ok());
-      const absl::Status st = (*gpu)->Sums(keys, ct, 1, absl::MakeSpan(got));
-      ASSERT_TRUE(st.ok()) << st;
-      EXPECT_TRUE(got == want) << "session " << s << ", query " << q;
+  for (const uint32_t levels : {0u, 2u, lattice::kDeferredLevels}) {
+    const lattice::CpuPackingEngine cpu(ctx, matrix, levels, 4);
+    GpuPackingEngineOptions options;
+    options.deferred_levels = levels;
+    options.fold_threads = 4;
+    auto gpu = GpuPackingEngine::Create(ctx, matrix, options);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    EXPECT_EQ((*gpu)->deferred_levels(), levels);
+    for (int s = 0; s < 2; ++s) {
+      const auto session = std::make_shared<const testing::Session>(ctx, n);
+      const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
+      for (int q = 0; q < 2; ++q) {
+        std::vector<uint32_t> secret(n);
+        for (uint32_t& w : secret) w = static_cast<uint32_t>(gen());
+        const std::vector<uint8_t> ct = *lattice::EncryptLweSecret(ctx, session->z, secret);
+        std::vector<uint64_t> want(lattice::PackingSumWords(ctx, matrix)), got(want.size(), 1);
+        ASSERT_TRUE(cpu.Sums(keys, ct, 2, absl::MakeSpan(want)).ok());
+        const absl::Status st = (*gpu)->Sums(keys, ct, 1, absl::MakeSpan(got));
+        ASSERT_TRUE(st.ok()) << st;
+        EXPECT_TRUE(got == want) << levels << " levels deferred, session " << s << ", query " << q;
+      }
     }
+    EXPECT_EQ((*gpu)->cached_sessions(), 1u);  // the first session's keys are gone with it
   }
-  EXPECT_EQ((*gpu)->cached_sessions(), 1u);  // the first session's keys are gone with it
 }
 
 TEST(ExpPackGpu, APackedServerAnswersAsOnTheCpu) {
@@ -61,11 +66,11 @@ TEST(ExpPackGpu, APackedServerAnswersAsOnTheCpu) {
   auto cpu = lattice::PackedSimpleServer::Create(make_lwe());
   auto gpu = lattice::PackedSimpleServer::Create(make_lwe());
   ASSERT_TRUE(cpu.ok() && gpu.ok());
-  // The device engine expands fully: so does the CPU engine it is compared with (a server's
-  // default defers levels, deferred_packing.h, and its bytes differ in their noise).
-  (*cpu)->set_packing_engine(
-      std::make_unique<lattice::CpuPackingEngine>((*cpu)->ring(), (*cpu)->matrix(), 0));
-  auto engine = GpuPackingEngine::Create((*gpu)->ring(), (*gpu)->matrix());
+  // The device engine defers as many levels as the server's own CPU engine.
+  GpuPackingEngineOptions options;
+  options.deferred_levels =
+      lattice::BestDeferredLevels(lattice::kLweDimension, (*gpu)->matrix().groups());
+  auto engine = GpuPackingEngine::Create((*gpu)->ring(), (*gpu)->matrix(), options);
   ASSERT_TRUE(engine.ok()) << engine.status();
   (*gpu)->set_packing_engine(*std::move(engine));
   auto client = lattice::PackedSimpleClient::Create((*cpu)->config());

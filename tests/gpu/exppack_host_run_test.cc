@@ -1,8 +1,8 @@
 // The packed servers' GPU engine with its kernels' phases run on the host (gpu/exppack.h's
-// HostRunPackingEngine): its sums equal lattice::CpuPackingEngine's full expansion bit for bit; a
-// packed server using it answers byte for byte as on the CPU and every record decodes; each
-// session's keys are made once while they live (the device's key cache), never confused with other
-// keys at the same address, and bounded; bad input.
+// HostRunPackingEngine): its sums equal lattice::CpuPackingEngine's bit for bit, expanding fully or
+// with levels deferred; a packed server using it answers byte for byte as on the CPU and every
+// record decodes; each session's keys are made once while they live (the device's key cache),
+// never confused with other keys at the same address, and bounded; bad input.
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -43,25 +43,68 @@ std::vector<uint8_t> SecretCiphertext(const lattice::RingContext& ctx, const tes
 TEST(ExpPackHostRun, SumsEqualTheCpuEngine) {
   std::mt19937_64 gen(lattice::testing::TestSeed("gpu_exppack_host_run_test"));
   // The default ring with n = 21 (the tree's last level partly empty) and three groups; the
-  // N = 1,024 test ring with n = 100.
+  // N = 1,024 test ring with n = 100 and with n = 8 (all three levels deferred: one root).
   struct Case {
     lattice::RingParams params;
     uint32_t lwe_n;
     uint64_t rows;
   };
   for (const Case& c : {Case{lattice::RingParams::Default(), 21, 2 * 4096 + 5},
-                        Case{lattice::testing::SmallRing(), 100, 1000}}) {
+                        Case{lattice::testing::SmallRing(), 100, 1000},
+                        Case{lattice::testing::SmallRing(), 8, 1500}}) {
     const lattice::RingContext ctx = *lattice::RingContext::Create(c.params);
     const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, c.rows, c.lwe_n, gen);
     const auto session = std::make_shared<const testing::Session>(ctx, c.lwe_n);
     const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
     const std::vector<uint8_t> ct = SecretCiphertext(ctx, *session, c.lwe_n, gen);
-    const lattice::CpuPackingEngine cpu(ctx, matrix, /*deferred_levels=*/0);
-    auto host = HostRunPackingEngine::Create(ctx, matrix);
-    ASSERT_TRUE(host.ok()) << host.status();
-    EXPECT_EQ(SumsOf(**host, ctx, matrix, keys, ct), SumsOf(cpu, ctx, matrix, keys, ct))
-        << "N = " << ctx.n() << ", n = " << c.lwe_n;
+    // The full expansion and one to four levels deferred (three at most for n = 8).
+    for (const uint32_t levels : {0u, 1u, 2u, lattice::kDeferredLevels}) {
+      const lattice::CpuPackingEngine cpu(ctx, matrix, levels);
+      auto host = HostRunPackingEngine::Create(ctx, matrix, 64, levels);
+      ASSERT_TRUE(host.ok()) << host.status();
+      EXPECT_EQ((*host)->deferred_levels(), cpu.deferred_levels());
+      EXPECT_EQ(SumsOf(**host, ctx, matrix, keys, ct), SumsOf(cpu, ctx, matrix, keys, ct))
+          << "N = " << ctx.n() << ", n = " << c.lwe_n << ", " << levels << " levels deferred";
+    }
   }
+}
+
+TEST(ExpPackHostRun, DeferredSwitchesRefuseBadArguments) {
+  std::mt19937_64 gen(lattice::testing::TestSeed("gpu_exppack_host_run_test") + 4);
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::testing::SmallRing());
+  EXPECT_THAT(internal::MakeDeferredPlan(ctx, 100, 0, 1).status().message(),
+              HasSubstr("deferred switches of 0 levels"));
+  EXPECT_THAT(internal::MakeDeferredPlan(ctx, 8, 4, 1).status().message(),
+              HasSubstr("1 to 3 for n = 8"));
+  EXPECT_FALSE(internal::MakeDeferredPlan(ctx, 100, 2, 0).ok());
+  EXPECT_FALSE(internal::MakeDeferredPlan(ctx, 0, 2, 1).ok());
+  const absl::StatusOr<internal::DeferredPlan> plan = internal::MakeDeferredPlan(ctx, 100, 2, 2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->elements, 4u);
+  EXPECT_EQ(plan->perms.size(), 3 * ctx.n());
+  // Keys for n = 2 lack the second deferred level's element.
+  const testing::Session small(ctx, 2), session(ctx, 100);
+  EXPECT_THAT(internal::MakeDeferredKeyArrays(ctx, *plan, small.keys).status().message(),
+              HasSubstr("lack the Galois key"));
+  const absl::StatusOr<internal::ExpansionKeyArrays> keys =
+      internal::MakeDeferredKeyArrays(ctx, *plan, session.keys);
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  const uint64_t words = ctx.k() * ctx.n();
+  std::vector<uint64_t> virtual_sums(2 * 4 * 2 * words), sums(2 * 2 * words);
+  EXPECT_TRUE(
+      internal::HostRunDeferredSwitches(*plan, *keys, virtual_sums, absl::MakeSpan(sums)).ok());
+  EXPECT_THAT(
+      internal::HostRunDeferredSwitches(
+          *plan, *keys, absl::MakeConstSpan(virtual_sums).first(words), absl::MakeSpan(sums))
+          .message(),
+      HasSubstr("virtual sums"));
+  std::vector<uint64_t> short_sums(sums.size() - 1);
+  EXPECT_FALSE(
+      internal::HostRunDeferredSwitches(*plan, *keys, virtual_sums, absl::MakeSpan(short_sums))
+          .ok());
+  const internal::ExpansionKeyArrays empty;
+  EXPECT_FALSE(
+      internal::HostRunDeferredSwitches(*plan, empty, virtual_sums, absl::MakeSpan(sums)).ok());
 }
 
 // A packed server of `rows` records of `record_bytes` on the test ring, on the CPU and with the
@@ -79,11 +122,10 @@ TEST(ExpPackHostRun, PackedServersAnswerAsOnTheCpu) {
   auto cpu = lattice::PackedSimpleServer::Create(make_lwe(), ring);
   auto gpu = lattice::PackedSimpleServer::Create(make_lwe(), ring);
   ASSERT_TRUE(cpu.ok() && gpu.ok());
-  // The device engines expand fully: so does the CPU engine they are compared with (a server's
-  // default defers levels, deferred_packing.h, and its bytes differ in their noise).
-  (*cpu)->set_packing_engine(
-      std::make_unique<lattice::CpuPackingEngine>((*cpu)->ring(), (*cpu)->matrix(), 0));
-  auto engine = HostRunPackingEngine::Create((*gpu)->ring(), (*gpu)->matrix());
+  // The device engine defers as many levels as the server's own CPU engine.
+  const uint32_t levels =
+      lattice::BestDeferredLevels(lattice::kLweDimension, (*gpu)->matrix().groups());
+  auto engine = HostRunPackingEngine::Create((*gpu)->ring(), (*gpu)->matrix(), 64, levels);
   ASSERT_TRUE(engine.ok()) << engine.status();
   const HostRunPackingEngine* host = engine->get();
   (*gpu)->set_packing_engine(*std::move(engine));
@@ -140,7 +182,7 @@ TEST(ExpPackHostRun, KeysAreMadeOncePerLiveSessionAndNeverConfused) {
   const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::testing::SmallRing());
   const uint32_t n = 8;
   const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 300, n, gen);
-  const lattice::CpuPackingEngine cpu(ctx, matrix, /*deferred_levels=*/0);
+  const lattice::CpuPackingEngine cpu(ctx, matrix);
   auto engine = HostRunPackingEngine::Create(ctx, matrix, /*max_sessions=*/2);
   ASSERT_TRUE(engine.ok());
   const HostRunPackingEngine& host = **engine;

@@ -1,0 +1,151 @@
+// The GPU's deferred switches: a __global__ wrapper over the phase body of
+// gpu/internal/deferred_phases.h (the code CI runs on the host) and the stage loop.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/deferred.h"
+#include "gpu/internal/cuda_check.h"
+#include "gpu/internal/runners.h"
+
+namespace veil::gpu {
+namespace {
+
+template <internal::DeferredStage kStage>
+__global__ void __launch_bounds__(internal::kNttBlockThreads)
+    DeferredKernel(const internal::DeferredArgs a) {
+  extern __shared__ uint32_t shared[];
+  internal::BlockRunner run;
+  internal::DeferredStageBlock(run, a, kStage, blockIdx.x, shared);
+}
+
+// The stage's kernel (one instantiation each: a stage's registers are its own).
+void (*StageKernel(internal::DeferredStage stage))(const internal::DeferredArgs) {
+  using S = internal::DeferredStage;
+  switch (stage) {
+    case S::kC1ToCoefficients:
+      return DeferredKernel<S::kC1ToCoefficients>;
+    case S::kDigits:
+      return DeferredKernel<S::kDigits>;
+    case S::kRotate:
+      return DeferredKernel<S::kRotate>;
+    case S::kSum:
+      return DeferredKernel<S::kSum>;
+    case S::kModDown:
+      return DeferredKernel<S::kModDown>;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+struct GpuDeferredSwitches::Impl {
+  int device = 0;
+  internal::DeferredPlan plan;
+  lattice::RingContext ring;
+  std::vector<uint32_t*> d_roots, d_iroots;
+  uint32_t* d_perms = nullptr;
+  uint64_t *d_scratch = nullptr, *d_out = nullptr;
+  cudaStream_t stream = nullptr;
+  std::mutex mu;
+
+  explicit Impl(lattice::RingContext r) : ring(std::move(r)) {}
+  ~Impl() {
+    cudaSetDevice(device);
+    for (uint32_t* p : d_roots) cudaFree(p);
+    for (uint32_t* p : d_iroots) cudaFree(p);
+    cudaFree(d_perms);
+    cudaFree(d_scratch);
+    cudaFree(d_out);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  uint64_t sum_words() const { return uint64_t{plan.groups} * 2 * plan.k << plan.log_n; }
+};
+
+GpuDeferredSwitches::GpuDeferredSwitches(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuDeferredSwitches::~GpuDeferredSwitches() = default;
+
+absl::StatusOr<std::unique_ptr<GpuDeferredSwitches>> GpuDeferredSwitches::Create(
+    const lattice::RingContext& ctx, uint32_t lwe_n, uint32_t levels, uint64_t groups, int device) {
+  absl::StatusOr<internal::DeferredPlan> plan =
+      internal::MakeDeferredPlan(ctx, lwe_n, levels, groups);
+  if (!plan.ok()) return plan.status();
+  VEIL_RETURN_IF_ERROR(internal::CheckDevice(device));
+  absl::StatusOr<lattice::RingContext> ring = lattice::RingContext::Create(ctx.params());
+  if (!ring.ok()) return ring.status();
+  auto impl = std::make_unique<Impl>(*std::move(ring));
+  impl->device = device;
+  impl->plan = *std::move(plan);
+  const internal::DeferredPlan& p = impl->plan;
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  for (const internal::MontgomeryNttTables& t : p.tables) {
+    impl->d_roots.push_back(nullptr);
+    impl->d_iroots.push_back(nullptr);
+    VEIL_RETURN_IF_ERROR(
+        internal::UploadNew(&impl->d_roots.back(), t.roots32.data(), t.roots32.size()));
+    VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_iroots.back(), t.inverse_roots32.data(),
+                                             t.inverse_roots32.size()));
+  }
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_perms, p.perms.data(), p.perms.size()));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(
+      &impl->d_scratch,
+      internal::DeferredScratchWords(p.k, p.log_n, p.groups, p.elements) * sizeof(uint64_t)));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&impl->d_out, impl->sum_words() * sizeof(uint64_t)));
+  return std::unique_ptr<GpuDeferredSwitches>(new GpuDeferredSwitches(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> GpuDeferredSwitches::UploadKeys(
+    const he::GaloisKeys& keys) const {
+  absl::StatusOr<internal::ExpansionKeyArrays> arrays =
+      internal::MakeDeferredKeyArrays(impl_->ring, impl_->plan, keys);
+  if (!arrays.ok()) return arrays.status();
+  return GpuExpansionKeys::Upload(*arrays, this, impl_->device);
+}
+
+absl::Status GpuDeferredSwitches::Finish(const GpuExpansionKeys& keys, const uint64_t* virtual_sums,
+                                         absl::Span<uint64_t> sums) const {
+  Impl& m = *impl_;
+  if (keys.owner_ != this) {
+    return absl::InvalidArgumentError("deferred keys uploaded by another GpuDeferredSwitches");
+  }
+  if (sums.size() != m.sum_words()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("deferred switches: ", sums.size(), " sums (expected ", m.sum_words(), ")"));
+  }
+  std::lock_guard<std::mutex> lock(m.mu);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
+  internal::DeferredArrays arrays;
+  arrays.roots.assign(m.d_roots.begin(), m.d_roots.end());
+  arrays.iroots.assign(m.d_iroots.begin(), m.d_iroots.end());
+  arrays.key_b = keys.key_b_;
+  arrays.key_a = keys.key_a_;
+  arrays.perms = m.d_perms;
+  arrays.sums = virtual_sums;
+  arrays.out = m.d_out;
+  arrays.scratch = m.d_scratch;
+  const uint64_t n = uint64_t{1} << m.plan.log_n;
+  const uint32_t threads =
+      static_cast<uint32_t>(std::min<uint64_t>(internal::kNttBlockThreads, n / 2));
+  VEIL_RETURN_IF_ERROR(internal::RunDeferredStages(
+      m.plan, arrays,
+      [&](const internal::DeferredArgs& args, internal::DeferredStage stage,
+          uint32_t blocks) -> absl::Status {
+        const size_t shared =  // the stage without transforms needs none
+            stage == internal::DeferredStage::kRotate ? 0 : n * sizeof(uint32_t);
+        StageKernel(stage)<<<blocks, threads, shared, m.stream>>>(args);
+        VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        return absl::OkStatus();
+      }));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sums.data(), m.d_out, sums.size() * sizeof(uint64_t),
+                                            cudaMemcpyDeviceToHost, m.stream));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+  return absl::OkStatus();
+}
+
+}  // namespace veil::gpu

@@ -1,0 +1,96 @@
+// Host side of the GPU's deferred switches (gpu/deferred.h): the plan and key arrays the kernel
+// reads, shared with the device path, and the host run of its phases
+// (gpu/internal/deferred_phases.h), as CI checks them without a GPU.
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/deferred.h"
+#include "gpu/internal/runners.h"
+#include "pir/he/keyswitch.h"
+#include "pir/lattice/expansion.h"
+
+namespace veil::gpu::internal {
+
+absl::StatusOr<DeferredPlan> MakeDeferredPlan(const lattice::RingContext& ctx, uint32_t lwe_n,
+                                              uint32_t levels, uint64_t groups) {
+  if (absl::Status s = lattice::CheckExpansion(ctx, lwe_n); !s.ok()) return s;
+  if (levels == 0 || levels > lattice::DeferredLevels(lwe_n) || groups == 0 ||
+      groups > 0x7fffffff) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "deferred switches of ", levels, " levels (1 to ", lattice::DeferredLevels(lwe_n),
+        " for n = ", lwe_n, ") for ", groups, " groups (1 to 2^31 - 1)"));
+  }
+  absl::StatusOr<QpTables> tables = MakeQpTables(ctx);
+  if (!tables.ok()) return tables.status();
+  DeferredPlan plan;
+  static_cast<QpTables&>(plan) = *std::move(tables);
+  plan.lwe_n = lwe_n;
+  plan.levels = levels;
+  plan.elements = 1u << levels;
+  plan.groups = static_cast<uint32_t>(groups);
+  for (uint32_t s = 1; s < plan.elements; ++s) {
+    const std::vector<uint32_t>& perm =
+        ctx.expansion()->GaloisPermutation(lattice::DeferredElement(ctx, lwe_n, levels, s));
+    plan.perms.insert(plan.perms.end(), perm.begin(), perm.end());
+  }
+  return plan;
+}
+
+absl::StatusOr<ExpansionKeyArrays> MakeDeferredKeyArrays(const lattice::RingContext& ctx,
+                                                         const DeferredPlan& plan,
+                                                         const he::GaloisKeys& keys) {
+  ExpansionKeyArrays out;
+  for (uint32_t s = 1; s < plan.elements; ++s) {
+    const uint32_t g = lattice::DeferredElement(ctx, plan.lwe_n, plan.levels, s);
+    absl::StatusOr<const he::KeySwitchKey*> key =
+        he::internal::FindGaloisKey(*ctx.expansion(), keys, g);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the expansion keys lack the Galois key of element ", g, ": ", key.status().message()));
+    }
+    out.key_b.insert(out.key_b.end(), (*key)->b.begin(), (*key)->b.end());
+    out.key_a.insert(out.key_a.end(), (*key)->a.begin(), (*key)->a.end());
+  }
+  return out;
+}
+
+absl::Status HostRunDeferredSwitches(const DeferredPlan& plan, const ExpansionKeyArrays& keys,
+                                     absl::Span<const uint64_t> virtual_sums,
+                                     absl::Span<uint64_t> sums) {
+  const uint64_t n = uint64_t{1} << plan.log_n, half = uint64_t{plan.k} * n;
+  const uint64_t key_words = uint64_t{plan.elements - 1} * plan.k * (plan.k + 1) * n;
+  if (virtual_sums.size() != uint64_t{plan.groups} * plan.elements * 2 * half ||
+      sums.size() != uint64_t{plan.groups} * 2 * half || keys.key_b.size() != key_words ||
+      keys.key_a.size() != key_words) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("deferred switches: ", virtual_sums.size(), " virtual sums, ", sums.size(),
+                     " sums and ", keys.key_b.size(), " key words (expected ",
+                     uint64_t{plan.groups} * plan.elements * 2 * half, ", ",
+                     uint64_t{plan.groups} * 2 * half, " and ", key_words, ")"));
+  }
+  std::vector<uint64_t> scratch(
+      DeferredScratchWords(plan.k, plan.log_n, plan.groups, plan.elements));
+  DeferredArrays arrays;
+  for (const MontgomeryNttTables& t : plan.tables) {
+    arrays.roots.push_back(t.roots32.data());
+    arrays.iroots.push_back(t.inverse_roots32.data());
+  }
+  arrays.key_b = keys.key_b.data();
+  arrays.key_a = keys.key_a.data();
+  arrays.perms = plan.perms.data();
+  arrays.sums = virtual_sums.data();
+  arrays.out = sums.data();
+  arrays.scratch = scratch.data();
+  std::vector<uint32_t> shared(n);
+  SequentialRunner run;
+  return RunDeferredStages(plan, arrays,
+                           [&](const DeferredArgs& args, DeferredStage stage, uint32_t blocks) {
+                             for (uint32_t b = 0; b < blocks; ++b) {
+                               DeferredStageBlock(run, args, stage, b, shared.data());
+                             }
+                             return absl::OkStatus();
+                           });
+}
+
+}  // namespace veil::gpu::internal
