@@ -107,6 +107,11 @@ VEIL_HD void DeferredStageBlock(Runner& run, const DeferredArgs& a, DeferredStag
       const uint64_t w = b / (k * rows);
       const uint32_t dg = (b / rows) % k, j = b % rows;
       uint64_t* out = digits(w) + (uint64_t{dg} * rows + j) * n;
+      if (j == dg) {  // c1's row, transformed already (the expansion's digits do the same)
+        const uint64_t* c1 = virtual_sum(w) + words + uint64_t{dg} * n;
+        run.Phase(n, [&](uint32_t c) { out[c] = c1[c]; });
+        return;
+      }
       const uint64_t* from = switch_rows(w) + uint64_t{dg} * n;
       const uint64_t q_d = a.moduli[dg], m_j = a.moduli[j], mu = a.barrett[j];
       run.Phase(n, [&](uint32_t c) { out[c] = LiftCentered(from[c], q_d, m_j, mu); });

@@ -3,7 +3,8 @@
 //
 // Level by level, the CPU's LevelStep in five launches (ExpansionStage), each of several blocks per
 // node: c1 to coefficients (k inverse NTTs), its RNS digits lifted centered to the
-// k primes and P and transformed (k (k + 1) NTTs: decomposition and NTT fused per row), the key
+// k primes and P and transformed (k^2 NTTs: decomposition and NTT fused per row; a digit modulo
+// its own prime is c1's row, whose transform is at hand), the key
 // switch's inner products with the level's key, ModDown (P's row back to coefficients, lifted to
 // each q_j and transformed, (acc - r) P^{-1}), + c0, the automorphism (a permutation of NTT slots)
 // and the children c + g(c) and (c - g(c)) X^{-2^l}. Every transform runs in the block's shared
@@ -141,8 +142,15 @@ VEIL_HD void ExpansionStageBlock(Runner& run, const ExpansionArgs& a, ExpansionS
     }
     case ExpansionStage::kDigits: {
       // 2. Digit dg (c1 modulo q_dg) lifted centered to prime j of QP, then transformed.
+      // Modulo its own prime the digit is c1's row: its transform is the node's (as the CPU's
+      // DecomposeForKeySwitch takes it), a copy instead of a transform.
       const uint32_t node = node_of(k * rows), dg = (b / rows) % k, j = b % rows;
       uint64_t* out = digits(node) + (uint64_t{dg} * rows + j) * n;
+      if (j == dg) {
+        const uint64_t* c1 = a.in + uint64_t{node} * 2 * words + words + uint64_t{dg} * n;
+        run.Phase(n, [&](uint32_t c) { out[c] = c1[c]; });
+        return;
+      }
       const uint64_t* from = scratch(node) + uint64_t{dg} * n;
       const uint64_t q_d = a.moduli[dg], m_j = a.moduli[j], mu = a.barrett[j];
       run.Phase(n, [&](uint32_t c) { out[c] = LiftCentered(from[c], q_d, m_j, mu); });
