@@ -1,7 +1,7 @@
 // The packed servers' GPU engine (gpu/exppack.h) on a device: its sums equal the CPU engine's bit
 // for bit at n = 1,024 on the default ring for two sessions (each uploaded once), expanding fully
-// and with levels deferred, and a packed server using it answers byte for byte as on the CPU,
-// every record decoding. Skips without a GPU.
+// and with levels deferred (and a small case for compute-sanitizer), and a packed server using it
+// answers byte for byte as on the CPU, every record decoding. Skips without a GPU.
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -51,6 +51,32 @@ TEST(ExpPackGpu, SumsEqualTheCpuEngine) {
     }
     EXPECT_EQ((*gpu)->cached_sessions(), 1u);  // the first session's keys are gone with it
   }
+}
+
+// The deferred switches' and the expansion's kernels on the N = 1,024 test ring at n = 100 (two
+// groups, three levels deferred) against the CPU engine: small enough for compute-sanitizer
+// (scripts/gpu-check runs it under memcheck, racecheck and synccheck).
+TEST(ExpPackGpu, SmallCaseForSanitizers) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 gen(7);
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::testing::SmallRing());
+  const uint32_t n = 100;
+  const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 2 * 1024 - 3, n, gen);
+  const lattice::CpuPackingEngine cpu(ctx, matrix, 3);
+  GpuPackingEngineOptions options;
+  options.deferred_levels = 3;
+  auto gpu = GpuPackingEngine::Create(ctx, matrix, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const auto session = std::make_shared<const testing::Session>(ctx, n);
+  const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
+  std::vector<uint32_t> secret(n);
+  for (uint32_t& w : secret) w = static_cast<uint32_t>(gen());
+  const std::vector<uint8_t> ct = *lattice::EncryptLweSecret(ctx, session->z, secret);
+  std::vector<uint64_t> want(lattice::PackingSumWords(ctx, matrix)), got(want.size(), 1);
+  ASSERT_TRUE(cpu.Sums(keys, ct, 1, absl::MakeSpan(want)).ok());
+  const absl::Status st = (*gpu)->Sums(keys, ct, 1, absl::MakeSpan(got));
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(got == want);
 }
 
 TEST(ExpPackGpu, APackedServerAnswersAsOnTheCpu) {
