@@ -1,8 +1,9 @@
 // The packed servers' GPU engine with its kernels' phases run on the host (gpu/exppack.h's
 // HostRunPackingEngine): its sums equal lattice::CpuPackingEngine's bit for bit, expanding fully or
-// with levels deferred; a packed server using it answers byte for byte as on the CPU and every
-// record decodes; each session's keys are made once while they live (the device's key cache),
-// never confused with other keys at the same address, and bounded; bad input.
+// with levels deferred, alone or as group shards (several devices); a packed server using it
+// answers byte for byte as on the CPU and every record decodes; each session's keys are made once
+// while they live (the device's key cache), never confused with other keys at the same address, and
+// bounded; bad input.
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -14,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "pir/lattice/double_pack.h"
 #include "pir/lattice/pack_simple.h"
+#include "pir/lattice/sharding.h"
 #include "tests/gpu/expansion_test_support.h"
 #include "tests/gpu/packing_test_support.h"
 #include "tests/pir/lattice/test_support.h"
@@ -67,6 +69,36 @@ TEST(ExpPackHostRun, SumsEqualTheCpuEngine) {
           << "N = " << ctx.n() << ", n = " << c.lwe_n << ", " << levels << " levels deferred";
     }
   }
+}
+
+// Several devices (server/backend_select.cc): each engine over its groups, with the whole
+// matrix's levels deferred, together the CPU engine's sums on the whole matrix.
+TEST(ExpPackHostRun, GroupShardsDeferAsTheWholeMatrix) {
+  std::mt19937_64 gen(lattice::testing::TestSeed("gpu_exppack_host_run_test") + 5);
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::testing::SmallRing());
+  const uint32_t n = 100;
+  const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 3 * 1024 - 10, n, gen);
+  const uint32_t levels = lattice::BestDeferredLevels(n, matrix.groups());
+  std::vector<lattice::PackingMatrix> parts;  // the engines keep references to them
+  std::vector<lattice::GroupShardedPackingEngine::Shard> shards;
+  const std::vector<lattice::RowRange> ranges = lattice::SplitRows(matrix.groups(), 2, 1);
+  ASSERT_EQ(ranges.size(), 2u);
+  parts.reserve(ranges.size());
+  for (const lattice::RowRange& r : ranges) parts.push_back(*matrix.Groups(ctx, r.first, r.count));
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    auto part = HostRunPackingEngine::Create(ctx, parts[i], 64, levels);
+    ASSERT_TRUE(part.ok()) << part.status();
+    EXPECT_EQ((*part)->deferred_levels(), levels);
+    shards.push_back({ranges[i], *std::move(part)});
+  }
+  auto sharded =
+      lattice::GroupShardedPackingEngine::Create(ctx, matrix.groups(), std::move(shards));
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  const lattice::CpuPackingEngine cpu(ctx, matrix, levels);
+  const auto session = std::make_shared<const testing::Session>(ctx, n);
+  const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
+  const std::vector<uint8_t> ct = SecretCiphertext(ctx, *session, n, gen);
+  EXPECT_EQ(SumsOf(**sharded, ctx, matrix, keys, ct), SumsOf(cpu, ctx, matrix, keys, ct));
 }
 
 TEST(ExpPackHostRun, DeferredSwitchesRefuseBadArguments) {
