@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -152,21 +153,11 @@ absl::StatusOr<PackingMatrix> DeferredPacking::FoldedMatrix(const RingContext& c
   return PackingMatrix::FromTransforms(ctx, virtual_groups, roots, std::move(folded));
 }
 
-absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const uint8_t> ciphertext,
-                                   int threads, absl::Span<uint64_t> sums) const {
+absl::StatusOr<DeferredPacking::Switches> DeferredPacking::FindSwitches(
+    const he::GaloisKeys& keys) const {
   const RingContext& ctx = *ctx_;
-  const size_t words = ctx.k() * ctx.n();
-  const uint64_t groups = matrix_->groups();
-  const size_t elements = size_t{1} << levels_;
-  if (sums.size() != PackingSumWords(ctx, *matrix_)) {
-    return absl::InvalidArgumentError(absl::StrCat("packing sums: ", sums.size(), " (expected ",
-                                                   PackingSumWords(ctx, *matrix_), ")"));
-  }
-  if (threads < 1) return absl::InvalidArgumentError("packing sums need at least one thread");
-  if (absl::Status s = CheckExpansion(ctx, matrix_->lwe_n()); !s.ok()) return s;
-  // sigma_s and its key for s >= 1.
-  std::vector<std::pair<uint32_t, const he::KeySwitchKey*>> switches(elements);
-  for (size_t s = 1; s < elements; ++s) {
+  Switches switches(size_t{1} << levels_);
+  for (size_t s = 1; s < switches.size(); ++s) {
     const uint32_t g = DeferredElement(ctx, matrix_->lwe_n(), levels_, static_cast<uint32_t>(s));
     absl::StatusOr<const he::KeySwitchKey*> key =
         he::internal::FindGaloisKey(*ctx.expansion(), keys, g);
@@ -176,16 +167,27 @@ absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const 
     }
     switches[s] = {g, *key};
   }
+  return switches;
+}
+
+size_t DeferredPacking::roots() const {
+  return size_t{1} << (ExpansionLevels(matrix_->lwe_n()) - levels_);
+}
+
+uint64_t DeferredPacking::virtual_sum_words() const {
+  return (matrix_->groups() << levels_) * 2 * ctx_->k() * ctx_->n();
+}
+
+absl::Status DeferredPacking::ExpandNodes(const he::GaloisKeys& keys,
+                                          absl::Span<const uint8_t> ciphertext, int threads,
+                                          uint64_t* nodes) const {
   // The top levels' 2^(L-D) nodes, gathered in the tiles' order: at ((i N / 8 + c / 8) R + r) 16
   // + 8 h + c mod 8 for half h of node r (TileDotProduct's keys).
-  const size_t n = ctx.n(), tiles = n / 8,
-               roots = size_t{1} << (ExpansionLevels(matrix_->lwe_n()) - levels_);
-  const uint64_t virtual_groups = groups * elements;
-  uint64_t* nodes = he::internal::GetScratch(he::internal::Scratch::kPackNodes, roots * 2 * words);
+  const size_t words = ctx_->k() * ctx_->n(), roots = this->roots();
   std::vector<uint8_t> seen(roots, 0);  // each written by the worker that expands that node
   std::atomic<bool> bad_index{false};
   const absl::Status expanded = ExpandLweSecret(
-      ctx, keys, static_cast<uint32_t>(roots), ciphertext, threads,
+      *ctx_, keys, static_cast<uint32_t>(roots), ciphertext, threads,
       [&](int, uint32_t count, const uint32_t* index, const uint64_t* beta, const uint64_t* alpha) {
         bool valid = true;
         for (uint32_t j = 0; j < count; ++j) {
@@ -211,25 +213,42 @@ absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const 
   if (bad_index || std::count(seen.begin(), seen.end(), 0) != 0) {
     return absl::InternalError("the expansion did not yield each node once");
   }
-  // The virtual groups' sums (PackAccumulator's layout), a run of tiles per task.
-  const uint64_t sum_words = virtual_groups * 2 * words;
-  uint64_t* virtual_sums = he::internal::GetScratch(he::internal::Scratch::kPackSums, sum_words);
+  return absl::OkStatus();
+}
+
+void DeferredPacking::TilePass(absl::Span<const uint64_t* const> nodes,
+                               absl::Span<uint64_t* const> virtual_sums, int threads) const {
+  // The virtual groups' sums (PackAccumulator's layout), a run of tiles per task; each tile of
+  // the folded matrix against every query's nodes in turn, so that it comes from memory once.
+  const RingContext& ctx = *ctx_;
+  const size_t n = ctx.n(), tiles = n / 8, words = ctx.k() * n, roots = this->roots();
+  const uint64_t virtual_groups = matrix_->groups() << levels_;
   constexpr size_t kTilesPerTask = 16;
   const size_t runs = (tiles + kTilesPerTask - 1) / kTilesPerTask;
   he::internal::ParallelFor(threads, ctx.k() * runs, [&](size_t task) {
     const size_t i = task / runs, first = (task % runs) * kTilesPerTask;
     for (size_t t = first; t < std::min(tiles, first + kTilesPerTask); ++t) {
       const size_t tile = i * tiles + t;
-      he::internal::TileDotProduct(he::internal::TileDotProductArgs{
-          &ctx.base()[i], roots, virtual_groups, tiles_.data() + tile * virtual_groups * roots * 8,
-          nodes + tile * roots * 16, virtual_sums + i * n + t * 8, 2 * words, words});
+      for (size_t q = 0; q < nodes.size(); ++q) {
+        he::internal::TileDotProduct(he::internal::TileDotProductArgs{
+            &ctx.base()[i], roots, virtual_groups,
+            tiles_.data() + tile * virtual_groups * roots * 8, nodes[q] + tile * roots * 16,
+            virtual_sums[q] + i * n + t * 8, 2 * words, words});
+      }
     }
   });
+}
+
+void DeferredPacking::SwitchGroups(const Switches& switches, const uint64_t* virtual_sums,
+                                   int threads, absl::Span<uint64_t> sums) const {
   // sigma_s of every virtual group's sum but s = 0, key-switched back to z and left over QP
   // (RotateBeforeModDown); a group's are summed and ModDown'ed once. Tasks run s by s (each key
   // for all groups in a row: measured no faster than group by group, as the keys stay in L3).
+  const RingContext& ctx = *ctx_;
   const he::BfvContext& bfv = *ctx.expansion();
-  const size_t switched = elements - 1, qp_words = (ctx.k() + 1) * n;
+  const size_t n = ctx.n(), words = ctx.k() * n, qp_words = (ctx.k() + 1) * n;
+  const uint64_t groups = matrix_->groups();
+  const size_t elements = switches.size(), switched = elements - 1;
   uint64_t* rotated = he::internal::GetScratch(he::internal::Scratch::kPackRotated,
                                                groups * switched * 2 * qp_words);
   he::internal::ParallelFor(threads, groups * switched, [&](size_t task) {
@@ -260,7 +279,91 @@ absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const 
     he::internal::ModDown(bfv, acc, true, out);
     he::internal::AddRows(ctx.ntt(), out, identity, out);
   });
+}
+
+absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const uint8_t> ciphertext,
+                                   int threads, absl::Span<uint64_t> sums) const {
+  const RingContext& ctx = *ctx_;
+  if (sums.size() != PackingSumWords(ctx, *matrix_)) {
+    return absl::InvalidArgumentError(absl::StrCat("packing sums: ", sums.size(), " (expected ",
+                                                   PackingSumWords(ctx, *matrix_), ")"));
+  }
+  if (threads < 1) return absl::InvalidArgumentError("packing sums need at least one thread");
+  if (absl::Status s = CheckExpansion(ctx, matrix_->lwe_n()); !s.ok()) return s;
+  absl::StatusOr<Switches> switches = FindSwitches(keys);
+  if (!switches.ok()) return switches.status();
+  const size_t words = ctx.k() * ctx.n();
+  uint64_t* nodes =
+      he::internal::GetScratch(he::internal::Scratch::kPackNodes, roots() * 2 * words);
+  if (absl::Status s = ExpandNodes(keys, ciphertext, threads, nodes); !s.ok()) return s;
+  uint64_t* virtual_sums =
+      he::internal::GetScratch(he::internal::Scratch::kPackSums, virtual_sum_words());
+  const uint64_t* const node_list[] = {nodes};
+  uint64_t* const sum_list[] = {virtual_sums};
+  TilePass(node_list, sum_list, threads);
+  SwitchGroups(*switches, virtual_sums, threads, sums);
   return absl::OkStatus();
+}
+
+std::vector<absl::Status> DeferredPacking::SumsBatch(
+    absl::Span<const he::GaloisKeys* const> keys,
+    absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+    absl::Span<const absl::Span<uint64_t>> sums, int threads) const {
+  const size_t count = keys.size();
+  std::vector<absl::Status> out(count);
+  if (ciphertexts.size() != count || sums.size() != count || threads < 1) {
+    out.assign(count, absl::InvalidArgumentError(absl::StrCat(
+                          "a batch of ", count, " keys, ", ciphertexts.size(), " ciphertexts and ",
+                          sums.size(), " sums on ", threads, " threads")));
+    return out;
+  }
+  const RingContext& ctx = *ctx_;
+  const uint64_t node_words = roots() * 2 * ctx.k() * ctx.n(), sum_words = virtual_sum_words();
+  const size_t chunk = std::min(count, kBatchChunk);
+  uint64_t* nodes = he::internal::GetScratch(he::internal::Scratch::kPackNodes, chunk * node_words);
+  uint64_t* virtual_sums =
+      he::internal::GetScratch(he::internal::Scratch::kPackSums, chunk * sum_words);
+  std::vector<std::optional<Switches>> switches(count);
+  for (size_t first = 0; first < count; first += chunk) {
+    const size_t size = std::min(chunk, count - first);
+    // Each query expanded on one worker; those that fail are left out of the rest.
+    he::internal::ParallelFor(threads, size, [&](size_t c) {
+      const size_t q = first + c;
+      if (sums[q].size() != PackingSumWords(ctx, *matrix_)) {
+        out[q] = absl::InvalidArgumentError(absl::StrCat(
+            "packing sums: ", sums[q].size(), " (expected ", PackingSumWords(ctx, *matrix_), ")"));
+        return;
+      }
+      if (keys[q] == nullptr) {
+        out[q] = absl::InvalidArgumentError("packing sums without keys");
+        return;
+      }
+      if (absl::Status s = CheckExpansion(ctx, matrix_->lwe_n()); !s.ok()) {
+        out[q] = s;
+        return;
+      }
+      absl::StatusOr<Switches> found = FindSwitches(*keys[q]);
+      if (!found.ok()) {
+        out[q] = found.status();
+        return;
+      }
+      switches[q] = *std::move(found);
+      out[q] = ExpandNodes(*keys[q], ciphertexts[q], 1, nodes + c * node_words);
+    });
+    std::vector<const uint64_t*> node_list;
+    std::vector<uint64_t*> sum_list;
+    for (size_t c = 0; c < size; ++c) {
+      if (!out[first + c].ok()) continue;
+      node_list.push_back(nodes + c * node_words);
+      sum_list.push_back(virtual_sums + c * sum_words);
+    }
+    TilePass(node_list, sum_list, threads);
+    he::internal::ParallelFor(threads, size, [&](size_t c) {
+      const size_t q = first + c;
+      if (out[q].ok()) SwitchGroups(*switches[q], virtual_sums + c * sum_words, 1, sums[q]);
+    });
+  }
+  return out;
 }
 
 }  // namespace veil::lattice

@@ -22,6 +22,8 @@
 #define VEIL_PIR_LATTICE_DEFERRED_PACKING_H_
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -62,11 +64,36 @@ class DeferredPacking {
   // another size or keys lacking a deferred element.
   absl::Status Sums(const he::GaloisKeys& keys, absl::Span<const uint8_t> ciphertext, int threads,
                     absl::Span<uint64_t> sums) const;
+  // Several queries' Sums (keys, ciphertexts and sums in step), bit for bit, each failing alone
+  // (its status in order: Sums' errors, INVALID_ARGUMENT for null keys; all INVALID_ARGUMENT for
+  // spans of different lengths or threads < 1): each query expanded and switched on one of
+  // `threads` workers, and the folded matrix streamed once per kBatchChunk queries (each tile
+  // against every query's nodes in turn, from cache) instead of once per query.
+  static constexpr size_t kBatchChunk = 8;
+  std::vector<absl::Status> SumsBatch(absl::Span<const he::GaloisKeys* const> keys,
+                                      absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+                                      absl::Span<const absl::Span<uint64_t>> sums,
+                                      int threads) const;
 
  private:
   DeferredPacking(const RingContext& ctx, const PackingMatrix& matrix, uint32_t levels,
                   std::vector<uint32_t> tiles)
       : ctx_(&ctx), matrix_(&matrix), levels_(levels), tiles_(std::move(tiles)) {}
+
+  // sigma_s and its key for s >= 1 (entry 0 unused).
+  using Switches = std::vector<std::pair<uint32_t, const he::KeySwitchKey*>>;
+  // INVALID_ARGUMENT for keys lacking an element.
+  absl::StatusOr<Switches> FindSwitches(const he::GaloisKeys& keys) const;
+  size_t roots() const;                // 2^(L-D)
+  uint64_t virtual_sum_words() const;  // G 2^D x 2 k N
+  // The phases of Sums: the top levels' nodes into `nodes` (roots x 2 k N, tiled); every query's
+  // virtual sums from its nodes; a query's switches and group sums.
+  absl::Status ExpandNodes(const he::GaloisKeys& keys, absl::Span<const uint8_t> ciphertext,
+                           int threads, uint64_t* nodes) const;
+  void TilePass(absl::Span<const uint64_t* const> nodes, absl::Span<uint64_t* const> virtual_sums,
+                int threads) const;
+  void SwitchGroups(const Switches& switches, const uint64_t* virtual_sums, int threads,
+                    absl::Span<uint64_t> sums) const;
 
   const RingContext* ctx_;
   const PackingMatrix* matrix_;

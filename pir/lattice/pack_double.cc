@@ -106,32 +106,47 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedDoubleServer::AnswerBatc
     return out;
   }
   std::vector<std::vector<uint8_t>> responses(good.size(), std::vector<uint8_t>(response_bytes()));
-  // One (query, byte) expansion and packing per worker at a time.
+  // The (query, byte) ciphertexts' sums through the engine's SumsBatch (the CPU's streams its
+  // folded matrix once for several), a chunk at a time; then each one's packing and switch on a
+  // worker.
   const uint64_t tasks = good.size() * r_bytes;
   std::vector<absl::Status> failed(tasks);
-  he::internal::ParallelFor(server_->threads(), tasks, [&](size_t t) {
-    const uint64_t i = t / r_bytes, j = t % r_bytes;
-    const PackedRequest& request = requests[good[i]];
-    std::vector<uint64_t> sums(PackingSumWords(ring_, matrix_));
-    const absl::Status st = packing_engine().Sums(
-        request.keys, request.ciphertext.subspan(j * ct_bytes, ct_bytes), 1, absl::MakeSpan(sums));
-    absl::StatusOr<std::vector<RlweCiphertext>> packed =
-        st.ok() ? PackedCiphertexts(
-                      ring_, matrix_, sums,
-                      absl::MakeConstSpan(answers).subspan(i * aw + j * kDigitRows, kDigitRows))
-                : absl::StatusOr<std::vector<RlweCiphertext>>(st);
-    if (!packed.ok()) {
-      failed[t] = packed.status();
-      return;
+  constexpr uint64_t kChunk = 64;
+  std::vector<std::vector<uint64_t>> sums(std::min(tasks, kChunk),
+                                          std::vector<uint64_t>(PackingSumWords(ring_, matrix_)));
+  for (uint64_t first = 0; first < tasks; first += kChunk) {
+    const uint64_t size = std::min(kChunk, tasks - first);
+    std::vector<std::shared_ptr<const he::GaloisKeys>> keys(size);
+    std::vector<absl::Span<const uint8_t>> ciphertexts(size);
+    std::vector<absl::Span<uint64_t>> spans(size);
+    for (uint64_t c = 0; c < size; ++c) {
+      const uint64_t i = (first + c) / r_bytes, j = (first + c) % r_bytes;
+      keys[c] = requests[good[i]].keys;
+      ciphertexts[c] = requests[good[i]].ciphertext.subspan(j * ct_bytes, ct_bytes);
+      spans[c] = absl::MakeSpan(sums[c]);
     }
-    absl::StatusOr<std::vector<SwitchedCiphertext>> switched = packing_engine().Switch(*packed);
-    if (!switched.ok()) {
-      failed[t] = switched.status();
-      return;
-    }
-    const std::vector<uint8_t> bytes = SerializeSwitched((*switched)[0]);
-    std::copy(bytes.begin(), bytes.end(), responses[i].begin() + j * one);
-  });
+    const std::vector<absl::Status> summed =
+        packing_engine().SumsBatch(keys, ciphertexts, spans, server_->threads());
+    he::internal::ParallelFor(server_->threads(), size, [&](size_t c) {
+      const uint64_t t = first + c, i = t / r_bytes, j = t % r_bytes;
+      absl::StatusOr<std::vector<RlweCiphertext>> packed =
+          summed[c].ok() ? PackedCiphertexts(ring_, matrix_, sums[c],
+                                             absl::MakeConstSpan(answers).subspan(
+                                                 i * aw + j * kDigitRows, kDigitRows))
+                         : absl::StatusOr<std::vector<RlweCiphertext>>(summed[c]);
+      if (!packed.ok()) {
+        failed[t] = packed.status();
+        return;
+      }
+      absl::StatusOr<std::vector<SwitchedCiphertext>> switched = packing_engine().Switch(*packed);
+      if (!switched.ok()) {
+        failed[t] = switched.status();
+        return;
+      }
+      const std::vector<uint8_t> bytes = SerializeSwitched((*switched)[0]);
+      std::copy(bytes.begin(), bytes.end(), responses[i].begin() + j * one);
+    });
+  }
   for (size_t i = 0; i < good.size(); ++i) {
     absl::Status st;
     for (uint64_t j = 0; j < r_bytes && st.ok(); ++j) st = failed[i * r_bytes + j];

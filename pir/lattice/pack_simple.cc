@@ -179,12 +179,15 @@ std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> PackedSimpleServer:
     sums[0] = Sums(requests[good[0]], threads - product_threads);
     alongside.join();
   } else {
-    // A batch's queries each expanded on one worker alone.
+    // A batch's queries each expanded on one worker alone, the folded matrix streamed once for
+    // several (PackingEngine::SumsBatch).
     product = server_->Answer(queries, static_cast<int>(good.size()), absl::MakeSpan(answers));
     if (product.ok()) {
-      he::internal::ParallelFor(threads, good.size(), [&](size_t i) {
-        sums[i] = Sums(requests[good[i]], good.size() == 1 ? threads : 1);
-      });
+      if (good.size() == 1) {
+        sums[0] = Sums(requests[good[0]], threads);
+      } else {
+        sums = BatchSums(requests, good, threads);
+      }
     }
   }
   if (may_overlap && schedule_ == SumsSchedule::kAdaptive && product.ok() && sums[0].ok()) {
@@ -205,9 +208,7 @@ std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> PackedSimpleServer:
   return out;
 }
 
-absl::StatusOr<PackedSimpleServer::PackSums> PackedSimpleServer::Sums(const PackedRequest& request,
-                                                                      int threads) const {
-  PackSums out;
+absl::Status PackedSimpleServer::Selection(const PackedRequest& request, PackSums& out) const {
   // The selection is expanded (a few key switches) before the packing's work.
   if (protocol_ == PackedProtocol::kHybrid) {
     absl::StatusOr<std::vector<he::QRgswCiphertext>> expanded = ExpandHybridSelection(
@@ -218,10 +219,49 @@ absl::StatusOr<PackedSimpleServer::PackSums> PackedSimpleServer::Sums(const Pack
     return absl::InvalidArgumentError("lwe-exppack-s takes no selection");
   }
   out.sums.resize(PackingSumWords(ring_, matrix_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PackedSimpleServer::PackSums> PackedSimpleServer::Sums(const PackedRequest& request,
+                                                                      int threads) const {
+  PackSums out;
+  if (absl::Status s = Selection(request, out); !s.ok()) return s;
   if (absl::Status s = packing_engine().Sums(request.keys, request.ciphertext, threads,
                                              absl::MakeSpan(out.sums));
       !s.ok()) {
     return s;
+  }
+  return out;
+}
+
+std::vector<absl::StatusOr<PackedSimpleServer::PackSums>> PackedSimpleServer::BatchSums(
+    absl::Span<const PackedRequest> requests, absl::Span<const size_t> which, int threads) const {
+  std::vector<PackSums> made(which.size());
+  std::vector<absl::Status> status(which.size());
+  he::internal::ParallelFor(threads, which.size(),
+                            [&](size_t i) { status[i] = Selection(requests[which[i]], made[i]); });
+  std::vector<size_t> ready;
+  std::vector<std::shared_ptr<const he::GaloisKeys>> keys;
+  std::vector<absl::Span<const uint8_t>> ciphertexts;
+  std::vector<absl::Span<uint64_t>> sums;
+  for (size_t i = 0; i < which.size(); ++i) {
+    if (!status[i].ok()) continue;
+    ready.push_back(i);
+    keys.push_back(requests[which[i]].keys);
+    ciphertexts.push_back(requests[which[i]].ciphertext);
+    sums.push_back(absl::MakeSpan(made[i].sums));
+  }
+  const std::vector<absl::Status> summed =
+      packing_engine().SumsBatch(keys, ciphertexts, sums, threads);
+  for (size_t j = 0; j < ready.size(); ++j) status[ready[j]] = summed[j];
+  std::vector<absl::StatusOr<PackSums>> out;
+  out.reserve(which.size());
+  for (size_t i = 0; i < which.size(); ++i) {
+    if (status[i].ok()) {
+      out.push_back(std::move(made[i]));
+    } else {
+      out.push_back(status[i]);
+    }
   }
   return out;
 }

@@ -131,6 +131,14 @@ class PackedSimpleServer final : public PackedServer {
     std::vector<he::QRgswCiphertext> bits;
   };
   absl::StatusOr<PackSums> Sums(const PackedRequest& request, int threads) const;
+  // The same for several requests (requests[r] for r in `which`): their selections each on one
+  // of `threads` workers, then the engine's SumsBatch; each fails alone.
+  std::vector<absl::StatusOr<PackSums>> BatchSums(absl::Span<const PackedRequest> requests,
+                                                  absl::Span<const size_t> which,
+                                                  int threads) const;
+  // A request's selection's bits (lwe-hybrid) into `out`, and its sums sized. Returns
+  // ExpandHybridSelection's errors, INVALID_ARGUMENT for a selection lwe-exppack-s does not take.
+  absl::Status Selection(const PackedRequest& request, PackSums& out) const;
   // Its packed ciphertexts with the answer's b-parts, (the hybrid) narrowed to the window,
   // switched.
   absl::StatusOr<std::vector<SwitchedCiphertext>> Finish(absl::Span<const uint32_t> answer,

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/parallel.h"
 #include "pir/lattice/expansion.h"
 
 namespace veil::lattice {
@@ -40,6 +41,23 @@ absl::Status CheckSumsArguments(const std::shared_ptr<const he::GaloisKeys>& key
 
 }  // namespace internal
 
+std::vector<absl::Status> PackingEngine::SumsBatch(
+    absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+    absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+    absl::Span<const absl::Span<uint64_t>> sums, int threads) const {
+  if (ciphertexts.size() != keys.size() || sums.size() != keys.size() || threads < 1) {
+    return std::vector<absl::Status>(
+        keys.size(), absl::InvalidArgumentError(absl::StrCat(
+                         "a batch of ", keys.size(), " keys, ", ciphertexts.size(),
+                         " ciphertexts and ", sums.size(), " sums on ", threads, " threads")));
+  }
+  std::vector<absl::Status> out(keys.size());
+  he::internal::ParallelFor(threads, keys.size(), [&](size_t q) {
+    out[q] = Sums(keys[q], ciphertexts[q], keys.size() == 1 ? threads : 1, sums[q]);
+  });
+  return out;
+}
+
 CpuPackingEngine::CpuPackingEngine(const RingContext& ctx, const PackingMatrix& matrix,
                                    uint32_t deferred_levels, int threads)
     : ctx_(ctx),
@@ -72,6 +90,19 @@ absl::Status CpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>&
   if (!full.ok()) return full.status();
   std::copy(full->begin(), full->end(), sums.begin());
   return absl::OkStatus();
+}
+
+std::vector<absl::Status> CpuPackingEngine::SumsBatch(
+    absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+    absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+    absl::Span<const absl::Span<uint64_t>> sums, int threads) const {
+  Prepare();
+  if (!deferred_ || keys.size() < 2) {
+    return PackingEngine::SumsBatch(keys, ciphertexts, sums, threads);
+  }
+  std::vector<const he::GaloisKeys*> raw(keys.size());
+  for (size_t q = 0; q < keys.size(); ++q) raw[q] = keys[q].get();
+  return deferred_->SumsBatch(raw, ciphertexts, sums, threads);
 }
 
 absl::StatusOr<std::vector<SwitchedCiphertext>> CpuPackingEngine::Switch(

@@ -61,6 +61,13 @@ class PackingEngine {
   virtual absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                             absl::Span<const uint8_t> ciphertext, int threads,
                             absl::Span<uint64_t> sums) const = 0;
+  // Several queries' Sums, each failing alone (statuses in order; spans of other lengths fail
+  // all): by default each query's Sums on one of `threads` workers (ParallelFor); the CPU's
+  // deferred engine streams its folded matrix once for several (DeferredPacking::SumsBatch).
+  virtual std::vector<absl::Status> SumsBatch(
+      absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+      absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+      absl::Span<const absl::Span<uint64_t>> sums, int threads) const;
   // SwitchResponse of packed ciphertexts of this ring. Returns INVALID_ARGUMENT for a ciphertext
   // of the wrong size (a device's engine also for a residue not below its prime) and a device's
   // errors.
@@ -95,6 +102,10 @@ class CpuPackingEngine final : public PackingEngine {
   absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                     absl::Span<const uint8_t> ciphertext, int threads,
                     absl::Span<uint64_t> sums) const override;
+  std::vector<absl::Status> SumsBatch(absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+                                      absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+                                      absl::Span<const absl::Span<uint64_t>> sums,
+                                      int threads) const override;
   absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(
       absl::Span<const RlweCiphertext> packed) const override;
 

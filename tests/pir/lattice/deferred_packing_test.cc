@@ -154,6 +154,82 @@ TEST(DeferredPackingTest, RefusesMissingKeysAndBadArguments) {
   EXPECT_EQ(EngineDeferredLevels(ctx, 4097, 4), 0u);
 }
 
+// A batch's sums equal each query's alone, bit for bit, over two chunks of the folded matrix's
+// pass, with bad queries failing alone; the engine's SumsBatch the same.
+TEST(DeferredPackingTest, ABatchSumsAsEachQueryAlone) {
+  const RingContext ctx = *RingContext::Create(testing::SmallRing());
+  const uint32_t lwe_n = 100;
+  const LweBatch lwe(2 * 1024 + 9, lwe_n, Seed(5));
+  const PackingMatrix matrix = *PackingMatrix::Create(ctx, lwe.a, 2 * 1024 + 9, lwe_n);
+  const DeferredPacking deferred = *DeferredPacking::Create(ctx, matrix, 3, 2);
+  const Session one(ctx, lwe_n), two(ctx, lwe_n), small(ctx, 4);
+  const size_t count = DeferredPacking::kBatchChunk + 3;
+  std::vector<std::vector<uint8_t>> cts;
+  std::vector<const he::GaloisKeys*> keys;
+  for (size_t q = 0; q < count; ++q) {
+    const Session& s = q % 2 == 0 ? one : two;
+    std::vector<uint32_t> secret(lwe_n);
+    for (uint32_t& w : secret) w = static_cast<uint32_t>(q * 7919 + (&w - secret.data()));
+    cts.push_back(*EncryptLweSecret(ctx, s.z, secret));
+    keys.push_back(&s.keys);
+  }
+  // Query 3 lacks a deferred element's key, query 5 has no keys, query 9's ciphertext is cut.
+  keys[3] = &small.keys;
+  keys[5] = nullptr;
+  cts[9].resize(cts[9].size() - 1);
+  std::vector<std::vector<uint64_t>> got(count,
+                                         std::vector<uint64_t>(PackingSumWords(ctx, matrix)));
+  std::vector<absl::Span<const uint8_t>> ct_spans;
+  std::vector<absl::Span<uint64_t>> sum_spans;
+  for (size_t q = 0; q < count; ++q) {
+    ct_spans.push_back(cts[q]);
+    sum_spans.push_back(absl::MakeSpan(got[q]));
+  }
+  const std::vector<absl::Status> status = deferred.SumsBatch(keys, ct_spans, sum_spans, 2);
+  ASSERT_EQ(status.size(), count);
+  for (size_t q = 0; q < count; ++q) {
+    if (q == 3 || q == 5 || q == 9) {
+      EXPECT_EQ(status[q].code(), absl::StatusCode::kInvalidArgument) << q << ": " << status[q];
+      continue;
+    }
+    ASSERT_TRUE(status[q].ok()) << q << ": " << status[q];
+    std::vector<uint64_t> alone(got[q].size());
+    ASSERT_TRUE(deferred.Sums(*keys[q], cts[q], 1, absl::MakeSpan(alone)).ok());
+    EXPECT_TRUE(got[q] == alone) << "query " << q;
+  }
+  EXPECT_THAT(status[3].message(), HasSubstr("lack the Galois key"));
+  EXPECT_THAT(status[9].message(), HasSubstr("ciphertext"));
+  // Spans of different lengths fail the whole batch.
+  const std::vector<absl::Status> uneven =
+      deferred.SumsBatch(keys, absl::MakeConstSpan(ct_spans).first(2), sum_spans, 2);
+  ASSERT_EQ(uneven.size(), count);
+  EXPECT_FALSE(uneven[0].ok());
+
+  // Through the engine (its default SumsBatch for the full expansion): the same sums.
+  const CpuPackingEngine engine(ctx, matrix, 3, 2), full(ctx, matrix, 0, 2);
+  const std::vector<std::shared_ptr<const he::GaloisKeys>> owned = {BorrowKeys(one.keys),
+                                                                    BorrowKeys(two.keys)};
+  std::vector<std::vector<uint64_t>> by_engine(2, std::vector<uint64_t>(got[0].size()));
+  std::vector<std::vector<uint64_t>> by_full = by_engine;
+  const std::vector<absl::Span<const uint8_t>> first_two = {cts[0], cts[1]};
+  const std::vector<absl::Span<uint64_t>> engine_sums = {absl::MakeSpan(by_engine[0]),
+                                                         absl::MakeSpan(by_engine[1])};
+  const std::vector<absl::Span<uint64_t>> full_sums = {absl::MakeSpan(by_full[0]),
+                                                       absl::MakeSpan(by_full[1])};
+  for (const absl::Status& s : engine.SumsBatch(owned, first_two, engine_sums, 2)) {
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  for (const absl::Status& s : full.SumsBatch(owned, first_two, full_sums, 2)) {
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  for (size_t q = 0; q < 2; ++q) {
+    EXPECT_TRUE(by_engine[q] == got[q]) << q;
+    std::vector<uint64_t> alone(got[q].size());
+    ASSERT_TRUE(full.Sums(owned[q], cts[q], 1, absl::MakeSpan(alone)).ok());
+    EXPECT_TRUE(by_full[q] == alone) << q;
+  }
+}
+
 // The engine's choice per table: the fewest NTTs, 20 (2^(L-D) - 1) + G (12 (2^D - 1) + 8).
 TEST(DeferredPackingTest, BestLevelsHaveTheFewestTransforms) {
   // 20 NTTs per top switch, 12 per deferred one and 8 per group (its one ModDown).
