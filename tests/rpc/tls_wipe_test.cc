@@ -10,8 +10,10 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 #include <sodium.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "rpc/tls.h"
@@ -69,8 +71,11 @@ TEST(TlsWipeTest, FreedOpenSslBuffersHoldTheKeyOnlyWithoutWiping) {
 #if VEIL_WIPE_TLS
   ASSERT_TRUE(WipeOpenSslMemoryOnFree());  // before OpenSSL's first allocation
 #endif
-  auto files = tools::WriteSelfSignedCertificate(::testing::TempDir() + "/veil_tls_wipe",
-                                                 {"localhost"});
+  // A directory of this process's own: the test's two builds (wiping and not) run side by side
+  // under ctest -j, and one's certificate written over the other's between its writing and its
+  // use failed the handshake ("self-signed certificate").
+  auto files = tools::WriteSelfSignedCertificate(
+      ::testing::TempDir() + "/veil_tls_wipe_" + std::to_string(getpid()), {"localhost"});
   ASSERT_TRUE(files.ok()) << files.status();
 #if !VEIL_WIPE_TLS
   EXPECT_FALSE(WipeOpenSslMemoryOnFree());  // OpenSSL has allocated (the certificate)
