@@ -10,36 +10,17 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/deferred.h"
 #include "gpu/internal/cuda_check.h"
+#include "gpu/internal/qp_device.h"
 #include "gpu/internal/runners.h"
 
 namespace veil::gpu {
 namespace {
 
-template <internal::DeferredStage kStage>
-__global__ void __launch_bounds__(internal::kNttBlockThreads)
-    DeferredKernel(const internal::DeferredArgs a) {
-  extern __shared__ uint32_t shared[];
-  internal::BlockRunner run;
-  internal::DeferredStageBlock(run, a, kStage, blockIdx.x, shared);
-}
-
-// The stage's kernel (one instantiation each: a stage's registers are its own).
-void (*StageKernel(internal::DeferredStage stage))(const internal::DeferredArgs) {
-  using S = internal::DeferredStage;
-  switch (stage) {
-    case S::kC1ToCoefficients:
-      return DeferredKernel<S::kC1ToCoefficients>;
-    case S::kDigits:
-      return DeferredKernel<S::kDigits>;
-    case S::kRotate:
-      return DeferredKernel<S::kRotate>;
-    case S::kSum:
-      return DeferredKernel<S::kSum>;
-    case S::kModDown:
-      return DeferredKernel<S::kModDown>;
-  }
-  return nullptr;
-}
+// The stages' kernels (gpu/internal/qp_device.h).
+const auto kDeferredKernels =
+    internal::StageKernels<internal::DeferredArgs, internal::DeferredStage,
+                           internal::DeferredStageBlock<internal::BlockRunner>>(
+        std::make_integer_sequence<uint32_t, internal::kDeferredStages>());
 
 }  // namespace
 
@@ -47,7 +28,7 @@ struct GpuDeferredSwitches::Impl {
   int device = 0;
   internal::DeferredPlan plan;
   lattice::RingContext ring;
-  std::vector<uint32_t*> d_roots, d_iroots;
+  internal::DeviceQpRoots tables;
   uint32_t* d_perms = nullptr;
   uint64_t *d_scratch = nullptr, *d_out = nullptr;
   cudaStream_t stream = nullptr;
@@ -55,9 +36,7 @@ struct GpuDeferredSwitches::Impl {
 
   explicit Impl(lattice::RingContext r) : ring(std::move(r)) {}
   ~Impl() {
-    cudaSetDevice(device);
-    for (uint32_t* p : d_roots) cudaFree(p);
-    for (uint32_t* p : d_iroots) cudaFree(p);
+    cudaSetDevice(device);  // the tables are freed after this body, on it
     cudaFree(d_perms);
     cudaFree(d_scratch);
     cudaFree(d_out);
@@ -84,14 +63,7 @@ absl::StatusOr<std::unique_ptr<GpuDeferredSwitches>> GpuDeferredSwitches::Create
   const internal::DeferredPlan& p = impl->plan;
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
-  for (const internal::MontgomeryNttTables& t : p.tables) {
-    impl->d_roots.push_back(nullptr);
-    impl->d_iroots.push_back(nullptr);
-    VEIL_RETURN_IF_ERROR(
-        internal::UploadNew(&impl->d_roots.back(), t.roots32.data(), t.roots32.size()));
-    VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_iroots.back(), t.inverse_roots32.data(),
-                                             t.inverse_roots32.size()));
-  }
+  VEIL_RETURN_IF_ERROR(impl->tables.Upload(p));
   VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_perms, p.perms.data(), p.perms.size()));
   VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(
       &impl->d_scratch,
@@ -121,8 +93,8 @@ absl::Status GpuDeferredSwitches::Finish(const GpuExpansionKeys& keys, const uin
   std::lock_guard<std::mutex> lock(m.mu);
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
   internal::DeferredArrays arrays;
-  arrays.roots.assign(m.d_roots.begin(), m.d_roots.end());
-  arrays.iroots.assign(m.d_iroots.begin(), m.d_iroots.end());
+  arrays.roots.assign(m.tables.roots.begin(), m.tables.roots.end());
+  arrays.iroots.assign(m.tables.iroots.begin(), m.tables.iroots.end());
   arrays.key_b = keys.key_b_;
   arrays.key_a = keys.key_a_;
   arrays.perms = m.d_perms;
@@ -138,7 +110,7 @@ absl::Status GpuDeferredSwitches::Finish(const GpuExpansionKeys& keys, const uin
           uint32_t blocks) -> absl::Status {
         const size_t shared =  // the stage without transforms needs none
             stage == internal::DeferredStage::kRotate ? 0 : n * sizeof(uint32_t);
-        StageKernel(stage)<<<blocks, threads, shared, m.stream>>>(args);
+        kDeferredKernels[static_cast<uint32_t>(stage)]<<<blocks, threads, shared, m.stream>>>(args);
         VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
         return absl::OkStatus();
       }));

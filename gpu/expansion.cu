@@ -13,37 +13,18 @@
 #include "gpu/internal/cuda_check.h"
 #include "gpu/internal/cuda_timing.h"
 #include "gpu/internal/expansion_phases.h"
+#include "gpu/internal/qp_device.h"
 #include "gpu/internal/runners.h"
 #include "pir/lattice/expansion.h"
 
 namespace veil::gpu {
 namespace {
 
-template <internal::ExpansionStage kStage>
-__global__ void __launch_bounds__(internal::kNttBlockThreads)
-    ExpansionKernel(const internal::ExpansionArgs a) {
-  extern __shared__ uint32_t shared[];
-  internal::BlockRunner run;
-  internal::ExpansionStageBlock(run, a, kStage, blockIdx.x, shared);
-}
-
-// The stage's kernel (one instantiation each: a stage's registers are its own).
-void (*StageKernel(internal::ExpansionStage stage))(const internal::ExpansionArgs) {
-  using S = internal::ExpansionStage;
-  switch (stage) {
-    case S::kC1ToCoefficients:
-      return ExpansionKernel<S::kC1ToCoefficients>;
-    case S::kDigits:
-      return ExpansionKernel<S::kDigits>;
-    case S::kInnerProducts:
-      return ExpansionKernel<S::kInnerProducts>;
-    case S::kModDown:
-      return ExpansionKernel<S::kModDown>;
-    case S::kChildren:
-      return ExpansionKernel<S::kChildren>;
-  }
-  return nullptr;
-}
+// The stages' kernels (gpu/internal/qp_device.h).
+const auto kExpansionKernels =
+    internal::StageKernels<internal::ExpansionArgs, internal::ExpansionStage,
+                           internal::ExpansionStageBlock<internal::BlockRunner>>(
+        std::make_integer_sequence<uint32_t, internal::kExpansionStages>());
 
 }  // namespace
 
@@ -57,7 +38,7 @@ struct GpuExpansion::Impl {
   int device = 0;
   internal::ExpansionPlan plan;
   lattice::RingContext ring;
-  std::vector<uint32_t*> d_roots, d_iroots;
+  internal::DeviceQpRoots tables;
   uint64_t* d_monos = nullptr;
   uint32_t* d_perms = nullptr;
   uint64_t *d_nodes[2] = {nullptr, nullptr}, *d_scratch = nullptr;
@@ -68,9 +49,7 @@ struct GpuExpansion::Impl {
 
   explicit Impl(lattice::RingContext r) : ring(std::move(r)) {}
   ~Impl() {
-    cudaSetDevice(device);
-    for (uint32_t* p : d_roots) cudaFree(p);
-    for (uint32_t* p : d_iroots) cudaFree(p);
+    cudaSetDevice(device);  // the tables are freed after this body, on it
     cudaFree(d_monos);
     cudaFree(d_perms);
     cudaFree(d_nodes[0]);
@@ -84,8 +63,8 @@ struct GpuExpansion::Impl {
   // The device pointers above and the keys', as the level loop reads them.
   internal::ExpansionArrays Arrays(const GpuExpansionKeys& keys) const {
     internal::ExpansionArrays a;
-    a.roots.assign(d_roots.begin(), d_roots.end());
-    a.iroots.assign(d_iroots.begin(), d_iroots.end());
+    a.roots.assign(tables.roots.begin(), tables.roots.end());
+    a.iroots.assign(tables.iroots.begin(), tables.iroots.end());
     a.key_b = keys.key_b_;
     a.key_a = keys.key_a_;
     a.perms = d_perms;
@@ -107,7 +86,8 @@ struct GpuExpansion::Impl {
             uint32_t blocks) -> absl::Status {
           const size_t shared =  // the stages without transforms need none
               stage == internal::ExpansionStage::kChildren ? 0 : n * sizeof(uint32_t);
-          StageKernel(stage)<<<blocks, threads, shared, stream>>>(args);
+          kExpansionKernels[static_cast<uint32_t>(stage)]<<<blocks, threads, shared, stream>>>(
+              args);
           VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
           return absl::OkStatus();
         });
@@ -143,14 +123,7 @@ absl::StatusOr<std::unique_ptr<GpuExpansion>> GpuExpansion::Create(const lattice
   const internal::ExpansionPlan& p = impl->plan;
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
-  for (const internal::MontgomeryNttTables& t : p.tables) {
-    impl->d_roots.push_back(nullptr);
-    impl->d_iroots.push_back(nullptr);
-    VEIL_RETURN_IF_ERROR(
-        internal::UploadNew(&impl->d_roots.back(), t.roots32.data(), t.roots32.size()));
-    VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_iroots.back(), t.inverse_roots32.data(),
-                                             t.inverse_roots32.size()));
-  }
+  VEIL_RETURN_IF_ERROR(impl->tables.Upload(p));
   VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_monos, p.monos.data(), p.monos.size()));
   VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_perms, p.perms.data(), p.perms.size()));
   const uint64_t n = uint64_t{1} << p.log_n;

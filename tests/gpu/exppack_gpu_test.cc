@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gpu/backend.h"
 #include "gpu/exppack.h"
 #include "gtest/gtest.h"
@@ -20,6 +22,22 @@ namespace {
 
 #define SKIP_WITHOUT_GPU() \
   if (GpuDeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
+
+// A fresh query's sums under the session's keys: the device engine's equal the CPU engine's.
+void ExpectTheCpusSums(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
+                       const std::shared_ptr<const testing::Session>& session,
+                       const lattice::PackingEngine& cpu, const lattice::PackingEngine& gpu,
+                       std::mt19937_64& gen, const std::string& what) {
+  const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
+  std::vector<uint32_t> secret(matrix.lwe_n());
+  for (uint32_t& w : secret) w = static_cast<uint32_t>(gen());
+  const std::vector<uint8_t> ct = *lattice::EncryptLweSecret(ctx, session->z, secret);
+  std::vector<uint64_t> want(lattice::PackingSumWords(ctx, matrix)), got(want.size(), 1);
+  ASSERT_TRUE(cpu.Sums(keys, ct, 2, absl::MakeSpan(want)).ok()) << what;
+  const absl::Status st = gpu.Sums(keys, ct, 1, absl::MakeSpan(got));
+  ASSERT_TRUE(st.ok()) << what << ": " << st;
+  EXPECT_TRUE(got == want) << what;
+}
 
 TEST(ExpPackGpu, SumsEqualTheCpuEngine) {
   SKIP_WITHOUT_GPU();
@@ -37,16 +55,9 @@ TEST(ExpPackGpu, SumsEqualTheCpuEngine) {
     EXPECT_EQ((*gpu)->deferred_levels(), levels);
     for (int s = 0; s < 2; ++s) {
       const auto session = std::make_shared<const testing::Session>(ctx, n);
-      const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
       for (int q = 0; q < 2; ++q) {
-        std::vector<uint32_t> secret(n);
-        for (uint32_t& w : secret) w = static_cast<uint32_t>(gen());
-        const std::vector<uint8_t> ct = *lattice::EncryptLweSecret(ctx, session->z, secret);
-        std::vector<uint64_t> want(lattice::PackingSumWords(ctx, matrix)), got(want.size(), 1);
-        ASSERT_TRUE(cpu.Sums(keys, ct, 2, absl::MakeSpan(want)).ok());
-        const absl::Status st = (*gpu)->Sums(keys, ct, 1, absl::MakeSpan(got));
-        ASSERT_TRUE(st.ok()) << st;
-        EXPECT_TRUE(got == want) << levels << " levels deferred, session " << s << ", query " << q;
+        ExpectTheCpusSums(ctx, matrix, session, cpu, **gpu, gen,
+                          absl::StrCat(levels, " levels deferred, session ", s, ", query ", q));
       }
     }
     EXPECT_EQ((*gpu)->cached_sessions(), 1u);  // the first session's keys are gone with it
@@ -67,16 +78,8 @@ TEST(ExpPackGpu, SmallCaseForSanitizers) {
   options.deferred_levels = 3;
   auto gpu = GpuPackingEngine::Create(ctx, matrix, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  const auto session = std::make_shared<const testing::Session>(ctx, n);
-  const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
-  std::vector<uint32_t> secret(n);
-  for (uint32_t& w : secret) w = static_cast<uint32_t>(gen());
-  const std::vector<uint8_t> ct = *lattice::EncryptLweSecret(ctx, session->z, secret);
-  std::vector<uint64_t> want(lattice::PackingSumWords(ctx, matrix)), got(want.size(), 1);
-  ASSERT_TRUE(cpu.Sums(keys, ct, 1, absl::MakeSpan(want)).ok());
-  const absl::Status st = (*gpu)->Sums(keys, ct, 1, absl::MakeSpan(got));
-  ASSERT_TRUE(st.ok()) << st;
-  EXPECT_TRUE(got == want);
+  ExpectTheCpusSums(ctx, matrix, std::make_shared<const testing::Session>(ctx, n), cpu, **gpu, gen,
+                    "the small case");
 }
 
 TEST(ExpPackGpu, APackedServerAnswersAsOnTheCpu) {
