@@ -29,8 +29,9 @@ namespace veil::gpu {
 
 struct GpuPackingEngineOptions {
   int device = 0;
-  // Sessions whose keys stay on the device (7.9 MB each at the default ring and n = 1,024); the
-  // least recently used beyond it is uploaded again at its next query.
+  // Sessions whose keys stay on the device (786 KB a key at the default ring: 10 levels' fully
+  // expanding, 21 with four levels deferred, 14 with three); the least recently used beyond it
+  // is uploaded again at its next query.
   size_t max_sessions = 64;
   // Levels deferred (lattice::EngineDeferredLevels of it), as lattice::CpuPackingEngine's
   // argument: the same number gives the same bits. 0: the full expansion.
