@@ -1,5 +1,6 @@
-// The GPU's deferred switches: a __global__ wrapper over the phase body of
-// gpu/internal/deferred_phases.h (the code CI runs on the host) and the stage loop.
+// The GPU's deferred switches: the stage loop over the phase body of
+// gpu/internal/deferred_phases.h (the code CI runs on the host), one kernel per stage
+// (gpu/internal/qp_device.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// The GPU expansion: a __global__ wrapper over the phase body of
-// gpu/internal/expansion_phases.h (the code CI runs on the host), the level loop and its
+// The GPU expansion: the level loop over the phase body of gpu/internal/expansion_phases.h (the
+// code CI runs on the host), one kernel per stage (gpu/internal/qp_device.h), and its
 // measurement.
 #include <cuda_runtime.h>
 
