@@ -117,6 +117,19 @@ void Fold(const RingContext& ctx, const PackingMatrix& matrix, uint32_t deferred
 
 }  // namespace
 
+namespace internal {
+
+absl::Status CheckSumsBatch(size_t keys, size_t ciphertexts, size_t sums, int threads) {
+  if (ciphertexts != keys || sums != keys || threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("a batch of ", keys, " keys, ", ciphertexts,
+                                                   " ciphertexts and ", sums, " sums on ", threads,
+                                                   " threads"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
 uint32_t EngineDeferredLevels(const RingContext& ctx, uint32_t lwe_n, uint32_t levels) {
   return lwe_n > ctx.n() ? 0 : std::min({levels, kDeferredLevels, ExpansionLevels(lwe_n)});
 }
@@ -153,14 +166,21 @@ absl::StatusOr<PackingMatrix> DeferredPacking::FoldedMatrix(const RingContext& c
   return PackingMatrix::FromTransforms(ctx, virtual_groups, roots, std::move(folded));
 }
 
-absl::StatusOr<DeferredPacking::Switches> DeferredPacking::FindSwitches(
-    const he::GaloisKeys& keys) const {
+absl::StatusOr<DeferredPacking::Switches> DeferredPacking::CheckedSwitches(
+    const he::GaloisKeys* keys, absl::Span<uint64_t> sums, int threads) const {
   const RingContext& ctx = *ctx_;
+  if (sums.size() != PackingSumWords(ctx, *matrix_)) {
+    return absl::InvalidArgumentError(absl::StrCat("packing sums: ", sums.size(), " (expected ",
+                                                   PackingSumWords(ctx, *matrix_), ")"));
+  }
+  if (threads < 1) return absl::InvalidArgumentError("packing sums need at least one thread");
+  if (keys == nullptr) return absl::InvalidArgumentError("packing sums without keys");
+  if (absl::Status s = CheckExpansion(ctx, matrix_->lwe_n()); !s.ok()) return s;
   Switches switches(size_t{1} << levels_);
   for (size_t s = 1; s < switches.size(); ++s) {
     const uint32_t g = DeferredElement(ctx, matrix_->lwe_n(), levels_, static_cast<uint32_t>(s));
     absl::StatusOr<const he::KeySwitchKey*> key =
-        he::internal::FindGaloisKey(*ctx.expansion(), keys, g);
+        he::internal::FindGaloisKey(*ctx.expansion(), *keys, g);
     if (!key.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the expansion keys lack the Galois key of element ", g, ": ", key.status().message()));
@@ -284,13 +304,7 @@ void DeferredPacking::SwitchGroups(const Switches& switches, const uint64_t* vir
 absl::Status DeferredPacking::Sums(const he::GaloisKeys& keys, absl::Span<const uint8_t> ciphertext,
                                    int threads, absl::Span<uint64_t> sums) const {
   const RingContext& ctx = *ctx_;
-  if (sums.size() != PackingSumWords(ctx, *matrix_)) {
-    return absl::InvalidArgumentError(absl::StrCat("packing sums: ", sums.size(), " (expected ",
-                                                   PackingSumWords(ctx, *matrix_), ")"));
-  }
-  if (threads < 1) return absl::InvalidArgumentError("packing sums need at least one thread");
-  if (absl::Status s = CheckExpansion(ctx, matrix_->lwe_n()); !s.ok()) return s;
-  absl::StatusOr<Switches> switches = FindSwitches(keys);
+  absl::StatusOr<Switches> switches = CheckedSwitches(&keys, sums, threads);
   if (!switches.ok()) return switches.status();
   const size_t words = ctx.k() * ctx.n();
   uint64_t* nodes =
@@ -311,10 +325,9 @@ std::vector<absl::Status> DeferredPacking::SumsBatch(
     absl::Span<const absl::Span<uint64_t>> sums, int threads) const {
   const size_t count = keys.size();
   std::vector<absl::Status> out(count);
-  if (ciphertexts.size() != count || sums.size() != count || threads < 1) {
-    out.assign(count, absl::InvalidArgumentError(absl::StrCat(
-                          "a batch of ", count, " keys, ", ciphertexts.size(), " ciphertexts and ",
-                          sums.size(), " sums on ", threads, " threads")));
+  if (absl::Status s = internal::CheckSumsBatch(count, ciphertexts.size(), sums.size(), threads);
+      !s.ok()) {
+    out.assign(count, s);
     return out;
   }
   const RingContext& ctx = *ctx_;
@@ -329,20 +342,7 @@ std::vector<absl::Status> DeferredPacking::SumsBatch(
     // Each query expanded on one worker; those that fail are left out of the rest.
     he::internal::ParallelFor(threads, size, [&](size_t c) {
       const size_t q = first + c;
-      if (sums[q].size() != PackingSumWords(ctx, *matrix_)) {
-        out[q] = absl::InvalidArgumentError(absl::StrCat(
-            "packing sums: ", sums[q].size(), " (expected ", PackingSumWords(ctx, *matrix_), ")"));
-        return;
-      }
-      if (keys[q] == nullptr) {
-        out[q] = absl::InvalidArgumentError("packing sums without keys");
-        return;
-      }
-      if (absl::Status s = CheckExpansion(ctx, matrix_->lwe_n()); !s.ok()) {
-        out[q] = s;
-        return;
-      }
-      absl::StatusOr<Switches> found = FindSwitches(*keys[q]);
+      absl::StatusOr<Switches> found = CheckedSwitches(keys[q], sums[q], 1);
       if (!found.ok()) {
         out[q] = found.status();
         return;

@@ -37,6 +37,12 @@ namespace veil::lattice {
 // kDeferredLevels, L), and 0 for n above N (which every Sums refuses).
 uint32_t EngineDeferredLevels(const RingContext& ctx, uint32_t lwe_n, uint32_t levels);
 
+namespace internal {
+// The spans of a batch of sums (SumsBatch's: DeferredPacking's and PackingEngine's) in step and
+// threads >= 1, else INVALID_ARGUMENT naming the sizes.
+absl::Status CheckSumsBatch(size_t keys, size_t ciphertexts, size_t sums, int threads);
+}  // namespace internal
+
 class DeferredPacking {
  public:
   // The folded matrix of `matrix` (ring and matrix must outlive the result) with D =
@@ -82,8 +88,10 @@ class DeferredPacking {
 
   // sigma_s and its key for s >= 1 (entry 0 unused).
   using Switches = std::vector<std::pair<uint32_t, const he::KeySwitchKey*>>;
-  // INVALID_ARGUMENT for keys lacking an element.
-  absl::StatusOr<Switches> FindSwitches(const he::GaloisKeys& keys) const;
+  // Sums' checks of its arguments (and null keys), then the elements' keys: INVALID_ARGUMENT for
+  // keys lacking one.
+  absl::StatusOr<Switches> CheckedSwitches(const he::GaloisKeys* keys, absl::Span<uint64_t> sums,
+                                           int threads) const;
   size_t roots() const;                // 2^(L-D)
   uint64_t virtual_sum_words() const;  // G 2^D x 2 k N
   // The phases of Sums: the top levels' nodes into `nodes` (roots x 2 k N, tiled); every query's

@@ -176,19 +176,13 @@ std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> PackedSimpleServer:
     const int product_threads = threads / 2;
     std::thread alongside(
         [&] { product = server_->Answer(queries, 1, absl::MakeSpan(answers), product_threads); });
-    sums[0] = Sums(requests[good[0]], threads - product_threads);
+    sums = Sums(requests, good, threads - product_threads);
     alongside.join();
   } else {
     // A batch's queries each expanded on one worker alone, the folded matrix streamed once for
     // several (PackingEngine::SumsBatch).
     product = server_->Answer(queries, static_cast<int>(good.size()), absl::MakeSpan(answers));
-    if (product.ok()) {
-      if (good.size() == 1) {
-        sums[0] = Sums(requests[good[0]], threads);
-      } else {
-        sums = BatchSums(requests, good, threads);
-      }
-    }
+    if (product.ok()) sums = Sums(requests, good, threads);
   }
   if (may_overlap && schedule_ == SumsSchedule::kAdaptive && product.ok() && sums[0].ok()) {
     choice_.Record(schedule,
@@ -222,19 +216,7 @@ absl::Status PackedSimpleServer::Selection(const PackedRequest& request, PackSum
   return absl::OkStatus();
 }
 
-absl::StatusOr<PackedSimpleServer::PackSums> PackedSimpleServer::Sums(const PackedRequest& request,
-                                                                      int threads) const {
-  PackSums out;
-  if (absl::Status s = Selection(request, out); !s.ok()) return s;
-  if (absl::Status s = packing_engine().Sums(request.keys, request.ciphertext, threads,
-                                             absl::MakeSpan(out.sums));
-      !s.ok()) {
-    return s;
-  }
-  return out;
-}
-
-std::vector<absl::StatusOr<PackedSimpleServer::PackSums>> PackedSimpleServer::BatchSums(
+std::vector<absl::StatusOr<PackedSimpleServer::PackSums>> PackedSimpleServer::Sums(
     absl::Span<const PackedRequest> requests, absl::Span<const size_t> which, int threads) const {
   std::vector<PackSums> made(which.size());
   std::vector<absl::Status> status(which.size());

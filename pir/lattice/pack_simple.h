@@ -125,17 +125,15 @@ class PackedSimpleServer final : public PackedServer {
 
  private:
   // What a request needs of the packing before its SimplePIR answer: (the hybrid) its
-  // selection's bits, and the packing engine's sums on `threads` threads.
+  // selection's bits, and the packing engine's sums.
   struct PackSums {
     std::vector<uint64_t> sums;
     std::vector<he::QRgswCiphertext> bits;
   };
-  absl::StatusOr<PackSums> Sums(const PackedRequest& request, int threads) const;
-  // The same for several requests (requests[r] for r in `which`): their selections each on one
-  // of `threads` workers, then the engine's SumsBatch; each fails alone.
-  std::vector<absl::StatusOr<PackSums>> BatchSums(absl::Span<const PackedRequest> requests,
-                                                  absl::Span<const size_t> which,
-                                                  int threads) const;
+  // Those of requests[r] for r in `which`: their selections each on one of `threads` workers,
+  // then the engine's SumsBatch (one request alone: its Sums on all `threads`); each fails alone.
+  std::vector<absl::StatusOr<PackSums>> Sums(absl::Span<const PackedRequest> requests,
+                                             absl::Span<const size_t> which, int threads) const;
   // A request's selection's bits (lwe-hybrid) into `out`, and its sums sized. Returns
   // ExpandHybridSelection's errors, INVALID_ARGUMENT for a selection lwe-exppack-s does not take.
   absl::Status Selection(const PackedRequest& request, PackSums& out) const;

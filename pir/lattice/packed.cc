@@ -45,11 +45,10 @@ std::vector<absl::Status> PackingEngine::SumsBatch(
     absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
     absl::Span<const absl::Span<const uint8_t>> ciphertexts,
     absl::Span<const absl::Span<uint64_t>> sums, int threads) const {
-  if (ciphertexts.size() != keys.size() || sums.size() != keys.size() || threads < 1) {
-    return std::vector<absl::Status>(
-        keys.size(), absl::InvalidArgumentError(absl::StrCat(
-                         "a batch of ", keys.size(), " keys, ", ciphertexts.size(),
-                         " ciphertexts and ", sums.size(), " sums on ", threads, " threads")));
+  if (absl::Status s =
+          internal::CheckSumsBatch(keys.size(), ciphertexts.size(), sums.size(), threads);
+      !s.ok()) {
+    return std::vector<absl::Status>(keys.size(), s);
   }
   std::vector<absl::Status> out(keys.size());
   he::internal::ParallelFor(threads, keys.size(), [&](size_t q) {
