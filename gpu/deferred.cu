@@ -55,15 +55,11 @@ absl::StatusOr<std::unique_ptr<GpuDeferredSwitches>> GpuDeferredSwitches::Create
   absl::StatusOr<internal::DeferredPlan> plan =
       internal::MakeDeferredPlan(ctx, lwe_n, levels, groups);
   if (!plan.ok()) return plan.status();
-  VEIL_RETURN_IF_ERROR(internal::CheckDevice(device));
-  absl::StatusOr<lattice::RingContext> ring = lattice::RingContext::Create(ctx.params());
-  if (!ring.ok()) return ring.status();
-  auto impl = std::make_unique<Impl>(*std::move(ring));
-  impl->device = device;
-  impl->plan = *std::move(plan);
+  absl::StatusOr<std::unique_ptr<Impl>> started =
+      internal::StartOnDevice<Impl>(ctx, *std::move(plan), device);
+  if (!started.ok()) return started.status();
+  std::unique_ptr<Impl> impl = *std::move(started);
   const internal::DeferredPlan& p = impl->plan;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
   VEIL_RETURN_IF_ERROR(impl->tables.Upload(p));
   VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_perms, p.perms.data(), p.perms.size()));
   VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(

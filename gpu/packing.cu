@@ -10,6 +10,7 @@
 #include "gpu/internal/cuda_check.h"
 #include "gpu/internal/cuda_timing.h"
 #include "gpu/internal/packing_phases.h"
+#include "gpu/internal/qp_device.h"
 #include "gpu/internal/runners.h"
 #include "gpu/internal/switch_phases.h"
 #include "gpu/packing.h"
@@ -265,14 +266,10 @@ absl::StatusOr<std::unique_ptr<GpuResponseSwitch>> GpuResponseSwitch::Create(
     const lattice::RingContext& ctx, int device) {
   absl::StatusOr<internal::SwitchPlan> plan = internal::MakeSwitchPlan(ctx);
   if (!plan.ok()) return plan.status();
-  VEIL_RETURN_IF_ERROR(internal::CheckDevice(device));
-  absl::StatusOr<lattice::RingContext> ring = lattice::RingContext::Create(ctx.params());
-  if (!ring.ok()) return ring.status();
-  auto impl = std::make_unique<Impl>(*std::move(ring));
-  impl->device = device;
-  impl->plan = *std::move(plan);
-  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  absl::StatusOr<std::unique_ptr<Impl>> started =
+      internal::StartOnDevice<Impl>(ctx, *std::move(plan), device);
+  if (!started.ok()) return started.status();
+  std::unique_ptr<Impl> impl = *std::move(started);
   for (const internal::MontgomeryNttTables& t : impl->plan.tables) {
     impl->d_iroots.push_back(nullptr);
     VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_iroots.back(), t.inverse_roots.data(),

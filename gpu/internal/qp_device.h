@@ -1,6 +1,7 @@
 // What the device runners of the QP key-switching kernels share (the expansion's, gpu/expansion.cu,
 // and the deferred switches', gpu/deferred.cu): one __global__ instantiation per stage of a phased
-// kernel, and the QP tables' transform roots on a device. CUDA code only (the .cu files).
+// kernel, a device object's start, and the QP tables' transform roots on a device. CUDA code only
+// (the .cu files).
 #ifndef VEIL_GPU_INTERNAL_QP_DEVICE_H_
 #define VEIL_GPU_INTERNAL_QP_DEVICE_H_
 
@@ -8,14 +9,17 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gpu/expansion.h"
 #include "gpu/internal/cuda_check.h"
 #include "gpu/internal/ntt_phases.h"
 #include "gpu/internal/runners.h"
+#include "pir/lattice/rlwe.h"
 
 namespace veil::gpu::internal {
 
@@ -35,6 +39,24 @@ template <class Args, class Stage,
 std::array<void (*)(const Args), sizeof...(kI)> StageKernels(
     std::integer_sequence<uint32_t, kI...>) {
   return {&StageKernel<Args, Stage, Block, static_cast<Stage>(kI)>...};
+}
+
+// The start the device objects of a lattice ring share (GpuExpansion, GpuDeferredSwitches,
+// GpuResponseSwitch): `device` checked and made current, a new Impl made from a copy of the ring
+// with its device, plan and a non-blocking stream set. UNAVAILABLE without the device, INTERNAL
+// for CUDA failures.
+template <class Impl, class Plan>
+absl::StatusOr<std::unique_ptr<Impl>> StartOnDevice(const lattice::RingContext& ctx, Plan plan,
+                                                    int device) {
+  VEIL_RETURN_IF_ERROR(CheckDevice(device));
+  absl::StatusOr<lattice::RingContext> ring = lattice::RingContext::Create(ctx.params());
+  if (!ring.ok()) return ring.status();
+  auto impl = std::make_unique<Impl>(*std::move(ring));
+  impl->device = device;
+  impl->plan = std::move(plan);
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  return impl;
 }
 
 // The 32-bit forward and inverse roots of each prime of QP on the current device, freed with the
