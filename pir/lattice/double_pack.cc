@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "pir/he/dot_product.h"
 #include "pir/he/parallel.h"
 #include "pir/he/poly.h"
 #include "pir/lattice/expansion.h"
@@ -19,8 +18,6 @@ namespace {
 
 // Digit rows per first-level element: its residue (below q' < 2^32) in four bytes.
 constexpr uint64_t kDigits = 4;
-// Coefficients per call of the dot product that accumulates the W_t.
-constexpr uint64_t kSlice = 512;
 
 // The centered digit of M2 at `row` of column `t`: element row / 4 of the window starting at
 // ciphertext t (c0's N residues, then c1's, ciphertext after ciphertext), byte row % 4.
@@ -29,6 +26,23 @@ int32_t Digit(absl::Span<const SwitchedCiphertext> first, uint64_t n, uint64_t t
   const SwitchedCiphertext& ct = first[t + u];
   const uint32_t value = (rem < n ? ct.c0 : ct.c1)[rem % n];
   return static_cast<int8_t>(static_cast<uint8_t>(value >> (8 * (row % kDigits))));
+}
+
+// E[d^2] of M2's centered digits, averaged over a residue's four, for residues uniform below q
+// (the bytes well below q's top are uniform, (256^2 + 2) / 12; the top ones are not).
+double DigitMeanSquare(uint64_t q) {
+  double total = 0;
+  for (uint64_t d = 0; d < kDigits; ++d) {
+    // The residues with byte d equal to b: whole periods of 2^(8d + 8), then the rest's.
+    const uint64_t block = uint64_t{1} << (8 * d), period = block << 8, rest = q % period;
+    for (uint64_t b = 0; b < 256; ++b) {
+      const uint64_t count =
+          q / period * block + std::min(block, rest > b * block ? rest - b * block : 0);
+      const double centered = static_cast<int8_t>(static_cast<uint8_t>(b));
+      total += centered * centered * static_cast<double>(count);
+    }
+  }
+  return total / static_cast<double>(q) / kDigits;
 }
 
 }  // namespace
@@ -47,17 +61,18 @@ PackingNoise DoublePackNoiseBound(const RingContext& ring, uint64_t columns) {
   double q = 1;
   for (uint64_t p : ring.params().primes) q *= static_cast<double>(p);
   const double word = std::ldexp(1.0, 32);
-  // E[d^2] of M2's digits, averaged over a residue's four: the low three centered bytes
-  // (uniform: (256^2 + 2) / 12), the top one below q' / 2^24 (q' < 2^31: 0 .. q' / 2^24).
-  const double top = static_cast<double>(ring.response_modulus().value()) / std::ldexp(1.0, 24);
-  const double var_digit = (3 * (256.0 * 256.0 + 2) / 12 + top * top / 3) / kDigits;
+  const double var_digit = DigitMeanSquare(ring.response_modulus().value());
   const double var_a = static_cast<double>(columns) * var_digit * (word * word - 1) / 12;
-  // The keys' errors through the a-parts, and the keys' rounding (round(Q s_j / 2^32)) times the
-  // a-parts: integers of that variance, not words, whose multiples of 2^32 vanish modulo Q.
+  // The root's fresh error through T and the a-parts (ExpandedKeyVariance with every level
+  // deferred: no switch), and the keys' rounding (round(Q s_j / 2^32)) times the a-parts:
+  // integers of that variance, not words, whose multiples of 2^32 vanish modulo Q. The W_t's
+  // key switches (TracePacking's) only through the digits.
   const double at_q = word / q,
                at_switch = word / static_cast<double>(ring.response_modulus().value());
+  const uint32_t levels = ExpansionLevels(kLweDimension);
   const double var_q =
-      n * ring_n * var_a * ExpandedKeyVariance(ring, kLweDimension) + n * var_a / 12;
+      n * ring_n * var_a * ExpandedKeyVariance(ring, kLweDimension, levels) + n * var_a / 12 +
+      static_cast<double>(columns) * ring_n * var_digit * TraceSwitchVariance(ring, kLweDimension);
   const double var_switch = 1.0 / 12 + ring_n / 18;
   const double var_lwe = static_cast<double>(columns) * var_digit * kErrorSigma * kErrorSigma;
   PackingNoise noise;
@@ -83,8 +98,11 @@ absl::StatusOr<std::unique_ptr<DoublePackedServer>> DoublePackedServer::Create(
   const PublicMatrix a2(seed, MatrixDomain::kA2, second.columns);
   std::vector<uint32_t> words(second.columns * kLweDimension);
   a2.ExpandRows(0, second.columns, absl::MakeSpan(words));
+  absl::StatusOr<TracePacking> w =
+      TracePacking::Create((*first)->ring(), kLweDimension, second.columns, words);
+  if (!w.ok()) return w.status();
   return std::unique_ptr<DoublePackedServer>(
-      new DoublePackedServer(*std::move(first), second, std::move(words)));
+      new DoublePackedServer(*std::move(first), second, *std::move(w)));
 }
 
 std::vector<absl::StatusOr<std::vector<uint8_t>>> DoublePackedServer::AnswerBatch(
@@ -134,52 +152,10 @@ absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
       b[r] += static_cast<uint32_t>(Digit(first, n, t, r)) * query[t];
     }
   }
-  // W_t = sum_j A2[t, j] K_j (both halves), accumulated as the expansion gives the keys: one
-  // set per worker, added at the end.
-  const uint64_t w_words = columns * 2 * stride;
-  std::vector<uint64_t> workers(threads * w_words, 0);
-  const absl::Status expanded = ExpandLweSecret(
-      ctx, keys, kLweDimension, ciphertext, threads,
-      [&](int worker, uint32_t count, const uint32_t* index, const uint64_t* beta,
-          const uint64_t* alpha) {
-        uint64_t* w = workers.data() + worker * w_words;
-        // Per column and prime, the block's scalars A2[t, j] as constant rows of kSlice residues
-        // (the dot product's plaintexts; every slice of the keys reads the same rows).
-        std::vector<uint32_t> constants(kPackKeysPerBlock * kSlice);
-        const uint32_t* plain[kPackKeysPerBlock];
-        const uint64_t* beta_rows[kPackKeysPerBlock];
-        const uint64_t* alpha_rows[kPackKeysPerBlock];
-        for (uint32_t key = 0; key < count; ++key) plain[key] = constants.data() + key * kSlice;
-        for (uint64_t t = 0; t < columns; ++t) {
-          for (uint64_t p = 0; p < k; ++p) {
-            const he::Modulus& q = ctx.base()[p];
-            for (uint32_t key = 0; key < count; ++key) {
-              const int64_t a = static_cast<int32_t>(a2_[t * kLweDimension + index[key]]);
-              std::fill_n(constants.begin() + key * kSlice, kSlice,
-                          static_cast<uint32_t>(q.FromSigned(a)));
-            }
-            uint64_t* acc = w + t * 2 * stride + p * n;
-            for (uint64_t c = 0; c < n; c += kSlice) {
-              const uint64_t len = std::min<uint64_t>(kSlice, n - c);
-              for (uint32_t key = 0; key < count; ++key) {
-                beta_rows[key] = beta + key * stride + p * n + c;
-                alpha_rows[key] = alpha + key * stride + p * n + c;
-              }
-              he::internal::PlainDotProduct(he::internal::DotProductArgs32{
-                  &q, count, len, plain, beta_rows, alpha_rows, acc + c, acc + stride + c, true});
-            }
-          }
-        }
-      });
-  if (!expanded.ok()) return expanded;
-  const uint64_t* w = workers.data();
-  for (int worker = 1; worker < threads; ++worker) {
-    for (uint64_t half = 0; half < 2 * columns; ++half) {
-      he::internal::AddRows(ctx.ntt(), workers.data() + half * stride,
-                            workers.data() + worker * w_words + half * stride,
-                            workers.data() + half * stride);
-    }
-  }
+  // W_t = sum_j A2[t, j] K_j (both halves) as T(A2_t(X) c).
+  std::vector<uint64_t> sums(columns * 2 * stride);
+  if (absl::Status s = w_.Sums(keys, ciphertext, threads, absl::MakeSpan(sums)); !s.ok()) return s;
+  const uint64_t* w = sums.data();
   // Per output group: (B - sum_t M2_t W_t.beta, -sum_t M2_t W_t.alpha).
   std::vector<RlweCiphertext> packed;
   std::vector<uint64_t> digits(stride), sum0(stride), sum1(stride);

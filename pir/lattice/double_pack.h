@@ -10,19 +10,21 @@
 //           4 (2N u + e) .. + 3, digit d = bits 8d .. 8d + 7, centered) by G = c - w + 1 columns
 //           (the windows' starts). The client sends a second SimplePIR query for its window's
 //           start (G words, secret s2, matrix A2 = PublicMatrix(seed, kA2, G)) and the RLWE
-//           ciphertext of s2; the answer M2 q2 (8wN words) is packed with special ciphertexts
-//           expanded from s2's: 8w ciphertexts.
+//           ciphertext of s2; the answer M2 q2 (8wN words) is packed with the special
+//           ciphertexts of s2's (never formed: below): 8w ciphertexts.
 //   client  unpacks the digits with z, rebuilds the w first-level ciphertexts, decrypts them
 //           with z and picks its record's bytes with masks.
 //
 // The second packing needs no per-query transform of M2 A2 (8wN x n words, ~24,000 NTTs): the
 // packed sums are linear in the a-parts, sum_j (sum_t M2[., t] A2[t, j]) K_j = sum_t M2(X)_t W_t
-// with W_t = sum_j A2[t, j] K_j (an RLWE encryption of <A2[t], s2>), so the server accumulates
-// the G ciphertexts W_t while the expansion runs and multiplies each by its column's digit
-// polynomials (c 8 k NTTs). The a-parts are then integers up to G 128 2^31 rather than words
-// centered mod 2^32; they differ from those by multiples of 2^32, which the encoding absorbs
-// to within 2^-23 words per unit (rlwe.h), and the keys' errors grow with them
-// (DoublePackNoiseBound).
+// with W_t = sum_j A2[t, j] K_j (an RLWE encryption of <A2[t], s2>), so the server computes the
+// G ciphertexts W_t and multiplies each by its column's digit polynomials (c 8 k NTTs). It
+// expands nothing: the K_j being T(X^{-j} c2) (expansion.h's TracePacking), W_t = T(A2_t(X) c2)
+// with A2_t(X) = sum_j A2[t, j] X^{-j}, L key switches per column (G L in all: 60 at 2^24 x 64 B
+// instead of an expansion's 1,023). The a-parts are then integers up to G 128 2^31 rather than
+// words centered mod 2^32; they differ from those by multiples of 2^32, which the encoding
+// absorbs to within 2^-23 words per unit (rlwe.h), and the root's fresh error grows with them;
+// the key switches' errors do not (DoublePackNoiseBound).
 //
 // Bytes per lookup: up 4 (D0 + G) + 2 x SecretCiphertextBytes; down 8w x 8N; reusable keys
 // ExpansionKeyBytes (one set: both expansions use z).
@@ -51,12 +53,14 @@ struct DoublePackShape {
 DoublePackShape DoublePackShapeFor(const RingContext& ring, const Shape& shape);
 
 // The second level's noise in words, as a standard deviation (an expectation: one lookup's
-// strays by up to ~30%, its phases sharing G LWE errors and G sums W_t): the second query's
-// errors through M2 (G digits each), the second packing (keys of ExpandedKeyVariance against
-// a-parts of variance G E[d^2] Var(word), E[d^2] averaged over a residue's four digits, the top
-// one below q' / 2^24) and the switch. 25 runs of DoublePackTest's six lookups averaged within 3%
-// of it. The rule: 7.54 sigma <= Delta / 4 (a failure per digit below 2^-40 with half the
-// margin).
+// strays by up to ~30%, its phases sharing G LWE errors and the G errors of its sums W_t): the
+// second query's errors through M2 (G digits each); the second packing's, the root's fresh
+// error through T (ExpandedKeyVariance with no switch) against a-parts of variance
+// G E[d^2] Var(word) (E[d^2] averaged over a residue's four centered digits, exact for
+// residues uniform below q') and T's key switches (TraceSwitchVariance) through the digits
+// alone; and the switch to q'. DoublePackTest measures it at the test ring (LWE errors
+// dominate) and with too little modulus (the fresh error does). The rule: 7.54 sigma <=
+// Delta / 4 (a failure per digit below 2^-40 with half the margin).
 PackingNoise DoublePackNoiseBound(const RingContext& ring, uint64_t columns);
 bool DoublePackNoiseWithinRule(const RingContext& ring, uint64_t columns);
 
@@ -73,7 +77,7 @@ class DoublePackedServer final : public PackedServer {
   uint64_t ciphertexts() const override { return 2; }
   uint64_t selection_bytes() const override { return 0; }
   uint64_t response_bytes() const override { return second_.response_bytes; }
-  // The first level's (the second level's expansion stays on the CPU).
+  // The first level's (the second level's sums W_t stay on the CPU).
   const PackingEngine& packing_engine() const override { return first_->packing_engine(); }
   void set_packing_engine(std::unique_ptr<PackingEngine> engine) override {
     first_->set_packing_engine(std::move(engine));
@@ -86,10 +90,10 @@ class DoublePackedServer final : public PackedServer {
 
  private:
   DoublePackedServer(std::unique_ptr<PackedSimpleServer> first, DoublePackShape second,
-                     std::vector<uint32_t> a2)
-      : first_(std::move(first)), second_(second), a2_(std::move(a2)) {}
+                     TracePacking w)
+      : first_(std::move(first)), second_(second), w_(std::move(w)) {}
 
-  // The second fold, expansion (on `threads` workers) and packing of one query.
+  // The second fold, sums W_t (on `threads` workers) and packing of one query.
   absl::StatusOr<std::vector<uint8_t>> Second(absl::Span<const SwitchedCiphertext> first,
                                               absl::Span<const uint32_t> query,
                                               absl::Span<const uint8_t> ciphertext,
@@ -97,7 +101,7 @@ class DoublePackedServer final : public PackedServer {
 
   std::unique_ptr<PackedSimpleServer> first_;
   DoublePackShape second_;
-  std::vector<uint32_t> a2_;  // G x n
+  TracePacking w_;  // the sums W_t of A2 (G x n scalars)
 };
 
 class DoublePackedClient final : public PackedClient {

@@ -49,7 +49,8 @@ class LevelStep {
         monomials_(monomials),
         words_(ctx.k() * ctx.n()) {}
 
-  // Level `level`'s step on (in0, in1) into `left` and `right` (either may have null halves).
+  // Level `level`'s step on (in0, in1) into `left` and `right` (either may have null halves;
+  // left may be the input itself; monomials are read for a right child only).
   void Run(uint32_t level, const uint64_t* in0, const uint64_t* in1, Halves left, Halves right) {
     const size_t n = ctx_.n();
     // The rotated halves, then c1's coefficients: this thread's scratch, as every temporary
@@ -63,7 +64,6 @@ class LevelStep {
     const uint32_t g = static_cast<uint32_t>(ctx_.n() >> level) + 1;
     he::internal::RotateFromDigits(bfv_, in0, digits, g, *keys_[level], true, rotated,
                                    rotated + words_);
-    const std::vector<uint64_t>& mono = monomials_[level];  // X^{-2^l}, then its Shoup factors
     for (size_t h = 0; h < 2; ++h) {
       const uint64_t* x = h == 0 ? in0 : in1;
       const uint64_t* y = rotated + h * words_;
@@ -71,6 +71,7 @@ class LevelStep {
       uint64_t* to_right = h == 0 ? right.c0 : right.c1;
       if (to_left != nullptr) he::internal::AddRows(ctx_.ntt(), x, y, to_left);
       if (to_right == nullptr) continue;
+      const std::vector<uint64_t>& mono = monomials_[level];  // X^{-2^l}, then Shoup factors
       for (size_t i = 0; i < ctx_.k(); ++i) {
         const size_t row = i * n;
         he::internal::SubMulShoup(ctx_.base()[i], n, x + row, y + row, mono.data() + row,
@@ -440,6 +441,102 @@ absl::StatusOr<absl::Span<const uint64_t>> ExpandIntoPackingSums(
   return absl::Span<const uint64_t>(storage, words);
 }
 
+namespace {
+
+// The coefficients' variances after level l's c + g_l(c) (left) and (c - g_l(c)) X^{-2^l} (right)
+// on a ciphertext whose coefficients have variances v, each plus `added` (a key switch's).
+void LevelVariances(size_t n, uint32_t level, const std::vector<double>& v, double added,
+                    std::vector<double>& left, std::vector<double>& right) {
+  const uint64_t g = (n >> level) + 1, step = uint64_t{1} << level;
+  std::vector<double> rotated(n);
+  std::vector<int> fixed_sign(n, 0);  // +1 / -1: coefficient fixed by g, with that sign
+  // Coefficient c goes to c g mod 2N under X -> X^g: position c g mod N, negated if the
+  // quotient is odd; it is fixed (up to sign) exactly when c is a multiple of 2^l for g_l.
+  for (size_t c = 0; c < n; ++c) {
+    const uint64_t to = (c * g) % (2 * n);
+    rotated[to % n] = v[c];
+    if (to % n == c) fixed_sign[c] = to < n ? 1 : -1;
+  }
+  left.resize(n);
+  right.resize(n);
+  for (size_t c = 0; c < n; ++c) {
+    // c +- g(c): a fixed coefficient doubles or cancels; others add independent variances.
+    const double x = v[c];
+    const double plus = fixed_sign[c] == 0 ? x + rotated[c] : (fixed_sign[c] > 0 ? 4 * x : 0);
+    const double minus = fixed_sign[c] == 0 ? x + rotated[c] : (fixed_sign[c] > 0 ? 0 : 4 * x);
+    left[c] = plus + added;
+    right[(c + n - step) % n] = minus + added;  // times X^{-2^l}: a cyclic shift
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<TracePacking> TracePacking::Create(const RingContext& ctx, uint32_t lwe_n,
+                                                  uint64_t rows,
+                                                  absl::Span<const uint32_t> scalars) {
+  if (absl::Status s = CheckExpansion(ctx, lwe_n); !s.ok()) return s;
+  if (rows == 0 || scalars.size() != rows * lwe_n) {
+    return absl::InvalidArgumentError(absl::StrCat("a matrix of ", scalars.size(), " scalars for ",
+                                                   rows, " rows of n = ", lwe_n));
+  }
+  const size_t n = ctx.n(), words = ctx.k() * n;
+  std::vector<uint64_t> transforms(rows * words, 0);
+  for (uint64_t t = 0; t < rows; ++t) {
+    uint64_t* a = transforms.data() + t * words;
+    for (size_t i = 0; i < ctx.k(); ++i) {
+      for (uint32_t j = 0; j < lwe_n; ++j) {
+        // X^{-j} = -X^{N - j} for j >= 1.
+        const int64_t value = static_cast<int32_t>(scalars[t * lwe_n + j]);
+        a[i * n + (n - j) % n] = ctx.base()[i].FromSigned(j == 0 ? value : -value);
+      }
+    }
+    he::internal::ForwardNtt(ctx.ntt(), a);
+  }
+  return TracePacking(ctx, lwe_n, rows, std::move(transforms));
+}
+
+absl::Status TracePacking::Sums(const he::GaloisKeys& keys, absl::Span<const uint8_t> ciphertext,
+                                int threads, absl::Span<uint64_t> sums) const {
+  const RingContext& ctx = *ctx_;
+  const size_t words = ctx.k() * ctx.n();
+  if (threads < 1) return absl::InvalidArgumentError("packing sums need at least one thread");
+  if (sums.size() != rows_ * 2 * words) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packing sums: ", sums.size(), " (expected ", rows_ * 2 * words, ")"));
+  }
+  absl::StatusOr<std::vector<const he::KeySwitchKey*>> level_keys =
+      internal::ExpansionLevelKeys(ctx, keys, lwe_n_);
+  if (!level_keys.ok()) return level_keys.status();
+  absl::StatusOr<std::vector<uint64_t>> root = internal::SecretCiphertextRoot(ctx, ciphertext);
+  if (!root.ok()) return root.status();
+  const std::vector<std::vector<uint64_t>> no_monomials;  // no right children
+  he::internal::ParallelFor(threads, rows_, [&](size_t t) {
+    uint64_t* c0 = sums.data() + t * 2 * words;
+    uint64_t* c1 = c0 + words;
+    const uint64_t* a = transforms_.data() + t * words;
+    he::internal::MultiplyRows(ctx.ntt(), a, root->data(), c0);
+    he::internal::MultiplyRows(ctx.ntt(), a, root->data() + words, c1);
+    LevelStep step(ctx, *level_keys, no_monomials);
+    for (uint32_t l = 0; l < ExpansionLevels(lwe_n_); ++l) {
+      step.Run(l, c0, c1, Halves{c0, c1}, Halves{nullptr, nullptr});
+    }
+  });
+  return absl::OkStatus();
+}
+
+double TraceSwitchVariance(const RingContext& ctx, uint32_t lwe_n) {
+  const size_t n = ctx.n();
+  const double key_switch = he::internal::KeySwitchVariance(*ctx.expansion());
+  std::vector<double> v(n, 0), left, right;
+  for (uint32_t l = 0; l < ExpansionLevels(lwe_n); ++l) {
+    LevelVariances(n, l, v, key_switch, left, right);
+    v.swap(left);
+  }
+  double total = 0;
+  for (double x : v) total += x;
+  return total / static_cast<double>(n);
+}
+
 double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n, uint32_t deferred_levels) {
   const size_t n = ctx.n();
   const double ring_n = static_cast<double>(n);
@@ -450,30 +547,14 @@ double ExpandedKeyVariance(const RingContext& ctx, uint32_t lwe_n, uint32_t defe
   std::vector<std::vector<double>> v(levels + 1, std::vector<double>(n));
   std::fill(v[0].begin(), v[0].end(), 10.5);
   double total = 0;
-  // Coefficient c goes to c g mod 2N under X -> X^g: position c g mod N, negated if the
-  // quotient is odd; it is fixed (up to sign) exactly when c is a multiple of 2^l for g_l.
   auto visit = [&](auto&& self, uint32_t level, uint64_t index) -> void {
     if (level == levels) {
       for (double x : v[levels]) total += x;
       return;
     }
-    const uint64_t g = (n >> level) + 1, step = uint64_t{1} << level;
-    std::vector<double> rotated(n), left(n), right(n);
-    std::vector<int> fixed_sign(n, 0);  // +1 / -1: coefficient fixed by g, with that sign
-    for (size_t c = 0; c < n; ++c) {
-      const uint64_t to = (c * g) % (2 * n);
-      rotated[to % n] = v[level][c];
-      if (to % n == c) fixed_sign[c] = to < n ? 1 : -1;
-    }
-    for (size_t c = 0; c < n; ++c) {
-      // c +- g(c): a fixed coefficient doubles or cancels; others add independent variances.
-      const double x = v[level][c];
-      const double plus = fixed_sign[c] == 0 ? x + rotated[c] : (fixed_sign[c] > 0 ? 4 * x : 0);
-      const double minus = fixed_sign[c] == 0 ? x + rotated[c] : (fixed_sign[c] > 0 ? 0 : 4 * x);
-      const double added = level < switched ? key_switch : 0;
-      left[c] = plus + added;
-      right[(c + n - step) % n] = minus + added;  // times X^{-2^l}: a cyclic shift
-    }
+    const uint64_t step = uint64_t{1} << level;
+    std::vector<double> left, right;
+    LevelVariances(n, level, v[level], level < switched ? key_switch : 0, left, right);
     v[level + 1] = left;
     self(self, level + 1, index);
     if (index + step < lwe_n) {

@@ -28,6 +28,7 @@
 #define VEIL_PIR_LATTICE_EXPANSION_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -106,6 +107,46 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
 absl::StatusOr<absl::Span<const uint64_t>> ExpandIntoPackingSums(
     const RingContext& ctx, const he::GaloisKeys& keys, const PackingMatrix& matrix,
     absl::Span<const uint8_t> ciphertext, int threads);
+
+// The packing sums of a matrix of scalars (double packing's A2: `rows` rows of lwe_n words, each a
+// signed 32-bit value) without expanding. A leaf is K_j = T(X^{-j} c) for the root ciphertext c,
+// T = prod_l (1 + g_l) over the expansion's L levels (c + g_l(c) is a level's left child, and
+// (c - g_l(c)) X^{-2^l} = (1 + g_l)(X^{-2^l} c) its right one, g_l fixing the lower levels'
+// monomials), so for scalars a_j
+//     sum_j a_j K_j = T(A(X) c),   A(X) = sum_j a_j X^{-j}:
+// one product and L key switches per row instead of the expansion's 2^L - 1 (and n products per
+// row). The key switches' errors add to the sums directly instead of through the a_j
+// (TraceSwitchVariance): less noise than the expanded keys'.
+class TracePacking {
+ public:
+  // ctx must outlive the result. Returns CheckExpansion's errors, INVALID_ARGUMENT for no rows
+  // or scalars other than rows x lwe_n words.
+  static absl::StatusOr<TracePacking> Create(const RingContext& ctx, uint32_t lwe_n, uint64_t rows,
+                                             absl::Span<const uint32_t> scalars);
+
+  uint64_t rows() const { return rows_; }
+  // Row t's sums (beta, then alpha: the ciphertext sum_j a_{t,j} K_j, NTT form over Q) at
+  // t x 2 k N of `sums` (rows x 2 k N residues), for a ciphertext of EncryptLweSecret (lwe_n)
+  // under keys of ParseExpansionKeys, the rows on up to `threads` threads. Returns
+  // ExpandLweSecret's errors, INVALID_ARGUMENT for sums of another size.
+  absl::Status Sums(const he::GaloisKeys& keys, absl::Span<const uint8_t> ciphertext, int threads,
+                    absl::Span<uint64_t> sums) const;
+
+ private:
+  TracePacking(const RingContext& ctx, uint32_t lwe_n, uint64_t rows,
+               std::vector<uint64_t> transforms)
+      : ctx_(&ctx), lwe_n_(lwe_n), rows_(rows), transforms_(std::move(transforms)) {}
+
+  const RingContext* ctx_;
+  uint32_t lwe_n_;
+  uint64_t rows_;
+  std::vector<uint64_t> transforms_;  // A_t(X), NTT form over Q: rows x k x N
+};
+
+// The mean over the N coefficients of the variance (in units of Z_Q) of the error that
+// TracePacking's L key switches add to a row's sums: each switch's (he::internal::
+// KeySwitchVariance), then doubled by the later levels as ExpandedKeyVariance's.
+double TraceSwitchVariance(const RingContext& ctx, uint32_t lwe_n);
 
 // The mean, over the n leaves and their N coefficients, of the variance of K_j's error (in units
 // of Z_Q; the packing noise depends on that sum only): fresh errors of variance 10.5, each key

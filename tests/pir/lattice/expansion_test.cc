@@ -128,6 +128,99 @@ TEST(ExpansionTest, LeavesEncryptTheSecretWithTheModelsNoise) {
   EXPECT_LT(largest, q0 / 8.0);  // far from wrapping modulo one prime: the measure is exact
 }
 
+// TracePacking's sums decrypt to sum_j a_j s_j in coefficient 0 and to 0 elsewhere, with the
+// model's noise (the root's fresh error through T and the a_j, and T's key switches), far below
+// what the expanded keys' errors through the a_j would give; at n = 1,024 and 300 (a partial
+// last level).
+TEST(ExpansionTest, TracePackingSumsTheScalarsTimesTheLeaves) {
+  const RingContext ctx = DefaultContext();
+  const size_t n = ctx.n(), words = ctx.k() * n;
+  const uint64_t q0 = ctx.base()[0].value();
+  const auto row0 = ctx.ntt().first(1);
+  for (const uint32_t lwe_n : {kLweDimension, 300u}) {
+    const Session session(ctx, lwe_n);
+    std::vector<uint32_t> secret(lwe_n);
+    SeededSource rng(Seed(7) + lwe_n);
+    SampleSecret(rng, absl::MakeSpan(secret));
+    // Small scalars (|a| <= 64, the most negative among them), so that the noise stays far below
+    // one prime and is measured exactly there.
+    const uint64_t rows = 32;
+    std::vector<uint32_t> scalars(rows * lwe_n);
+    double squares = 0;
+    for (size_t i = 0; i < scalars.size(); ++i) {
+      const int32_t a = static_cast<int32_t>((i * 2654435761u + lwe_n) % 129) - 64;
+      scalars[i] = static_cast<uint32_t>(a);
+      squares += double{a} * a;
+    }
+    const TracePacking trace = *TracePacking::Create(ctx, lwe_n, rows, scalars);
+    EXPECT_EQ(trace.rows(), rows);
+    const std::vector<uint8_t> ct = *EncryptLweSecret(ctx, session.z, secret);
+    std::vector<uint64_t> sums(rows * 2 * words);
+    ASSERT_TRUE(trace.Sums(session.keys, ct, 2, absl::MakeSpan(sums)).ok());
+    double sum_squares = 0, largest = 0;
+    std::vector<uint64_t> phase(n);
+    for (uint64_t t = 0; t < rows; ++t) {
+      const uint64_t* beta = sums.data() + t * 2 * words;
+      he::internal::MultiplyRows(row0, beta + words, session.z.ntt().data(), phase.data());
+      he::internal::AddRows(row0, phase.data(), beta, phase.data());
+      he::internal::InverseNtt(row0, phase.data());
+      uint64_t message = 0;
+      for (uint32_t j = 0; j < lwe_n; ++j) {
+        const uint64_t a = ctx.base()[0].FromSigned(static_cast<int32_t>(scalars[t * lwe_n + j]));
+        message = ctx.base()[0].Add(message, ctx.base()[0].Mul(a, ctx.EncodeWord(secret[j], 0)));
+      }
+      for (size_t c = 0; c < n; ++c) {
+        const double noise = Centered(ctx.base()[0].Sub(phase[c], c == 0 ? message : 0), q0);
+        sum_squares += noise * noise;
+        largest = std::max(largest, std::abs(noise));
+      }
+    }
+    const double measured = sum_squares / (double{rows} * n);
+    const double mean_square = squares / static_cast<double>(scalars.size());
+    const uint32_t levels = ExpansionLevels(lwe_n);
+    const double model = lwe_n * mean_square * ExpandedKeyVariance(ctx, lwe_n, levels) +
+                         TraceSwitchVariance(ctx, lwe_n);
+    std::printf("trace packing at n = %u: sigma 2^%.2f (model 2^%.2f; the expanded keys' 2^%.2f)\n",
+                lwe_n, std::log2(measured) / 2, std::log2(model) / 2,
+                std::log2(lwe_n * mean_square * ExpandedKeyVariance(ctx, lwe_n)) / 2);
+    // Ten runs: 0.92 to 1.13 of the model's variance (a row's top-level switch errors are
+    // spread by T over many coefficients: fewer independent samples than coefficients).
+    EXPECT_GT(measured, 0.8 * model) << lwe_n;
+    EXPECT_LT(measured, 1.25 * model) << lwe_n;
+    EXPECT_LT(largest, q0 / 8.0);  // far from wrapping modulo one prime: the measure is exact
+    EXPECT_LT(model, lwe_n * mean_square * ExpandedKeyVariance(ctx, lwe_n) / 1000);
+  }
+}
+
+TEST(ExpansionTest, TracePackingRefusesBadArguments) {
+  const RingContext ctx = DefaultContext();
+  const uint32_t lwe_n = 16;
+  const Session session(ctx, lwe_n);
+  const std::vector<uint32_t> scalars(2 * lwe_n, 1);
+  const auto expect_invalid = [](const absl::Status& s, const std::string& message) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr(message));
+  };
+  expect_invalid(TracePacking::Create(ctx, lwe_n, 0, {}).status(), "for 0 rows");
+  expect_invalid(TracePacking::Create(ctx, lwe_n, 3, scalars).status(), "32 scalars for 3 rows");
+  expect_invalid(TracePacking::Create(ctx, 4097, 1, std::vector<uint32_t>(4097)).status(),
+                 "not 4097");
+  const TracePacking trace = *TracePacking::Create(ctx, lwe_n, 2, scalars);
+  const std::vector<uint32_t> secret(lwe_n, 3);
+  const std::vector<uint8_t> ct = *EncryptLweSecret(ctx, session.z, secret);
+  std::vector<uint64_t> sums(2 * 2 * ctx.k() * ctx.n());
+  EXPECT_TRUE(trace.Sums(session.keys, ct, 1, absl::MakeSpan(sums)).ok());
+  expect_invalid(trace.Sums(session.keys, ct, 0, absl::MakeSpan(sums)), "at least one thread");
+  expect_invalid(trace.Sums(session.keys, ct, 1, absl::MakeSpan(sums).first(5)), "packing sums: 5");
+  expect_invalid(
+      trace.Sums(session.keys, absl::MakeConstSpan(ct).first(40), 1, absl::MakeSpan(sums)),
+      "the secret's ciphertext is 49184 bytes, got 40");
+  he::GaloisKeys missing = session.keys;
+  missing.keys.erase(static_cast<uint32_t>(ctx.n() >> 2) + 1);  // level 2's element
+  expect_invalid(trace.Sums(missing, ct, 1, absl::MakeSpan(sums)),
+                 "lack the Galois key of element 1025");
+}
+
 TEST(ExpansionTest, AwkwardCountsExpandEveryIndexOnce) {
   const RingContext ctx = DefaultContext();
   for (const uint32_t lwe_n : {1u, 3u, 300u}) {
