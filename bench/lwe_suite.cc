@@ -288,7 +288,7 @@ absl::Status LweAnswer(const Flags& flags) {
 // --protocol=exppack-d: ExpPack(D) (pack_double.h): DoublePIR's product, then each query's R
 // expansions and packings (one per record byte) spread over the threads; the query carries R
 // ciphertexts. --protocol=double-pack: double packing (double_pack.h) on ExpPack(S)'s shape: the
-// second fold, expansion and packing after ExpPack(S)'s.
+// second fold, sums W_t (by trace) and packing after ExpPack(S)'s.
 }  // namespace
 
 absl::Status PackedLattice(const Flags& flags, const std::string& name,

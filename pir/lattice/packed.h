@@ -166,7 +166,7 @@ class PackedServer {
 
   // Where the expansions, packing sums and switches run: CpuPackingEngine unless replaced by an
   // engine made for this server's ring() and matrix() (double packing's second fold and its
-  // expansion stay on the CPU). Not for concurrent use with AnswerBatch.
+  // sums W_t stay on the CPU). Not for concurrent use with AnswerBatch.
   virtual const PackingEngine& packing_engine() const { return *packing_engine_; }
   virtual void set_packing_engine(std::unique_ptr<PackingEngine> engine) {
     packing_engine_ = std::move(engine);

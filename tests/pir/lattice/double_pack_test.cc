@@ -140,7 +140,7 @@ TEST(DoublePackTest, TheSecondFoldsShape) {
 TEST(DoublePackTest, StraddlingRecordsDecodeFromTheirWindow) {
   // 900 records of 100 bytes, 50 per column: D1 = 5,000, 5 groups of N = 1,024, a window of 2
   // (4 starts): 16 ciphertexts down. Two workers for three queries in one batch, then for one
-  // query's second expansion.
+  // query's second level.
   DoublePackFixture f(900, 100, 50, 500, 2);
   const uint64_t d0 = f.server->config().shape.d0;
   EXPECT_EQ(f.server->response_bytes(), 16u * 8 * 1024);
