@@ -167,8 +167,11 @@ RingParams TooLittleModulus() {
 
 TEST(DoublePackTest, TheNoiseRuleHoldsAtTheDefaultsAndFailsWithTooLittleModulus) {
   const RingContext ring = *RingContext::Create(RingParams::Default());
-  // Up to G = 64 columns (2^30 x 64 B needs ~46) at the default ring.
-  EXPECT_TRUE(DoublePackNoiseWithinRule(ring, 64));
+  // Up to G = 2^20 columns (2^30 x 64 B needs ~46) at the default ring: the LWE errors through
+  // the digits grow with G, the fresh error through the a-parts too (the expanded keys' errors,
+  // which the sums carried before TracePacking, had stopped the rule at G = 64).
+  EXPECT_TRUE(DoublePackNoiseWithinRule(ring, uint64_t{1} << 20));
+  EXPECT_FALSE(DoublePackNoiseWithinRule(ring, uint64_t{1} << 21));
   EXPECT_LT(DoublePackNoiseBound(ring, 1).sigma, DoublePackNoiseBound(ring, 64).sigma);
   const RingContext small = *RingContext::Create(TooLittleModulus());
   EXPECT_FALSE(DoublePackNoiseWithinRule(small, 4));
