@@ -19,13 +19,22 @@ namespace {
 // Digit rows per first-level element: its residue (below q' < 2^32) in four bytes.
 constexpr uint64_t kDigits = 4;
 
-// The centered digit of M2 at `row` of column `t`: element row / 4 of the window starting at
-// ciphertext t (c0's N residues, then c1's, ciphertext after ciphertext), byte row % 4.
-int32_t Digit(absl::Span<const SwitchedCiphertext> first, uint64_t n, uint64_t t, uint64_t row) {
-  const uint64_t e = row / kDigits, u = e / (2 * n), rem = e % (2 * n);
-  const SwitchedCiphertext& ct = first[t + u];
-  const uint32_t value = (rem < n ? ct.c0 : ct.c1)[rem % n];
-  return static_cast<int8_t>(static_cast<uint8_t>(value >> (8 * (row % kDigits))));
+// M2's digits for the c first-level ciphertexts: ciphertext u's residues in order (c0's N, then
+// c1's), four centered bytes each, at u 8N + 4 e + d; row r of column t (the window starting at
+// ciphertext t) is then digit t 8N + r.
+std::vector<int8_t> DigitsOf(absl::Span<const SwitchedCiphertext> first, uint64_t n) {
+  std::vector<int8_t> digits(first.size() * 2 * kDigits * n);
+  int8_t* out = digits.data();
+  for (const SwitchedCiphertext& ct : first) {
+    for (const std::vector<uint32_t>* half : {&ct.c0, &ct.c1}) {
+      for (uint64_t e = 0; e < n; ++e) {
+        for (uint64_t d = 0; d < kDigits; ++d) {
+          *out++ = static_cast<int8_t>(static_cast<uint8_t>((*half)[e] >> (8 * d)));
+        }
+      }
+    }
+  }
+  return digits;
 }
 
 // E[d^2] of M2's centered digits, averaged over a residue's four, for residues uniform below q
@@ -145,37 +154,36 @@ absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
   const RingContext& ctx = ring();
   const uint64_t n = ctx.n(), k = ctx.k(), stride = k * n, columns = second_.columns;
   const uint64_t rows = second_.rows, groups = rows / n;
+  const std::vector<int8_t> m2 = DigitsOf(first, n);
   // The b-parts: M2 q2.
   std::vector<uint32_t> b(rows, 0);
   for (uint64_t t = 0; t < columns; ++t) {
-    for (uint64_t r = 0; r < rows; ++r) {
-      b[r] += static_cast<uint32_t>(Digit(first, n, t, r)) * query[t];
-    }
+    const int8_t* column = m2.data() + t * 2 * kDigits * n;
+    for (uint64_t r = 0; r < rows; ++r) b[r] += static_cast<uint32_t>(column[r]) * query[t];
   }
   // W_t = sum_j A2[t, j] K_j (both halves) as T(A2_t(X) c).
   std::vector<uint64_t> sums(columns * 2 * stride);
   if (absl::Status s = w_.Sums(keys, ciphertext, threads, absl::MakeSpan(sums)); !s.ok()) return s;
-  const uint64_t* w = sums.data();
-  // Per output group: (B - sum_t M2_t W_t.beta, -sum_t M2_t W_t.alpha).
-  std::vector<RlweCiphertext> packed;
-  std::vector<uint64_t> digits(stride), sum0(stride), sum1(stride);
-  for (uint64_t h = 0; h < groups; ++h) {
-    std::fill(sum0.begin(), sum0.end(), 0);
-    std::fill(sum1.begin(), sum1.end(), 0);
+  // Per output group, on the threads: (B - sum_t M2_t W_t.beta, -sum_t M2_t W_t.alpha).
+  std::vector<RlweCiphertext> packed(groups);
+  he::internal::ParallelFor(threads, groups, [&](size_t h) {
+    std::vector<uint64_t> digits(stride), sum0(stride, 0), sum1(stride, 0);
     for (uint64_t t = 0; t < columns; ++t) {
+      const int8_t* column = m2.data() + t * 2 * kDigits * n + h * n;
       for (uint64_t p = 0; p < k; ++p) {
+        const uint64_t q = ctx.base()[p].value();
         for (uint64_t c = 0; c < n; ++c) {
-          digits[p * n + c] = ctx.base()[p].FromSigned(Digit(first, n, t, h * n + c));
+          digits[p * n + c] = column[c] < 0 ? q - static_cast<uint64_t>(-column[c]) : column[c];
         }
       }
       he::internal::ForwardNtt(ctx.ntt(), digits.data());
-      const uint64_t* wt = w + t * 2 * stride;
+      const uint64_t* wt = sums.data() + t * 2 * stride;
       he::internal::MultiplyAccumulateRows(ctx.ntt(), digits.data(), wt, sum0.data());
       he::internal::MultiplyAccumulateRows(ctx.ntt(), digits.data(), wt + stride, sum1.data());
     }
-    packed.push_back(
-        PackedCiphertext(ctx, absl::MakeConstSpan(b).subspan(h * n, n), sum0.data(), sum1.data()));
-  }
+    packed[h] =
+        PackedCiphertext(ctx, absl::MakeConstSpan(b).subspan(h * n, n), sum0.data(), sum1.data());
+  });
   absl::StatusOr<std::vector<SwitchedCiphertext>> switched = packing_engine().Switch(packed);
   if (!switched.ok()) return switched.status();
   return SerializeResponse(*switched);
