@@ -111,7 +111,7 @@ absl::StatusOr<absl::Span<const uint64_t>> ExpandIntoPackingSums(
 // The packing sums of a matrix of scalars (double packing's A2: `rows` rows of lwe_n words, each a
 // signed 32-bit value) without expanding. A leaf is K_j = T(X^{-j} c) for the root ciphertext c,
 // T = prod_l (1 + g_l) over the expansion's L levels (c + g_l(c) is a level's left child, and
-// (c - g_l(c)) X^{-2^l} = (1 + g_l)(X^{-2^l} c) its right one, g_l fixing the lower levels'
+// (c - g_l(c)) X^{-2^l} = (1 + g_l)(X^{-2^l} c) its right one, g_l fixing the deeper levels'
 // monomials), so for scalars a_j
 //     sum_j a_j K_j = T(A(X) c),   A(X) = sum_j a_j X^{-j}:
 // one product and L key switches per row instead of the expansion's 2^L - 1 (and n products per
