@@ -73,7 +73,7 @@ PackingNoise DoublePackNoiseBound(const RingContext& ring, uint64_t columns) {
   const double var_digit = DigitMeanSquare(ring.response_modulus().value());
   const double var_a = static_cast<double>(columns) * var_digit * (word * word - 1) / 12;
   // The root's fresh error through T and the a-parts (ExpandedKeyVariance with every level
-  // deferred: no switch), and the keys' rounding (round(Q s_j / 2^32)) times the a-parts:
+  // deferred: no switch), and the root's rounding (round(Q s_j / 2^32)) times the a-parts:
   // integers of that variance, not words, whose multiples of 2^32 vanish modulo Q. The W_t's
   // key switches (TracePacking's) only through the digits.
   const double at_q = word / q,

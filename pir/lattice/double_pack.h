@@ -37,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "pir/lattice/expansion.h"
 #include "pir/lattice/hybrid.h"
 #include "pir/lattice/pack_simple.h"
 #include "pir/lattice/packed.h"
