@@ -84,13 +84,13 @@ absl::Status HostRunDeferredSwitches(const DeferredPlan& plan, const ExpansionKe
   arrays.scratch = scratch.data();
   std::vector<uint32_t> shared(n);
   SequentialRunner run;
-  return RunDeferredStages(plan, arrays,
-                           [&](const DeferredArgs& args, DeferredStage stage, uint32_t blocks) {
-                             for (uint32_t b = 0; b < blocks; ++b) {
-                               DeferredStageBlock(run, args, stage, b, shared.data());
-                             }
-                             return absl::OkStatus();
-                           });
+  return RunDeferredStages(
+      plan, arrays, [&](const DeferredArgs& args, DeferredStage stage, uint32_t blocks) {
+        HostLoop(blocks, [&](uint64_t b) {
+          DeferredStageBlock(run, args, stage, static_cast<uint32_t>(b), shared.data());
+        });
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace veil::gpu::internal

@@ -136,9 +136,9 @@ absl::StatusOr<ExpandedKeys> HostRunExpansionWith(const lattice::RingContext& ct
   SequentialRunner run;
   absl::StatusOr<uint64_t*> leaves = RunExpansionLevels(
       p, arrays, [&](const ExpansionArgs& args, ExpansionStage stage, uint32_t blocks) {
-        for (uint32_t b = 0; b < blocks; ++b) {
-          ExpansionStageBlock(run, args, stage, b, shared.data());
-        }
+        HostLoop(blocks, [&](uint64_t b) {
+          ExpansionStageBlock(run, args, stage, static_cast<uint32_t>(b), shared.data());
+        });
         return absl::OkStatus();
       });
   if (!leaves.ok()) return leaves.status();

@@ -10,6 +10,7 @@
 #include "dpf/params.h"
 #include "gpu/internal/launch_plan.h"
 #include "gpu/internal/phases.h"
+#include "gpu/internal/runners.h"
 
 namespace veil::gpu {
 namespace {
@@ -24,15 +25,16 @@ void Int8TileProductScalar(Runner& run, const LaunchArgs& a, const BlockShared& 
   run.Phase(items, [&](uint32_t i) { internal::Int8TileProductItem(a, s, i); });
 }
 
-// Runs a phase's items one after the other: a valid schedule of the device's threads, because
-// items of one phase never touch each other's data except through the atomics below.
+// Runs a phase's items one after the other (in the host order, gpu/internal/runners.h): a valid
+// schedule of the device's threads, because items of one phase never touch each other's data
+// except through the atomics below.
 class SequentialRunner {
  public:
   uint32_t threads() const { return internal::kBlockThreads; }
   dpf::AesKeys aes() const { return dpf::HostAesKeys(); }
   template <class F>
   void Phase(uint32_t items, F&& f) {
-    for (uint32_t i = 0; i < items; ++i) f(i);
+    internal::HostLoop(items, [&](uint64_t i) { f(static_cast<uint32_t>(i)); });
   }
   void AtomicAdd(uint32_t* p, uint32_t v) { *p += v; }
   void AtomicXor(uint32_t* p, uint32_t v) { *p ^= v; }
@@ -101,22 +103,25 @@ void RunLaunch(LaunchArgs a, internal::Body body, const HostRunOptions& options)
   if (body == internal::Body::kLevelByLevelLeaves) {
     nodes.resize(static_cast<size_t>(a.num_keys) * a.geo.leaves);
     a.level_nodes = nodes.data();
-    for (int level = -1; level < a.geo.levels; ++level) {
-      for (uint32_t bx = 0; bx < gx; ++bx) {
-        RunBlock(options.threaded, [&](auto& run) { internal::LevelBlock(run, a, level, bx, gx); });
-      }
+    for (int level = -1; level < a.geo.levels; ++level) {  // one launch per level
+      internal::HostLoop(gx, [&](uint64_t bx) {
+        RunBlock(options.threaded, [&](auto& run) {
+          internal::LevelBlock(run, a, level, static_cast<uint32_t>(bx), gx);
+        });
+      });
     }
   }
   const internal::SharedLayout layout =
       internal::MakeSharedLayout(a.geo, a.keys_per_block, a.row_words, body, a.table_kind);
   std::vector<dpf::Block> smem = SharedMemory(layout.bytes);
-  for (uint32_t by = 0; by < gy; ++by) {
-    for (uint32_t bx = 0; bx < gx; ++bx) {
+  internal::HostLoop(gy, [&](uint64_t by) {
+    internal::HostLoop(gx, [&](uint64_t bx) {
       RunBlock(options.threaded, [&](auto& run) {
-        internal::FusedBlock(run, body, a, reinterpret_cast<uint8_t*>(smem.data()), bx, gx, by);
+        internal::FusedBlock(run, body, a, reinterpret_cast<uint8_t*>(smem.data()),
+                             static_cast<uint32_t>(bx), gx, static_cast<uint32_t>(by));
       });
-    }
-  }
+    });
+  });
 }
 
 }  // namespace
@@ -170,8 +175,8 @@ absl::Status HostRunAnswer(absl::Span<const internal::PackedKey> keys, const dpf
           std::min(table.rows, aligned_tiles * (s + 1) / slices * internal::kSliceAlignRows);
       const uint64_t begin = std::max(slice_begin, first), end = std::min(slice_end, first + rows);
       if (begin >= end) continue;
-      LaunchArgs a = internal::MakeLaunchArgs(group, table.row_words, kind, *kpb, begin - first,
-                                              end - first);
+      LaunchArgs a =
+          internal::MakeLaunchArgs(group, table.row_words, kind, *kpb, begin - first, end - first);
       a.keys = group.keys.data();
       a.table = table.row(begin);
       a.table_stride = table.stride();

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/internal/lwe_phases.h"
 #include "gpu/internal/lwe_plan.h"
+#include "gpu/internal/runners.h"
 #include "gpu/lwe.h"
 
 namespace veil::gpu {
@@ -17,7 +18,7 @@ class LweHostRunner {
  public:
   template <class F>
   void Phase(uint32_t items, F&& f) {
-    for (uint32_t i = 0; i < items; ++i) f(i);
+    internal::HostLoop(items, [&](uint64_t i) { f(static_cast<uint32_t>(i)); });
   }
   void GlobalAdd(uint32_t* p, uint32_t v) { *p += v; }
   template <uint32_t kN>
@@ -32,9 +33,8 @@ void RunBlocks(LweArgs a, bool tensor) {
   std::vector<int8_t> planes;
   if (tensor) {  // the device's planes kernel, item by item
     planes.resize(internal::LwePlaneBytes(a.stride, KB));
-    for (uint64_t i = 0; i < internal::LwePlaneItems(a.stride, KB); ++i) {
-      internal::LwePlaneItem<KB>(a, planes.data(), i);
-    }
+    internal::HostLoop(internal::LwePlaneItems(a.stride, KB),
+                       [&](uint64_t i) { internal::LwePlaneItem<KB>(a, planes.data(), i); });
     a.planes = planes.data();
   }
   std::vector<uint8_t> smem(tensor ? internal::MakeLweTcLayout(KB).bytes
@@ -42,19 +42,19 @@ void RunBlocks(LweArgs a, bool tensor) {
   const uint64_t tiles = internal::LweRowTiles(a.rows, tensor, KB);
   const uint64_t chunks = internal::LweColumnChunks(a.stride);
   LweHostRunner run;
-  for (uint64_t bx = 0; bx < tiles; ++bx) {
-    for (uint64_t by = 0; by < chunks; ++by) {
+  internal::HostLoop(tiles, [&](uint64_t bx) {
+    internal::HostLoop(chunks, [&](uint64_t by) {
       if constexpr (KB >= 4) {
         if (tensor) {
           internal::LweTensorBlock<KB>(run, a, smem.data(), bx, by);
-          continue;
+          return;
         }
       }
       if constexpr (KB <= internal::kLweCoreMaxQueries) {
         internal::LweCoreBlock<KB>(run, a, smem.data(), bx, by);
       }
-    }
-  }
+    });
+  });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/internal/montgomery.h"
 #include "gpu/internal/product_plan.h"
+#include "gpu/internal/runners.h"
 
 namespace veil::gpu {
 namespace internal {
@@ -128,14 +129,15 @@ absl::Status HostRunModularProduct(const ModularProductInput& input, absl::Span<
     const internal::ProductLaunch launch{
         input.modulus.data(), plan->n_inv, plan->limbs, current.data(), rows, columns, slices,
         next.data()};
-    for (uint64_t i = 0; i < launch.items(); ++i) internal::ReduceItem<kLimbs>(launch, i);
+    internal::HostLoop(launch.items(),
+                       [&](uint64_t i) { internal::ReduceItem<kLimbs>(launch, i); });
     current.swap(next);
     rows = slices;
   }
   const internal::FinishLaunch finish{
       input.modulus.data(),    plan->n_inv, plan->limbs, current.data(),
       plan->correction.data(), columns,     out.data()};
-  for (uint64_t c = 0; c < columns; ++c) internal::FinishItem<kLimbs>(finish, c);
+  internal::HostLoop(columns, [&](uint64_t c) { internal::FinishItem<kLimbs>(finish, c); });
   return absl::OkStatus();
 }
 

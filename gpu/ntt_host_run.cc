@@ -16,7 +16,9 @@ absl::Status HostRunNtt(const he::NttTables& tables, bool inverse, absl::Span<ui
   const internal::NttArgs args = t->Args(inverse, polys.data(), batch);
   std::vector<uint64_t> shared(tables.n());
   internal::SequentialRunner run;
-  for (uint32_t poly = 0; poly < batch; ++poly) internal::NttBlock(run, args, poly, shared.data());
+  internal::HostLoop(batch, [&](uint64_t poly) {
+    internal::NttBlock(run, args, static_cast<uint32_t>(poly), shared.data());
+  });
   return absl::OkStatus();
 }
 

@@ -158,9 +158,11 @@ void RunPackingBlocks(const internal::PackingShape& shape, const lattice::Packin
   args.sums = sums.data();
   internal::SequentialRunner run;
   const uint32_t blocks = (shape.slots + internal::kPackThreads - 1) / internal::kPackThreads;
-  for (uint32_t g = 0; g < shape.groups; ++g) {
-    for (uint32_t b = 0; b < blocks; ++b) internal::PackingBlock(run, args, b, g);
-  }
+  internal::HostLoop(shape.groups, [&](uint64_t g) {
+    internal::HostLoop(blocks, [&](uint64_t b) {
+      internal::PackingBlock(run, args, static_cast<uint32_t>(b), static_cast<uint32_t>(g));
+    });
+  });
 }
 
 }  // namespace
@@ -192,9 +194,9 @@ absl::Status HostRunSumLeaves(const lattice::RingContext& ctx, const lattice::Pa
   for (uint32_t j = 0; j < n; ++j) index[j] = j;
   internal::NarrowArgs narrow{leaves.data(), keys.data(), shape->lwe_n, shape->slots};
   internal::SequentialRunner run;
-  for (uint32_t b = 0; b < internal::NarrowBlocks(shape->lwe_n, shape->slots); ++b) {
-    internal::NarrowLeavesBlock(run, narrow, b);
-  }
+  internal::HostLoop(internal::NarrowBlocks(shape->lwe_n, shape->slots), [&](uint64_t b) {
+    internal::NarrowLeavesBlock(run, narrow, static_cast<uint32_t>(b));
+  });
   std::fill(sums.begin(), sums.end(), 0);
   RunPackingBlocks(*shape, matrix, index, keys.data(), sums);
   return absl::OkStatus();
@@ -213,8 +215,9 @@ absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunSwitchResponse(
   args.out = words.data();
   std::vector<uint64_t> shared(n);
   internal::SequentialRunner run;
-  for (uint32_t h = 0; h < 2 * packed.size(); ++h)
-    internal::SwitchBlock(run, args, h, shared.data());
+  internal::HostLoop(2 * packed.size(), [&](uint64_t h) {
+    internal::SwitchBlock(run, args, static_cast<uint32_t>(h), shared.data());
+  });
   std::vector<lattice::SwitchedCiphertext> out(packed.size());
   for (size_t t = 0; t < packed.size(); ++t) {
     out[t].c0.assign(words.begin() + 2 * t * n, words.begin() + (2 * t + 1) * n);

@@ -1,8 +1,11 @@
 // The GPU NTT kernel's phases run on the host (CI) against pir/he's NTT, bit for bit: every N up
 // to 2^12, moduli of 20 to 62 bits, random inputs (printed seed) and edge inputs, forward and
-// inverse, single polynomials and batches; and the 32-bit lanes for primes below 2^32.
+// inverse, single polynomials and batches; and the 32-bit lanes for primes below 2^32. Also the
+// host order that every host-run test runs in twice (gpu/internal/runners.h).
 #include <cstdint>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gpu/internal/ntt_phases.h"
@@ -88,6 +91,42 @@ TEST(GpuNttHostRun, RejectsBadInput) {
             "17 residues are not whole polynomials of N = 16");
   std::vector<uint64_t> high(16, 97);
   EXPECT_EQ(HostRunNtt(t, false, absl::MakeSpan(high)).message(), "residue 97 is not below q = 97");
+}
+
+// The host runner visits items in the order the environment names (the .reverse tests set it).
+TEST(HostRunOrder, FollowsTheEnvironment) {
+  const char* value = std::getenv("VEIL_HOST_RUN_ORDER");
+  const bool reverse = value != nullptr && std::string(value) == "reverse";
+  EXPECT_EQ(internal::HostRunOrder(),
+            reverse ? internal::HostOrder::kReverse : internal::HostOrder::kForward);
+  std::vector<uint32_t> seen;
+  internal::SequentialRunner run;
+  run.Phase(4, [&](uint32_t i) { seen.push_back(i); });
+  internal::HostLoop(2, [&](uint64_t i) { seen.push_back(10 + static_cast<uint32_t>(i)); });
+  EXPECT_EQ(seen, reverse ? std::vector<uint32_t>({3, 2, 1, 0, 11, 10})
+                          : std::vector<uint32_t>({0, 1, 2, 3, 10, 11}));
+}
+
+// What running both orders catches: a phase whose item reads what another item of the same phase
+// writes (an in-place shift without a barrier between its read and its write) ends differently in
+// the two orders; the same shift into another array (disjoint writes) ends alike.
+TEST(HostRunOrder, TheTwoOrdersTellARacyPhaseFromASoundOne) {
+  const std::vector<uint32_t> start = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  auto shift_in_place = [&](internal::HostOrder order) {
+    std::vector<uint32_t> x = start;
+    internal::SequentialRunner run{order};
+    run.Phase(8, [&](uint32_t i) { x[i] = x[i + 1]; });
+    return x;
+  };
+  auto shift_out = [&](internal::HostOrder order) {
+    std::vector<uint32_t> out(8);
+    internal::SequentialRunner run{order};
+    run.Phase(8, [&](uint32_t i) { out[i] = start[i + 1]; });
+    return out;
+  };
+  EXPECT_NE(shift_in_place(internal::HostOrder::kForward),
+            shift_in_place(internal::HostOrder::kReverse));
+  EXPECT_EQ(shift_out(internal::HostOrder::kForward), shift_out(internal::HostOrder::kReverse));
 }
 
 }  // namespace
