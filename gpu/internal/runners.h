@@ -15,6 +15,7 @@
 #ifndef VEIL_GPU_INTERNAL_RUNNERS_H_
 #define VEIL_GPU_INTERNAL_RUNNERS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,13 @@ inline HostOrder HostRunOrder() {
   }();
   return order;
 }
+
+// Shared memory as a block finds it on the device: undefined. The host runs fill it with this
+// byte before every block, so that a phase reading shared memory that no earlier phase of its
+// block wrote gets garbage (and fails the comparison with the CPU) rather than zeros or the
+// previous block's values.
+inline constexpr uint8_t kSharedPoison = 0xa5;
+inline void PoisonShared(void* shared, size_t bytes) { std::memset(shared, kSharedPoison, bytes); }
 
 // f(0), ..., f(count - 1) in `order`: a launch's blocks, or the items of a kernel that has no
 // blocks.
