@@ -56,7 +56,8 @@ using internal::TableKind;
 
 namespace {
 
-// Shared memory asked of the fused kernels: enough for any key group at this row width.
+// Shared memory asked of the fused kernels at most: enough for any key group at this row width
+// (less where a device offers less, e.g. ~99 KiB on an L4).
 constexpr uint32_t kSharedLimit = 200 * 1024;
 
 template <class T>
@@ -95,7 +96,7 @@ struct DeviceSlice {
   uint32_t* d_gather = nullptr;   // ranks x max_batch x row_words (NCCL all-gather)
   dpf::Block* d_nodes = nullptr;  // level-by-level node buffer
   int sms = 0;
-  int blocks_per_sm[3] = {0, 0, 0};  // occupancy of each fused kernel at kSharedLimit
+  int blocks_per_sm[3] = {0, 0, 0};  // occupancy of each fused kernel at the chosen layout
 #if defined(VEIL_HAVE_NCCL)
   ncclComm_t comm = nullptr;
 #endif
@@ -117,11 +118,27 @@ class GpuResources {
   std::string nccl_status = "none: built without NCCL";
 
   ~GpuResources() {
+    // Nothing of ours runs or copies any more when the buffers are zeroed and freed (a failed
+    // batch may have left work on the streams).
     for (DeviceSlice& d : slices) {
       cudaSetDevice(d.device);
+      if (d.stream) cudaStreamSynchronize(d.stream);
+    }
 #if defined(VEIL_HAVE_NCCL)
+    // Finalizing waits for every rank of a communicator to finalize: this thread's communicators
+    // (ncclCommInitAll's) together in one group, so that none waits for one not yet finalized;
+    // then each is freed locally.
+    ncclGroupStart();
+    for (DeviceSlice& d : slices) {
+      if (d.comm) ncclCommFinalize(d.comm);
+    }
+    ncclGroupEnd();
+    for (DeviceSlice& d : slices) {
       if (d.comm) ncclCommDestroy(d.comm);
+    }
 #endif
+    for (DeviceSlice& d : slices) {
+      cudaSetDevice(d.device);
       // Key-derived memory is zeroed before it goes back to the driver: the last batch's keys and
       // answers (zeroed after each batch already, unless it failed) and the node buffer's
       // expanded seeds, which stay between batches (each fill overwrites them).
@@ -229,10 +246,17 @@ absl::StatusOr<uint32_t> GpuResources::ChooseSharedLayout() {
         leaf_log == dpf::kXorLeafBitsLog2 ? dpf::OutputType::kXor : dpf::OutputType::kAdditive);
     layouts.push_back(internal::MakeGeometry(probe, t.rows));
   }
+  uint32_t limit = kSharedLimit;
+  for (int dev : o.devices) {
+    int optin = 0;
+    VEIL_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    limit = std::min(limit, static_cast<uint32_t>(optin));
+  }
   int kpb = std::min(o.keys_per_block, internal::kMaxKeysPerBlock);
   for (const internal::Geometry& geo : layouts) {
     absl::StatusOr<int> k = internal::ChooseKeysPerBlock(
-        geo, t.row_words, body, internal::KindFor(o.dtype, geo), kpb, kSharedLimit);
+        geo, t.row_words, body, internal::KindFor(o.dtype, geo), kpb, limit);
     if (!k.ok()) return k.status();
     kpb = *k;
   }
@@ -348,6 +372,8 @@ absl::Status GpuResources::Init(const dpf::TableView& t, const GpuBackendOptions
                                       static_cast<uint64_t>(o.max_batch));
   }
   const uint64_t batch_words = static_cast<uint64_t>(o.max_batch) * t.row_words;
+  // On the first device of ours: cudaMallocHost on no device set would open a context on device 0.
+  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(o.devices[0]));
   VEIL_CUDA_RETURN_IF_ERROR(
       cudaMallocHost(reinterpret_cast<void**>(&h_keys), o.max_batch * sizeof(PackedKey)));
   VEIL_CUDA_RETURN_IF_ERROR(
@@ -415,9 +441,23 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const p
   std::vector<KeyGroup> groups = internal::GroupKeys(keys, range.rows);
   const uint64_t n = keys.size(), count = n * words;
   // The keys' host copies (grouped, pinned) and the answer's pinned copy are wiped on every way
-  // out; the device copies are zeroed on each stream once used (below), on the success path.
+  // out; the device copies are zeroed on each stream once used (below), on the success path. On
+  // a failure the streams are drained first (an async copy into h_out or out of h_keys may still
+  // be under way) and the device copies zeroed there too.
   struct WipeHostCopies {
     ~WipeHostCopies() {
+      if (!device_zeroed) {
+        for (DeviceSlice& d : r.slices) {
+          cudaSetDevice(d.device);
+          cudaStreamSynchronize(d.stream);
+          cudaMemsetAsync(d.d_keys, 0, n * sizeof(PackedKey), d.stream);
+          cudaMemsetAsync(d.d_out, 0, count * sizeof(uint32_t), d.stream);
+          if (d.d_gather != nullptr) {
+            cudaMemsetAsync(d.d_gather, 0, r.ranks * count * sizeof(uint32_t), d.stream);
+          }
+          cudaStreamSynchronize(d.stream);
+        }
+      }
       for (KeyGroup& g : groups) sodium_memzero(g.keys.data(), g.keys.size() * sizeof(PackedKey));
       sodium_memzero(r.h_keys, n * sizeof(PackedKey));
       sodium_memzero(r.h_out, count * sizeof(uint32_t));
@@ -425,6 +465,7 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const p
     std::vector<KeyGroup>& groups;
     GpuResources& r;
     uint64_t n, count;
+    bool device_zeroed = false;
   } wipe{groups, *this, n, count};
   uint64_t at = 0;
   for (const KeyGroup& g : groups) {
@@ -483,6 +524,7 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const p
     }
     VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
   }
+  wipe.device_zeroed = true;
   uint64_t offset = 0;
   for (const KeyGroup& g : groups) {
     for (size_t k = 0; k < g.keys.size(); ++k) {

@@ -201,8 +201,7 @@ absl::StatusOr<std::unique_ptr<LweGpuProduct>> LweGpuProduct::Create(
   VEIL_RETURN_IF_ERROR(internal::DeviceAlloc(&r->d_out, uint64_t(options.max_batch) * db.rows));
   VEIL_RETURN_IF_ERROR(internal::DeviceAlloc(
       &r->d_planes, internal::LwePlaneBytes(db.stride, internal::kLweTcMaxQueries)));
-  VEIL_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(r->d_db, db.data, db.rows * db.stride, cudaMemcpyHostToDevice));
+  VEIL_RETURN_IF_ERROR(internal::CopyToDevice(r->d_db, db.data, db.rows * db.stride));
   r->shape.data = r->d_db;
   return std::unique_ptr<LweGpuProduct>(new LweGpuProduct(std::move(r)));
 }

@@ -53,13 +53,21 @@ inline absl::Status CheckDevice(int device) {
   return absl::OkStatus();
 }
 
-// A new buffer of `count` elements (at least one) on the current device, holding from[0, count).
+// Host-to-device cudaMemcpy from pageable memory may return once the data is staged, before it has
+// landed, on the legacy default stream, which the kernels' non-blocking streams do not wait for:
+// waits for the copy to land.
+inline absl::Status CopyToDevice(void* to, const void* from, size_t bytes) {
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(to, from, bytes, cudaMemcpyHostToDevice));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cudaStreamLegacy));
+  return absl::OkStatus();
+}
+
+// A new buffer of `count` elements (at least one) on the current device, holding from[0, count)
+// once this returns (CopyToDevice).
 template <class T>
 absl::Status UploadNew(T** to, const T* from, size_t count) {
   VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(to, (count > 0 ? count : 1) * sizeof(T)));
-  if (count > 0) {
-    VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpy(*to, from, count * sizeof(T), cudaMemcpyHostToDevice));
-  }
+  if (count > 0) VEIL_RETURN_IF_ERROR(CopyToDevice(*to, from, count * sizeof(T)));
   return absl::OkStatus();
 }
 
