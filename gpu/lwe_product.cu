@@ -183,6 +183,12 @@ absl::StatusOr<std::unique_ptr<LweGpuProduct>> LweGpuProduct::Create(
         "the GPU product needs a non-empty matrix (stride a multiple of 64) and a positive "
         "max_batch and tensor_min_batch");
   }
+  // The grid's y dimension (column chunks) stops at 65,535.
+  if (internal::LweColumnChunks(db.stride) > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("the GPU product takes up to ",
+                                                   uint64_t{65535} * internal::kLweChunkCols,
+                                                   " columns, not ", db.cols));
+  }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || options.device >= count) {
     cudaGetLastError();
