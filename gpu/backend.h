@@ -45,7 +45,8 @@ struct GpuBackendOptions {
   // From this many rows one query fills the device: keys run one at a time (lowest latency)
   // instead of being batched.
   uint64_t single_query_rows = uint64_t{4} << 20;
-  // Level-by-level only: bound on the node buffer; keys are expanded in groups that fit.
+  // Level-by-level only: bound on the node buffer; keys are expanded in groups that fit. One key's
+  // leaves (16 B a row) are held whatever the bound: 16 GiB at 2^30 rows.
   uint64_t level_buffer_bytes = uint64_t{1} << 30;
 };
 
