@@ -176,6 +176,10 @@ class GpuResources {
   absl::StatusOr<uint32_t> ChooseSharedLayout();
   absl::Status InitSlice(uint64_t i, absl::Span<const int8_t> narrowed, uint32_t shared_max);
   absl::Status JoinNccl();
+  // Zeroes every device's copies of a batch's n keys and count answer words on its stream, then
+  // waits for the stream (so also for all queued there before: the launches, the all-gather, the
+  // answer's copy back). Goes through every device whatever fails; returns the first error.
+  absl::Status ZeroDeviceCopies(uint64_t n, uint64_t count);
   absl::Status LaunchGroup(DeviceSlice& d, const KeyGroup& group, uint64_t key_offset,
                            const pir::RowRange& range);
 };
@@ -435,29 +439,39 @@ absl::Status GpuResources::LaunchGroup(DeviceSlice& d, const KeyGroup& group, ui
   return absl::OkStatus();
 }
 
+absl::Status GpuResources::ZeroDeviceCopies(uint64_t n, uint64_t count) {
+  absl::Status status;
+  for (DeviceSlice& d : slices) {
+    status.Update([&]() -> absl::Status {
+      VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d.d_keys, 0, n * sizeof(PackedKey), d.stream));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d.d_out, 0, count * sizeof(uint32_t), d.stream));
+      if (d.d_gather != nullptr) {
+        VEIL_CUDA_RETURN_IF_ERROR(
+            cudaMemsetAsync(d.d_gather, 0, ranks * count * sizeof(uint32_t), d.stream));
+      }
+      return absl::OkStatus();
+    }());
+    // Drained even when a memset failed: the caller may wipe host buffers the stream copies.
+    if (const cudaError_t e = cudaStreamSynchronize(d.stream); e != cudaSuccess) {
+      status.Update(internal::CudaError(e, "cudaStreamSynchronize(d.stream)", __FILE__, __LINE__));
+    }
+  }
+  return status;
+}
+
 absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const pir::RowRange& range,
                                        absl::Span<uint32_t> out) {
   const uint32_t words = table.row_words;
   std::vector<KeyGroup> groups = internal::GroupKeys(keys, range.rows);
   const uint64_t n = keys.size(), count = n * words;
   // The keys' host copies (grouped, pinned) and the answer's pinned copy are wiped on every way
-  // out; the device copies are zeroed on each stream once used (below), on the success path. On
-  // a failure the streams are drained first (an async copy into h_out or out of h_keys may still
-  // be under way) and the device copies zeroed there too.
+  // out; the device copies are zeroed once used (below), on the success path. On a failure they
+  // are zeroed here, which also drains the streams before the host copies are wiped (an async
+  // copy into h_out or out of h_keys may still be under way).
   struct WipeHostCopies {
     ~WipeHostCopies() {
-      if (!device_zeroed) {
-        for (DeviceSlice& d : r.slices) {
-          cudaSetDevice(d.device);
-          cudaStreamSynchronize(d.stream);
-          cudaMemsetAsync(d.d_keys, 0, n * sizeof(PackedKey), d.stream);
-          cudaMemsetAsync(d.d_out, 0, count * sizeof(uint32_t), d.stream);
-          if (d.d_gather != nullptr) {
-            cudaMemsetAsync(d.d_gather, 0, r.ranks * count * sizeof(uint32_t), d.stream);
-          }
-          cudaStreamSynchronize(d.stream);
-        }
-      }
+      if (!device_zeroed) r.ZeroDeviceCopies(n, count).IgnoreError();
       for (KeyGroup& g : groups) sodium_memzero(g.keys.data(), g.keys.size() * sizeof(PackedKey));
       sodium_memzero(r.h_keys, n * sizeof(PackedKey));
       sodium_memzero(r.h_out, count * sizeof(uint32_t));
@@ -514,17 +528,8 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const p
   // Each device's copies of the keys and of its answers are zeroed on its stream, after the
   // launches, the all-gather and the copy above have read them (the next batch would overwrite
   // them, but a batch may be the last before the buffers are freed or the process exits).
-  for (DeviceSlice& d : slices) {
-    VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
-    VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d.d_keys, 0, n * sizeof(PackedKey), d.stream));
-    VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d.d_out, 0, count * sizeof(uint32_t), d.stream));
-    if (d.d_gather != nullptr) {
-      VEIL_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(d.d_gather, 0, ranks * count * sizeof(uint32_t), d.stream));
-    }
-    VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
-  }
   wipe.device_zeroed = true;
+  VEIL_RETURN_IF_ERROR(ZeroDeviceCopies(n, count));
   uint64_t offset = 0;
   for (const KeyGroup& g : groups) {
     for (size_t k = 0; k < g.keys.size(); ++k) {
