@@ -87,7 +87,7 @@ absl::Status HostRunDeferredSwitches(const DeferredPlan& plan, const ExpansionKe
   return RunDeferredStages(
       plan, arrays, [&](const DeferredArgs& args, DeferredStage stage, uint32_t blocks) {
         HostLoop(blocks, [&](uint64_t b) {
-          PoisonShared(shared.data(), shared.size() * sizeof(uint32_t));
+          PoisonShared(shared);
           DeferredStageBlock(run, args, stage, static_cast<uint32_t>(b), shared.data());
         });
         return absl::OkStatus();

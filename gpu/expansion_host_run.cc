@@ -137,7 +137,7 @@ absl::StatusOr<ExpandedKeys> HostRunExpansionWith(const lattice::RingContext& ct
   absl::StatusOr<uint64_t*> leaves = RunExpansionLevels(
       p, arrays, [&](const ExpansionArgs& args, ExpansionStage stage, uint32_t blocks) {
         HostLoop(blocks, [&](uint64_t b) {
-          PoisonShared(shared.data(), shared.size() * sizeof(uint32_t));
+          PoisonShared(shared);
           ExpansionStageBlock(run, args, stage, static_cast<uint32_t>(b), shared.data());
         });
         return absl::OkStatus();

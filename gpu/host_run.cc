@@ -116,7 +116,7 @@ void RunLaunch(LaunchArgs a, internal::Body body, const HostRunOptions& options)
   std::vector<dpf::Block> smem = SharedMemory(layout.bytes);
   internal::HostLoop(gy, [&](uint64_t by) {
     internal::HostLoop(gx, [&](uint64_t bx) {
-      internal::PoisonShared(smem.data(), smem.size() * sizeof(dpf::Block));
+      internal::PoisonShared(smem);
       RunBlock(options.threaded, [&](auto& run) {
         internal::FusedBlock(run, body, a, reinterpret_cast<uint8_t*>(smem.data()),
                              static_cast<uint32_t>(bx), gx, static_cast<uint32_t>(by));

@@ -44,7 +44,7 @@ void RunBlocks(LweArgs a, bool tensor) {
   LweHostRunner run;
   internal::HostLoop(tiles, [&](uint64_t bx) {
     internal::HostLoop(chunks, [&](uint64_t by) {
-      internal::PoisonShared(smem.data(), smem.size());
+      internal::PoisonShared(smem);
       if constexpr (KB >= 4) {
         if (tensor) {
           internal::LweTensorBlock<KB>(run, a, smem.data(), bx, by);

@@ -17,7 +17,7 @@ absl::Status HostRunNtt(const he::NttTables& tables, bool inverse, absl::Span<ui
   std::vector<uint64_t> shared(tables.n());
   internal::SequentialRunner run;
   internal::HostLoop(batch, [&](uint64_t poly) {
-    internal::PoisonShared(shared.data(), shared.size() * sizeof(uint64_t));
+    internal::PoisonShared(shared);
     internal::NttBlock(run, args, static_cast<uint32_t>(poly), shared.data());
   });
   return absl::OkStatus();

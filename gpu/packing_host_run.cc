@@ -216,7 +216,7 @@ absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunSwitchResponse(
   std::vector<uint64_t> shared(n);
   internal::SequentialRunner run;
   internal::HostLoop(2 * packed.size(), [&](uint64_t h) {
-    internal::PoisonShared(shared.data(), shared.size() * sizeof(uint64_t));
+    internal::PoisonShared(shared);
     internal::SwitchBlock(run, args, static_cast<uint32_t>(h), shared.data());
   });
   std::vector<lattice::SwitchedCiphertext> out(packed.size());

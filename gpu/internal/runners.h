@@ -15,11 +15,11 @@
 #ifndef VEIL_GPU_INTERNAL_RUNNERS_H_
 #define VEIL_GPU_INTERNAL_RUNNERS_H_
 
-#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace veil::gpu::internal {
 
@@ -45,7 +45,10 @@ inline HostOrder HostRunOrder() {
 // block wrote gets garbage (and fails the comparison with the CPU) rather than zeros or the
 // previous block's values.
 inline constexpr uint8_t kSharedPoison = 0xa5;
-inline void PoisonShared(void* shared, size_t bytes) { std::memset(shared, kSharedPoison, bytes); }
+template <class T>
+void PoisonShared(std::vector<T>& shared) {
+  std::memset(shared.data(), kSharedPoison, shared.size() * sizeof(T));
+}
 
 // f(0), ..., f(count - 1) in `order`: a launch's blocks, or the items of a kernel that has no
 // blocks.

@@ -65,7 +65,7 @@ TEST(GpuNttHostRun, ThirtyTwoBitLanesMatchTheCpuNtt) {
         for (bool inverse : {false, true}) {
           std::vector<uint64_t> expect = poly, got = poly;
           inverse ? t.Inverse(expect.data()) : t.Forward(expect.data());
-          internal::PoisonShared(shared.data(), shared.size() * sizeof(uint32_t));
+          internal::PoisonShared(shared);
           internal::Ntt32Block(run, m.Args32(inverse), log_n, inverse, got.data(), shared.data());
           ASSERT_EQ(got, expect) << "N = " << t.n() << ", q = " << q << (inverse ? " inverse" : "");
         }
