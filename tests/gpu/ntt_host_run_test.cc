@@ -130,5 +130,16 @@ TEST(HostRunOrder, TheTwoOrdersTellARacyPhaseFromASoundOne) {
   EXPECT_EQ(shift_out(internal::HostOrder::kForward), shift_out(internal::HostOrder::kReverse));
 }
 
+// A host run's shared memory before each block holds the poison byte, not zeros or the previous
+// block's values, so a phase reading what its block never wrote reads garbage as on a device.
+TEST(HostRunOrder, SharedMemoryIsPoisonedNotZeroed) {
+  std::vector<uint32_t> shared(64, 7);
+  internal::PoisonShared(shared);
+  for (uint32_t word : shared) EXPECT_EQ(word, 0xa5a5a5a5u);
+  std::vector<uint64_t> wide(3, 0);
+  internal::PoisonShared(wide);
+  for (uint64_t word : wide) EXPECT_EQ(word, 0xa5a5a5a5a5a5a5a5u);
+}
+
 }  // namespace
 }  // namespace veil::gpu
