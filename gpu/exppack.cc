@@ -3,6 +3,7 @@
 // keys uploaded once; GpuResponseSwitch (no CUDA calls here).
 #include "gpu/exppack.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "pir/lattice/deferred_packing.h"
@@ -43,13 +44,10 @@ absl::StatusOr<std::unique_ptr<GpuPackingEngine>> GpuPackingEngine::Create(
       lattice::PackingSumWords(ctx, matrix), options.max_sessions));
 }
 
-absl::Status GpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
-                                    absl::Span<const uint8_t> ciphertext, int /*threads*/,
-                                    absl::Span<uint64_t> sums) const {
-  if (absl::Status s = lattice::internal::CheckSumsArguments(keys, sum_words_, sums); !s.ok())
-    return s;
-  absl::StatusOr<std::shared_ptr<const Keys>> session =
-      sessions_.Get(keys, [this](const he::GaloisKeys& k) -> absl::StatusOr<std::unique_ptr<Keys>> {
+absl::StatusOr<std::shared_ptr<const GpuPackingEngine::Keys>> GpuPackingEngine::Session(
+    const std::shared_ptr<const he::GaloisKeys>& keys) const {
+  return sessions_.Get(
+      keys, [this](const he::GaloisKeys& k) -> absl::StatusOr<std::unique_ptr<Keys>> {
         auto out = std::make_unique<Keys>();
         absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> levels = expansion_->UploadKeys(k);
         if (!levels.ok()) return levels.status();
@@ -61,14 +59,30 @@ absl::Status GpuPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>&
         }
         return out;
       });
-  if (!session.ok()) return session.status();
-  const Keys& session_keys = **session;
-  return expansion_->ExpandThen(*session_keys.levels, ciphertext, [&](const uint64_t* leaves) {
-    if (!deferred_) return packing_->SumLeaves(leaves, sums);
-    return packing_->SumLeavesThen(leaves, [&](const uint64_t* virtual_sums) {
-      return deferred_->Finish(*session_keys.deferred, virtual_sums, sums);
-    });
-  });
+}
+
+void GpuPackingEngine::SumsChunk(absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+                                 absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+                                 absl::Span<const absl::Span<uint64_t>> sums,
+                                 absl::Span<absl::Status> out) const {
+  std::vector<std::shared_ptr<const Keys>> held(keys.size());
+  const std::vector<absl::Status> status = packing_->SumLeavesBatchThen(
+      static_cast<uint32_t>(keys.size()),
+      [&](uint32_t q, GpuPackingSums::Put put) -> absl::Status {
+        if (absl::Status s = lattice::internal::CheckSumsArguments(keys[q], sum_words_, sums[q]);
+            !s.ok()) {
+          return s;
+        }
+        absl::StatusOr<std::shared_ptr<const Keys>> session = Session(keys[q]);
+        if (!session.ok()) return session.status();
+        held[q] = *std::move(session);
+        return expansion_->ExpandThen(*held[q]->levels, ciphertexts[q], put);
+      },
+      [&](uint32_t q, const uint64_t* device_sums) -> absl::Status {
+        if (!deferred_) return packing_->CopySums(device_sums, sums[q]);
+        return deferred_->Finish(*held[q]->deferred, device_sums, sums[q]);
+      });
+  std::copy(status.begin(), status.end(), out.begin());
 }
 
 absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> GpuPackingEngine::Switch(

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -47,9 +48,33 @@ template <class Keys>
 struct SessionKeys {
   std::unique_ptr<Keys> levels, deferred;
 };
+
+// What the device engine and its host run share: Sums is a batch of one, and SumsBatch checks the
+// spans (CheckSumsBatch's error for all when they disagree) and hands SumsChunk up to
+// GpuPackingSums::kMaxBatch queries at a time (one pass over the matrix each). `threads` is
+// checked, not used: the device does the work.
+class ChunkedPackingEngine : public lattice::PackingEngine {
+ public:
+  absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
+                    absl::Span<const uint8_t> ciphertext, int threads,
+                    absl::Span<uint64_t> sums) const final;
+  std::vector<absl::Status> SumsBatch(absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+                                      absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+                                      absl::Span<const absl::Span<uint64_t>> sums,
+                                      int threads) const final;
+
+ protected:
+  // out[q] = query q's status (the spans in step, 1 to kMaxBatch queries): each query expanded
+  // alone (those that fail are left out), one pass over the matrix for the rest, then each one's
+  // deferred switches.
+  virtual void SumsChunk(absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+                         absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+                         absl::Span<const absl::Span<uint64_t>> sums,
+                         absl::Span<absl::Status> out) const = 0;
+};
 }  // namespace internal
 
-class GpuPackingEngine final : public lattice::PackingEngine {
+class GpuPackingEngine final : public internal::ChunkedPackingEngine {
  public:
   // Folds the matrix (levels deferred) and copies its transforms and the expansion's and
   // switches' tables to the device, reserving their buffers. Neither argument need outlive the
@@ -60,11 +85,13 @@ class GpuPackingEngine final : public lattice::PackingEngine {
       const GpuPackingEngineOptions& options = {});
 
   std::string name() const override { return "gpu"; }
-  // Returns INVALID_ARGUMENT for missing keys or sums of the wrong size, UploadKeys' and
-  // ExpandThen's errors. `threads` is unused: the device does the work.
-  absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
-                    absl::Span<const uint8_t> ciphertext, int threads,
-                    absl::Span<uint64_t> sums) const override;
+  // Sums and SumsBatch (ChunkedPackingEngine): each query expanded on the device
+  // (GpuExpansion::ExpandThen), then one pass of the packing kernel over the (folded) matrix for
+  // up to GpuPackingSums::kMaxBatch queries (GpuPackingSums::SumLeavesBatchThen), then each one's
+  // deferred switches; bit for bit the CPU engine's sums. A query fails alone with
+  // INVALID_ARGUMENT for missing keys or sums of the wrong size, or UploadKeys', ExpandThen's
+  // or the switches' errors.
+
   // GpuResponseSwitch's: the inverse NTT fused with the switch, on the same device.
   absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> Switch(
       absl::Span<const lattice::RlweCiphertext> packed) const override;
@@ -74,6 +101,13 @@ class GpuPackingEngine final : public lattice::PackingEngine {
 
  private:
   using Keys = internal::SessionKeys<GpuExpansionKeys>;
+  void SumsChunk(absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+                 absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+                 absl::Span<const absl::Span<uint64_t>> sums,
+                 absl::Span<absl::Status> out) const override;
+  // The session's keys on the device: cached, or uploaded (and cached if owned).
+  absl::StatusOr<std::shared_ptr<const Keys>> Session(
+      const std::shared_ptr<const he::GaloisKeys>& keys) const;
   GpuPackingEngine(std::unique_ptr<GpuExpansion> expansion, std::unique_ptr<GpuPackingSums> packing,
                    std::unique_ptr<GpuDeferredSwitches> deferred, uint32_t levels,
                    std::unique_ptr<GpuResponseSwitch> switcher, uint64_t sum_words,
@@ -99,7 +133,7 @@ class GpuPackingEngine final : public lattice::PackingEngine {
 // session's key arrays (cached as the device caches its keys), HostRunSumLeaves, and with levels
 // deferred HostRunDeferredSwitches; HostRunSwitchResponse. Bit for bit the device's; far too slow
 // to serve.
-class HostRunPackingEngine final : public lattice::PackingEngine {
+class HostRunPackingEngine final : public internal::ChunkedPackingEngine {
  public:
   // The ring and the matrix must outlive the engine. Returns MakeExpansionPlan's,
   // DeferredPacking::FoldedMatrix's and MakeDeferredPlan's errors and INVALID_ARGUMENT for a
@@ -109,10 +143,9 @@ class HostRunPackingEngine final : public lattice::PackingEngine {
       size_t max_sessions = 64, uint32_t deferred_levels = lattice::kDeferredLevels);
 
   std::string name() const override { return "gpu-host-run"; }
-  // GpuPackingEngine::Sums' errors.
-  absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
-                    absl::Span<const uint8_t> ciphertext, int threads,
-                    absl::Span<uint64_t> sums) const override;
+  // Sums and SumsBatch: GpuPackingEngine's, each chunk's sums in one host-run pass
+  // (HostRunSumLeavesBatch); the same errors.
+
   // HostRunSwitchResponse.
   absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> Switch(
       absl::Span<const lattice::RlweCiphertext> packed) const override;
@@ -124,6 +157,12 @@ class HostRunPackingEngine final : public lattice::PackingEngine {
 
  private:
   using Keys = internal::SessionKeys<internal::ExpansionKeyArrays>;
+  void SumsChunk(absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+                 absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+                 absl::Span<const absl::Span<uint64_t>> sums,
+                 absl::Span<absl::Status> out) const override;
+  absl::StatusOr<std::shared_ptr<const Keys>> Session(
+      const std::shared_ptr<const he::GaloisKeys>& keys) const;
   HostRunPackingEngine(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
                        internal::ExpansionPlan plan, std::optional<lattice::PackingMatrix> folded,
                        std::optional<internal::DeferredPlan> deferred, size_t max_sessions)

@@ -1,5 +1,6 @@
-// The host side of the GPU packed-query engine (gpu/exppack.h): the engine that runs the kernels'
-// phases on the host (CI).
+// The host side of the GPU packed-query engine (gpu/exppack.h): the batching both engines share,
+// and the engine that runs the kernels' phases on the host (CI).
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -8,6 +9,35 @@
 #include "pir/lattice/expansion.h"
 
 namespace veil::gpu {
+
+namespace internal {
+
+absl::Status ChunkedPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
+                                        absl::Span<const uint8_t> ciphertext, int threads,
+                                        absl::Span<uint64_t> sums) const {
+  return SumsBatch({keys}, {ciphertext}, {sums}, std::max(threads, 1)).front();
+}
+
+std::vector<absl::Status> ChunkedPackingEngine::SumsBatch(
+    absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+    absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+    absl::Span<const absl::Span<uint64_t>> sums, int threads) const {
+  const size_t count = keys.size();
+  if (absl::Status s =
+          lattice::internal::CheckSumsBatch(count, ciphertexts.size(), sums.size(), threads);
+      !s.ok()) {
+    return std::vector<absl::Status>(count, s);
+  }
+  std::vector<absl::Status> out(count);
+  for (size_t first = 0; first < count; first += GpuPackingSums::kMaxBatch) {
+    const size_t size = std::min<size_t>(GpuPackingSums::kMaxBatch, count - first);
+    SumsChunk(keys.subspan(first, size), ciphertexts.subspan(first, size),
+              sums.subspan(first, size), absl::MakeSpan(out).subspan(first, size));
+  }
+  return out;
+}
+
+}  // namespace internal
 
 absl::StatusOr<std::unique_ptr<HostRunPackingEngine>> HostRunPackingEngine::Create(
     const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix, size_t max_sessions,
@@ -34,16 +64,10 @@ absl::StatusOr<std::unique_ptr<HostRunPackingEngine>> HostRunPackingEngine::Crea
       ctx, matrix, *std::move(plan), std::move(folded), std::move(deferred), max_sessions));
 }
 
-absl::Status HostRunPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
-                                        absl::Span<const uint8_t> ciphertext, int /*threads*/,
-                                        absl::Span<uint64_t> sums) const {
-  if (absl::Status s = lattice::internal::CheckSumsArguments(
-          keys, lattice::PackingSumWords(ctx_, matrix_), sums);
-      !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<std::shared_ptr<const Keys>> arrays =
-      sessions_.Get(keys, [this](const he::GaloisKeys& k) -> absl::StatusOr<std::unique_ptr<Keys>> {
+absl::StatusOr<std::shared_ptr<const HostRunPackingEngine::Keys>> HostRunPackingEngine::Session(
+    const std::shared_ptr<const he::GaloisKeys>& keys) const {
+  return sessions_.Get(
+      keys, [this](const he::GaloisKeys& k) -> absl::StatusOr<std::unique_ptr<Keys>> {
         auto out = std::make_unique<Keys>();
         absl::StatusOr<internal::ExpansionKeyArrays> levels =
             internal::MakeExpansionKeyArrays(ctx_, k, plan_.lwe_n);
@@ -57,18 +81,53 @@ absl::Status HostRunPackingEngine::Sums(const std::shared_ptr<const he::GaloisKe
         }
         return out;
       });
-  if (!arrays.ok()) return arrays.status();
-  absl::StatusOr<ExpandedKeys> leaves =
-      internal::HostRunExpansionWith(ctx_, plan_, *(*arrays)->levels, ciphertext);
-  if (!leaves.ok()) return leaves.status();
-  if (!deferred_) return HostRunSumLeaves(ctx_, matrix_, leaves->leaves, sums);
-  std::vector<uint64_t> virtual_sums(lattice::PackingSumWords(ctx_, *folded_));
-  if (absl::Status s =
-          HostRunSumLeaves(ctx_, *folded_, leaves->leaves, absl::MakeSpan(virtual_sums));
-      !s.ok()) {
-    return s;
+}
+
+void HostRunPackingEngine::SumsChunk(absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+                                     absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+                                     absl::Span<const absl::Span<uint64_t>> sums,
+                                     absl::Span<absl::Status> out) const {
+  const lattice::PackingMatrix& summed = folded_ ? *folded_ : matrix_;
+  const uint64_t sum_words = lattice::PackingSumWords(ctx_, matrix_);
+  std::vector<size_t> staged;
+  std::vector<std::shared_ptr<const Keys>> held;
+  std::vector<ExpandedKeys> leaves;
+  for (size_t q = 0; q < keys.size(); ++q) {
+    out[q] = lattice::internal::CheckSumsArguments(keys[q], sum_words, sums[q]);
+    if (!out[q].ok()) continue;
+    absl::StatusOr<std::shared_ptr<const Keys>> session = Session(keys[q]);
+    if (!session.ok()) {
+      out[q] = session.status();
+      continue;
+    }
+    absl::StatusOr<ExpandedKeys> expanded =
+        internal::HostRunExpansionWith(ctx_, plan_, *(*session)->levels, ciphertexts[q]);
+    if (!expanded.ok()) {
+      out[q] = expanded.status();
+      continue;
+    }
+    staged.push_back(q);
+    held.push_back(*std::move(session));
+    leaves.push_back(*std::move(expanded));
   }
-  return internal::HostRunDeferredSwitches(*deferred_, *(*arrays)->deferred, virtual_sums, sums);
+  if (staged.empty()) return;
+  std::vector<std::vector<uint64_t>> pass_sums(  // the folded matrix's, when deferred
+      deferred_ ? staged.size() : 0, std::vector<uint64_t>(lattice::PackingSumWords(ctx_, summed)));
+  std::vector<absl::Span<const uint64_t>> leaf_spans;
+  std::vector<absl::Span<uint64_t>> sum_spans;
+  for (size_t i = 0; i < staged.size(); ++i) {
+    leaf_spans.push_back(leaves[i].leaves);
+    sum_spans.push_back(deferred_ ? absl::MakeSpan(pass_sums[i]) : sums[staged[i]]);
+  }
+  if (absl::Status s = HostRunSumLeavesBatch(ctx_, summed, leaf_spans, sum_spans); !s.ok()) {
+    for (size_t q : staged) out[q] = s;
+    return;
+  }
+  if (!deferred_) return;
+  for (size_t i = 0; i < staged.size(); ++i) {
+    out[staged[i]] = internal::HostRunDeferredSwitches(*deferred_, *held[i]->deferred, pass_sums[i],
+                                                       sums[staged[i]]);
+  }
 }
 
 absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunPackingEngine::Switch(

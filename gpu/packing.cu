@@ -18,10 +18,11 @@
 namespace veil::gpu {
 namespace {
 
+template <uint32_t Q>
 __global__ void __launch_bounds__(internal::kPackThreads)
     PackingKernel(const internal::PackingArgs a) {
   internal::BlockRunner run;
-  internal::PackingBlock(run, a, blockIdx.y, blockIdx.x);
+  internal::PackingBlock<Q>(run, a, blockIdx.y, blockIdx.x);
 }
 
 __global__ void __launch_bounds__(internal::kPackThreads)
@@ -48,9 +49,9 @@ struct GpuPackingSums::Impl {
   uint64_t* d_two64 = nullptr;
   // Per call: keys and sums, grown as needed.
   uint32_t* d_index = nullptr;
-  uint32_t* d_keys = nullptr;  // beta, then alpha
-  uint64_t* d_sums = nullptr;
-  size_t key_capacity = 0, sum_capacity = 0;  // keys; words
+  uint32_t* d_keys = nullptr;                                     // per query: beta, then alpha
+  uint64_t* d_sums = nullptr;                                     // per query
+  size_t index_capacity = 0, key_capacity = 0, sum_capacity = 0;  // indices; words; words
   cudaStream_t stream = nullptr;
   std::mutex mu;
 
@@ -66,27 +67,27 @@ struct GpuPackingSums::Impl {
   }
 
   size_t sum_words() const { return shape.groups * 2 * shape.slots; }
+  uint64_t key_words(size_t keys) const { return 2 * keys * shape.slots; }
 
-  absl::Status Reserve(size_t keys) {
-    if (keys > key_capacity) {
-      VEIL_CUDA_RETURN_IF_ERROR(cudaFree(d_index));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaFree(d_keys));
-      d_index = nullptr;
-      d_keys = nullptr;
-      key_capacity = 0;
-      VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_index, keys * sizeof(uint32_t)));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_keys, 2 * keys * shape.slots * sizeof(uint32_t)));
-      key_capacity = keys;
-    }
-    if (sum_capacity == 0) {
-      VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_sums, sum_words() * sizeof(uint64_t)));
-      sum_capacity = sum_words();
-    }
-    return absl::OkStatus();
+  // Room for `keys` indices, the keys of `queries` queries of `keys` keys each, and their sums.
+  absl::Status Reserve(size_t keys, uint32_t queries = 1) {
+    // A buffer of at least `count` elements at *p (its old contents dropped).
+    const auto grow = [](auto** p, size_t& capacity, size_t count) -> absl::Status {
+      if (count <= capacity) return absl::OkStatus();
+      VEIL_CUDA_RETURN_IF_ERROR(cudaFree(*p));
+      *p = nullptr;
+      capacity = 0;
+      VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(p, count * sizeof(**p)));
+      capacity = count;
+      return absl::OkStatus();
+    };
+    VEIL_RETURN_IF_ERROR(grow(&d_index, index_capacity, keys));
+    VEIL_RETURN_IF_ERROR(grow(&d_keys, key_capacity, queries * key_words(keys)));
+    return grow(&d_sums, sum_capacity, queries * sum_words());
   }
 
-  // The kernel over the keys and sums already at d_index, d_keys, d_sums.
-  absl::Status Launch(uint32_t count) {
+  // The kernel over `queries` queries' keys and sums already at d_index, d_keys, d_sums.
+  absl::Status Launch(uint32_t count, uint32_t queries = 1) {
     internal::PackingArgs args;
     args.matrix = d_matrix;
     args.lwe_n = shape.lwe_n;
@@ -96,14 +97,40 @@ struct GpuPackingSums::Impl {
     args.index = d_index;
     args.beta = d_keys;
     args.alpha = d_keys + uint64_t{count} * shape.slots;
+    args.key_stride = key_words(count);
     args.moduli = d_moduli;
     args.two64 = d_two64;
     args.sums = d_sums;
+    args.sum_stride = sum_words();
     // Groups vary fastest: the blocks of one slot range run side by side and read its keys from
     // L2 (all of one query's keys, 96 MiB at n = 1,024, do not fit there).
     const dim3 grid(static_cast<uint32_t>(shape.groups),
                     (shape.slots + internal::kPackThreads - 1) / internal::kPackThreads);
-    PackingKernel<<<grid, internal::kPackThreads, 0, stream>>>(args);
+    internal::WithPackQueries(queries, [&]<uint32_t Q>() {
+      PackingKernel<Q><<<grid, internal::kPackThreads, 0, stream>>>(args);
+    });
+    VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  }
+
+  // d_index = 0, 1, ..., n - 1: the leaves' keys in order.
+  absl::Status UploadLeafIndex() {
+    const uint32_t n = shape.lwe_n;
+    std::vector<uint32_t> index(n);
+    for (uint32_t j = 0; j < n; ++j) index[j] = j;
+    VEIL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(d_index, index.data(), n * 4, cudaMemcpyHostToDevice, stream));
+    // The pageable source must stay until the copy has read it.
+    VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    return absl::OkStatus();
+  }
+
+  // The leaves at `leaves` narrowed into query slot `q`'s keys.
+  absl::Status Narrow(const uint64_t* leaves, uint32_t q) {
+    const internal::NarrowArgs narrow{leaves, d_keys + q * key_words(shape.lwe_n), shape.lwe_n,
+                                      shape.slots};
+    NarrowKernel<<<internal::NarrowBlocks(shape.lwe_n, shape.slots), internal::kPackThreads, 0,
+                   stream>>>(narrow);
     VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   }
@@ -164,55 +191,87 @@ absl::Status GpuPackingSums::Accumulate(absl::Span<const uint32_t> index,
 
 int GpuPackingSums::device() const { return impl_->device; }
 
-absl::Status GpuPackingSums::SumLeaves(const uint64_t* leaves, absl::Span<uint64_t> sums) const {
+absl::Status GpuPackingSums::CopySums(const uint64_t* device_sums,
+                                      absl::Span<uint64_t> sums) const {
   if (sums.size() != impl_->sum_words()) {
     return absl::InvalidArgumentError(absl::StrCat("packing sums of leaves: ", sums.size(),
                                                    " sums (expected ", impl_->sum_words(), ")"));
   }
-  return SumLeavesThen(leaves, [&](const uint64_t* d_sums) -> absl::Status {
-    VEIL_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(sums.data(), d_sums, sums.size() * 8, cudaMemcpyDeviceToHost));
+  VEIL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(sums.data(), device_sums, sums.size() * 8, cudaMemcpyDeviceToHost));
+  return absl::OkStatus();
+}
+
+std::vector<absl::Status> GpuPackingSums::SumLeavesBatchThen(
+    uint32_t queries, absl::FunctionRef<absl::Status(uint32_t q, Put put)> stage,
+    absl::FunctionRef<absl::Status(uint32_t q, const uint64_t* sums)> use) const {
+  static_assert(kMaxBatch == internal::kPackMaxQueries);
+  Impl& m = *impl_;
+  std::vector<absl::Status> status(queries);
+  if (queries == 0 || queries > kMaxBatch) {
+    const absl::Status bad = absl::InvalidArgumentError(
+        absl::StrCat("a batch of packing sums takes 1 to ", kMaxBatch, " queries, not ", queries));
+    for (absl::Status& s : status) s = bad;
+    return status;
+  }
+  const uint32_t n = m.shape.lwe_n;
+  std::lock_guard<std::mutex> lock(m.mu);
+  const absl::Status ready = [&]() -> absl::Status {
+    VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
+    VEIL_RETURN_IF_ERROR(m.Reserve(n, queries));
+    return m.UploadLeafIndex();
+  }();
+  if (!ready.ok()) {
+    for (absl::Status& s : status) s = ready;
+    return status;
+  }
+  std::vector<uint32_t> staged;  // the queries in their key slots' order
+  for (uint32_t q = 0; q < queries; ++q) {
+    int puts = 0;
+    status[q].Update(stage(q, [&](const uint64_t* leaves) -> absl::Status {
+      if (++puts > 1) return absl::InternalError("a query's leaves staged twice");
+      VEIL_RETURN_IF_ERROR(m.Narrow(leaves, static_cast<uint32_t>(staged.size())));
+      // The leaves are the caller's only until put returns.
+      VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+      return absl::OkStatus();
+    }));
+    if (puts != 1) status[q].Update(absl::InternalError("a query's leaves not staged"));
+    if (status[q].ok()) staged.push_back(q);
+  }
+  if (staged.empty()) return status;
+  const uint32_t count = static_cast<uint32_t>(staged.size());
+  const absl::Status pass = [&]() -> absl::Status {
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_sums, 0, count * m.sum_words() * 8, m.stream));
+    VEIL_RETURN_IF_ERROR(m.Launch(n, count));
+    VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
     return absl::OkStatus();
-  });
+  }();
+  if (!pass.ok()) {
+    for (uint32_t q : staged) status[q].Update(pass);
+    return status;
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    status[staged[i]].Update(use(staged[i], m.d_sums + i * m.sum_words()));
+  }
+  return status;
 }
 
-absl::Status GpuPackingSums::SumLeavesThen(
-    const uint64_t* leaves, absl::FunctionRef<absl::Status(const uint64_t* sums)> use) const {
-  Impl& m = *impl_;
-  const uint32_t n = m.shape.lwe_n;
-  std::vector<uint32_t> index(n);
-  for (uint32_t j = 0; j < n; ++j) index[j] = j;
-  std::lock_guard<std::mutex> lock(m.mu);
-  VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
-  VEIL_RETURN_IF_ERROR(m.Reserve(n));
-  VEIL_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(m.d_index, index.data(), n * 4, cudaMemcpyHostToDevice, m.stream));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_sums, 0, m.sum_words() * 8, m.stream));
-  const internal::NarrowArgs narrow{leaves, m.d_keys, n, m.shape.slots};
-  NarrowKernel<<<internal::NarrowBlocks(n, m.shape.slots), internal::kPackThreads, 0, m.stream>>>(
-      narrow);
-  VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  VEIL_RETURN_IF_ERROR(m.Launch(n));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
-  return use(m.d_sums);
-}
-
-absl::StatusOr<double> GpuPackingSums::MeasurePass(int reps) const {
+absl::StatusOr<double> GpuPackingSums::MeasurePass(int reps, uint32_t queries) const {
+  if (queries == 0 || queries > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a pass takes 1 to ", kMaxBatch, " queries, not ", queries));
+  }
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
   const uint32_t n = m.shape.lwe_n;
-  VEIL_RETURN_IF_ERROR(m.Reserve(n));
-  std::vector<uint32_t> index(n);
-  for (uint32_t j = 0; j < n; ++j) index[j] = j;
-  VEIL_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(m.d_index, index.data(), n * 4, cudaMemcpyHostToDevice, m.stream));
+  VEIL_RETURN_IF_ERROR(m.Reserve(n, queries));
+  VEIL_RETURN_IF_ERROR(m.UploadLeafIndex());
   // Zero keys and sums are valid residues; the kernel's cost does not depend on the values.
-  VEIL_CUDA_RETURN_IF_ERROR(
-      cudaMemsetAsync(m.d_keys, 0, 2 * size_t{n} * m.shape.slots * 4, m.stream));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_sums, 0, m.sum_words() * 8, m.stream));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_keys, 0, queries * m.key_words(n) * 4, m.stream));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_sums, 0, queries * m.sum_words() * 8, m.stream));
   return internal::MedianLaunchSeconds(
-      m.stream, reps, [] { return absl::OkStatus(); }, [&] { return m.Launch(n); });
+      m.stream, reps, [] { return absl::OkStatus(); }, [&] { return m.Launch(n, queries); });
 }
 
 struct GpuResponseSwitch::Impl {

@@ -38,21 +38,32 @@ class GpuPackingSums {
   absl::Status Accumulate(absl::Span<const uint32_t> index, absl::Span<const uint64_t> beta,
                           absl::Span<const uint64_t> alpha, absl::Span<uint64_t> sums) const;
 
-  // sums (lattice::PackingSumWords) = the packing sums of all n special ciphertexts at device
-  // address `leaves` (GpuExpansion's layout on this object's device, unchanged during the call):
-  // narrowed to 32-bit residues and summed on the device, the sums copied back. Returns
-  // INVALID_ARGUMENT for sums of the wrong size, INTERNAL for CUDA failures.
-  absl::Status SumLeaves(const uint64_t* leaves, absl::Span<uint64_t> sums) const;
-  // The same sums left on the device: use(sums) gets their device address, complete and not
-  // overwritten before `use` returns (calls from several threads run one after the other).
-  // Returns INTERNAL for CUDA failures, else use's status.
-  absl::Status SumLeavesThen(const uint64_t* leaves,
-                             absl::FunctionRef<absl::Status(const uint64_t* sums)> use) const;
+  // The packing sums (lattice::PackingSumWords each) of all n special ciphertexts of up to
+  // kMaxBatch queries in one pass over the matrix (the matrix read once for all, as the CPU's
+  // DeferredPacking::SumsBatch streams its folded matrix once for several). For q = 0 .. queries
+  // - 1, stage(q, put) calls put once with query q's leaves: their device address, GpuExpansion's
+  // layout on this object's device, which put narrows to 32-bit residues in the query's own key
+  // slot before it returns (INTERNAL for CUDA failures); or stage returns an error, and the
+  // query is left out with that status. Then the staged queries' sums are computed on the device
+  // and use(q, sums) gets each one's device address, complete and valid until `use` returns; its
+  // status is query q's. One status per query: every one INVALID_ARGUMENT for queries outside
+  // [1, kMaxBatch], INTERNAL for the pass's CUDA failures. The whole call holds this object
+  // (calls from several threads run one after the other), stage's and use's calls included.
+  static constexpr uint32_t kMaxBatch = 8;  // internal::kPackMaxQueries
+  using Put = absl::FunctionRef<absl::Status(const uint64_t* leaves)>;
+  std::vector<absl::Status> SumLeavesBatchThen(
+      uint32_t queries, absl::FunctionRef<absl::Status(uint32_t q, Put put)> stage,
+      absl::FunctionRef<absl::Status(uint32_t q, const uint64_t* sums)> use) const;
+  // sums = the sums at device address `device_sums` (SumLeavesBatchThen's, inside its `use`),
+  // copied back. INVALID_ARGUMENT for sums of the wrong size, INTERNAL for CUDA failures.
+  absl::Status CopySums(const uint64_t* device_sums, absl::Span<uint64_t> sums) const;
+
   int device() const;
 
   // Median seconds of `reps` launches that add all n keys (device-resident, arbitrary residues)
-  // to device-resident sums: one pass over the matrix, as one query's packing.
-  absl::StatusOr<double> MeasurePass(int reps) const;
+  // of `queries` queries (1 to kMaxBatch) to device-resident sums: one pass over the matrix,
+  // as `queries` queries' packing in SumLeavesBatchThen. INVALID_ARGUMENT for other counts.
+  absl::StatusOr<double> MeasurePass(int reps, uint32_t queries = 1) const;
   uint64_t matrix_bytes() const;
 
  private:
@@ -90,9 +101,16 @@ absl::Status HostRunPackingSums(const lattice::RingContext& ctx,
                                 const lattice::PackingMatrix& matrix,
                                 absl::Span<const uint32_t> index, absl::Span<const uint64_t> beta,
                                 absl::Span<const uint64_t> alpha, absl::Span<uint64_t> sums);
-// SumLeaves' phases on the host, over the leaves of HostRunExpansion (n x 2 k N words).
+// One query's SumLeavesBatchThen on the host, over the leaves of HostRunExpansion (n x 2 k N
+// words): the sums copied out.
 absl::Status HostRunSumLeaves(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
                               absl::Span<const uint64_t> leaves, absl::Span<uint64_t> sums);
+// SumLeavesBatchThen's pass on the host: sums[q] = the sums of leaves[q], for 1 to
+// GpuPackingSums::kMaxBatch queries in one pass. INVALID_ARGUMENT for other counts or sizes.
+absl::Status HostRunSumLeavesBatch(const lattice::RingContext& ctx,
+                                   const lattice::PackingMatrix& matrix,
+                                   absl::Span<const absl::Span<const uint64_t>> leaves,
+                                   absl::Span<const absl::Span<uint64_t>> sums);
 absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunSwitchResponse(
     const lattice::RingContext& ctx, absl::Span<const lattice::RlweCiphertext> packed);
 

@@ -140,10 +140,11 @@ absl::StatusOr<std::vector<uint64_t>> SwitchHalves(
 
 namespace {
 
-// The kernel over keys narrowed to 32 bits (beta's count x slots, then alpha's).
+// The kernel over `queries` queries' keys narrowed to 32 bits (each query's beta, count x
+// slots, then its alpha; the queries one after the other) into their sums (one after the other).
 void RunPackingBlocks(const internal::PackingShape& shape, const lattice::PackingMatrix& matrix,
-                      absl::Span<const uint32_t> index, const uint32_t* keys,
-                      absl::Span<uint64_t> sums) {
+                      absl::Span<const uint32_t> index, const uint32_t* keys, uint64_t* sums,
+                      uint32_t queries = 1) {
   internal::PackingArgs args;
   args.matrix = matrix.Polynomial(0, 0);
   args.lwe_n = shape.lwe_n;
@@ -153,14 +154,18 @@ void RunPackingBlocks(const internal::PackingShape& shape, const lattice::Packin
   args.index = index.data();
   args.beta = keys;
   args.alpha = keys + index.size() * shape.slots;
+  args.key_stride = 2 * index.size() * shape.slots;
   args.moduli = shape.moduli.data();
   args.two64 = shape.two64.data();
-  args.sums = sums.data();
+  args.sums = sums;
+  args.sum_stride = shape.groups * 2 * shape.slots;
   internal::SequentialRunner run;
   const uint32_t blocks = (shape.slots + internal::kPackThreads - 1) / internal::kPackThreads;
-  internal::HostLoop(shape.groups, [&](uint64_t g) {
-    internal::HostLoop(blocks, [&](uint64_t b) {
-      internal::PackingBlock(run, args, static_cast<uint32_t>(b), static_cast<uint32_t>(g));
+  internal::WithPackQueries(queries, [&]<uint32_t Q>() {
+    internal::HostLoop(shape.groups, [&](uint64_t g) {
+      internal::HostLoop(blocks, [&](uint64_t b) {
+        internal::PackingBlock<Q>(run, args, static_cast<uint32_t>(b), static_cast<uint32_t>(g));
+      });
     });
   });
 }
@@ -176,30 +181,51 @@ absl::Status HostRunPackingSums(const lattice::RingContext& ctx,
   absl::StatusOr<std::vector<uint32_t>> keys =
       internal::CheckPackingInputs(*shape, index, beta, alpha, sums);
   if (!keys.ok()) return keys.status();
-  RunPackingBlocks(*shape, matrix, index, keys->data(), sums);
+  RunPackingBlocks(*shape, matrix, index, keys->data(), sums.data());
+  return absl::OkStatus();
+}
+
+absl::Status HostRunSumLeavesBatch(const lattice::RingContext& ctx,
+                                   const lattice::PackingMatrix& matrix,
+                                   absl::Span<const absl::Span<const uint64_t>> leaves,
+                                   absl::Span<const absl::Span<uint64_t>> sums) {
+  absl::StatusOr<internal::PackingShape> shape = internal::MakePackingShape(ctx, matrix);
+  if (!shape.ok()) return shape.status();
+  const uint64_t n = shape->lwe_n, slots = shape->slots, sum_words = shape->groups * 2 * slots;
+  if (leaves.empty() || leaves.size() > internal::kPackMaxQueries || sums.size() != leaves.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "packing sums of leaves: 1 to ", internal::kPackMaxQueries, " queries' leaves (got ",
+        leaves.size(), ") and as many sums (got ", sums.size(), ")"));
+  }
+  for (size_t q = 0; q < leaves.size(); ++q) {
+    if (leaves[q].size() != n * 2 * slots || sums[q].size() != sum_words) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("packing sums of leaves: ", leaves[q].size(), " leaf words and ",
+                       sums[q].size(), " sums (expected ", n * 2 * slots, " and ", sum_words, ")"));
+    }
+  }
+  const uint32_t queries = static_cast<uint32_t>(leaves.size());
+  std::vector<uint32_t> keys(queries * 2 * n * slots), index(n);
+  for (uint32_t j = 0; j < n; ++j) index[j] = j;
+  internal::SequentialRunner run;
+  for (uint32_t q = 0; q < queries; ++q) {
+    internal::NarrowArgs narrow{leaves[q].data(), keys.data() + q * 2 * n * slots, shape->lwe_n,
+                                shape->slots};
+    internal::HostLoop(internal::NarrowBlocks(shape->lwe_n, shape->slots), [&](uint64_t b) {
+      internal::NarrowLeavesBlock(run, narrow, static_cast<uint32_t>(b));
+    });
+  }
+  std::vector<uint64_t> all_sums(queries * sum_words, 0);
+  RunPackingBlocks(*shape, matrix, index, keys.data(), all_sums.data(), queries);
+  for (uint32_t q = 0; q < queries; ++q) {
+    std::copy_n(all_sums.begin() + q * sum_words, sum_words, sums[q].begin());
+  }
   return absl::OkStatus();
 }
 
 absl::Status HostRunSumLeaves(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
                               absl::Span<const uint64_t> leaves, absl::Span<uint64_t> sums) {
-  absl::StatusOr<internal::PackingShape> shape = internal::MakePackingShape(ctx, matrix);
-  if (!shape.ok()) return shape.status();
-  const uint64_t n = shape->lwe_n, slots = shape->slots;
-  if (leaves.size() != n * 2 * slots || sums.size() != shape->groups * 2 * slots) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("packing sums of leaves: ", leaves.size(), " leaf words and ", sums.size(),
-                     " sums (expected ", n * 2 * slots, " and ", shape->groups * 2 * slots, ")"));
-  }
-  std::vector<uint32_t> keys(2 * n * slots), index(n);
-  for (uint32_t j = 0; j < n; ++j) index[j] = j;
-  internal::NarrowArgs narrow{leaves.data(), keys.data(), shape->lwe_n, shape->slots};
-  internal::SequentialRunner run;
-  internal::HostLoop(internal::NarrowBlocks(shape->lwe_n, shape->slots), [&](uint64_t b) {
-    internal::NarrowLeavesBlock(run, narrow, static_cast<uint32_t>(b));
-  });
-  std::fill(sums.begin(), sums.end(), 0);
-  RunPackingBlocks(*shape, matrix, index, keys.data(), sums);
-  return absl::OkStatus();
+  return HostRunSumLeavesBatch(ctx, matrix, {leaves}, {sums});
 }
 
 absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunSwitchResponse(

@@ -12,6 +12,11 @@
 // consecutive slots of one polynomial, so every load of the matrix and of the keys is coalesced;
 // the blocks of one slot range (one per group) run side by side, so the keys come from HBM once
 // and from L2 for the other groups.
+//
+// Several queries at once (PackingBlock<Q>, Q <= kPackMaxQueries): each matrix word read serves
+// the Q queries' keys, as the CPU's DeferredPacking::SumsBatch streams its folded matrix once for
+// several queries. The matrix, the pass's main traffic, is read once per Q queries instead of
+// once per query; each thread keeps 4 Q 64-bit accumulators in registers.
 #ifndef VEIL_GPU_INTERNAL_PACKING_PHASES_H_
 #define VEIL_GPU_INTERNAL_PACKING_PHASES_H_
 
@@ -23,19 +28,22 @@
 namespace veil::gpu::internal {
 
 inline constexpr uint32_t kPackThreads = 256;
+inline constexpr uint32_t kPackMaxQueries = 8;
 
 struct PackingArgs {
   const uint32_t* matrix = nullptr;  // A_{g,j}[s] at (g * lwe_n + j) * slots + s
   uint32_t lwe_n = 0;
   uint32_t slots = 0;  // k x N
   uint32_t log_n = 0;
-  uint32_t count = 0;               // keys this call
-  const uint32_t* index = nullptr;  // their indices j (< lwe_n)
-  const uint32_t* beta = nullptr;   // key t's slot s at t * slots + s
+  uint32_t count = 0;               // keys this call, per query
+  const uint32_t* index = nullptr;  // their indices j (< lwe_n), the same for every query
+  const uint32_t* beta = nullptr;   // query q's key t, slot s at q * key_stride + t * slots + s
   const uint32_t* alpha = nullptr;
+  uint64_t key_stride = 0;           // words from one query's keys to the next's (Q > 1)
   const uint64_t* moduli = nullptr;  // q_p, below 2^32
   const uint64_t* two64 = nullptr;   // 2^64 mod q_p
-  uint64_t* sums = nullptr;          // (g * 2 + h) * slots + s, each below its q_p
+  uint64_t* sums = nullptr;  // query q's at q * sum_stride + (g * 2 + h) * slots + s, below q_p
+  uint64_t sum_stride = 0;   // words from one query's sums to the next's (Q > 1)
 };
 
 // (prior + hi 2^64 + lo) mod q for prior < q < 2^32 and hi < 2^32: hi two64 < 2^64.
@@ -43,28 +51,63 @@ VEIL_HD uint64_t FoldSum(uint64_t prior, uint64_t hi, uint64_t lo, uint64_t q, u
   return ((hi * two64) % q + lo % q + prior) % q;
 }
 
+// The sums of Q queries' keys (Q = 1: one query; key_stride and sum_stride unused).
 VEIL_GPU_EXEC_CHECK_DISABLE
-template <class Runner>
+template <uint32_t Q, class Runner>
 VEIL_HD void PackingBlock(Runner& run, const PackingArgs& a, uint32_t block, uint32_t group) {
+  static_assert(Q >= 1 && Q <= kPackMaxQueries);
   run.Phase(kPackThreads, [&](uint32_t t) {
     const uint32_t s = block * kPackThreads + t;
     if (s >= a.slots) return;
     const uint32_t p = s >> a.log_n;
     const uint32_t* column = a.matrix + uint64_t{group} * a.lwe_n * a.slots + s;
-    uint64_t lo0 = 0, lo1 = 0, hi0 = 0, hi1 = 0;
+    uint64_t lo[2 * Q], hi[2 * Q];
+    VEIL_GPU_UNROLL
+    for (uint32_t i = 0; i < 2 * Q; ++i) lo[i] = hi[i] = 0;
     for (uint32_t j = 0; j < a.count; ++j) {
       const uint64_t m = column[uint64_t{a.index[j]} * a.slots];
-      const uint64_t p0 = m * a.beta[uint64_t{j} * a.slots + s];
-      const uint64_t p1 = m * a.alpha[uint64_t{j} * a.slots + s];
-      lo0 += p0;
-      hi0 += lo0 < p0;
-      lo1 += p1;
-      hi1 += lo1 < p1;
+      const uint64_t key = uint64_t{j} * a.slots + s;
+      VEIL_GPU_UNROLL
+      for (uint32_t q = 0; q < Q; ++q) {
+        const uint64_t p0 = m * a.beta[q * a.key_stride + key];
+        const uint64_t p1 = m * a.alpha[q * a.key_stride + key];
+        lo[2 * q] += p0;
+        hi[2 * q] += lo[2 * q] < p0;
+        lo[2 * q + 1] += p1;
+        hi[2 * q + 1] += lo[2 * q + 1] < p1;
+      }
     }
-    uint64_t* out = a.sums + uint64_t{group} * 2 * a.slots + s;
-    out[0] = FoldSum(out[0], hi0, lo0, a.moduli[p], a.two64[p]);
-    out[a.slots] = FoldSum(out[a.slots], hi1, lo1, a.moduli[p], a.two64[p]);
+    VEIL_GPU_UNROLL
+    for (uint32_t q = 0; q < Q; ++q) {
+      uint64_t* out = a.sums + q * a.sum_stride + uint64_t{group} * 2 * a.slots + s;
+      out[0] = FoldSum(out[0], hi[2 * q], lo[2 * q], a.moduli[p], a.two64[p]);
+      out[a.slots] = FoldSum(out[a.slots], hi[2 * q + 1], lo[2 * q + 1], a.moduli[p], a.two64[p]);
+    }
   });
+}
+
+// f.operator()<queries>() for queries in [1, kPackMaxQueries] (more: 8), on the host: the
+// launches' dispatch to PackingBlock<Q>.
+template <class F>
+void WithPackQueries(uint32_t queries, F&& f) {
+  switch (queries) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 3:
+      return f.template operator()<3>();
+    case 4:
+      return f.template operator()<4>();
+    case 5:
+      return f.template operator()<5>();
+    case 6:
+      return f.template operator()<6>();
+    case 7:
+      return f.template operator()<7>();
+    default:
+      return f.template operator()<8>();
+  }
 }
 
 // The expansion's leaves (gpu/expansion.h: leaf j's beta at 2 j slots, its alpha from

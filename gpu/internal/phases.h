@@ -34,8 +34,12 @@
 // The bodies are __host__ __device__ templates instantiated with a device-only runner in the .cu
 // files and a host-only runner in host_run.cc; each instantiation is only called from its side.
 #define VEIL_GPU_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
+// A loop of a constant count unrolled in full, so that register arrays indexed by its variable
+// stay in registers.
+#define VEIL_GPU_UNROLL _Pragma("unroll")
 #else
 #define VEIL_GPU_EXEC_CHECK_DISABLE
+#define VEIL_GPU_UNROLL _Pragma("GCC unroll 16")
 #endif
 
 namespace veil::gpu::internal {
@@ -106,7 +110,7 @@ struct LaunchArgs {
   uint64_t tile_begin = 0;  // tiles of this launch: [tile_begin, tile_end), covering the rows
   uint64_t tile_end = 0;
   Block* level_nodes = nullptr;  // level-by-level: num_keys x geo.leaves nodes
-  uint32_t* out = nullptr;  // num_keys x row_words answers, accumulated (+ or ^)
+  uint32_t* out = nullptr;       // num_keys x row_words answers, accumulated (+ or ^)
 
   // Rows of `tile` to multiply: [*first, return value), relative to the tile's first row.
   VEIL_HD uint32_t TileRows(uint64_t tile, uint32_t* first) const {
@@ -225,7 +229,8 @@ VEIL_HD void SignedDigits(uint32_t y, int8_t d[4]) {
 VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void PhasePrologue(Runner& run, const LaunchArgs& a, const BlockShared& s) {
-  run.Phase(static_cast<uint32_t>(a.keys_per_block) * a.row_words, [&](uint32_t i) { s.acc[i] = 0; });
+  run.Phase(static_cast<uint32_t>(a.keys_per_block) * a.row_words,
+            [&](uint32_t i) { s.acc[i] = 0; });
 }
 
 // Writes the shares of one finished leaf into the tile's shares (row-major rows x K).

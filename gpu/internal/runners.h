@@ -47,7 +47,7 @@ inline HostOrder HostRunOrder() {
 inline constexpr uint8_t kSharedPoison = 0xa5;
 template <class T>
 void PoisonShared(std::vector<T>& shared) {
-  std::memset(shared.data(), kSharedPoison, shared.size() * sizeof(T));
+  std::memset(static_cast<void*>(shared.data()), kSharedPoison, shared.size() * sizeof(T));
 }
 
 // f(0), ..., f(count - 1) in `order`: a launch's blocks, or the items of a kernel that has no

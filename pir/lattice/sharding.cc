@@ -1,10 +1,13 @@
 #include "pir/lattice/sharding.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "pir/he/parallel.h"
+#include "pir/lattice/deferred_packing.h"
 
 namespace veil::lattice {
 namespace {
@@ -111,13 +114,18 @@ std::string GroupShardedPackingEngine::name() const {
   return absl::StrCat(shards_[0].engine->name(), " x ", shards_.size());
 }
 
-absl::Status GroupShardedPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
-                                             absl::Span<const uint8_t> ciphertext, int threads,
-                                             absl::Span<uint64_t> sums) const {
+absl::Status GroupShardedPackingEngine::CheckSize(absl::Span<const uint64_t> sums) const {
   if (sums.size() != groups_ * group_words_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sharded packing sums: ", sums.size(), " sums (expected ", groups_ * group_words_, ")"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status GroupShardedPackingEngine::Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
+                                             absl::Span<const uint8_t> ciphertext, int threads,
+                                             absl::Span<uint64_t> sums) const {
+  if (absl::Status s = CheckSize(sums); !s.ok()) return s;
   const int each = std::max(1, threads / static_cast<int>(shards_.size()));
   std::vector<absl::Status> status(shards_.size());
   he::internal::ParallelFor(static_cast<int>(shards_.size()), shards_.size(), [&](size_t i) {
@@ -130,6 +138,46 @@ absl::Status GroupShardedPackingEngine::Sums(const std::shared_ptr<const he::Gal
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+std::vector<absl::Status> GroupShardedPackingEngine::SumsBatch(
+    absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+    absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+    absl::Span<const absl::Span<uint64_t>> sums, int threads) const {
+  const size_t count = keys.size();
+  if (absl::Status s = internal::CheckSumsBatch(count, ciphertexts.size(), sums.size(), threads);
+      !s.ok()) {
+    return std::vector<absl::Status>(count, s);
+  }
+  std::vector<absl::Status> out(count);
+  std::vector<size_t> sized;  // the queries whose sums have the right size
+  std::vector<std::shared_ptr<const he::GaloisKeys>> sized_keys;
+  std::vector<absl::Span<const uint8_t>> sized_ciphertexts;
+  for (size_t q = 0; q < count; ++q) {
+    out[q] = CheckSize(sums[q]);
+    if (!out[q].ok()) continue;
+    sized.push_back(q);
+    sized_keys.push_back(keys[q]);
+    sized_ciphertexts.push_back(ciphertexts[q]);
+  }
+  if (sized.empty()) return out;
+  const int each = std::max(1, threads / static_cast<int>(shards_.size()));
+  std::vector<std::vector<absl::Status>> status(shards_.size());
+  he::internal::ParallelFor(static_cast<int>(shards_.size()), shards_.size(), [&](size_t i) {
+    const Shard& s = shards_[i];
+    std::vector<absl::Span<uint64_t>> parts;
+    for (size_t q : sized) {
+      parts.push_back(
+          sums[q].subspan(s.groups.first * group_words_, s.groups.count * group_words_));
+    }
+    status[i] = s.engine->SumsBatch(sized_keys, sized_ciphertexts, parts, each);
+  });
+  for (const std::vector<absl::Status>& shard : status) {
+    for (size_t j = 0; j < sized.size(); ++j) {
+      if (out[sized[j]].ok()) out[sized[j]] = shard[j];
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<SwitchedCiphertext>> GroupShardedPackingEngine::Switch(

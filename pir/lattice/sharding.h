@@ -87,6 +87,14 @@ class GroupShardedPackingEngine final : public PackingEngine {
   absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                     absl::Span<const uint8_t> ciphertext, int threads,
                     absl::Span<uint64_t> sums) const override;
+  // Every shard's SumsBatch over the whole batch (a device's batches its passes over its
+  // groups), concurrently, each into its groups' part of every query's sums. A query fails with
+  // INVALID_ARGUMENT for sums of the wrong size, else with the first shard's error for it;
+  // CheckSumsBatch's error for all when the spans disagree.
+  std::vector<absl::Status> SumsBatch(absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
+                                      absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+                                      absl::Span<const absl::Span<uint64_t>> sums,
+                                      int threads) const override;
   // The ciphertexts split evenly among the shards (the switch needs no matrix), concurrently.
   // Returns the first failing shard's error.
   absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(
@@ -95,6 +103,7 @@ class GroupShardedPackingEngine final : public PackingEngine {
  private:
   GroupShardedPackingEngine(uint64_t group_words, uint64_t groups, std::vector<Shard> shards)
       : group_words_(group_words), groups_(groups), shards_(std::move(shards)) {}
+  absl::Status CheckSize(absl::Span<const uint64_t> sums) const;
   uint64_t group_words_;  // 2 k N
   uint64_t groups_;
   std::vector<Shard> shards_;

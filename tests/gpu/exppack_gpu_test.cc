@@ -1,7 +1,8 @@
 // The packed servers' GPU engine (gpu/exppack.h) on a device: its sums equal the CPU engine's bit
 // for bit at n = 1,024 on the default ring for two sessions (each uploaded once), expanding fully
-// and with levels deferred (and a small case for compute-sanitizer), and a packed server using it
-// answers byte for byte as on the CPU, every record decoding. Skips without a GPU.
+// and with levels deferred, alone and in batches (and a small case for compute-sanitizer), and a
+// packed server using it answers byte for byte as on the CPU, every record decoding. Skips without
+// a GPU.
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -39,6 +40,42 @@ void ExpectTheCpusSums(const lattice::RingContext& ctx, const lattice::PackingMa
   EXPECT_TRUE(got == want) << what;
 }
 
+// A batch of `count` fresh queries over the sessions (SumsBatch: chunks of up to 8, one pass over
+// the matrix each), query 1 with a truncated ciphertext: each good query's sums equal the CPU
+// engine's for it alone, the bad one fails alone.
+void ExpectABatchAsTheCpu(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
+                          const std::vector<std::shared_ptr<const testing::Session>>& sessions,
+                          size_t count, const lattice::PackingEngine& cpu,
+                          const lattice::PackingEngine& gpu, std::mt19937_64& gen,
+                          const std::string& what) {
+  std::vector<std::shared_ptr<const he::GaloisKeys>> keys;
+  std::vector<std::vector<uint8_t>> cts;
+  std::vector<absl::Span<const uint8_t>> ct_spans;
+  for (size_t q = 0; q < count; ++q) {
+    const std::shared_ptr<const testing::Session>& session = sessions[q % sessions.size()];
+    keys.emplace_back(session, &session->keys);
+    std::vector<uint32_t> secret(matrix.lwe_n());
+    for (uint32_t& w : secret) w = static_cast<uint32_t>(gen());
+    cts.push_back(*lattice::EncryptLweSecret(ctx, session->z, secret));
+  }
+  for (const std::vector<uint8_t>& ct : cts) ct_spans.emplace_back(ct);
+  ct_spans[1] = ct_spans[1].first(ct_spans[1].size() - 1);
+  std::vector<std::vector<uint64_t>> sums(
+      count, std::vector<uint64_t>(lattice::PackingSumWords(ctx, matrix), 1));
+  std::vector<absl::Span<uint64_t>> sum_spans;
+  for (std::vector<uint64_t>& v : sums) sum_spans.push_back(absl::MakeSpan(v));
+  const std::vector<absl::Status> status = gpu.SumsBatch(keys, ct_spans, sum_spans, 1);
+  ASSERT_EQ(status.size(), count) << what;
+  EXPECT_FALSE(status[1].ok()) << what;
+  for (size_t q = 0; q < count; ++q) {
+    if (q == 1) continue;
+    ASSERT_TRUE(status[q].ok()) << what << ", query " << q << ": " << status[q];
+    std::vector<uint64_t> want(sums[q].size());
+    ASSERT_TRUE(cpu.Sums(keys[q], ct_spans[q], 2, absl::MakeSpan(want)).ok()) << what;
+    EXPECT_TRUE(sums[q] == want) << what << ", query " << q;
+  }
+}
+
 TEST(ExpPackGpu, SumsEqualTheCpuEngine) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 gen(5);
@@ -53,13 +90,21 @@ TEST(ExpPackGpu, SumsEqualTheCpuEngine) {
     auto gpu = GpuPackingEngine::Create(ctx, matrix, options);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     EXPECT_EQ((*gpu)->deferred_levels(), levels);
+    std::vector<std::shared_ptr<const testing::Session>> sessions;
     for (int s = 0; s < 2; ++s) {
-      const auto session = std::make_shared<const testing::Session>(ctx, n);
+      sessions.push_back(std::make_shared<const testing::Session>(ctx, n));
       for (int q = 0; q < 2; ++q) {
-        ExpectTheCpusSums(ctx, matrix, session, cpu, **gpu, gen,
+        ExpectTheCpusSums(ctx, matrix, sessions.back(), cpu, **gpu, gen,
                           absl::StrCat(levels, " levels deferred, session ", s, ", query ", q));
       }
     }
+    // Eleven queries of both sessions in one SumsBatch: chunks of eight and three.
+    ExpectABatchAsTheCpu(ctx, matrix, sessions, 11, cpu, **gpu, gen,
+                         absl::StrCat(levels, " levels deferred, a batch"));
+    EXPECT_EQ((*gpu)->cached_sessions(), 2u);
+    sessions.erase(sessions.begin());
+    ExpectTheCpusSums(ctx, matrix, sessions.back(), cpu, **gpu, gen,
+                      absl::StrCat(levels, " levels deferred, the second session again"));
     EXPECT_EQ((*gpu)->cached_sessions(), 1u);  // the first session's keys are gone with it
   }
 }
@@ -78,8 +123,9 @@ TEST(ExpPackGpu, SmallCaseForSanitizers) {
   options.deferred_levels = 3;
   auto gpu = GpuPackingEngine::Create(ctx, matrix, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  ExpectTheCpusSums(ctx, matrix, std::make_shared<const testing::Session>(ctx, n), cpu, **gpu, gen,
-                    "the small case");
+  const auto session = std::make_shared<const testing::Session>(ctx, n);
+  ExpectTheCpusSums(ctx, matrix, session, cpu, **gpu, gen, "the small case");
+  ExpectABatchAsTheCpu(ctx, matrix, {session}, 3, cpu, **gpu, gen, "a small batch");
 }
 
 TEST(ExpPackGpu, APackedServerAnswersAsOnTheCpu) {

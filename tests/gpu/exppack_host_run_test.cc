@@ -1,9 +1,9 @@
 // The packed servers' GPU engine with its kernels' phases run on the host (gpu/exppack.h's
 // HostRunPackingEngine): its sums equal lattice::CpuPackingEngine's bit for bit, expanding fully or
-// with levels deferred, alone or as group shards (several devices); a packed server using it
-// answers byte for byte as on the CPU and every record decodes; each session's keys are made once
-// while they live (the device's key cache), never confused with other keys at the same address, and
-// bounded; bad input.
+// with levels deferred, alone, in batches or as group shards (several devices); a packed server
+// using it answers byte for byte as on the CPU and every record decodes; each session's keys are
+// made once while they live (the device's key cache), never confused with other keys at the same
+// address, and bounded; bad input.
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -71,6 +71,62 @@ TEST(ExpPackHostRun, SumsEqualTheCpuEngine) {
   }
 }
 
+// A batch (SumsBatch: chunks of up to 8 queries, one pass over the matrix each): every query's
+// sums equal the CPU engine's for it alone, sessions repeating within a chunk; bad queries fail
+// alone; spans that disagree fail all.
+TEST(ExpPackHostRun, ABatchSumsEachQueryAsTheCpuEngine) {
+  std::mt19937_64 gen(lattice::testing::TestSeed("gpu_exppack_host_run_test") + 7);
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::testing::SmallRing());
+  const uint32_t n = 20;
+  const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 2 * 1024 - 3, n, gen);
+  std::vector<std::shared_ptr<const he::GaloisKeys>> sessions;
+  std::vector<std::shared_ptr<const testing::Session>> owners;
+  for (int s = 0; s < 3; ++s) {
+    owners.push_back(std::make_shared<const testing::Session>(ctx, n));
+    sessions.emplace_back(owners.back(), &owners.back()->keys);
+  }
+  // Ten queries: two chunks (8 and 2). Query 3 has a truncated ciphertext, query 6 no keys.
+  const size_t count = 10;
+  std::vector<std::shared_ptr<const he::GaloisKeys>> keys(count);
+  std::vector<std::vector<uint8_t>> cts(count);
+  std::vector<absl::Span<const uint8_t>> ct_spans(count);
+  for (size_t q = 0; q < count; ++q) {
+    const size_t s = (q * 7) % sessions.size();
+    keys[q] = sessions[s];
+    cts[q] = SecretCiphertext(ctx, *owners[s], n, gen);
+    ct_spans[q] = cts[q];
+  }
+  ct_spans[3] = absl::MakeConstSpan(cts[3]).first(cts[3].size() - 1);
+  keys[6] = nullptr;
+  const size_t sum_words = lattice::PackingSumWords(ctx, matrix);
+  for (const uint32_t levels : {0u, 3u}) {
+    const lattice::CpuPackingEngine cpu(ctx, matrix, levels);
+    auto host = HostRunPackingEngine::Create(ctx, matrix, 64, levels);
+    ASSERT_TRUE(host.ok()) << host.status();
+    std::vector<std::vector<uint64_t>> sums(count, std::vector<uint64_t>(sum_words, 9));
+    std::vector<absl::Span<uint64_t>> sum_spans;
+    for (std::vector<uint64_t>& v : sums) sum_spans.push_back(absl::MakeSpan(v));
+    const std::vector<absl::Status> status = (*host)->SumsBatch(keys, ct_spans, sum_spans, 1);
+    ASSERT_EQ(status.size(), count);
+    for (size_t q = 0; q < count; ++q) {
+      if (q == 3) {
+        EXPECT_THAT(status[q].message(), HasSubstr("ciphertext")) << status[q];
+      } else if (q == 6) {
+        EXPECT_THAT(status[q].message(), HasSubstr("no keys")) << status[q];
+      } else {
+        ASSERT_TRUE(status[q].ok()) << "query " << q << ": " << status[q];
+        EXPECT_EQ(sums[q], SumsOf(cpu, ctx, matrix, keys[q], ct_spans[q]))
+            << "query " << q << ", " << levels << " levels deferred";
+      }
+    }
+    EXPECT_EQ((*host)->key_uploads(), sessions.size());  // each session's keys made once
+    for (const absl::Status& st :
+         (*host)->SumsBatch(keys, ct_spans, absl::MakeSpan(sum_spans).first(count - 1), 1)) {
+      EXPECT_THAT(st.message(), HasSubstr("a batch of 10 keys, 10 ciphertexts and 9 sums"));
+    }
+  }
+}
+
 // Several devices (server/backend_select.cc): each engine over its groups, with the whole
 // matrix's levels deferred, together the CPU engine's sums on the whole matrix.
 TEST(ExpPackHostRun, GroupShardsDeferAsTheWholeMatrix) {
@@ -98,7 +154,25 @@ TEST(ExpPackHostRun, GroupShardsDeferAsTheWholeMatrix) {
   const auto session = std::make_shared<const testing::Session>(ctx, n);
   const std::shared_ptr<const he::GaloisKeys> keys(session, &session->keys);
   const std::vector<uint8_t> ct = SecretCiphertext(ctx, *session, n, gen);
-  EXPECT_EQ(SumsOf(**sharded, ctx, matrix, keys, ct), SumsOf(cpu, ctx, matrix, keys, ct));
+  const std::vector<uint64_t> want = SumsOf(cpu, ctx, matrix, keys, ct);
+  EXPECT_EQ(SumsOf(**sharded, ctx, matrix, keys, ct), want);
+  // A batch (each shard's SumsBatch): three queries, the second's sums one word short, the
+  // third's ciphertext truncated; the first as alone.
+  const size_t words = want.size();
+  std::vector<uint64_t> first(words), second(words - 1), third(words);
+  const std::vector<std::shared_ptr<const he::GaloisKeys>> batch_keys(3, keys);
+  const std::vector<absl::Span<const uint8_t>> cts{ct, ct,
+                                                   absl::MakeConstSpan(ct).first(ct.size() - 1)};
+  const std::vector<absl::Span<uint64_t>> sums{absl::MakeSpan(first), absl::MakeSpan(second),
+                                               absl::MakeSpan(third)};
+  const std::vector<absl::Status> status = (*sharded)->SumsBatch(batch_keys, cts, sums, 2);
+  ASSERT_EQ(status.size(), 3u);
+  EXPECT_TRUE(status[0].ok()) << status[0];
+  EXPECT_EQ(first, want);
+  EXPECT_THAT(status[1].message(), HasSubstr("sharded packing sums"));
+  EXPECT_THAT(status[2].message(), HasSubstr("ciphertext"));
+  EXPECT_THAT((*sharded)->SumsBatch(batch_keys, cts, absl::MakeSpan(sums).first(2), 2)[0].message(),
+              HasSubstr("a batch of 3 keys"));
 }
 
 TEST(ExpPackHostRun, DeferredSwitchesRefuseBadArguments) {

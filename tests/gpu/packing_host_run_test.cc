@@ -1,7 +1,8 @@
 // The GPU packing kernel's phases run on the host (gpu/packing.h's HostRunPackingSums) against
 // pir/lattice's PackAccumulator, bit for bit: the default ring, and 32-bit primes, whose products
 // carry out of 64 bits in the kernel's lazy sums; keys in several calls and any order; bad input.
-// And the switch to q' (HostRunSwitchResponse) against lattice::SwitchResponse.
+// Several queries' sums in one pass equal each query's alone. And the switch to q'
+// (HostRunSwitchResponse) against lattice::SwitchResponse.
 #include <algorithm>
 #include <cstdint>
 #include <random>
@@ -103,6 +104,72 @@ TEST(PackingHostRun, RefusesBadInput) {
       *lattice::RingParams::Create(10, *he::GenerateNttPrimes(29, 2048, 3)));
   EXPECT_THAT(HostRunPackingSums(other, matrix, {}, {}, {}, absl::MakeSpan(sums)).message(),
               HasSubstr("another ring"));
+}
+
+// Several queries' leaves in one pass (HostRunSumLeavesBatch, the device's SumLeavesBatchThen):
+// each query's sums as if alone, for every batch size, with 32-bit primes whose lazy sums carry.
+TEST(PackingHostRun, ABatchSumsEachQueryAsAlone) {
+  struct Case {
+    lattice::RingContext ctx;
+    uint64_t rows;
+    uint32_t lwe_n;
+  };
+  const Case cases[] = {
+      {*lattice::RingContext::Create(lattice::RingParams::Default()), 4096 + 9, 21},
+      {*lattice::RingContext::Create(
+           *lattice::RingParams::Create(10, *he::GenerateNttPrimes(32, 2048, 2))),
+       2 * 1024 - 5, 300}};
+  std::mt19937_64 gen(4);
+  for (const Case& c : cases) {
+    const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(c.ctx, c.rows, c.lwe_n, gen);
+    const size_t sum_words = lattice::PackingSumWords(c.ctx, matrix);
+    std::vector<std::vector<uint64_t>> leaves, alone;
+    for (uint32_t q = 0; q < GpuPackingSums::kMaxBatch; ++q) {
+      // A leaf is its beta's k N residues, then its alpha's.
+      leaves.push_back(testing::RandomKeyHalves(c.ctx, 2 * c.lwe_n, gen));
+      alone.emplace_back(sum_words);
+      ASSERT_TRUE(
+          HostRunSumLeaves(c.ctx, matrix, leaves.back(), absl::MakeSpan(alone.back())).ok());
+    }
+    for (const uint32_t queries : {1u, 2u, 5u, GpuPackingSums::kMaxBatch}) {
+      std::vector<std::vector<uint64_t>> sums(queries, std::vector<uint64_t>(sum_words, 3));
+      std::vector<absl::Span<const uint64_t>> leaf_spans(leaves.begin(), leaves.begin() + queries);
+      std::vector<absl::Span<uint64_t>> sum_spans;
+      for (std::vector<uint64_t>& v : sums) sum_spans.push_back(absl::MakeSpan(v));
+      ASSERT_TRUE(HostRunSumLeavesBatch(c.ctx, matrix, leaf_spans, sum_spans).ok());
+      for (uint32_t q = 0; q < queries; ++q) {
+        EXPECT_TRUE(sums[q] == alone[q])
+            << "n = " << c.lwe_n << ", query " << q << " of " << queries;
+      }
+    }
+  }
+}
+
+TEST(PackingHostRun, ABatchRefusesBadInput) {
+  const lattice::RingContext ctx = *lattice::RingContext::Create(lattice::RingParams::Default());
+  std::mt19937_64 gen(5);
+  const lattice::PackingMatrix matrix = testing::RandomPackingMatrix(ctx, 100, 4, gen);
+  const std::vector<uint64_t> leaves = testing::RandomKeyHalves(ctx, 2 * 4, gen);
+  std::vector<uint64_t> sums(lattice::PackingSumWords(ctx, matrix)), other(sums.size());
+  const std::vector<absl::Span<const uint64_t>> nine(GpuPackingSums::kMaxBatch + 1, leaves);
+  const std::vector<absl::Span<uint64_t>> nine_sums(GpuPackingSums::kMaxBatch + 1,
+                                                    absl::MakeSpan(sums));
+  EXPECT_THAT(HostRunSumLeavesBatch(ctx, matrix, {}, {}).message(), HasSubstr("1 to 8 queries"));
+  EXPECT_THAT(HostRunSumLeavesBatch(ctx, matrix, nine, nine_sums).message(),
+              HasSubstr("1 to 8 queries' leaves (got 9)"));
+  EXPECT_THAT(
+      HostRunSumLeavesBatch(ctx, matrix, {leaves, leaves}, {absl::MakeSpan(sums)}).message(),
+      HasSubstr("as many sums (got 1)"));
+  const absl::Span<const uint64_t> short_leaves =
+      absl::MakeConstSpan(leaves).first(leaves.size() - 1);
+  EXPECT_THAT(HostRunSumLeavesBatch(ctx, matrix, {leaves, short_leaves},
+                                    {absl::MakeSpan(sums), absl::MakeSpan(other)})
+                  .message(),
+              HasSubstr("leaf words"));
+  EXPECT_TRUE(HostRunSumLeavesBatch(ctx, matrix, {leaves, leaves},
+                                    {absl::MakeSpan(sums), absl::MakeSpan(other)})
+                  .ok());
+  EXPECT_EQ(sums, other);
 }
 
 TEST(SwitchHostRun, EqualsSwitchResponse) {
