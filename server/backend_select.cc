@@ -21,11 +21,13 @@
 namespace veil::server {
 namespace {
 
+#ifndef VEIL_HAVE_GPU_BACKEND
 absl::Status NoGpuBuilt() {
   return absl::UnavailableError(
       "this build has no GPU backend (configure with CUDA: -DVEIL_ENABLE_CUDA=ON on a machine "
       "with nvcc); use --backend=cpu or --backend=auto");
 }
+#endif
 
 #ifdef VEIL_HAVE_GPU_BACKEND
 // The devices of --gpus, or UNAVAILABLE when none is present.
