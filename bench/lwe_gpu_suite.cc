@@ -14,7 +14,8 @@
 // table (ceil(D1 / N) groups x n = 1,024 keys), the switch to q', and optionally SimplePIR's
 // product, against one stream of the table at the same run's HBM read bandwidth. batch8_pack_ms
 // and batch8_deferred_engine_ms: the pass and the deferred engine per query when eight queries
-// share one pass over the matrix (GpuPackingSums::SumLeavesBatchThen, the engine's SumsBatch).
+// share one pass over the matrix (GpuPackingSums::SumLeavesBatchThen) and, in the engine's
+// SumsBatch, expand side by side (GpuExpansion::ExpandBatchThen).
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -303,6 +304,7 @@ absl::Status ExpPackGpu(const Flags& flags) {
   // the CPU's leaves, timed on the wall clock (the later calls).
   gpu::GpuPackingEngineOptions full;
   full.deferred_levels = 0;
+  full.max_batch = 1;  // one query at a time: a batch's buffers are 890 MB a query at n = 1,024
   auto engine = gpu::GpuPackingEngine::Create(ctx, *matrix, full);
   if (!engine.ok()) return engine.status();
   const auto session = std::make_shared<const he::GaloisKeys>(*keys);

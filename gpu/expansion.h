@@ -57,15 +57,21 @@ class GpuExpansionKeys {
 
 class GpuExpansion {
  public:
+  static constexpr uint32_t kMaxBatch = internal::kExpansionMaxQueries;
+
   // Copies the Galois permutations and the NTT tables to the device and reserves the levels'
-  // buffers (2 n nodes of 2 k N words). Returns MakeExpansionPlan's errors, UNAVAILABLE without
-  // a device, RESOURCE_EXHAUSTED if device memory is short, INTERNAL for other CUDA failures.
+  // buffers for `max_batch` queries expanded side by side (per query 2 n nodes of 2 k N words
+  // and the scratch). Returns MakeExpansionPlan's errors, INVALID_ARGUMENT for a max_batch
+  // outside [1, kMaxBatch], UNAVAILABLE without a device, RESOURCE_EXHAUSTED if device memory
+  // is short, INTERNAL for other CUDA failures.
   static absl::StatusOr<std::unique_ptr<GpuExpansion>> Create(const lattice::RingContext& ctx,
-                                                              uint32_t lwe_n, int device = 0);
+                                                              uint32_t lwe_n, int device = 0,
+                                                              uint32_t max_batch = 1);
   // The same, and UploadKeys(keys) for Expand and MeasureExpand.
   static absl::StatusOr<std::unique_ptr<GpuExpansion>> Create(const lattice::RingContext& ctx,
                                                               const he::GaloisKeys& keys,
-                                                              uint32_t lwe_n, int device = 0);
+                                                              uint32_t lwe_n, int device = 0,
+                                                              uint32_t max_batch = 1);
   ~GpuExpansion();
 
   // A session's level keys (of ParseExpansionKeys for lwe_n) on this device. Returns
@@ -73,19 +79,31 @@ class GpuExpansion {
   // other CUDA failures.
   absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> UploadKeys(const he::GaloisKeys& keys) const;
 
-  // Expands one query's ciphertext (EncryptLweSecret's wire form) under `keys` and calls
-  // use(leaves): the device address of the leaves (ExpandedKeys' layout), complete, and not
-  // overwritten before `use` returns (calls from several threads run one after the other).
-  // Returns SecretCiphertextRoot's errors for the ciphertext, INVALID_ARGUMENT for keys of
-  // another GpuExpansion, INTERNAL for CUDA failures, else use's status.
+  // Expands up to max_batch queries' ciphertexts (EncryptLweSecret's wire form), query q under
+  // keys[q], side by side (every level's launches take all of their nodes), and calls
+  // use(expanded, leaves) once: the indices of the queries expanded, in order, and each one's
+  // leaves' device address (ExpandedKeys' layout), complete and not overwritten before `use`
+  // returns (calls from several threads run one after the other). One status per query:
+  // SecretCiphertextRoot's errors for its ciphertext or INVALID_ARGUMENT for keys of another
+  // GpuExpansion (the query left out), INTERNAL for CUDA failures, else OK; INVALID_ARGUMENT for
+  // all when the spans disagree or hold no query or more than max_batch.
+  std::vector<absl::Status> ExpandBatchThen(
+      absl::Span<const GpuExpansionKeys* const> keys,
+      absl::Span<const absl::Span<const uint8_t>> ciphertexts,
+      absl::FunctionRef<void(absl::Span<const size_t> expanded,
+                             absl::Span<const uint64_t* const> leaves)>
+          use) const;
+  // One query's: ExpandBatchThen's status, else use(leaves)'s.
   absl::Status ExpandThen(const GpuExpansionKeys& keys, absl::Span<const uint8_t> ciphertext,
                           absl::FunctionRef<absl::Status(const uint64_t* leaves)> use) const;
 
   // With Create's keys: the leaves of one query's ciphertext, copied back. Returns ExpandThen's
   // errors, FAILED_PRECONDITION if Create had no keys.
   absl::StatusOr<ExpandedKeys> Expand(absl::Span<const uint8_t> ciphertext) const;
-  // Median device seconds of `reps` expansions of `ciphertext` (the leaves stay on the device).
-  absl::StatusOr<double> MeasureExpand(absl::Span<const uint8_t> ciphertext, int reps) const;
+  // Median device seconds of `reps` expansions of `queries` copies of `ciphertext` side by side
+  // (1 to max_batch; the leaves stay on the device).
+  absl::StatusOr<double> MeasureExpand(absl::Span<const uint8_t> ciphertext, int reps,
+                                       uint32_t queries = 1) const;
 
   int device() const;
 
@@ -134,11 +152,15 @@ struct ExpansionKeyArrays {
 absl::StatusOr<ExpansionKeyArrays> MakeExpansionKeyArrays(const lattice::RingContext& ctx,
                                                           const he::GaloisKeys& keys,
                                                           uint32_t lwe_n);
-// HostRunExpansion for a plan and a session's key arrays (of the same ring and n).
-absl::StatusOr<ExpandedKeys> HostRunExpansionWith(const lattice::RingContext& ctx,
-                                                  const ExpansionPlan& plan,
-                                                  const ExpansionKeyArrays& keys,
-                                                  absl::Span<const uint8_t> ciphertext);
+// HostRunExpansion for a plan and 1 to kExpansionMaxQueries queries, each under its session's key
+// arrays (of the same ring and n), expanded side by side as GpuExpansion::ExpandBatchThen does:
+// each query's leaves, or SecretCiphertextRoot's error for its ciphertext, or INVALID_ARGUMENT
+// for key arrays of another plan (such queries are left out of the run). INVALID_ARGUMENT for
+// all when the spans disagree or hold no query or too many.
+std::vector<absl::StatusOr<ExpandedKeys>> HostRunExpansionBatch(
+    const lattice::RingContext& ctx, const ExpansionPlan& plan,
+    absl::Span<const ExpansionKeyArrays* const> keys,
+    absl::Span<const absl::Span<const uint8_t>> ciphertexts);
 // Nodes at the largest level (the buffers' size): min(2^(levels - 1), n), at least 1.
 uint32_t MaxExpansionNodes(const ExpansionPlan& plan);
 
@@ -146,29 +168,40 @@ uint32_t MaxExpansionNodes(const ExpansionPlan& plan);
 struct ExpansionArrays {
   // Per prime: the tables' 32-bit forward and inverse roots.
   std::vector<const uint32_t*> roots, iroots;
-  const uint64_t* key_b = nullptr;
-  const uint64_t* key_a = nullptr;
+  // Per query (1 to kExpansionMaxQueries): its session's level keys.
+  std::vector<const uint64_t*> key_b, key_a;
   const uint32_t* perms = nullptr;
   const uint64_t* monos = nullptr;
-  uint64_t* nodes[2] = {nullptr, nullptr};  // n nodes each; the root at nodes[0]
-  uint64_t* scratch = nullptr;              // MaxExpansionNodes x ExpansionScratchRows rows of N
+  // n nodes per query each, query q's ExpansionQueryStride(plan) words after query q - 1's; the
+  // roots at nodes[0].
+  uint64_t* nodes[2] = {nullptr, nullptr};
+  // Per query: MaxExpansionNodes x ExpansionScratchRows rows of N (ExpansionScratchStride).
+  uint64_t* scratch = nullptr;
 };
+// The words of one query's nodes (n nodes of 2 k N words) and of its scratch.
+uint64_t ExpansionQueryStride(const ExpansionPlan& plan);
+uint64_t ExpansionScratchStride(const ExpansionPlan& plan);
 
-// The level loop of the host run and of the device: level l's arguments from the arrays, then
-// launch(args, stage, blocks) for each of its stages, in order (an absl::Status). Returns the
-// buffer of the leaves.
+// The level loop of the host run and of the device: level l's arguments from the arrays (every
+// query's, a.key_b.size() of them, 1 to kExpansionMaxQueries), then launch(args, stage, blocks)
+// for each of its stages, in order (an absl::Status). Returns the buffer of the leaves.
 template <class Launch>
 absl::StatusOr<uint64_t*> RunExpansionLevels(const ExpansionPlan& p, const ExpansionArrays& a,
                                              Launch&& launch) {
   const uint64_t n = uint64_t{1} << p.log_n, key_words = uint64_t{p.k} * (p.k + 1) * n;
   ExpansionArgs args;
   static_cast<QpArgs&>(args) = MakeQpArgs(p, a.roots, a.iroots);
+  args.queries = static_cast<uint32_t>(a.key_b.size());
+  args.query_stride = ExpansionQueryStride(p);
+  args.scratch_stride = ExpansionScratchStride(p);
   args.scratch = a.scratch;
   uint32_t nodes = 1;
   int cur = 0;
   for (uint32_t l = 0; l < p.levels; ++l) {
-    args.key_b = a.key_b + l * key_words;
-    args.key_a = a.key_a + l * key_words;
+    for (uint32_t q = 0; q < args.queries; ++q) {
+      args.key_b[q] = a.key_b[q] + l * key_words;
+      args.key_a[q] = a.key_a[q] + l * key_words;
+    }
     args.perm = a.perms + l * n;
     args.mono = a.monos + l * p.k * n;
     args.in = a.nodes[cur];

@@ -3,6 +3,7 @@
 // phases (gpu/internal/expansion_phases.h), as CI checks them without a GPU.
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gpu/expansion.h"
@@ -99,51 +100,85 @@ uint32_t MaxExpansionNodes(const ExpansionPlan& plan) {
   return plan.levels == 0 ? 1 : std::min(1u << (plan.levels - 1), plan.lwe_n);
 }
 
+uint64_t ExpansionQueryStride(const ExpansionPlan& plan) {
+  return uint64_t{plan.lwe_n} * 2 * plan.k << plan.log_n;
+}
+
+uint64_t ExpansionScratchStride(const ExpansionPlan& plan) {
+  return uint64_t{MaxExpansionNodes(plan)} * ExpansionScratchRows(plan.k) << plan.log_n;
+}
+
 }  // namespace internal
 
 namespace internal {
 
-absl::StatusOr<ExpandedKeys> HostRunExpansionWith(const lattice::RingContext& ctx,
-                                                  const ExpansionPlan& plan,
-                                                  const ExpansionKeyArrays& keys,
-                                                  absl::Span<const uint8_t> ciphertext) {
-  const uint32_t lwe_n = plan.lwe_n;
-  const uint64_t key_words = uint64_t{plan.levels} * plan.k * (plan.k + 1) << plan.log_n;
-  if (keys.key_b.size() != key_words || keys.key_a.size() != key_words) {
-    return absl::InvalidArgumentError("the expansion's key arrays are of another plan");
+std::vector<absl::StatusOr<ExpandedKeys>> HostRunExpansionBatch(
+    const lattice::RingContext& ctx, const ExpansionPlan& plan,
+    absl::Span<const ExpansionKeyArrays* const> keys,
+    absl::Span<const absl::Span<const uint8_t>> ciphertexts) {
+  const size_t count = keys.size();
+  std::vector<absl::StatusOr<ExpandedKeys>> out(count, ExpandedKeys{});
+  if (count == 0 || count > kExpansionMaxQueries || ciphertexts.size() != count) {
+    out.assign(count, absl::InvalidArgumentError(absl::StrCat(
+                          "an expansion batch of ", count, " key arrays and ", ciphertexts.size(),
+                          " ciphertexts (1 to ", kExpansionMaxQueries, " of each)")));
+    return out;
   }
-  absl::StatusOr<std::vector<uint64_t>> root =
-      lattice::internal::SecretCiphertextRoot(ctx, ciphertext);
-  if (!root.ok()) return root.status();
-  const internal::ExpansionPlan& p = plan;
-  const uint64_t n = ctx.n(), nodes_words = uint64_t{lwe_n} * 2 * p.k * n;
-  std::vector<uint64_t> nodes[2] = {*std::move(root), std::vector<uint64_t>(nodes_words)};
-  nodes[0].resize(nodes_words);
-  std::vector<uint64_t> scratch(uint64_t{MaxExpansionNodes(p)} * ExpansionScratchRows(p.k) * n);
+  const ExpansionPlan& p = plan;
+  const uint64_t key_words = uint64_t{p.levels} * p.k * (p.k + 1) << p.log_n;
+  const uint64_t stride = ExpansionQueryStride(p);
+  std::vector<size_t> run;  // the queries expanded, in their slots' order
+  std::vector<uint64_t> nodes[2];
   ExpansionArrays arrays;
+  for (size_t q = 0; q < count; ++q) {
+    if (keys[q]->key_b.size() != key_words || keys[q]->key_a.size() != key_words) {
+      out[q] = absl::InvalidArgumentError("the expansion's key arrays are of another plan");
+      continue;
+    }
+    absl::StatusOr<std::vector<uint64_t>> root =
+        lattice::internal::SecretCiphertextRoot(ctx, ciphertexts[q]);
+    if (!root.ok()) {
+      out[q] = root.status();
+      continue;
+    }
+    run.push_back(q);
+    nodes[0].insert(nodes[0].end(), root->begin(), root->end());
+    nodes[0].resize(run.size() * stride);
+    arrays.key_b.push_back(keys[q]->key_b.data());
+    arrays.key_a.push_back(keys[q]->key_a.data());
+  }
+  if (run.empty()) return out;
+  nodes[1].resize(nodes[0].size());
+  std::vector<uint64_t> scratch(run.size() * ExpansionScratchStride(p));
   for (const MontgomeryNttTables& t : p.tables) {
     arrays.roots.push_back(t.roots32.data());
     arrays.iroots.push_back(t.inverse_roots32.data());
   }
-  arrays.key_b = keys.key_b.data();
-  arrays.key_a = keys.key_a.data();
   arrays.perms = p.perms.data();
   arrays.monos = p.monos.data();
   arrays.nodes[0] = nodes[0].data();
   arrays.nodes[1] = nodes[1].data();
   arrays.scratch = scratch.data();
-  std::vector<uint32_t> shared(n);
-  SequentialRunner run;
+  std::vector<uint32_t> shared(uint64_t{1} << p.log_n);
+  SequentialRunner runner;
   absl::StatusOr<uint64_t*> leaves = RunExpansionLevels(
       p, arrays, [&](const ExpansionArgs& args, ExpansionStage stage, uint32_t blocks) {
         HostLoop(blocks, [&](uint64_t b) {
           PoisonShared(shared);
-          ExpansionStageBlock(run, args, stage, static_cast<uint32_t>(b), shared.data());
+          ExpansionStageBlock(runner, args, stage, static_cast<uint32_t>(b), shared.data());
         });
         return absl::OkStatus();
       });
-  if (!leaves.ok()) return leaves.status();
-  return ExpandedKeys{lwe_n, std::move(nodes[*leaves == nodes[0].data() ? 0 : 1])};
+  if (!leaves.ok()) {
+    for (size_t q : run) out[q] = leaves.status();
+    return out;
+  }
+  const std::vector<uint64_t>& done = nodes[*leaves == nodes[0].data() ? 0 : 1];
+  for (size_t i = 0; i < run.size(); ++i) {
+    out[run[i]] = ExpandedKeys{
+        p.lwe_n, std::vector<uint64_t>(done.begin() + i * stride, done.begin() + (i + 1) * stride)};
+  }
+  return out;
 }
 
 }  // namespace internal
@@ -156,7 +191,8 @@ absl::StatusOr<ExpandedKeys> HostRunExpansion(const lattice::RingContext& ctx,
   absl::StatusOr<internal::ExpansionKeyArrays> arrays =
       internal::MakeExpansionKeyArrays(ctx, keys, lwe_n);
   if (!arrays.ok()) return arrays.status();
-  return internal::HostRunExpansionWith(ctx, *plan, *arrays, ciphertext);
+  const internal::ExpansionKeyArrays* one = &*arrays;
+  return std::move(internal::HostRunExpansionBatch(ctx, *plan, {&one, 1}, {ciphertext}).front());
 }
 
 }  // namespace veil::gpu

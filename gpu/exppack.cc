@@ -33,15 +33,16 @@ absl::StatusOr<std::unique_ptr<GpuPackingEngine>> GpuPackingEngine::Create(
     packing = GpuPackingSums::Create(ctx, matrix, options.device);
   }
   if (!packing.ok()) return packing.status();
+  const uint32_t batch = std::clamp<uint32_t>(options.max_batch, 1, GpuPackingSums::kMaxBatch);
   absl::StatusOr<std::unique_ptr<GpuExpansion>> expansion =
-      GpuExpansion::Create(ctx, expanded, options.device);
+      GpuExpansion::Create(ctx, expanded, options.device, batch);
   if (!expansion.ok()) return expansion.status();
   absl::StatusOr<std::unique_ptr<GpuResponseSwitch>> switcher =
       GpuResponseSwitch::Create(ctx, options.device);
   if (!switcher.ok()) return switcher.status();
   return std::unique_ptr<GpuPackingEngine>(new GpuPackingEngine(
       *std::move(expansion), *std::move(packing), std::move(deferred), levels, *std::move(switcher),
-      lattice::PackingSumWords(ctx, matrix), options.max_sessions));
+      lattice::PackingSumWords(ctx, matrix), options.max_sessions, batch));
 }
 
 absl::StatusOr<std::shared_ptr<const GpuPackingEngine::Keys>> GpuPackingEngine::Session(
@@ -66,23 +67,37 @@ void GpuPackingEngine::SumsChunk(absl::Span<const std::shared_ptr<const he::Galo
                                  absl::Span<const absl::Span<uint64_t>> sums,
                                  absl::Span<absl::Status> out) const {
   std::vector<std::shared_ptr<const Keys>> held(keys.size());
-  const std::vector<absl::Status> status = packing_->SumLeavesBatchThen(
-      static_cast<uint32_t>(keys.size()),
-      [&](uint32_t q, GpuPackingSums::Put put) -> absl::Status {
-        if (absl::Status s = lattice::internal::CheckSumsArguments(keys[q], sum_words_, sums[q]);
-            !s.ok()) {
-          return s;
-        }
-        absl::StatusOr<std::shared_ptr<const Keys>> session = Session(keys[q]);
-        if (!session.ok()) return session.status();
-        held[q] = *std::move(session);
-        return expansion_->ExpandThen(*held[q]->levels, ciphertexts[q], put);
-      },
-      [&](uint32_t q, const uint64_t* device_sums) -> absl::Status {
-        if (!deferred_) return packing_->CopySums(device_sums, sums[q]);
-        return deferred_->Finish(*held[q]->deferred, device_sums, sums[q]);
+  std::vector<size_t> ready;  // the queries whose arguments and keys are good
+  std::vector<const GpuExpansionKeys*> levels;
+  std::vector<absl::Span<const uint8_t>> ready_ciphertexts;
+  for (size_t q = 0; q < keys.size(); ++q) {
+    out[q] = lattice::internal::CheckSumsArguments(keys[q], sum_words_, sums[q]);
+    if (!out[q].ok()) continue;
+    absl::StatusOr<std::shared_ptr<const Keys>> session = Session(keys[q]);
+    if (!session.ok()) {
+      out[q] = session.status();
+      continue;
+    }
+    held[q] = *std::move(session);
+    ready.push_back(q);
+    levels.push_back(held[q]->levels.get());
+    ready_ciphertexts.push_back(ciphertexts[q]);
+  }
+  if (ready.empty()) return;
+  const std::vector<absl::Status> expanded = expansion_->ExpandBatchThen(
+      levels, ready_ciphertexts,
+      [&](absl::Span<const size_t> done, absl::Span<const uint64_t* const> leaves) {
+        const std::vector<absl::Status> summed =
+            packing_->SumLeavesBatchThen(leaves, [&](size_t i, const uint64_t* device_sums) {
+              const size_t q = ready[done[i]];
+              if (!deferred_) return packing_->CopySums(device_sums, sums[q]);
+              return deferred_->Finish(*held[q]->deferred, device_sums, sums[q]);
+            });
+        for (size_t i = 0; i < done.size(); ++i) out[ready[done[i]]] = summed[i];
       });
-  std::copy(status.begin(), status.end(), out.begin());
+  for (size_t j = 0; j < ready.size(); ++j) {
+    if (!expanded[j].ok()) out[ready[j]] = expanded[j];
+  }
 }
 
 absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> GpuPackingEngine::Switch(

@@ -39,6 +39,10 @@ struct GpuPackingEngineOptions {
   uint32_t deferred_levels = lattice::kDeferredLevels;
   // Threads that fold the matrix at Create (the host's work: G 2^D n polynomial multiply-adds).
   int fold_threads = 1;
+  // Queries expanded and summed together (1 to GpuPackingSums::kMaxBatch; SumsBatch's chunks).
+  // Each adds the expansion's buffers: about 55 MB at 2^24 x 64 B with four levels deferred,
+  // 890 MB at n = 1,024 fully expanding.
+  uint32_t max_batch = 8;
 };
 
 namespace internal {
@@ -50,11 +54,12 @@ struct SessionKeys {
 };
 
 // What the device engine and its host run share: Sums is a batch of one, and SumsBatch checks the
-// spans (CheckSumsBatch's error for all when they disagree) and hands SumsChunk up to
-// GpuPackingSums::kMaxBatch queries at a time (one pass over the matrix each). `threads` is
-// checked, not used: the device does the work.
+// spans (CheckSumsBatch's error for all when they disagree) and hands SumsChunk up to `chunk`
+// queries at a time (1 to GpuPackingSums::kMaxBatch: expanded together, one pass over the matrix
+// each). `threads` is checked, not used: the device does the work.
 class ChunkedPackingEngine : public lattice::PackingEngine {
  public:
+  explicit ChunkedPackingEngine(uint32_t chunk) : chunk_(chunk) {}
   absl::Status Sums(const std::shared_ptr<const he::GaloisKeys>& keys,
                     absl::Span<const uint8_t> ciphertext, int threads,
                     absl::Span<uint64_t> sums) const final;
@@ -64,13 +69,16 @@ class ChunkedPackingEngine : public lattice::PackingEngine {
                                       int threads) const final;
 
  protected:
-  // out[q] = query q's status (the spans in step, 1 to kMaxBatch queries): each query expanded
-  // alone (those that fail are left out), one pass over the matrix for the rest, then each one's
-  // deferred switches.
+  // out[q] = query q's status (the spans in step, 1 to `chunk` queries): the queries expanded
+  // side by side (those that fail are left out), one pass over the matrix for them, then each
+  // one's deferred switches.
   virtual void SumsChunk(absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
                          absl::Span<const absl::Span<const uint8_t>> ciphertexts,
                          absl::Span<const absl::Span<uint64_t>> sums,
                          absl::Span<absl::Status> out) const = 0;
+
+ private:
+  uint32_t chunk_;
 };
 }  // namespace internal
 
@@ -85,12 +93,12 @@ class GpuPackingEngine final : public internal::ChunkedPackingEngine {
       const GpuPackingEngineOptions& options = {});
 
   std::string name() const override { return "gpu"; }
-  // Sums and SumsBatch (ChunkedPackingEngine): each query expanded on the device
-  // (GpuExpansion::ExpandThen), then one pass of the packing kernel over the (folded) matrix for
-  // up to GpuPackingSums::kMaxBatch queries (GpuPackingSums::SumLeavesBatchThen), then each one's
-  // deferred switches; bit for bit the CPU engine's sums. A query fails alone with
-  // INVALID_ARGUMENT for missing keys or sums of the wrong size, or UploadKeys', ExpandThen's
-  // or the switches' errors.
+  // Sums and SumsBatch (ChunkedPackingEngine): up to max_batch queries expanded side by side on
+  // the device (GpuExpansion::ExpandBatchThen), then one pass of the packing kernel over the
+  // (folded) matrix for them (GpuPackingSums::SumLeavesBatchThen), then each one's deferred
+  // switches; bit for bit the CPU engine's sums. A query fails alone with INVALID_ARGUMENT for
+  // missing keys or sums of the wrong size, or UploadKeys', ExpandBatchThen's or the switches'
+  // errors.
 
   // GpuResponseSwitch's: the inverse NTT fused with the switch, on the same device.
   absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> Switch(
@@ -111,8 +119,9 @@ class GpuPackingEngine final : public internal::ChunkedPackingEngine {
   GpuPackingEngine(std::unique_ptr<GpuExpansion> expansion, std::unique_ptr<GpuPackingSums> packing,
                    std::unique_ptr<GpuDeferredSwitches> deferred, uint32_t levels,
                    std::unique_ptr<GpuResponseSwitch> switcher, uint64_t sum_words,
-                   size_t max_sessions)
-      : expansion_(std::move(expansion)),
+                   size_t max_sessions, uint32_t batch)
+      : ChunkedPackingEngine(batch),
+        expansion_(std::move(expansion)),
         packing_(std::move(packing)),
         deferred_(std::move(deferred)),
         levels_(levels),
@@ -166,7 +175,8 @@ class HostRunPackingEngine final : public internal::ChunkedPackingEngine {
   HostRunPackingEngine(const lattice::RingContext& ctx, const lattice::PackingMatrix& matrix,
                        internal::ExpansionPlan plan, std::optional<lattice::PackingMatrix> folded,
                        std::optional<internal::DeferredPlan> deferred, size_t max_sessions)
-      : ctx_(ctx),
+      : ChunkedPackingEngine(GpuPackingSums::kMaxBatch),
+        ctx_(ctx),
         matrix_(matrix),
         plan_(std::move(plan)),
         folded_(std::move(folded)),

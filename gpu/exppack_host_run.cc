@@ -29,8 +29,8 @@ std::vector<absl::Status> ChunkedPackingEngine::SumsBatch(
     return std::vector<absl::Status>(count, s);
   }
   std::vector<absl::Status> out(count);
-  for (size_t first = 0; first < count; first += GpuPackingSums::kMaxBatch) {
-    const size_t size = std::min<size_t>(GpuPackingSums::kMaxBatch, count - first);
+  for (size_t first = 0; first < count; first += chunk_) {
+    const size_t size = std::min<size_t>(chunk_, count - first);
     SumsChunk(keys.subspan(first, size), ciphertexts.subspan(first, size),
               sums.subspan(first, size), absl::MakeSpan(out).subspan(first, size));
   }
@@ -89,9 +89,11 @@ void HostRunPackingEngine::SumsChunk(absl::Span<const std::shared_ptr<const he::
                                      absl::Span<absl::Status> out) const {
   const lattice::PackingMatrix& summed = folded_ ? *folded_ : matrix_;
   const uint64_t sum_words = lattice::PackingSumWords(ctx_, matrix_);
-  std::vector<size_t> staged;
+  // As the device: the queries with good arguments and keys expanded side by side, ...
+  std::vector<size_t> ready;
   std::vector<std::shared_ptr<const Keys>> held;
-  std::vector<ExpandedKeys> leaves;
+  std::vector<const internal::ExpansionKeyArrays*> levels;
+  std::vector<absl::Span<const uint8_t>> ready_ciphertexts;
   for (size_t q = 0; q < keys.size(); ++q) {
     out[q] = lattice::internal::CheckSumsArguments(keys[q], sum_words, sums[q]);
     if (!out[q].ok()) continue;
@@ -100,33 +102,42 @@ void HostRunPackingEngine::SumsChunk(absl::Span<const std::shared_ptr<const he::
       out[q] = session.status();
       continue;
     }
-    absl::StatusOr<ExpandedKeys> expanded =
-        internal::HostRunExpansionWith(ctx_, plan_, *(*session)->levels, ciphertexts[q]);
-    if (!expanded.ok()) {
-      out[q] = expanded.status();
+    ready.push_back(q);
+    held.push_back(*std::move(session));
+    levels.push_back(held.back()->levels.get());
+    ready_ciphertexts.push_back(ciphertexts[q]);
+  }
+  if (ready.empty()) return;
+  std::vector<absl::StatusOr<ExpandedKeys>> expanded =
+      internal::HostRunExpansionBatch(ctx_, plan_, levels, ready_ciphertexts);
+  // ... those expanded summed in one pass, ...
+  std::vector<size_t> done;  // indices into `ready`
+  std::vector<absl::Span<const uint64_t>> leaf_spans;
+  for (size_t j = 0; j < ready.size(); ++j) {
+    if (!expanded[j].ok()) {
+      out[ready[j]] = expanded[j].status();
       continue;
     }
-    staged.push_back(q);
-    held.push_back(*std::move(session));
-    leaves.push_back(*std::move(expanded));
+    done.push_back(j);
+    leaf_spans.push_back(expanded[j]->leaves);
   }
-  if (staged.empty()) return;
+  if (done.empty()) return;
   std::vector<std::vector<uint64_t>> pass_sums(  // the folded matrix's, when deferred
-      deferred_ ? staged.size() : 0, std::vector<uint64_t>(lattice::PackingSumWords(ctx_, summed)));
-  std::vector<absl::Span<const uint64_t>> leaf_spans;
+      deferred_ ? done.size() : 0, std::vector<uint64_t>(lattice::PackingSumWords(ctx_, summed)));
   std::vector<absl::Span<uint64_t>> sum_spans;
-  for (size_t i = 0; i < staged.size(); ++i) {
-    leaf_spans.push_back(leaves[i].leaves);
-    sum_spans.push_back(deferred_ ? absl::MakeSpan(pass_sums[i]) : sums[staged[i]]);
+  for (size_t i = 0; i < done.size(); ++i) {
+    sum_spans.push_back(deferred_ ? absl::MakeSpan(pass_sums[i]) : sums[ready[done[i]]]);
   }
   if (absl::Status s = HostRunSumLeavesBatch(ctx_, summed, leaf_spans, sum_spans); !s.ok()) {
-    for (size_t q : staged) out[q] = s;
+    for (size_t j : done) out[ready[j]] = s;
     return;
   }
+  // ... then each one's deferred switches.
   if (!deferred_) return;
-  for (size_t i = 0; i < staged.size(); ++i) {
-    out[staged[i]] = internal::HostRunDeferredSwitches(*deferred_, *held[i]->deferred, pass_sums[i],
-                                                       sums[staged[i]]);
+  for (size_t i = 0; i < done.size(); ++i) {
+    const size_t j = done[i];
+    out[ready[j]] = internal::HostRunDeferredSwitches(*deferred_, *held[j]->deferred, pass_sums[i],
+                                                      sums[ready[j]]);
   }
 }
 

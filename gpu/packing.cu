@@ -203,56 +203,32 @@ absl::Status GpuPackingSums::CopySums(const uint64_t* device_sums,
 }
 
 std::vector<absl::Status> GpuPackingSums::SumLeavesBatchThen(
-    uint32_t queries, absl::FunctionRef<absl::Status(uint32_t q, Put put)> stage,
-    absl::FunctionRef<absl::Status(uint32_t q, const uint64_t* sums)> use) const {
+    absl::Span<const uint64_t* const> leaves,
+    absl::FunctionRef<absl::Status(size_t i, const uint64_t* sums)> use) const {
   static_assert(kMaxBatch == internal::kPackMaxQueries);
   Impl& m = *impl_;
-  std::vector<absl::Status> status(queries);
-  if (queries == 0 || queries > kMaxBatch) {
-    const absl::Status bad = absl::InvalidArgumentError(
-        absl::StrCat("a batch of packing sums takes 1 to ", kMaxBatch, " queries, not ", queries));
-    for (absl::Status& s : status) s = bad;
-    return status;
+  const uint32_t count = static_cast<uint32_t>(leaves.size());
+  if (leaves.empty() || leaves.size() > kMaxBatch) {
+    return std::vector<absl::Status>(
+        leaves.size(),
+        absl::InvalidArgumentError(absl::StrCat("a batch of packing sums takes 1 to ", kMaxBatch,
+                                                " queries, not ", leaves.size())));
   }
   const uint32_t n = m.shape.lwe_n;
   std::lock_guard<std::mutex> lock(m.mu);
-  const absl::Status ready = [&]() -> absl::Status {
-    VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
-    VEIL_RETURN_IF_ERROR(m.Reserve(n, queries));
-    return m.UploadLeafIndex();
-  }();
-  if (!ready.ok()) {
-    for (absl::Status& s : status) s = ready;
-    return status;
-  }
-  std::vector<uint32_t> staged;  // the queries in their key slots' order
-  for (uint32_t q = 0; q < queries; ++q) {
-    int puts = 0;
-    status[q].Update(stage(q, [&](const uint64_t* leaves) -> absl::Status {
-      if (++puts > 1) return absl::InternalError("a query's leaves staged twice");
-      VEIL_RETURN_IF_ERROR(m.Narrow(leaves, static_cast<uint32_t>(staged.size())));
-      // The leaves are the caller's only until put returns.
-      VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
-      return absl::OkStatus();
-    }));
-    if (puts != 1) status[q].Update(absl::InternalError("a query's leaves not staged"));
-    if (status[q].ok()) staged.push_back(q);
-  }
-  if (staged.empty()) return status;
-  const uint32_t count = static_cast<uint32_t>(staged.size());
   const absl::Status pass = [&]() -> absl::Status {
+    VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
+    VEIL_RETURN_IF_ERROR(m.Reserve(n, count));
+    VEIL_RETURN_IF_ERROR(m.UploadLeafIndex());
+    for (uint32_t i = 0; i < count; ++i) VEIL_RETURN_IF_ERROR(m.Narrow(leaves[i], i));
     VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_sums, 0, count * m.sum_words() * 8, m.stream));
     VEIL_RETURN_IF_ERROR(m.Launch(n, count));
     VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
     return absl::OkStatus();
   }();
-  if (!pass.ok()) {
-    for (uint32_t q : staged) status[q].Update(pass);
-    return status;
-  }
-  for (uint32_t i = 0; i < count; ++i) {
-    status[staged[i]].Update(use(staged[i], m.d_sums + i * m.sum_words()));
-  }
+  if (!pass.ok()) return std::vector<absl::Status>(count, pass);
+  std::vector<absl::Status> status;
+  for (uint32_t i = 0; i < count; ++i) status.push_back(use(i, m.d_sums + i * m.sum_words()));
   return status;
 }
 

@@ -38,22 +38,18 @@ class GpuPackingSums {
   absl::Status Accumulate(absl::Span<const uint32_t> index, absl::Span<const uint64_t> beta,
                           absl::Span<const uint64_t> alpha, absl::Span<uint64_t> sums) const;
 
-  // The packing sums (lattice::PackingSumWords each) of all n special ciphertexts of up to
+  // The packing sums (lattice::PackingSumWords each) of all n special ciphertexts of 1 to
   // kMaxBatch queries in one pass over the matrix (the matrix read once for all, as the CPU's
-  // DeferredPacking::SumsBatch streams its folded matrix once for several). For q = 0 .. queries
-  // - 1, stage(q, put) calls put once with query q's leaves: their device address, GpuExpansion's
-  // layout on this object's device, which put narrows to 32-bit residues in the query's own key
-  // slot before it returns (INTERNAL for CUDA failures); or stage returns an error, and the
-  // query is left out with that status. Then the staged queries' sums are computed on the device
-  // and use(q, sums) gets each one's device address, complete and valid until `use` returns; its
-  // status is query q's. One status per query: every one INVALID_ARGUMENT for queries outside
-  // [1, kMaxBatch], INTERNAL for the pass's CUDA failures. The whole call holds this object
-  // (calls from several threads run one after the other), stage's and use's calls included.
+  // DeferredPacking::SumsBatch streams its folded matrix once for several): leaves[i] is query
+  // i's leaves' device address (GpuExpansion's layout on this object's device, unchanged during
+  // the call), narrowed to 32-bit residues into the query's own key slot. Then use(i, sums) gets
+  // each query's sums' device address, complete and valid until `use` returns. One status per
+  // query: use's; INTERNAL for CUDA failures, INVALID_ARGUMENT for a count outside
+  // [1, kMaxBatch] (for all). Calls from several threads run one after the other.
   static constexpr uint32_t kMaxBatch = 8;  // internal::kPackMaxQueries
-  using Put = absl::FunctionRef<absl::Status(const uint64_t* leaves)>;
   std::vector<absl::Status> SumLeavesBatchThen(
-      uint32_t queries, absl::FunctionRef<absl::Status(uint32_t q, Put put)> stage,
-      absl::FunctionRef<absl::Status(uint32_t q, const uint64_t* sums)> use) const;
+      absl::Span<const uint64_t* const> leaves,
+      absl::FunctionRef<absl::Status(size_t i, const uint64_t* sums)> use) const;
   // sums = the sums at device address `device_sums` (SumLeavesBatchThen's, inside its `use`),
   // copied back. INVALID_ARGUMENT for sums of the wrong size, INTERNAL for CUDA failures.
   absl::Status CopySums(const uint64_t* device_sums, absl::Span<uint64_t> sums) const;

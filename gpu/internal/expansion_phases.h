@@ -15,6 +15,9 @@
 // Top levels have few nodes (1, 2, 4, ...): one block per node doing the whole step left most of
 // a device idle and made each level as slow as one block's 23 transforms in a row (9.8 ms for
 // n = 1,024 on an H200); split, a level takes four transforms in a row, its blocks side by side.
+// Several queries (each with its own session's keys) expand side by side too: every launch takes
+// the level's nodes of up to kExpansionMaxQueries queries, so a batch's top levels fill the device
+// as one query's cannot.
 #ifndef VEIL_GPU_INTERNAL_EXPANSION_PHASES_H_
 #define VEIL_GPU_INTERNAL_EXPANSION_PHASES_H_
 
@@ -28,6 +31,7 @@
 namespace veil::gpu::internal {
 
 inline constexpr uint32_t kExpansionMaxPrimes = 4;  // k <= 3 primes of Q, then P
+inline constexpr uint32_t kExpansionMaxQueries = 8;
 
 // What a key switch over QP needs of its primes (the expansion's and the deferred switches',
 // gpu/internal/deferred_phases.h).
@@ -43,10 +47,14 @@ struct QpArgs {
 };
 
 struct ExpansionArgs : QpArgs {
-  // This level: its key (row (d, j) of a half at (d (k + 1) + j) N), its Galois permutation of
-  // NTT slots, and X^{-2^l} in NTT form (k rows).
-  const uint64_t* key_b = nullptr;
-  const uint64_t* key_a = nullptr;
+  // Queries expanded side by side (1 to kExpansionMaxQueries); query q's nodes, children and
+  // scratch start query_stride and scratch_stride words after query q - 1's.
+  uint32_t queries = 1;
+  uint64_t query_stride = 0, scratch_stride = 0;
+  // This level: query q's key (row (d, j) of a half at (d (k + 1) + j) N), the Galois
+  // permutation of NTT slots, and X^{-2^l} in NTT form (k rows).
+  const uint64_t* key_b[kExpansionMaxQueries] = {};
+  const uint64_t* key_a[kExpansionMaxQueries] = {};
   const uint32_t* perm = nullptr;
   const uint64_t* mono = nullptr;
   // Nodes: 2 k rows each (c0 then c1). Node i's children: left at out node i, right at node
@@ -73,7 +81,8 @@ enum class ExpansionStage : uint32_t {
 };
 inline constexpr uint32_t kExpansionStages = 5;
 
-VEIL_HD uint32_t ExpansionStageBlocks(const ExpansionArgs& a, ExpansionStage stage) {
+// A stage's blocks for one query.
+VEIL_HD uint32_t ExpansionQueryBlocks(const ExpansionArgs& a, ExpansionStage stage) {
   const uint32_t k = a.k;
   switch (stage) {
     case ExpansionStage::kC1ToCoefficients:
@@ -87,6 +96,11 @@ VEIL_HD uint32_t ExpansionStageBlocks(const ExpansionArgs& a, ExpansionStage sta
       return a.nodes * 2 * k;
   }
   return 0;
+}
+
+// A stage's blocks: every query's, query-major.
+VEIL_HD uint32_t ExpansionStageBlocks(const ExpansionArgs& a, ExpansionStage stage) {
+  return a.queries * ExpansionQueryBlocks(a, stage);
 }
 
 // x mod q for any 64-bit x, mu = floor(2^64 / q) (Barrett): the quotient estimate
@@ -111,7 +125,13 @@ VEIL_HD uint64_t LiftCentered(uint64_t x, uint64_t m, uint64_t q, uint64_t mu) {
 VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
 VEIL_HD void ExpansionStageBlock(Runner& run, const ExpansionArgs& a, ExpansionStage stage,
-                                 uint32_t b, uint32_t* s) {
+                                 uint32_t block, uint32_t* s) {
+  // Block `b` of the query's stage, on its nodes, scratch and keys.
+  const uint32_t per_query = ExpansionQueryBlocks(a, stage), query = block / per_query,
+                 b = block % per_query;
+  const uint64_t* const in = a.in + query * a.query_stride;
+  uint64_t* const out_nodes = a.out + query * a.query_stride;
+  uint64_t* const query_scratch = a.scratch + query * a.scratch_stride;
   const uint32_t n = 1u << a.log_n, k = a.k, rows = k + 1;
   const uint64_t words = uint64_t{k} * n;  // one half
   const int log_n = static_cast<int>(a.log_n);
@@ -123,7 +143,7 @@ VEIL_HD void ExpansionStageBlock(Runner& run, const ExpansionArgs& a, ExpansionS
   };
   const auto node_of = [&](uint32_t per_node) { return b / per_node; };
   const auto scratch = [&](uint32_t node) {
-    return a.scratch + uint64_t{node} * ExpansionScratchRows(k) * n;
+    return query_scratch + uint64_t{node} * ExpansionScratchRows(k) * n;
   };
   // Node i's scratch: c1 in coefficients (k rows), digits (row (d, j) at (d rows + j) n), acc
   // (half h, prime j of QP at (h rows + j) n), d (half h, prime j at (h k + j) n).
@@ -134,7 +154,7 @@ VEIL_HD void ExpansionStageBlock(Runner& run, const ExpansionArgs& a, ExpansionS
     case ExpansionStage::kC1ToCoefficients: {
       // 1. c1 to coefficients.
       const uint32_t node = node_of(k), p = b % k;
-      const uint64_t* c1 = a.in + uint64_t{node} * 2 * words + words + uint64_t{p} * n;
+      const uint64_t* c1 = in + uint64_t{node} * 2 * words + words + uint64_t{p} * n;
       uint64_t* row = scratch(node) + uint64_t{p} * n;
       run.Phase(n, [&](uint32_t i) { row[i] = c1[i]; });
       inverse(p, row);
@@ -147,7 +167,7 @@ VEIL_HD void ExpansionStageBlock(Runner& run, const ExpansionArgs& a, ExpansionS
       const uint32_t node = node_of(k * rows), dg = (b / rows) % k, j = b % rows;
       uint64_t* out = digits(node) + (uint64_t{dg} * rows + j) * n;
       if (j == dg) {
-        const uint64_t* c1 = a.in + uint64_t{node} * 2 * words + words + uint64_t{dg} * n;
+        const uint64_t* c1 = in + uint64_t{node} * 2 * words + words + uint64_t{dg} * n;
         run.Phase(n, [&](uint32_t c) { out[c] = c1[c]; });
         return;
       }
@@ -162,7 +182,7 @@ VEIL_HD void ExpansionStageBlock(Runner& run, const ExpansionArgs& a, ExpansionS
       const uint32_t node = node_of(2), h = b % 2;
       const uint64_t* dig = digits(node);
       uint64_t* out = acc(node) + uint64_t{h} * rows * n;
-      const uint64_t* key = h == 0 ? a.key_b : a.key_a;
+      const uint64_t* key = h == 0 ? a.key_b[query] : a.key_a[query];
       run.Phase(rows * n, [&](uint32_t i) {
         const uint32_t j = i / n, c = i % n;
         const uint64_t m = a.moduli[j], mu = a.barrett[j];
@@ -184,7 +204,7 @@ VEIL_HD void ExpansionStageBlock(Runner& run, const ExpansionArgs& a, ExpansionS
       const uint64_t* last = half + uint64_t{k} * n;
       const uint64_t* row = half + uint64_t{j} * n;
       uint64_t* out = d(node) + (uint64_t{h} * k + j) * n;
-      const uint64_t* add = a.in + uint64_t{node} * 2 * words + uint64_t{j} * n;  // c0's row j
+      const uint64_t* add = in + uint64_t{node} * 2 * words + uint64_t{j} * n;  // c0's row j
       const uint64_t q = a.moduli[j], p = a.moduli[k], mu = a.barrett[j];
       run.Phase(n, [&](uint32_t c) { out[c] = LiftCentered(last[c], p, q, mu); });
       forward(j, out);
@@ -198,11 +218,11 @@ VEIL_HD void ExpansionStageBlock(Runner& run, const ExpansionArgs& a, ExpansionS
       // 5. The automorphism (slot permutation) and the children's row (h, j).
       const uint32_t node = node_of(2 * k), h = (b / k) % 2, j = b % k;
       const uint64_t row = uint64_t{h} * words + uint64_t{j} * n;
-      const uint64_t* x = a.in + uint64_t{node} * 2 * words + row;
+      const uint64_t* x = in + uint64_t{node} * 2 * words + row;
       const uint64_t* y = d(node) + (uint64_t{h} * k + j) * n;
-      uint64_t* left = a.out + uint64_t{node} * 2 * words + row;
+      uint64_t* left = out_nodes + uint64_t{node} * 2 * words + row;
       const bool has_right = node + a.nodes < a.children;
-      uint64_t* right = a.out + uint64_t{node + a.nodes} * 2 * words + row;
+      uint64_t* right = out_nodes + uint64_t{node + a.nodes} * 2 * words + row;
       const uint64_t q = a.moduli[j], mu = a.barrett[j];
       const uint64_t* mono = a.mono + uint64_t{j} * n;
       run.Phase(n, [&](uint32_t c) {
