@@ -40,12 +40,12 @@ absl::StatusOr<ExpansionKeyArrays> MakeDeferredKeyArrays(const lattice::RingCont
 // Where a run's arrays live: the plan's own (the host run) or their device copies.
 struct DeferredArrays {
   std::vector<const uint32_t*> roots, iroots;  // per prime of QP
-  const uint64_t* key_b = nullptr;
-  const uint64_t* key_a = nullptr;
+  // Per query (1 to kExpansionMaxQueries): its session's element keys, its virtual groups' sums
+  // and its groups' sums (the output).
+  std::vector<const uint64_t*> key_b, key_a, sums;
+  std::vector<uint64_t*> out;
   const uint32_t* perms = nullptr;
-  const uint64_t* sums = nullptr;  // the virtual groups'
-  uint64_t* out = nullptr;         // the groups'
-  uint64_t* scratch = nullptr;     // DeferredScratchWords
+  uint64_t* scratch = nullptr;  // DeferredScratchWords per query
 };
 
 // The stages of the host run and of the device: launch(args, stage, blocks) for each stage with
@@ -56,11 +56,15 @@ absl::Status RunDeferredStages(const DeferredPlan& p, const DeferredArrays& a, L
   static_cast<QpArgs&>(args) = MakeQpArgs(p, a.roots, a.iroots);
   args.groups = p.groups;
   args.elements = p.elements;
-  args.key_b = a.key_b;
-  args.key_a = a.key_a;
+  args.queries = static_cast<uint32_t>(a.key_b.size());
+  args.scratch_stride = DeferredScratchWords(p.k, p.log_n, p.groups, p.elements);
+  for (uint32_t q = 0; q < args.queries; ++q) {
+    args.key_b[q] = a.key_b[q];
+    args.key_a[q] = a.key_a[q];
+    args.sums[q] = a.sums[q];
+    args.out[q] = a.out[q];
+  }
   args.perms = a.perms;
-  args.sums = a.sums;
-  args.out = a.out;
   args.scratch = a.scratch;
   for (uint32_t stage = 0; stage < kDeferredStages; ++stage) {
     const auto st = static_cast<DeferredStage>(stage);
@@ -73,9 +77,16 @@ absl::Status RunDeferredStages(const DeferredPlan& p, const DeferredArrays& a, L
   return absl::OkStatus();
 }
 
-// The stages' phases on the host (CI): `sums` (the groups', PackingSumWords) from the virtual
-// groups' (G 2^D x 2 k N). Returns INVALID_ARGUMENT for spans of other sizes or key arrays of
-// another plan.
+// The stages' phases on the host (CI) for 1 to kExpansionMaxQueries queries side by side, as
+// GpuDeferredSwitches::FinishBatch: sums[q] (the groups', PackingSumWords) from query q's
+// virtual groups' (G 2^D x 2 k N) under keys[q]. One status per query: INVALID_ARGUMENT for
+// spans of other sizes or key arrays of another plan (the query left out), for all when the
+// spans disagree or hold no query or too many.
+std::vector<absl::Status> HostRunDeferredSwitchesBatch(
+    const DeferredPlan& plan, absl::Span<const ExpansionKeyArrays* const> keys,
+    absl::Span<const absl::Span<const uint64_t>> virtual_sums,
+    absl::Span<const absl::Span<uint64_t>> sums);
+// One query's.
 absl::Status HostRunDeferredSwitches(const DeferredPlan& plan, const ExpansionKeyArrays& keys,
                                      absl::Span<const uint64_t> virtual_sums,
                                      absl::Span<uint64_t> sums);
@@ -84,25 +95,29 @@ absl::Status HostRunDeferredSwitches(const DeferredPlan& plan, const ExpansionKe
 
 class GpuDeferredSwitches {
  public:
-  // Copies the plan's tables and permutations to the device and reserves the scratch
-  // (DeferredScratchWords, 68 MB at G = 6 and D = 4). Returns MakeDeferredPlan's errors,
-  // UNAVAILABLE without a device, RESOURCE_EXHAUSTED if device memory is short, INTERNAL for
-  // other CUDA failures.
+  // Copies the plan's tables and permutations to the device and reserves the scratch of
+  // `max_batch` queries (DeferredScratchWords each: 68 MB at G = 6 and D = 4). Returns
+  // MakeDeferredPlan's errors, INVALID_ARGUMENT for max_batch outside [1,
+  // kExpansionMaxQueries], UNAVAILABLE without a device, RESOURCE_EXHAUSTED if device memory is
+  // short, INTERNAL for other CUDA failures.
   static absl::StatusOr<std::unique_ptr<GpuDeferredSwitches>> Create(
       const lattice::RingContext& ctx, uint32_t lwe_n, uint32_t levels, uint64_t groups,
-      int device = 0);
+      int device = 0, uint32_t max_batch = 1);
   ~GpuDeferredSwitches();
 
   // A session's element keys on this device. Returns MakeDeferredKeyArrays' errors,
   // RESOURCE_EXHAUSTED if device memory is short, INTERNAL for other CUDA failures.
   absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> UploadKeys(const he::GaloisKeys& keys) const;
 
-  // sums (PackingSumWords of the groups) from the virtual groups' sums at device address
-  // `virtual_sums` (G 2^D x 2 k N residues, unchanged during the call) under `keys`, copied back.
-  // Returns INVALID_ARGUMENT for sums of the wrong size or keys of another object, INTERNAL for
-  // CUDA failures. Calls from several threads run one after the other.
-  absl::Status Finish(const GpuExpansionKeys& keys, const uint64_t* virtual_sums,
-                      absl::Span<uint64_t> sums) const;
+  // For up to max_batch queries side by side: sums[q] (PackingSumWords of the groups) from
+  // query q's virtual groups' sums at device address virtual_sums[q] (G 2^D x 2 k N residues,
+  // unchanged during the call) under keys[q], copied back. One status per query:
+  // INVALID_ARGUMENT for sums of the wrong size or keys of another object (the query left out),
+  // INTERNAL for CUDA failures; INVALID_ARGUMENT for all when the spans disagree or hold no
+  // query or more than max_batch. Calls from several threads run one after the other.
+  std::vector<absl::Status> FinishBatch(absl::Span<const GpuExpansionKeys* const> keys,
+                                        absl::Span<const uint64_t* const> virtual_sums,
+                                        absl::Span<const absl::Span<uint64_t>> sums) const;
 
  private:
   struct Impl;

@@ -55,43 +55,69 @@ absl::StatusOr<ExpansionKeyArrays> MakeDeferredKeyArrays(const lattice::RingCont
   return out;
 }
 
-absl::Status HostRunDeferredSwitches(const DeferredPlan& plan, const ExpansionKeyArrays& keys,
-                                     absl::Span<const uint64_t> virtual_sums,
-                                     absl::Span<uint64_t> sums) {
+std::vector<absl::Status> HostRunDeferredSwitchesBatch(
+    const DeferredPlan& plan, absl::Span<const ExpansionKeyArrays* const> keys,
+    absl::Span<const absl::Span<const uint64_t>> virtual_sums,
+    absl::Span<const absl::Span<uint64_t>> sums) {
+  const size_t count = keys.size();
+  std::vector<absl::Status> status(count);
+  if (count == 0 || count > kExpansionMaxQueries || virtual_sums.size() != count ||
+      sums.size() != count) {
+    status.assign(count, absl::InvalidArgumentError(
+                             absl::StrCat("deferred switches of ", count, " key arrays, ",
+                                          virtual_sums.size(), " virtual sums and ", sums.size(),
+                                          " sums (1 to ", kExpansionMaxQueries, " of each)")));
+    return status;
+  }
   const uint64_t n = uint64_t{1} << plan.log_n, half = uint64_t{plan.k} * n;
   const uint64_t key_words = uint64_t{plan.elements - 1} * plan.k * (plan.k + 1) * n;
-  if (virtual_sums.size() != uint64_t{plan.groups} * plan.elements * 2 * half ||
-      sums.size() != uint64_t{plan.groups} * 2 * half || keys.key_b.size() != key_words ||
-      keys.key_a.size() != key_words) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("deferred switches: ", virtual_sums.size(), " virtual sums, ", sums.size(),
-                     " sums and ", keys.key_b.size(), " key words (expected ",
-                     uint64_t{plan.groups} * plan.elements * 2 * half, ", ",
-                     uint64_t{plan.groups} * 2 * half, " and ", key_words, ")"));
-  }
-  std::vector<uint64_t> scratch(
-      DeferredScratchWords(plan.k, plan.log_n, plan.groups, plan.elements));
+  const uint64_t virtual_words = uint64_t{plan.groups} * plan.elements * 2 * half,
+                 sum_words = uint64_t{plan.groups} * 2 * half;
   DeferredArrays arrays;
+  std::vector<size_t> run;  // the queries switched, in order
+  for (size_t q = 0; q < count; ++q) {
+    if (virtual_sums[q].size() != virtual_words || sums[q].size() != sum_words ||
+        keys[q]->key_b.size() != key_words || keys[q]->key_a.size() != key_words) {
+      status[q] = absl::InvalidArgumentError(
+          absl::StrCat("deferred switches: ", virtual_sums[q].size(), " virtual sums, ",
+                       sums[q].size(), " sums and ", keys[q]->key_b.size(), " key words (expected ",
+                       virtual_words, ", ", sum_words, " and ", key_words, ")"));
+      continue;
+    }
+    run.push_back(q);
+    arrays.key_b.push_back(keys[q]->key_b.data());
+    arrays.key_a.push_back(keys[q]->key_a.data());
+    arrays.sums.push_back(virtual_sums[q].data());
+    arrays.out.push_back(sums[q].data());
+  }
+  if (run.empty()) return status;
+  std::vector<uint64_t> scratch(
+      run.size() * DeferredScratchWords(plan.k, plan.log_n, plan.groups, plan.elements));
   for (const MontgomeryNttTables& t : plan.tables) {
     arrays.roots.push_back(t.roots32.data());
     arrays.iroots.push_back(t.inverse_roots32.data());
   }
-  arrays.key_b = keys.key_b.data();
-  arrays.key_a = keys.key_a.data();
   arrays.perms = plan.perms.data();
-  arrays.sums = virtual_sums.data();
-  arrays.out = sums.data();
   arrays.scratch = scratch.data();
   std::vector<uint32_t> shared(n);
-  SequentialRunner run;
-  return RunDeferredStages(
+  SequentialRunner runner;
+  const absl::Status done = RunDeferredStages(
       plan, arrays, [&](const DeferredArgs& args, DeferredStage stage, uint32_t blocks) {
         HostLoop(blocks, [&](uint64_t b) {
           PoisonShared(shared);
-          DeferredStageBlock(run, args, stage, static_cast<uint32_t>(b), shared.data());
+          DeferredStageBlock(runner, args, stage, static_cast<uint32_t>(b), shared.data());
         });
         return absl::OkStatus();
       });
+  for (size_t q : run) status[q] = done;
+  return status;
+}
+
+absl::Status HostRunDeferredSwitches(const DeferredPlan& plan, const ExpansionKeyArrays& keys,
+                                     absl::Span<const uint64_t> virtual_sums,
+                                     absl::Span<uint64_t> sums) {
+  const ExpansionKeyArrays* one = &keys;
+  return HostRunDeferredSwitchesBatch(plan, {&one, 1}, {virtual_sums}, {sums}).front();
 }
 
 }  // namespace veil::gpu::internal

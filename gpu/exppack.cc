@@ -16,12 +16,13 @@ absl::StatusOr<std::unique_ptr<GpuPackingEngine>> GpuPackingEngine::Create(
     const GpuPackingEngineOptions& options) {
   const uint32_t levels =
       lattice::EngineDeferredLevels(ctx, matrix.lwe_n(), options.deferred_levels);
+  const uint32_t batch = std::clamp<uint32_t>(options.max_batch, 1, GpuPackingSums::kMaxBatch);
   std::unique_ptr<GpuDeferredSwitches> deferred;
   absl::StatusOr<std::unique_ptr<GpuPackingSums>> packing;
   uint32_t expanded = matrix.lwe_n();  // the tree's leaves: the roots when levels are deferred
   if (levels > 0) {
-    absl::StatusOr<std::unique_ptr<GpuDeferredSwitches>> switches =
-        GpuDeferredSwitches::Create(ctx, matrix.lwe_n(), levels, matrix.groups(), options.device);
+    absl::StatusOr<std::unique_ptr<GpuDeferredSwitches>> switches = GpuDeferredSwitches::Create(
+        ctx, matrix.lwe_n(), levels, matrix.groups(), options.device, batch);
     if (!switches.ok()) return switches.status();
     deferred = *std::move(switches);
     absl::StatusOr<lattice::PackingMatrix> folded = lattice::DeferredPacking::FoldedMatrix(
@@ -33,7 +34,6 @@ absl::StatusOr<std::unique_ptr<GpuPackingEngine>> GpuPackingEngine::Create(
     packing = GpuPackingSums::Create(ctx, matrix, options.device);
   }
   if (!packing.ok()) return packing.status();
-  const uint32_t batch = std::clamp<uint32_t>(options.max_batch, 1, GpuPackingSums::kMaxBatch);
   absl::StatusOr<std::unique_ptr<GpuExpansion>> expansion =
       GpuExpansion::Create(ctx, expanded, options.device, batch);
   if (!expansion.ok()) return expansion.status();
@@ -87,11 +87,20 @@ void GpuPackingEngine::SumsChunk(absl::Span<const std::shared_ptr<const he::Galo
   const std::vector<absl::Status> expanded = expansion_->ExpandBatchThen(
       levels, ready_ciphertexts,
       [&](absl::Span<const size_t> done, absl::Span<const uint64_t* const> leaves) {
-        const std::vector<absl::Status> summed =
-            packing_->SumLeavesBatchThen(leaves, [&](size_t i, const uint64_t* device_sums) {
-              const size_t q = ready[done[i]];
-              if (!deferred_) return packing_->CopySums(device_sums, sums[q]);
-              return deferred_->Finish(*held[q]->deferred, device_sums, sums[q]);
+        std::vector<absl::Span<uint64_t>> done_sums;
+        std::vector<const GpuExpansionKeys*> elements;
+        for (size_t j : done) {
+          done_sums.push_back(sums[ready[j]]);
+          if (deferred_) elements.push_back(held[ready[j]]->deferred.get());
+        }
+        const std::vector<absl::Status> summed = packing_->SumLeavesBatchThen(
+            leaves, [&](absl::Span<const uint64_t* const> device_sums) {
+              if (deferred_) return deferred_->FinishBatch(elements, device_sums, done_sums);
+              std::vector<absl::Status> copied;
+              for (size_t i = 0; i < device_sums.size(); ++i) {
+                copied.push_back(packing_->CopySums(device_sums[i], done_sums[i]));
+              }
+              return copied;
             });
         for (size_t i = 0; i < done.size(); ++i) out[ready[done[i]]] = summed[i];
       });

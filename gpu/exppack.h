@@ -39,9 +39,9 @@ struct GpuPackingEngineOptions {
   uint32_t deferred_levels = lattice::kDeferredLevels;
   // Threads that fold the matrix at Create (the host's work: G 2^D n polynomial multiply-adds).
   int fold_threads = 1;
-  // Queries expanded and summed together (1 to GpuPackingSums::kMaxBatch; SumsBatch's chunks).
-  // Each adds the expansion's buffers: about 55 MB at 2^24 x 64 B with four levels deferred,
-  // 890 MB at n = 1,024 fully expanding.
+  // Queries expanded, summed and switched together (1 to GpuPackingSums::kMaxBatch; SumsBatch's
+  // chunks). Each adds the expansion's buffers and the switches' scratch: about 125 MB at
+  // 2^24 x 64 B with four levels deferred, 890 MB at n = 1,024 fully expanding.
   uint32_t max_batch = 8;
 };
 

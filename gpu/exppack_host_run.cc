@@ -132,13 +132,19 @@ void HostRunPackingEngine::SumsChunk(absl::Span<const std::shared_ptr<const he::
     for (size_t j : done) out[ready[j]] = s;
     return;
   }
-  // ... then each one's deferred switches.
+  // ... then their deferred switches side by side.
   if (!deferred_) return;
+  std::vector<const internal::ExpansionKeyArrays*> elements;
+  std::vector<absl::Span<const uint64_t>> virtual_spans;
+  std::vector<absl::Span<uint64_t>> out_spans;
   for (size_t i = 0; i < done.size(); ++i) {
-    const size_t j = done[i];
-    out[ready[j]] = internal::HostRunDeferredSwitches(*deferred_, *held[j]->deferred, pass_sums[i],
-                                                      sums[ready[j]]);
+    elements.push_back(held[done[i]]->deferred.get());
+    virtual_spans.push_back(pass_sums[i]);
+    out_spans.push_back(sums[ready[done[i]]]);
   }
+  const std::vector<absl::Status> switched =
+      internal::HostRunDeferredSwitchesBatch(*deferred_, elements, virtual_spans, out_spans);
+  for (size_t i = 0; i < done.size(); ++i) out[ready[done[i]]] = switched[i];
 }
 
 absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunPackingEngine::Switch(

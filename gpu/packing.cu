@@ -203,8 +203,7 @@ absl::Status GpuPackingSums::CopySums(const uint64_t* device_sums,
 }
 
 std::vector<absl::Status> GpuPackingSums::SumLeavesBatchThen(
-    absl::Span<const uint64_t* const> leaves,
-    absl::FunctionRef<absl::Status(size_t i, const uint64_t* sums)> use) const {
+    absl::Span<const uint64_t* const> leaves, UseSums use) const {
   static_assert(kMaxBatch == internal::kPackMaxQueries);
   Impl& m = *impl_;
   const uint32_t count = static_cast<uint32_t>(leaves.size());
@@ -227,9 +226,9 @@ std::vector<absl::Status> GpuPackingSums::SumLeavesBatchThen(
     return absl::OkStatus();
   }();
   if (!pass.ok()) return std::vector<absl::Status>(count, pass);
-  std::vector<absl::Status> status;
-  for (uint32_t i = 0; i < count; ++i) status.push_back(use(i, m.d_sums + i * m.sum_words()));
-  return status;
+  std::vector<const uint64_t*> sums;
+  for (uint32_t i = 0; i < count; ++i) sums.push_back(m.d_sums + i * m.sum_words());
+  return use(sums);
 }
 
 absl::StatusOr<double> GpuPackingSums::MeasurePass(int reps, uint32_t queries) const {

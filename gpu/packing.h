@@ -42,14 +42,15 @@ class GpuPackingSums {
   // kMaxBatch queries in one pass over the matrix (the matrix read once for all, as the CPU's
   // DeferredPacking::SumsBatch streams its folded matrix once for several): leaves[i] is query
   // i's leaves' device address (GpuExpansion's layout on this object's device, unchanged during
-  // the call), narrowed to 32-bit residues into the query's own key slot. Then use(i, sums) gets
-  // each query's sums' device address, complete and valid until `use` returns. One status per
-  // query: use's; INTERNAL for CUDA failures, INVALID_ARGUMENT for a count outside
-  // [1, kMaxBatch] (for all). Calls from several threads run one after the other.
+  // the call), narrowed to 32-bit residues into the query's own key slot. Then use(sums) gets
+  // the queries' sums' device addresses, complete and valid until `use` returns, and returns one
+  // status per query, which this returns; INTERNAL for CUDA failures, INVALID_ARGUMENT for a
+  // count outside [1, kMaxBatch] (for all). Calls from several threads run one after the other.
   static constexpr uint32_t kMaxBatch = 8;  // internal::kPackMaxQueries
-  std::vector<absl::Status> SumLeavesBatchThen(
-      absl::Span<const uint64_t* const> leaves,
-      absl::FunctionRef<absl::Status(size_t i, const uint64_t* sums)> use) const;
+  using UseSums =
+      absl::FunctionRef<std::vector<absl::Status>(absl::Span<const uint64_t* const> sums)>;
+  std::vector<absl::Status> SumLeavesBatchThen(absl::Span<const uint64_t* const> leaves,
+                                               UseSums use) const;
   // sums = the sums at device address `device_sums` (SumLeavesBatchThen's, inside its `use`),
   // copied back. INVALID_ARGUMENT for sums of the wrong size, INTERNAL for CUDA failures.
   absl::Status CopySums(const uint64_t* device_sums, absl::Span<uint64_t> sums) const;

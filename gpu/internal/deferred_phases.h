@@ -8,7 +8,8 @@
 // left over QP (he::internal::RotateBeforeModDown: P c0 added to the first half's Q rows, the
 // permutation applied to every row); a group's 2^D - 1 results are summed over QP, ModDown'ed
 // once and added to its s = 0 sum: lattice::DeferredPacking::Sums' result, bit for bit. Five
-// launches (DeferredStage), each of many blocks, the transforms in shared memory.
+// launches (DeferredStage), each of many blocks, the transforms in shared memory; the blocks of
+// up to kExpansionMaxQueries queries (each with its own session's keys) side by side.
 #ifndef VEIL_GPU_INTERNAL_DEFERRED_PHASES_H_
 #define VEIL_GPU_INTERNAL_DEFERRED_PHASES_H_
 
@@ -25,14 +26,18 @@ namespace veil::gpu::internal {
 struct DeferredArgs : QpArgs {
   uint32_t groups = 0;    // G
   uint32_t elements = 0;  // 2^D
+  // Queries side by side (1 to kExpansionMaxQueries); query q's arrays at index q, its scratch
+  // q scratch_stride words into `scratch`.
+  uint32_t queries = 1;
+  uint64_t scratch_stride = 0;
   // Element s's key (s >= 1; row (d, j) of a half at (d (k + 1) + j) N) at (s - 1) k (k + 1) N,
   // and its Galois permutation of NTT slots at (s - 1) N.
-  const uint64_t* key_b = nullptr;
-  const uint64_t* key_a = nullptr;
+  const uint64_t* key_b[kExpansionMaxQueries] = {};
+  const uint64_t* key_a[kExpansionMaxQueries] = {};
   const uint32_t* perms = nullptr;
-  const uint64_t* sums = nullptr;  // virtual group v's halves at v 2 k N (c0, then c1)
-  uint64_t* out = nullptr;         // group g's halves at g 2 k N
-  uint64_t* scratch = nullptr;     // DeferredScratchWords
+  const uint64_t* sums[kExpansionMaxQueries] = {};  // virtual group v's halves at v 2 k N
+  uint64_t* out[kExpansionMaxQueries] = {};         // group g's halves at g 2 k N
+  uint64_t* scratch = nullptr;                      // DeferredScratchWords per query
 };
 
 // Per switch (g, s >= 1): c1 in coefficients (k rows), digits (k (k + 1)), the rotated halves
@@ -56,7 +61,8 @@ enum class DeferredStage : uint32_t {
 };
 inline constexpr uint32_t kDeferredStages = 5;
 
-VEIL_HD uint32_t DeferredStageBlocks(const DeferredArgs& a, DeferredStage stage) {
+// A stage's blocks for one query.
+VEIL_HD uint32_t DeferredQueryBlocks(const DeferredArgs& a, DeferredStage stage) {
   const uint32_t k = a.k, switches = a.groups * (a.elements - 1);
   switch (stage) {
     case DeferredStage::kC1ToCoefficients:
@@ -73,25 +79,36 @@ VEIL_HD uint32_t DeferredStageBlocks(const DeferredArgs& a, DeferredStage stage)
   return 0;
 }
 
-// Block `b` of a stage (DeferredStageBlocks of them); `s`: N 32-bit words of shared memory.
+// A stage's blocks: every query's, query-major.
+VEIL_HD uint32_t DeferredStageBlocks(const DeferredArgs& a, DeferredStage stage) {
+  return a.queries * DeferredQueryBlocks(a, stage);
+}
+
+// Block `block` of a stage (DeferredStageBlocks of them); `s`: N 32-bit words of shared memory.
 VEIL_GPU_EXEC_CHECK_DISABLE
 template <class Runner>
-VEIL_HD void DeferredStageBlock(Runner& run, const DeferredArgs& a, DeferredStage stage, uint32_t b,
-                                uint32_t* s) {
+VEIL_HD void DeferredStageBlock(Runner& run, const DeferredArgs& a, DeferredStage stage,
+                                uint32_t block, uint32_t* s) {
+  // Block `b` of the query's stage, on its sums, scratch, keys and output.
+  const uint32_t per_query = DeferredQueryBlocks(a, stage), query = block / per_query,
+                 b = block % per_query;
+  const uint64_t* const sums = a.sums[query];
+  uint64_t* const out_sums = a.out[query];
+  uint64_t* const scratch = a.scratch + query * a.scratch_stride;
   const uint32_t n = 1u << a.log_n, k = a.k, rows = k + 1, switched = a.elements - 1;
   const uint64_t words = uint64_t{k} * n;  // one half over Q
   const int log_n = static_cast<int>(a.log_n);
   const uint64_t switches = uint64_t{a.groups} * switched;
   // Switch w = g (2^D - 1) + s - 1: its scratch, and its virtual group's sum.
-  const auto switch_rows = [&](uint64_t w) { return a.scratch + w * DeferredSwitchRows(k) * n; };
+  const auto switch_rows = [&](uint64_t w) { return scratch + w * DeferredSwitchRows(k) * n; };
   const auto digits = [&](uint64_t w) { return switch_rows(w) + words; };
   const auto rotated = [&](uint64_t w) { return digits(w) + uint64_t{k} * rows * n; };
   const auto virtual_sum = [&](uint64_t w) {
     const uint64_t g = w / switched, v = g * a.elements + w % switched + 1;
-    return a.sums + v * 2 * words;
+    return sums + v * 2 * words;
   };
   const auto group_rows = [&](uint64_t g) {
-    return a.scratch + (switches * DeferredSwitchRows(k) + g * DeferredGroupRows(k)) * n;
+    return scratch + (switches * DeferredSwitchRows(k) + g * DeferredGroupRows(k)) * n;
   };
   switch (stage) {
     case DeferredStage::kC1ToCoefficients: {
@@ -124,7 +141,7 @@ VEIL_HD void DeferredStageBlock(Runner& run, const DeferredArgs& a, DeferredStag
       const uint64_t w = b / 2;
       const uint32_t h = b % 2, e = static_cast<uint32_t>(w % switched);  // element e + 1
       const uint64_t key_words = uint64_t{k} * rows * n;
-      const uint64_t* key = (h == 0 ? a.key_b : a.key_a) + e * key_words;
+      const uint64_t* key = (h == 0 ? a.key_b[query] : a.key_a[query]) + e * key_words;
       const uint32_t* perm = a.perms + uint64_t{e} * n;
       const uint64_t* dig = digits(w);
       const uint64_t* c0 = virtual_sum(w);
@@ -167,8 +184,8 @@ VEIL_HD void DeferredStageBlock(Runner& run, const DeferredArgs& a, DeferredStag
       const uint64_t* last = half + uint64_t{k} * n;
       const uint64_t* row = half + uint64_t{j} * n;
       uint64_t* r = group_rows(g) + (2ull * rows + uint64_t{h} * k + j) * n;
-      const uint64_t* identity = a.sums + (g * a.elements * 2 + h) * words + uint64_t{j} * n;
-      uint64_t* out = a.out + (g * 2 + h) * words + uint64_t{j} * n;
+      const uint64_t* identity = sums + (g * a.elements * 2 + h) * words + uint64_t{j} * n;
+      uint64_t* out = out_sums + (g * 2 + h) * words + uint64_t{j} * n;
       const uint64_t q = a.moduli[j], p = a.moduli[k], mu = a.barrett[j];
       run.Phase(n, [&](uint32_t c) { r[c] = LiftCentered(last[c], p, q, mu); });
       Ntt32Block(run, a.forward[j], log_n, false, r, s);

@@ -211,6 +211,30 @@ TEST(ExpPackHostRun, DeferredSwitchesRefuseBadArguments) {
   const internal::ExpansionKeyArrays empty;
   EXPECT_FALSE(
       internal::HostRunDeferredSwitches(*plan, empty, virtual_sums, absl::MakeSpan(sums)).ok());
+  // Side by side: a query with sums one word short fails alone, the others as alone.
+  std::vector<uint64_t> other_virtual(virtual_sums.size());
+  for (size_t r = 0; r < other_virtual.size(); ++r) {
+    other_virtual[r] = gen() % ctx.base()[(r % words) / ctx.n()].value();
+  }
+  std::vector<uint64_t> alone(sums.size()), first(sums.size()), third(sums.size());
+  ASSERT_TRUE(
+      internal::HostRunDeferredSwitches(*plan, *keys, other_virtual, absl::MakeSpan(alone)).ok());
+  const std::vector<const internal::ExpansionKeyArrays*> three(3, &*keys);
+  const std::vector<absl::Span<const uint64_t>> virtuals{virtual_sums, virtual_sums, other_virtual};
+  const std::vector<absl::Span<uint64_t>> outs{absl::MakeSpan(first), absl::MakeSpan(short_sums),
+                                               absl::MakeSpan(third)};
+  const std::vector<absl::Status> status =
+      internal::HostRunDeferredSwitchesBatch(*plan, three, virtuals, outs);
+  ASSERT_EQ(status.size(), 3u);
+  EXPECT_TRUE(status[0].ok() && status[2].ok());
+  EXPECT_THAT(status[1].message(), HasSubstr("virtual sums"));
+  EXPECT_EQ(first, sums);
+  EXPECT_EQ(third, alone);
+  EXPECT_NE(third, first);
+  for (const absl::Status& st : internal::HostRunDeferredSwitchesBatch(
+           *plan, three, absl::MakeConstSpan(virtuals).first(2), outs)) {
+    EXPECT_THAT(st.message(), HasSubstr("1 to 8 of each"));
+  }
 }
 
 // A packed server of `rows` records of `record_bytes` on the test ring, on the CPU and with the
