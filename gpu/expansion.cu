@@ -44,8 +44,8 @@ struct GpuExpansion::Impl {
   uint32_t* d_perms = nullptr;
   // max_batch queries' nodes (ExpansionQueryStride each) and scratch (ExpansionScratchStride).
   uint64_t *d_nodes[2] = {nullptr, nullptr}, *d_scratch = nullptr;
-  std::unique_ptr<GpuExpansionKeys> own;  // Create's keys, if any
-  std::vector<uint64_t> roots;            // the queries' roots, host side (the copy reads them)
+  std::unique_ptr<GpuExpansionKeys> own;     // Create's keys, if any
+  std::vector<std::vector<uint64_t>> roots;  // the queries' roots, host side (the copy reads them)
   cudaStream_t stream = nullptr;
   std::mutex mu;
 
@@ -96,14 +96,12 @@ struct GpuExpansion::Impl {
   // The roots of parsed ciphertexts (one node each) into their queries' slots of d_nodes[0].
   absl::Status UploadRoots(std::vector<std::vector<uint64_t>> parsed) {
     VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // the previous copy has read them
-    roots.clear();
-    for (const std::vector<uint64_t>& root : parsed)
-      roots.insert(roots.end(), root.begin(), root.end());
-    const uint64_t stride = internal::ExpansionQueryStride(plan), words = node_words();
-    for (size_t q = 0; q < parsed.size(); ++q) {
-      VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_nodes[0] + q * stride, roots.data() + q * words,
-                                                words * sizeof(uint64_t), cudaMemcpyHostToDevice,
-                                                stream));
+    roots = std::move(parsed);
+    const uint64_t stride = internal::ExpansionQueryStride(plan);
+    for (size_t q = 0; q < roots.size(); ++q) {
+      VEIL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_nodes[0] + q * stride, roots[q].data(),
+                                                roots[q].size() * sizeof(uint64_t),
+                                                cudaMemcpyHostToDevice, stream));
     }
     return absl::OkStatus();
   }

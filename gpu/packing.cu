@@ -47,7 +47,8 @@ struct GpuPackingSums::Impl {
   uint32_t* d_matrix = nullptr;
   uint64_t* d_moduli = nullptr;
   uint64_t* d_two64 = nullptr;
-  // Per call: keys and sums, grown as needed.
+  uint32_t* d_leaf_index = nullptr;  // 0, 1, ..., n - 1: every leaf's key, in order
+  // Per call: Accumulate's indices, keys and sums, grown as needed.
   uint32_t* d_index = nullptr;
   uint32_t* d_keys = nullptr;                                     // per query: beta, then alpha
   uint64_t* d_sums = nullptr;                                     // per query
@@ -60,6 +61,7 @@ struct GpuPackingSums::Impl {
     cudaFree(d_matrix);
     cudaFree(d_moduli);
     cudaFree(d_two64);
+    cudaFree(d_leaf_index);
     cudaFree(d_index);
     cudaFree(d_keys);
     cudaFree(d_sums);
@@ -69,32 +71,34 @@ struct GpuPackingSums::Impl {
   size_t sum_words() const { return shape.groups * 2 * shape.slots; }
   uint64_t key_words(size_t keys) const { return 2 * keys * shape.slots; }
 
-  // Room for `keys` indices, the keys of `queries` queries of `keys` keys each, and their sums.
-  absl::Status Reserve(size_t keys, uint32_t queries = 1) {
-    // A buffer of at least `count` elements at *p (its old contents dropped).
-    const auto grow = [](auto** p, size_t& capacity, size_t count) -> absl::Status {
-      if (count <= capacity) return absl::OkStatus();
-      VEIL_CUDA_RETURN_IF_ERROR(cudaFree(*p));
-      *p = nullptr;
-      capacity = 0;
-      VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(p, count * sizeof(**p)));
-      capacity = count;
-      return absl::OkStatus();
-    };
-    VEIL_RETURN_IF_ERROR(grow(&d_index, index_capacity, keys));
-    VEIL_RETURN_IF_ERROR(grow(&d_keys, key_capacity, queries * key_words(keys)));
-    return grow(&d_sums, sum_capacity, queries * sum_words());
+  // A buffer of at least `count` elements at *p (its old contents dropped).
+  template <class T>
+  static absl::Status Grow(T** p, size_t& capacity, size_t count) {
+    if (count <= capacity) return absl::OkStatus();
+    VEIL_CUDA_RETURN_IF_ERROR(cudaFree(*p));
+    *p = nullptr;
+    capacity = 0;
+    VEIL_CUDA_RETURN_IF_ERROR(cudaMalloc(p, count * sizeof(T)));
+    capacity = count;
+    return absl::OkStatus();
   }
 
-  // The kernel over `queries` queries' keys and sums already at d_index, d_keys, d_sums.
-  absl::Status Launch(uint32_t count, uint32_t queries = 1) {
+  // Room for the keys of `queries` queries of `keys` keys each, and their sums.
+  absl::Status Reserve(size_t keys, uint32_t queries = 1) {
+    VEIL_RETURN_IF_ERROR(Grow(&d_keys, key_capacity, queries * key_words(keys)));
+    return Grow(&d_sums, sum_capacity, queries * sum_words());
+  }
+
+  // The kernel over `queries` queries' keys and sums already at d_keys and d_sums, the keys'
+  // indices (`count` of them) at `index`.
+  absl::Status Launch(const uint32_t* index, uint32_t count, uint32_t queries = 1) {
     internal::PackingArgs args;
     args.matrix = d_matrix;
     args.lwe_n = shape.lwe_n;
     args.slots = shape.slots;
     args.log_n = shape.log_n;
     args.count = count;
-    args.index = d_index;
+    args.index = index;
     args.beta = d_keys;
     args.alpha = d_keys + uint64_t{count} * shape.slots;
     args.key_stride = key_words(count);
@@ -110,18 +114,6 @@ struct GpuPackingSums::Impl {
       PackingKernel<Q><<<grid, internal::kPackThreads, 0, stream>>>(args);
     });
     VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
-  }
-
-  // d_index = 0, 1, ..., n - 1: the leaves' keys in order.
-  absl::Status UploadLeafIndex() {
-    const uint32_t n = shape.lwe_n;
-    std::vector<uint32_t> index(n);
-    for (uint32_t j = 0; j < n; ++j) index[j] = j;
-    VEIL_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(d_index, index.data(), n * 4, cudaMemcpyHostToDevice, stream));
-    // The pageable source must stay until the copy has read it.
-    VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     return absl::OkStatus();
   }
 
@@ -161,6 +153,9 @@ absl::StatusOr<std::unique_ptr<GpuPackingSums>> GpuPackingSums::Create(
       internal::UploadNew(&impl->d_matrix, matrix.Polynomial(0, 0), impl->matrix_words));
   VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_moduli, sh.moduli.data(), sh.moduli.size()));
   VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_two64, sh.two64.data(), sh.two64.size()));
+  std::vector<uint32_t> leaf_index(sh.lwe_n);
+  for (uint32_t j = 0; j < sh.lwe_n; ++j) leaf_index[j] = j;
+  VEIL_RETURN_IF_ERROR(internal::UploadNew(&impl->d_leaf_index, leaf_index.data(), sh.lwe_n));
   return std::unique_ptr<GpuPackingSums>(new GpuPackingSums(std::move(impl)));
 }
 
@@ -175,6 +170,7 @@ absl::Status GpuPackingSums::Accumulate(absl::Span<const uint32_t> index,
   if (index.empty()) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(m.mu);
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
+  VEIL_RETURN_IF_ERROR(Impl::Grow(&m.d_index, m.index_capacity, index.size()));
   VEIL_RETURN_IF_ERROR(m.Reserve(index.size()));
   VEIL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(m.d_index, index.data(), index.size() * 4, cudaMemcpyHostToDevice, m.stream));
@@ -182,7 +178,7 @@ absl::Status GpuPackingSums::Accumulate(absl::Span<const uint32_t> index,
       cudaMemcpyAsync(m.d_keys, keys->data(), keys->size() * 4, cudaMemcpyHostToDevice, m.stream));
   VEIL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(m.d_sums, sums.data(), sums.size() * 8, cudaMemcpyHostToDevice, m.stream));
-  VEIL_RETURN_IF_ERROR(m.Launch(static_cast<uint32_t>(index.size())));
+  VEIL_RETURN_IF_ERROR(m.Launch(m.d_index, static_cast<uint32_t>(index.size())));
   VEIL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(sums.data(), m.d_sums, sums.size() * 8, cudaMemcpyDeviceToHost, m.stream));
   VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
@@ -218,10 +214,9 @@ std::vector<absl::Status> GpuPackingSums::SumLeavesBatchThen(
   const absl::Status pass = [&]() -> absl::Status {
     VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
     VEIL_RETURN_IF_ERROR(m.Reserve(n, count));
-    VEIL_RETURN_IF_ERROR(m.UploadLeafIndex());
     for (uint32_t i = 0; i < count; ++i) VEIL_RETURN_IF_ERROR(m.Narrow(leaves[i], i));
     VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_sums, 0, count * m.sum_words() * 8, m.stream));
-    VEIL_RETURN_IF_ERROR(m.Launch(n, count));
+    VEIL_RETURN_IF_ERROR(m.Launch(m.d_leaf_index, n, count));
     VEIL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
     return absl::OkStatus();
   }();
@@ -241,12 +236,12 @@ absl::StatusOr<double> GpuPackingSums::MeasurePass(int reps, uint32_t queries) c
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.device));
   const uint32_t n = m.shape.lwe_n;
   VEIL_RETURN_IF_ERROR(m.Reserve(n, queries));
-  VEIL_RETURN_IF_ERROR(m.UploadLeafIndex());
   // Zero keys and sums are valid residues; the kernel's cost does not depend on the values.
   VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_keys, 0, queries * m.key_words(n) * 4, m.stream));
   VEIL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.d_sums, 0, queries * m.sum_words() * 8, m.stream));
   return internal::MedianLaunchSeconds(
-      m.stream, reps, [] { return absl::OkStatus(); }, [&] { return m.Launch(n, queries); });
+      m.stream, reps, [] { return absl::OkStatus(); },
+      [&] { return m.Launch(m.d_leaf_index, n, queries); });
 }
 
 struct GpuResponseSwitch::Impl {
