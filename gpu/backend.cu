@@ -502,12 +502,17 @@ absl::Status GpuResources::AnswerBatch(absl::Span<const PackedKey> keys, const p
 #if defined(VEIL_HAVE_NCCL)
   if (use_nccl) {
     // All-gather the partial answers, then combine per key group (+ or XOR) on the first device.
+    // The group is ended whatever fails inside it: one left open would swallow the next batch's
+    // all-gathers (never launched, their zeroed buffers combined into answers).
     VEIL_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+    ncclResult_t gathered = ncclSuccess;
     for (DeviceSlice& d : slices) {
-      VEIL_NCCL_RETURN_IF_ERROR(
-          ncclAllGather(d.d_out, d.d_gather, count, ncclUint32, d.comm, d.stream));
+      gathered = ncclAllGather(d.d_out, d.d_gather, count, ncclUint32, d.comm, d.stream);
+      if (gathered != ncclSuccess) break;
     }
-    VEIL_NCCL_RETURN_IF_ERROR(ncclGroupEnd());
+    const ncclResult_t ended = ncclGroupEnd();
+    VEIL_NCCL_RETURN_IF_ERROR(gathered);
+    VEIL_NCCL_RETURN_IF_ERROR(ended);
     VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(first.device));
     {
       uint64_t offset = 0;

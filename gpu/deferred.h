@@ -36,6 +36,10 @@ absl::StatusOr<DeferredPlan> MakeDeferredPlan(const lattice::RingContext& ctx, u
 absl::StatusOr<ExpansionKeyArrays> MakeDeferredKeyArrays(const lattice::RingContext& ctx,
                                                          const DeferredPlan& plan,
                                                          const he::GaloisKeys& keys);
+// The words of each of a session's two key arrays for `plan`.
+inline uint64_t DeferredKeyWords(const DeferredPlan& plan) {
+  return uint64_t{plan.elements - 1} * plan.k * (plan.k + 1) << plan.log_n;
+}
 
 // Where a run's arrays live: the plan's own (the host run) or their device copies.
 struct DeferredArrays {

@@ -70,7 +70,7 @@ std::vector<absl::Status> HostRunDeferredSwitchesBatch(
     return status;
   }
   const uint64_t n = uint64_t{1} << plan.log_n, half = uint64_t{plan.k} * n;
-  const uint64_t key_words = uint64_t{plan.elements - 1} * plan.k * (plan.k + 1) * n;
+  const uint64_t key_words = DeferredKeyWords(plan);
   const uint64_t virtual_words = uint64_t{plan.groups} * plan.elements * 2 * half,
                  sum_words = uint64_t{plan.groups} * 2 * half;
   DeferredArrays arrays;

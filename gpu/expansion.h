@@ -149,6 +149,10 @@ absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx,
 struct ExpansionKeyArrays {
   std::vector<uint64_t> key_b, key_a;
 };
+// The words of each of a session's two key arrays for `plan`.
+inline uint64_t ExpansionKeyWords(const ExpansionPlan& plan) {
+  return uint64_t{plan.levels} * plan.k * (plan.k + 1) << plan.log_n;
+}
 absl::StatusOr<ExpansionKeyArrays> MakeExpansionKeyArrays(const lattice::RingContext& ctx,
                                                           const he::GaloisKeys& keys,
                                                           uint32_t lwe_n);

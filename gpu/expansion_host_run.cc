@@ -125,7 +125,7 @@ std::vector<absl::StatusOr<ExpandedKeys>> HostRunExpansionBatch(
     return out;
   }
   const ExpansionPlan& p = plan;
-  const uint64_t key_words = uint64_t{p.levels} * p.k * (p.k + 1) << p.log_n;
+  const uint64_t key_words = ExpansionKeyWords(p);
   const uint64_t stride = ExpansionQueryStride(p);
   std::vector<size_t> run;  // the queries expanded, in their slots' order
   std::vector<uint64_t> nodes[2];

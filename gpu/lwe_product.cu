@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/internal/cuda_check.h"
+#include "gpu/internal/cuda_timing.h"
 #include "gpu/internal/lwe_phases.h"
 #include "gpu/internal/lwe_plan.h"
 #include "gpu/lwe.h"
@@ -248,29 +249,26 @@ absl::StatusOr<double> LweGpuProduct::TimeKernels(LweGpuMethod method, int batch
   std::lock_guard<std::mutex> lock(r.answering);
   VEIL_CUDA_RETURN_IF_ERROR(cudaSetDevice(r.options.device));
   const bool tensor = internal::UsesTensorCores(method, batch, r.options.tensor_min_batch);
-  cudaEvent_t start, stop;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  std::vector<float> ms;
+  internal::Events<2> ev;
+  VEIL_RETURN_IF_ERROR(ev.Create());
+  std::vector<double> seconds;
   absl::Status status;
   for (int rep = 0; rep <= reps && status.ok(); ++rep) {  // rep 0 warms up
     status.Update([&]() -> absl::Status {
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, r.stream));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev.e[0], r.stream));
       VEIL_RETURN_IF_ERROR(internal::LaunchBatch(r.shape, r.d_queries, r.d_out, r.d_planes, batch,
                                                  tensor, r.stream));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, r.stream));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-      float t = 0;
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&t, start, stop));
-      if (rep > 0) ms.push_back(t);
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev.e[1], r.stream));
+      VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev.e[1]));
+      double t = 0;
+      VEIL_RETURN_IF_ERROR(ev.Seconds(0, 1, t));
+      if (rep > 0) seconds.push_back(t);
       return absl::OkStatus();
     }());
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   if (!status.ok()) return status;
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] / 1e3;
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
 }
 
 uint64_t LweGpuProduct::device_bytes() const {

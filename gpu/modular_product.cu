@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gpu/internal/cuda_check.h"
+#include "gpu/internal/cuda_timing.h"
 #include "gpu/internal/montgomery.h"
 #include "gpu/internal/product_plan.h"
 #include "gpu/modular_product.h"
@@ -77,22 +78,6 @@ absl::Status Launch(const internal::ProductPlan& plan, const ModularProductInput
   return absl::OkStatus();
 }
 
-// Four events around upload, compute and download, destroyed on every path.
-struct Events {
-  cudaEvent_t e[4] = {nullptr, nullptr, nullptr, nullptr};
-  ~Events() {
-    for (cudaEvent_t x : e) {
-      if (x != nullptr) cudaEventDestroy(x);
-    }
-  }
-  absl::Status Seconds(int from, int to, double& seconds) const {
-    float ms = 0;
-    VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, e[from], e[to]));
-    seconds = ms / 1e3;
-    return absl::OkStatus();
-  }
-};
-
 }  // namespace
 
 absl::StatusOr<GpuProductTiming> GpuModularProduct(int device, const ModularProductInput& input,
@@ -110,8 +95,8 @@ absl::StatusOr<GpuProductTiming> GpuModularProduct(int device, const ModularProd
   VEIL_RETURN_IF_ERROR(d_in.Allocate(input.residues.size()));
   VEIL_RETURN_IF_ERROR(d_scratch.Allocate(plan->slices[0] * input.columns * limbs));
   VEIL_RETURN_IF_ERROR(d_out.Allocate(out.size()));
-  Events ev;
-  for (cudaEvent_t& e : ev.e) VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+  internal::Events<4> ev;
+  VEIL_RETURN_IF_ERROR(ev.Create());
   cudaEvent_t* events = ev.e;
 
   VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[0]));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/internal/cuda_check.h"
+#include "gpu/internal/cuda_timing.h"
 #include "gpu/internal/ntt_tables.h"
 #include "gpu/internal/runners.h"
 #include "gpu/ntt.h"
@@ -130,20 +131,19 @@ absl::StatusOr<GpuNtt::Throughput> GpuNtt::Measure(uint32_t batch, int reps, boo
   // Residues below q: any fill works, the transform's cost does not depend on the values.
   VEIL_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(impl_->d_data, 0, batch * n * sizeof(uint64_t), impl_->stream));
-  cudaEvent_t start, stop;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  internal::Events<2> ev;
+  VEIL_RETURN_IF_ERROR(ev.Create());
   auto elapsed = [&](const auto& launch) -> absl::StatusOr<double> {
     if (absl::Status s = launch(); !s.ok()) return s;  // warm-up
-    VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, impl_->stream));
+    VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev.e[0], impl_->stream));
     for (int r = 0; r < reps; ++r) {
       if (absl::Status s = launch(); !s.ok()) return s;
     }
-    VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, impl_->stream));
-    VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-    float ms = 0;
-    VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-    return ms / 1e3;
+    VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev.e[1], impl_->stream));
+    VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev.e[1]));
+    double seconds = 0;
+    VEIL_RETURN_IF_ERROR(ev.Seconds(0, 1, seconds));
+    return seconds;
   };
   Throughput out;
   absl::StatusOr<double> ntt_s = elapsed([&] { return impl_->Launch(inverse, batch); });
@@ -154,8 +154,6 @@ absl::StatusOr<GpuNtt::Throughput> GpuNtt::Measure(uint32_t batch, int reps, boo
     VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   if (!ntt_s.ok()) return ntt_s.status();
   if (!mul_s.ok()) return mul_s.status();
   out.transforms_per_s = double(batch) * reps / *ntt_s;

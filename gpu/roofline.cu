@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "dpf/prg_portable.h"
 #include "gpu/internal/cuda_check.h"
+#include "gpu/internal/cuda_timing.h"
 #include "gpu/roofline.h"
 
 namespace veil::gpu {
@@ -111,22 +112,19 @@ __global__ void Int8MacKernel(int iters, uint32_t* sink) {
 
 // Seconds of one launch, timed with events after one untimed warm-up launch.
 absl::StatusOr<double> TimeLaunch(const std::function<void()>& launch) {
-  cudaEvent_t start, stop;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  internal::Events<2> ev;
+  VEIL_RETURN_IF_ERROR(ev.Create());
   launch();
   VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   VEIL_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev.e[0]));
   launch();
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop));
+  VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev.e[1]));
   VEIL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-  float ms = 0;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms / 1e3;
+  VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev.e[1]));
+  double seconds = 0;
+  VEIL_RETURN_IF_ERROR(ev.Seconds(0, 1, seconds));
+  return seconds;
 }
 
 // Rate of a kernel doing `work_per_iter` units per iteration: the iteration count is scaled from

@@ -9,7 +9,11 @@
 
 namespace veil::gpu::internal {
 
+// `e` from `expr` as a Status. A failed runtime call also leaves `e` as the thread's last error,
+// which the next launch's cudaGetLastError() check would take for its own: cleared here (a sticky
+// error, after which the context is unusable, stays).
 inline absl::Status CudaError(cudaError_t e, const char* expr, const char* file, int line) {
+  cudaGetLastError();
   std::string msg = absl::StrCat(expr, " failed: ", cudaGetErrorName(e), " (",
                                  cudaGetErrorString(e), ") at ", file, ":", line);
   switch (e) {

@@ -13,6 +13,32 @@
 
 namespace veil::gpu::internal {
 
+// K CUDA events on the current device, created by Create and destroyed with the object (on every
+// path, errors included).
+template <int K>
+struct Events {
+  cudaEvent_t e[K] = {};
+  Events() = default;
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  ~Events() {
+    for (cudaEvent_t x : e) {
+      if (x != nullptr) cudaEventDestroy(x);
+    }
+  }
+  absl::Status Create() {
+    for (cudaEvent_t& x : e) VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&x));
+    return absl::OkStatus();
+  }
+  // The seconds from event `from` to event `to`, both completed.
+  absl::Status Seconds(int from, int to, double& seconds) const {
+    float ms = 0;
+    VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, e[from], e[to]));
+    seconds = ms / 1e3;
+    return absl::OkStatus();
+  }
+};
+
 // The median of `reps` runs' device seconds: before() (untimed: uploads), then launch() between
 // two events on `stream`. One untimed warm-up run first.
 template <class Before, class Launch>
@@ -21,30 +47,17 @@ absl::StatusOr<double> MedianLaunchSeconds(cudaStream_t stream, int reps, Before
   if (reps <= 0) return absl::InvalidArgumentError("reps must be positive");
   VEIL_RETURN_IF_ERROR(before());
   VEIL_RETURN_IF_ERROR(launch());
-  cudaEvent_t start, stop;
-  VEIL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  if (cudaError_t e = cudaEventCreate(&stop); e != cudaSuccess) {
-    cudaEventDestroy(start);
-    return CudaError(e, "cudaEventCreate(&stop)", __FILE__, __LINE__);
-  }
+  Events<2> ev;
+  VEIL_RETURN_IF_ERROR(ev.Create());
   std::vector<double> seconds;
-  const auto timed = [&]() -> absl::Status {
-    for (int r = 0; r < reps; ++r) {
-      VEIL_RETURN_IF_ERROR(before());
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, stream));
-      VEIL_RETURN_IF_ERROR(launch());
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, stream));
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-      float ms = 0;
-      VEIL_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-      seconds.push_back(ms / 1e3);
-    }
-    return absl::OkStatus();
-  };
-  const absl::Status status = timed();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  if (!status.ok()) return status;
+  for (int r = 0; r < reps; ++r) {
+    VEIL_RETURN_IF_ERROR(before());
+    VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev.e[0], stream));
+    VEIL_RETURN_IF_ERROR(launch());
+    VEIL_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev.e[1], stream));
+    VEIL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev.e[1]));
+    VEIL_RETURN_IF_ERROR(ev.Seconds(0, 1, seconds.emplace_back()));
+  }
   std::sort(seconds.begin(), seconds.end());
   return seconds[seconds.size() / 2];
 }
