@@ -89,7 +89,8 @@ struct ClientOptions {
 
   // The table's row key file (veil table build writes TABLE.rowkey): with it every fetched row's
   // authentication tag is checked, and a row that fails is an error (DATA_LOSS), never returned.
-  // Required when the servers' table carries tags. Pooled sums cannot be checked this way.
+  // Required when the servers' table carries tags; with it an untagged table is refused
+  // (FAILED_PRECONDITION). Pooled sums cannot be checked this way.
   std::string row_key_file;
 };
 

@@ -376,6 +376,14 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
         "check them with: set row_key_file to the table's key file (veil table build writes "
         "TABLE.rowkey)");
   }
+  if (t.row_tag == embedding::RowTag::kNone && row_key_) {
+    // Else a server could switch the check off by serving another table untagged.
+    return absl::FailedPreconditionError(absl::StrCat(
+        who,
+        " serves a table without row authentication tags, but this client holds a row key: "
+        "it expects the tagged table that key was made for and refuses to read rows it "
+        "cannot check"));
+  }
   const bool packed = IsPacked(t.protocol);
   std::unique_ptr<lattice::PackedClient> made;
   if (packed) {

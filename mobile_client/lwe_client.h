@@ -79,7 +79,8 @@ struct LweClientOptions {
   std::string tls_trusted_certs;
   std::string tls_server_name;
   bool allow_plaintext = false;
-  // The table's row key file (TABLE.rowkey): required when the table's rows carry tags.
+  // The table's row key file (TABLE.rowkey): required when the table's rows carry tags; with it
+  // an untagged table is refused (FAILED_PRECONDITION).
   std::string row_key_file;
   // Folder that keeps downloaded hints (created if absent), one file per hint digest; empty:
   // the hint is downloaded at every Connect and kept in memory only.

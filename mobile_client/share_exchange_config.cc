@@ -271,6 +271,13 @@ absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
         "check them with: set row_key_file to the table's key file (veil table build writes "
         "TABLE.rowkey)");
   }
+  if (t.row_tag == embedding::RowTag::kNone && row_key_) {
+    // Else the servers could switch the check off by serving another table untagged.
+    return absl::FailedPreconditionError(
+        "the servers' table carries no row authentication tags, but this client holds a row key: "
+        "it expects the tagged table that key was made for and refuses to read rows it cannot "
+        "check");
+  }
   uint64_t max_queued_keys = 0;
   for (const ServerConfig& c : configs) {
     if (c.max_queued_keys != 0) {

@@ -87,7 +87,8 @@ typedef struct veil_client_options {
   const char* tls_server_name1; /* the same for server 1 */
   /* Version 4: the table's row key file (veil table build writes TABLE.rowkey). With it every
    * fetched row's authentication tag is checked, and a row that fails is VEIL_ERR_DATA_LOSS, never
-   * returned. Required when the servers' table carries tags. NULL: none. */
+   * returned. Required when the servers' table carries tags; with it an untagged table is
+   * refused (VEIL_ERR_FAILED_PRECONDITION). NULL: none. */
   const char* row_key_file;
   /* Version 4: veil_lookup_pooled pads every bag with weight-0 keys to this many keys, so that
    * the servers see the same key count for every bag (a larger bag is VEIL_ERR_INVALID_ARGUMENT).
@@ -303,7 +304,8 @@ typedef struct veil_lwe_client_options {
   uint32_t timeout_ms;           /* connecting (hint included) and each lookup; 0: 30000 */
   const char* tls_trusted_certs; /* as in veil_client_options; NULL: no TLS (loopback only) */
   const char* tls_server_name;   /* the name the server's certificate must hold; NULL: its HOST */
-  const char* row_key_file;      /* the table's row key file; required for tagged tables */
+  const char* row_key_file;      /* the table's row key file; required for tagged tables, and
+                                    with it an untagged table is refused */
   const char* hint_cache_dir;    /* folder keeping downloaded hints; NULL: download every time */
 } veil_lwe_client_options;
 

@@ -158,6 +158,27 @@ TEST_F(LweClientTest, ATaggedTableNeedsTheRowKey) {
   EXPECT_THAT(client.status().message(), HasSubstr("row_key_file"));
 }
 
+TEST(LweClientKeyTest, ARowKeyRefusesAnUntaggedTable) {
+  // A server answering from another table could else switch the tag check off by serving it
+  // untagged.
+  auto path =
+      testing::WriteRandomTable("untagged-lwe.veil", embedding::RowFormat::kFp32, 100, 8, 6);
+  ASSERT_TRUE(path.ok()) << path.status();
+  auto server = testing::StartLweServer(*path, "lwe-simple");
+  ASSERT_TRUE(server.ok()) << server.status();
+  LweClientOptions o;
+  o.server = (*server)->address();
+  o.row_key_file = testing::TempPath("untagged-lwe.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(o.row_key_file, embedding::NewRowKey()).ok());
+  auto client = LweClient::Connect(o);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition) << client.status();
+  EXPECT_THAT(client.status().message(), HasSubstr("without row authentication tags"));
+  o.row_key_file.clear();
+  auto keyless = LweClient::Connect(o);
+  ASSERT_TRUE(keyless.ok()) << keyless.status();
+  EXPECT_TRUE((*keyless)->Lookup({3}).ok());
+}
+
 TEST_F(LweClientTest, TheHintCacheIsUsedAndACorruptEntryIsFetchedAgain) {
   LweClientOptions o = Options();
   o.hint_cache_dir = testing::TempPath("hints");

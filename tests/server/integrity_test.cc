@@ -114,8 +114,8 @@ TEST(IntegrityTest, TaggedRowsTurnAWrongShareIntoAnErrorNamingThePair) {
   const embedding::RowKey key = embedding::NewRowKey();
   const std::string key_file = testing::TempPath("t.rowkey");
   ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, key).ok());
-  auto table =
-      testing::WriteRandomTable("tagged.veil", embedding::RowFormat::kFp32, kRows, kDim, 3, 1, &key);
+  auto table = testing::WriteRandomTable("tagged.veil", embedding::RowFormat::kFp32, kRows, kDim, 3,
+                                         1, &key);
   ASSERT_TRUE(table.ok());
   // Party 1 serves a corrupted copy, its digest check turned off (an operator mistake, or a
   // malicious server): every share it returns is wrong by the flipped row's contribution.
@@ -136,7 +136,8 @@ TEST(IntegrityTest, TaggedRowsTurnAWrongShareIntoAnErrorNamingThePair) {
   // The same client against two honest servers gets every row, tags checked and stripped.
   auto honest = StartServer(1, *table);
   ASSERT_TRUE(honest.ok());
-  auto checked = client::Client::Connect(Options((*good)->address(), (*honest)->address(), key_file));
+  auto checked =
+      client::Client::Connect(Options((*good)->address(), (*honest)->address(), key_file));
   ASSERT_TRUE(checked.ok()) << checked.status();
   auto words = (*checked)->Lookup({5, 100, 299});
   ASSERT_TRUE(words.ok()) << words.status();
@@ -146,6 +147,27 @@ TEST(IntegrityTest, TaggedRowsTurnAWrongShareIntoAnErrorNamingThePair) {
   ASSERT_FALSE(keyless.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(keyless.status()));
   EXPECT_THAT(keyless.status().message(), HasSubstr("row_key_file"));
+}
+
+TEST(IntegrityTest, AClientHoldingARowKeyRefusesServersOfAnUntaggedTable) {
+  // Malicious servers answering from another table could else switch the tag check off by
+  // serving it untagged: the client that holds the key expects tags and gets no row unchecked.
+  const std::string key_file = testing::TempPath("untagged.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, embedding::NewRowKey()).ok());
+  auto table =
+      testing::WriteRandomTable("untagged.veil", embedding::RowFormat::kFp32, kRows, kDim, 4);
+  ASSERT_TRUE(table.ok()) << table.status();
+  auto a = StartServer(0, *table);
+  auto b = StartServer(1, *table);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto client = client::Client::Connect(Options((*a)->address(), (*b)->address(), key_file));
+  ASSERT_FALSE(client.ok()) << "a keyed client read an untagged table";
+  EXPECT_TRUE(absl::IsFailedPrecondition(client.status())) << client.status();
+  EXPECT_THAT(client.status().message(), HasSubstr("no row authentication tags"));
+  // Without a key the same table serves.
+  auto keyless = client::Client::Connect(Options((*a)->address(), (*b)->address()));
+  ASSERT_TRUE(keyless.ok()) << keyless.status();
+  EXPECT_TRUE((*keyless)->Lookup({1, 2}).ok());
 }
 
 }  // namespace
