@@ -1,5 +1,6 @@
 #include "server/galois_cache.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -53,18 +54,17 @@ void GaloisKeyCache::Clear(Entry& entry, State state) {
 }
 
 absl::Status GaloisKeyCache::MakeRoom(Session session, uint64_t bytes) {
-  if (bytes > max_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat("one session's Galois keys need ", bytes,
-                                                     " bytes of server memory; this "
-                                                     "server holds at most ",
-                                                     max_bytes_, " (--max_galois_key_bytes)"));
-  }
   while (charged_ + bytes > max_bytes_) {
+    // Uploads in progress before installed keys, each least recently used first.
     Entry* oldest = nullptr;
+    const auto before = [](const Entry& a, const Entry& b) {
+      const bool a_ready = a.state == State::kReady, b_ready = b.state == State::kReady;
+      return a_ready != b_ready ? b_ready : a.last_use < b.last_use;
+    };
     for (auto& [id, entry] : entries_) {
       const bool idle = entry.holds == 0 && entry.charge > 0 &&
                         (entry.state == State::kUploading || entry.state == State::kReady);
-      if (id != session && idle && (oldest == nullptr || entry.last_use < oldest->last_use)) {
+      if (id != session && idle && (oldest == nullptr || before(entry, *oldest))) {
         oldest = &entry;
       }
     }
@@ -92,13 +92,13 @@ absl::StatusOr<std::optional<GaloisKeyCache::Upload>> GaloisKeyCache::Append(
   entry.last_use = ++clock_;
   if (offset == 0) {
     Clear(entry, State::kEmpty);
-    if (absl::Status room = MakeRoom(session, wire_bytes_ + parsed_bytes_); !room.ok()) {
-      return room;
+    if (session_bytes() > max_bytes_) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("one session's Galois keys need ", session_bytes(),
+                       " bytes of server memory; this server holds at most ", max_bytes_,
+                       " (--max_galois_key_bytes)"));
     }
     entry.state = State::kUploading;
-    entry.charge = wire_bytes_ + parsed_bytes_;
-    charged_ += entry.charge;
-    entry.upload.reserve(wire_bytes_);
   } else if (entry.state == State::kEvicted) {
     return absl::AbortedError(
         "this connection's Galois key upload was evicted to make room for another session's; "
@@ -116,6 +116,17 @@ absl::StatusOr<std::optional<GaloisKeyCache::Upload>> GaloisKeyCache::Append(
                                                    " bytes at offset ", offset,
                                                    " runs past the keys' ", wire_bytes_, " bytes"));
   }
+  // The bytes held: the buffer's growth, and with the last chunk the parsed keys to come.
+  const uint64_t needed = offset + chunk.size(), held = entry.upload.capacity();
+  const uint64_t capacity =
+      needed > held ? std::min(wire_bytes_, std::max(needed, 2 * held)) : held;
+  const uint64_t more = (capacity - held) + (needed == wire_bytes_ ? parsed_bytes_ : 0);
+  if (more > 0) {
+    if (absl::Status room = MakeRoom(session, more); !room.ok()) return room;
+    entry.charge += more;
+    charged_ += more;
+  }
+  entry.upload.reserve(capacity);
   entry.upload.insert(entry.upload.end(), chunk.begin(), chunk.end());
   if (entry.upload.size() < wire_bytes_) return std::optional<Upload>();
   entry.state = State::kParsing;

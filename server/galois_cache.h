@@ -3,14 +3,18 @@
 //
 // A session uploads its keys in chunks (rpc/veil.capnp, BagServer.uploadGaloisKeys) of exactly
 // `wire_bytes` bytes in all; the parsed keys take `parsed_bytes` (about 3 x wire_bytes: the seeded
-// halves are expanded and the residues unpacked). Charging: an upload is charged wire_bytes +
-// parsed_bytes from its first chunk (the peak while it is parsed), installed keys parsed_bytes.
+// halves are expanded and the residues unpacked). Charging: an upload is charged the bytes it
+// holds as they arrive (its buffer's capacity, which at most doubles and stops at wire_bytes),
+// plus parsed_bytes from its last chunk on (the peak while it is parsed); installed keys are
+// charged parsed_bytes. So a client must send bytes to take memory: a few bytes at offset 0 no
+// longer claim a whole session's room.
 //
-// Eviction rule: when a charge would exceed max_bytes, the least recently used sessions that are
-// idle (uploading, or keys installed with no answer in flight) lose their keys or upload, oldest
-// first, until it fits; a session whose keys are in use (an answer queued or running, or its
-// upload being parsed) is never evicted. If nothing idle is left the charge fails with
-// RESOURCE_EXHAUSTED. An evicted session's next answer gets ABORTED (upload again).
+// Eviction rule: when a charge would exceed max_bytes, idle sessions lose their upload or keys
+// until it fits: uploads in progress first, then installed keys with no answer in flight, each
+// kind least recently used first. A session whose keys are in use (an answer queued or running,
+// or its upload being parsed) is never evicted. If nothing idle is left the charge fails with
+// RESOURCE_EXHAUSTED (the chunk is not taken: it may be sent again). An evicted session's next
+// answer or chunk gets ABORTED (upload again).
 //
 // Event-loop thread only. A Hold keeps a session's keys (or its upload's charge) alive while the
 // worker uses them; a session closed meanwhile is released when its last Hold goes.
@@ -63,14 +67,15 @@ class GaloisKeyCache {
     std::vector<uint8_t> bytes;
     std::unique_ptr<Hold> hold;
   };
-  // Adds `chunk` at `offset`. Offset 0 starts over: the session's keys or upload are dropped and
-  // the session is charged (evicting idle sessions). Returns the whole upload when this chunk
-  // completes it (the session is then being parsed until Install or Discard), else nullopt.
+  // Adds `chunk` at `offset`, charging its bytes (and the parsed keys' with the last chunk),
+  // evicting idle sessions. Offset 0 starts over: the session's keys or upload are dropped first.
+  // Returns the whole upload when this chunk completes it (the session is then being parsed until
+  // Install or Discard), else nullopt.
   // Returns INVALID_ARGUMENT for an empty chunk, an offset other than the bytes received so far
   // or a chunk past wire_bytes; FAILED_PRECONDITION while the previous upload is being parsed,
   // for offset 0 while an answer uses the keys, or for a chunk after offset 0 without an upload
   // in progress (ABORTED if it was evicted);
-  // RESOURCE_EXHAUSTED if no room can be made.
+  // RESOURCE_EXHAUSTED if one session is larger than the bound or no room can be made.
   absl::StatusOr<std::optional<Upload>> Append(Session session, uint64_t offset,
                                                absl::Span<const uint8_t> chunk);
   // After a successful parse: the session's keys (charged at their actual size). Returns

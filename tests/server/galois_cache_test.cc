@@ -1,5 +1,6 @@
-// GaloisKeyCache: chunked uploads, the memory bound, the eviction rule (idle sessions, least
-// recently used first; keys in use never) and releasing closed sessions only after their holds.
+// GaloisKeyCache: chunked uploads, the memory bound (an upload charged as its bytes arrive), the
+// eviction rule (idle uploads, then idle keys, least recently used first; keys in use never) and
+// releasing closed sessions only after their holds.
 #include "server/galois_cache.h"
 
 #include <memory>
@@ -43,7 +44,7 @@ TEST(GaloisKeyCache, AssemblesChunksInOrder) {
   auto first = cache.Append(s, 0, std::vector<uint8_t>{0, 1, 2, 3});
   ASSERT_TRUE(first.ok());
   EXPECT_FALSE(first->has_value());
-  EXPECT_EQ(cache.charged_bytes(), kSession);
+  EXPECT_EQ(cache.charged_bytes(), 4u);  // the bytes received, not yet the session
   EXPECT_THAT(cache.Acquire(s).status().message(), HasSubstr("(4 of 10 bytes received)"));
   EXPECT_EQ(cache.Append(s, 5, std::vector<uint8_t>(1)).status().message(),
             "Galois key chunk at offset 5; the next one starts at 4");
@@ -53,6 +54,7 @@ TEST(GaloisKeyCache, AssemblesChunksInOrder) {
   auto last = cache.Append(s, 4, std::vector<uint8_t>{4, 5, 6, 7, 8, 9});
   ASSERT_TRUE(last.ok() && last->has_value());
   EXPECT_EQ((*last)->bytes, (std::vector<uint8_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(cache.charged_bytes(), kSession);  // the upload and the keys it is parsed into
   // While it is parsed, no new upload and no answer.
   EXPECT_EQ(cache.Append(s, 0, std::vector<uint8_t>(1)).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -71,8 +73,8 @@ TEST(GaloisKeyCache, EvictsTheLeastRecentlyUsedIdleSession) {
   Install(cache, a);
   Install(cache, b);
   ASSERT_TRUE(cache.Acquire(a).ok());  // a is now more recent than b (its hold is gone again)
-  // c's upload needs kSession more: b, the least recently used, goes.
-  ASSERT_TRUE(cache.Append(c, 0, std::vector<uint8_t>(3)).ok());
+  // c's whole upload needs kSession more: b, the least recently used, goes.
+  ASSERT_TRUE(cache.Append(c, 0, std::vector<uint8_t>(kWire)).ok());
   EXPECT_EQ(cache.evictions(), 1u);
   EXPECT_TRUE(cache.Acquire(a).ok());
   const absl::Status evicted = cache.Acquire(b).status();
@@ -87,20 +89,57 @@ TEST(GaloisKeyCache, KeysInUseAreNeverEvicted) {
   Install(cache, a);
   auto in_use = cache.Acquire(a);
   ASSERT_TRUE(in_use.ok());
-  const absl::Status full = cache.Append(b, 0, std::vector<uint8_t>(1)).status();
+  const absl::Status full = cache.Append(b, 0, std::vector<uint8_t>(kWire)).status();
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(full.message(), HasSubstr("held by sessions whose keys are in use"));
   // An answer in flight also keeps its own session from starting over.
   EXPECT_EQ(cache.Append(a, 0, std::vector<uint8_t>(1)).status().code(),
             absl::StatusCode::kFailedPrecondition);
   in_use->hold.reset();
-  ASSERT_TRUE(cache.Append(b, 0, std::vector<uint8_t>(1)).ok());
+  ASSERT_TRUE(cache.Append(b, 0, std::vector<uint8_t>(kWire)).ok());
   EXPECT_EQ(cache.Acquire(a).status().code(), absl::StatusCode::kAborted);
-  // An evicted upload must start over.
-  const auto c = cache.Open();
-  ASSERT_TRUE(cache.Append(c, 0, std::vector<uint8_t>(1)).ok());
-  EXPECT_EQ(cache.Append(b, 1, std::vector<uint8_t>(1)).status().code(),
+}
+
+TEST(GaloisKeyCache, AFewBytesClaimOnlyTheirOwnRoom) {
+  // Room for two sessions' keys and one upload: clients that send a byte at offset 0, however
+  // many, evict nobody's keys (they once claimed a whole session each).
+  GaloisKeyCache cache(2 * kParsed + kWire, kWire, kParsed);
+  const auto a = cache.Open(), b = cache.Open();
+  Install(cache, a);
+  Install(cache, b);
+  std::vector<GaloisKeyCache::Session> pokes;
+  for (int i = 0; i < 20; ++i) {
+    pokes.push_back(cache.Open());
+    ASSERT_TRUE(cache.Append(pokes.back(), 0, std::vector<uint8_t>(1)).ok());
+  }
+  EXPECT_TRUE(cache.Acquire(a).ok());
+  EXPECT_TRUE(cache.Acquire(b).ok());
+  EXPECT_LE(cache.charged_bytes(), 2 * kParsed + kWire);
+  // The pokes pushed out one another's uploads, least recently used first.
+  EXPECT_EQ(cache.Append(pokes.front(), 1, std::vector<uint8_t>(1)).status().code(),
             absl::StatusCode::kAborted);
+  EXPECT_TRUE(cache.Append(pokes.back(), 1, std::vector<uint8_t>(1)).ok());
+}
+
+TEST(GaloisKeyCache, UploadsInProgressAreEvictedBeforeInstalledKeys) {
+  GaloisKeyCache cache(kSession, kWire, kParsed);
+  const auto a = cache.Open(), b = cache.Open(), c = cache.Open();
+  Install(cache, a);  // the least recently used, but installed
+  ASSERT_TRUE(cache.Append(b, 0, std::vector<uint8_t>(4)).ok());
+  ASSERT_TRUE(cache.Append(c, 0, std::vector<uint8_t>(4)).ok());
+  EXPECT_EQ(cache.charged_bytes(), kParsed + 8);  // a's keys, b's and c's four bytes
+  // c's next chunk needs 4 bytes more: b's upload goes, not a's keys.
+  ASSERT_TRUE(cache.Append(c, 4, std::vector<uint8_t>(4)).ok());
+  EXPECT_EQ(cache.evictions(), 1u);
+  EXPECT_TRUE(cache.Acquire(a).ok());
+  // An evicted upload must start over.
+  EXPECT_EQ(cache.Append(b, 4, std::vector<uint8_t>(1)).status().code(),
+            absl::StatusCode::kAborted);
+  // c's last chunk needs the parsed keys' room too: only a's keys are left to evict.
+  auto done = cache.Append(c, 8, std::vector<uint8_t>(2));
+  ASSERT_TRUE(done.ok() && done->has_value()) << done.status();
+  EXPECT_EQ(cache.Acquire(a).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(cache.charged_bytes(), kSession);
 }
 
 TEST(GaloisKeyCache, RefusesASessionLargerThanTheBound) {
