@@ -178,15 +178,41 @@ struct Listener::Entry {
 
 namespace {
 
-// The stream a connection's RPC system reads and writes: records activity and tracks the framing
-// of incoming messages against the buffer budget (see connections.h).
+// How often a connection whose replies are backlogged looks again whether they drained, and the
+// most replies it may have queued (besides ServerLimits::ConnectionBacklogWords of them): small
+// replies take several times their size in memory.
+constexpr kj::Duration kBacklogPoll = 10 * kj::MILLISECONDS;
+constexpr size_t kMaxQueuedReplies = 1024;
+
+// The stream a connection's RPC system reads and writes: records activity, tracks the framing
+// of incoming messages against the buffer budget (see connections.h), and reads nothing while the
+// replies queued to the client are backlogged.
 class GuardedStream final : public kj::AsyncIoStream {
  public:
   GuardedStream(kj::Own<kj::AsyncIoStream> inner, Listener::Entry& entry, uint64_t& budget_used,
-                const ServerLimits& limits)
-      : inner_(kj::mv(inner)), entry_(entry), used_(budget_used), limits_(limits) {}
+                const ServerLimits& limits, kj::Timer& timer)
+      : inner_(kj::mv(inner)), entry_(entry), used_(budget_used), limits_(limits), timer_(timer) {}
 
   kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
+    // A client that sends calls without reading their replies would make the server queue them
+    // without bound: its calls wait in the socket (TCP holds the client back) until the replies
+    // drain, and the idle timeout closes it if they never do.
+    capnp::TwoPartyVatNetwork* network = entry_.network.get();
+    const size_t queued = network == nullptr ? 0 : network->getCurrentQueueSize();
+    if (queued > limits_.ConnectionBacklogWords() * 8 ||
+        (network != nullptr && network->getCurrentQueueCount() > kMaxQueuedReplies)) {
+      if (!backlogged_) {
+        backlogged_ = true;
+        LogThrottled("backlog",
+                     absl::StrCat("stopped reading the connection of ", entry_.peer,
+                                  " until it reads its replies (", network->getCurrentQueueCount(),
+                                  " of ", queued, " bytes queued)"));
+      }
+      return timer_.afterDelay(kBacklogPoll).then([this, buffer, min_bytes, max_bytes] {
+        return tryRead(buffer, min_bytes, max_bytes);
+      });
+    }
+    backlogged_ = false;
     return inner_->tryRead(buffer, min_bytes, max_bytes).then([this, buffer](size_t n) {
       entry_.last_activity = absl::Now();
       const auto* bytes = static_cast<const uint8_t*>(buffer);
@@ -256,6 +282,8 @@ class GuardedStream final : public kj::AsyncIoStream {
   Listener::Entry& entry_;
   uint64_t& used_;
   const ServerLimits& limits_;
+  kj::Timer& timer_;
+  bool backlogged_ = false;
 };
 
 }  // namespace
@@ -344,13 +372,17 @@ void Listener::Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
   auto entry = kj::heap<Entry>(*this, peer.address);
   auto killed = kj::newPromiseAndFulfiller<void>();
   entry->kill = kj::mv(killed.fulfiller);
-  entry->stream = kj::heap<GuardedStream>(kj::mv(stream), *entry, buffered_bytes_, limits_);
+  entry->stream = kj::heap<GuardedStream>(kj::mv(stream), *entry, buffered_bytes_, limits_, timer_);
   capnp::ReaderOptions options;
   options.traversalLimitInWords = limits_.HardMessageWords();
   entry->messages = kj::heap<rpc::WipingMessageStream>(*entry->stream);
   entry->network = kj::heap<capnp::TwoPartyVatNetwork>(*entry->messages,
                                                        capnp::rpc::twoparty::Side::SERVER, options);
   entry->rpc = kj::heap(capnp::makeRpcServer(*entry->network, new_service_(peer)));
+  // Calls not yet answered, pipelined ones included (held by the RPC system while the call they
+  // target is pending, unseen by the services' per-connection limits), stop the reading beyond
+  // this until answers go out.
+  entry->rpc->setFlowLimit(limits_.ConnectionBacklogWords());
   auto done = entry->network->onDisconnect().exclusiveJoin(kj::mv(killed.promise));
   tasks_.add(done.attach(kj::mv(entry)));
 }
@@ -362,11 +394,12 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
   if (refusing_ >= kMaxRefusing) return;  // closed right away: no room even to say why
   // The stream outlives the network, which outlives the RPC system.
   struct Refusal {
-    Refusal(Listener& listener_in, kj::Own<kj::AsyncIoStream> stream_in, uint32_t limit)
+    Refusal(Listener& listener_in, kj::Own<kj::AsyncIoStream> stream_in, uint32_t limit,
+            capnp::ReaderOptions options)
         : listener(listener_in),
           stream(kj::mv(stream_in)),
           messages(*stream),
-          network(messages, capnp::rpc::twoparty::Side::SERVER),
+          network(messages, capnp::rpc::twoparty::Side::SERVER, options),
           rpc(capnp::makeRpcServer(network,
                                    capnp::Capability::Client(kj::heap<RefusingService>(limit)))) {
       ++listener.refusing_;
@@ -378,7 +411,10 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
     capnp::TwoPartyVatNetwork network;
     capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
   };
-  auto refusal = kj::heap<Refusal>(*this, kj::mv(stream), limits_.max_connections);
+  // A refused client's messages are bounded as a served one's (not by capnp's 64 MiB default).
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = limits_.HardMessageWords();
+  auto refusal = kj::heap<Refusal>(*this, kj::mv(stream), limits_.max_connections, options);
   auto grace = timer_.afterDelay(absl::ToInt64Nanoseconds(kRefusalGrace) * kj::NANOSECONDS);
   tasks_.add(refusal->network.onDisconnect().exclusiveJoin(kj::mv(grace)).attach(kj::mv(refusal)));
 }

@@ -56,15 +56,20 @@ struct ServerLimits {
   // across all connections, and per connection.
   uint32_t max_queued_ciphertexts = 64;
   uint32_t max_queued_ciphertexts_per_connection = 8;
-  // Memory given to all sessions' Galois keys together (parsed keys, and uploads with their
-  // parsed size reserved): one session's keys take 3 x their ~8-25 MB of wire bytes at N = 8192.
-  // Idle sessions' keys are evicted, least recently used first, to make room; keys in use never.
+  // Memory given to all sessions' Galois keys together (parsed keys, uploads' bytes as they
+  // arrive and, from their last chunk, their parsed size): one session's keys take 3 x their
+  // ~8-25 MB of wire bytes at N = 8192. Idle uploads, then idle sessions' keys, are evicted,
+  // least recently used first, to make room; keys in use never (galois_cache.h).
   uint64_t max_galois_key_bytes = uint64_t{2} << 30;
 
   // Any incoming RPC message larger than this closes its connection (capnp's
   // ReaderOptions::traversalLimitInWords, checked before the message is buffered). It sits above
   // max_message_bytes so that merely oversized calls still get a readable error reply.
   uint64_t HardMessageWords() const { return max_message_bytes / 8 * 2 + 4096; }
+  // A connection stops being read while its calls not yet answered (pipelined ones included) or
+  // its replies not yet sent exceed this many words, until they drain: TCP then holds the client
+  // back, and the idle timeout closes one that never reads its replies.
+  uint64_t ConnectionBacklogWords() const { return 4 * HardMessageWords(); }
 };
 
 }  // namespace veil::server

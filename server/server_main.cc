@@ -85,7 +85,9 @@ ABSL_FLAG(int64_t, max_buffered_bytes, int64_t{256} << 20,
           "bytes of messages being received, all connections together (each message's declared "
           "size is reserved as it starts); a message beyond it closes its connection");
 ABSL_FLAG(int, max_calls_per_connection, 64,
-          "calls of one connection waiting for an answer; more get RESOURCE_EXHAUSTED");
+          "calls of one connection waiting for an answer; more get RESOURCE_EXHAUSTED (and a "
+          "connection whose calls in flight, pipelined ones included, or unread replies exceed "
+          "8 x --max_message_bytes is not read until they drain)");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM file: this server's certificate (chain, leaf first); with --tls-key every "
           "connection is TLS 1.2 or newer");

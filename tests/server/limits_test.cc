@@ -1,8 +1,11 @@
 // A hostile neighbour cannot lock out, starve or break other clients (issue 10, failures 2–5):
 // keys another client's pass cannot share, idle connections up to the limit, slow senders that
-// hold messages half sent, and floods of refused connections in the log. Raw sockets play the
+// hold messages half sent, clients that never read their replies, and floods of refused
+// connections in the log. Raw sockets play the
 // hostile side; a real client must keep getting correct rows.
 #include <arpa/inet.h>
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mobile_client/client.h"
+#include "rpc/veil.capnp.h"
 #include "tests/server/two_servers.h"
 
 namespace veil {
@@ -61,6 +65,22 @@ class RawSocket {
 
  private:
   int fd_;
+};
+
+// A connection whose reads never complete: a client that sends calls and never reads the replies.
+class DeafStream final : public kj::AsyncIoStream {
+ public:
+  explicit DeafStream(kj::Own<kj::AsyncIoStream> inner) : inner_(kj::mv(inner)) {}
+  kj::Promise<size_t> tryRead(void*, size_t, size_t) override { return kj::NEVER_DONE; }
+  kj::Promise<void> write(const void* bytes, size_t n) override { return inner_->write(bytes, n); }
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
+    return inner_->write(pieces);
+  }
+  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
+  void shutdownWrite() override { inner_->shutdownWrite(); }
+
+ private:
+  kj::Own<kj::AsyncIoStream> inner_;
 };
 
 // The start of a Cap'n Proto message declaring one segment of `words` words, and `body` bytes of
@@ -189,6 +209,43 @@ TEST_F(LimitsTest, SlowSendersHoldNeitherMemoryNorConnectionsForLong) {
   int closed_later = 0;
   for (const RawSocket& s : slow) closed_later += s.ClosedByPeer(absl::Seconds(3));
   EXPECT_EQ(closed_later, 40) << "the read timeout closes the stalled ones";
+}
+
+TEST_F(LimitsTest, AClientThatNeverReadsItsRepliesStopsBeingRead) {
+  // Config calls whose replies are never read: the server read them all and queued every reply
+  // (~2.3 KB a call: +918 MB for 400,000). Now it stops reading such a connection, so the calls
+  // pile up in the client instead: it stops sending then (its queue, destroyed recursively, stays
+  // short).
+  Start({});
+  const uint64_t rss_before = server_[0]->ResidentKb();
+  {
+    auto io = kj::setupAsyncIo();
+    auto address = io.provider->getNetwork()
+                       .parseAddress("127.0.0.1", static_cast<uint32_t>(server_[0]->port()))
+                       .wait(io.waitScope);
+    DeafStream deaf(address->connect().wait(io.waitScope));
+    capnp::TwoPartyClient rpc(deaf);
+    auto server = rpc.bootstrap().castAs<rpc::PirServer>();
+    kj::Vector<kj::Promise<void>> calls;
+    bool held_back = false;
+    for (int round = 0; round < 100 && !held_back; ++round) {
+      for (int i = 0; i < 2000; ++i) {
+        calls.add(server.configRequest().send().ignoreResult().catch_([](kj::Exception&&) {}));
+      }
+      io.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+      held_back = rpc.getCurrentQueueCount() > 1000;
+    }
+    EXPECT_TRUE(held_back) << calls.size() << " calls sent, all read by the server";
+    const uint64_t rss_during = server_[0]->ResidentKb();
+    EXPECT_LT(rss_during, rss_before + 32 * 1024) << "KB";
+    // Others are served meanwhile.
+    auto client = client::Client::Connect(Options());
+    ASSERT_TRUE(client.ok()) << client.status();
+    EXPECT_TRUE(GoodLookup(**client, 3).ok());
+  }
+  std::ifstream log(log_);
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("until it reads its replies"));
 }
 
 TEST_F(LimitsTest, AFloodOfRefusedConnectionsDoesNotFloodTheLog) {

@@ -5,6 +5,8 @@
 // checks, and its client.
 #include <capnp/ez-rpc.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -84,6 +86,9 @@ class RawSession {
       return rpc::ExceptionToStatus(e, "server");
     }
   }
+
+  rpc::LwePackServer::Client& cap() { return cap_; }
+  kj::WaitScope& wait_scope() { return rpc_.getWaitScope(); }
 
  private:
   capnp::EzRpcClient rpc_;
@@ -252,6 +257,65 @@ TEST_F(LwePackRpcTest, KeysAreRequiredCheckedAndPerConnection) {
   RawSession second((*server)->port());
   response = second.Answer(query->query, query->ciphertext);
   EXPECT_EQ(response.status().code(), absl::StatusCode::kFailedPrecondition) << response.status();
+}
+
+TEST_F(LwePackRpcTest, CallsPipelinedOnPendingAnswersHoldBoundedMemory) {
+  // Eight answers, each with forty 1.5 MiB calls pipelined on its result: the RPC system held
+  // every pipelined call until its target resolved, outside --max_buffered_bytes (+444 MiB of
+  // server memory for 469 MiB sent). Now the connection's calls in flight stop its reading at
+  // ServerLimits::ConnectionBacklogWords (about 8.5 MB here).
+  auto client = NewClient();
+  ASSERT_NE(client, nullptr);
+  auto server = testing::StartLweServer(path_, "lwe-exppack-s",
+                                        {"--max_buffered_bytes=8388608", "--threads=1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  RawSession session((*server)->port());
+  const uint64_t chunk = session.Config().getConfig().getMaxChunkBytes();
+  ASSERT_TRUE(session.UploadAll(client->expansion_keys(), chunk).ok());
+  auto query = client->MakeQuery(7);
+  ASSERT_TRUE(query.ok());
+  ASSERT_TRUE(session.Answer(query->query, query->ciphertext).ok());
+  const uint64_t rss_before = (*server)->ResidentKb();
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> peak{rss_before};
+  std::thread sampler([&] {
+    while (!stop) {
+      const uint64_t kb = (*server)->ResidentKb();
+      if (kb > peak) peak = kb;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  const uint64_t interface_id = capnp::typeId<rpc::LwePackServer>();
+  constexpr uint16_t kAnswerMethod = 2;
+  const std::vector<uint8_t> junk(1536 * 1024, 0x5a);
+  kj::Vector<kj::Promise<void>> calls;
+  for (int a = 0; a < 8; ++a) {
+    auto request = session.cap().typelessRequest(interface_id, kAnswerMethod, nullptr);
+    auto params = request.initAs<rpc::LwePackServer::AnswerParams>();
+    params.setQuery(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(query->query.data()),
+                                        4 * query->query.size()));
+    params.setCiphertext(capnp::Data::Reader(query->ciphertext.data(), query->ciphertext.size()));
+    auto answer = request.send();
+    capnp::Capability::Client target(answer.getPointerField(0).asCap());
+    for (int p = 0; p < 40; ++p) {
+      auto pipelined = target.typelessRequest(interface_id, kAnswerMethod,
+                                              capnp::MessageSize{junk.size() / 8 + 64, 0});
+      pipelined.initAs<rpc::LwePackServer::AnswerParams>().setQuery(
+          capnp::Data::Reader(junk.data(), junk.size()));
+      calls.add(pipelined.send().ignoreResult().catch_([](kj::Exception&&) {}));
+    }
+    calls.add(answer.ignoreResult().catch_([](kj::Exception&&) {}));
+  }
+  kj::joinPromises(calls.releaseAsArray()).wait(session.wait_scope());
+  stop = true;
+  sampler.join();
+  EXPECT_LT(peak.load(), rss_before + 96 * 1024) << "KB of server memory at the peak";
+  // The connection still serves.
+  auto response = session.Answer(query->query, query->ciphertext);
+  ASSERT_TRUE(response.ok()) << response.status();
+  std::vector<uint8_t> record(config_.shape.record_bytes);
+  ASSERT_TRUE(client->Decode(7, *response, absl::MakeSpan(record)).ok());
+  EXPECT_EQ(record, Record(7));
 }
 
 TEST_F(LwePackRpcTest, AnEvictedSessionGetsAbortedAndUploadsAgain) {
