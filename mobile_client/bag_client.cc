@@ -222,7 +222,8 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
   auto plan = he::MatVecPlan::Create(**ctx, t.dim, t.rows);
   if (!plan.ok()) return plan.status();
   if (sizes.galois_key_bytes != t.galois_key_bytes || plan->blocks() != t.query_blocks ||
-      config.max_chunk_bytes == 0 || config.max_queued_ciphertexts < t.query_blocks) {
+      config.max_chunk_bytes < kMinKeyChunkBytes ||
+      config.max_queued_ciphertexts < t.query_blocks) {
     return absl::FailedPreconditionError(absl::StrCat(
         who, " reports sizes this client does not expect (Galois keys ", t.galois_key_bytes,
         " bytes, expected ", sizes.galois_key_bytes, "; chunks of ", config.max_chunk_bytes,

@@ -27,7 +27,7 @@ kj::Promise<absl::Status> KeyUploads::On(int replica, rpc::VeilServer::Client se
       return upload->addBranch();
     }
   }
-  const size_t chunks = (keys_.size() + chunk_bytes_ - 1) / chunk_bytes_;
+  const size_t chunks = keys_.size() / chunk_bytes_ + (keys_.size() % chunk_bytes_ != 0);
   auto replies = kj::heapArrayBuilder<kj::Promise<absl::Status>>(chunks);
   for (size_t c = 0; c < chunks; ++c) {
     const uint64_t offset = c * chunk_bytes_;

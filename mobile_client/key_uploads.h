@@ -24,6 +24,10 @@ namespace veil::client {
 
 class Transport;
 
+// The smallest key chunk a client accepts a server to ask for (a server asking for less would
+// make it send millions of calls).
+inline constexpr uint64_t kMinKeyChunkBytes = 4096;
+
 class KeyUploads {
  public:
   // Sends the chunk at `offset` through `server` (the protocol's upload call); resolves to whether
@@ -50,8 +54,9 @@ class KeyUploads {
     };
   }
 
-  // The keys (kept by the caller as long as this object) in chunks of chunk_bytes, for
-  // `replicas` replicas, none of which holds them yet.
+  // The keys (kept by the caller as long as this object) in chunks of chunk_bytes (at least
+  // kMinKeyChunkBytes, which the caller checks), for `replicas` replicas, none of which holds
+  // them yet.
   void Reset(absl::Span<const uint8_t> keys, uint64_t chunk_bytes, int replicas);
   // `replica` no longer holds the keys (a new connection, or they were evicted: ABORTED).
   void Forget(int replica);

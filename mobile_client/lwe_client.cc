@@ -415,10 +415,11 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
   const uint64_t down = packed ? config.response_bytes : 4 * config.answer_words;
   if (config.max_queries_per_call == 0 || config.max_queued_queries == 0 ||
       std::max(up, down) + kEnvelopeBytes > config.max_message_bytes ||
-      (packed && config.max_chunk_bytes == 0)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(who, " accepts no query (", config.max_queries_per_call, " per call, ",
-                     config.max_message_bytes, " bytes per call)"));
+      (packed && config.max_chunk_bytes < kMinKeyChunkBytes)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, " accepts no query (", config.max_queries_per_call, " per call, ",
+        config.max_message_bytes, " bytes per call",
+        packed ? absl::StrCat(", keys in chunks of ", config.max_chunk_bytes, " bytes") : "", ")"));
   }
   if (packed) {
     packed_ = std::move(made);

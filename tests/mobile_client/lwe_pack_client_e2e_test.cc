@@ -268,6 +268,8 @@ TEST_F(LwePackClientTest, AConfigThatDisagreesWithTheClientsIsRefused) {
   refused([](auto c) { c.getLwe().setD0(c.getLwe().getD0() + 1); }, "the table's shape is");
   refused([](auto c) { c.getLwe().getSeed()[0] ^= 1; }, "seed");
   refused([](auto c) { c.getLwe().setLweProtocol(2); }, "LWE parameters (protocol 2");
+  // Chunks of a byte would be 3.5 million upload calls.
+  refused([](auto c) { c.setMaxChunkBytes(1); }, "keys in chunks of 1 bytes");
 }
 
 }  // namespace
