@@ -45,6 +45,14 @@ absl::StatusOr<std::vector<dpf::DpfKey>> ParseKeys(capnp::List<capnp::Data>::Rea
                                                      std::string(dpf::PrgName(key->params().prg)),
                                                      " keys (see its config)"));
     }
+    // Narrower leaves cost up to 16 times the evaluation per key (clients make W = 16 only): a
+    // key counts as one in every limit, so its cost must not be the client's choice.
+    if (key->params().output == dpf::OutputType::kAdditive &&
+        key->params().leaf_words_log2 != dpf::kMaxLeafWordsLog2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("key ", i, ": additive keys of ", 1 << key->params().leaf_words_log2,
+                       "-word leaves (this server takes ", 1 << dpf::kMaxLeafWordsLog2, ")"));
+    }
     if (rules.pooled && key->params().output != dpf::OutputType::kAdditive) {
       return absl::InvalidArgumentError(absl::StrCat(
           "key ", i, ": pooled answers need additive keys, not ", dpf::OutputName(key->params())));

@@ -2,6 +2,8 @@
 
 #include <capnp/message.h>
 
+#include "absl/strings/str_cat.h"
+#include "dpf/key.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pir/two_server/query.h"
@@ -59,6 +61,23 @@ TEST_F(ParseKeysTest, EachCheckNamesTheProblem) {
   EXPECT_THAT(Parse({Key(0)}).status().message(), HasSubstr("exceeds the limit of 128 bytes"));
 }
 
+TEST_F(ParseKeysTest, AdditiveKeysOfNarrowLeavesAreRefused) {
+  // One-word leaves cost ~16 times a key's evaluation (35 times with ChaCha20, measured on a
+  // server) while counting as one key in every limit.
+  dpf::DpfParameters params;
+  params.log_domain = dpf::LogDomainForRows(kRows);
+  for (int log_width = 0; log_width < dpf::kMaxLeafWordsLog2; ++log_width) {
+    params.leaf_words_log2 = log_width;
+    auto keys = dpf::GenerateKeys(params, 3, 1);
+    ASSERT_TRUE(keys.ok()) << keys.status();
+    auto refused = Parse({Key(0), keys->first.Serialize()});
+    EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << log_width;
+    EXPECT_THAT(
+        refused.status().message(),
+        HasSubstr(absl::StrCat("key 1: additive keys of ", 1 << log_width, "-word leaves")));
+  }
+}
+
 TEST_F(ParseKeysTest, SipHashKeysOnlyWhereTheServerAcceptsThem) {
   const auto siphash = Key(0, kRows, dpf::OutputType::kAdditive, dpf::Prg::kSipHash);
   const auto chacha = Key(0, kRows, dpf::OutputType::kAdditive, dpf::Prg::kChaCha12);
@@ -113,8 +132,8 @@ TEST(ParseRangesTest, RangesAreOnePerKeyInsideTheTableAndKeysMustFitTheirRange) 
   // Keys are checked against their range's rows.
   capnp::MallocMessageBuilder message;
   auto params = message.initRoot<rpc::PirServer::AnswerParams>();
-  std::vector<std::vector<uint8_t>> keys = {
-      pir::MakeQuery(32, 3, 1)->key[0].Serialize(), pir::MakeQuery(kRows, 3, 1)->key[0].Serialize()};
+  std::vector<std::vector<uint8_t>> keys = {pir::MakeQuery(32, 3, 1)->key[0].Serialize(),
+                                            pir::MakeQuery(kRows, 3, 1)->key[0].Serialize()};
   auto list = params.initKeys(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     list.set(i, capnp::Data::Reader(keys[i].data(), keys[i].size()));
