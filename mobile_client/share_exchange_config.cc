@@ -243,6 +243,12 @@ absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
                      "), and no version in common (or of the "
                      "same shape); refusing to combine their answers"));
   }
+  if (table_.rows != 0 && common->epoch < table_.epoch) {
+    // Row tags do not bind the version: servers could else hold a session on a stale table.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the servers now serve epoch ", common->epoch, " at the newest, older than this session's ",
+        table_.epoch, ": refusing to go back to an older table version (a new client accepts it)"));
+  }
   TableInfo t = configs[0].table;
   CopyVersion(*common, t);
   if (t.rows == 0 || t.row_words == 0 || !embedding::IsKnownRowFormat(t.format) ||
