@@ -28,9 +28,9 @@ extern "C" {
  * veil_abi_version() == VEIL_ABI_VERSION at start-up as well.
  *
  * Handles: a closed handle, or a pointer that is not a live handle of the right kind, is refused
- * with VEIL_ERR_INVALID_ARGUMENT where that can be detected (the library tracks the handles it
- * gave out); closing twice is harmless. Using a handle while another thread closes it is not
- * detected. */
+ * with VEIL_ERR_INVALID_ARGUMENT (handles are opaque tokens the library tracks, never reused, so
+ * a closed one never names a later handle's object); closing twice is harmless. Using a handle
+ * while another thread closes it is not detected. */
 #define VEIL_ABI_VERSION 5
 
 /* Return codes: the negated absl::StatusCode values. */

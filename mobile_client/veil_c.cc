@@ -47,7 +47,7 @@ int LookupInRanges(veil_client* client, const uint64_t* indices, const veil_row_
                    uint32_t veil::client::TableInfo::*row_elements, const char* element_name,
                    RangeLookupMethod<T> lookup) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || indices == nullptr || ranges == nullptr || out == nullptr) {
+    if (!Resolve(client) || indices == nullptr || ranges == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
                   "a live client, indices, ranges and out are required");
     }
@@ -109,7 +109,7 @@ void veil_client_close(veil_client* client) { Close(client); }
 
 int veil_client_table_info(const veil_client* client, veil_table_info* out_info) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || out_info == nullptr) {
+    if (!Resolve(client) || out_info == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_info are required");
     }
     const veil::client::TableInfo& t = client->client->table();
@@ -127,7 +127,7 @@ int veil_client_table_info(const veil_client* client, veil_table_info* out_info)
 int veil_lookup(veil_client* client, const uint64_t* indices, size_t count, float* out,
                 size_t out_len) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || indices == nullptr || out == nullptr) {
+    if (!Resolve(client) || indices == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
                   "a live client, indices and out are required");
     }
@@ -144,7 +144,7 @@ int veil_lookup(veil_client* client, const uint64_t* indices, size_t count, floa
 int veil_lookup_words(veil_client* client, const uint64_t* indices, size_t count, uint32_t* out,
                       size_t out_len) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || indices == nullptr || out == nullptr) {
+    if (!Resolve(client) || indices == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
                   "a live client, indices and out are required");
     }
@@ -191,7 +191,7 @@ void veil_layout_close(veil_layout* layout) { Close(layout); }
 
 int veil_layout_get_info(const veil_layout* layout, veil_layout_info* out_info) {
   return Guarded([&]() -> int {
-    if (!IsLive(layout) || out_info == nullptr) {
+    if (!Resolve(layout) || out_info == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument, "a live layout and out_info are required");
     }
     out_info->rows = static_cast<uint32_t>(layout->layout.num_rows());
@@ -205,7 +205,7 @@ int veil_lookup_layout(veil_client* client, const veil_layout* layout, const int
                        size_t count, float* out, size_t out_len, uint8_t* missing,
                        size_t missing_len) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || !IsLive(layout) || rows == nullptr || out == nullptr ||
+    if (!Resolve(client) || !Resolve(layout) || rows == nullptr || out == nullptr ||
         missing == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
                   "a live client and layout, rows, out and missing are required");
@@ -230,7 +230,7 @@ int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t coun
                        const uint32_t* bag_sizes, size_t bag_count, const int32_t* weights,
                        int mode, float* out, size_t out_len) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || indices == nullptr || bag_sizes == nullptr || out == nullptr) {
+    if (!Resolve(client) || indices == nullptr || bag_sizes == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
                   "a live client, indices, bag_sizes and out are required");
     }
@@ -257,7 +257,7 @@ int veil_last_call_stats(const veil_client* client, veil_call_stats* out_stats) 
 
 int veil_replica_stats(const veil_client* client, uint64_t* out_failovers, uint64_t* out_hedges) {
   return Guarded([&]() -> int {
-    if (!IsLive(client)) {
+    if (!Resolve(client)) {
       return Fail(absl::StatusCode::kInvalidArgument, "a live client is required");
     }
     veil::client::CallStats totals = client->client->totals();

@@ -41,7 +41,7 @@ int BagLookup(veil_bag_client* client, const uint64_t* indices, size_t count,
               const uint32_t* bag_sizes, size_t bag_count, const int64_t* weights, T* out,
               size_t out_len, const char* element_name, Lookup lookup) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || indices == nullptr || bag_sizes == nullptr || out == nullptr) {
+    if (!Resolve(client) || indices == nullptr || bag_sizes == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
                   "a live client, indices, bag_sizes and out are required");
     }
@@ -89,7 +89,7 @@ void veil_bag_client_close(veil_bag_client* client) { Close(client); }
 
 int veil_bag_client_table_info(const veil_bag_client* client, veil_bag_table_info* out_info) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || out_info == nullptr) {
+    if (!Resolve(client) || out_info == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_info are required");
     }
     const veil::client::BagTableInfo& t = client->client->table();
@@ -156,7 +156,7 @@ template <typename T, typename Lookup>
 int LweLookup(veil_lwe_client* client, const uint64_t* indices, size_t count, T* out,
               size_t out_len, bool words, Lookup lookup) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || indices == nullptr || out == nullptr) {
+    if (!Resolve(client) || indices == nullptr || out == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument,
                   "a live client, indices and out are required");
     }
@@ -205,7 +205,7 @@ void veil_lwe_client_close(veil_lwe_client* client) { Close(client); }
 
 int veil_lwe_client_table_info(const veil_lwe_client* client, veil_lwe_table_info* out_info) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || out_info == nullptr) {
+    if (!Resolve(client) || out_info == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_info are required");
     }
     const veil::client::LweTableInfo& t = client->client->table();

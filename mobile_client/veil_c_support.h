@@ -4,9 +4,11 @@
 #define VEIL_MOBILE_CLIENT_VEIL_C_SUPPORT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -19,31 +21,44 @@ namespace veil_c_support {
 
 inline thread_local std::string last_error;
 
-// Every handle given out and not yet closed, with its kind: a closed, foreign or wrong-kind
-// pointer is refused before it is dereferenced, and closing twice does nothing. (A handle closed
-// by one thread while another uses it is not detected.)
+// Every handle given out and not yet closed, with its kind and object. A handle is a token that
+// is never given out again, not the object's address (which the allocator may hand to a later
+// object, so that a stale handle would name it): a closed, foreign or wrong-kind handle is
+// refused before anything is dereferenced, and closing twice does nothing. (A handle closed by
+// one thread while another uses it is not detected.)
 class HandleRegistry {
  public:
-  void Add(const void* handle, const char* kind) {
+  const void* Add(void* object, const char* kind) {
     absl::MutexLock lock(&mu_);
-    live_[handle] = kind;
+    next_ += kTokenStride;
+    live_[next_] = {object, kind};
+    return reinterpret_cast<const void*>(next_);
   }
-  bool Remove(const void* handle, const char* kind) {
+  // The object of a live handle of `kind`, else nullptr; Remove also forgets the handle.
+  void* Find(const void* handle, const char* kind) const {
     absl::MutexLock lock(&mu_);
-    auto it = live_.find(handle);
-    if (it == live_.end() || it->second != kind) return false;
+    auto it = live_.find(reinterpret_cast<uintptr_t>(handle));
+    return it != live_.end() && it->second.kind == kind ? it->second.object : nullptr;
+  }
+  void* Remove(const void* handle, const char* kind) {
+    absl::MutexLock lock(&mu_);
+    auto it = live_.find(reinterpret_cast<uintptr_t>(handle));
+    if (it == live_.end() || it->second.kind != kind) return nullptr;
+    void* object = it->second.object;
     live_.erase(it);
-    return true;
-  }
-  bool Live(const void* handle, const char* kind) const {
-    absl::MutexLock lock(&mu_);
-    auto it = live_.find(handle);
-    return it != live_.end() && it->second == kind;
+    return object;
   }
 
  private:
+  // Tokens look like aligned pointers, from an address no object has.
+  static constexpr uintptr_t kTokenStride = 16;
+  struct Entry {
+    void* object;
+    const char* kind;
+  };
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<const void*, const char*> live_ ABSL_GUARDED_BY(mu_);
+  uintptr_t next_ ABSL_GUARDED_BY(mu_) = 0x10000;
+  absl::flat_hash_map<uintptr_t, Entry> live_ ABSL_GUARDED_BY(mu_);
 };
 
 inline HandleRegistry& Handles() {
@@ -54,24 +69,30 @@ inline HandleRegistry& Handles() {
 template <typename T>
 constexpr const char* kKind = nullptr;
 
-// Whether `handle` is a live handle of its kind (NULL is not).
+// Replaces a live handle of its kind by its object and returns true; false for anything else
+// (NULL, closed, foreign, another kind), leaving `handle` as it was.
 template <typename T>
-bool IsLive(const T* handle) {
-  return handle != nullptr && Handles().Live(handle, kKind<T>);
+bool Resolve(T*& handle) {
+  if (handle == nullptr) return false;
+  T* object = static_cast<T*>(Handles().Find(handle, kKind<std::remove_const_t<T>>));
+  if (object == nullptr) return false;
+  handle = object;
+  return true;
 }
 
+// A new handle for `object`, which the registry owns from now on.
 template <typename T>
-T* Register(T* handle) {
-  Handles().Add(handle, kKind<T>);
-  return handle;
+T* Register(T* object) {
+  return static_cast<T*>(const_cast<void*>(Handles().Add(object, kKind<T>)));
 }
 
-// Frees a live handle; anything else (NULL, closed, foreign) is ignored.
+// Frees a live handle's object; anything else (NULL, closed, foreign) is ignored.
 template <typename T>
 void Close(T* handle) {
-  if (handle == nullptr || !Handles().Remove(handle, kKind<T>)) return;
+  T* object = handle == nullptr ? nullptr : static_cast<T*>(Handles().Remove(handle, kKind<T>));
+  if (object == nullptr) return;
   try {
-    delete handle;
+    delete object;
   } catch (...) {
     // Closing must not throw across the ABI; a failed close leaks nothing more than the handle.
   }
@@ -120,7 +141,7 @@ int CheckStructSize(const Options* options, const char* name) {
 template <typename Handle>
 int LastCallStats(const Handle* client, veil_call_stats* out_stats) {
   return Guarded([&]() -> int {
-    if (!IsLive(client) || out_stats == nullptr) {
+    if (!Resolve(client) || out_stats == nullptr) {
       return Fail(absl::StatusCode::kInvalidArgument, "a live client and out_stats are required");
     }
     const veil::client::CallStats s = client->client->last_call();

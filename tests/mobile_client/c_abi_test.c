@@ -356,6 +356,17 @@ int veil_c_abi_layout_checks(const char* server0, const char* server1, const cha
   veil_client_close(client);
   veil_layout_close(layout);
   veil_layout_close(NULL);
+
+  /* A closed handle stays refused even once another handle of its kind is open (a handle was the
+   * object's address, which the next open could be given: the stale one then named it). */
+  for (i = 0; i < 8; ++i) {
+    veil_layout* again = NULL;
+    CHECK(veil_layout_open(layout_path, &again) == VEIL_OK);
+    CHECK(again != layout);
+    CHECK(veil_layout_get_info(layout, &info) == VEIL_ERR_INVALID_ARGUMENT);
+    CHECK(veil_layout_get_info(again, &info) == VEIL_OK);
+    veil_layout_close(again);
+  }
   return 0;
 }
 
