@@ -40,8 +40,9 @@ kj::Promise<absl::StatusOr<std::unique_ptr<BatchItem>>> BatchScheduler::SubmitIt
   auto paf = kj::newPromiseAndFulfiller<Result>();
   queued_cost_ += cost;
   stats_.SetQueuedKeys(static_cast<uint32_t>(queued_cost_));
-  queue_.push_back(Job{std::move(item), absl::Now(), kj::mv(paf.fulfiller)});
-  return kj::mv(paf.promise);
+  auto abandoned = std::make_shared<std::atomic<bool>>(false);
+  queue_.push_back(Job{std::move(item), absl::Now(), kj::mv(paf.fulfiller), abandoned});
+  return paf.promise.attach(kj::defer([abandoned] { abandoned->store(true); }));
 }
 
 void BatchScheduler::Stop(kj::WaitScope& wait_scope, kj::Timer& timer) {
@@ -60,11 +61,10 @@ void BatchScheduler::Stop(kj::WaitScope& wait_scope, kj::Timer& timer) {
   if (worker_.joinable()) worker_.join();
 }
 
-bool BatchScheduler::TakeBatch(std::vector<Job>& batch) {
+bool BatchScheduler::TakeBatch(std::vector<Job>& batch, std::vector<Job>& dropped) {
   absl::MutexLock lock(&mu_);
-  auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || !queue_.empty();
-  };
+  auto has_work = [this]()
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
   mu_.Await(absl::Condition(&has_work));
   if (!stopping_) {
     const absl::Duration wait = std::min(limits_.max_wait, last_pass_ / 8);
@@ -76,9 +76,13 @@ bool BatchScheduler::TakeBatch(std::vector<Job>& batch) {
   }
   size_t batch_cost = 0;
   // When stopping, everything still queued is taken (and failed by the caller).
-  while (!queue_.empty() &&
-         (stopping_ || batch.empty() ||
-          batch_cost + queue_.front().item->cost() <= limits_.max_batch_keys)) {
+  while (!queue_.empty() && (stopping_ || batch.empty() || queue_.front().abandoned->load() ||
+                             batch_cost + queue_.front().item->cost() <= limits_.max_batch_keys)) {
+    if (queue_.front().abandoned->load()) {
+      dropped.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+      continue;
+    }
     batch_cost += queue_.front().item->cost();
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();
@@ -91,8 +95,12 @@ bool BatchScheduler::TakeBatch(std::vector<Job>& batch) {
 
 void BatchScheduler::WorkerLoop() {
   for (;;) {
-    std::vector<Job> batch;
-    const bool running = TakeBatch(batch);
+    std::vector<Job> batch, dropped;
+    const bool running = TakeBatch(batch, dropped);
+    if (!dropped.empty()) {
+      std::vector<absl::Status> gone(dropped.size(), absl::CancelledError("abandoned"));
+      Deliver(dropped, gone);  // their fulfillers die on the loop thread
+    }
     std::vector<absl::Status> statuses;
     if (!running) {
       statuses.assign(batch.size(), absl::UnavailableError("the server is shutting down"));
@@ -101,6 +109,7 @@ void BatchScheduler::WorkerLoop() {
       worker_done_ = true;
       return;
     }
+    if (batch.empty()) continue;  // only abandoned jobs
     std::vector<BatchItem*> items;
     size_t cost = 0;
     for (const Job& job : batch) {

@@ -12,6 +12,7 @@
 #include <kj/async.h>
 #include <kj/timer.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -75,14 +76,17 @@ class BatchScheduler {
     std::unique_ptr<BatchItem> item;
     absl::Time arrival;
     kj::Own<kj::PromiseFulfiller<absl::StatusOr<std::unique_ptr<BatchItem>>>> fulfiller;  // loop
+    // Set on the loop thread when the call's promise goes (its client gone, or it was answered):
+    // a job still queued then is dropped unanswered instead of computed for nobody.
+    std::shared_ptr<std::atomic<bool>> abandoned;
   };
 
   kj::Promise<absl::StatusOr<std::unique_ptr<BatchItem>>> SubmitItem(
       std::unique_ptr<BatchItem> item);
   void WorkerLoop();
-  // Worker thread: waits for work and takes the next batch (everything, when stopping). Returns
-  // false when stopping.
-  bool TakeBatch(std::vector<Job>& batch);
+  // Worker thread: waits for work and takes the next batch (everything, when stopping), and the
+  // abandoned jobs met on the way into `dropped`. Returns false when stopping.
+  bool TakeBatch(std::vector<Job>& batch, std::vector<Job>& dropped);
   // Worker thread: resolves each job's promise on the loop thread, where the jobs are destroyed.
   void Deliver(std::vector<Job>& jobs, std::vector<absl::Status>& statuses);
 

@@ -126,6 +126,32 @@ TEST(KeyBatcherTest, CallsQueuedDuringAPassAreBatchedTogether) {
   EXPECT_EQ(backend->batches, (std::vector<size_t>{1, 10}));
 }
 
+TEST(KeyBatcherTest, CallsAbandonedWhileQueuedAreNeverEvaluated) {
+  // A client that disconnects (its calls' promises dropped) left its queued keys to be computed
+  // for nobody, as long as its other calls' passes.
+  auto io = kj::setupAsyncIo();
+  auto backend = std::make_shared<FakeBackend>();
+  absl::Notification gate;
+  backend->gate = &gate;
+  ServerStats stats;
+  ServerLimits limits;
+  limits.max_batch_keys = 3;
+  KeyBatcher scheduler(limits, stats);
+  auto first_keys = MakeKeys(3, 1);
+  auto first = scheduler.Submit(backend, first_keys);
+  io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
+  auto abandoned_keys = MakeKeys(3, 2), kept_keys = MakeKeys(2, 3);
+  { auto abandoned = scheduler.Submit(backend, abandoned_keys); }
+  auto kept = scheduler.Submit(backend, kept_keys);
+  gate.Notify();
+  EXPECT_TRUE(first.wait(io.waitScope).ok());
+  auto result = kept.wait(io.waitScope);
+  scheduler.Stop(io.waitScope, io.provider->getTimer());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(*result, Expected(kept_keys));
+  EXPECT_EQ(backend->batches, (std::vector<size_t>{3, 2}));
+}
+
 TEST(KeyBatcherTest, FullQueueIsRefusedAndStopFailsQueuedCalls) {
   auto io = kj::setupAsyncIo();
   auto backend = std::make_shared<FakeBackend>();
