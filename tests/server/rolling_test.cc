@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "embedding/row_tag.h"
 #include "embedding/table.h"
@@ -212,6 +214,108 @@ TEST_F(RollingTest, OnePartyRolledKeepsTheClientOnTheCommonVersion) {
   EXPECT_EQ(LookUp(*c, {7, 8}), Version::kTwo);
   EXPECT_EQ(c->table().epoch, 2u);
   EXPECT_EQ(Connect()->table().epoch, 2u);
+}
+
+// A lying dpf2 party: says hello, serves whatever config it is given (a real server's, then a
+// tampered one) and answers every lookup with FAILED_PRECONDITION, from a thread of its own.
+class LyingParty final : public rpc::PirServer::Server {
+ public:
+  void SetConfig(const rpc::Config::Reader& config) {
+    absl::MutexLock lock(&mu_);
+    config_ = std::make_unique<capnp::MallocMessageBuilder>();
+    config_->setRoot(config);
+  }
+
+ protected:
+  kj::Promise<void> hello(HelloContext context) override {
+    auto hello = context.getResults().initHello();
+    hello.setProtocol("dpf2");
+    hello.setProtocolVersion(rpc::PROTOCOL_VERSION);
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> config(ConfigContext context) override {
+    absl::MutexLock lock(&mu_);
+    context.getResults().setConfig(config_->getRoot<rpc::Config>().asReader());
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> answer(AnswerContext) override {
+    return rpc::StatusToException(absl::FailedPreconditionError("this version is not served"));
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::unique_ptr<capnp::MallocMessageBuilder> config_ ABSL_GUARDED_BY(mu_);
+};
+
+class LyingServer {
+ public:
+  explicit LyingServer(const rpc::Config::Reader& config) {
+    party_->SetConfig(config);
+    thread_ = std::thread([this] {
+      capnp::EzRpcServer server(kj::Own<LyingParty>(party_, kj::NullDisposer::instance),
+                                "127.0.0.1", 0);
+      port_ = server.getPort().wait(server.getWaitScope());
+      auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
+      stop_ = kj::mv(stop.fulfiller);
+      started_.Notify();
+      stop.promise.wait(server.getWaitScope());
+    });
+    started_.WaitForNotification();
+  }
+  ~LyingServer() {
+    stop_->fulfill();
+    thread_.join();
+    delete party_;
+  }
+  LyingParty& party() { return *party_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  LyingParty* party_ = new LyingParty;
+  std::thread thread_;
+  absl::Notification started_;
+  unsigned port_ = 0;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;
+};
+
+TEST_F(RollingTest, ASessionNeverMovesToAnOlderVersion) {
+  // Servers that announce only an older version on live connections would hold the client on
+  // stale rows (the row tags do not bind the version): it stays on its own and fails the calls.
+  StartServers({"--epoch_grace_s=60"});
+  RollToTwo(0);
+  RollToTwo(1);
+  std::vector<std::unique_ptr<capnp::EzRpcClient>> real;
+  std::vector<std::unique_ptr<LyingServer>> liars;
+  std::vector<capnp::Response<rpc::PirServer::ConfigResults>> configs;
+  for (int party = 0; party < 2; ++party) {
+    real.push_back(std::make_unique<capnp::EzRpcClient>("127.0.0.1", server_[party]->port()));
+    configs.push_back(real.back()->getMain<rpc::PirServer>().configRequest().send().wait(
+        real.back()->getWaitScope()));
+    liars.push_back(std::make_unique<LyingServer>(configs.back().getConfig()));
+  }
+  client::ClientOptions o;
+  o.server0 = liars[0]->address();
+  o.server1 = liars[1]->address();
+  o.row_key_file = key_file_;
+  auto c = client::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ((*c)->table().epoch, 2u);
+  // Both now list version 1 alone (version 1's id, as the real servers still serve it).
+  for (int party = 0; party < 2; ++party) {
+    capnp::MallocMessageBuilder older;
+    older.setRoot(configs[party].getConfig());
+    rpc::Config::Builder config = older.getRoot<rpc::Config>();
+    config.setTable(config.getEpochs()[0].asReader());
+    capnp::MallocMessageBuilder one;
+    auto epochs = one.initRoot<rpc::Config>().initEpochs(1);
+    epochs.setWithCaveats(0, config.getEpochs()[0].asReader());
+    config.setEpochs(epochs.asReader());
+    ASSERT_EQ(config.getTable().getEpoch(), 1u);
+    liars[party]->party().SetConfig(config.asReader());
+  }
+  auto words = (*c)->LookupWords({7});
+  EXPECT_TRUE(absl::IsFailedPrecondition(words.status())) << words.status();
+  EXPECT_EQ((*c)->table().epoch, 2u) << "the session went back to an older version";
 }
 
 TEST_F(RollingTest, AVersionPastItsGraceIsFreedAndRefusedWhileIdleClientsMoveOn) {
