@@ -103,9 +103,7 @@ std::vector<absl::Status> GpuDeferredSwitches::FinishBatch(
   internal::DeferredArrays arrays;
   std::vector<size_t> run;  // the queries switched, in their output slots' order
   for (size_t q = 0; q < count; ++q) {
-    // The address alone could match keys of an object freed before this one was made.
-    if (keys[q] == nullptr || keys[q]->owner_ != this ||
-        keys[q]->words_ != internal::DeferredKeyWords(m.plan)) {
+    if (keys[q] == nullptr || !keys[q]->MadeFor(this, internal::DeferredKeyWords(m.plan))) {
       status[q].Update(
           absl::InvalidArgumentError("deferred keys uploaded by another GpuDeferredSwitches"));
       continue;

@@ -190,9 +190,7 @@ std::vector<absl::Status> GpuExpansion::ExpandBatchThen(
   std::vector<const GpuExpansionKeys*> expanded_keys;
   std::vector<std::vector<uint64_t>> parsed;
   for (size_t q = 0; q < count; ++q) {
-    // The address alone could match keys of a GpuExpansion freed before this one was made.
-    if (keys[q] == nullptr || keys[q]->owner_ != this ||
-        keys[q]->words_ != internal::ExpansionKeyWords(m.plan)) {
+    if (keys[q] == nullptr || !keys[q]->MadeFor(this, internal::ExpansionKeyWords(m.plan))) {
       status[q].Update(
           absl::InvalidArgumentError("expansion keys uploaded by another GpuExpansion"));
       continue;

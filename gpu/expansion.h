@@ -48,6 +48,11 @@ class GpuExpansionKeys {
   // The arrays on `device`, made for `owner`.
   static absl::StatusOr<std::unique_ptr<GpuExpansionKeys>> Upload(
       const internal::ExpansionKeyArrays& arrays, const void* owner, int device);
+  // Whether these are `owner`'s arrays of `words` words each: the address alone could match keys
+  // of an object freed before `owner` was made.
+  bool MadeFor(const void* owner, uint64_t words) const {
+    return owner_ == owner && words_ == words;
+  }
   const void* owner_ = nullptr;  // the object that made them
   int device_ = 0;
   uint64_t words_ = 0;
