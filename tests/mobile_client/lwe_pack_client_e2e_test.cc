@@ -9,11 +9,9 @@
 #include <capnp/serialize.h>
 
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "embedding/row_format.h"
 #include "embedding/row_tag.h"
 #include "embedding/table.h"
@@ -193,8 +191,8 @@ TEST_F(LwePackClientTest, ARestartedReplicaIsSentTheKeysBeforeItsFirstQuery) {
   EXPECT_EQ((*client)->key_uploads(), uploads + 1);  // the restarted replica's new connection
 }
 
-// Serves `config` (an LwePackConfig message) and hello "lwe-exppack-s" on a loopback port from a
-// thread of its own until destroyed; every other call is unimplemented.
+// Serves `config` (an LwePackConfig message) and hello "lwe-exppack-s"; every other call is
+// unimplemented.
 class ConfigOnly final : public rpc::LwePackServer::Server {
  public:
   explicit ConfigOnly(kj::Array<capnp::word> config) : config_(kj::mv(config)) {}
@@ -216,32 +214,6 @@ class ConfigOnly final : public rpc::LwePackServer::Server {
   kj::Array<capnp::word> config_;
 };
 
-class StandIn {
- public:
-  explicit StandIn(kj::Array<capnp::word> config) {
-    thread_ = std::thread([this, config = kj::mv(config)]() mutable {
-      capnp::EzRpcServer server(kj::heap<ConfigOnly>(kj::mv(config)), "127.0.0.1", 0);
-      port_ = server.getPort().wait(server.getWaitScope());
-      auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
-      stop_ = kj::mv(stop.fulfiller);
-      started_.Notify();
-      stop.promise.wait(server.getWaitScope());
-    });
-    started_.WaitForNotification();
-  }
-  ~StandIn() {
-    stop_->fulfill();
-    thread_.join();
-  }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  std::thread thread_;
-  absl::Notification started_;
-  unsigned port_ = 0;
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;
-};
-
 TEST_F(LwePackClientTest, AConfigThatDisagreesWithTheClientsIsRefused) {
   capnp::EzRpcClient rpc("127.0.0.1", server_->port());
   auto reply = rpc.getMain<rpc::LwePackServer>().configRequest().send().wait(rpc.getWaitScope());
@@ -251,7 +223,11 @@ TEST_F(LwePackClientTest, AConfigThatDisagreesWithTheClientsIsRefused) {
     capnp::MallocMessageBuilder message;
     message.setRoot(reply.getConfig());
     tamper(message.getRoot<rpc::LwePackConfig>());
-    StandIn stand_in(capnp::messageToFlatArray(message));
+    auto flat = std::make_shared<kj::Array<capnp::word>>(capnp::messageToFlatArray(message));
+    testing::StandInServer stand_in([flat] {
+      return capnp::Capability::Client(
+          kj::heap<ConfigOnly>(kj::heapArray<capnp::word>(flat->asPtr())));
+    });
     LweClientOptions o = Options();
     o.server = stand_in.address();
     auto client = LweClient::Connect(o);

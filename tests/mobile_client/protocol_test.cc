@@ -3,13 +3,11 @@
 // `hello` (protocol "dpf2" clients must never send them a key).
 #include <capnp/ez-rpc.h>
 
-#include <thread>
-
-#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mobile_client/client.h"
 #include "rpc/veil.capnp.h"
+#include "tests/server/two_servers.h"
 
 namespace veil::client {
 namespace {
@@ -34,38 +32,18 @@ class HelloOnly final : public rpc::VeilServer::Server {
   uint16_t version_;
 };
 
-// Serves a HelloOnly on a loopback port from a thread of its own until destroyed.
-class StandIn {
- public:
-  StandIn(std::string protocol, uint16_t version) {
-    thread_ = std::thread([this, protocol, version] {
-      capnp::EzRpcServer server(kj::heap<HelloOnly>(protocol, version), "127.0.0.1", 0);
-      port_ = server.getPort().wait(server.getWaitScope());
-      auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
-      stop_ = kj::mv(stop.fulfiller);
-      started_.Notify();
-      stop.promise.wait(server.getWaitScope());
-    });
-    started_.WaitForNotification();
-  }
-  ~StandIn() {
-    stop_->fulfill();
-    thread_.join();
-  }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  std::thread thread_;
-  absl::Notification started_;
-  unsigned port_ = 0;
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;
-};
+// A HelloOnly on a loopback port.
+std::unique_ptr<testing::StandInServer> StandIn(std::string protocol, uint16_t version) {
+  return std::make_unique<testing::StandInServer>([protocol, version] {
+    return capnp::Capability::Client(kj::heap<HelloOnly>(protocol, version));
+  });
+}
 
 TEST(ProtocolTest, AServerOfAnotherProtocolIsRefusedClearly) {
-  StandIn lattice("lwe-simple", rpc::PROTOCOL_VERSION);
+  auto lattice = StandIn("lwe-simple", rpc::PROTOCOL_VERSION);
   ClientOptions options;
-  options.server0 = lattice.address();
-  options.server1 = lattice.address();
+  options.server0 = lattice->address();
+  options.server1 = lattice->address();
   auto client = Client::Connect(options);
   ASSERT_FALSE(client.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(client.status())) << client.status();
@@ -74,10 +52,10 @@ TEST(ProtocolTest, AServerOfAnotherProtocolIsRefusedClearly) {
 }
 
 TEST(ProtocolTest, AServerOfAnotherProtocolVersionIsRefusedClearly) {
-  StandIn future("dpf2", rpc::PROTOCOL_VERSION + 1);
+  auto future = StandIn("dpf2", rpc::PROTOCOL_VERSION + 1);
   ClientOptions options;
-  options.server0 = future.address();
-  options.server1 = future.address();
+  options.server0 = future->address();
+  options.server1 = future->address();
   auto client = Client::Connect(options);
   ASSERT_FALSE(client.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(client.status())) << client.status();

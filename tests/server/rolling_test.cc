@@ -16,7 +16,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "embedding/row_tag.h"
 #include "embedding/table.h"
@@ -217,7 +216,8 @@ TEST_F(RollingTest, OnePartyRolledKeepsTheClientOnTheCommonVersion) {
 }
 
 // A lying dpf2 party: says hello, serves whatever config it is given (a real server's, then a
-// tampered one) and answers every lookup with FAILED_PRECONDITION, from a thread of its own.
+// tampered one, set from the test's thread while it serves) and answers every lookup with
+// FAILED_PRECONDITION.
 class LyingParty final : public rpc::PirServer::Server {
  public:
   void SetConfig(const rpc::Config::Reader& config) {
@@ -247,37 +247,6 @@ class LyingParty final : public rpc::PirServer::Server {
   std::unique_ptr<capnp::MallocMessageBuilder> config_ ABSL_GUARDED_BY(mu_);
 };
 
-class LyingServer {
- public:
-  explicit LyingServer(const rpc::Config::Reader& config) {
-    party_->SetConfig(config);
-    thread_ = std::thread([this] {
-      capnp::EzRpcServer server(kj::Own<LyingParty>(party_, kj::NullDisposer::instance),
-                                "127.0.0.1", 0);
-      port_ = server.getPort().wait(server.getWaitScope());
-      auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
-      stop_ = kj::mv(stop.fulfiller);
-      started_.Notify();
-      stop.promise.wait(server.getWaitScope());
-    });
-    started_.WaitForNotification();
-  }
-  ~LyingServer() {
-    stop_->fulfill();
-    thread_.join();
-    delete party_;
-  }
-  LyingParty& party() { return *party_; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  LyingParty* party_ = new LyingParty;
-  std::thread thread_;
-  absl::Notification started_;
-  unsigned port_ = 0;
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;
-};
-
 TEST_F(RollingTest, ASessionNeverMovesToAnOlderVersion) {
   // Servers that announce only an older version on live connections would hold the client on
   // stale rows (the row tags do not bind the version): it stays on its own and fails the calls.
@@ -285,13 +254,18 @@ TEST_F(RollingTest, ASessionNeverMovesToAnOlderVersion) {
   RollToTwo(0);
   RollToTwo(1);
   std::vector<std::unique_ptr<capnp::EzRpcClient>> real;
-  std::vector<std::unique_ptr<LyingServer>> liars;
   std::vector<capnp::Response<rpc::PirServer::ConfigResults>> configs;
+  std::vector<std::unique_ptr<LyingParty>> parties;  // outlive the servers serving them
+  std::vector<std::unique_ptr<testing::StandInServer>> liars;
   for (int party = 0; party < 2; ++party) {
     real.push_back(std::make_unique<capnp::EzRpcClient>("127.0.0.1", server_[party]->port()));
     configs.push_back(real.back()->getMain<rpc::PirServer>().configRequest().send().wait(
         real.back()->getWaitScope()));
-    liars.push_back(std::make_unique<LyingServer>(configs.back().getConfig()));
+    parties.push_back(std::make_unique<LyingParty>());
+    parties.back()->SetConfig(configs.back().getConfig());
+    liars.push_back(std::make_unique<testing::StandInServer>([p = parties.back().get()] {
+      return capnp::Capability::Client(kj::Own<LyingParty>(p, kj::NullDisposer::instance));
+    }));
   }
   client::ClientOptions o;
   o.server0 = liars[0]->address();
@@ -311,7 +285,7 @@ TEST_F(RollingTest, ASessionNeverMovesToAnOlderVersion) {
     epochs.setWithCaveats(0, config.getEpochs()[0].asReader());
     config.setEpochs(epochs.asReader());
     ASSERT_EQ(config.getTable().getEpoch(), 1u);
-    liars[party]->party().SetConfig(config.asReader());
+    parties[party]->SetConfig(config.asReader());
   }
   auto words = (*c)->LookupWords({7});
   EXPECT_TRUE(absl::IsFailedPrecondition(words.status())) << words.status();

@@ -156,4 +156,21 @@ absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartLweServer(
   return tools::ServerProcess::Start(options);
 }
 
+StandInServer::StandInServer(std::function<capnp::Capability::Client()> make) {
+  thread_ = std::thread([this, make = std::move(make)] {
+    capnp::EzRpcServer server(make(), "127.0.0.1", 0);
+    port_ = server.getPort().wait(server.getWaitScope());
+    auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
+    stop_ = kj::mv(stop.fulfiller);
+    started_.Notify();
+    stop.promise.wait(server.getWaitScope());
+  });
+  started_.WaitForNotification();
+}
+
+StandInServer::~StandInServer() {
+  stop_->fulfill();
+  thread_.join();
+}
+
 }  // namespace veil::testing

@@ -4,14 +4,19 @@
 #ifndef VEIL_TESTS_SERVER_TWO_SERVERS_H_
 #define VEIL_TESTS_SERVER_TWO_SERVERS_H_
 
+#include <capnp/capability.h>
+#include <kj/async.h>
 #include <netinet/in.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "embedding/row_format.h"
 #include "embedding/row_tag.h"
@@ -70,6 +75,23 @@ absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartBagServer(
 absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartLweServer(
     const std::string& table, const std::string& protocol,
     const std::vector<std::string>& extra_args = {}, const std::string& log_path = "");
+
+// A stand-in server that says what a test wants: the capability `make` returns (called on the
+// server's own thread) served on a loopback port from that thread until destroyed.
+class StandInServer {
+ public:
+  explicit StandInServer(std::function<capnp::Capability::Client()> make);
+  ~StandInServer();
+  StandInServer(const StandInServer&) = delete;
+  StandInServer& operator=(const StandInServer&) = delete;
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::thread thread_;
+  absl::Notification started_;
+  unsigned port_ = 0;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;
+};
 
 }  // namespace veil::testing
 
