@@ -120,7 +120,9 @@ class ShareExchange {
   // Written under call_mu_ and table_mu_: calls (holding call_mu_) read it freely, table() locks.
   TableInfo table_;
   mutable absl::Mutex table_mu_;
-  uint32_t share_words_ = 0;
+  // Set with table_; fixed once adopted (a new version must have the session's shape), read by
+  // callers on other threads.
+  std::atomic<uint32_t> share_words_{0};
   // Each server's newest table version at the last Adopt; a reply naming a newer one sets
   // newer_version_.
   uint64_t newest_epoch_[2] = {0, 0};
