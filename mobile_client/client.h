@@ -11,7 +11,8 @@
 // There is no fallback to asking one server in the clear: if every replica of a server is down,
 // every lookup fails with UNAVAILABLE (or DEADLINE_EXCEEDED) naming it. A lost connection is
 // reopened by a later call, which uses it only if the server still serves the session's table
-// version; with replicas, the other replicas of that party answer meanwhile (ClientOptions::server0).
+// version; with replicas, the other replicas of that party answer meanwhile
+// (ClientOptions::server0).
 //
 // Layout lookups (LookupLayout) fetch the rows an inference wants through a batch-PIR layout
 // (embedding/layout.h, pir/batch/): always the same number of keys to every bin, whatever is
@@ -92,6 +93,11 @@ struct ClientOptions {
   // Required when the servers' table carries tags; with it an untagged table is refused
   // (FAILED_PRECONDITION). Pooled sums cannot be checked this way.
   std::string row_key_file;
+  // The oldest table version (epoch) this client accepts: servers that serve only older ones are
+  // refused (FAILED_PRECONDITION), at Connect and later. Row tags prove that a row is the table's,
+  // not that the table is the newest: an app that knows the current epoch (seen before, or told
+  // out of band) sets it so that servers cannot hold a new session on an older version. 0: any.
+  uint64_t min_epoch = 0;
 };
 
 // The table both servers serve (from their `config` replies, which must agree).

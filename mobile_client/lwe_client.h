@@ -82,6 +82,8 @@ struct LweClientOptions {
   // The table's row key file (TABLE.rowkey): required when the table's rows carry tags; with it
   // an untagged table is refused (FAILED_PRECONDITION).
   std::string row_key_file;
+  // The oldest table version (epoch) accepted, as in ClientOptions; 0: any.
+  uint64_t min_epoch = 0;
   // Folder that keeps downloaded hints (created if absent), one file per hint digest; empty:
   // the hint is downloaded at every Connect and kept in memory only.
   std::string hint_cache_dir;

@@ -243,6 +243,13 @@ absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
                      "), and no version in common (or of the "
                      "same shape); refusing to combine their answers"));
   }
+  if (common->epoch < options_.min_epoch) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the newest table version both servers serve is epoch ", common->epoch,
+                     ", older than the oldest this client accepts (min_epoch ", options_.min_epoch,
+                     "): refusing it (", transport_->Name(0), " serves epochs ", Epochs(configs[0]),
+                     ", ", transport_->Name(1), " serves epochs ", Epochs(configs[1]), ")"));
+  }
   if (table_.rows != 0 && common->epoch < table_.epoch) {
     // Row tags do not bind the version: servers could else hold a session on a stale table.
     return absl::FailedPreconditionError(absl::StrCat(

@@ -22,16 +22,17 @@ extern "C" {
 /* The ABI's version. Fields are only ever appended to the structs of this header, and the version
  * bumps whenever a struct grows or functions are added (2: veil_client_options gained the TLS
  * fields; 3: layout lookups; 4: struct_size first in every options struct, row authentication
- * keys; 5: veil_lwe_client). Every options struct starts with struct_size, which the caller sets to
- * the sizeof the struct it was compiled with: a library refuses (VEIL_ERR_INVALID_ARGUMENT) a size
- * it does not know, so an app built against another veil.h is detected instead of misread. Check
- * veil_abi_version() == VEIL_ABI_VERSION at start-up as well.
+ * keys; 5: veil_lwe_client; 6: min_epoch in the client options). Every options struct starts with
+ * struct_size, which the caller sets to the sizeof the struct it was compiled with: a library
+ * refuses (VEIL_ERR_INVALID_ARGUMENT) a size it does not know, so an app built against another
+ * veil.h is detected instead of misread. Check veil_abi_version() == VEIL_ABI_VERSION at start-up
+ * as well.
  *
  * Handles: a closed handle, or a pointer that is not a live handle of the right kind, is refused
  * with VEIL_ERR_INVALID_ARGUMENT (handles are opaque tokens the library tracks, never reused, so
  * a closed one never names a later handle's object); closing twice is harmless. Using a handle
  * while another thread closes it is not detected. */
-#define VEIL_ABI_VERSION 5
+#define VEIL_ABI_VERSION 6
 
 /* Return codes: the negated absl::StatusCode values. */
 #define VEIL_OK 0
@@ -75,9 +76,9 @@ typedef struct veil_client_options {
    * than the 95th percentile of recent replies is also sent to another (first reply wins).
    * A malformed list is VEIL_ERR_INVALID_ARGUMENT. */
   const char* server0;
-  const char* server1;  /* the same for party 1 */
-  uint32_t timeout_ms;  /* per call, both servers together; 0 means 5000 */
-  const char* prg;      /* "aes128" (NULL), "chacha8", "chacha12", "chacha20", "siphash" */
+  const char* server1; /* the same for party 1 */
+  uint32_t timeout_ms; /* per call, both servers together; 0 means 5000 */
+  const char* prg;     /* "aes128" (NULL), "chacha8", "chacha12", "chacha20", "siphash" */
   /* Version 2: TLS. Whoever reads both connections learns the rows, so off loopback the
    * connections must be TLS. tls_trusted_certs is the path of a PEM file of the certificates to
    * trust (the servers' self-signed certificates or the operator's CA; several may follow each
@@ -95,6 +96,11 @@ typedef struct veil_client_options {
    * 0 means the default, 32; VEIL_NO_BAG_PADDING sends bags as they are (the servers then learn
    * every bag's size). */
   uint32_t pad_bags_to;
+  /* Version 6: the oldest table version (epoch) to accept; servers that serve only older ones
+   * are refused (VEIL_ERR_FAILED_PRECONDITION), at connect and later. Row tags prove that a row is
+   * the table's, not that the table is the newest: set it to the epoch the app last saw so that
+   * servers cannot hold it on an older version. 0: any. */
+  uint64_t min_epoch;
 } veil_client_options;
 
 #define VEIL_NO_BAG_PADDING 0xFFFFFFFFu
@@ -289,9 +295,10 @@ int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out
  * public) instead, once per connection, and each row costs a query plus one RLWE ciphertext up
  * (query_bytes) and a packed response down (answer_bytes; hint_bytes is 0). lwe-hybrid is
  * lwe-exppack-s whose rows also send one RLWE ciphertext selecting their window (48 KiB more up,
- * less down on tables of several packed ciphertexts per column); lwe-exppack-d packs DoublePIR's answers (one RLWE ciphertext up per row byte: for
- * rows of a few bytes); lwe-double-pack folds lwe-exppack-s's answer with a second query and
- * packs it again (8 ciphertexts down). Errors and threading as for veil_client (ABI 5). */
+ * less down on tables of several packed ciphertexts per column); lwe-exppack-d packs DoublePIR's
+ * answers (one RLWE ciphertext up per row byte: for rows of a few bytes); lwe-double-pack folds
+ * lwe-exppack-s's answer with a second query and packs it again (8 ciphertexts down). Errors and
+ * threading as for veil_client (ABI 5). */
 typedef struct veil_lwe_client veil_lwe_client;
 
 /* Zero it (memset) and set struct_size = sizeof(veil_lwe_client_options) before setting fields:
@@ -307,6 +314,7 @@ typedef struct veil_lwe_client_options {
   const char* row_key_file;      /* the table's row key file; required for tagged tables, and
                                     with it an untagged table is refused */
   const char* hint_cache_dir;    /* folder keeping downloaded hints; NULL: download every time */
+  uint64_t min_epoch; /* version 6: the oldest table epoch accepted, as in veil_client_options */
 } veil_lwe_client_options;
 
 typedef struct veil_lwe_table_info {

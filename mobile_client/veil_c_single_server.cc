@@ -193,6 +193,7 @@ int veil_lwe_client_connect(const veil_lwe_client_options* options, veil_lwe_cli
     if (options->tls_trusted_certs != nullptr) o.tls_trusted_certs = options->tls_trusted_certs;
     if (options->tls_server_name != nullptr) o.tls_server_name = options->tls_server_name;
     if (options->row_key_file != nullptr) o.row_key_file = options->row_key_file;
+    o.min_epoch = options->min_epoch;
     if (options->hint_cache_dir != nullptr) o.hint_cache_dir = options->hint_cache_dir;
     auto client = veil::client::LweClient::Connect(o);
     if (!client.ok()) return Fail(client.status());

@@ -42,6 +42,9 @@ ABSL_FLAG(bool, row_tags, true,
 ABSL_FLAG(std::string, row_key, "",
           "table build: where the tag key goes (default OUT.rowkey, mode 0600); lookup: the "
           "table's key file, to check every fetched row");
+ABSL_FLAG(uint64_t, min_epoch, 0,
+          "lookup: the oldest table version (epoch) to accept; servers that serve only older "
+          "ones are refused");
 ABSL_FLAG(std::string, reuse_row_key, "",
           "table build: tag rows under the key in this file instead of a new one, for a new "
           "version (--epoch) of a table whose clients hold that key (a rolling update)");

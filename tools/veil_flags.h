@@ -36,6 +36,8 @@ ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(bool, row_tags);
 // lookup: the key of tagged rows; table build: where the new key goes (default OUT.rowkey)
 ABSL_DECLARE_FLAG(std::string, row_key);
+// lookup: the oldest table version accepted
+ABSL_DECLARE_FLAG(uint64_t, min_epoch);
 // table build: an existing key to tag rows under (a new table version for the same clients)
 ABSL_DECLARE_FLAG(std::string, reuse_row_key);
 // tls-cert

@@ -35,6 +35,7 @@ constexpr char kUsage[] =
     "              [--tls-certs=PEM_FILE [--tls-name0=NAME] [--tls-name1=NAME]]\n"
     "              [--allow-plaintext]   (plaintext to a non-loopback server)\n"
     "              [--row-key=TABLE.rowkey]   (check every row's authentication tag)\n"
+    "              [--min-epoch=E]   (refuse table versions older than E)\n"
     "      Fetches rows privately from two veil-server parties and prints them. Each of\n"
     "      --server0/--server1 may list replicas of its party, HOST:PORT,HOST:PORT,...: they must\n"
     "      serve the same table; a failed call is sent again to another replica and a slow one\n"
@@ -44,7 +45,7 @@ constexpr char kUsage[] =
     "--server=HOST:PORT --rows=I,J,... [--words]\n"
     "              [--hint-cache=DIR] [--timeout-ms=5000] [--tls-certs=PEM_FILE "
     "[--tls-name0=NAME]]\n"
-    "              [--allow-plaintext] [--row-key=TABLE.rowkey]\n"
+    "              [--allow-plaintext] [--row-key=TABLE.rowkey] [--min-epoch=E]\n"
     "      Fetches rows privately from ONE LWE PIR server (SimplePIR or DoublePIR): the table's "
     "hint\n"
     "      is downloaded first (or read from --hint-cache, where it is kept per table version).\n"
@@ -131,6 +132,7 @@ int Lookup() {
   options.tls_server_name1 = absl::GetFlag(FLAGS_tls_name1);
   options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
   options.row_key_file = absl::GetFlag(FLAGS_row_key);
+  options.min_epoch = absl::GetFlag(FLAGS_min_epoch);
   const int64_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
   if (timeout_ms <= 0) return UsageError("lookup", "--timeout-ms must be a positive integer");
   options.timeout = absl::Milliseconds(timeout_ms);
@@ -212,6 +214,7 @@ int LookupLwe(const std::string& protocol) {
   options.tls_server_name = absl::GetFlag(FLAGS_tls_name0);
   options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
   options.row_key_file = absl::GetFlag(FLAGS_row_key);
+  options.min_epoch = absl::GetFlag(FLAGS_min_epoch);
   options.hint_cache_dir = absl::GetFlag(FLAGS_hint_cache);
   const bool words = absl::GetFlag(FLAGS_words);
   // Bounds connecting, each wave of hint chunks (8 MiB) and the lookup.
@@ -272,9 +275,9 @@ int main(int argc, char** argv) {
                                           args.end());
   absl::Status flags = absl::OkStatus();
   if (command == "lookup" && absl::GetFlag(FLAGS_protocol) == "dpf2") {
-    flags = veil::tools::CheckFlags({"protocol", "server0", "server1", "rows", "bags", "mode",
-                                     "words", "tls_certs", "tls_name0", "tls_name1",
-                                     "allow_plaintext", "timeout_ms", "prg", "row_key"});
+    flags = veil::tools::CheckFlags(
+        {"protocol", "server0", "server1", "rows", "bags", "mode", "words", "tls_certs",
+         "tls_name0", "tls_name1", "allow_plaintext", "timeout_ms", "prg", "row_key", "min_epoch"});
     if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
     if (flags.ok()) return Lookup();
   } else if (command == "lookup") {
@@ -285,9 +288,9 @@ int main(int argc, char** argv) {
                         "--protocol must be dpf2, lwe-simple, lwe-double, lwe-exppack-s, "
                         "lwe-exppack-d, lwe-hybrid or lwe-double-pack");
     }
-    flags =
-        veil::tools::CheckFlags({"protocol", "server", "rows", "words", "tls_certs", "tls_name0",
-                                 "allow_plaintext", "timeout_ms", "row_key", "hint_cache"});
+    flags = veil::tools::CheckFlags({"protocol", "server", "rows", "words", "tls_certs",
+                                     "tls_name0", "allow_plaintext", "timeout_ms", "row_key",
+                                     "hint_cache", "min_epoch"});
     if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
     if (flags.ok()) return LookupLwe(protocol);
   } else if (command == "tls-cert") {

@@ -184,6 +184,12 @@ int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows, u
   options.struct_size = sizeof(options);
   options.server0 = server0;
   options.server1 = server1;
+  /* The servers serve epoch 1 only. */
+  options.min_epoch = 2;
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_FAILED_PRECONDITION);
+  CHECK(strstr(veil_last_error(), "(min_epoch 2)") != NULL);
+  CHECK(client == NULL);
+  options.min_epoch = 1;
   CHECK(veil_client_connect(&options, &client) == VEIL_OK);
   CHECK(client != NULL);
   CHECK(strcmp(veil_last_error(), "") == 0);
@@ -484,6 +490,10 @@ int veil_c_abi_lwe_checks(const char* lwe_server, const char* hint_cache_dir, ui
   CHECK(client == NULL);
 
   options.protocol = NULL; /* lwe-simple */
+  options.min_epoch = 2;  /* its table is epoch 1 */
+  CHECK(veil_lwe_client_connect(&options, &client) == VEIL_ERR_FAILED_PRECONDITION);
+  CHECK(strstr(veil_last_error(), "(min_epoch 2)") != NULL);
+  options.min_epoch = 0;
   options.hint_cache_dir = hint_cache_dir;
   CHECK(veil_lwe_client_connect(&options, &client) == VEIL_OK);
   CHECK(veil_lwe_client_table_info(client, &info) == VEIL_OK);

@@ -179,6 +179,26 @@ TEST(LweClientKeyTest, ARowKeyRefusesAnUntaggedTable) {
   EXPECT_TRUE((*keyless)->Lookup({3}).ok());
 }
 
+TEST(LweClientKeyTest, AVersionOlderThanMinEpochIsRefused) {
+  auto path = testing::WriteRandomTable("epoch-lwe.veil", embedding::RowFormat::kFp32, 100, 8, 6,
+                                        /*epoch=*/5);
+  ASSERT_TRUE(path.ok()) << path.status();
+  auto server = testing::StartLweServer(*path, "lwe-simple");
+  ASSERT_TRUE(server.ok()) << server.status();
+  LweClientOptions o;
+  o.server = (*server)->address();
+  o.min_epoch = 6;
+  auto refused = LweClient::Connect(o);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("table epoch 5, older than the oldest this client accepts (min_epoch 6)"));
+  o.min_epoch = 5;
+  auto client = LweClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->table().epoch, 5u);
+  EXPECT_TRUE((*client)->Lookup({3}).ok());
+}
+
 TEST_F(LweClientTest, TheHintCacheIsUsedAndACorruptEntryIsFetchedAgain) {
   LweClientOptions o = Options();
   o.hint_cache_dir = testing::TempPath("hints");

@@ -292,6 +292,30 @@ TEST_F(RollingTest, ASessionNeverMovesToAnOlderVersion) {
   EXPECT_EQ((*c)->table().epoch, 2u) << "the session went back to an older version";
 }
 
+TEST_F(RollingTest, ANewClientRefusesVersionsOlderThanItsMinEpoch) {
+  // Mid-roll (party 1 still on version 1 alone), a new client takes version 1, whose rows pass
+  // their tags (same row key); one that knows version 2 exists refuses it until both serve it.
+  StartServers({"--epoch_grace_s=60"});
+  RollToTwo(0);
+  client::ClientOptions o;
+  o.server0 = server_[0]->address();
+  o.server1 = server_[1]->address();
+  o.row_key_file = key_file_;
+  auto any = client::Client::Connect(o);
+  ASSERT_TRUE(any.ok()) << any.status();
+  EXPECT_EQ((*any)->table().epoch, 1u);
+  o.min_epoch = 2;
+  auto refused = client::Client::Connect(o);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("epoch 1, older than the oldest this client "
+                                                    "accepts (min_epoch 2)"));
+  RollToTwo(1);
+  auto c = client::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->table().epoch, 2u);
+  EXPECT_EQ(LookUp(**c, {3, 40}), Version::kTwo);
+}
+
 TEST_F(RollingTest, AVersionPastItsGraceIsFreedAndRefusedWhileIdleClientsMoveOn) {
   StartServers({"--epoch_grace_s=1"});
   auto idle = Connect();  // on version 1, makes no call during the roll
