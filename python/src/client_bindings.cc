@@ -100,7 +100,7 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
                                 const std::string& tls_name0, const std::string& tls_name1,
                                 double timeout_s, const std::string& prg, const std::string& output,
                                 uint32_t pad_bags_to, bool allow_plaintext,
-                                const std::string& row_key_file) {
+                                const std::string& row_key_file, uint64_t min_epoch) {
   if (protocol != "dpf2") {
     throw StatusError(absl::UnimplementedError(
         absl::StrCat("protocol \"", protocol,
@@ -125,6 +125,7 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
   options.pad_bags_to = pad_bags_to;
   options.allow_plaintext = allow_plaintext;
   options.row_key_file = row_key_file;
+  options.min_epoch = min_epoch;
   py::gil_scoped_release release;
   return std::shared_ptr<Client>(ValueOrThrow(Client::Connect(options)));
 }
@@ -134,7 +135,8 @@ std::shared_ptr<client::LweClient> ConnectLwe(const std::string& server,
                                               const std::string& tls_certs,
                                               const std::string& tls_name, double timeout_s,
                                               bool allow_plaintext, const std::string& row_key_file,
-                                              const std::string& hint_cache_dir) {
+                                              const std::string& hint_cache_dir,
+                                              uint64_t min_epoch) {
   const absl::Duration timeout = Timeout(timeout_s);
   client::LweClientOptions options;
   options.server = server;
@@ -145,6 +147,7 @@ std::shared_ptr<client::LweClient> ConnectLwe(const std::string& server,
   options.allow_plaintext = allow_plaintext;
   options.row_key_file = row_key_file;
   options.hint_cache_dir = hint_cache_dir;
+  options.min_epoch = min_epoch;
   py::gil_scoped_release release;
   return std::shared_ptr<client::LweClient>(ValueOrThrow(client::LweClient::Connect(options)));
 }
@@ -213,7 +216,7 @@ void RegisterClient(py::module_& m) {
       .def(py::init(&Connect), py::arg("server0"), py::arg("server1"), py::arg("protocol"),
            py::arg("tls_certs"), py::arg("tls_name0"), py::arg("tls_name1"), py::arg("timeout_s"),
            py::arg("prg"), py::arg("output"), py::arg("pad_bags_to"), py::arg("allow_plaintext"),
-           py::arg("row_key_file"))
+           py::arg("row_key_file"), py::arg("min_epoch"))
       .def("table", [](const Client& c) { return TableDict(c.table()); })
       .def("lookup",
            [](Client& c, const Array<uint64_t>& rows) {
@@ -254,7 +257,7 @@ void RegisterClient(py::module_& m) {
   py::class_<LweClient, std::shared_ptr<LweClient>>(m, "LweClient")
       .def(py::init(&ConnectLwe), py::arg("server"), py::arg("protocol"), py::arg("tls_certs"),
            py::arg("tls_name"), py::arg("timeout_s"), py::arg("allow_plaintext"),
-           py::arg("row_key_file"), py::arg("hint_cache_dir"))
+           py::arg("row_key_file"), py::arg("hint_cache_dir"), py::arg("min_epoch"))
       .def("table", [](const LweClient& c) { return LweTableDict(c.table()); })
       .def("hint_from_cache", &LweClient::hint_from_cache)
       .def("lookup",

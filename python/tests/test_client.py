@@ -166,6 +166,19 @@ def test_tagged_tables_need_the_row_key(tmp_path):
             servers.client(row_key=str(tmp_path / "none.rowkey"))
 
 
+@pytest.mark.parametrize("protocol", ["dpf2", "lwe-simple"])
+def test_min_epoch_refuses_older_table_versions(tmp_path, weight, protocol):
+    """An app that knows version 3 exists refuses servers that serve version 2."""
+    path = str(tmp_path / "table.veil")
+    veil.table.build(weight, format="fp32", path=path, epoch=2)
+    with veil.local_servers(path, protocol=protocol) as servers:
+        with pytest.raises(veil.FailedPreconditionError, match=r"\(min_epoch 3\)"):
+            servers.client(min_epoch=3)
+        client = servers.client(min_epoch=2)
+        assert client.table["epoch"] == 2
+        assert torch.equal(client.lookup([1, 4]), weight[[1, 4]])
+
+
 @pytest.mark.parametrize("protocol", ["lwe-exppack-s", "lwe-hybrid"])
 def test_an_exppack_server_gives_the_same_rows_without_a_hint(tmp_path, weight, protocol):
     path = str(tmp_path / "table.veil")

@@ -74,7 +74,9 @@ class Client:
     loopback servers are accepted unless ``allow_plaintext`` is set. ``row_key`` is the table's
     row key file (``veil table build`` writes ``TABLE.rowkey``): every fetched row's tag is checked
     against it (a wrong row raises DataLossError, never comes back); servers of a tagged table
-    are refused without it.
+    are refused without it. ``min_epoch`` is the oldest table version (epoch) accepted: servers
+    that serve only older ones are refused (FailedPreconditionError), so that an app that knows
+    the current version cannot be served an older one (its rows would pass their tags).
 
     Thread-safe: calls from several threads are serialized by the C++ client, and every network
     call releases the GIL.
@@ -101,6 +103,7 @@ class Client:
         allow_plaintext: bool = False,
         row_key: Optional[str] = None,
         hint_cache: Optional[str] = None,
+        min_epoch: int = 0,
     ) -> None:
         self._native = None
         self.protocol = protocol
@@ -115,7 +118,7 @@ class Client:
             name = (tls_server_names or ("",))[0]
             self._native = _veil.LweClient(
                 str(servers), protocol, str(tls_certs or ""), name, float(timeout),
-                bool(allow_plaintext), str(row_key or ""), str(hint_cache or ""))
+                bool(allow_plaintext), str(row_key or ""), str(hint_cache or ""), int(min_epoch))
             self.servers = (str(servers),)
             return
         if isinstance(servers, str) or len(servers) != 2:
@@ -126,7 +129,7 @@ class Client:
         self._native = _veil.Client(
             str(servers[0]), str(servers[1]), protocol, str(tls_certs or ""), names[0], names[1],
             float(timeout), prg, output, int(pad_bags_to), bool(allow_plaintext),
-            str(row_key or ""))
+            str(row_key or ""), int(min_epoch))
         self.servers = (str(servers[0]), str(servers[1]))
 
     @property
