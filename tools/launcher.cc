@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,6 +72,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
           absl::StrCat("cannot open ", options.log_path, ": ", std::strerror(errno)));
     }
   }
+  const pid_t launcher = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     close(out[0]);
@@ -79,7 +81,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   }
   if (pid == 0) {
-    // Child: only async-signal-safe calls until exec.
+    // Child: only async-signal-safe calls until exec. Dies with the launching thread (and if the
+    // launcher is already gone).
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher) _exit(127);
     dup2(out[1], STDOUT_FILENO);
     if (log_fd >= 0) dup2(log_fd, STDERR_FILENO);
     execv(argv[0], argv.data());

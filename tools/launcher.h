@@ -37,7 +37,10 @@ struct ServerProcessOptions {
 
 class ServerProcess {
  public:
-  // Starts the server and waits until it prints its port.
+  // Starts the server and waits until it prints its port. The server is killed (SIGKILL) if the
+  // thread that started it ends first: a launcher that crashes leaves no server behind (holding
+  // its ports, or a test runner's output pipe open). So start servers on a thread that outlives
+  // them.
   // Returns INTERNAL if it cannot be started, or UNAVAILABLE (with its exit status) if it exits
   // or stays silent past start_timeout.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const ServerProcessOptions& options);

@@ -13,6 +13,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "embedding/table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -121,6 +123,36 @@ absl::StatusOr<std::unique_ptr<client::Client>> PlaintextClient(
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The state letter of process `pid` in /proc (R, S, Z...), or 0 if it cannot be read.
+char ProcessState(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  std::getline(in, stat);
+  const size_t end = stat.rfind(')');  // the command name may hold spaces
+  return end == std::string::npos || end + 2 >= stat.size() ? 0 : stat[end + 2];
+}
+
+TEST(LauncherTest, AServerDiesWithTheThreadThatStartedIt) {
+  // A launcher that crashes leaves no server behind. Once a crashed test's servers kept the
+  // test runner's output pipe open, and ctest reported a timeout 120 s later instead of the
+  // crash.
+  auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, 64, 8, 1);
+  ASSERT_TRUE(table.ok()) << table.status();
+  std::unique_ptr<tools::ServerProcess> server;
+  std::thread([&] {
+    auto started = tools::ServerProcess::Start(ServerOptions(*table, 0, {}));
+    ASSERT_TRUE(started.ok()) << started.status();
+    server = *std::move(started);
+  }).join();
+  ASSERT_NE(server, nullptr);
+  // Killed, and not yet reaped (the destructor reaps it).
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (ProcessState(server->pid()) != 'Z' && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(ProcessState(server->pid()), 'Z') << "the server outlived the thread that started it";
 }
 
 TEST(MetricsTest, SeriesMoveWithLookups) {
