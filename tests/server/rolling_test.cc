@@ -81,12 +81,18 @@ class RollingTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<client::Client> Connect() {
+  // A client of `server0` and `server1` (the two servers' addresses when empty), with the row key.
+  client::ClientOptions Options(const std::string& server0 = "",
+                                const std::string& server1 = "") const {
     client::ClientOptions o;
-    o.server0 = server_[0]->address();
-    o.server1 = server_[1]->address();
+    o.server0 = server0.empty() ? server_[0]->address() : server0;
+    o.server1 = server1.empty() ? server_[1]->address() : server1;
     o.row_key_file = key_file_;
-    auto c = client::Client::Connect(o);
+    return o;
+  }
+
+  std::unique_ptr<client::Client> Connect() {
+    auto c = client::Client::Connect(Options());
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
   }
@@ -267,11 +273,7 @@ TEST_F(RollingTest, ASessionNeverMovesToAnOlderVersion) {
       return capnp::Capability::Client(kj::Own<LyingParty>(p, kj::NullDisposer::instance));
     }));
   }
-  client::ClientOptions o;
-  o.server0 = liars[0]->address();
-  o.server1 = liars[1]->address();
-  o.row_key_file = key_file_;
-  auto c = client::Client::Connect(o);
+  auto c = client::Client::Connect(Options(liars[0]->address(), liars[1]->address()));
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ((*c)->table().epoch, 2u);
   // Both now list version 1 alone (version 1's id, as the real servers still serve it).
@@ -297,10 +299,7 @@ TEST_F(RollingTest, ANewClientRefusesVersionsOlderThanItsMinEpoch) {
   // their tags (same row key); one that knows version 2 exists refuses it until both serve it.
   StartServers({"--epoch_grace_s=60"});
   RollToTwo(0);
-  client::ClientOptions o;
-  o.server0 = server_[0]->address();
-  o.server1 = server_[1]->address();
-  o.row_key_file = key_file_;
+  client::ClientOptions o = Options();
   auto any = client::Client::Connect(o);
   ASSERT_TRUE(any.ok()) << any.status();
   EXPECT_EQ((*any)->table().epoch, 1u);

@@ -66,6 +66,26 @@ std::vector<uint32_t> Expected(const std::vector<dpf::DpfKey>& keys) {
   return out;
 }
 
+// A scheduler whose backend holds every pass until `gate` opens: calls submitted while the first
+// is held queue behind it.
+struct HeldScheduler {
+  explicit HeldScheduler(const ServerLimits& limits) : scheduler(limits, stats) {
+    backend->gate = &gate;
+  }
+  // Submits `keys` and waits until the worker holds them in the backend.
+  kj::Promise<absl::StatusOr<KeyBatcher::Shares>> SubmitHeld(const std::vector<dpf::DpfKey>& keys) {
+    auto promise = scheduler.Submit(backend, keys);
+    io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
+    return promise;
+  }
+
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  std::shared_ptr<FakeBackend> backend = std::make_shared<FakeBackend>();
+  absl::Notification gate;
+  ServerStats stats;
+  KeyBatcher scheduler;
+};
+
 TEST(KeyBatcherTest, CallsGatheredWithinTheWaitShareOnePass) {
   auto io = kj::setupAsyncIo();
   auto backend = std::make_shared<FakeBackend>();
@@ -96,18 +116,12 @@ TEST(KeyBatcherTest, CallsGatheredWithinTheWaitShareOnePass) {
 }
 
 TEST(KeyBatcherTest, CallsQueuedDuringAPassAreBatchedTogether) {
-  auto io = kj::setupAsyncIo();
-  auto backend = std::make_shared<FakeBackend>();
-  absl::Notification gate;
-  backend->gate = &gate;
-  ServerStats stats;
   ServerLimits limits;
   limits.max_batch_keys = 64;
-  KeyBatcher scheduler(limits, stats);
+  HeldScheduler held(limits);
+  auto& [io, backend, gate, stats, scheduler] = held;
   auto first_keys = MakeKeys(1, 1);
-  auto first = scheduler.Submit(backend, first_keys);
-  // Let the worker take the first call and block in the backend.
-  io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
+  auto first = held.SubmitHeld(first_keys);
   std::vector<std::vector<dpf::DpfKey>> calls;
   auto promises = kj::heapArrayBuilder<kj::Promise<absl::StatusOr<KeyBatcher::Shares>>>(5);
   for (int c = 0; c < 5; ++c) {
@@ -129,17 +143,12 @@ TEST(KeyBatcherTest, CallsQueuedDuringAPassAreBatchedTogether) {
 TEST(KeyBatcherTest, CallsAbandonedWhileQueuedAreNeverEvaluated) {
   // A client that disconnects (its calls' promises dropped) left its queued keys to be computed
   // for nobody, as long as its other calls' passes.
-  auto io = kj::setupAsyncIo();
-  auto backend = std::make_shared<FakeBackend>();
-  absl::Notification gate;
-  backend->gate = &gate;
-  ServerStats stats;
   ServerLimits limits;
   limits.max_batch_keys = 3;
-  KeyBatcher scheduler(limits, stats);
+  HeldScheduler held(limits);
+  auto& [io, backend, gate, stats, scheduler] = held;
   auto first_keys = MakeKeys(3, 1);
-  auto first = scheduler.Submit(backend, first_keys);
-  io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
+  auto first = held.SubmitHeld(first_keys);
   auto abandoned_keys = MakeKeys(3, 2), kept_keys = MakeKeys(2, 3);
   { auto abandoned = scheduler.Submit(backend, abandoned_keys); }
   auto kept = scheduler.Submit(backend, kept_keys);
@@ -153,17 +162,12 @@ TEST(KeyBatcherTest, CallsAbandonedWhileQueuedAreNeverEvaluated) {
 }
 
 TEST(KeyBatcherTest, FullQueueIsRefusedAndStopFailsQueuedCalls) {
-  auto io = kj::setupAsyncIo();
-  auto backend = std::make_shared<FakeBackend>();
-  absl::Notification gate;
-  backend->gate = &gate;
-  ServerStats stats;
   ServerLimits limits;
   limits.max_queued_keys = 4;
   limits.max_batch_keys = 2;
-  KeyBatcher scheduler(limits, stats);
-  auto running = scheduler.Submit(backend, MakeKeys(2, 1));
-  io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
+  HeldScheduler held(limits);
+  auto& [io, backend, gate, stats, scheduler] = held;
+  auto running = held.SubmitHeld(MakeKeys(2, 1));
   auto queued = scheduler.Submit(backend, MakeKeys(4, 2));
   auto refused = scheduler.Submit(backend, MakeKeys(1, 3)).wait(io.waitScope);
   EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
