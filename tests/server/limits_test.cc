@@ -214,9 +214,8 @@ TEST_F(LimitsTest, SlowSendersHoldNeitherMemoryNorConnectionsForLong) {
 }
 
 // Runs `body` on a thread whose stack holds `bytes`. A kj RPC client with tens of thousands of
-// calls outstanding frees them recursively when it goes (capnp 0.9.2); on the default 8 MB stack
-// that overflowed once ~50,000 calls were outstanding, and a test that crashes leaves its server
-// processes holding ctest's output pipe until the test's timeout.
+// calls outstanding frees them recursively when it goes (capnp 0.9.2): 100,000 overflowed the
+// default 8 MB stack here, and 40,000 a 2 MB one.
 void RunOnLargeStack(size_t bytes, std::function<void()> body) {
   pthread_attr_t attr;
   ASSERT_EQ(pthread_attr_init(&attr), 0);
