@@ -179,16 +179,19 @@ TEST(DoublePackTest, TheNoiseRuleHoldsAtTheDefaultsAndFailsWithTooLittleModulus)
 
 TEST(DoublePackTest, MeasuredNoiseMatchesTheModel) {
   // The straddling shape (G = 4 starts, a window of 2: 16,384 phases a lookup) on the small
-  // ring, six lookups.
+  // ring, twelve lookups. A lookup's sigma varies with its G errors: with six lookups, 25 runs
+  // measured 0.63 to 1.25 of the model's sigma (the bound was 0.6).
   const DoublePackFixture f(900, 100, 50, 502, 2);
   const RingContext ctx = *RingContext::Create(f.ring);
   const PackingNoise model = DoublePackNoiseBound(ctx, 4);
   const uint64_t d0 = f.server->config().shape.d0;
-  const SecondLevelNoise noise = MeasureSecondLevel(f, {30 * d0 + 7, 0, 899, 450, d0, 49 * d0});
+  const SecondLevelNoise noise =
+      MeasureSecondLevel(f, {30 * d0 + 7, 0, 899, 450, d0, 49 * d0, 5 * d0 + 1, 123, 777,
+                             20 * d0 + 11, 333, 40 * d0 + 2});
   std::printf("double packing's second level, G = 4: sigma %.1f (model %.1f), largest %.0f\n",
               noise.sigma, model.sigma, noise.largest);
   EXPECT_EQ(noise.wrong_share, 0);
-  EXPECT_GT(noise.sigma, 0.6 * model.sigma);
+  EXPECT_GT(noise.sigma, 0.5 * model.sigma);
   EXPECT_LT(noise.sigma, 1.5 * model.sigma);
   EXPECT_LT(noise.largest, 8 * model.sigma);
 }
@@ -196,10 +199,11 @@ TEST(DoublePackTest, MeasuredNoiseMatchesTheModel) {
 TEST(DoublePackTest, TooLittleModulusFailsAsPredicted) {
   // TooLittleModulus: the second level's a-parts (G digits times words) carry the root's fresh
   // error to sigma ~ Delta / 4: a few percent of the digits round wrongly (a Gaussian of the
-  // model's sigma: 1.8%, 0.16% at 0.75 of it, 6.9% at 1.3; 16 runs measured 2.8% to 5.7%, a
-  // lookup's sigma varying with its G errors, so that the tails are heavier than one
-  // Gaussian's). Sixteen lookups: sigma within 0.89 to 1.16 of the model's over 16 runs. (The
-  // first level's own errors do not matter: the twin server gives its ciphertexts' digits.)
+  // model's sigma: 1.8%, 0.07% at 0.7 of it, 10.3% at 1.45; a lookup's sigma varies with its G
+  // errors, so that the tails are heavier than one Gaussian's). Sixteen lookups, 61 runs: sigma
+  // 0.82 to 1.25 of the model's, failures 1.3% to 7.7% (the 1.25 and 7.7% in one run, which
+  // failed the earlier bounds of 1.3 sigma). (The first level's own errors do not matter: the
+  // twin server gives its ciphertexts' digits.)
   const RingParams ring = TooLittleModulus();
   const DoublePackFixture f(900, 100, 50, 503, 2, ring);
   const RingContext ctx = *RingContext::Create(ring);
@@ -214,10 +218,10 @@ TEST(DoublePackTest, TooLittleModulusFailsAsPredicted) {
   };
   std::printf("too little modulus, G = 4: sigma %.3g (model %.3g), failures %.4f (%.4f)\n",
               noise.sigma, model.sigma, noise.wrong_share, failures(model.sigma));
-  EXPECT_GT(noise.sigma, 0.75 * model.sigma);
-  EXPECT_LT(noise.sigma, 1.3 * model.sigma);
-  EXPECT_GT(noise.wrong_share, failures(0.75 * model.sigma));
-  EXPECT_LT(noise.wrong_share, failures(1.3 * model.sigma));
+  EXPECT_GT(noise.sigma, 0.7 * model.sigma);
+  EXPECT_LT(noise.sigma, 1.45 * model.sigma);
+  EXPECT_GT(noise.wrong_share, failures(0.7 * model.sigma));
+  EXPECT_LT(noise.wrong_share, failures(1.45 * model.sigma));
 }
 
 TEST(DoublePackTest, BadRequestsFailAlone) {
