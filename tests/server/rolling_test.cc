@@ -81,12 +81,11 @@ class RollingTest : public ::testing::Test {
     }
   }
 
-  // A client of `server0` and `server1` (the two servers' addresses when empty), with the row key.
-  client::ClientOptions Options(const std::string& server0 = "",
-                                const std::string& server1 = "") const {
+  // A client of the two servers, with the row key.
+  client::ClientOptions Options() const {
     client::ClientOptions o;
-    o.server0 = server0.empty() ? server_[0]->address() : server0;
-    o.server1 = server1.empty() ? server_[1]->address() : server1;
+    o.server0 = server_[0]->address();
+    o.server1 = server_[1]->address();
     o.row_key_file = key_file_;
     return o;
   }
@@ -273,7 +272,10 @@ TEST_F(RollingTest, ASessionNeverMovesToAnOlderVersion) {
       return capnp::Capability::Client(kj::Own<LyingParty>(p, kj::NullDisposer::instance));
     }));
   }
-  auto c = client::Client::Connect(Options(liars[0]->address(), liars[1]->address()));
+  client::ClientOptions o = Options();
+  o.server0 = liars[0]->address();
+  o.server1 = liars[1]->address();
+  auto c = client::Client::Connect(o);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ((*c)->table().epoch, 2u);
   // Both now list version 1 alone (version 1's id, as the real servers still serve it).
