@@ -106,7 +106,8 @@ absl::Status RowTags(const Flags& flags) {
   const embedding::RowKey key = embedding::NewRowKey();
   uint64_t sink = 0;
   const double s = MedianSeconds([&] {
-    for (int i = 0; i < reps; ++i) sink += embedding::ComputeRowTag(key, i, row)[0];
+    for (int i = 0; i < reps; ++i)
+      sink += embedding::ComputeRowTag(embedding::RowTag::kSipHash64Epoch, key, 7, i, row)[0];
   });
   JsonLine("row-tags")
       .Add("row_bytes", int64_t{words} * 4)

@@ -19,29 +19,51 @@ namespace veil::embedding {
 static_assert(crypto_shorthash_siphash24_KEYBYTES == sizeof(RowKey));
 static_assert(crypto_shorthash_siphash24_BYTES == 8);
 
-uint32_t TagWords(RowTag tag) { return tag == RowTag::kSipHash64 ? 2 : 0; }
+uint32_t TagWords(RowTag tag) {
+  return tag == RowTag::kSipHash64 || tag == RowTag::kSipHash64Epoch ? 2 : 0;
+}
 
 bool IsKnownRowTag(uint8_t tag) {
   return tag == static_cast<uint8_t>(RowTag::kNone) ||
-         tag == static_cast<uint8_t>(RowTag::kSipHash64);
+         tag == static_cast<uint8_t>(RowTag::kSipHash64) ||
+         tag == static_cast<uint8_t>(RowTag::kSipHash64Epoch);
 }
 
-std::array<uint32_t, 2> ComputeRowTag(const RowKey& key, uint64_t index,
-                                      absl::Span<const uint32_t> data) {
-  std::vector<uint8_t> message(8 + data.size() * sizeof(uint32_t));
-  for (int b = 0; b < 8; ++b) message[b] = static_cast<uint8_t>(index >> (8 * b));
-  std::memcpy(message.data() + 8, data.data(), data.size() * sizeof(uint32_t));
+const char* RowTagName(RowTag tag) {
+  switch (tag) {
+    case RowTag::kNone:
+      return "none";
+    case RowTag::kSipHash64:
+      return "siphash64 (index, data)";
+    case RowTag::kSipHash64Epoch:
+      return "siphash64 (epoch, index, data)";
+  }
+  return "unknown";
+}
+
+std::array<uint32_t, 2> ComputeRowTag(RowTag kind, const RowKey& key, uint64_t epoch,
+                                      uint64_t index, absl::Span<const uint32_t> data) {
+  const size_t prefix = kind == RowTag::kSipHash64Epoch ? 16 : 8;
+  std::vector<uint8_t> message(prefix + data.size() * sizeof(uint32_t));
+  size_t at = 0;
+  const auto put64 = [&](uint64_t v) {
+    for (int b = 0; b < 8; ++b) message[at++] = static_cast<uint8_t>(v >> (8 * b));
+  };
+  if (kind == RowTag::kSipHash64Epoch) put64(epoch);
+  put64(index);
+  std::memcpy(message.data() + prefix, data.data(), data.size() * sizeof(uint32_t));
   uint8_t out[8];
   crypto_shorthash_siphash24(out, message.data(), message.size(), key.data());
+  sodium_memzero(message.data(), message.size());  // a client's reconstructed row
   std::array<uint32_t, 2> tag;
   std::memcpy(tag.data(), out, sizeof(out));
   return tag;
 }
 
-bool RowTagMatches(const RowKey& key, uint64_t index, absl::Span<const uint32_t> data,
-                   absl::Span<const uint32_t> tag) {
-  if (tag.size() != 2) return false;
-  const std::array<uint32_t, 2> expected = ComputeRowTag(key, index, data);
+bool RowTagMatches(RowTag kind, const RowKey& key, uint64_t epoch, uint64_t index,
+                   absl::Span<const uint32_t> data, absl::Span<const uint32_t> tag) {
+  if (tag.size() != 2 || TagWords(kind) != 2) return false;
+  const std::array<uint32_t, 2> expected = ComputeRowTag(kind, key, epoch, index, data);
   return sodium_memcmp(expected.data(), tag.data(), sizeof(expected)) == 0;
 }
 

@@ -3,11 +3,14 @@
 // A DPF share reveals nothing, so a client cannot tell a wrong share from a right one: one flipped
 // bit in a server's copy of the table, or a server that adds anything to its share, changes every
 // row the client reconstructs. So a table may carry, in each row, a tag = SipHash-2-4 (64 bits)
-// under a key the servers never see, over the row's physical index and its data words. The tag
-// words are part of the row the servers answer with; the client holds the key, recomputes the tag
-// of every reconstructed row and refuses a row whose tag differs. Forging a tag for another row or
-// other contents without the key succeeds with probability 2^-64 per attempt, and every failed
-// attempt is reported. Pooled sums (answerPooled) add tags too and are not verifiable this way.
+// under a key the servers never see, over the table's epoch, the row's physical index and its data
+// words. The tag words are part of the row the servers answer with; the client holds the key,
+// recomputes the tag of every reconstructed row for the epoch the servers say they answered from,
+// and refuses a row whose tag differs. Forging a tag for another row, other contents or another
+// epoch without the key succeeds with probability 2^-64 per attempt, and every failed attempt is
+// reported. Binding the epoch means that a server cannot pass an older version's rows off as a
+// newer version's (what a client's min_epoch relies on): a new epoch's table is built with the
+// same key and new tags. Pooled sums (answerPooled) add tags too and are not verifiable this way.
 #ifndef VEIL_EMBEDDING_ROW_TAG_H_
 #define VEIL_EMBEDDING_ROW_TAG_H_
 
@@ -23,7 +26,12 @@ namespace veil::embedding {
 // How a table's rows are tagged (the header's row_tag byte).
 enum class RowTag : uint8_t {
   kNone = 0,
-  kSipHash64 = 1,  // two words after the data words: SipHash-2-4(key, le64(index) || data)
+  // Two words after the data words: SipHash-2-4(key, le64(index) || data). Tables built before
+  // epochs were bound; still read and checked, without the epoch.
+  kSipHash64 = 1,
+  // Two words after the data words: SipHash-2-4(key, le64(epoch) || le64(index) || data). What
+  // veil table build writes.
+  kSipHash64Epoch = 2,
 };
 
 using RowKey = std::array<uint8_t, 16>;
@@ -31,14 +39,17 @@ using RowKey = std::array<uint8_t, 16>;
 // Words a tag adds to each row: 0 or 2. Unknown kinds have none (the header check refuses them).
 uint32_t TagWords(RowTag tag);
 bool IsKnownRowTag(uint8_t tag);
+// "none", "siphash64 (index, data)", "siphash64 (epoch, index, data)"; "unknown" otherwise.
+const char* RowTagName(RowTag tag);
 
-// The tag words of physical row `index` whose data words are `data`.
-std::array<uint32_t, 2> ComputeRowTag(const RowKey& key, uint64_t index,
-                                      absl::Span<const uint32_t> data);
+// The tag words of kind `kind` (not kNone) of physical row `index` of the table version `epoch`
+// whose data words are `data`. kSipHash64 ignores the epoch.
+std::array<uint32_t, 2> ComputeRowTag(RowTag kind, const RowKey& key, uint64_t epoch,
+                                      uint64_t index, absl::Span<const uint32_t> data);
 
-// Whether `tag` is the tag of (index, data); compares in constant time.
-bool RowTagMatches(const RowKey& key, uint64_t index, absl::Span<const uint32_t> data,
-                   absl::Span<const uint32_t> tag);
+// Whether `tag` is the tag of kind `kind` of (epoch, index, data); compares in constant time.
+bool RowTagMatches(RowTag kind, const RowKey& key, uint64_t epoch, uint64_t index,
+                   absl::Span<const uint32_t> data, absl::Span<const uint32_t> tag);
 
 // A fresh key from libsodium's CSPRNG.
 RowKey NewRowKey();

@@ -171,7 +171,7 @@ absl::Status WriteTable(const std::string& out_path, RowFormat format, uint32_t 
   header.header_bytes = sizeof(TableHeader);
   header.rows = values.size() / dim;
   header.dim = dim;
-  const RowTag tag = options.row_key ? RowTag::kSipHash64 : RowTag::kNone;
+  const RowTag tag = options.row_key ? RowTag::kSipHash64Epoch : RowTag::kNone;
   const uint32_t data_words = RowWords(format, dim);
   header.row_tag = static_cast<uint8_t>(tag);
   header.row_words = data_words + TagWords(tag);
@@ -200,7 +200,8 @@ absl::Status WriteTable(const std::string& out_path, RowFormat format, uint32_t 
         return absl::InvalidArgumentError(absl::StrCat("row ", row, ": ", status.message()));
       }
       if (options.row_key) {
-        const std::array<uint32_t, 2> row_tag = ComputeRowTag(*options.row_key, row, data);
+        const std::array<uint32_t, 2> row_tag =
+            ComputeRowTag(tag, *options.row_key, header.epoch, row, data);
         std::copy(row_tag.begin(), row_tag.end(), data.end());
       }
     }

@@ -53,29 +53,30 @@ absl::StatusOr<std::vector<pir::QueryKeys>> MakeQueries(absl::Span<const uint64_
   return queries;
 }
 
-// Checks the tag of every reconstructed row (row i is physical row physical(i)) and returns the
-// data words without the tags. DATA_LOSS for a row whose tag does not match: one of the servers
-// serves a corrupted or tampered table, or answered wrongly; its row is never returned.
+// Checks the tag of every reconstructed row (row i is physical row physical(i) of the version the
+// answers came from) and returns the data words without the tags. DATA_LOSS for a row whose tag
+// does not match: one of the servers serves a corrupted, tampered or relabelled table, or answered
+// wrongly; its row is never returned.
 template <typename PhysicalIndex>
 absl::StatusOr<std::vector<uint32_t>> CheckTags(const ShareExchange& exchange,
-                                                std::vector<uint32_t> shares, size_t count,
+                                                ShareExchange::Answers answers, size_t count,
                                                 PhysicalIndex physical) {
   const TableInfo& t = exchange.table();
   const uint32_t share_words = exchange.share_words();
-  if (share_words == t.row_words) return shares;
+  std::vector<uint32_t>& shares = answers.words;
+  if (share_words == t.row_words) return std::move(shares);
   const WipeAtExit<uint32_t> wipe(shares);
   std::vector<uint32_t> rows(count * t.row_words);
   for (size_t i = 0; i < count; ++i) {
     const absl::Span<const uint32_t> share =
         absl::MakeConstSpan(shares).subspan(i * share_words, share_words);
-    if (!embedding::RowTagMatches(*exchange.row_key(), physical(i), share.first(t.row_words),
-                                  share.subspan(t.row_words))) {
+    if (!embedding::RowTagMatches(t.row_tag, *exchange.row_key(), answers.epoch, physical(i),
+                                  share.first(t.row_words), share.subspan(t.row_words))) {
       sodium_memzero(rows.data(), rows.size() * sizeof(uint32_t));  // the rows checked so far
       return absl::DataLossError(absl::StrCat(
           "row ", physical(i), " fails its authentication tag: the answers of ",
-          exchange.ServerPair(),
-          " do not add up to the table's row (a corrupted or tampered table, or a wrong answer); "
-          "not returning it"));
+          exchange.ServerPair(), " do not add up to the row of the table's epoch ", answers.epoch,
+          " (a corrupted, tampered or relabelled table, or a wrong answer); not returning it"));
     }
     std::copy(share.begin(), share.begin() + t.row_words, rows.begin() + i * t.row_words);
   }
@@ -174,15 +175,16 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
     if (!q.ok()) return q.status();
     queries.push_back(*std::move(q));
   }
-  auto sums = exchange_->Exchange(queries, bags->bag_sizes, {}, dpf::OutputType::kAdditive,
-                                  static_cast<uint32_t>(bag_sizes.size()), "pooled lookup");
-  if (!sums.ok()) return sums.status();
-  const WipeAtExit<uint32_t> wipe(*sums);
+  auto answers = exchange_->Exchange(queries, bags->bag_sizes, {}, dpf::OutputType::kAdditive,
+                                     static_cast<uint32_t>(bag_sizes.size()), "pooled lookup");
+  if (!answers.ok()) return answers.status();
+  const WipeAtExit<uint32_t> wipe(answers->words);
   // The sums of tags prove nothing about the sums of rows: drop them.
   const uint32_t share_words = exchange_->share_words();
   std::vector<uint32_t> out(bag_sizes.size() * t.row_words);
   for (size_t b = 0; b < bag_sizes.size(); ++b) {
-    std::copy_n(sums->begin() + b * share_words, t.row_words, out.begin() + b * t.row_words);
+    std::copy_n(answers->words.begin() + b * share_words, t.row_words,
+                out.begin() + b * t.row_words);
   }
   return out;
 }

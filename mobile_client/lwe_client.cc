@@ -390,6 +390,13 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
         "it expects the tagged table that key was made for and refuses to read rows it "
         "cannot check"));
   }
+  if (t.row_tag == embedding::RowTag::kSipHash64 && options_.min_epoch > 0) {
+    // Those tags would verify an older version's rows relabelled with a newer epoch.
+    return absl::FailedPreconditionError(absl::StrCat(
+        who,
+        " serves a table whose row tags do not cover its epoch (built by an older veil table "
+        "build), so min_epoch cannot be enforced: rebuild the table, or set min_epoch 0"));
+  }
   const bool packed = IsPacked(t.protocol);
   std::unique_ptr<lattice::PackedClient> made;
   if (packed) {
@@ -649,12 +656,12 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
       std::memcpy(record.data(), records.data() + i * record_bytes, record_bytes);
       const absl::Span<const uint32_t> words = absl::MakeConstSpan(record);
       if (table_.row_tag != embedding::RowTag::kNone &&
-          !embedding::RowTagMatches(*row_key_, row, words.first(data_words),
-                                    words.subspan(data_words))) {
+          !embedding::RowTagMatches(table_.row_tag, *row_key_, table_.epoch, row,
+                                    words.first(data_words), words.subspan(data_words))) {
         return absl::DataLossError(absl::StrCat(
             "row ", row, " fails its authentication tag: the answer of ", transport_->Name(0),
-            " does not decrypt to the table's row (a corrupted or tampered table, or a wrong "
-            "answer); not returning it"));
+            " does not decrypt to the row of the table's epoch ", table_.epoch,
+            " (a corrupted, tampered or relabelled table, or a wrong answer); not returning it"));
       }
       std::copy_n(record.begin(), data_words, rows.begin() + (first + i) * data_words);
     }

@@ -110,11 +110,11 @@ void FillRequest(Request& request, const PreparedCall& call, int s, const TableI
 
 }  // namespace
 
-absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(std::vector<pir::QueryKeys>& queries,
-                                                              absl::Span<const uint32_t> bag_sizes,
-                                                              absl::Span<const RowRange> ranges,
-                                                              dpf::OutputType output,
-                                                              uint32_t lookups, const char* what) {
+absl::StatusOr<ShareExchange::Answers> ShareExchange::Exchange(std::vector<pir::QueryKeys>& queries,
+                                                               absl::Span<const uint32_t> bag_sizes,
+                                                               absl::Span<const RowRange> ranges,
+                                                               dpf::OutputType output,
+                                                               uint32_t lookups, const char* what) {
   absl::MutexLock lock(&call_mu_);
   // A server said it serves a newer version: move to the newest both serve before this call. If
   // the configurations cannot be read now, the call goes ahead on the current version and reports
@@ -150,8 +150,12 @@ absl::StatusOr<std::vector<uint32_t>> ShareExchange::Exchange(std::vector<pir::Q
     status = RunCalls(*calls, shares, stats, what);
   }
   if (!status.ok()) return status;
-  std::vector<uint32_t> out(shares[0].size());
-  if (absl::Status s = pir::Reconstruct(output, shares[0], shares[1], absl::MakeSpan(out));
+  // Every call of the last RunCalls named the session's version, and CheckReply saw it in every
+  // reply.
+  Answers out;
+  out.epoch = table_.epoch;
+  out.words.resize(shares[0].size());
+  if (absl::Status s = pir::Reconstruct(output, shares[0], shares[1], absl::MakeSpan(out.words));
       !s.ok()) {
     return s;
   }

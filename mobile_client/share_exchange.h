@@ -66,15 +66,20 @@ class ShareExchange {
   std::string ServerPair() const;
   const ClientOptions& options() const { return options_; }
 
+  // The reconstructed words of one Exchange and the table version (epoch) every answer came from.
+  struct Answers {
+    std::vector<uint32_t> words;
+    uint64_t epoch = 0;
+  };
+
   // Sends `queries` (one key pair per row or bag member; `ranges`: one row range per query, or
   // empty for whole-table keys; `bag_sizes`: empty, or the bags of an answerPooled lookup) to both
-  // servers and returns the reconstructed words: row_words per query, or per bag. Records the
+  // servers and returns the reconstructed words: share_words per query, or per bag. Records the
   // call's statistics with `lookups` rows or bags. Serialized with the other calls.
-  absl::StatusOr<std::vector<uint32_t>> Exchange(std::vector<pir::QueryKeys>& queries,
-                                                 absl::Span<const uint32_t> bag_sizes,
-                                                 absl::Span<const RowRange> ranges,
-                                                 dpf::OutputType output, uint32_t lookups,
-                                                 const char* what);
+  absl::StatusOr<Answers> Exchange(std::vector<pir::QueryKeys>& queries,
+                                   absl::Span<const uint32_t> bag_sizes,
+                                   absl::Span<const RowRange> ranges, dpf::OutputType output,
+                                   uint32_t lookups, const char* what);
 
   absl::StatusOr<rpc::StatsSnapshot> Stats(int party);
   CallStats last_call() const;

@@ -291,6 +291,12 @@ absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
         "it expects the tagged table that key was made for and refuses to read rows it cannot "
         "check");
   }
+  if (t.row_tag == embedding::RowTag::kSipHash64 && options_.min_epoch > 0) {
+    // Those tags would verify an older version's rows relabelled with a newer epoch.
+    return absl::FailedPreconditionError(
+        "the servers' table carries row tags that do not cover its epoch (built by an older veil "
+        "table build), so min_epoch cannot be enforced: rebuild the table, or set min_epoch 0");
+  }
   uint64_t max_queued_keys = 0;
   for (const ServerConfig& c : configs) {
     if (c.max_queued_keys != 0) {

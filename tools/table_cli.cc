@@ -139,6 +139,7 @@ int Inspect(absl::Span<const std::string> operands, std::ostream& out, std::ostr
       << "stride_words: " << table.stride_words() << "\n"
       << "frac_bits:    " << table.frac_bits() << "\n"
       << "epoch:        " << table.epoch() << "\n"
+      << "row_tags:     " << embedding::RowTagName(table.row_tag()) << "\n"
       << "digest:       " << table.DigestHex() << " (not recomputed; see verify)\n";
   std::vector<float> values(table.dim());
   const uint32_t shown_values = std::min(table.dim(), kInspectValuesPerRow);

@@ -62,8 +62,8 @@ TEST(TableLoadTest, StreamedAndParallelDigestsAgree) {
   auto table = Table::Open(path);
   ASSERT_TRUE(table.ok());
   const auto& h = (*table)->header();
-  const auto rows = absl::MakeConstSpan(
-      reinterpret_cast<const uint8_t*>((*table)->row(0).data()), h.data_bytes);
+  const auto rows =
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>((*table)->row(0).data()), h.data_bytes);
   TableDigest streamed(h);
   for (size_t at = 0; at < rows.size(); at += 77777) {
     streamed.Update(rows.subspan(at, 77777));
@@ -121,26 +121,48 @@ TEST(TableLoadTest, AFifoOrAFolderIsRefusedWithoutBlocking) {
 TEST(RowTagTest, TaggedRowsCarryTheirTagAfterTheData) {
   ScratchDir dir;
   const RowKey key = NewRowKey();
-  const std::string path = WriteTableOf(dir, "tagged", 50, {.row_key = key});
+  const std::string path = WriteTableOf(dir, "tagged", 50, {.epoch = 9, .row_key = key});
   auto table = Table::Load(path, {});
   ASSERT_TRUE(table.ok()) << table.status();
-  EXPECT_EQ((*table)->row_tag(), RowTag::kSipHash64);
+  EXPECT_EQ((*table)->row_tag(), RowTag::kSipHash64Epoch);
   EXPECT_EQ((*table)->data_words(), 16u);
   EXPECT_EQ((*table)->row_words(), 18u);
+  const RowTag kind = RowTag::kSipHash64Epoch;
   for (uint64_t r = 0; r < 50; ++r) {
     auto row = (*table)->row(r);
-    EXPECT_TRUE(RowTagMatches(key, r, row.first(16), row.subspan(16)));
-    EXPECT_FALSE(RowTagMatches(key, r + 1, row.first(16), row.subspan(16))) << "index bound";
+    EXPECT_TRUE(RowTagMatches(kind, key, 9, r, row.first(16), row.subspan(16)));
+    EXPECT_FALSE(RowTagMatches(kind, key, 9, r + 1, row.first(16), row.subspan(16)))
+        << "index bound";
+    EXPECT_FALSE(RowTagMatches(kind, key, 10, r, row.first(16), row.subspan(16))) << "epoch bound";
+    EXPECT_FALSE(RowTagMatches(RowTag::kSipHash64, key, 9, r, row.first(16), row.subspan(16)))
+        << "kind bound";
+    EXPECT_FALSE(RowTagMatches(RowTag::kNone, key, 9, r, row.first(16), row.subspan(16)));
     std::vector<uint32_t> changed(row.begin(), row.begin() + 16);
     changed[r % 16] ^= 1u << (r % 32);
-    EXPECT_FALSE(RowTagMatches(key, r, changed, row.subspan(16))) << "contents bound";
+    EXPECT_FALSE(RowTagMatches(kind, key, 9, r, changed, row.subspan(16))) << "contents bound";
     RowKey other = key;
     other[r % 16] ^= 1;
-    EXPECT_FALSE(RowTagMatches(other, r, row.first(16), row.subspan(16))) << "key bound";
+    EXPECT_FALSE(RowTagMatches(kind, other, 9, r, row.first(16), row.subspan(16))) << "key bound";
   }
   std::vector<float> values(16);
   ASSERT_TRUE((*table)->DecodeRow(3, absl::MakeSpan(values)).ok());
   EXPECT_EQ(values[0], Values(50 * 16)[3 * 16]);
+}
+
+// The tag bytes are part of the file format: pinned against an independent SipHash-2-4 (Python,
+// checked on the reference vector of the SipHash paper) over key 00..0f.
+TEST(RowTagTest, TagsMatchTheFormatsKnownAnswers) {
+  RowKey key;
+  for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(i);
+  const std::vector<uint32_t> data = {0x00000001u, 0xdeadbeefu, 0x3f800000u};
+  // SipHash-2-4(key, le64(5) || data): the epoch is not in kSipHash64's message.
+  EXPECT_EQ(ComputeRowTag(RowTag::kSipHash64, key, 7, 5, data),
+            (std::array<uint32_t, 2>{0x3e892c7au, 0x0cd7ffc6u}));
+  EXPECT_EQ(ComputeRowTag(RowTag::kSipHash64, key, 8, 5, data),
+            ComputeRowTag(RowTag::kSipHash64, key, 7, 5, data));
+  // SipHash-2-4(key, le64(7) || le64(5) || data).
+  EXPECT_EQ(ComputeRowTag(RowTag::kSipHash64Epoch, key, 7, 5, data),
+            (std::array<uint32_t, 2>{0xa0417c8du, 0xccf740d4u}));
 }
 
 TEST(RowTagTest, KeyFilesRoundTripPrivately) {

@@ -199,6 +199,48 @@ TEST(LweClientKeyTest, AVersionOlderThanMinEpochIsRefused) {
   EXPECT_TRUE((*client)->Lookup({3}).ok());
 }
 
+TEST(LweClientKeyTest, AnOlderVersionRelabelledAsNewerFailsItsTags) {
+  // The server passes epoch 5's rows off as epoch 6 to a client that accepts only 6 or newer: the
+  // tags cover the epoch, so no row comes back.
+  const embedding::RowKey key = embedding::NewRowKey();
+  auto v5 = testing::WriteRandomTable("relabel-lwe.veil", embedding::RowFormat::kFp32, 100, 8, 7,
+                                      /*epoch=*/5, &key);
+  ASSERT_TRUE(v5.ok()) << v5.status();
+  const std::string relabelled = testing::RewriteTable(*v5, "relabelled-lwe.veil", 6,
+                                                       embedding::RowTag::kSipHash64Epoch, nullptr);
+  auto server = testing::StartLweServer(relabelled, "lwe-simple");
+  ASSERT_TRUE(server.ok()) << server.status();
+  LweClientOptions o;
+  o.server = (*server)->address();
+  o.row_key_file = testing::TempPath("relabel-lwe.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(o.row_key_file, key).ok());
+  o.min_epoch = 6;
+  auto client = LweClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto words = (*client)->LookupWords({42});
+  EXPECT_EQ(words.status().code(), absl::StatusCode::kDataLoss) << words.status();
+  EXPECT_THAT(words.status().message(), HasSubstr("row of the table's epoch 6"));
+
+  // Tags that do not cover the epoch (an older veil table build) cannot back min_epoch.
+  const std::string legacy =
+      testing::RewriteTable(*v5, "legacy-lwe.veil", 5, embedding::RowTag::kSipHash64, &key);
+  auto legacy_server = testing::StartLweServer(legacy, "lwe-simple");
+  ASSERT_TRUE(legacy_server.ok()) << legacy_server.status();
+  o.server = (*legacy_server)->address();
+  o.min_epoch = 5;
+  auto refused = LweClient::Connect(o);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("do not cover its epoch"));
+  o.min_epoch = 0;
+  auto reader = LweClient::Connect(o);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto table = embedding::Table::Load(*v5, {});
+  ASSERT_TRUE(table.ok());
+  auto rows = (*reader)->LookupWords({42});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(*rows, PlainWords(**table, {42}));
+}
+
 TEST_F(LweClientTest, TheHintCacheIsUsedAndACorruptEntryIsFetchedAgain) {
   LweClientOptions o = Options();
   o.hint_cache_dir = testing::TempPath("hints");

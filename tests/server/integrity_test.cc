@@ -1,7 +1,8 @@
 // Never a wrong row (issue 10): a server refuses a table whose contents do not match its digest,
 // serves from memory of its own (a table file overwritten or truncated under it changes nothing),
 // refuses a FIFO without hanging; with row tags a client detects a server that answers from a
-// corrupted table or shifts its share, and reports the pair instead of returning a wrong row.
+// corrupted table or shifts its share, and reports the pair instead of returning a wrong row; the
+// tags cover the table's epoch, so an older version relabelled as a newer one fails them too.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -124,7 +125,7 @@ TEST(IntegrityTest, TaggedRowsTurnAWrongShareIntoAnErrorNamingThePair) {
   ASSERT_TRUE(good.ok() && bad.ok());
   auto client = client::Client::Connect(Options((*good)->address(), (*bad)->address(), key_file));
   ASSERT_TRUE(client.ok()) << client.status();
-  EXPECT_EQ((*client)->table().row_tag, embedding::RowTag::kSipHash64);
+  EXPECT_EQ((*client)->table().row_tag, embedding::RowTag::kSipHash64Epoch);
   EXPECT_EQ((*client)->table().row_words, kDim);
   for (uint64_t row : {uint64_t{7}, uint64_t{100}, uint64_t{299}}) {
     auto words = (*client)->LookupWords({row});
@@ -147,6 +148,83 @@ TEST(IntegrityTest, TaggedRowsTurnAWrongShareIntoAnErrorNamingThePair) {
   ASSERT_FALSE(keyless.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(keyless.status()));
   EXPECT_THAT(keyless.status().message(), HasSubstr("row_key_file"));
+}
+
+TEST(IntegrityTest, AnOlderVersionRelabelledAsNewerFailsItsTags) {
+  // Both servers pass epoch 1's rows off as epoch 2 to a client that accepts only epoch 2 or newer
+  // (it knows the current epoch): the tags cover the epoch, so no row comes back.
+  const embedding::RowKey key = embedding::NewRowKey();
+  const std::string key_file = testing::TempPath("relabel.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, key).ok());
+  auto v1 = testing::WriteRandomTable("v1.veil", embedding::RowFormat::kFp32, kRows, kDim, 5,
+                                      /*epoch=*/1, &key);
+  ASSERT_TRUE(v1.ok()) << v1.status();
+  const std::string relabelled =
+      testing::RewriteTable(*v1, "relabelled.veil", 2, embedding::RowTag::kSipHash64Epoch, nullptr);
+  ASSERT_TRUE(embedding::Table::Load(relabelled, {}).ok()) << "the relabelled file is well-formed";
+  auto a = StartServer(0, relabelled);
+  auto b = StartServer(1, relabelled);
+  ASSERT_TRUE(a.ok() && b.ok());
+  client::ClientOptions options = Options((*a)->address(), (*b)->address(), key_file);
+  options.min_epoch = 2;
+  auto client = client::Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->table().epoch, 2u);
+  for (uint64_t row : {uint64_t{0}, uint64_t{123}}) {
+    auto words = (*client)->LookupWords({row});
+    ASSERT_FALSE(words.ok()) << "epoch 1's row " << row << " came back as epoch 2's";
+    EXPECT_TRUE(absl::IsDataLoss(words.status())) << words.status();
+    EXPECT_THAT(words.status().message(), HasSubstr("row of the table's epoch 2"));
+  }
+  // The same file served as what it is (epoch 1) gives its rows to a client that accepts it.
+  auto honest0 = StartServer(0, *v1);
+  auto honest1 = StartServer(1, *v1);
+  ASSERT_TRUE(honest0.ok() && honest1.ok());
+  options = Options((*honest0)->address(), (*honest1)->address(), key_file);
+  options.min_epoch = 1;
+  auto reader = client::Client::Connect(options);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto expected = embedding::Table::Load(*v1, {});
+  ASSERT_TRUE(expected.ok());
+  auto words = (*reader)->LookupWords({123});
+  ASSERT_TRUE(words.ok()) << words.status();
+  auto want = (*expected)->row(123).first(kDim);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), words->begin(), words->end()));
+}
+
+TEST(IntegrityTest, TagsWithoutTheEpochAreCheckedButCannotEnforceMinEpoch) {
+  // A table tagged by an older veil table build (kSipHash64: index and data only) still serves
+  // and its rows are still checked, but a client with min_epoch refuses it: a relabelled older
+  // version would pass those tags.
+  const embedding::RowKey key = embedding::NewRowKey();
+  const std::string key_file = testing::TempPath("legacy.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, key).ok());
+  auto built = testing::WriteRandomTable("legacy-src.veil", embedding::RowFormat::kFp32, kRows,
+                                         kDim, 6, /*epoch=*/3, &key);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const std::string legacy =
+      testing::RewriteTable(*built, "legacy.veil", 3, embedding::RowTag::kSipHash64, &key);
+  auto a = StartServer(0, legacy);
+  auto b = StartServer(1, legacy);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto client = client::Client::Connect(Options((*a)->address(), (*b)->address(), key_file));
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->table().row_tag, embedding::RowTag::kSipHash64);
+  auto expected = embedding::Table::Load(*built, {});
+  ASSERT_TRUE(expected.ok());
+  auto words = (*client)->LookupWords({4, 200});
+  ASSERT_TRUE(words.ok()) << words.status();
+  for (size_t i = 0; i < 2; ++i) {
+    auto want = (*expected)->row(i == 0 ? 4 : 200).first(kDim);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), words->begin() + i * kDim));
+  }
+
+  client::ClientOptions options = Options((*a)->address(), (*b)->address(), key_file);
+  options.min_epoch = 3;
+  auto strict = client::Client::Connect(options);
+  ASSERT_FALSE(strict.ok()) << "min_epoch accepted over tags that do not cover the epoch";
+  EXPECT_TRUE(absl::IsFailedPrecondition(strict.status())) << strict.status();
+  EXPECT_THAT(strict.status().message(), HasSubstr("do not cover its epoch"));
 }
 
 TEST(IntegrityTest, AClientHoldingARowKeyRefusesServersOfAnUntaggedTable) {

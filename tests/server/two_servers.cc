@@ -5,14 +5,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "embedding/table.h"
 #include "embedding/table_builder.h"
 #include "gtest/gtest.h"
 #include "rpc/status.h"
@@ -51,6 +55,32 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
     return s;
   }
   return path;
+}
+
+std::string RewriteTable(const std::string& path, const std::string& name, uint64_t epoch,
+                         embedding::RowTag kind, const embedding::RowKey* key) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  embedding::TableHeader header;
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  header.epoch = epoch;
+  header.row_tag = static_cast<uint8_t>(kind);
+  auto* rows = reinterpret_cast<uint32_t*>(bytes.data() + sizeof(header));
+  const uint32_t data_words = header.row_words - embedding::TagWords(kind);
+  for (uint64_t r = 0; key != nullptr && r < header.rows; ++r) {
+    uint32_t* row = rows + r * header.stride_words;
+    const auto tag =
+        embedding::ComputeRowTag(kind, *key, epoch, r, absl::MakeConstSpan(row, data_words));
+    std::copy(tag.begin(), tag.end(), row + data_words);
+  }
+  const embedding::TableDigestBytes digest = embedding::DigestTable(
+      header,
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(rows), bytes.size() - sizeof(header)));
+  std::copy(digest.begin(), digest.end(), header.digest);
+  std::memcpy(bytes.data(), &header, sizeof(header));
+  const std::string copy = TempPath(name);
+  std::ofstream(copy, std::ios::binary | std::ios::trunc) << bytes;
+  return copy;
 }
 
 sockaddr_in LoopbackAddress(int port) {

@@ -58,6 +58,7 @@ TEST(TableCliTest, BuildInspectVerify) {
   EXPECT_THAT(inspect.out, HasSubstr("format:       fixed\n"));
   EXPECT_THAT(inspect.out, HasSubstr("frac_bits:    8\n"));
   EXPECT_THAT(inspect.out, HasSubstr("epoch:        7\n"));
+  EXPECT_THAT(inspect.out, HasSubstr("row_tags:     siphash64 (epoch, index, data)\n"));
   EXPECT_THAT(inspect.out, HasSubstr("row 1: -1 0.5 0.25\n"));
 
   CliResult verify = RunCli({"verify", table});
@@ -131,9 +132,10 @@ TEST(TableCliTest, RowsAreTaggedByDefaultWithAKeyForClients) {
   ASSERT_TRUE(key.ok()) << key.status();
   auto table = embedding::Table::Open(dir.File("t.veil"));
   ASSERT_TRUE(table.ok());
-  EXPECT_EQ((*table)->row_tag(), embedding::RowTag::kSipHash64);
+  EXPECT_EQ((*table)->row_tag(), embedding::RowTag::kSipHash64Epoch);
   auto row = (*table)->row(1);
-  EXPECT_TRUE(embedding::RowTagMatches(*key, 1, row.first(3), row.subspan(3)));
+  EXPECT_TRUE(embedding::RowTagMatches(embedding::RowTag::kSipHash64Epoch, *key, 0, 1, row.first(3),
+                                       row.subspan(3)));
 
   build = RunCli({"build", "--csv=" + dir.File("in.csv"), "--format=fp32", "--row-tags=false",
                   "--out=" + dir.File("plain.veil")});
@@ -164,7 +166,11 @@ TEST(TableCliTest, ANewVersionReusesTheRowKeyItsClientsHold) {
   ASSERT_TRUE(key.ok() && table.ok());
   EXPECT_EQ((*table)->epoch(), 2u);
   auto row = (*table)->row(0);
-  EXPECT_TRUE(embedding::RowTagMatches(*key, 0, row.first(3), row.subspan(3)));
+  // Tagged for its own epoch: version 1's tags do not carry over.
+  EXPECT_TRUE(embedding::RowTagMatches(embedding::RowTag::kSipHash64Epoch, *key, 2, 0, row.first(3),
+                                       row.subspan(3)));
+  EXPECT_FALSE(embedding::RowTagMatches(embedding::RowTag::kSipHash64Epoch, *key, 1, 0,
+                                        row.first(3), row.subspan(3)));
 
   const std::string reuse = "--reuse-row-key=" + dir.File("v1.veil.rowkey");
   EXPECT_EQ(RunCli({"build", "--csv=" + dir.File("v2.csv"), "--format=fp32", reuse,
