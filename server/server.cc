@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -75,6 +76,17 @@ kj::Promise<void> RollOnSighup(kj::UnixEventPort& port, Protocol& protocol) {
     protocol.Roll();
     return RollOnSighup(port, protocol);
   });
+}
+
+// Event-loop thread: resolves when `in` reaches end of file (or fails: it cannot tell more).
+kj::Promise<void> ReadUntilEof(kj::AsyncInputStream& in, kj::ArrayPtr<kj::byte> buffer) {
+  return in.tryRead(buffer.begin(), 1, buffer.size())
+      .then(
+          [&in, buffer](size_t n) -> kj::Promise<void> {
+            if (n == 0) return kj::READY_NOW;
+            return ReadUntilEof(in, buffer);
+          },
+          [](kj::Exception&&) -> kj::Promise<void> { return kj::READY_NOW; });
 }
 
 }  // namespace
@@ -188,12 +200,23 @@ absl::Status RunServer(const ServerOptions& options) {
     std::printf("%u\n", receiver->getPort());
     std::fflush(stdout);
 
-    siginfo_t signal_info = io.unixEventPort.onSignal(SIGTERM)
-                                .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
-                                .wait(io.waitScope);
-    Log("stopping",
-        absl::StrCat("received ", signal_info.si_signo == SIGTERM ? "SIGTERM" : "SIGINT",
-                     ": stopping (queued calls get UNAVAILABLE, the running pass finishes)"));
+    const auto received = [](siginfo_t info) -> std::string {
+      return info.si_signo == SIGTERM ? "received SIGTERM" : "received SIGINT";
+    };
+    kj::Promise<std::string> stop = io.unixEventPort.onSignal(SIGTERM).then(received).exclusiveJoin(
+        io.unixEventPort.onSignal(SIGINT).then(received));
+    kj::Own<kj::AsyncInputStream> stdin_stream;
+    kj::byte stdin_buffer[256];
+    if (options.stop_on_stdin_eof) {
+      stdin_stream = io.lowLevelProvider->wrapInputFd(STDIN_FILENO);
+      stop = stop.exclusiveJoin(ReadUntilEof(*stdin_stream, stdin_buffer).then([] {
+        return std::string("standard input closed (its launcher is gone)");
+      }));
+    }
+    const std::string why = stop.wait(io.waitScope);
+    Log("stopping", absl::StrCat(why,
+                                 ": stopping (queued calls get UNAVAILABLE, the running pass "
+                                 "finishes)"));
     (*protocol)->Stop(io.waitScope, io.provider->getTimer());
     // Let the last replies reach their sockets before the connections close.
     io.provider->getTimer().afterDelay(20 * kj::MILLISECONDS).wait(io.waitScope);

@@ -1,6 +1,6 @@
 // A whole veil server process: opens the table, starts its protocol (server/protocol.h: the
 // backend and the batching scheduler), accepts Cap'n Proto connections, rolls to a new version of
-// the table on SIGHUP (dpf2), and stops cleanly on SIGTERM or SIGINT.
+// the table on SIGHUP (dpf2), and stops cleanly on SIGTERM or SIGINT (or when its launcher goes).
 #ifndef VEIL_SERVER_SERVER_H_
 #define VEIL_SERVER_SERVER_H_
 
@@ -54,12 +54,16 @@ struct ServerOptions {
   // dpf2: after a roll (SIGHUP loads table_path again, server/table_set.h), how long the older
   // table versions are still served before they are dropped and freed.
   absl::Duration epoch_grace = absl::Seconds(60);
+  // Also stop (as on SIGTERM) when standard input reaches end of file: a launcher that keeps the
+  // write end of a pipe open there gets its server stopped when it exits, however it dies.
+  bool stop_on_stdin_eof = false;
   ServerLimits limits;
 };
 
-// Serves until SIGTERM or SIGINT, then fails queued calls, finishes the running pass, logs the
-// final statistics and returns OK. Once listening it prints the bound port as one line on stdout
-// (tests and launchers read it). Logs go to stderr.
+// Serves until SIGTERM or SIGINT (or, with stop_on_stdin_eof, the end of stdin), then fails
+// queued calls, finishes the running pass, logs the final statistics and returns OK. Once
+// listening it prints the bound port as one line on stdout (tests and launchers read it). Logs go
+// to stderr.
 // Returns INVALID_ARGUMENT for bad options (including a plaintext listener on a non-loopback
 // address without insecure_plaintext, or a bad metrics address) or unusable TLS files, the files'
 // NOT_FOUND / PERMISSION_DENIED, and the table's, backend's, listener's or metrics endpoint's error

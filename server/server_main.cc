@@ -95,6 +95,9 @@ ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls-cert (un
 ABSL_FLAG(bool, insecure_plaintext, false,
           "serve plaintext on a non-loopback address (refused by default: an observer of the "
           "connections to both servers learns the queried rows)");
+ABSL_FLAG(bool, stop_on_stdin_eof, false,
+          "also stop (as on SIGTERM) when standard input reaches end of file: a launcher that "
+          "holds a pipe's write end there gets the server stopped when it exits, however it dies");
 ABSL_FLAG(bool, verify_table, true,
           "recompute the table's digest while loading it and refuse a mismatch (seconds per GB "
           "in the log)");
@@ -233,6 +236,7 @@ int main(int argc, char** argv) {
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.insecure_plaintext = absl::GetFlag(FLAGS_insecure_plaintext);
   options.verify_table = absl::GetFlag(FLAGS_verify_table);
+  options.stop_on_stdin_eof = absl::GetFlag(FLAGS_stop_on_stdin_eof);
   options.stats_from_any = absl::GetFlag(FLAGS_stats_from_any);
   options.metrics = absl::GetFlag(FLAGS_metrics);
   options.metrics_from_any = absl::GetFlag(FLAGS_metrics_from_any);

@@ -1,10 +1,13 @@
 """veil.Client against real servers: rows, words, pooled bags, layout lookups, statistics, TLS,
-and errors carrying their status codes."""
+errors carrying their status codes, and local servers that never outlive their launcher."""
 
 import os
+import signal
 import socket
 import subprocess
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -129,6 +132,40 @@ def test_a_dead_server_fails_lookups_naming_it(tmp_path, weight):
         with pytest.raises((veil.UnavailableError, veil.DeadlineExceededError)) as error:
             client.lookup([3])
         assert servers.addresses[1] in str(error.value) or "server 1" in str(error.value)
+
+
+def _running(pid):
+    """Whether process `pid` runs (an exited one nobody reaped yet does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_servers_stop_when_the_process_that_started_them_is_killed(tmp_path, weight):
+    path = str(tmp_path / "t.veil")
+    veil.table.build(weight, path=path)
+    work = str(tmp_path / "work")
+    script = ("import os, signal, sys, veil\n"
+              "servers = veil.local_servers(sys.argv[1], work_dir=sys.argv[2])\n"
+              "print(*servers.pids, flush=True)\n"
+              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    launcher = subprocess.run([sys.executable, "-c", script, path, work], capture_output=True,
+                              timeout=120)
+    assert launcher.returncode == -signal.SIGKILL, launcher.stderr.decode()
+    pids = [int(p) for p in launcher.stdout.split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    still = [pid for pid in pids if _running(pid)]
+    for pid in still:
+        os.kill(pid, signal.SIGKILL)
+    assert not still, "servers outlived the process that started them"
+    for party in (0, 1):
+        with open(os.path.join(work, f"server{party}.log")) as log:
+            assert "standard input closed" in log.read()
 
 
 def test_one_client_shared_by_threads(plain_servers, weight):

@@ -4,6 +4,9 @@ notebooks and examples.
 A deployment runs each server on its own machine under a supervisor (see docs/); this helper is
 the Python counterpart of tools/launcher.h: it starts ``veil-server`` (this build's, or
 `binary`), waits for the port it prints on its first line of output, and stops it with SIGTERM.
+Each server also stops when this process goes, however it ends (an exception, SIGKILL, a notebook
+kernel restarted): it runs with ``--stop_on_stdin_eof`` and its stdin is a pipe whose only write
+end this process holds.
 """
 
 from __future__ import annotations
@@ -91,8 +94,8 @@ class LocalServers:
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 [self._server, *party_args, f"--table={self.table}",
-                 "--listen=127.0.0.1:0", *args],
-                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+                 "--listen=127.0.0.1:0", "--stop_on_stdin_eof", *args],
+                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.PIPE)
         self._processes.append(process)
         line = b""
         deadline = time.monotonic() + timeout
@@ -144,8 +147,9 @@ class LocalServers:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-            if process.stdout:
-                process.stdout.close()
+            for pipe in (process.stdin, process.stdout):
+                if pipe:
+                    pipe.close()
         self._processes = []
         if self._tmp is not None:
             self._tmp.cleanup()
