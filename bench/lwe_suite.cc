@@ -272,6 +272,8 @@ absl::Status LweAnswer(const Flags& flags) {
 
 // --protocol=exppack-s: ExpPack(S), the SimplePIR server wrapped by PackedSimpleServer:
 // client_ms = query (SimplePIR query + the LWE secret's RLWE ciphertext) + decode;
+// client_prepare_query_ms / client_finish_query_ms the same query made ahead (PrepareQuery) and
+// finished for its row at lookup time (FinishQuery);
 // client_keys_ms the session's secret and expansion keys (once); server_ms = one AnswerBatch of
 // --batch queries (one SimplePIR product for all, then each query's expansion into the packing
 // sums and ModSwitch, the queries spread over the threads), server_ms_per_query its share;
@@ -361,6 +363,23 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name,
   const double query_s =
       MedianSeconds([&] { query = (*client)->MakeQuery(gen() % s.rows); }, 0, 3, 10);
   if (!query.ok()) return query.status();
+  // The same query made ahead (PrepareQuery) and finished at lookup time (FinishQuery).
+  absl::StatusOr<lattice::PreparedQuery> prepared;
+  const double prepare_query_s =
+      MedianSeconds([&] { prepared = (*client)->PrepareQuery(); }, 0, 3, 10);
+  if (!prepared.ok()) return prepared.status();
+  std::vector<lattice::PreparedQuery> ahead;
+  for (int i = 0; i < 10; ++i) {
+    absl::StatusOr<lattice::PreparedQuery> p = (*client)->PrepareQuery();
+    if (!p.ok()) return p.status();
+    ahead.push_back(*std::move(p));
+  }
+  size_t next_ahead = 0;
+  absl::StatusOr<lattice::PackedQuery> finished;
+  const double finish_query_s = MedianSeconds(
+      [&] { finished = (*client)->FinishQuery(gen() % s.rows, std::move(ahead[next_ahead++])); }, 0,
+      static_cast<int>(ahead.size()), 10);
+  if (!finished.ok()) return finished.status();
   std::vector<lattice::PackedQuery> queries;
   std::vector<lattice::PackedRequest> requests;
   for (int i = 0; i < batch; ++i) {
@@ -452,6 +471,8 @@ absl::Status PackedLattice(const Flags& flags, const std::string& name,
       .Add("server_product_ms", product_s * 1e3)
       .Add("client_ms", (query_s + decode_s) * 1e3)
       .Add("client_query_ms", query_s * 1e3)
+      .Add("client_prepare_query_ms", prepare_query_s * 1e3)
+      .Add("client_finish_query_ms", finish_query_s * 1e3)
       .Add("client_decode_ms", decode_s * 1e3)
       .Add("client_keys_ms", client_keys_s * 1e3)
       .Add("query_bytes",

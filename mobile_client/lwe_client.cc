@@ -516,9 +516,19 @@ absl::Status LweClient::LookupPacked(absl::Span<const uint64_t> rows, absl::Time
   std::vector<lattice::PackedQuery> queries;
   absl::Time t0 = absl::Now();
   for (uint64_t row : rows) {
-    auto query = packed_->MakeQuery(row);
+    std::optional<lattice::PreparedQuery> prepared;
+    {
+      absl::MutexLock lock(&prepared_mu_);
+      if (!prepared_.empty()) {
+        prepared = std::move(prepared_.back());
+        prepared_.pop_back();
+      }
+    }
+    auto query =
+        prepared ? packed_->FinishQuery(row, *std::move(prepared)) : packed_->MakeQuery(row);
     if (!query.ok()) return query.status();
     queries.push_back(*std::move(query));
+    times.prepared += prepared ? 1 : 0;
   }
   times.query_ms += absl::ToDoubleMilliseconds(absl::Now() - t0);
   std::vector<std::vector<uint8_t>> responses;
@@ -720,6 +730,37 @@ CallStats LweClient::totals() const {
 }
 
 uint64_t LweClient::key_uploads() const { return keys_->uploads(); }
+
+absl::Status LweClient::PrepareQueries(uint32_t count) {
+  if (!packed()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        table_.protocol, " makes its queries per lookup; only the packed protocols prepare them"));
+  }
+  const uint64_t max_count = std::max<uint64_t>(1, kMaxPreparedBytes / table_.query_bytes);
+  {
+    absl::MutexLock lock(&prepared_mu_);
+    if (prepared_.size() + count > max_count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          count, " more prepared queries would exceed ", max_count, " (", prepared_.size(),
+          " held; ", table_.query_bytes, " bytes each, at most ", kMaxPreparedBytes, ")"));
+    }
+  }
+  std::vector<lattice::PreparedQuery> made;
+  made.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    absl::StatusOr<lattice::PreparedQuery> prepared = packed_->PrepareQuery();
+    if (!prepared.ok()) return prepared.status();
+    made.push_back(*std::move(prepared));
+  }
+  absl::MutexLock lock(&prepared_mu_);
+  for (lattice::PreparedQuery& p : made) prepared_.push_back(std::move(p));
+  return absl::OkStatus();
+}
+
+uint64_t LweClient::prepared_queries() const {
+  absl::MutexLock lock(&prepared_mu_);
+  return prepared_.size();
+}
 
 LweClientTimes LweClient::last_times() const {
   absl::MutexLock lock(&mu_);

@@ -61,6 +61,7 @@ class LweClient;
 struct LweConfig;
 class PackedClient;
 class PackedQuery;
+class PreparedQuery;
 }  // namespace veil::lattice
 
 namespace veil::client {
@@ -114,8 +115,9 @@ struct LweTableInfo {
 
 // Client-side work of the last lookup.
 struct LweClientTimes {
-  double query_ms = 0;   // making the queries (expanding A, encrypting)
-  double decode_ms = 0;  // decrypting the answers (and checking tags)
+  double query_ms = 0;    // making the queries (expanding A, encrypting)
+  double decode_ms = 0;   // decrypting the answers (and checking tags)
+  uint32_t prepared = 0;  // queries finished from prepared ones (PrepareQueries)
 };
 
 class LweClient {
@@ -152,6 +154,18 @@ class LweClient {
   absl::StatusOr<std::vector<float>> Lookup(absl::Span<const uint64_t> indices);
   // The same rows as stored: indices.size() * row_words words, bit-exact.
   absl::StatusOr<std::vector<uint32_t>> LookupWords(absl::Span<const uint64_t> indices);
+
+  // The packed protocols (lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack): makes the
+  // row-free part of `count` queries now (nearly all of a query's client work: the LWE and RLWE
+  // encryptions under fresh secrets) and keeps them for the next lookups, which then only add
+  // their rows (lattice::PackedClient::PrepareQuery). For an app's idle time; runs beside
+  // lookups. Each prepared query serves one row, once; they hold secrets (wiped when used or
+  // with the client). At most kMaxPreparedBytes of queries are kept. Returns
+  // FAILED_PRECONDITION for lwe-simple and lwe-double, INVALID_ARGUMENT beyond the bound.
+  absl::Status PrepareQueries(uint32_t count);
+  static constexpr uint64_t kMaxPreparedBytes = uint64_t{64} << 20;
+  // Prepared queries not used yet.
+  uint64_t prepared_queries() const;
 
   absl::StatusOr<rpc::StatsSnapshot> ServerStats();
 
@@ -210,6 +224,9 @@ class LweClient {
   // is adopted (table_ fixed, adopted_ set) a replica that (re)connects is checked against it.
   std::vector<std::unique_ptr<ServerConfig>> replica_configs_;
   std::atomic<bool> adopted_{false};
+
+  mutable absl::Mutex prepared_mu_;  // not held while preparing or looking up
+  std::vector<lattice::PreparedQuery> prepared_ ABSL_GUARDED_BY(prepared_mu_);
 
   mutable absl::Mutex mu_;  // serializes the calls
   CallStats last_call_ ABSL_GUARDED_BY(mu_);

@@ -22,17 +22,17 @@ extern "C" {
 /* The ABI's version. Fields are only ever appended to the structs of this header, and the version
  * bumps whenever a struct grows or functions are added (2: veil_client_options gained the TLS
  * fields; 3: layout lookups; 4: struct_size first in every options struct, row authentication
- * keys; 5: veil_lwe_client; 6: min_epoch in the client options). Every options struct starts with
- * struct_size, which the caller sets to the sizeof the struct it was compiled with: a library
- * refuses (VEIL_ERR_INVALID_ARGUMENT) a size it does not know, so an app built against another
- * veil.h is detected instead of misread. Check veil_abi_version() == VEIL_ABI_VERSION at start-up
- * as well.
+ * keys; 5: veil_lwe_client; 6: min_epoch in the client options; 7: veil_lwe_prepare_queries).
+ * Every options struct starts with struct_size, which the caller sets to the sizeof the struct it
+ * was compiled with: a library refuses (VEIL_ERR_INVALID_ARGUMENT) a size it does not know, so an
+ * app built against another veil.h is detected instead of misread. Check veil_abi_version() ==
+ * VEIL_ABI_VERSION at start-up as well.
  *
  * Handles: a closed handle, or a pointer that is not a live handle of the right kind, is refused
  * with VEIL_ERR_INVALID_ARGUMENT (handles are opaque tokens the library tracks, never reused, so
  * a closed one never names a later handle's object); closing twice is harmless. Using a handle
  * while another thread closes it is not detected. */
-#define VEIL_ABI_VERSION 6
+#define VEIL_ABI_VERSION 7
 
 /* Return codes: the negated absl::StatusCode values. */
 #define VEIL_OK 0
@@ -349,6 +349,13 @@ int veil_lwe_lookup_words(veil_lwe_client* client, const uint64_t* indices, size
                           uint32_t* out, size_t out_len);
 /* The cost of this client's last successful lookup (keys: queries sent). */
 int veil_lwe_last_call_stats(const veil_lwe_client* client, veil_call_stats* out_stats);
+/* ABI 7, packed protocols (lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack): makes the
+ * row-free part of `count` queries now (nearly all of a query's client work) and keeps them for
+ * the next lookups, which then only add their rows: call it while the app is idle (another thread
+ * may look rows up meanwhile). Each serves one row, once. *out_prepared (if not NULL) receives the
+ * prepared queries held afterwards. VEIL_ERR_FAILED_PRECONDITION for lwe-simple and lwe-double,
+ * VEIL_ERR_INVALID_ARGUMENT beyond 64 MiB of prepared queries. */
+int veil_lwe_prepare_queries(veil_lwe_client* client, uint32_t count, uint64_t* out_prepared);
 
 #ifdef __cplusplus
 }

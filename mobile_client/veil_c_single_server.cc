@@ -241,4 +241,15 @@ int veil_lwe_last_call_stats(const veil_lwe_client* client, veil_call_stats* out
   return LastCallStats(client, out_stats);
 }
 
+int veil_lwe_prepare_queries(veil_lwe_client* client, uint32_t count, uint64_t* out_prepared) {
+  return Guarded([&]() -> int {
+    if (!Resolve(client)) {
+      return Fail(absl::StatusCode::kInvalidArgument, "a live client is required");
+    }
+    if (absl::Status s = client->client->PrepareQueries(count); !s.ok()) return Fail(s);
+    if (out_prepared != nullptr) *out_prepared = client->client->prepared_queries();
+    return VEIL_OK;
+  });
+}
+
 }  // extern "C"

@@ -199,20 +199,26 @@ absl::StatusOr<std::unique_ptr<DoublePackedClient>> DoublePackedClient::Create(
       new DoublePackedClient(config, *std::move(first), second));
 }
 
-absl::StatusOr<PackedQuery> DoublePackedClient::MakeQuery(uint64_t row, RandomSource& rng) const {
-  absl::StatusOr<PackedQuery> query = first_->MakeQuery(row, rng);
-  if (!query.ok()) return query;
+absl::StatusOr<PreparedQuery> DoublePackedClient::PrepareQuery(RandomSource& rng) const {
+  absl::StatusOr<PreparedQuery> first = first_->PrepareQuery(rng);
+  if (!first.ok()) return first.status();
+  PackedQuery query = std::move(first->query_);
   // The second level asks for the window's start among the G columns of M2.
-  const uint64_t start = second_.window.StartOf(first_->ring(), config_.shape, row);
   std::vector<uint32_t> s2(kLweDimension), q2(second_.columns);
-  EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA2, second_.columns), {start},
+  EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA2, second_.columns), {kNoHot},
                           rng, absl::MakeSpan(s2), absl::MakeSpan(q2));
   absl::StatusOr<std::vector<uint8_t>> ct = EncryptLweSecret(first_->ring(), first_->secret_, s2);
   sodium_memzero(s2.data(), s2.size() * sizeof(uint32_t));
   if (!ct.ok()) return ct.status();
-  query->query.insert(query->query.end(), q2.begin(), q2.end());
-  query->ciphertext.insert(query->ciphertext.end(), ct->begin(), ct->end());
-  return query;
+  query.query.insert(query.query.end(), q2.begin(), q2.end());
+  query.ciphertext.insert(query.ciphertext.end(), ct->begin(), ct->end());
+  return Prepared(std::move(query));
+}
+
+std::vector<UnitVector> DoublePackedClient::UnitVectorsOf(uint64_t row) const {
+  const Shape& s = config_.shape;
+  return {{0, s.d0, s.column_of(row)},
+          {s.d0, second_.columns, second_.window.StartOf(first_->ring(), s, row)}};
 }
 
 absl::StatusOr<std::vector<uint32_t>> DoublePackedClient::SecondLevelPhases(

@@ -118,9 +118,9 @@ class DoublePackedClient final : public PackedClient {
   uint64_t selection_bytes() const override { return 0; }
   uint64_t response_bytes() const override { return second_.response_bytes; }
 
-  // Both queries for record `row`. Returns INVALID_ARGUMENT if row >= rows.
-  absl::StatusOr<PackedQuery> MakeQuery(uint64_t row,
-                                        RandomSource& rng = SystemRandom()) const override;
+  // A query (MakeQuery, FinishQuery) is both levels' queries and ciphertexts; all but the
+  // Deltas of the column and of the window's start is prepared ahead.
+  absl::StatusOr<PreparedQuery> PrepareQuery(RandomSource& rng = SystemRandom()) const override;
   // Returns INVALID_ARGUMENT for a response of another size, a residue or rebuilt first-level
   // residue not below its prime, a query of another row count or a record of the wrong size.
   absl::Status Decode(const PackedQuery& query, absl::Span<const uint8_t> response,
@@ -130,6 +130,10 @@ class DoublePackedClient final : public PackedClient {
   // measuring the noise. The caller wipes them. Returns INVALID_ARGUMENT for a response of
   // another size or a residue not below q'.
   absl::StatusOr<std::vector<uint32_t>> SecondLevelPhases(absl::Span<const uint8_t> response) const;
+
+ protected:
+  uint64_t rows() const override { return config_.shape.rows; }
+  std::vector<UnitVector> UnitVectorsOf(uint64_t row) const override;
 
  private:
   DoublePackedClient(const LweConfig& config, std::unique_ptr<PackedSimpleClient> first,

@@ -131,4 +131,8 @@ void EncryptFreshUnitVectors(const PublicMatrix& a, absl::Span<const uint64_t> h
   sodium_memzero(errors.data(), errors.size() * sizeof(int32_t));
 }
 
+void AddUnitVector(uint64_t hot, absl::Span<uint32_t> out) {
+  for (uint64_t i = 0; i < out.size(); ++i) out[i] += kDelta & EqualMask(i, hot);
+}
+
 }  // namespace veil::lattice

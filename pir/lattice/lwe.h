@@ -66,13 +66,17 @@ void SampleErrors(RandomSource& rng, absl::Span<int32_t> errors);
 // distribution test).
 absl::Span<const uint64_t> ErrorCdtForTesting();
 
+// A hot position that is no entry's: its vector is an encryption of zero, made ahead of the row
+// it will select (AddUnitVector adds the row's Delta later).
+inline constexpr uint64_t kNoHot = ~uint64_t{0};
+
 // For each j < hots.size(): out[j * m .. (j + 1) * m) = A * secret_j + errors_j + Delta * e_hot_j
 // (mod 2^32), the encryption of the unit vector at hots[j], where A has m rows, secret_j =
 // secrets[j * n .. (j + 1) * n) and errors_j = errors[j * m .. (j + 1) * m). Requires
-// secrets.size() == count * n, errors.size() == out.size() == count * m and every hot < m. A is
-// expanded once, block by block (never all of it), for all the vectors. The hot positions are the
-// client's secret: every entry adds Delta & mask(entry == hot) (no branch, no address chosen by
-// them).
+// secrets.size() == count * n, errors.size() == out.size() == count * m and every hot < m or
+// kNoHot. A is expanded once, block by block (never all of it), for all the vectors. The hot
+// positions are the client's secret: every entry adds Delta & mask(entry == hot) (no branch, no
+// address chosen by them).
 void EncryptUnitVectors(const PublicMatrix& a, absl::Span<const uint32_t> secrets,
                         absl::Span<const int32_t> errors, absl::Span<const uint64_t> hots,
                         absl::Span<uint32_t> out);
@@ -82,6 +86,10 @@ void EncryptUnitVectors(const PublicMatrix& a, absl::Span<const uint32_t> secret
 void EncryptFreshUnitVectors(const PublicMatrix& a, absl::Span<const uint64_t> hots,
                              RandomSource& rng, absl::Span<uint32_t> secrets,
                              absl::Span<uint32_t> out);
+
+// Turns an encryption of zero (hot kNoHot above) into the unit vector's at `hot` < out.size():
+// Delta & mask(entry == hot) added to every entry, as EncryptUnitVectors does.
+void AddUnitVector(uint64_t hot, absl::Span<uint32_t> out);
 
 // Nearest multiple of Delta = 2^24 to `noisy`, as the plaintext byte (mod 256): branch-free.
 inline uint8_t RoundToByte(uint32_t noisy) {

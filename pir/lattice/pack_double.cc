@@ -176,26 +176,20 @@ absl::StatusOr<std::unique_ptr<PackedDoubleClient>> PackedDoubleClient::Create(
       new PackedDoubleClient(config, *std::move(ring), std::move(secret), *std::move(keys)));
 }
 
-absl::StatusOr<PackedQuery> PackedDoubleClient::MakeQuery(uint64_t row, RandomSource& rng) const {
+absl::StatusOr<PreparedQuery> PackedDoubleClient::PrepareQuery(RandomSource& rng) const {
   const Shape& s = config_.shape;
-  if (row >= s.rows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("row ", row, " is outside the table (", s.rows, " rows)"));
-  }
   const uint64_t r_bytes = s.record_bytes;
   PackedQuery out;
-  out.row_ = row;
   out.query.resize(s.query_words());
   out.secrets_.resize((1 + r_bytes) * kLweDimension);
   const absl::Span<uint32_t> secrets = absl::MakeSpan(out.secrets_);
   const absl::Span<uint32_t> query = absl::MakeSpan(out.query);
   // The first level selects the column; the second, one query and secret per record byte, its
-  // rows of the first level's answer (as LweClient::MakeQueries).
-  EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA1, s.d0), {s.column_of(row)},
-                          rng, secrets.first(kLweDimension), query.first(s.d0));
-  std::vector<uint64_t> hots(r_bytes);
-  for (uint64_t j = 0; j < r_bytes; ++j) hots[j] = s.slot_of(row) * r_bytes + j;
-  EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA2, s.d1), hots, rng,
+  // rows of the first level's answer (as LweClient::MakeQueries): encryptions of zero here.
+  EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA1, s.d0), {kNoHot}, rng,
+                          secrets.first(kLweDimension), query.first(s.d0));
+  const std::vector<uint64_t> none(r_bytes, kNoHot);
+  EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA2, s.d1), none, rng,
                           secrets.subspan(kLweDimension), query.subspan(s.d0));
   out.ciphertext.reserve(r_bytes * SecretCiphertextBytes(ring_));
   for (uint64_t j = 0; j < r_bytes; ++j) {
@@ -203,6 +197,16 @@ absl::StatusOr<PackedQuery> PackedDoubleClient::MakeQuery(uint64_t row, RandomSo
         EncryptLweSecret(ring_, secret_, secrets.subspan((1 + j) * kLweDimension, kLweDimension));
     if (!ct.ok()) return ct.status();
     out.ciphertext.insert(out.ciphertext.end(), ct->begin(), ct->end());
+  }
+  return Prepared(std::move(out));
+}
+
+std::vector<UnitVector> PackedDoubleClient::UnitVectorsOf(uint64_t row) const {
+  const Shape& s = config_.shape;
+  const uint64_t r_bytes = s.record_bytes;
+  std::vector<UnitVector> out = {{0, s.d0, s.column_of(row)}};
+  for (uint64_t j = 0; j < r_bytes; ++j) {
+    out.push_back({s.d0 + j * s.d1, s.d1, s.slot_of(row) * r_bytes + j});
   }
   return out;
 }

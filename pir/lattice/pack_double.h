@@ -99,10 +99,10 @@ class PackedDoubleClient final : public PackedClient {
     return PackedDoubleResponseBytes(ring_, config_.shape);
   }
 
-  // The query for record `row`: DoublePIR's words, the R ciphertexts of the s2_j; the query
-  // keeps s1 and the s2_j (wiped with it). Returns INVALID_ARGUMENT if row >= rows.
-  absl::StatusOr<PackedQuery> MakeQuery(uint64_t row,
-                                        RandomSource& rng = SystemRandom()) const override;
+  // A query (MakeQuery, FinishQuery) is DoublePIR's words and the R ciphertexts of the s2_j; it
+  // keeps s1 and the s2_j (wiped with it). All but the Deltas of the column and of the record's
+  // rows is prepared ahead.
+  absl::StatusOr<PreparedQuery> PrepareQuery(RandomSource& rng = SystemRandom()) const override;
 
   // The record's bytes (record_bytes) from the response to `query`. Returns INVALID_ARGUMENT for
   // a response of another size, a residue ParseSwitched refuses, a query of another client (or
@@ -114,6 +114,10 @@ class PackedDoubleClient final : public PackedClient {
   // noise; the caller wipes them. Returns INVALID_ARGUMENT for a response of another size or a
   // residue ParseSwitched refuses.
   absl::StatusOr<std::vector<uint32_t>> PackedPhases(absl::Span<const uint8_t> response) const;
+
+ protected:
+  uint64_t rows() const override { return config_.shape.rows; }
+  std::vector<UnitVector> UnitVectorsOf(uint64_t row) const override;
 
  private:
   PackedDoubleClient(const LweConfig& config, RingContext ring, RlweSecret secret,

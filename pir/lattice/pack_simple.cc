@@ -282,32 +282,29 @@ uint64_t PackedSimpleClient::selection_bytes() const {
   return PackedSelectionBytes(ring_, config_.shape, protocol_);
 }
 
-absl::StatusOr<PackedQuery> PackedSimpleClient::MakeQuery(uint64_t row, RandomSource& rng) const {
+absl::StatusOr<PreparedQuery> PackedSimpleClient::PrepareQuery(RandomSource& rng) const {
   const Shape& s = config_.shape;
-  if (row >= s.rows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("row ", row, " is outside the table (", s.rows, " rows)"));
-  }
   PackedQuery out;
-  out.row_ = row;
   out.query.resize(s.query_words());
   std::vector<uint32_t> lwe_secret(kLweDimension);
-  const uint64_t column = s.column_of(row);
-  EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA1, s.d0), {column}, rng,
+  EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA1, s.d0), {kNoHot}, rng,
                           absl::MakeSpan(lwe_secret), absl::MakeSpan(out.query));
   absl::StatusOr<std::vector<uint8_t>> ciphertext = EncryptLweSecret(ring_, secret_, lwe_secret);
   // The client needs s no longer: packed answers decrypt with z.
   sodium_memzero(lwe_secret.data(), lwe_secret.size() * sizeof(uint32_t));
   if (!ciphertext.ok()) return ciphertext.status();
   out.ciphertext = *std::move(ciphertext);
-  if (protocol_ == PackedProtocol::kHybrid) {
-    const HybridWindow window = HybridWindowFor(ring_, s);
-    absl::StatusOr<std::vector<uint8_t>> selection =
-        MakeHybridSelection(ring_, secret_, window, window.StartOf(ring_, s, row));
-    if (!selection.ok()) return selection.status();
-    out.selection = *std::move(selection);
-  }
-  return out;
+  return Prepared(std::move(out));
+}
+
+std::vector<UnitVector> PackedSimpleClient::UnitVectorsOf(uint64_t row) const {
+  return {{0, config_.shape.d0, config_.shape.column_of(row)}};
+}
+
+absl::StatusOr<std::vector<uint8_t>> PackedSimpleClient::SelectionOf(uint64_t row) const {
+  if (protocol_ != PackedProtocol::kHybrid) return std::vector<uint8_t>();
+  const HybridWindow window = HybridWindowFor(ring_, config_.shape);
+  return MakeHybridSelection(ring_, secret_, window, window.StartOf(ring_, config_.shape, row));
 }
 
 absl::Status PackedSimpleClient::Decode(uint64_t row, absl::Span<const uint8_t> response,

@@ -174,11 +174,10 @@ class PackedSimpleClient final : public PackedClient {
   uint64_t response_bytes() const override;
   PackedProtocol protocol() const { return protocol_; }
 
-  // The query for record `row`: the SimplePIR query for its column (a fresh LWE secret s,
-  // wiped as soon as it is encrypted), the ciphertext of s and (the hybrid) the selection of
-  // its window. Returns INVALID_ARGUMENT if row >= rows.
-  absl::StatusOr<PackedQuery> MakeQuery(uint64_t row,
-                                        RandomSource& rng = SystemRandom()) const override;
+  // A query (MakeQuery, FinishQuery) is the SimplePIR query for the record's column (a fresh LWE
+  // secret s, wiped as soon as it is encrypted), the ciphertext of s and (the hybrid) the
+  // selection of its window; all but the column's Delta and the selection is prepared ahead.
+  absl::StatusOr<PreparedQuery> PrepareQuery(RandomSource& rng = SystemRandom()) const override;
 
   // Record `row`'s bytes (record_bytes) from a packed response (Decode of a query is this for
   // its row). Returns INVALID_ARGUMENT for a response of another size (response_bytes()), a
@@ -189,6 +188,11 @@ class PackedSimpleClient final : public PackedClient {
                       absl::Span<uint8_t> record) const override {
     return Decode(query.row(), response, record);
   }
+
+ protected:
+  uint64_t rows() const override { return config_.shape.rows; }
+  std::vector<UnitVector> UnitVectorsOf(uint64_t row) const override;
+  absl::StatusOr<std::vector<uint8_t>> SelectionOf(uint64_t row) const override;
 
  private:
   friend class DoublePackedClient;  // its second level uses z and the first level's decoding

@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,49 @@ PackedQuery& PackedQuery::operator=(PackedQuery&& other) noexcept {
 
 PackedQuery::~PackedQuery() {
   if (!secrets_.empty()) sodium_memzero(secrets_.data(), secrets_.size() * sizeof(uint32_t));
+}
+
+PackedClient::PackedClient()
+    : id_([] {
+        static std::atomic<uint64_t> next{1};
+        return next++;
+      }()) {}
+
+PreparedQuery PackedClient::Prepared(PackedQuery query) const {
+  PreparedQuery prepared;
+  prepared.owner_ = id_;
+  prepared.query_ = std::move(query);
+  return prepared;
+}
+
+absl::StatusOr<PackedQuery> PackedClient::MakeQuery(uint64_t row, RandomSource& rng) const {
+  if (row >= rows()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("row ", row, " is outside the table (", rows(), " rows)"));
+  }
+  absl::StatusOr<PreparedQuery> prepared = PrepareQuery(rng);
+  if (!prepared.ok()) return prepared.status();
+  return FinishQuery(row, *std::move(prepared));
+}
+
+absl::StatusOr<PackedQuery> PackedClient::FinishQuery(uint64_t row, PreparedQuery prepared) const {
+  if (row >= rows()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("row ", row, " is outside the table (", rows(), " rows)"));
+  }
+  PackedQuery query = std::move(prepared.query_);
+  if (prepared.owner_ != id_ || query.query.size() != query_words()) {
+    return absl::InvalidArgumentError(
+        "a prepared query of another client (or moved from): prepare it with this client");
+  }
+  for (const UnitVector& v : UnitVectorsOf(row)) {
+    AddUnitVector(v.index, absl::MakeSpan(query.query).subspan(v.begin, v.length));
+  }
+  absl::StatusOr<std::vector<uint8_t>> selection = SelectionOf(row);
+  if (!selection.ok()) return selection.status();
+  query.selection = *std::move(selection);
+  query.row_ = row;
+  return query;
 }
 
 namespace internal {

@@ -135,11 +135,38 @@ class PackedQuery {
   uint64_t row() const { return row_; }
 
  private:
+  friend class PackedClient;
   friend class PackedSimpleClient;
   friend class PackedDoubleClient;
   friend class DoublePackedClient;
   uint64_t row_ = 0;
   std::vector<uint32_t> secrets_;
+};
+
+// The part of a query that does not depend on its row, made ahead (PackedClient::PrepareQuery):
+// the encryptions of zero vectors under fresh secrets and the secrets' RLWE ciphertexts. One
+// query's worth: PackedClient::FinishQuery consumes it. Its secrets are wiped on destruction.
+class PreparedQuery {
+ public:
+  PreparedQuery() = default;
+  PreparedQuery(PreparedQuery&&) = default;
+  PreparedQuery& operator=(PreparedQuery&&) = default;
+
+ private:
+  friend class PackedClient;
+  friend class PackedSimpleClient;
+  friend class PackedDoubleClient;
+  friend class DoublePackedClient;
+  uint64_t owner_ = 0;  // PackedClient::id_ of the client that made it
+  PackedQuery query_;   // row-free: every unit vector's hot entry is missing its Delta
+};
+
+// Where a query's unit vector lies: words [begin, begin + length) of the query words encrypt the
+// unit vector whose hot entry is `index` (index < length).
+struct UnitVector {
+  uint64_t begin = 0;
+  uint64_t length = 0;
+  uint64_t index = 0;
 };
 
 class PackedServer {
@@ -191,6 +218,7 @@ class PackedServer {
 
 class PackedClient {
  public:
+  PackedClient();
   virtual ~PackedClient() = default;
 
   virtual const RingContext& ring() const = 0;
@@ -201,14 +229,36 @@ class PackedClient {
   virtual uint64_t selection_bytes() const = 0;
   virtual uint64_t response_bytes() const = 0;
 
-  // The query for record `row`. Returns INVALID_ARGUMENT if row >= rows.
-  virtual absl::StatusOr<PackedQuery> MakeQuery(uint64_t row,
-                                                RandomSource& rng = SystemRandom()) const = 0;
+  // The query for record `row`: FinishQuery(row, PrepareQuery(rng)). Returns INVALID_ARGUMENT if
+  // row >= rows.
+  absl::StatusOr<PackedQuery> MakeQuery(uint64_t row, RandomSource& rng = SystemRandom()) const;
+  // A query's row-free part: nearly all of MakeQuery's time (the LWE encryptions over the public
+  // matrices, the RLWE encryptions of their secrets), so an app can make it ahead, while idle.
+  // Each serves one query.
+  virtual absl::StatusOr<PreparedQuery> PrepareQuery(RandomSource& rng = SystemRandom()) const = 0;
+  // The query for record `row` from `prepared`: Delta added at each unit vector's hot entry by a
+  // masked pass over the vector (no address chosen by the row), and the hybrid's selection.
+  // Returns INVALID_ARGUMENT if row >= rows or `prepared` is another client's (or moved from).
+  absl::StatusOr<PackedQuery> FinishQuery(uint64_t row, PreparedQuery prepared) const;
   // The record's bytes (record_bytes) from the response to `query`. Returns INVALID_ARGUMENT for
   // a response of another size or with a residue not below its prime, a query of another client
   // or a record span of the wrong size.
   virtual absl::Status Decode(const PackedQuery& query, absl::Span<const uint8_t> response,
                               absl::Span<uint8_t> record) const = 0;
+
+ protected:
+  virtual uint64_t rows() const = 0;
+  // The unit vectors of record `row`'s query (row < rows()).
+  virtual std::vector<UnitVector> UnitVectorsOf(uint64_t row) const = 0;
+  // lwe-hybrid: the selection of row's window (selection_bytes()); the others: empty.
+  virtual absl::StatusOr<std::vector<uint8_t>> SelectionOf(uint64_t /*row*/) const {
+    return std::vector<uint8_t>();
+  }
+  // A fresh PreparedQuery of this client holding `query` (row-free).
+  PreparedQuery Prepared(PackedQuery query) const;
+
+ private:
+  const uint64_t id_;  // distinct per client in this process
 };
 
 }  // namespace veil::lattice

@@ -150,6 +150,15 @@ TEST_F(LweClientTest, AWrongRowKeyIsDataLossNeverAWrongRow) {
   EXPECT_THAT(words.status().message(), HasSubstr("row 7 fails its authentication tag"));
 }
 
+TEST_F(LweClientTest, OnlyThePackedProtocolsPrepareQueries) {
+  auto client = LweClient::Connect(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
+  const absl::Status status = (*client)->PrepareQueries(2);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(status.message(), HasSubstr("only the packed protocols"));
+  EXPECT_EQ((*client)->prepared_queries(), 0u);
+}
+
 TEST_F(LweClientTest, ATaggedTableNeedsTheRowKey) {
   LweClientOptions o = Options();
   o.row_key_file.clear();

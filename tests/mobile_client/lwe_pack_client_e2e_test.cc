@@ -161,6 +161,52 @@ TEST_F(LwePackClientTest, TheCAbiLooksRowsUp) {
   veil_lwe_client_close(c);
 }
 
+TEST_F(LwePackClientTest, PreparedQueriesServeTheNextLookups) {
+  auto client = LweClient::Connect(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->PrepareQueries(3).ok());
+  EXPECT_EQ((*client)->prepared_queries(), 3u);
+  auto words = (*client)->LookupWords({5, kRows - 2});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, PlainWords(*table_, {5, kRows - 2}));
+  EXPECT_EQ((*client)->last_times().prepared, 2u);
+  EXPECT_EQ((*client)->prepared_queries(), 1u);
+  // One prepared left: the second row's query is made whole.
+  words = (*client)->LookupWords({9, 10});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, PlainWords(*table_, {9, 10}));
+  EXPECT_EQ((*client)->last_times().prepared, 1u);
+  EXPECT_EQ((*client)->prepared_queries(), 0u);
+
+  // Bounded: 64 MiB of queries at most.
+  const uint64_t max = LweClient::kMaxPreparedBytes / (*client)->table().query_bytes;
+  auto refused = (*client)->PrepareQueries(static_cast<uint32_t>(max + 1));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_EQ((*client)->prepared_queries(), 0u);
+
+  // Through the C ABI, while lookups go on.
+  veil_lwe_client_options options;
+  std::memset(&options, 0, sizeof(options));
+  options.struct_size = sizeof(options);
+  const std::string address = server_->address();
+  options.server = address.c_str();
+  options.protocol = "lwe-exppack-s";
+  options.row_key_file = key_file_->c_str();
+  veil_lwe_client* c = nullptr;
+  ASSERT_EQ(veil_lwe_client_connect(&options, &c), VEIL_OK) << veil_last_error();
+  uint64_t held = 0;
+  ASSERT_EQ(veil_lwe_prepare_queries(c, 2, &held), VEIL_OK) << veil_last_error();
+  EXPECT_EQ(held, 2u);
+  const uint64_t indices[] = {kRows - 1};
+  std::vector<uint32_t> row(table_->row_words() - embedding::TagWords(table_->row_tag()));
+  ASSERT_EQ(veil_lwe_lookup_words(c, indices, 1, row.data(), row.size()), VEIL_OK)
+      << veil_last_error();
+  EXPECT_EQ(row, PlainWords(*table_, {kRows - 1}));
+  ASSERT_EQ(veil_lwe_prepare_queries(c, 0, &held), VEIL_OK);
+  EXPECT_EQ(held, 1u);
+  veil_lwe_client_close(c);
+}
+
 TEST_F(LwePackClientTest, ARestartedReplicaIsSentTheKeysBeforeItsFirstQuery) {
   // Two replicas of the same table, "first,second": the keys go to the replica Connect uses.
   // Both stop and the second's address serves again (a new process): its new connection is sent
