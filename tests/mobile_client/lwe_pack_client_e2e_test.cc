@@ -81,6 +81,19 @@ class LwePackClientTest : public ::testing::Test {
     return o;
   }
 
+  // A C ABI client of the server (nullptr on failure: veil_last_error says why).
+  static veil_lwe_client* ConnectCAbi() {
+    veil_lwe_client_options options;
+    std::memset(&options, 0, sizeof(options));
+    options.struct_size = sizeof(options);
+    const std::string address = server_->address();
+    options.server = address.c_str();
+    options.protocol = "lwe-exppack-s";
+    options.row_key_file = key_file_->c_str();
+    veil_lwe_client* c = nullptr;
+    return veil_lwe_client_connect(&options, &c) == VEIL_OK ? c : nullptr;
+  }
+
   static embedding::Table* table_;
   static std::string* table_path_;
   static std::string* key_file_;
@@ -140,15 +153,8 @@ TEST_F(LwePackClientTest, LookupsDecryptToTheRowsWithTheBytesOfTheFormulas) {
 }
 
 TEST_F(LwePackClientTest, TheCAbiLooksRowsUp) {
-  veil_lwe_client_options options;
-  std::memset(&options, 0, sizeof(options));
-  options.struct_size = sizeof(options);
-  const std::string address = server_->address();
-  options.server = address.c_str();
-  options.protocol = "lwe-exppack-s";
-  options.row_key_file = key_file_->c_str();
-  veil_lwe_client* c = nullptr;
-  ASSERT_EQ(veil_lwe_client_connect(&options, &c), VEIL_OK) << veil_last_error();
+  veil_lwe_client* c = ConnectCAbi();
+  ASSERT_NE(c, nullptr) << veil_last_error();
   veil_lwe_table_info info;
   ASSERT_EQ(veil_lwe_client_table_info(c, &info), VEIL_OK);
   EXPECT_EQ(info.rows, kRows);
@@ -185,15 +191,8 @@ TEST_F(LwePackClientTest, PreparedQueriesServeTheNextLookups) {
   EXPECT_EQ((*client)->prepared_queries(), 0u);
 
   // Through the C ABI, while lookups go on.
-  veil_lwe_client_options options;
-  std::memset(&options, 0, sizeof(options));
-  options.struct_size = sizeof(options);
-  const std::string address = server_->address();
-  options.server = address.c_str();
-  options.protocol = "lwe-exppack-s";
-  options.row_key_file = key_file_->c_str();
-  veil_lwe_client* c = nullptr;
-  ASSERT_EQ(veil_lwe_client_connect(&options, &c), VEIL_OK) << veil_last_error();
+  veil_lwe_client* c = ConnectCAbi();
+  ASSERT_NE(c, nullptr) << veil_last_error();
   uint64_t held = 0;
   ASSERT_EQ(veil_lwe_prepare_queries(c, 2, &held), VEIL_OK) << veil_last_error();
   EXPECT_EQ(held, 2u);
