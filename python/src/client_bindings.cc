@@ -277,6 +277,14 @@ void RegisterClient(py::module_& m) {
              }
              return StatsDict(stats);
            })
+      .def("prepare_queries",
+           [](LweClient& c, uint32_t count) {
+             {
+               py::gil_scoped_release release;
+               ThrowIfError(c.PrepareQueries(count));
+             }
+             return c.prepared_queries();
+           })
       .def("last_call", [](const LweClient& c) { return CallDict(c.last_call()); })
       .def("totals", [](const LweClient& c) { return CallDict(c.totals()); });
 }

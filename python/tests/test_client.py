@@ -235,6 +235,10 @@ def test_an_exppack_server_gives_the_same_rows_without_a_hint(tmp_path, weight, 
         with pytest.raises(veil.Error) as unimplemented:
             client.lookup_pooled([[1, 2]])
         assert unimplemented.value.code == veil.StatusCode.UNIMPLEMENTED
+        # Queries made ahead serve the next rows, once each.
+        assert client.prepare_queries(2) == 2
+        assert torch.equal(client.lookup([7, 8, 9]), weight[[7, 8, 9]])
+        assert client.prepare_queries(0) == 0
 
 
 @pytest.mark.parametrize("protocol", ["lwe-simple", "lwe-double"])
@@ -253,6 +257,8 @@ def test_one_lwe_server_gives_the_same_rows(tmp_path, weight, protocol):
         assert torch.equal(client.lookup_words(rows), weight[rows].view(torch.int32))
         assert client.last_call()["keys"] == 4
         assert client.stats()["keys"] >= 4
+        with pytest.raises(veil.FailedPreconditionError, match="only the packed"):
+            client.prepare_queries(1)
         # A second client finds the hint in the cache.
         again = veil.Client(server.addresses[0], protocol=protocol, hint_cache=hints)
         assert again.native.hint_from_cache()
