@@ -531,6 +531,20 @@ absl::Status Lattice(const Flags& flags) {
   const double decode_s = MedianSeconds([&] {
     status.Update(setup->client->Decode(one->pending[0], one->answers, absl::MakeSpan(record)));
   });
+  // The same query made ahead (PrepareLookups) and finished at lookup time (FinishQuery).
+  std::vector<lattice::PreparedLookup> ahead;
+  const double prepare_query_s =
+      MedianSeconds([&] { ahead = setup->client->PrepareLookups(1); }, 0, 3, 10);
+  ahead = setup->client->PrepareLookups(10);
+  size_t next_ahead = 0;
+  const double finish_query_s = MedianSeconds(
+      [&] {
+        status.Update(setup->client
+                          ->FinishQuery(one->rows[0], std::move(ahead[next_ahead++]),
+                                        absl::MakeSpan(one->queries))
+                          .status());
+      },
+      0, static_cast<int>(ahead.size()), 10);
   if (!status.ok()) return status;
   // Server: one batch.
   absl::StatusOr<Batch> b = MakeBatch(*setup, batch, 4);
@@ -548,6 +562,8 @@ absl::Status Lattice(const Flags& flags) {
       .Add("server_ms_per_query", server_s * 1e3 / batch)
       .Add("client_ms", (query_s + decode_s) * 1e3)
       .Add("client_query_ms", query_s * 1e3)
+      .Add("client_prepare_query_ms", prepare_query_s * 1e3)
+      .Add("client_finish_query_ms", finish_query_s * 1e3)
       .Add("client_decode_ms", decode_s * 1e3)
       .Add("query_bytes", 4 * s.query_words())
       .Add("response_bytes", 4 * s.answer_words())

@@ -643,8 +643,26 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
       const uint64_t qw = lwe_->shape().query_words(), aw = lwe_->shape().answer_words();
       std::vector<uint32_t> queries(n * qw), answers(n * aw);
       absl::Time t0 = absl::Now();
-      auto pending = lwe_->MakeQueries(wave, absl::MakeSpan(queries));
+      // The first rows from prepared lookups, the rest made here in one pass over A.
+      std::vector<lattice::PreparedLookup> prepared;
+      {
+        absl::MutexLock lock(&prepared_mu_);
+        while (prepared.size() < n && !prepared_lookups_.empty()) {
+          prepared.push_back(std::move(prepared_lookups_.back()));
+          prepared_lookups_.pop_back();
+        }
+      }
+      const size_t ahead = prepared.size();
+      auto pending =
+          lwe_->MakeQueries(wave.subspan(ahead), absl::MakeSpan(queries).subspan(ahead * qw));
       if (!pending.ok()) return pending.status();
+      for (size_t i = 0; i < ahead; ++i) {
+        auto lookup = lwe_->FinishQuery(wave[i], std::move(prepared[i]),
+                                        absl::MakeSpan(queries).subspan(i * qw, qw));
+        if (!lookup.ok()) return lookup.status();
+        pending->insert(pending->begin() + i, *std::move(lookup));
+      }
+      times.prepared += static_cast<uint32_t>(ahead);
       times.query_ms += absl::ToDoubleMilliseconds(absl::Now() - t0);
       if (absl::Status s = SendQueries(queries, n, deadline, absl::MakeSpan(answers)); !s.ok()) {
         return s;
@@ -732,18 +750,17 @@ CallStats LweClient::totals() const {
 uint64_t LweClient::key_uploads() const { return keys_->uploads(); }
 
 absl::Status LweClient::PrepareQueries(uint32_t count) {
-  if (!packed()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        table_.protocol, " makes its queries per lookup; only the packed protocols prepare them"));
-  }
   const uint64_t max_count = std::max<uint64_t>(1, kMaxPreparedBytes / table_.query_bytes);
-  {
+  if (const uint64_t held = prepared_queries(); held + count > max_count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        count, " more prepared queries would exceed ", max_count, " (", held, " held; ",
+        table_.query_bytes, " bytes each, at most ", kMaxPreparedBytes, ")"));
+  }
+  if (!packed()) {
+    std::vector<lattice::PreparedLookup> made = lwe_->PrepareLookups(count);
     absl::MutexLock lock(&prepared_mu_);
-    if (prepared_.size() + count > max_count) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          count, " more prepared queries would exceed ", max_count, " (", prepared_.size(),
-          " held; ", table_.query_bytes, " bytes each, at most ", kMaxPreparedBytes, ")"));
-    }
+    for (lattice::PreparedLookup& p : made) prepared_lookups_.push_back(std::move(p));
+    return absl::OkStatus();
   }
   std::vector<lattice::PreparedQuery> made;
   made.reserve(count);
@@ -759,7 +776,7 @@ absl::Status LweClient::PrepareQueries(uint32_t count) {
 
 uint64_t LweClient::prepared_queries() const {
   absl::MutexLock lock(&prepared_mu_);
-  return prepared_.size();
+  return prepared_.size() + prepared_lookups_.size();
 }
 
 LweClientTimes LweClient::last_times() const {

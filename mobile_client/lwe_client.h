@@ -61,6 +61,7 @@ class LweClient;
 struct LweConfig;
 class PackedClient;
 class PackedQuery;
+class PreparedLookup;
 class PreparedQuery;
 }  // namespace veil::lattice
 
@@ -155,13 +156,13 @@ class LweClient {
   // The same rows as stored: indices.size() * row_words words, bit-exact.
   absl::StatusOr<std::vector<uint32_t>> LookupWords(absl::Span<const uint64_t> indices);
 
-  // The packed protocols (lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack): makes the
-  // row-free part of `count` queries now (nearly all of a query's client work: the LWE and RLWE
-  // encryptions under fresh secrets) and keeps them for the next lookups, which then only add
-  // their rows (lattice::PackedClient::PrepareQuery). For an app's idle time; runs beside
-  // lookups. Each prepared query serves one row, once; they hold secrets (wiped when used or
-  // with the client). At most kMaxPreparedBytes of queries are kept. Returns
-  // FAILED_PRECONDITION for lwe-simple and lwe-double, INVALID_ARGUMENT beyond the bound.
+  // Makes the row-free part of `count` queries now (nearly all of a query's client work: the
+  // LWE encryptions of zero under fresh secrets and, for the packed protocols, the RLWE
+  // ciphertexts of those secrets) and keeps them for the next lookups, which then only add their
+  // rows (lattice::LweClient::PrepareLookups, lattice::PackedClient::PrepareQuery). For an app's
+  // idle time; runs beside lookups. Each prepared query serves one row, once; they hold secrets
+  // (wiped when used or with the client). At most kMaxPreparedBytes of queries are kept.
+  // Returns INVALID_ARGUMENT beyond the bound.
   absl::Status PrepareQueries(uint32_t count);
   static constexpr uint64_t kMaxPreparedBytes = uint64_t{64} << 20;
   // Prepared queries not used yet.
@@ -226,7 +227,8 @@ class LweClient {
   std::atomic<bool> adopted_{false};
 
   mutable absl::Mutex prepared_mu_;  // not held while preparing or looking up
-  std::vector<lattice::PreparedQuery> prepared_ ABSL_GUARDED_BY(prepared_mu_);
+  std::vector<lattice::PreparedQuery> prepared_ ABSL_GUARDED_BY(prepared_mu_);  // packed
+  std::vector<lattice::PreparedLookup> prepared_lookups_ ABSL_GUARDED_BY(prepared_mu_);
 
   mutable absl::Mutex mu_;  // serializes the calls
   CallStats last_call_ ABSL_GUARDED_BY(mu_);

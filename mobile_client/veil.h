@@ -349,12 +349,11 @@ int veil_lwe_lookup_words(veil_lwe_client* client, const uint64_t* indices, size
                           uint32_t* out, size_t out_len);
 /* The cost of this client's last successful lookup (keys: queries sent). */
 int veil_lwe_last_call_stats(const veil_lwe_client* client, veil_call_stats* out_stats);
-/* ABI 7, packed protocols (lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack): makes the
- * row-free part of `count` queries now (nearly all of a query's client work) and keeps them for
- * the next lookups, which then only add their rows: call it while the app is idle (another thread
- * may look rows up meanwhile). Each serves one row, once. *out_prepared (if not NULL) receives the
- * prepared queries held afterwards. VEIL_ERR_FAILED_PRECONDITION for lwe-simple and lwe-double,
- * VEIL_ERR_INVALID_ARGUMENT beyond 64 MiB of prepared queries. */
+/* ABI 7: makes the row-free part of `count` queries now (nearly all of a query's client work)
+ * and keeps them for the next lookups, which then only add their rows: call it while the app is
+ * idle (another thread may look rows up meanwhile). Each serves one row, once. *out_prepared (if
+ * not NULL) receives the prepared queries held afterwards. VEIL_ERR_INVALID_ARGUMENT beyond
+ * 64 MiB of prepared queries. */
 int veil_lwe_prepare_queries(veil_lwe_client* client, uint32_t count, uint64_t* out_prepared);
 
 #ifdef __cplusplus

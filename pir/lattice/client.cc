@@ -84,8 +84,19 @@ absl::StatusOr<std::vector<PendingLookup>> LweClient::MakeQueries(absl::Span<con
     return absl::InvalidArgumentError(
         absl::StrCat("the queries hold ", queries.size(), " words, expected ", count, " x ", qw));
   }
+  return Encrypt(rows, count, queries, rng);
+}
+
+std::vector<PendingLookup> LweClient::Encrypt(absl::Span<const uint64_t> rows, uint64_t count,
+                                              absl::Span<uint32_t> queries,
+                                              RandomSource& rng) const {
+  const Shape& s = config_.shape;
+  const uint64_t qw = s.query_words();
+  if (count == 0) return {};  // not even A's expansion
   std::vector<uint64_t> columns(count);
-  for (uint64_t i = 0; i < count; ++i) columns[i] = s.column_of(rows[i]);
+  for (uint64_t i = 0; i < count; ++i) {
+    columns[i] = rows.empty() ? kNoHot : s.column_of(rows[i]);
+  }
   // First level: the record's column (SimplePIR writes the queries in place).
   std::vector<uint32_t> s1(count * kN);
   std::vector<uint32_t> q1(s.protocol == Protocol::kSimplePir ? 0 : count * s.d0);
@@ -94,7 +105,7 @@ absl::StatusOr<std::vector<PendingLookup>> LweClient::MakeQueries(absl::Span<con
                           s.protocol == Protocol::kSimplePir ? queries : absl::MakeSpan(q1));
   std::vector<PendingLookup> lookups(count);
   for (uint64_t i = 0; i < count; ++i) {
-    lookups[i].row_ = rows[i];
+    lookups[i].row_ = rows.empty() ? 0 : rows[i];
     lookups[i].secrets_.assign(s1.begin() + i * kN, s1.begin() + (i + 1) * kN);
   }
   sodium_memzero(s1.data(), s1.size() * sizeof(uint32_t));
@@ -103,7 +114,9 @@ absl::StatusOr<std::vector<PendingLookup>> LweClient::MakeQueries(absl::Span<con
   const uint64_t r_bytes = s.record_bytes;
   std::vector<uint64_t> hots(count * r_bytes);
   for (uint64_t i = 0; i < count; ++i) {
-    for (uint64_t j = 0; j < r_bytes; ++j) hots[i * r_bytes + j] = s.slot_of(rows[i]) * r_bytes + j;
+    for (uint64_t j = 0; j < r_bytes; ++j) {
+      hots[i * r_bytes + j] = rows.empty() ? kNoHot : s.slot_of(rows[i]) * r_bytes + j;
+    }
   }
   std::vector<uint32_t> s2(hots.size() * kN), q2(hots.size() * s.d1);
   EncryptFreshUnitVectors(PublicMatrix(config_.seed, MatrixDomain::kA2, s.d1), hots, rng,
@@ -116,6 +129,40 @@ absl::StatusOr<std::vector<PendingLookup>> LweClient::MakeQueries(absl::Span<con
   }
   sodium_memzero(s2.data(), s2.size() * sizeof(uint32_t));
   return lookups;
+}
+
+std::vector<PreparedLookup> LweClient::PrepareLookups(uint64_t count, RandomSource& rng) const {
+  const uint64_t qw = config_.shape.query_words();
+  std::vector<uint32_t> queries(count * qw);
+  std::vector<PendingLookup> lookups = Encrypt({}, count, absl::MakeSpan(queries), rng);
+  std::vector<PreparedLookup> out(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    out[i].owner_ = id_;
+    out[i].query_.assign(queries.begin() + i * qw, queries.begin() + (i + 1) * qw);
+    out[i].lookup_ = std::move(lookups[i]);
+  }
+  return out;
+}
+
+absl::StatusOr<PendingLookup> LweClient::FinishQuery(uint64_t row, PreparedLookup prepared,
+                                                     absl::Span<uint32_t> query) const {
+  const Shape& s = config_.shape;
+  if (row >= s.rows || query.size() != s.query_words()) {
+    return absl::InvalidArgumentError(absl::StrCat("row ", row, " of ", s.rows, ", a query of ",
+                                                   query.size(), " words (expected ",
+                                                   s.query_words(), ")"));
+  }
+  if (prepared.owner_ != id_ || prepared.query_.size() != query.size()) {
+    return absl::InvalidArgumentError(
+        "a prepared lookup of another client (or moved from): prepare it with this client");
+  }
+  std::copy(prepared.query_.begin(), prepared.query_.end(), query.begin());
+  for (const UnitVector& v : QueryUnitVectors(s, row)) {
+    AddUnitVector(v.index, query.subspan(v.begin, v.length));
+  }
+  PendingLookup lookup = std::move(prepared.lookup_);
+  lookup.row_ = row;
+  return lookup;
 }
 
 absl::Status LweClient::Decode(const PendingLookup& lookup, absl::Span<const uint32_t> answer,

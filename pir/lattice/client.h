@@ -35,6 +35,22 @@ class PendingLookup {
   std::vector<uint32_t> secrets_;
 };
 
+// A lookup's query made ahead of its row (LweClient::PrepareLookup): the encryptions of zero
+// vectors under fresh secrets, which LweClient::FinishQuery turns into the row's query by adding
+// Delta at each unit vector's hot entry. One lookup's worth; its secrets are wiped on destruction.
+class PreparedLookup {
+ public:
+  PreparedLookup() = default;
+  PreparedLookup(PreparedLookup&&) = default;
+  PreparedLookup& operator=(PreparedLookup&&) = default;
+
+ private:
+  friend class LweClient;
+  uint64_t owner_ = 0;           // LweClient::id_ of the client that made it
+  std::vector<uint32_t> query_;  // shape().query_words() words, row-free
+  PendingLookup lookup_;         // the secrets
+};
+
 // Decryption noise of one lookup: the largest distance of a decrypted value from its multiple of
 // Delta = 2^24 (decoding fails beyond 2^23), at each level, and the first level's sum of squared
 // noise over its decrypted elements (SimplePIR decrypts all D1 elements of the column).
@@ -65,6 +81,17 @@ class LweClient {
                                                          absl::Span<uint32_t> queries,
                                                          RandomSource& rng = SystemRandom()) const;
 
+  // MakeQueries in two steps: `count` lookups' row-free part (nearly all of the work: A's
+  // expansion and the products with fresh secrets), made ahead, e.g. while an app is idle; then
+  // the query for record `row` from one of them (Delta added at each unit vector's hot entry by
+  // a masked pass, no address chosen by the row), written to `query` (query_words() words).
+  // FinishQuery returns INVALID_ARGUMENT if row >= rows, query has the wrong size or `prepared`
+  // is another client's (or moved from).
+  std::vector<PreparedLookup> PrepareLookups(uint64_t count,
+                                             RandomSource& rng = SystemRandom()) const;
+  absl::StatusOr<PendingLookup> FinishQuery(uint64_t row, PreparedLookup prepared,
+                                            absl::Span<uint32_t> query) const;
+
   // The record's bytes (shape().record_bytes) from the server's answer
   // (shape().answer_words() words). `noise`, if not null, receives the decryption noise.
   // Returns INVALID_ARGUMENT if a span has the wrong size.
@@ -73,11 +100,16 @@ class LweClient {
 
  private:
   LweClient(const LweConfig& config, std::vector<uint32_t> hint);
+  // MakeQueries' encryptions for `count` lookups, of `rows` (count of them) or, rows empty, of
+  // zero vectors (PrepareLookups). `queries` holds count * query_words() words.
+  std::vector<PendingLookup> Encrypt(absl::Span<const uint64_t> rows, uint64_t count,
+                                     absl::Span<uint32_t> queries, RandomSource& rng) const;
   absl::Status DecodeDouble(const PendingLookup& lookup, absl::Span<const uint32_t> answer,
                             absl::Span<uint8_t> record, DecodeNoise& noise) const;
 
   LweConfig config_;
   std::vector<uint32_t> hint_;  // SimplePIR H (D1 x n); DoublePIR H2 (4n x n)
+  const uint64_t id_ = NewClientId();
 };
 
 }  // namespace veil::lattice

@@ -216,9 +216,10 @@ absl::StatusOr<PreparedQuery> DoublePackedClient::PrepareQuery(RandomSource& rng
 }
 
 std::vector<UnitVector> DoublePackedClient::UnitVectorsOf(uint64_t row) const {
-  const Shape& s = config_.shape;
-  return {{0, s.d0, s.column_of(row)},
-          {s.d0, second_.columns, second_.window.StartOf(first_->ring(), s, row)}};
+  std::vector<UnitVector> out = QueryUnitVectors(config_.shape, row);
+  out.push_back({config_.shape.d0, second_.columns,
+                 second_.window.StartOf(first_->ring(), config_.shape, row)});
+  return out;
 }
 
 absl::StatusOr<std::vector<uint32_t>> DoublePackedClient::SecondLevelPhases(

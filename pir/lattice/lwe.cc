@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -129,6 +130,11 @@ void EncryptFreshUnitVectors(const PublicMatrix& a, absl::Span<const uint64_t> h
   SampleErrors(rng, absl::MakeSpan(errors));
   EncryptUnitVectors(a, secrets, errors, hots, out);
   sodium_memzero(errors.data(), errors.size() * sizeof(int32_t));
+}
+
+uint64_t NewClientId() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
 }
 
 void AddUnitVector(uint64_t hot, absl::Span<uint32_t> out) {

@@ -87,6 +87,10 @@ void EncryptFreshUnitVectors(const PublicMatrix& a, absl::Span<const uint64_t> h
                              RandomSource& rng, absl::Span<uint32_t> secrets,
                              absl::Span<uint32_t> out);
 
+// A number no other client object of this process got: what ties a query prepared ahead to the
+// client that made it.
+uint64_t NewClientId();
+
 // Turns an encryption of zero (hot kNoHot above) into the unit vector's at `hot` < out.size():
 // Delta & mask(entry == hot) added to every entry, as EncryptUnitVectors does.
 void AddUnitVector(uint64_t hot, absl::Span<uint32_t> out);

@@ -202,13 +202,7 @@ absl::StatusOr<PreparedQuery> PackedDoubleClient::PrepareQuery(RandomSource& rng
 }
 
 std::vector<UnitVector> PackedDoubleClient::UnitVectorsOf(uint64_t row) const {
-  const Shape& s = config_.shape;
-  const uint64_t r_bytes = s.record_bytes;
-  std::vector<UnitVector> out = {{0, s.d0, s.column_of(row)}};
-  for (uint64_t j = 0; j < r_bytes; ++j) {
-    out.push_back({s.d0 + j * s.d1, s.d1, s.slot_of(row) * r_bytes + j});
-  }
-  return out;
+  return QueryUnitVectors(config_.shape, row);
 }
 
 absl::StatusOr<std::vector<uint32_t>> PackedDoubleClient::PackedPhases(

@@ -298,7 +298,7 @@ absl::StatusOr<PreparedQuery> PackedSimpleClient::PrepareQuery(RandomSource& rng
 }
 
 std::vector<UnitVector> PackedSimpleClient::UnitVectorsOf(uint64_t row) const {
-  return {{0, config_.shape.d0, config_.shape.column_of(row)}};
+  return QueryUnitVectors(config_.shape, row);
 }
 
 absl::StatusOr<std::vector<uint8_t>> PackedSimpleClient::SelectionOf(uint64_t row) const {

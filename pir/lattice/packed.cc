@@ -3,7 +3,6 @@
 #include <sodium.h>
 
 #include <algorithm>
-#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,11 +27,7 @@ PackedQuery::~PackedQuery() {
   if (!secrets_.empty()) sodium_memzero(secrets_.data(), secrets_.size() * sizeof(uint32_t));
 }
 
-PackedClient::PackedClient()
-    : id_([] {
-        static std::atomic<uint64_t> next{1};
-        return next++;
-      }()) {}
+PackedClient::PackedClient() : id_(NewClientId()) {}
 
 PreparedQuery PackedClient::Prepared(PackedQuery query) const {
   PreparedQuery prepared;

@@ -161,14 +161,6 @@ class PreparedQuery {
   PackedQuery query_;   // row-free: every unit vector's hot entry is missing its Delta
 };
 
-// Where a query's unit vector lies: words [begin, begin + length) of the query words encrypt the
-// unit vector whose hot entry is `index` (index < length).
-struct UnitVector {
-  uint64_t begin = 0;
-  uint64_t length = 0;
-  uint64_t index = 0;
-};
-
 class PackedServer {
  public:
   virtual ~PackedServer() = default;

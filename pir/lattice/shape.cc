@@ -52,6 +52,16 @@ uint64_t Shape::query_words() const {
   return protocol == Protocol::kSimplePir ? d0 : d0 + uint64_t{record_bytes} * d1;
 }
 
+std::vector<UnitVector> QueryUnitVectors(const Shape& s, uint64_t row) {
+  std::vector<UnitVector> out = {{0, s.d0, s.column_of(row)}};
+  if (s.protocol == Protocol::kDoublePir) {
+    for (uint64_t j = 0; j < s.record_bytes; ++j) {
+      out.push_back({s.d0 + j * s.d1, s.d1, s.slot_of(row) * s.record_bytes + j});
+    }
+  }
+  return out;
+}
+
 uint64_t Shape::answer_words() const {
   return protocol == Protocol::kSimplePir
              ? d1

@@ -74,6 +74,18 @@ struct Shape {
   friend bool operator==(const Shape&, const Shape&) = default;
 };
 
+// Where a query's unit vector lies: words [begin, begin + length) of the query words encrypt the
+// unit vector whose hot entry is `index` (index < length).
+struct UnitVector {
+  uint64_t begin = 0;
+  uint64_t length = 0;
+  uint64_t index = 0;
+};
+
+// The unit vectors of record `row`'s query (row < rows): the column (D0 words); DoublePIR also
+// byte j's row of the column, slot * R + j, in the j-th block of D1 words after them.
+std::vector<UnitVector> QueryUnitVectors(const Shape& shape, uint64_t row);
+
 // Human-readable one-liner for logs and the config report.
 std::string ShapeSummary(const Shape& shape);
 

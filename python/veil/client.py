@@ -205,15 +205,14 @@ class Client:
         return self._live().stats(int(party))
 
     def prepare_queries(self, count: int) -> int:
-        """Packed LWE protocols (lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack): makes
-        the row-free part of `count` queries now (nearly all of a query's client work) for the
-        next lookups, which then only add their rows; returns how many are held. Raises
-        FailedPreconditionError for dpf2, lwe-simple and lwe-double, InvalidArgumentError beyond
+        """LWE protocols: makes the row-free part of `count` queries now (nearly all of a
+        query's client work) for the next lookups, which then only add their rows; returns how
+        many are held. Raises FailedPreconditionError for dpf2, InvalidArgumentError beyond
         64 MiB of prepared queries."""
         if self.protocol not in LWE_PROTOCOLS:
             raise FailedPreconditionError(StatusCode.FAILED_PRECONDITION,
-                                          "dpf2 keys are made per lookup; only the packed LWE "
-                                          "protocols prepare queries")
+                                          "dpf2 keys are made per lookup; only the LWE protocols "
+                                          "prepare queries")
         return self._live().prepare_queries(int(count))
 
     def last_call(self) -> Dict[str, Any]:

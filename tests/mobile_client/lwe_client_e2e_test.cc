@@ -150,13 +150,26 @@ TEST_F(LweClientTest, AWrongRowKeyIsDataLossNeverAWrongRow) {
   EXPECT_THAT(words.status().message(), HasSubstr("row 7 fails its authentication tag"));
 }
 
-TEST_F(LweClientTest, OnlyThePackedProtocolsPrepareQueries) {
+TEST_F(LweClientTest, PreparedQueriesServeTheNextLookups) {
   auto client = LweClient::Connect(Options());
   ASSERT_TRUE(client.ok()) << client.status();
-  const absl::Status status = (*client)->PrepareQueries(2);
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  EXPECT_THAT(status.message(), HasSubstr("only the packed protocols"));
+  auto table = embedding::Table::Load(path_, {});
+  ASSERT_TRUE(table.ok());
+  ASSERT_TRUE((*client)->PrepareQueries(3).ok());
+  EXPECT_EQ((*client)->prepared_queries(), 3u);
+  // Two rows from prepared lookups, then one of them and two made whole in one wave.
+  auto words = (*client)->LookupWords({0, 199});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, PlainWords(**table, {0, 199}));
+  EXPECT_EQ((*client)->last_times().prepared, 2u);
+  words = (*client)->LookupWords({17, 18, 19});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, PlainWords(**table, {17, 18, 19}));
+  EXPECT_EQ((*client)->last_times().prepared, 1u);
   EXPECT_EQ((*client)->prepared_queries(), 0u);
+  const uint64_t max = LweClient::kMaxPreparedBytes / (*client)->table().query_bytes;
+  EXPECT_EQ((*client)->PrepareQueries(static_cast<uint32_t>(max + 1)).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(LweClientTest, ATaggedTableNeedsTheRowKey) {

@@ -1,7 +1,8 @@
 // Queries prepared ahead (PackedClient::PrepareQuery, FinishQuery) for every packed protocol: the
 // row adds only Deltas (two queries finished from the same randomness for different rows differ
 // only by +-Delta at their unit vectors' hot entries; PrepareQuery takes no row), finished queries
-// decode to their records, and a prepared query serves only its client, once.
+// decode to their records, and a prepared query serves only its client, once. The same for the
+// hint protocols' LweClient::PrepareLookups.
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -11,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pir/lattice/client.h"
 #include "pir/lattice/double_pack.h"
 #include "pir/lattice/pack_double.h"
 #include "pir/lattice/pack_simple.h"
@@ -40,7 +42,7 @@ struct Served {
   he::GaloisKeys keys;
 };
 
-PackedProtocol Protocol(const Case& c) {
+PackedProtocol PackedProtocolOf(const Case& c) {
   return c.kind == Kind::kHybrid ? PackedProtocol::kHybrid : PackedProtocol::kExpPackS;
 }
 
@@ -51,7 +53,7 @@ std::unique_ptr<PackedClient> ClientOf(const Case& c, const LweConfig& config) {
     case Kind::kDoublePack:
       return *DoublePackedClient::Create(config, testing::SmallRing());
     default:
-      return *PackedSimpleClient::Create(config, testing::SmallRing(), Protocol(c));
+      return *PackedSimpleClient::Create(config, testing::SmallRing(), PackedProtocolOf(c));
   }
 }
 
@@ -61,7 +63,7 @@ Served Serve(const Case& c) {
   s.records = testing::RandomRecords(c.rows, c.record_bytes, gen);
   LweServerOptions options;
   options.shape.records_per_column = c.per_column;
-  if (c.kind == Kind::kExpPackD) options.protocol = lattice::Protocol::kDoublePir;
+  if (c.kind == Kind::kExpPackD) options.protocol = Protocol::kDoublePir;
   auto lwe =
       *LweServer::FromRecords(s.records, c.rows, c.record_bytes, testing::DigestOf(900), options);
   switch (c.kind) {
@@ -72,7 +74,8 @@ Served Serve(const Case& c) {
       s.server = *DoublePackedServer::Create(std::move(lwe), testing::SmallRing());
       break;
     default:
-      s.server = *PackedSimpleServer::Create(std::move(lwe), testing::SmallRing(), Protocol(c));
+      s.server =
+          *PackedSimpleServer::Create(std::move(lwe), testing::SmallRing(), PackedProtocolOf(c));
   }
   s.client = ClientOf(c, s.server->config());
   s.keys = *s.server->ParseKeys(s.client->expansion_keys());
@@ -150,6 +153,80 @@ INSTANTIATE_TEST_SUITE_P(Protocols, PreparedQueryTest,
                                            Case{"DoublePack", Kind::kDoublePack, 900, 100, 50, 2}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.name;
+                         });
+
+// The hint protocols: LweClient::PrepareLookups / FinishQuery, as above.
+class PreparedLookupTest : public ::testing::TestWithParam<Protocol> {};
+
+TEST_P(PreparedLookupTest, TheRowAddsOnlyDeltasAndTheQueriesDecode) {
+  std::mt19937_64 gen(testing::TestSeed("pir_lattice_test") + 901);
+  const uint64_t rows = 500;
+  const uint32_t record_bytes = 3;
+  const std::vector<uint8_t> records = testing::RandomRecords(rows, record_bytes, gen);
+  LweServerOptions options;
+  options.protocol = GetParam();
+  auto server =
+      *LweServer::FromRecords(records, rows, record_bytes, testing::DigestOf(901), options);
+  auto client = *LweClient::Create(server->config(), server->hint_blob());
+  const uint64_t qw = client->shape().query_words();
+  const uint64_t units = GetParam() == Protocol::kSimplePir ? 1 : 1 + record_bytes;
+
+  SeededSource rng_a(5), rng_b(5);
+  std::vector<uint32_t> qa(qw), qb(qw);
+  auto a =
+      client->FinishQuery(2, std::move(client->PrepareLookups(1, rng_a)[0]), absl::MakeSpan(qa));
+  auto b = client->FinishQuery(rows - 1, std::move(client->PrepareLookups(1, rng_b)[0]),
+                               absl::MakeSpan(qb));
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  uint64_t differing = 0;
+  for (uint64_t i = 0; i < qw; ++i) {
+    const uint32_t d = qa[i] - qb[i];
+    if (d == 0) continue;
+    ++differing;
+    EXPECT_TRUE(d == kDelta || d == 0u - kDelta) << "word " << i << " differs by " << d;
+  }
+  EXPECT_GT(differing, 0u);
+  EXPECT_LE(differing, 2 * units);
+
+  // Prepared in one batch, finished later, answered in one pass, decoded.
+  std::vector<PreparedLookup> prepared = client->PrepareLookups(3);
+  const std::vector<uint64_t> want = {0, rows - 1, 250};
+  std::vector<uint32_t> queries(want.size() * qw);
+  std::vector<PendingLookup> pending;
+  for (size_t i = 0; i < want.size(); ++i) {
+    auto lookup = client->FinishQuery(want[i], std::move(prepared[i]),
+                                      absl::MakeSpan(queries).subspan(i * qw, qw));
+    ASSERT_TRUE(lookup.ok()) << lookup.status();
+    pending.push_back(*std::move(lookup));
+  }
+  const uint64_t aw = client->shape().answer_words();
+  std::vector<uint32_t> answers(want.size() * aw);
+  ASSERT_TRUE(server->Answer(queries, static_cast<int>(want.size()), absl::MakeSpan(answers)).ok());
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::vector<uint8_t> record(record_bytes);
+    ASSERT_TRUE(client
+                    ->Decode(pending[i], absl::MakeConstSpan(answers).subspan(i * aw, aw),
+                             absl::MakeSpan(record))
+                    .ok());
+    EXPECT_EQ(record, std::vector<uint8_t>(records.begin() + want[i] * record_bytes,
+                                           records.begin() + (want[i] + 1) * record_bytes));
+  }
+
+  // Used, or another client's: refused.
+  std::vector<uint32_t> query(qw);
+  EXPECT_EQ(client->FinishQuery(1, std::move(prepared[0]), absl::MakeSpan(query)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto other = *LweClient::Create(server->config(), server->hint_blob());
+  EXPECT_EQ(client->FinishQuery(1, std::move(other->PrepareLookups(1)[0]), absl::MakeSpan(query))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(HintProtocols, PreparedLookupTest,
+                         ::testing::Values(Protocol::kSimplePir, Protocol::kDoublePir),
+                         [](const ::testing::TestParamInfo<Protocol>& info) {
+                           return info.param == Protocol::kSimplePir ? "SimplePir" : "DoublePir";
                          });
 
 }  // namespace
