@@ -35,7 +35,7 @@ class PendingLookup {
   std::vector<uint32_t> secrets_;
 };
 
-// A lookup's query made ahead of its row (LweClient::PrepareLookup): the encryptions of zero
+// A lookup's query made ahead of its row (LweClient::PrepareLookups): the encryptions of zero
 // vectors under fresh secrets, which LweClient::FinishQuery turns into the row's query by adding
 // Delta at each unit vector's hot entry. One lookup's worth; its secrets are wiped on destruction.
 class PreparedLookup {
