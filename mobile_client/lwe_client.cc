@@ -265,6 +265,18 @@ absl::Status SameTableAndHint(const ServerConfig& config, const LweTableInfo& ta
       "); connect a new client once every replica serves the same table"));
 }
 
+// Up to `n` queries prepared ahead from `pool` (the caller holds its mutex), the rest of the
+// pool left.
+template <typename Prepared>
+std::vector<Prepared> TakePrepared(std::vector<Prepared>& pool, size_t n) {
+  std::vector<Prepared> taken;
+  while (taken.size() < n && !pool.empty()) {
+    taken.push_back(std::move(pool.back()));
+    pool.pop_back();
+  }
+  return taken;
+}
+
 }  // namespace
 
 LweClient::LweClient(LweClientOptions options, std::unique_ptr<Transport> transport)
@@ -515,21 +527,19 @@ absl::Status LweClient::LookupPacked(absl::Span<const uint64_t> rows, absl::Time
                                      absl::Span<uint8_t> records, LweClientTimes& times) {
   std::vector<lattice::PackedQuery> queries;
   absl::Time t0 = absl::Now();
-  for (uint64_t row : rows) {
-    std::optional<lattice::PreparedQuery> prepared;
-    {
-      absl::MutexLock lock(&prepared_mu_);
-      if (!prepared_.empty()) {
-        prepared = std::move(prepared_.back());
-        prepared_.pop_back();
-      }
-    }
-    auto query =
-        prepared ? packed_->FinishQuery(row, *std::move(prepared)) : packed_->MakeQuery(row);
+  // The first rows from prepared queries, the rest made whole.
+  std::vector<lattice::PreparedQuery> prepared;
+  {
+    absl::MutexLock lock(&prepared_mu_);
+    prepared = TakePrepared(prepared_, rows.size());
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto query = i < prepared.size() ? packed_->FinishQuery(rows[i], std::move(prepared[i]))
+                                     : packed_->MakeQuery(rows[i]);
     if (!query.ok()) return query.status();
     queries.push_back(*std::move(query));
-    times.prepared += prepared ? 1 : 0;
   }
+  times.prepared += static_cast<uint32_t>(prepared.size());
   times.query_ms += absl::ToDoubleMilliseconds(absl::Now() - t0);
   std::vector<std::vector<uint8_t>> responses;
   absl::Status status = SendPacked(queries, deadline, responses);
@@ -647,10 +657,7 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
       std::vector<lattice::PreparedLookup> prepared;
       {
         absl::MutexLock lock(&prepared_mu_);
-        while (prepared.size() < n && !prepared_lookups_.empty()) {
-          prepared.push_back(std::move(prepared_lookups_.back()));
-          prepared_lookups_.pop_back();
-        }
+        prepared = TakePrepared(prepared_lookups_, n);
       }
       const size_t ahead = prepared.size();
       auto pending =
@@ -751,26 +758,31 @@ uint64_t LweClient::key_uploads() const { return keys_->uploads(); }
 
 absl::Status LweClient::PrepareQueries(uint32_t count) {
   const uint64_t max_count = std::max<uint64_t>(1, kMaxPreparedBytes / table_.query_bytes);
-  if (const uint64_t held = prepared_queries(); held + count > max_count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        count, " more prepared queries would exceed ", max_count, " (", held, " held; ",
-        table_.query_bytes, " bytes each, at most ", kMaxPreparedBytes, ")"));
-  }
-  if (!packed()) {
-    std::vector<lattice::PreparedLookup> made = lwe_->PrepareLookups(count);
-    absl::MutexLock lock(&prepared_mu_);
-    for (lattice::PreparedLookup& p : made) prepared_lookups_.push_back(std::move(p));
-    return absl::OkStatus();
-  }
-  std::vector<lattice::PreparedQuery> made;
-  made.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    absl::StatusOr<lattice::PreparedQuery> prepared = packed_->PrepareQuery();
-    if (!prepared.ok()) return prepared.status();
-    made.push_back(*std::move(prepared));
+  const auto fits = [&](uint64_t held) {
+    return held + count <= max_count ? absl::OkStatus()
+                                     : absl::InvalidArgumentError(absl::StrCat(
+                                           count, " more prepared queries would exceed ", max_count,
+                                           " (", held, " held; ", table_.query_bytes,
+                                           " bytes each, at most ", kMaxPreparedBytes, ")"));
+  };
+  // Checked before the work, and again when adding it: another thread may have added some.
+  if (absl::Status s = fits(prepared_queries()); !s.ok()) return s;
+  std::vector<lattice::PreparedLookup> lookups;
+  std::vector<lattice::PreparedQuery> queries;
+  if (packed()) {
+    queries.reserve(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      absl::StatusOr<lattice::PreparedQuery> prepared = packed_->PrepareQuery();
+      if (!prepared.ok()) return prepared.status();
+      queries.push_back(*std::move(prepared));
+    }
+  } else {
+    lookups = lwe_->PrepareLookups(count);
   }
   absl::MutexLock lock(&prepared_mu_);
-  for (lattice::PreparedQuery& p : made) prepared_.push_back(std::move(p));
+  if (absl::Status s = fits(prepared_.size() + prepared_lookups_.size()); !s.ok()) return s;
+  for (lattice::PreparedQuery& p : queries) prepared_.push_back(std::move(p));
+  for (lattice::PreparedLookup& p : lookups) prepared_lookups_.push_back(std::move(p));
   return absl::OkStatus();
 }
 
