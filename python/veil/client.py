@@ -75,8 +75,9 @@ class Client:
     row key file (``veil table build`` writes ``TABLE.rowkey``): every fetched row's tag is checked
     against it (a wrong row raises DataLossError, never comes back); servers of a tagged table
     are refused without it. ``min_epoch`` is the oldest table version (epoch) accepted: servers
-    that serve only older ones are refused (FailedPreconditionError), so that an app that knows
-    the current version cannot be served an older one (its rows would pass their tags).
+    that serve only older ones are refused (FailedPreconditionError), and an older version
+    relabelled as a newer one fails the row tags (DataLossError), so that an app that knows the
+    current version cannot be served an older one.
 
     Thread-safe: calls from several threads are serialized by the C++ client, and every network
     call releases the GIL.
