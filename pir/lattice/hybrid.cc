@@ -1,9 +1,13 @@
 #include "pir/lattice/hybrid.h"
 
+#include <sodium.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/poly.h"
 #include "pir/he/scratch.h"
 #include "pir/he/serialization.h"
 #include "pir/lattice/expansion.h"
@@ -71,19 +75,41 @@ uint64_t HybridResponseBytes(const RingContext& ring, const Shape& shape) {
   return HybridWindowFor(ring, shape).window * SwitchedBytes(ring);
 }
 
-absl::StatusOr<std::vector<uint8_t>> MakeHybridSelection(const RingContext& ring,
-                                                         const RlweSecret& z,
-                                                         const HybridWindow& window,
-                                                         uint64_t start) {
-  const size_t n = ring.n(), k = ring.k(), values = k * window.bits;
-  if (start >= window.starts || values > n) {
-    return absl::InvalidArgumentError(absl::StrCat("window start ", start, " of ", window.starts,
-                                                   " (", window.bits, " bits in N = ", n, ")"));
+namespace {
+
+absl::Status CheckSelectionBits(const RingContext& ring, const HybridWindow& window) {
+  if (ring.k() * window.bits > ring.n()) {
+    return absl::InvalidArgumentError(absl::StrCat(window.bits, " window bits (", ring.k(),
+                                                   " values each) exceed N = ", ring.n()));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<uint8_t>> PrepareHybridSelection(const RingContext& ring,
+                                                            const RlweSecret& z,
+                                                            const HybridWindow& window) {
+  if (absl::Status s = CheckSelectionBits(ring, window); !s.ok()) return s;
   if (window.bits == 0) return std::vector<uint8_t>();
+  std::vector<uint64_t> zero(ring.k() * ring.n(), 0);
+  return internal::EncryptForExpansion(ring, z, absl::MakeSpan(zero));
+}
+
+absl::Status AddHybridSelection(const RingContext& ring, const HybridWindow& window, uint64_t start,
+                                absl::Span<uint8_t> selection) {
+  if (absl::Status s = CheckSelectionBits(ring, window); !s.ok()) return s;
+  const uint64_t expected = window.bits == 0 ? 0 : SecretCiphertextBytes(ring);
+  if (start >= window.starts || selection.size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("window start ", start, " of ", window.starts,
+                                                   ", a selection of ", selection.size(),
+                                                   " bytes (expected ", expected, ")"));
+  }
+  if (window.bits == 0) return absl::OkStatus();
+  const size_t n = ring.n(), k = ring.k(), words = k * n;
   // Coefficient b k + i: bit b in row i (m g_i), times 2^-L' (the expansion doubles L' times).
-  const uint64_t scale_up = uint64_t{1} << ExpansionLevels(static_cast<uint32_t>(values));
-  std::vector<uint64_t> message(k * n, 0);
+  const uint64_t scale_up = uint64_t{1} << ExpansionLevels(static_cast<uint32_t>(k * window.bits));
+  std::vector<uint64_t> message(words, 0), c0(words);
   for (size_t i = 0; i < k; ++i) {
     const he::Modulus& q = ring.base()[i];
     const uint64_t inverse = *q.Inverse(q.Reduce(scale_up));
@@ -91,7 +117,38 @@ absl::StatusOr<std::vector<uint8_t>> MakeHybridSelection(const RingContext& ring
       message[i * n + b * k + i] = inverse & (uint64_t{0} - ((start >> b) & 1));
     }
   }
-  return internal::EncryptForExpansion(ring, z, absl::MakeSpan(message));
+  // The encryption of zero's c0 (after its 32-byte seed) plus the message's NTT form: the
+  // encryption is linear in its message, and every residue is rewritten whatever the bits.
+  he::internal::ForwardNtt(ring.ntt(), message.data());
+  uint8_t* residues = selection.data() + 32;
+  for (size_t r = 0; r < words; ++r) {
+    uint32_t residue;
+    std::memcpy(&residue, residues + 4 * r, 4);
+    c0[r] = residue;
+  }
+  he::internal::AddRows(ring.ntt(), c0.data(), message.data(), c0.data());
+  for (size_t r = 0; r < words; ++r) {
+    const uint32_t residue = static_cast<uint32_t>(c0[r]);  // primes are below 2^32
+    std::memcpy(residues + 4 * r, &residue, 4);
+  }
+  sodium_memzero(message.data(), message.size() * sizeof(uint64_t));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<uint8_t>> MakeHybridSelection(const RingContext& ring,
+                                                         const RlweSecret& z,
+                                                         const HybridWindow& window,
+                                                         uint64_t start) {
+  if (start >= window.starts) {
+    return absl::InvalidArgumentError(absl::StrCat("window start ", start, " of ", window.starts));
+  }
+  absl::StatusOr<std::vector<uint8_t>> selection = PrepareHybridSelection(ring, z, window);
+  if (!selection.ok()) return selection.status();
+  if (absl::Status s = AddHybridSelection(ring, window, start, absl::MakeSpan(*selection));
+      !s.ok()) {
+    return s;
+  }
+  return selection;
 }
 
 absl::StatusOr<std::vector<he::QRgswCiphertext>> ExpandHybridSelection(

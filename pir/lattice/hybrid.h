@@ -73,11 +73,21 @@ uint64_t HybridSelectionBytes(const RingContext& ring, const Shape& shape);
 uint64_t HybridResponseBytes(const RingContext& ring, const Shape& shape);
 
 // The client: the ciphertext of start's b bits under z. Constant time in start. Returns
-// INVALID_ARGUMENT if start >= window.starts or k b exceeds N.
+// INVALID_ARGUMENT if start >= window.starts or k b exceeds N. It is the two steps below.
 absl::StatusOr<std::vector<uint8_t>> MakeHybridSelection(const RingContext& ring,
                                                          const RlweSecret& z,
                                                          const HybridWindow& window,
                                                          uint64_t start);
+// Its row-free part, made ahead: an encryption of zero under z, the selection's size (empty
+// when b = 0). Returns INVALID_ARGUMENT if k b exceeds N.
+absl::StatusOr<std::vector<uint8_t>> PrepareHybridSelection(const RingContext& ring,
+                                                            const RlweSecret& z,
+                                                            const HybridWindow& window);
+// Adds start's bits to a selection PrepareHybridSelection made (the encryption is linear in its
+// message: one NTT of the bits and a pass over every residue, constant time in start). Returns
+// INVALID_ARGUMENT if start >= window.starts, k b exceeds N or the selection has another size.
+absl::Status AddHybridSelection(const RingContext& ring, const HybridWindow& window, uint64_t start,
+                                absl::Span<uint8_t> selection);
 
 // The server: the selection's RGSW bits, from its ciphertext and the session's keys
 // (ParseHybridKeys). Returns ExpandLweSecret's errors (a ciphertext of another size or a residue

@@ -294,6 +294,12 @@ absl::StatusOr<PreparedQuery> PackedSimpleClient::PrepareQuery(RandomSource& rng
   sodium_memzero(lwe_secret.data(), lwe_secret.size() * sizeof(uint32_t));
   if (!ciphertext.ok()) return ciphertext.status();
   out.ciphertext = *std::move(ciphertext);
+  if (protocol_ == PackedProtocol::kHybrid) {
+    absl::StatusOr<std::vector<uint8_t>> selection =
+        PrepareHybridSelection(ring_, secret_, HybridWindowFor(ring_, s));
+    if (!selection.ok()) return selection.status();
+    out.selection = *std::move(selection);
+  }
   return Prepared(std::move(out));
 }
 
@@ -301,10 +307,10 @@ std::vector<UnitVector> PackedSimpleClient::UnitVectorsOf(uint64_t row) const {
   return QueryUnitVectors(config_.shape, row);
 }
 
-absl::StatusOr<std::vector<uint8_t>> PackedSimpleClient::SelectionOf(uint64_t row) const {
-  if (protocol_ != PackedProtocol::kHybrid) return std::vector<uint8_t>();
+absl::Status PackedSimpleClient::AddSelection(uint64_t row, absl::Span<uint8_t> selection) const {
+  if (protocol_ != PackedProtocol::kHybrid) return absl::OkStatus();
   const HybridWindow window = HybridWindowFor(ring_, config_.shape);
-  return MakeHybridSelection(ring_, secret_, window, window.StartOf(ring_, config_.shape, row));
+  return AddHybridSelection(ring_, window, window.StartOf(ring_, config_.shape, row), selection);
 }
 
 absl::Status PackedSimpleClient::Decode(uint64_t row, absl::Span<const uint8_t> response,

@@ -176,7 +176,7 @@ class PackedSimpleClient final : public PackedClient {
 
   // A query (MakeQuery, FinishQuery) is the SimplePIR query for the record's column (a fresh LWE
   // secret s, wiped as soon as it is encrypted), the ciphertext of s and (the hybrid) the
-  // selection of its window; all but the column's Delta and the selection is prepared ahead.
+  // selection of its window; all but the column's Delta and the window's bits is prepared ahead.
   absl::StatusOr<PreparedQuery> PrepareQuery(RandomSource& rng = SystemRandom()) const override;
 
   // Record `row`'s bytes (record_bytes) from a packed response (Decode of a query is this for
@@ -192,7 +192,7 @@ class PackedSimpleClient final : public PackedClient {
  protected:
   uint64_t rows() const override { return config_.shape.rows; }
   std::vector<UnitVector> UnitVectorsOf(uint64_t row) const override;
-  absl::StatusOr<std::vector<uint8_t>> SelectionOf(uint64_t row) const override;
+  absl::Status AddSelection(uint64_t row, absl::Span<uint8_t> selection) const override;
 
  private:
   friend class DoublePackedClient;  // its second level uses z and the first level's decoding

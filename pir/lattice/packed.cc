@@ -52,16 +52,15 @@ absl::StatusOr<PackedQuery> PackedClient::FinishQuery(uint64_t row, PreparedQuer
         absl::StrCat("row ", row, " is outside the table (", rows(), " rows)"));
   }
   PackedQuery query = std::move(prepared.query_);
-  if (prepared.owner_ != id_ || query.query.size() != query_words()) {
+  if (prepared.owner_ != id_ || query.query.size() != query_words() ||
+      query.selection.size() != selection_bytes()) {
     return absl::InvalidArgumentError(
         "a prepared query of another client (or moved from): prepare it with this client");
   }
   for (const UnitVector& v : UnitVectorsOf(row)) {
     AddUnitVector(v.index, absl::MakeSpan(query.query).subspan(v.begin, v.length));
   }
-  absl::StatusOr<std::vector<uint8_t>> selection = SelectionOf(row);
-  if (!selection.ok()) return selection.status();
-  query.selection = *std::move(selection);
+  if (absl::Status s = AddSelection(row, absl::MakeSpan(query.selection)); !s.ok()) return s;
   query.row_ = row;
   return query;
 }

@@ -144,7 +144,8 @@ class PackedQuery {
 };
 
 // The part of a query that does not depend on its row, made ahead (PackedClient::PrepareQuery):
-// the encryptions of zero vectors under fresh secrets and the secrets' RLWE ciphertexts. One
+// the encryptions of zero vectors under fresh secrets, the secrets' RLWE ciphertexts and (the
+// hybrid) the selection's encryption of zero. One
 // query's worth: PackedClient::FinishQuery consumes it. Its secrets are wiped on destruction.
 class PreparedQuery {
  public:
@@ -229,7 +230,8 @@ class PackedClient {
   // Each serves one query.
   virtual absl::StatusOr<PreparedQuery> PrepareQuery(RandomSource& rng = SystemRandom()) const = 0;
   // The query for record `row` from `prepared`: Delta added at each unit vector's hot entry by a
-  // masked pass over the vector (no address chosen by the row), and the hybrid's selection.
+  // masked pass over the vector (no address chosen by the row), and the hybrid's window added to
+  // its prepared selection.
   // Returns INVALID_ARGUMENT if row >= rows or `prepared` is another client's (or moved from).
   absl::StatusOr<PackedQuery> FinishQuery(uint64_t row, PreparedQuery prepared) const;
   // The record's bytes (record_bytes) from the response to `query`. Returns INVALID_ARGUMENT for
@@ -242,9 +244,10 @@ class PackedClient {
   virtual uint64_t rows() const = 0;
   // The unit vectors of record `row`'s query (row < rows()).
   virtual std::vector<UnitVector> UnitVectorsOf(uint64_t row) const = 0;
-  // lwe-hybrid: the selection of row's window (selection_bytes()); the others: empty.
-  virtual absl::StatusOr<std::vector<uint8_t>> SelectionOf(uint64_t /*row*/) const {
-    return std::vector<uint8_t>();
+  // lwe-hybrid: row's window added to the prepared selection (selection_bytes() long); the
+  // others have none.
+  virtual absl::Status AddSelection(uint64_t /*row*/, absl::Span<uint8_t> /*selection*/) const {
+    return absl::OkStatus();
   }
   // A fresh PreparedQuery of this client holding `query` (row-free).
   PreparedQuery Prepared(PackedQuery query) const;

@@ -1,9 +1,11 @@
 // The hybrid protocol (pir/lattice/hybrid.h): the window's arithmetic, every record decoding
 // from the selected window (records that straddle groups, the padded selection tree, the last
-// window clamped), byte counts, bad selections, and the noise rule. The end-to-end tests use a
-// ring of N = 1,024 (no security claim) so that several groups stay small.
+// window clamped), a selection prepared ahead, byte counts, bad selections, and the noise rule.
+// The end-to-end tests use a ring of N = 1,024 (no security claim) so that several groups stay
+// small.
 #include "pir/lattice/hybrid.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -214,6 +216,54 @@ TEST(HybridTest, BadSelectionsFailTheirRequestOnly) {
       (*plain)->Answer(good.query, good.ciphertext, f.keys, good.selection).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(refused.message(), "lwe-exppack-s takes no selection");
+}
+
+TEST(HybridTest, ASelectionPreparedAheadSelectsTheWindowItIsGivenLater) {
+  // One encryption of zero, made ahead, finished for each of a window's 4 starts (2 bits) of 5
+  // groups: the server's expansion and CMux trees pick groups start and start + 1.
+  const RingContext ring = *RingContext::Create(testing::SmallRing());
+  const he::SecretKey key = he::GenerateSecretKey(*ring.expansion());
+  const RlweSecret z = RlweSecret::FromKey(ring, key);
+  const he::GaloisKeys keys = *ParseHybridKeys(ring, *MakeHybridKeys(ring, key));
+  const HybridWindow window{.groups = 5, .window = 2, .starts = 4, .bits = 2};
+  std::vector<RlweCiphertext> packed;
+  for (uint32_t g = 0; g < window.groups; ++g) {
+    packed.push_back(*EncryptWords(ring, z, std::vector<uint32_t>(4, (g + 1) << 24)));
+  }
+  const absl::StatusOr<std::vector<uint8_t>> prepared = PrepareHybridSelection(ring, z, window);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  ASSERT_EQ(prepared->size(), SecretCiphertextBytes(ring));
+  for (uint64_t start = 0; start < window.starts; ++start) {
+    std::vector<uint8_t> selection = *prepared;
+    ASSERT_TRUE(AddHybridSelection(ring, window, start, absl::MakeSpan(selection)).ok());
+    // The mask's seed is the prepared one's; the bits change c0 only.
+    EXPECT_TRUE(std::equal(prepared->begin(), prepared->begin() + 32, selection.begin()));
+    EXPECT_EQ(selection == *prepared, start == 0) << start;
+    const auto bits = ExpandHybridSelection(ring, window, keys, selection);
+    ASSERT_TRUE(bits.ok()) << bits.status();
+    const auto selected = SelectWindow(ring, window, packed, *bits);
+    ASSERT_TRUE(selected.ok()) << selected.status();
+    ASSERT_EQ(selected->size(), window.window);
+    for (uint64_t j = 0; j < window.window; ++j) {
+      const std::vector<uint32_t> words = *DecryptWords(ring, z, (*selected)[j]);
+      EXPECT_EQ((words[0] + (1u << 23)) >> 24, start + j + 1) << "start " << start << ", " << j;
+    }
+  }
+  // A start past the last, a selection of another size; one window needs no selection.
+  std::vector<uint8_t> selection = *prepared;
+  EXPECT_EQ(AddHybridSelection(ring, window, 4, absl::MakeSpan(selection)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AddHybridSelection(ring, window, 0, absl::MakeSpan(selection).first(100)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(selection, *prepared) << "a refused start changed the selection";
+  const HybridWindow one{.groups = 1, .window = 1, .starts = 1, .bits = 0};
+  EXPECT_TRUE(PrepareHybridSelection(ring, z, one)->empty());
+  EXPECT_TRUE(AddHybridSelection(ring, one, 0, {}).ok());
+  EXPECT_EQ(AddHybridSelection(ring, one, 0, absl::MakeSpan(selection)).code(),
+            absl::StatusCode::kInvalidArgument);
+  const HybridWindow too_many{.groups = 1u << 20, .window = 1, .starts = 1u << 20, .bits = 400};
+  EXPECT_EQ(PrepareHybridSelection(ring, z, too_many).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HybridTest, TheSelectionsNoiseIsWithinTheRule) {
