@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "mobile_client/key_uploads.h"
 #include "mobile_client/replicas.h"
+#include "mobile_client/row_tag_use.h"
 #include "mobile_client/transport.h"
 #include "pir/lattice/client.h"
 #include "pir/lattice/double_pack.h"
@@ -299,12 +300,9 @@ LweClient::~LweClient() {
 
 absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOptions& options) {
   if (absl::Status s = LweProtocolOf(options.protocol).status(); !s.ok()) return s;
-  std::optional<embedding::RowKey> row_key;
-  if (!options.row_key_file.empty()) {
-    auto key = embedding::ReadRowKeyFile(options.row_key_file);
-    if (!key.ok()) return key.status();
-    row_key = *key;
-  }
+  absl::StatusOr<std::optional<embedding::RowKey>> row_key =
+      ReadOptionalRowKey(options.row_key_file);
+  if (!row_key.ok()) return row_key.status();
   TransportOptions t;
   t.addresses = {options.server};
   t.tls_names = {options.tls_server_name};
@@ -315,7 +313,7 @@ absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOpt
   auto transport = Transport::Create(std::move(t));
   if (!transport.ok()) return transport.status();
   std::unique_ptr<LweClient> client(new LweClient(options, *std::move(transport)));
-  client->row_key_ = row_key;
+  client->row_key_ = *row_key;
   LweClient* c = client.get();
   c->replica_configs_.resize(c->transport_->replicas(0));
   c->transport_->SetReconnectCheck([c](int, int replica, rpc::VeilServer::Client server) {
@@ -388,26 +386,10 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
     return absl::FailedPreconditionError(absl::StrCat(
         who, " reports a configuration this client refuses: ", lattice_config.status().message()));
   }
-  if (t.row_tag != embedding::RowTag::kNone && !row_key_) {
-    return absl::FailedPreconditionError(
-        "the server's table carries row authentication tags, but this client has no row key to "
-        "check them with: set row_key_file to the table's key file (veil table build writes "
-        "TABLE.rowkey)");
-  }
-  if (t.row_tag == embedding::RowTag::kNone && row_key_) {
-    // Else a server could switch the check off by serving another table untagged.
-    return absl::FailedPreconditionError(absl::StrCat(
-        who,
-        " serves a table without row authentication tags, but this client holds a row key: "
-        "it expects the tagged table that key was made for and refuses to read rows it "
-        "cannot check"));
-  }
-  if (t.row_tag == embedding::RowTag::kSipHash64 && options_.min_epoch > 0) {
-    // Those tags would verify an older version's rows relabelled with a newer epoch.
-    return absl::FailedPreconditionError(absl::StrCat(
-        who,
-        " serves a table whose row tags do not cover its epoch (built by an older veil table "
-        "build), so min_epoch cannot be enforced: rebuild the table, or set min_epoch 0"));
+  if (absl::Status s = CheckRowTagUse(t.row_tag, row_key_.has_value(), options_.min_epoch,
+                                      absl::StrCat(who, "'s"));
+      !s.ok()) {
+    return s;
   }
   const bool packed = IsPacked(t.protocol);
   std::unique_ptr<lattice::PackedClient> made;

@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "dpf/params.h"
+#include "mobile_client/row_tag_use.h"
 #include "mobile_client/share_exchange.h"
 
 namespace veil::client {
@@ -119,16 +120,13 @@ absl::StatusOr<std::unique_ptr<ShareExchange>> ShareExchange::Connect(
   t.allow_plaintext = options.allow_plaintext;
   t.timeout = options.timeout;
   t.protocol = "dpf2";
-  std::optional<embedding::RowKey> row_key;
-  if (!options.row_key_file.empty()) {
-    auto key = embedding::ReadRowKeyFile(options.row_key_file);
-    if (!key.ok()) return key.status();
-    row_key = *key;
-  }
+  absl::StatusOr<std::optional<embedding::RowKey>> row_key =
+      ReadOptionalRowKey(options.row_key_file);
+  if (!row_key.ok()) return row_key.status();
   auto transport = Transport::Create(std::move(t));
   if (!transport.ok()) return transport.status();
   std::unique_ptr<ShareExchange> exchange(new ShareExchange(options, *std::move(transport)));
-  exchange->row_key_ = row_key;
+  exchange->row_key_ = *row_key;
   Transport& connections = *exchange->transport_;
   for (int s = 0; s < 2; ++s) exchange->replica_configs_[s].resize(connections.replicas(s));
   auto read_config = [e = exchange.get()](int s, int replica, rpc::VeilServer::Client server) {
@@ -278,24 +276,10 @@ absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
   if (t.max_keys_per_call == 0) {
     return absl::FailedPreconditionError("a server accepts no keys per call");
   }
-  if (t.row_tag != embedding::RowTag::kNone && !row_key_) {
-    return absl::FailedPreconditionError(
-        "the servers' table carries row authentication tags, but this client has no row key to "
-        "check them with: set row_key_file to the table's key file (veil table build writes "
-        "TABLE.rowkey)");
-  }
-  if (t.row_tag == embedding::RowTag::kNone && row_key_) {
-    // Else the servers could switch the check off by serving another table untagged.
-    return absl::FailedPreconditionError(
-        "the servers' table carries no row authentication tags, but this client holds a row key: "
-        "it expects the tagged table that key was made for and refuses to read rows it cannot "
-        "check");
-  }
-  if (t.row_tag == embedding::RowTag::kSipHash64 && options_.min_epoch > 0) {
-    // Those tags would verify an older version's rows relabelled with a newer epoch.
-    return absl::FailedPreconditionError(
-        "the servers' table carries row tags that do not cover its epoch (built by an older veil "
-        "table build), so min_epoch cannot be enforced: rebuild the table, or set min_epoch 0");
+  if (absl::Status s =
+          CheckRowTagUse(t.row_tag, row_key_.has_value(), options_.min_epoch, "the servers'");
+      !s.ok()) {
+    return s;
   }
   uint64_t max_queued_keys = 0;
   for (const ServerConfig& c : configs) {

@@ -194,7 +194,7 @@ TEST(LweClientKeyTest, ARowKeyRefusesAnUntaggedTable) {
   ASSERT_TRUE(embedding::WriteRowKeyFile(o.row_key_file, embedding::NewRowKey()).ok());
   auto client = LweClient::Connect(o);
   EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition) << client.status();
-  EXPECT_THAT(client.status().message(), HasSubstr("without row authentication tags"));
+  EXPECT_THAT(client.status().message(), HasSubstr("carries no row authentication tags"));
   o.row_key_file.clear();
   auto keyless = LweClient::Connect(o);
   ASSERT_TRUE(keyless.ok()) << keyless.status();
