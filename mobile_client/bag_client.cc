@@ -131,7 +131,7 @@ kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, ServerConfi
 BagClient::BagClient(BagClientOptions options, std::unique_ptr<Transport> transport)
     : options_(std::move(options)),
       transport_(std::move(transport)),
-      keys_(std::make_unique<KeyUploads>(KeyUploads::UploadGaloisKeysOf<rpc::BagServer>())) {}
+      keys_(KeyUploads::Of<rpc::BagServer>()) {}
 
 BagClient::~BagClient() {
   // The key uploads are the loop thread's promises: dropped there, then the loop stops.
@@ -439,5 +439,6 @@ CallStats BagClient::totals() const {
 }
 
 uint64_t BagClient::key_uploads() const { return keys_->uploads(); }
+uint64_t BagClient::key_resumes() const { return keys_->resumes(); }
 
 }  // namespace veil::client

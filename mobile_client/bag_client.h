@@ -123,9 +123,11 @@ class BagClient {
   // included).
   CallStats last_call() const;
   CallStats totals() const;
-  // Galois key uploads so far (1 after Connect; more after evictions, reconnections or on
-  // other replicas).
+  // Galois key uploads so far (1 after Connect; more after evictions, reconnections the server
+  // no longer holds the keys for, or on other replicas), and resumes of them on a reconnection
+  // (key_uploads.h).
   uint64_t key_uploads() const;
+  uint64_t key_resumes() const;
 
   struct ServerConfig;
   struct Bag;

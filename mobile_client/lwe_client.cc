@@ -283,7 +283,7 @@ std::vector<Prepared> TakePrepared(std::vector<Prepared>& pool, size_t n) {
 LweClient::LweClient(LweClientOptions options, std::unique_ptr<Transport> transport)
     : options_(std::move(options)),
       transport_(std::move(transport)),
-      keys_(std::make_unique<KeyUploads>(KeyUploads::UploadGaloisKeysOf<rpc::LwePackServer>())) {}
+      keys_(KeyUploads::Of<rpc::LwePackServer>()) {}
 
 LweClient::~LweClient() {
   // The key uploads are the loop thread's promises: dropped there, then the loop stops.
@@ -737,6 +737,7 @@ CallStats LweClient::totals() const {
 }
 
 uint64_t LweClient::key_uploads() const { return keys_->uploads(); }
+uint64_t LweClient::key_resumes() const { return keys_->resumes(); }
 
 absl::Status LweClient::PrepareQueries(uint32_t count) {
   const uint64_t max_count = std::max<uint64_t>(1, kMaxPreparedBytes / table_.query_bytes);

@@ -143,9 +143,11 @@ class LweClient {
   const LweTableInfo& table() const { return table_; }
   // Whether Connect found the hint in the cache (else it was downloaded).
   bool hint_from_cache() const { return hint_from_cache_; }
-  // lwe-exppack-s: expansion key uploads so far (1 after Connect; more after evictions,
-  // reconnections or on other replicas).
+  // The packed protocols: expansion key uploads so far (1 after Connect; more after evictions,
+  // reconnections the server no longer holds the keys for, or on other replicas), and resumes
+  // of them on a reconnection (key_uploads.h).
   uint64_t key_uploads() const;
+  uint64_t key_resumes() const;
 
   // Rows `indices`, dequantized: indices.size() * dim floats.
   // Returns INVALID_ARGUMENT if indices is empty or an index is >= rows; UNAVAILABLE /

@@ -10,7 +10,10 @@
 // DEADLINE_EXCEEDED, or a replica that cannot be reached) the same call goes to another replica
 // (a failover), and if its reply is slower than the party's hedge delay, it is also sent to
 // another replica (a hedge); the first good reply wins. A replica that failed or lost a hedge race
-// is avoided for a backoff, then tried again (in the background, off the calls' path).
+// is avoided for a backoff, then tried again (in the background, off the calls' path). A call
+// whose connection was up and broke on this side without a reply (the server closed it while
+// idle) goes once more to the same replica on a new connection, so that an app's lookup after a
+// quiet minute does not fail.
 //
 // Transport security: whoever reads the connections to both servers of a two-server protocol
 // learns the rows, so with tls_trusted_certs every connection is TLS and each server must present
@@ -162,8 +165,14 @@ class Transport {
   int Preferred(int s) const;
   // Loop thread, Call's parts (transport_failover.cc).
   bool StartAttempt(CallState& call, bool hedge);
-  void FinishAttempt(CallState& call, int e, absl::Status status, bool retry, absl::Time start,
-                     bool was_up);
+  // An attempt's outcome: its status, whether another attempt may follow, and whether its
+  // connection broke on this side (`lost`).
+  struct Attempt {
+    absl::Status status;
+    bool retry = false;
+    bool lost = false;
+  };
+  void FinishAttempt(CallState& call, int e, Attempt attempt, absl::Time start, bool was_up);
   void ArmHedge(CallState& call);
   absl::Status AllFailed(int s, const std::vector<absl::Status>& errors) const;
   absl::Status EndpointError(int e, const kj::Exception& exception);

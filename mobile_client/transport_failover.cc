@@ -25,6 +25,7 @@ struct Transport::CallState {
   std::vector<bool> tried;                // per replica
   std::vector<int> in_flight;             // endpoints with an attempt under way
   std::vector<absl::Status> errors;       // of the attempts that failed over
+  std::vector<bool> reconnected;          // per replica: its stale connection was replaced
   std::list<kj::Promise<void>> attempts;  // never moved while they run; cancelled with the call
   int generation = 0;                     // of the newest attempt; older hedge timers do nothing
 
@@ -48,6 +49,7 @@ kj::Promise<absl::Status> Transport::Call(int s, Send send) {
   call->s = s;
   call->send = std::move(send);
   call->tried.assign(replicas(s), false);
+  call->reconnected.assign(replicas(s), false);
   auto result = kj::newPromiseAndFulfiller<absl::Status>();
   call->fulfiller = kj::mv(result.fulfiller);
   StartAttempt(*call, /*hedge=*/false);
@@ -91,33 +93,39 @@ bool Transport::StartAttempt(CallState& call, bool hedge) {
   call.in_flight.push_back(e);
   const bool was_up = endpoints_[e]->state == Endpoint::State::kUp;
   CallState* state = &call;  // owns the attempt, so outlives it
-  auto attempt =
-      EnsureConnected(e, &reconnect_check_)
-          .then([this, state,
-                 e](absl::Status connected) -> kj::Promise<std::pair<absl::Status, bool>> {
-            // A replica that cannot be reached or is refused: another may do.
-            if (!connected.ok()) return std::make_pair(connected, true);
-            Endpoint& ep = *endpoints_[e];
-            return state->send(ep.connection.cap, ep.replica)
-                .then([](absl::Status status) { return std::make_pair(status, false); },
-                      [this, e](kj::Exception&& exception) {
-                        absl::Status status = EndpointError(e, exception);
-                        const bool retry =
-                            IsLocalFailure(exception) || absl::IsUnavailable(status) ||
-                            absl::IsResourceExhausted(status) || absl::IsDeadlineExceeded(status);
-                        return std::make_pair(status, retry);
-                      });
-          })
-          .then([this, state, e, now, was_up](std::pair<absl::Status, bool> result) {
-            FinishAttempt(*state, e, std::move(result.first), result.second, now, was_up);
-          });
+  auto attempt = EnsureConnected(e, &reconnect_check_)
+                     .then([this, state, e](absl::Status connected) -> kj::Promise<Attempt> {
+                       // A replica that cannot be reached or is refused: another may do.
+                       if (!connected.ok()) return Attempt{connected, true, false};
+                       Endpoint& ep = *endpoints_[e];
+                       return state->send(ep.connection.cap, ep.replica)
+                           .then(
+                               [](absl::Status status) {
+                                 return Attempt{status, false, false};
+                               },
+                               [this, e](kj::Exception&& exception) {
+                                 absl::Status status = EndpointError(e, exception);
+                                 const bool local = IsLocalFailure(exception);
+                                 const bool retry = local || absl::IsUnavailable(status) ||
+                                                    absl::IsResourceExhausted(status) ||
+                                                    absl::IsDeadlineExceeded(status);
+                                 return Attempt{status, retry,
+                                                local && exception.getType() ==
+                                                             kj::Exception::Type::DISCONNECTED};
+                               });
+                     })
+                     .then([this, state, e, now, was_up](Attempt result) {
+                       FinishAttempt(*state, e, std::move(result), now, was_up);
+                     });
   call.attempts.push_back(attempt.eagerlyEvaluate(nullptr));
   ArmHedge(call);
   return true;
 }
 
-void Transport::FinishAttempt(CallState& call, int e, absl::Status status, bool retry,
-                              absl::Time start, bool was_up) {
+void Transport::FinishAttempt(CallState& call, int e, Attempt attempt, absl::Time start,
+                              bool was_up) {
+  absl::Status status = std::move(attempt.status);
+  const bool retry = attempt.retry;
   call.in_flight.erase(std::find(call.in_flight.begin(), call.in_flight.end(), e));
   if (call.settled) return;
   Endpoint& ep = *endpoints_[e];
@@ -141,7 +149,18 @@ void Transport::FinishAttempt(CallState& call, int e, absl::Status status, bool 
     call.Settle(std::move(status));
     return;
   }
-  avoid(ep);
+  const auto& list = replicas_[call.s];
+  const size_t r = std::find(list.begin(), list.end(), e) - list.begin();
+  if (attempt.lost && was_up && !call.reconnected[r]) {
+    // The connection was up when the call began and broke without a reply: most often the server
+    // closed it while idle (its --idle_timeout_s, a restart, a network change). The replica may
+    // be asked once more, on a new connection (EndpointError marked it down): lookups are reads,
+    // and a call sent again reveals nothing new.
+    call.reconnected[r] = true;
+    call.tried[r] = false;
+  } else {
+    avoid(ep);
+  }
   call.errors.push_back(std::move(status));
   if (!StartAttempt(call, /*hedge=*/false) && call.in_flight.empty()) {
     call.Settle(AllFailed(call.s, call.errors));
@@ -164,7 +183,9 @@ void Transport::ArmHedge(CallState& call) {
 }
 
 absl::Status Transport::AllFailed(int s, const std::vector<absl::Status>& errors) const {
-  if (replicas(s) == 1 && errors.size() == 1) return errors[0];
+  // One replica: its last attempt's error (an earlier one may be the stale connection it
+  // replaced).
+  if (replicas(s) == 1) return errors.back();
   std::string causes;
   for (const absl::Status& e : errors) {
     absl::StrAppend(&causes, causes.empty() ? "" : "; ", e.message());

@@ -292,7 +292,8 @@ int veil_bag_last_call_stats(const veil_bag_client* client, veil_call_stats* out
  * smaller hint than lwe-simple (SimplePIR) and larger answers. Rows come back bit-exact; with the
  * table's row key every row's authentication tag is checked (VEIL_ERR_DATA_LOSS, never a wrong
  * row). lwe-exppack-s has no hint: connecting uploads the client's expansion keys (3.4 MiB,
- * public) instead, once per connection, and each row costs a query plus one RLWE ciphertext up
+ * public) instead, once per connection (a reconnection resumes them with the server's 16-byte
+ * token while the server still holds them), and each row costs a query plus one RLWE ciphertext up
  * (query_bytes) and a packed response down (answer_bytes; hint_bytes is 0). lwe-hybrid is
  * lwe-exppack-s whose rows also send one RLWE ciphertext selecting their window (48 KiB more up,
  * less down on tables of several packed ciphertexts per column); lwe-exppack-d packs DoublePIR's

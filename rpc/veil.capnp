@@ -170,18 +170,22 @@ interface BagServer extends(VeilServer) {
   # Protocol "bfv-bag".
   config @0 () -> (config :BagConfig);
 
-  uploadGaloisKeys @1 (offset :UInt64, chunk :Data) -> (receivedBytes :UInt64, installed :Bool);
+  uploadGaloisKeys @1 (offset :UInt64, chunk :Data)
+      -> (receivedBytes :UInt64, installed :Bool, resumeToken :Data);
   # The session's Galois keys (exactly config.galoisKeyBytes bytes) in consecutive chunks of at most
   # maxChunkBytes: each chunk starts where the previous one ended (offset 0 starts over, dropping
   # this connection's keys). The call of the last chunk returns once the keys are validated
   # (parameter id, sizes, every residue, exactly the rotations the table needs) and installed.
-  # The keys belong to this connection and go with it. RESOURCE_EXHAUSTED if the server's key
-  # memory (maxGaloisKeyBytes) is held by keys in use.
+  # The keys belong to this connection; when it closes they wait for resumeGaloisKeys (below).
+  # RESOURCE_EXHAUSTED if the server's key memory (maxGaloisKeyBytes) is held by keys in use.
 
   answer @2 (query :Data) -> (answer :Data, table :TableId);
   # `query`: he::SerializeBagQuery (queryBlocks ciphertexts of the client's weights); `answer`:
   # he::SerializeCiphertext of Enc(T^T w). FAILED_PRECONDITION before the keys are installed;
   # ABORTED if they were evicted to make room for another session's (upload them again).
+
+  resumeGaloisKeys @3 (token :Data) -> (resumeToken :Data);
+  # As LwePackServer.resumeGaloisKeys.
 }
 
 struct LweLimits {
@@ -267,13 +271,15 @@ interface LwePackServer extends(VeilServer) {
   # Protocols "lwe-exppack-s", "lwe-hybrid" and "lwe-exppack-d".
   config @0 () -> (config :LwePackConfig);
 
-  uploadGaloisKeys @1 (offset :UInt64, chunk :Data) -> (receivedBytes :UInt64, installed :Bool);
+  uploadGaloisKeys @1 (offset :UInt64, chunk :Data)
+      -> (receivedBytes :UInt64, installed :Bool, resumeToken :Data);
   # The session's expansion keys (exactly config.expansionKeyBytes bytes, he::SerializeGaloisKeys of
   # the expansion's Galois elements) in consecutive chunks of at most maxChunkBytes: each chunk
   # starts where the previous one ended (offset 0 starts over, dropping this connection's keys).
   # The call of the last chunk returns once the keys are parsed and checked (every residue, exactly
-  # the elements the expansion needs) and installed; they belong to this connection and go with
-  # it. INVALID_ARGUMENT for an empty chunk, a wrong offset, bytes past expansionKeyBytes or keys
+  # the elements the expansion needs) and installed; they belong to this connection, and its reply
+  # carries their `resumeToken` (16 bytes; empty where the server keeps no keys after their
+  # connection, veil-server --key_resume_s=0). INVALID_ARGUMENT for an empty chunk, a wrong offset, bytes past expansionKeyBytes or keys
   # that do not parse; FAILED_PRECONDITION while the previous upload is being parsed or an answer
   # uses the keys; RESOURCE_EXHAUSTED if the key memory (maxKeyBytes) is held by keys in use.
 
@@ -287,4 +293,13 @@ interface LwePackServer extends(VeilServer) {
   # FAILED_PRECONDITION before the keys are installed; ABORTED if they were evicted to make room
   # for another session's (upload them again);
   # RESOURCE_EXHAUSTED when this connection or the server has too many queries waiting.
+
+  resumeGaloisKeys @3 (token :Data) -> (resumeToken :Data);
+  # The keys a closed connection of this client uploaded, installed on this one without sending
+  # them again: `token` is the resumeToken of their upload's last chunk (or of the last resume),
+  # and the reply carries the next one (a token serves once). A closed connection's keys wait
+  # veil-server --key_resume_s (an hour by default), are evicted before any other key memory
+  # and count in maxKeyBytes. NOT_FOUND if no keys wait under the token (never issued, expired,
+  # evicted or resumed already): upload them; FAILED_PRECONDITION if this connection has keys
+  # or an upload; INVALID_ARGUMENT for a token of another size.
 }

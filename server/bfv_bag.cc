@@ -123,6 +123,7 @@ class BagService final : public ServiceBase<rpc::BagServer> {
  protected:
   kj::Promise<void> config(ConfigContext context) override;
   kj::Promise<void> uploadGaloisKeys(UploadGaloisKeysContext context) override;
+  kj::Promise<void> resumeGaloisKeys(ResumeGaloisKeysContext context) override;
   kj::Promise<void> answer(AnswerContext context) override;
 
  private:
@@ -159,6 +160,11 @@ kj::Promise<void> BagService::uploadGaloisKeys(UploadGaloisKeysContext context) 
   return ServeKeyUpload<KeysWork>(
       context, cache_, session_, scheduler_, limits_, table_.sizes.galois_key_bytes,
       [this](const absl::Status& status) { Reject(status, "uploadGaloisKeys"); });
+}
+
+kj::Promise<void> BagService::resumeGaloisKeys(ResumeGaloisKeysContext context) {
+  return ServeKeyResume(context, cache_, session_,
+                        [this](const absl::Status& status) { Reject(status, "resumeGaloisKeys"); });
 }
 
 kj::Promise<void> BagService::answer(AnswerContext context) {
@@ -199,7 +205,7 @@ class BfvBagProtocol final : public Protocol {
       : env_(env),
         table_(std::move(table)),
         cache_(env.options.limits.max_galois_key_bytes, table_->sizes.galois_key_bytes,
-               table_->parsed_key_bytes),
+               table_->parsed_key_bytes, env.options.limits.key_resume),
         scheduler_([this](absl::Span<BatchItem* const> batch) { return Pass(batch); }, scheduling,
                    env.stats, "query ciphertexts") {}
 

@@ -1,5 +1,7 @@
 #include "server/galois_cache.h"
 
+#include <sodium.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -10,8 +12,42 @@ namespace veil::server {
 
 GaloisKeyCache::Hold::~Hold() { cache_->Release(session_); }
 
-GaloisKeyCache::GaloisKeyCache(uint64_t max_bytes, uint64_t wire_bytes, uint64_t parsed_bytes)
-    : max_bytes_(max_bytes), wire_bytes_(wire_bytes), parsed_bytes_(parsed_bytes) {}
+GaloisKeyCache::GaloisKeyCache(uint64_t max_bytes, uint64_t wire_bytes, uint64_t parsed_bytes,
+                               absl::Duration resume_for, std::function<absl::Time()> now)
+    : max_bytes_(max_bytes),
+      wire_bytes_(wire_bytes),
+      parsed_bytes_(parsed_bytes),
+      resume_for_(resume_for),
+      now_(std::move(now)) {}
+
+namespace {
+
+std::array<uint8_t, 32> HashToken(absl::Span<const uint8_t> token) {
+  std::array<uint8_t, 32> hash;
+  crypto_generichash(hash.data(), hash.size(), token.data(), token.size(), nullptr, 0);
+  return hash;
+}
+
+}  // namespace
+
+std::vector<uint8_t> GaloisKeyCache::NewToken(Entry& entry) {
+  std::vector<uint8_t> token(kResumeTokenBytes);
+  randombytes_buf(token.data(), token.size());
+  entry.token = HashToken(token);
+  return token;
+}
+
+void GaloisKeyCache::Expire() {
+  const absl::Time now = now_();
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->second.expires > now) {
+      ++it;
+      continue;
+    }
+    charged_ -= it->second.charge;
+    it = waiting_.erase(it);
+  }
+}
 
 uint64_t GaloisKeyCache::ParsedBytes(const he::GaloisKeys& keys) {
   uint64_t words = 0;
@@ -28,7 +64,18 @@ GaloisKeyCache::Session GaloisKeyCache::Open() {
 void GaloisKeyCache::Close(Session session) {
   auto it = entries_.find(session);
   if (it == entries_.end()) return;
-  if (it->second.holds > 0) {
+  Expire();
+  Entry& entry = it->second;
+  if (entry.state == State::kReady && entry.token.has_value()) {
+    // The keys and their charge move to the waiting list (an answer in flight holds its own
+    // reference to them).
+    waiting_[*entry.token] =
+        Waiting{std::move(entry.keys), entry.charge, ++clock_, now_() + resume_for_};
+    entry.charge = 0;
+    entry.token.reset();
+    entry.state = State::kEmpty;
+  }
+  if (entry.holds > 0) {
     it->second.closed = true;
     return;
   }
@@ -50,10 +97,20 @@ void GaloisKeyCache::Clear(Entry& entry, State state) {
   entry.charge = 0;
   entry.upload = std::vector<uint8_t>();
   entry.keys.reset();
+  entry.token.reset();
   entry.state = state;
 }
 
 absl::Status GaloisKeyCache::MakeRoom(Session session, uint64_t bytes) {
+  Expire();
+  while (charged_ + bytes > max_bytes_ && !waiting_.empty()) {
+    auto oldest = std::min_element(waiting_.begin(), waiting_.end(), [](auto& a, auto& b) {
+      return a.second.last_use < b.second.last_use;
+    });
+    charged_ -= oldest->second.charge;
+    waiting_.erase(oldest);
+    ++evictions_;
+  }
   while (charged_ + bytes > max_bytes_) {
     // Uploads in progress before installed keys, each least recently used first.
     Entry* oldest = nullptr;
@@ -136,7 +193,8 @@ absl::StatusOr<std::optional<GaloisKeyCache::Upload>> GaloisKeyCache::Append(
   return std::optional<Upload>(std::move(upload));
 }
 
-absl::Status GaloisKeyCache::Install(Session session, std::shared_ptr<const he::GaloisKeys> keys) {
+absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Install(
+    Session session, std::shared_ptr<const he::GaloisKeys> keys) {
   auto it = entries_.find(session);
   if (it == entries_.end() || it->second.closed) {
     return absl::CancelledError("the connection closed while its Galois keys were validated");
@@ -147,7 +205,38 @@ absl::Status GaloisKeyCache::Install(Session session, std::shared_ptr<const he::
   charged_ += entry.charge;
   entry.keys = std::move(keys);
   entry.last_use = ++clock_;
-  return absl::OkStatus();
+  if (resume_for_ <= absl::ZeroDuration()) return std::vector<uint8_t>();
+  return NewToken(entry);
+}
+
+absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Resume(Session session,
+                                                            absl::Span<const uint8_t> token) {
+  Entry& entry = entries_.at(session);
+  if (token.size() != kResumeTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a resume token of ", token.size(),
+                                                   " bytes (they are ", kResumeTokenBytes, ")"));
+  }
+  if (entry.state == State::kUploading || entry.state == State::kParsing ||
+      entry.state == State::kReady || entry.holds > 0) {
+    return absl::FailedPreconditionError(
+        "this connection already has Galois keys or an upload of them; resume only on a "
+        "connection without");
+  }
+  Expire();
+  // Looked up by the token's hash: the map's comparisons see no byte of a token.
+  auto found = waiting_.find(HashToken(token));
+  if (found == waiting_.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no Galois keys wait under this resume token (a closed connection's keys wait ",
+        absl::FormatDuration(resume_for_),
+        ", fewer when the key memory is needed, and serve one resume): upload them"));
+  }
+  Clear(entry, State::kReady);
+  entry.keys = std::move(found->second.keys);
+  entry.charge = found->second.charge;
+  entry.last_use = ++clock_;
+  waiting_.erase(found);
+  return NewToken(entry);
 }
 
 void GaloisKeyCache::Discard(Session session) {

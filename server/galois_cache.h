@@ -10,24 +10,34 @@
 // longer claim a whole session's room.
 //
 // Eviction rule: when a charge would exceed max_bytes, idle sessions lose their upload or keys
-// until it fits: uploads in progress first, then installed keys with no answer in flight, each
-// kind least recently used first. A session whose keys are in use (an answer queued or running,
-// or its upload being parsed) is never evicted. If nothing idle is left the charge fails with
-// RESOURCE_EXHAUSTED (the chunk is not taken: it may be sent again). An evicted session's next
-// answer or chunk gets ABORTED (upload again).
+// until it fits: closed connections' keys waiting for Resume first, then uploads in progress,
+// then installed keys with no answer in flight, each kind least recently used first. A session
+// whose keys are in use (an answer queued or running, or its upload being parsed) is never evicted.
+// If nothing idle is left the charge fails with RESOURCE_EXHAUSTED (the chunk is not taken: it may
+// be sent again). An evicted session's next answer or chunk gets ABORTED (upload again).
+//
+// Resumption: installed keys come with a resume token (16 random bytes; the cache keeps only
+// their hash). When the connection closes its keys stay, charged and idle, for resume_for; a new
+// connection that presents the token (Resume) takes them over instead of uploading them again,
+// and gets a new token (each token serves once). Those kept keys are evicted first, least
+// recently used first, and dropped once resume_for has passed.
 //
 // Event-loop thread only. A Hold keeps a session's keys (or its upload's charge) alive while the
 // worker uses them; a session closed meanwhile is released when its last Hold goes.
 #ifndef VEIL_SERVER_GALOIS_CACHE_H_
 #define VEIL_SERVER_GALOIS_CACHE_H_
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "pir/he/bfv.h"
 
@@ -51,15 +61,23 @@ class GaloisKeyCache {
     Session session_;
   };
 
-  // wire_bytes and parsed_bytes: one session's keys, serialized and parsed.
-  GaloisKeyCache(uint64_t max_bytes, uint64_t wire_bytes, uint64_t parsed_bytes);
+  static constexpr size_t kResumeTokenBytes = 16;
+
+  // wire_bytes and parsed_bytes: one session's keys, serialized and parsed. resume_for: how long
+  // a closed connection's keys wait for Resume (zero: they go with the connection, and Install
+  // issues no token); `now` is the clock that measures it.
+  GaloisKeyCache(
+      uint64_t max_bytes, uint64_t wire_bytes, uint64_t parsed_bytes,
+      absl::Duration resume_for = absl::ZeroDuration(),
+      std::function<absl::Time()> now = [] { return absl::Now(); });
   GaloisKeyCache(const GaloisKeyCache&) = delete;
   GaloisKeyCache& operator=(const GaloisKeyCache&) = delete;
 
   uint64_t session_bytes() const { return wire_bytes_ + parsed_bytes_; }
 
   Session Open();
-  // The connection is gone: its charge is released now, or when its last Hold goes.
+  // The connection is gone: its installed keys wait for Resume (if resume_for > 0); the rest of
+  // its charge is released now, or when its last Hold goes.
   void Close(Session session);
 
   // A complete upload, ready to parse, and the Hold that keeps its charge while it is parsed.
@@ -78,9 +96,16 @@ class GaloisKeyCache {
   // RESOURCE_EXHAUSTED if one session is larger than the bound or no room can be made.
   absl::StatusOr<std::optional<Upload>> Append(Session session, uint64_t offset,
                                                absl::Span<const uint8_t> chunk);
-  // After a successful parse: the session's keys (charged at their actual size). Returns
-  // CANCELLED if the session was closed meanwhile.
-  absl::Status Install(Session session, std::shared_ptr<const he::GaloisKeys> keys);
+  // After a successful parse: the session's keys (charged at their actual size) and their resume
+  // token (empty if resume_for is zero). Returns CANCELLED if the session was closed meanwhile.
+  absl::StatusOr<std::vector<uint8_t>> Install(Session session,
+                                               std::shared_ptr<const he::GaloisKeys> keys);
+  // The keys a closed connection left under `token`, installed on `session` (which has neither
+  // keys nor an upload), and their next token; `token` is spent. Returns NOT_FOUND if no keys
+  // wait under it (never issued, expired, evicted or resumed already: upload them),
+  // INVALID_ARGUMENT for a token of another size and FAILED_PRECONDITION if the session has keys
+  // or an upload.
+  absl::StatusOr<std::vector<uint8_t>> Resume(Session session, absl::Span<const uint8_t> token);
   // After a failed parse: the session has no keys.
   void Discard(Session session);
 
@@ -94,32 +119,51 @@ class GaloisKeyCache {
 
   uint64_t charged_bytes() const { return charged_; }
   uint64_t evictions() const { return evictions_; }
+  // Closed connections' keys waiting for Resume now.
+  size_t waiting() const { return waiting_.size(); }
 
   // The memory of parsed keys (what Install charges).
   static uint64_t ParsedBytes(const he::GaloisKeys& keys);
 
  private:
+  using TokenHash = std::array<uint8_t, 32>;  // BLAKE2b-256 of a token
   enum class State { kEmpty, kUploading, kParsing, kReady, kEvicted };
   struct Entry {
     State state = State::kEmpty;
     std::vector<uint8_t> upload;                 // kUploading: the bytes so far
     std::shared_ptr<const he::GaloisKeys> keys;  // kReady
+    std::optional<TokenHash> token;              // kReady, with resume_for > 0
     uint64_t charge = 0;
     uint64_t last_use = 0;
     int holds = 0;
     bool closed = false;
   };
+  // A closed connection's keys, waiting for Resume.
+  struct Waiting {
+    std::shared_ptr<const he::GaloisKeys> keys;
+    uint64_t charge = 0;
+    uint64_t last_use = 0;
+    absl::Time expires;
+  };
 
   void Release(Session session);
   // Drops whatever the entry holds and its charge (state becomes `state`).
   void Clear(Entry& entry, State state);
-  // Evicts idle sessions other than `session` until `bytes` more fit. RESOURCE_EXHAUSTED if not.
+  // Evicts waiting keys, then idle sessions other than `session`, until `bytes` more fit.
+  // RESOURCE_EXHAUSTED if not.
   absl::Status MakeRoom(Session session, uint64_t bytes);
+  // Drops the waiting keys whose time has passed.
+  void Expire();
+  // A fresh token for the entry's keys (its hash kept in the entry).
+  std::vector<uint8_t> NewToken(Entry& entry);
 
   const uint64_t max_bytes_;
   const uint64_t wire_bytes_;
   const uint64_t parsed_bytes_;
+  const absl::Duration resume_for_;
+  const std::function<absl::Time()> now_;
   std::map<Session, Entry> entries_;
+  std::map<TokenHash, Waiting> waiting_;
   Session next_session_ = 1;
   uint64_t clock_ = 0;
   uint64_t charged_ = 0;

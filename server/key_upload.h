@@ -2,7 +2,8 @@
 // rotation keys, lwe-exppack-s's expansion keys): chunks go into the GaloisKeyCache, and a
 // complete upload is parsed on the scheduler's worker by the protocol's KeysWork item (a
 // BatchItem made from the GaloisKeyCache::Upload, whose keys() are the parsed keys), then
-// installed; a failed parse leaves the session without keys.
+// installed; a failed parse leaves the session without keys. The last chunk's reply carries the
+// keys' resume token, which `resumeGaloisKeys` takes on a later connection (galois_cache.h).
 #ifndef VEIL_SERVER_KEY_UPLOAD_H_
 #define VEIL_SERVER_KEY_UPLOAD_H_
 
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -43,16 +45,30 @@ kj::Promise<void> ServeKeyUpload(Context context, GaloisKeyCache& cache,
   return scheduler.Submit(std::make_unique<KeysWork>(std::move(**appended)))
       .then([&cache, session, key_bytes, reject,
              context](absl::StatusOr<std::unique_ptr<KeysWork>> done) mutable {
-        absl::Status status = done.status();
-        if (status.ok()) status = cache.Install(session, (*done)->keys());
-        if (!status.ok()) {
+        absl::StatusOr<std::vector<uint8_t>> token =
+            done.ok() ? cache.Install(session, (*done)->keys()) : done.status();
+        if (!token.ok()) {
           cache.Discard(session);
-          reject(status);
+          reject(token.status());
         }
         auto results = context.getResults();
         results.setReceivedBytes(key_bytes);
         results.setInstalled(true);
+        results.setResumeToken(capnp::Data::Reader(token->data(), token->size()));
       });
+}
+
+// The `resumeGaloisKeys` call: a closed connection's keys installed on this one
+// (GaloisKeyCache::Resume), and their next token.
+template <typename Context, typename Reject>
+kj::Promise<void> ServeKeyResume(Context context, GaloisKeyCache& cache,
+                                 GaloisKeyCache::Session session, Reject reject) {
+  capnp::Data::Reader token = context.getParams().getToken();
+  absl::StatusOr<std::vector<uint8_t>> next =
+      cache.Resume(session, absl::MakeConstSpan(token.begin(), token.size()));
+  if (!next.ok()) reject(next.status());
+  context.getResults().setResumeToken(capnp::Data::Reader(next->data(), next->size()));
+  return kj::READY_NOW;
 }
 
 }  // namespace veil::server

@@ -61,6 +61,9 @@ struct ServerLimits {
   // ~8-25 MB of wire bytes at N = 8192. Idle uploads, then idle sessions' keys, are evicted,
   // least recently used first, to make room; keys in use never (galois_cache.h).
   uint64_t max_galois_key_bytes = uint64_t{2} << 30;
+  // How long a closed connection's keys wait within that memory for the client's next connection
+  // to resume them (resumeGaloisKeys) instead of uploading them again; zero: they go with it.
+  absl::Duration key_resume = absl::Hours(1);
 
   // Any incoming RPC message larger than this closes its connection (capnp's
   // ReaderOptions::traversalLimitInWords, checked before the message is buffered). It sits above

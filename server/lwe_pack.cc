@@ -124,6 +124,7 @@ class PackService final : public ServiceBase<rpc::LwePackServer> {
  protected:
   kj::Promise<void> config(ConfigContext context) override;
   kj::Promise<void> uploadGaloisKeys(UploadGaloisKeysContext context) override;
+  kj::Promise<void> resumeGaloisKeys(ResumeGaloisKeysContext context) override;
   kj::Promise<void> answer(AnswerContext context) override;
 
  private:
@@ -157,6 +158,11 @@ kj::Promise<void> PackService::uploadGaloisKeys(UploadGaloisKeysContext context)
   return ServeKeyUpload<KeysWork>(
       context, cache_, session_, scheduler_, table_.limits, table_.key_bytes,
       [this](const absl::Status& status) { Reject(status, "uploadGaloisKeys"); });
+}
+
+kj::Promise<void> PackService::resumeGaloisKeys(ResumeGaloisKeysContext context) {
+  return ServeKeyResume(context, cache_, session_,
+                        [this](const absl::Status& status) { Reject(status, "resumeGaloisKeys"); });
 }
 
 kj::Promise<void> PackService::answer(AnswerContext context) {
@@ -208,7 +214,8 @@ class LwePackProtocol final : public Protocol {
   LwePackProtocol(const ProtocolEnv& env, std::unique_ptr<PackTable> table)
       : env_(env),
         table_(std::move(table)),
-        cache_(table_->limits.max_galois_key_bytes, table_->key_bytes, table_->parsed_key_bytes),
+        cache_(table_->limits.max_galois_key_bytes, table_->key_bytes, table_->parsed_key_bytes,
+               table_->limits.key_resume),
         scheduler_([this](absl::Span<BatchItem* const> batch) { return Pass(batch); },
                    table_->limits, env.stats, "queries") {}
 
@@ -223,8 +230,7 @@ class LwePackProtocol final : public Protocol {
         "parsed), key memory %d bytes; product %s, expansion and packing %s, %d thread(s)",
         table_->name, lattice::ShapeSummary(s.config().shape), table_->hint_s,
         s.matrix().bytes() >> 20, s.matrix().groups(), s.packing_engine().host_bytes() >> 20,
-        ring.n(), ring.k(), ring.params().special,
-        ring.params().SecuritySource(),
+        ring.n(), ring.k(), ring.params().special, ring.params().SecuritySource(),
         4 * s.query_words() + table_->ciphertext_bytes + table_->selection_bytes,
         4 * s.query_words(), table_->ciphertext_bytes, table_->selection_bytes,
         table_->response_bytes, table_->key_bytes, cache_.session_bytes(),

@@ -42,6 +42,10 @@ ABSL_FLAG(
     int64_t, max_galois_key_bytes, int64_t{2} << 30,
     "bfv-bag, lwe-exppack-s, lwe-hybrid: memory for all sessions' Galois (expansion) keys; idle "
     "sessions' keys are evicted (least recently used first) to make room");
+ABSL_FLAG(int, key_resume_s, 3600,
+          "bfv-bag and the packed LWE protocols: how long a closed connection's keys wait (within "
+          "--max_galois_key_bytes, evicted first) for the client's next connection to resume them "
+          "instead of uploading them again; 0: they go with the connection");
 ABSL_FLAG(std::string, table, "",
           "table file (veil table build); dpf2: on SIGHUP it is loaded again as the next table "
           "version (see Rolling table updates below)");
@@ -278,6 +282,11 @@ int main(int argc, char** argv) {
       static_cast<uint32_t>(absl::GetFlag(FLAGS_max_queued_ciphertexts_per_connection));
   limits.max_galois_key_bytes =
       static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_galois_key_bytes)));
+  if (absl::GetFlag(FLAGS_key_resume_s) < 0) {
+    std::fprintf(stderr, "veil-server: --key_resume_s must not be negative\n");
+    return 1;
+  }
+  limits.key_resume = absl::Seconds(absl::GetFlag(FLAGS_key_resume_s));
   absl::Status status = veil::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "veil-server: %s\n", status.ToString().c_str());

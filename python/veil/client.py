@@ -63,7 +63,8 @@ class Client:
     when given). ``lookup``, ``lookup_words``, ``stats()``, ``last_call`` and ``totals`` work the
     same; pooled and layout lookups are dpf2's (Error with code UNIMPLEMENTED). With
     ``protocol="lwe-exppack-s"`` no hint is downloaded: the client uploads its expansion keys
-    (``table["key_bytes"]``) once per connection and each answer comes ring-packed; so with
+    (``table["key_bytes"]``) once per connection (a reconnection resumes them with the server's
+    token) and each answer comes ring-packed; so with
     ``"lwe-hybrid"`` (each row also sends RGSW bits selecting its packed ciphertexts) and
     ``"lwe-exppack-d"`` (DoublePIR packed: one ciphertext up per row byte) and
     ``"lwe-double-pack"`` (the packed answer folded by a second query and packed again).

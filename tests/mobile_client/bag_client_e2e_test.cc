@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "embedding/row_format.h"
 #include "embedding/table.h"
 #include "gmock/gmock.h"
@@ -267,6 +268,25 @@ TEST_F(BagClientTest, TheKeyMemoryBoundEvictsIdleSessions) {
   EXPECT_EQ((*b)->key_uploads(), 2u);
 }
 
+TEST_F(BagClientTest, AConnectionClosedWhileIdleResumesItsKeys) {
+  // The server closes the idle connection; the next lookup reconnects and resumes the Galois
+  // keys with their token instead of uploading them again.
+  auto server = testing::StartBagServer(path_, {"--idle_timeout_s=1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = BagClient::Connect(Options(**server));
+  ASSERT_TRUE(client.ok()) << client.status();
+  const std::vector<uint64_t> rows = {3, 8};
+  const std::vector<uint32_t> bag = {2};
+  ASSERT_TRUE((*client)->LookupPooledSums(rows, bag, {}).ok());
+  absl::SleepFor(absl::Milliseconds(2500));
+  auto sums = (*client)->LookupPooledSums(rows, bag, {});
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, PlainSums(*table_, rows, bag, {}));
+  EXPECT_EQ((*client)->key_uploads(), 1u);
+  EXPECT_EQ((*client)->key_resumes(), 1u);
+  EXPECT_LT((*client)->last_call().bytes_up, (*client)->table().galois_key_bytes / 10);
+}
+
 TEST_F(BagClientTest, ARestartedServerGetsTheKeysAgainOnlyWithTheSameTable) {
   auto other =
       testing::WriteRandomTable("other.veil", embedding::RowFormat::kFixed32, kRows, kDim, 12);
@@ -288,15 +308,15 @@ TEST_F(BagClientTest, ARestartedServerGetsTheKeysAgainOnlyWithTheSameTable) {
   const std::vector<uint32_t> bag = {2};
 
   restart(path_);
-  const absl::Status gone = (*client)->LookupPooledSums(rows, bag, {}).status();
-  EXPECT_TRUE(absl::IsUnavailable(gone)) << gone;          // finds the old connection gone
-  auto sums = (*client)->LookupPooledSums(rows, bag, {});  // the keys are uploaded again
+  // The call finds the old connection gone and goes again on a new one; the new process holds
+  // no keys to resume (the token is refused), so they are uploaded again.
+  auto sums = (*client)->LookupPooledSums(rows, bag, {});
   ASSERT_TRUE(sums.ok()) << sums.status();
   EXPECT_EQ(*sums, PlainSums(*table_, rows, bag, {}));
   EXPECT_EQ((*client)->key_uploads(), 2u);
+  EXPECT_EQ((*client)->key_resumes(), 0u);
 
   restart(*other);
-  EXPECT_FALSE((*client)->LookupPooledSums(rows, bag, {}).ok());
   const absl::Status refused = (*client)->LookupPooledSums(rows, bag, {}).status();
   EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
   EXPECT_THAT(refused.message(), HasSubstr("serves another table"));
@@ -337,8 +357,8 @@ TEST_F(BagClientTest, ReplicasTakeOverWhileOneIsDown) {
   EXPECT_GE((*client)->key_uploads(), 3u);  // the restarted first replica got them again
 
   // Replicas of different tables: Connect refuses them.
-  auto other =
-      testing::WriteRandomTable("replica_other.veil", embedding::RowFormat::kFixed32, kRows, kDim, 13);
+  auto other = testing::WriteRandomTable("replica_other.veil", embedding::RowFormat::kFixed32,
+                                         kRows, kDim, 13);
   ASSERT_TRUE(other.ok());
   auto stranger = testing::StartBagServer(*other);
   ASSERT_TRUE(stranger.ok()) << stranger.status();

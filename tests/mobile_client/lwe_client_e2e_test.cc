@@ -341,8 +341,7 @@ TEST_F(LweClientTest, ARestartedServerIsReconnectedToTheSameTableOnly) {
       testing::StartLweServer(path_, "lwe-simple", {"--lwe_hint_cache=true", listen}, log2);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_THAT(ReadText(log2), HasSubstr("read from its file, current"));
-  // The call that finds the connection lost fails (as with two servers); the next reconnects.
-  EXPECT_EQ((*client)->LookupWords({4}).status().code(), absl::StatusCode::kUnavailable);
+  // The call finds the connection lost and goes again on a new one.
   auto words = (*client)->LookupWords({4, 150});
   ASSERT_TRUE(words.ok()) << words.status();
   EXPECT_EQ(*words, PlainWords(**table, {4, 150}));
@@ -354,7 +353,6 @@ TEST_F(LweClientTest, ARestartedServerIsReconnectedToTheSameTableOnly) {
   ASSERT_TRUE(other.ok()) << other.status();
   auto third = testing::StartLweServer(*other, "lwe-simple", {listen});
   ASSERT_TRUE(third.ok()) << third.status();
-  EXPECT_EQ((*client)->LookupWords({4}).status().code(), absl::StatusCode::kUnavailable);
   auto refused = (*client)->LookupWords({4});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.status().message(), HasSubstr("serves another table or hint"));

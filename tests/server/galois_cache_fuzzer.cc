@@ -2,17 +2,21 @@
 // (BagServer.uploadGaloisKeys: offset and chunk) and answers, as the server's GaloisKeyCache
 // (server/galois_cache.h) admits them. Each input is a sequence of operations by up to four
 // sessions (open, close, upload a chunk at an offset, finish or fail the parse, acquire keys for
-// an answer, finish answers); the target keeps a model of what each session uploaded.
+// an answer, finish answers, resume with a token seen earlier or a made-up one, let time pass);
+// the target keeps a model of what each session uploaded and of every token.
 // Invariants: the memory charged never exceeds the bound; every refusal has a documented code; a
 // completed upload is exactly the chunks the session sent since offset 0; keys are acquired only
-// after an install and are the installed ones; when every session is closed and every hold
-// released, nothing is charged.
+// after an install and are the installed ones; a resume succeeds only with the token of a closed
+// connection, once; when every session is closed, every hold released and the wait over,
+// nothing is charged.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "server/galois_cache.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -26,7 +30,24 @@ constexpr uint64_t kParsedBytes = 16;  // two words: InstalledKeys()
 constexpr uint64_t kMaxBytes = 60;     // two uploads (26 bytes each), or several installed keys
 constexpr int kSessions = 4;
 
-enum Op : uint8_t { kOpen, kClose, kAppend, kInstall, kDiscard, kAcquire, kRelease, kOps };
+constexpr absl::Duration kResumeFor = absl::Seconds(100);
+
+enum Op : uint8_t {
+  kOpen,
+  kClose,
+  kAppend,
+  kInstall,
+  kDiscard,
+  kAcquire,
+  kRelease,
+  kResume,
+  kTick,
+  kOps
+};
+
+// What the model knows of a token: its keys' connection is open, closed (so they may wait), or
+// it served a resume.
+enum class TokenState { kLive, kClosed, kSpent };
 
 std::shared_ptr<const he::GaloisKeys> InstalledKeys() {
   auto keys = std::make_shared<he::GaloisKeys>();
@@ -40,6 +61,7 @@ struct Session {
   std::vector<uint8_t> sent;                      // chunks since offset 0 (the model)
   std::unique_ptr<GaloisKeyCache::Hold> parsing;  // a completed upload being "parsed"
   std::vector<GaloisKeyCache::Keys> answers;      // keys held by answers in flight
+  std::vector<uint8_t> token;                     // of the keys it last installed or resumed
 };
 
 void CheckCode(const absl::Status& status, std::initializer_list<absl::StatusCode> allowed,
@@ -59,6 +81,9 @@ std::vector<std::vector<uint8_t>> Seeds() {
        kAppend, 1, 0,     10, kAppend,  2, 0,        5, kDiscard, 1,
        kAppend, 0, 3,     7,  kInstall, 0, kAcquire, 2, kClose,   1},
       {kOpen, 3, kAppend, 3, 0, 10, kClose, 3, kInstall, 3, kOpen, 1, kAppend, 1, 2, 2},
+      // Keys installed, their connection closed, resumed by another, resumed again (spent).
+      {kOpen, 0, kAppend, 0, 0, 10,    kInstall, 0,   kClose, 0, kOpen, 1, kResume, 1, 0,
+       kOpen, 2, kResume, 2, 0, kTick, 2,        200, kClose, 1, kOpen, 3, kResume, 3, 1},
   };
 }
 
@@ -67,10 +92,20 @@ std::vector<std::vector<uint8_t>> Seeds() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace veil::fuzz;
   using absl::StatusCode;
-  GaloisKeyCache cache(kMaxBytes, kWireBytes, kParsedBytes);
+  absl::Time now = absl::UnixEpoch();
+  GaloisKeyCache cache(kMaxBytes, kWireBytes, kParsedBytes, kResumeFor, [&now] { return now; });
   const std::shared_ptr<const veil::he::GaloisKeys> installed = InstalledKeys();
   Check(GaloisKeyCache::ParsedBytes(*installed) == kParsedBytes, "InstalledKeys' size");
   Session sessions[kSessions];
+  std::map<std::vector<uint8_t>, TokenState> tokens;
+  std::vector<std::vector<uint8_t>> seen;  // every token issued, in order
+  auto issued = [&](Session& s, std::vector<uint8_t> token) {
+    Check(token.size() == GaloisKeyCache::kResumeTokenBytes, "a token of another size");
+    Check(tokens.count(token) == 0, "a token issued twice");
+    tokens[token] = TokenState::kLive;
+    seen.push_back(token);
+    s.token = std::move(token);
+  };
   size_t i = 0;
   auto next = [&]() -> uint8_t { return i < size ? data[i++] : 0; };
   while (i < size) {
@@ -83,6 +118,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case kClose:
         cache.Close(*s.id);
+        if (!s.token.empty()) tokens[s.token] = TokenState::kClosed;
         s = Session();
         break;
       case kAppend: {
@@ -119,7 +155,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case kInstall:
         if (s.parsing != nullptr) {
-          Check(cache.Install(*s.id, installed).ok(), "Install of an open session failed");
+          auto token = cache.Install(*s.id, installed);
+          Check(token.ok(), "Install of an open session failed");
+          issued(s, *std::move(token));
           s.parsing.reset();
         }
         break;
@@ -143,6 +181,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case kRelease:
         s.answers.clear();
         break;
+      case kResume: {
+        // A token seen earlier, or (one choice more) one never issued.
+        const size_t pick = next() % (seen.size() + 1);
+        std::vector<uint8_t> token =
+            pick < seen.size() ? seen[pick]
+                               : std::vector<uint8_t>(GaloisKeyCache::kResumeTokenBytes, next());
+        auto renewed = cache.Resume(*s.id, token);
+        if (!renewed.ok()) {
+          CheckCode(renewed.status(), {StatusCode::kNotFound, StatusCode::kFailedPrecondition},
+                    "Resume: undocumented code");
+          break;
+        }
+        auto known = tokens.find(token);
+        Check(known != tokens.end() && known->second == TokenState::kClosed,
+              "a resume succeeded with a token that is not a closed connection's");
+        known->second = TokenState::kSpent;
+        s.sent.clear();
+        issued(s, *std::move(renewed));
+        break;
+      }
+      case kTick:
+        now += absl::Seconds(next());
+        break;
     }
     Check(cache.charged_bytes() <= kMaxBytes, "the cache charged more than its bound");
   }
@@ -150,6 +211,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (s.id.has_value()) cache.Close(*s.id);
     s = Session();
   }
+  now += kResumeFor;
+  cache.Close(cache.Open());  // any call drops the keys whose wait is over
+  Check(cache.waiting() == 0, "keys still wait after their time");
   Check(cache.charged_bytes() == 0, "memory stays charged after every session closed");
   return 0;
 }

@@ -1,11 +1,13 @@
 // GaloisKeyCache: chunked uploads, the memory bound (an upload charged as its bytes arrive), the
-// eviction rule (idle uploads, then idle keys, least recently used first; keys in use never) and
-// releasing closed sessions only after their holds.
+// eviction rule (closed connections' keys, then idle uploads, then idle keys, least recently used
+// first; keys in use never), releasing closed sessions only after their holds, and resuming a
+// closed connection's keys with their token (once, within the wait, never a live connection's).
 #include "server/galois_cache.h"
 
 #include <memory>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -25,14 +27,18 @@ std::shared_ptr<const he::GaloisKeys> FakeKeys() {
   return keys;
 }
 
-// Uploads a whole session (one chunk) and installs fake keys of kParsed bytes.
-void Install(GaloisKeyCache& cache, GaloisKeyCache::Session session) {
+// Uploads a whole session (one chunk) and installs fake keys of kParsed bytes; their resume
+// token into `token` if given.
+void Install(GaloisKeyCache& cache, GaloisKeyCache::Session session,
+             std::vector<uint8_t>* token = nullptr) {
   std::vector<uint8_t> bytes(kWire, 7);
   auto upload = cache.Append(session, 0, bytes);
   ASSERT_TRUE(upload.ok()) << upload.status();
   ASSERT_TRUE(upload->has_value());
   EXPECT_EQ((*upload)->bytes, bytes);
-  ASSERT_TRUE(cache.Install(session, FakeKeys()).ok());
+  auto installed = cache.Install(session, FakeKeys());
+  ASSERT_TRUE(installed.ok()) << installed.status();
+  if (token != nullptr) *token = *installed;
 }
 
 TEST(GaloisKeyCache, AssemblesChunksInOrder) {
@@ -166,7 +172,7 @@ TEST(GaloisKeyCache, ClosedSessionsAreReleasedAfterTheirLastHold) {
   auto upload = cache.Append(b, 0, std::vector<uint8_t>(kWire));
   ASSERT_TRUE(upload.ok() && upload->has_value());
   cache.Close(b);
-  EXPECT_EQ(cache.Install(b, FakeKeys()).code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(cache.Install(b, FakeKeys()).status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(cache.charged_bytes(), kSession);
   (*upload)->hold.reset();
   EXPECT_EQ(cache.charged_bytes(), 0u);
@@ -183,6 +189,94 @@ TEST(GaloisKeyCache, DiscardDropsAFailedUpload) {
   EXPECT_THAT(cache.Acquire(a).status().message(), HasSubstr("no Galois keys"));
   Install(cache, a);  // and it may upload again
   EXPECT_EQ(cache.charged_bytes(), kParsed);
+}
+
+TEST(GaloisKeyCache, AClosedConnectionsKeysServeOneResume) {
+  GaloisKeyCache cache(1000, kWire, kParsed, absl::Minutes(5));
+  const auto a = cache.Open();
+  std::vector<uint8_t> token;
+  Install(cache, a, &token);
+  ASSERT_EQ(token.size(), GaloisKeyCache::kResumeTokenBytes);
+  const he::GaloisKeys* keys = cache.Acquire(a)->keys.get();
+  cache.Close(a);
+  EXPECT_EQ(cache.waiting(), 1u);
+  EXPECT_EQ(cache.charged_bytes(), kParsed);  // still held, for the resume
+
+  const auto b = cache.Open();
+  std::vector<uint8_t> wrong = token;
+  wrong[5] ^= 1;
+  EXPECT_EQ(cache.Resume(b, wrong).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache.Resume(b, absl::MakeConstSpan(token).first(15)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto next = cache.Resume(b, token);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->size(), GaloisKeyCache::kResumeTokenBytes);
+  EXPECT_NE(*next, token);
+  EXPECT_EQ(cache.Acquire(b)->keys.get(), keys);  // the same keys, not a copy
+  EXPECT_EQ(cache.waiting(), 0u);
+  EXPECT_EQ(cache.charged_bytes(), kParsed);
+  // A token serves once; a connection with keys resumes nothing.
+  const auto c = cache.Open();
+  EXPECT_THAT(cache.Resume(c, token).status().message(), HasSubstr("upload them"));
+  EXPECT_EQ(cache.Resume(b, *next).status().code(), absl::StatusCode::kFailedPrecondition);
+  // A live connection's token takes nothing from it.
+  EXPECT_EQ(cache.Resume(c, *next).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(cache.Acquire(b).ok());
+  cache.Close(b);
+  EXPECT_TRUE(cache.Resume(c, *next).ok());
+  cache.Close(c);
+  EXPECT_EQ(cache.charged_bytes(), kParsed);  // c's keys wait in turn
+}
+
+TEST(GaloisKeyCache, WaitingKeysExpireAndAreEvictedFirst) {
+  absl::Time now = absl::UnixEpoch();
+  // Room for one upload being parsed and one session's keys.
+  GaloisKeyCache cache(kSession + kParsed, kWire, kParsed, absl::Seconds(60), [&] { return now; });
+  const auto a = cache.Open();
+  std::vector<uint8_t> token;
+  Install(cache, a, &token);
+  cache.Close(a);
+  now += absl::Seconds(61);
+  const auto b = cache.Open();
+  EXPECT_EQ(cache.Resume(b, token).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache.charged_bytes(), 0u);  // expired and dropped
+
+  // Waiting keys go before an idle connection's installed keys, even more recently used.
+  const auto c = cache.Open();
+  Install(cache, c, &token);
+  cache.Close(c);
+  Install(cache, b);
+  EXPECT_EQ(cache.waiting(), 1u);
+  const auto d = cache.Open();
+  Install(cache, d);  // needs the waiting keys' room
+  EXPECT_EQ(cache.waiting(), 0u);
+  EXPECT_EQ(cache.evictions(), 1u);
+  EXPECT_TRUE(cache.Acquire(b).ok());
+  EXPECT_EQ(cache.Resume(cache.Open(), token).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(GaloisKeyCache, KeysInUseWhenTheirConnectionClosesStillWait) {
+  GaloisKeyCache cache(1000, kWire, kParsed, absl::Minutes(5));
+  const auto a = cache.Open();
+  std::vector<uint8_t> token;
+  Install(cache, a, &token);
+  auto in_use = cache.Acquire(a);
+  ASSERT_TRUE(in_use.ok());
+  cache.Close(a);
+  in_use->hold.reset();
+  EXPECT_EQ(cache.charged_bytes(), kParsed);
+  EXPECT_TRUE(cache.Resume(cache.Open(), token).ok());
+}
+
+TEST(GaloisKeyCache, WithoutAWaitKeysGoWithTheirConnection) {
+  GaloisKeyCache cache(1000, kWire, kParsed);
+  const auto a = cache.Open();
+  std::vector<uint8_t> token = {1};
+  Install(cache, a, &token);
+  EXPECT_TRUE(token.empty());
+  cache.Close(a);
+  EXPECT_EQ(cache.charged_bytes(), 0u);
+  EXPECT_EQ(cache.waiting(), 0u);
 }
 
 }  // namespace

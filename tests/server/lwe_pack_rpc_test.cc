@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "embedding/table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -50,17 +51,32 @@ class RawSession {
     return cap_.configRequest().send().wait(rpc_.getWaitScope());
   }
 
-  // One chunk; returns whether the keys are installed.
+  // One chunk; returns whether the keys are installed (and keeps the reply's resume token).
   absl::StatusOr<bool> Upload(uint64_t offset, absl::Span<const uint8_t> chunk) {
     auto request = cap_.uploadGaloisKeysRequest();
     request.setOffset(offset);
     request.setChunk(capnp::Data::Reader(chunk.data(), chunk.size()));
     try {
-      return request.send().wait(rpc_.getWaitScope()).getInstalled();
+      auto reply = request.send().wait(rpc_.getWaitScope());
+      resume_token_.assign(reply.getResumeToken().begin(), reply.getResumeToken().end());
+      return reply.getInstalled();
     } catch (const kj::Exception& e) {
       return rpc::ExceptionToStatus(e, "server");
     }
   }
+
+  // resumeGaloisKeys; returns the next token.
+  absl::StatusOr<std::vector<uint8_t>> Resume(absl::Span<const uint8_t> token) {
+    auto request = cap_.resumeGaloisKeysRequest();
+    request.setToken(capnp::Data::Reader(token.data(), token.size()));
+    try {
+      auto reply = request.send().wait(rpc_.getWaitScope());
+      return std::vector<uint8_t>(reply.getResumeToken().begin(), reply.getResumeToken().end());
+    } catch (const kj::Exception& e) {
+      return rpc::ExceptionToStatus(e, "server");
+    }
+  }
+  const std::vector<uint8_t>& resume_token() const { return resume_token_; }
 
   // All the keys in chunks of `chunk` bytes; returns whether the last one installed them.
   absl::StatusOr<bool> UploadAll(absl::Span<const uint8_t> keys, uint64_t chunk) {
@@ -93,6 +109,7 @@ class RawSession {
  private:
   capnp::EzRpcClient rpc_;
   rpc::LwePackServer::Client cap_;
+  std::vector<uint8_t> resume_token_;
 };
 
 class LwePackRpcTest : public ::testing::Test {
@@ -382,6 +399,56 @@ TEST_F(LwePackRpcTest, ConcurrentSessionsShareAPassAndEachGetsItsRows) {
     ASSERT_EQ(got[c].size(), 2u);
     for (int i = 0; i < 2; ++i) EXPECT_EQ(got[c][i], Record(rows[c][i])) << "row " << rows[c][i];
   }
+}
+
+TEST_F(LwePackRpcTest, AResumeTokenServesOnceAndOnlyAfterItsConnectionCloses) {
+  auto server = testing::StartLweServer(path_, "lwe-exppack-s");
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = NewClient();
+  ASSERT_NE(client, nullptr);
+  const uint64_t row = 1234;
+  auto query = client->MakeQuery(row);
+  ASSERT_TRUE(query.ok());
+  auto decodes = [&](RawSession& session) {
+    auto response = session.Answer(query->query, query->ciphertext);
+    if (!response.ok()) return response.status();
+    std::vector<uint8_t> record(config_.shape.record_bytes);
+    if (absl::Status s = client->Decode(row, *response, absl::MakeSpan(record)); !s.ok()) return s;
+    return record == Record(row) ? absl::OkStatus() : absl::DataLossError("another record");
+  };
+  std::vector<uint8_t> token;
+  {
+    RawSession owner((*server)->port());
+    const uint64_t chunk = owner.Config().getConfig().getMaxChunkBytes();
+    ASSERT_TRUE(owner.UploadAll(client->expansion_keys(), chunk).ok());
+    token = owner.resume_token();
+    ASSERT_EQ(token.size(), 16u);
+    // While its connection is open the token takes nothing from it; wrong tokens take nothing.
+    RawSession thief((*server)->port());
+    EXPECT_EQ(thief.Resume(token).status().code(), absl::StatusCode::kNotFound);
+    std::vector<uint8_t> guess = token;
+    guess[0] ^= 0x80;
+    EXPECT_EQ(thief.Resume(guess).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(thief.Resume(absl::MakeConstSpan(token).first(8)).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(decodes(thief).code(), absl::StatusCode::kFailedPrecondition);  // no keys
+    EXPECT_TRUE(decodes(owner).ok());
+  }
+  // Once the server has seen the owner's connection close (a refused resume spends nothing).
+  RawSession next((*server)->port());
+  auto renewed = next.Resume(token);
+  for (int i = 0; i < 50 && absl::IsNotFound(renewed.status()); ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    renewed = next.Resume(token);
+  }
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_EQ(renewed->size(), 16u);
+  EXPECT_NE(*renewed, token);
+  EXPECT_TRUE(decodes(next).ok());
+  EXPECT_EQ(next.Resume(*renewed).status().code(), absl::StatusCode::kFailedPrecondition);
+  RawSession late((*server)->port());
+  EXPECT_EQ(late.Resume(token).status().code(), absl::StatusCode::kNotFound);  // spent
+  EXPECT_EQ(decodes(late).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(LwePackRpcTest, ClientsUploadTheirKeysAgainAfterAnEviction) {
