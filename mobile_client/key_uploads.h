@@ -7,6 +7,7 @@
 // next connection presents it (resumeGaloisKeys) instead of sending the keys again, uploading
 // only if the server no longer holds them.
 //
+// Loop thread only (the transport's), but for Reset before the first call.
 #ifndef VEIL_MOBILE_CLIENT_KEY_UPLOADS_H_
 #define VEIL_MOBILE_CLIENT_KEY_UPLOADS_H_
 

@@ -279,8 +279,8 @@ interface LwePackServer extends(VeilServer) {
   # The call of the last chunk returns once the keys are parsed and checked (every residue, exactly
   # the elements the expansion needs) and installed; they belong to this connection, and its reply
   # carries their `resumeToken` (16 bytes; empty where the server keeps no keys after their
-  # connection, veil-server --key_resume_s=0). INVALID_ARGUMENT for an empty chunk, a wrong offset, bytes past expansionKeyBytes or keys
-  # that do not parse; FAILED_PRECONDITION while the previous upload is being parsed or an answer
+  # connection, veil-server --key_resume_s=0). INVALID_ARGUMENT for an empty chunk, a wrong
+  # offset, bytes past expansionKeyBytes or keys that do not parse; FAILED_PRECONDITION while the previous upload is being parsed or an answer
   # uses the keys; RESOURCE_EXHAUSTED if the key memory (maxKeyBytes) is held by keys in use.
 
   answer @2 (query :Data, ciphertext :Data, selection :Data) -> (response :Data, table :TableId);

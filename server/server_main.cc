@@ -40,8 +40,9 @@ ABSL_FLAG(int, max_queued_ciphertexts_per_connection, 8,
           "have waiting");
 ABSL_FLAG(
     int64_t, max_galois_key_bytes, int64_t{2} << 30,
-    "bfv-bag, lwe-exppack-s, lwe-hybrid: memory for all sessions' Galois (expansion) keys; idle "
-    "sessions' keys are evicted (least recently used first) to make room");
+    "bfv-bag, lwe-exppack-s, lwe-hybrid: memory for all sessions' Galois (expansion) keys; closed "
+    "connections' keys, then idle sessions' keys are evicted (least recently used first) to make "
+    "room");
 ABSL_FLAG(int, key_resume_s, 3600,
           "bfv-bag and the packed LWE protocols: how long a closed connection's keys wait (within "
           "--max_galois_key_bytes, evicted first) for the client's next connection to resume them "
