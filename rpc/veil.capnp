@@ -176,7 +176,7 @@ interface BagServer extends(VeilServer) {
   # maxChunkBytes: each chunk starts where the previous one ended (offset 0 starts over, dropping
   # this connection's keys). The call of the last chunk returns once the keys are validated
   # (parameter id, sizes, every residue, exactly the rotations the table needs) and installed.
-  # The keys belong to this connection; when it closes they wait for resumeGaloisKeys (below).
+  # The keys belong to this connection until resumeGaloisKeys (below) moves them to another.
   # RESOURCE_EXHAUSTED if the server's key memory (maxGaloisKeyBytes) is held by keys in use.
 
   answer @2 (query :Data) -> (answer :Data, table :TableId);
@@ -295,11 +295,12 @@ interface LwePackServer extends(VeilServer) {
   # RESOURCE_EXHAUSTED when this connection or the server has too many queries waiting.
 
   resumeGaloisKeys @3 (token :Data) -> (resumeToken :Data);
-  # The keys a closed connection of this client uploaded, installed on this one without sending
+  # The keys an earlier connection of this client uploaded, installed on this one without sending
   # them again: `token` is the resumeToken of their upload's last chunk (or of the last resume),
   # and the reply carries the next one (a token serves once). A closed connection's keys wait
   # veil-server --key_resume_s (an hour by default), are evicted before any other key memory
-  # and count in maxKeyBytes. NOT_FOUND if no keys wait under the token (never issued, expired,
-  # evicted or resumed already): upload them; FAILED_PRECONDITION if this connection has keys
-  # or an upload; INVALID_ARGUMENT for a token of another size.
+  # and count in maxKeyBytes; an open connection's move unless an answer is using them (its next
+  # answer then gets ABORTED). NOT_FOUND if no keys are held under the token (never issued,
+  # expired, evicted, resumed already or in use): upload them; FAILED_PRECONDITION if this
+  # connection has keys or an upload; INVALID_ARGUMENT for a token of another size.
 }

@@ -30,10 +30,11 @@ std::array<uint8_t, 32> HashToken(absl::Span<const uint8_t> token) {
 
 }  // namespace
 
-std::vector<uint8_t> GaloisKeyCache::NewToken(Entry& entry) {
+std::vector<uint8_t> GaloisKeyCache::NewToken(Session session, Entry& entry) {
   std::vector<uint8_t> token(kResumeTokenBytes);
   randombytes_buf(token.data(), token.size());
   entry.token = HashToken(token);
+  live_[*entry.token] = session;
   return token;
 }
 
@@ -65,31 +66,30 @@ void GaloisKeyCache::Close(Session session) {
   auto it = entries_.find(session);
   if (it == entries_.end()) return;
   Expire();
-  Entry& entry = it->second;
-  if (entry.state == State::kReady && entry.token.has_value()) {
-    // The keys and their charge move to the waiting list (an answer in flight holds its own
-    // reference to them).
-    waiting_[*entry.token] =
-        Waiting{std::move(entry.keys), entry.charge, ++clock_, now_() + resume_for_};
-    entry.charge = 0;
-    entry.token.reset();
-    entry.state = State::kEmpty;
-  }
-  if (entry.holds > 0) {
+  if (it->second.holds > 0) {
+    // Its keys or upload stay charged to it while an answer or the parse uses them.
     it->second.closed = true;
     return;
   }
-  Clear(it->second, State::kEmpty);
-  entries_.erase(it);
+  Leave(it);
 }
 
 void GaloisKeyCache::Release(Session session) {
   auto it = entries_.find(session);
   if (it == entries_.end()) return;
-  if (--it->second.holds == 0 && it->second.closed) {
-    Clear(it->second, State::kEmpty);
-    entries_.erase(it);
+  if (--it->second.holds == 0 && it->second.closed) Leave(it);
+}
+
+void GaloisKeyCache::Leave(std::map<Session, Entry>::iterator it) {
+  Entry& entry = it->second;
+  if (entry.state == State::kReady && entry.token.has_value()) {
+    // The keys and their charge move to the waiting list.
+    waiting_[*entry.token] =
+        Waiting{std::move(entry.keys), entry.charge, ++clock_, now_() + resume_for_};
+    entry.charge = 0;
   }
+  Clear(entry, State::kEmpty);
+  entries_.erase(it);
 }
 
 void GaloisKeyCache::Clear(Entry& entry, State state) {
@@ -97,12 +97,31 @@ void GaloisKeyCache::Clear(Entry& entry, State state) {
   entry.charge = 0;
   entry.upload = std::vector<uint8_t>();
   entry.keys.reset();
+  if (entry.token.has_value()) live_.erase(*entry.token);
   entry.token.reset();
   entry.state = state;
 }
 
+bool GaloisKeyCache::Evictable(const Entry& entry) {
+  return entry.holds == 0 && entry.charge > 0 &&
+         (entry.state == State::kUploading || entry.state == State::kReady);
+}
+
 absl::Status GaloisKeyCache::MakeRoom(Session session, uint64_t bytes) {
   Expire();
+  if (charged_ + bytes <= max_bytes_) return absl::OkStatus();
+  // Nothing is evicted unless enough can be.
+  uint64_t evictable = 0;
+  for (const auto& [token, waiting] : waiting_) evictable += waiting.charge;
+  for (const auto& [id, entry] : entries_) {
+    if (id != session && Evictable(entry)) evictable += entry.charge;
+  }
+  if (charged_ - evictable + bytes > max_bytes_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the server's Galois key memory (", max_bytes_,
+                     " bytes, --max_galois_key_bytes) is "
+                     "held by sessions whose keys are in use; retry later"));
+  }
   while (charged_ + bytes > max_bytes_ && !waiting_.empty()) {
     auto oldest = std::min_element(waiting_.begin(), waiting_.end(), [](auto& a, auto& b) {
       return a.second.last_use < b.second.last_use;
@@ -119,19 +138,11 @@ absl::Status GaloisKeyCache::MakeRoom(Session session, uint64_t bytes) {
       return a_ready != b_ready ? b_ready : a.last_use < b.last_use;
     };
     for (auto& [id, entry] : entries_) {
-      const bool idle = entry.holds == 0 && entry.charge > 0 &&
-                        (entry.state == State::kUploading || entry.state == State::kReady);
-      if (id != session && idle && (oldest == nullptr || before(entry, *oldest))) {
+      if (id != session && Evictable(entry) && (oldest == nullptr || before(entry, *oldest))) {
         oldest = &entry;
       }
     }
-    if (oldest == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the server's Galois key memory (", max_bytes_,
-                       " bytes, --max_galois_key_bytes) is "
-                       "held by sessions whose keys are in use; retry later"));
-    }
-    Clear(*oldest, State::kEvicted);
+    Clear(*oldest, State::kEvicted);  // one exists: the evictable charge covers the need
     ++evictions_;
   }
   return absl::OkStatus();
@@ -206,7 +217,7 @@ absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Install(
   entry.keys = std::move(keys);
   entry.last_use = ++clock_;
   if (resume_for_ <= absl::ZeroDuration()) return std::vector<uint8_t>();
-  return NewToken(entry);
+  return NewToken(session, entry);
 }
 
 absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Resume(Session session,
@@ -223,20 +234,35 @@ absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Resume(Session session,
         "connection without");
   }
   Expire();
-  // Looked up by the token's hash: the map's comparisons see no byte of a token.
-  auto found = waiting_.find(HashToken(token));
-  if (found == waiting_.end()) {
+  // Looked up by the token's hash: the maps' comparisons see no byte of a token.
+  const TokenHash hash = HashToken(token);
+  std::shared_ptr<const he::GaloisKeys> keys;
+  uint64_t charge = 0;
+  if (auto waiting = waiting_.find(hash); waiting != waiting_.end()) {
+    keys = std::move(waiting->second.keys);
+    charge = waiting->second.charge;
+    waiting_.erase(waiting);
+  } else if (auto live = live_.find(hash);
+             live != live_.end() && entries_.at(live->second).holds == 0) {
+    // Its connection is open still, to the server: the client has moved on (a new network)
+    // before the server noticed. The keys move; that connection's next answer gets ABORTED.
+    Entry& old = entries_.at(live->second);
+    keys = std::move(old.keys);
+    charge = old.charge;
+    old.charge = 0;
+    Clear(old, State::kEvicted);
+  } else {
     return absl::NotFoundError(absl::StrCat(
-        "no Galois keys wait under this resume token (a closed connection's keys wait ",
+        "no Galois keys are held under this resume token (a closed connection's keys wait ",
         absl::FormatDuration(resume_for_),
-        ", fewer when the key memory is needed, and serve one resume): upload them"));
+        ", fewer when the key memory is needed; keys an answer is using do not move; a token "
+        "serves one resume): upload them"));
   }
   Clear(entry, State::kReady);
-  entry.keys = std::move(found->second.keys);
-  entry.charge = found->second.charge;
+  entry.keys = std::move(keys);
+  entry.charge = charge;
   entry.last_use = ++clock_;
-  waiting_.erase(found);
-  return NewToken(entry);
+  return NewToken(session, entry);
 }
 
 void GaloisKeyCache::Discard(Session session) {

@@ -13,14 +13,18 @@
 // until it fits: closed connections' keys waiting for Resume first, then uploads in progress,
 // then installed keys with no answer in flight, each kind least recently used first. A session
 // whose keys are in use (an answer queued or running, or its upload being parsed) is never evicted.
-// If nothing idle is left the charge fails with RESOURCE_EXHAUSTED (the chunk is not taken: it may
-// be sent again). An evicted session's next answer or chunk gets ABORTED (upload again).
+// If evicting every idle entry would not make room the charge fails with RESOURCE_EXHAUSTED and
+// nothing is evicted (the chunk is not taken: it may be sent again). An evicted session's next
+// answer or chunk gets ABORTED (upload again).
 //
 // Resumption: installed keys come with a resume token (16 random bytes; the cache keeps only
-// their hash). When the connection closes its keys stay, charged and idle, for resume_for; a new
-// connection that presents the token (Resume) takes them over instead of uploading them again,
-// and gets a new token (each token serves once). Those kept keys are evicted first, least
-// recently used first, and dropped once resume_for has passed.
+// their hash). When the connection closes (and the last answer using its keys is done) its keys
+// stay, charged and idle, for resume_for; a new connection that presents the token (Resume)
+// takes them over instead of uploading them again, and gets a new token (each token serves
+// once). Those kept keys are evicted first, least recently used first, and dropped once
+// resume_for has passed. A token presented while its connection is still open (a phone on a new
+// network before the server noticed the old connection die) moves the keys from it unless an
+// answer is using them; that connection's next answer gets ABORTED.
 //
 // Event-loop thread only. A Hold keeps a session's keys (or its upload's charge) alive while the
 // worker uses them; a session closed meanwhile is released when its last Hold goes.
@@ -76,8 +80,8 @@ class GaloisKeyCache {
   uint64_t session_bytes() const { return wire_bytes_ + parsed_bytes_; }
 
   Session Open();
-  // The connection is gone: its installed keys wait for Resume (if resume_for > 0); the rest of
-  // its charge is released now, or when its last Hold goes.
+  // The connection is gone: now, or when its last Hold goes, its installed keys wait for Resume
+  // (if resume_for > 0) and the rest of its charge is released.
   void Close(Session session);
 
   // A complete upload, ready to parse, and the Hold that keeps its charge while it is parsed.
@@ -100,11 +104,11 @@ class GaloisKeyCache {
   // token (empty if resume_for is zero). Returns CANCELLED if the session was closed meanwhile.
   absl::StatusOr<std::vector<uint8_t>> Install(Session session,
                                                std::shared_ptr<const he::GaloisKeys> keys);
-  // The keys a closed connection left under `token`, installed on `session` (which has neither
-  // keys nor an upload), and their next token; `token` is spent. Returns NOT_FOUND if no keys
-  // wait under it (never issued, expired, evicted or resumed already: upload them),
-  // INVALID_ARGUMENT for a token of another size and FAILED_PRECONDITION if the session has keys
-  // or an upload.
+  // The keys held under `token` (a closed connection's, or an open one's that no answer uses),
+  // installed on `session` (which has neither keys nor an upload), and their next token; `token`
+  // is spent. Returns NOT_FOUND if no keys are held under it (never issued, expired, evicted,
+  // resumed already, or in use: upload them), INVALID_ARGUMENT for a token of another size and
+  // FAILED_PRECONDITION if the session has keys or an upload.
   absl::StatusOr<std::vector<uint8_t>> Resume(Session session, absl::Span<const uint8_t> token);
   // After a failed parse: the session has no keys.
   void Discard(Session session);
@@ -147,6 +151,11 @@ class GaloisKeyCache {
   };
 
   void Release(Session session);
+  // A closed session with no holds goes: its installed keys wait for Resume (with a token), the
+  // rest of its charge is released.
+  void Leave(std::map<Session, Entry>::iterator it);
+  // Idle and charged: an upload in progress or installed keys with no hold.
+  static bool Evictable(const Entry& entry);
   // Drops whatever the entry holds and its charge (state becomes `state`).
   void Clear(Entry& entry, State state);
   // Evicts waiting keys, then idle sessions other than `session`, until `bytes` more fit.
@@ -154,8 +163,8 @@ class GaloisKeyCache {
   absl::Status MakeRoom(Session session, uint64_t bytes);
   // Drops the waiting keys whose time has passed.
   void Expire();
-  // A fresh token for the entry's keys (its hash kept in the entry).
-  std::vector<uint8_t> NewToken(Entry& entry);
+  // A fresh token for the keys of `session`'s entry (its hash kept in the entry and live_).
+  std::vector<uint8_t> NewToken(Session session, Entry& entry);
 
   const uint64_t max_bytes_;
   const uint64_t wire_bytes_;
@@ -164,6 +173,7 @@ class GaloisKeyCache {
   const std::function<absl::Time()> now_;
   std::map<Session, Entry> entries_;
   std::map<TokenHash, Waiting> waiting_;
+  std::map<TokenHash, Session> live_;  // the tokens of installed keys, to their session
   Session next_session_ = 1;
   uint64_t clock_ = 0;
   uint64_t charged_ = 0;

@@ -6,9 +6,8 @@
 // the target keeps a model of what each session uploaded and of every token.
 // Invariants: the memory charged never exceeds the bound; every refusal has a documented code; a
 // completed upload is exactly the chunks the session sent since offset 0; keys are acquired only
-// after an install and are the installed ones; a resume succeeds only with the token of a closed
-// connection, once; when every session is closed, every hold released and the wait over,
-// nothing is charged.
+// after an install and are the installed ones; a resume succeeds only with an issued token, once;
+// when every session is closed, every hold released and the wait over, nothing is charged.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -45,8 +44,8 @@ enum Op : uint8_t {
   kOps
 };
 
-// What the model knows of a token: its keys' connection is open, closed (so they may wait), or
-// it served a resume.
+// What the model knows of a token: its keys' connection is open or closed, or it served a
+// resume.
 enum class TokenState { kLive, kClosed, kSpent };
 
 std::shared_ptr<const he::GaloisKeys> InstalledKeys() {
@@ -84,6 +83,9 @@ std::vector<std::vector<uint8_t>> Seeds() {
       // Keys installed, their connection closed, resumed by another, resumed again (spent).
       {kOpen, 0, kAppend, 0, 0, 10,    kInstall, 0,   kClose, 0, kOpen, 1, kResume, 1, 0,
        kOpen, 2, kResume, 2, 0, kTick, 2,        200, kClose, 1, kOpen, 3, kResume, 3, 1},
+      // An open connection's token: refused while an answer uses the keys, then moves them.
+      {kOpen,   0, kAppend, 0,        0, 10,      kInstall, 0, kAcquire, 0, kOpen,    1,
+       kResume, 1, 0,       kRelease, 0, kResume, 1,        0, kAcquire, 0, kAcquire, 1},
   };
 }
 
@@ -98,11 +100,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(GaloisKeyCache::ParsedBytes(*installed) == kParsedBytes, "InstalledKeys' size");
   Session sessions[kSessions];
   std::map<std::vector<uint8_t>, TokenState> tokens;
-  std::vector<std::vector<uint8_t>> seen;  // every token issued, in order
+  std::map<std::vector<uint8_t>, int> owners;  // the session slot each token was issued to
+  std::vector<std::vector<uint8_t>> seen;      // every token issued, in order
   auto issued = [&](Session& s, std::vector<uint8_t> token) {
     Check(token.size() == GaloisKeyCache::kResumeTokenBytes, "a token of another size");
     Check(tokens.count(token) == 0, "a token issued twice");
     tokens[token] = TokenState::kLive;
+    owners[token] = static_cast<int>(&s - sessions);
     seen.push_back(token);
     s.token = std::move(token);
   };
@@ -118,7 +122,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case kClose:
         cache.Close(*s.id);
-        if (!s.token.empty()) tokens[s.token] = TokenState::kClosed;
+        if (!s.token.empty() && tokens[s.token] == TokenState::kLive) {
+          tokens[s.token] = TokenState::kClosed;
+        }
         s = Session();
         break;
       case kAppend: {
@@ -194,8 +200,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           break;
         }
         auto known = tokens.find(token);
-        Check(known != tokens.end() && known->second == TokenState::kClosed,
-              "a resume succeeded with a token that is not a closed connection's");
+        Check(known != tokens.end() && known->second != TokenState::kSpent,
+              "a resume succeeded with a token never issued or spent");
+        Check(known->second != TokenState::kLive || sessions[owners[token]].answers.empty(),
+              "a resume moved keys an answer is using");
         known->second = TokenState::kSpent;
         s.sent.clear();
         issued(s, *std::move(renewed));

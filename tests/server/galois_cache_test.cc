@@ -1,7 +1,7 @@
 // GaloisKeyCache: chunked uploads, the memory bound (an upload charged as its bytes arrive), the
 // eviction rule (closed connections' keys, then idle uploads, then idle keys, least recently used
-// first; keys in use never), releasing closed sessions only after their holds, and resuming a
-// closed connection's keys with their token (once, within the wait, never a live connection's).
+// first; keys in use never), releasing closed sessions only after their holds, and resuming keys
+// with their token (once, within the wait, never keys an answer is using).
 #include "server/galois_cache.h"
 
 #include <memory>
@@ -191,7 +191,7 @@ TEST(GaloisKeyCache, DiscardDropsAFailedUpload) {
   EXPECT_EQ(cache.charged_bytes(), kParsed);
 }
 
-TEST(GaloisKeyCache, AClosedConnectionsKeysServeOneResume) {
+TEST(GaloisKeyCache, ATokenMovesItsKeysOnce) {
   GaloisKeyCache cache(1000, kWire, kParsed, absl::Minutes(5));
   const auto a = cache.Open();
   std::vector<uint8_t> token;
@@ -219,13 +219,20 @@ TEST(GaloisKeyCache, AClosedConnectionsKeysServeOneResume) {
   const auto c = cache.Open();
   EXPECT_THAT(cache.Resume(c, token).status().message(), HasSubstr("upload them"));
   EXPECT_EQ(cache.Resume(b, *next).status().code(), absl::StatusCode::kFailedPrecondition);
-  // A live connection's token takes nothing from it.
+  // An open connection's keys move while no answer uses them (the client went on from another
+  // network); that connection's next answer is ABORTED.
+  auto in_use = cache.Acquire(b);
+  ASSERT_TRUE(in_use.ok());
   EXPECT_EQ(cache.Resume(c, *next).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(cache.Acquire(b).ok());
-  cache.Close(b);
+  in_use->hold.reset();
   EXPECT_TRUE(cache.Resume(c, *next).ok());
+  EXPECT_EQ(cache.Acquire(b).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(cache.Acquire(c)->keys.get(), keys);
+  EXPECT_EQ(cache.charged_bytes(), kParsed);
+  cache.Close(b);
   cache.Close(c);
-  EXPECT_EQ(cache.charged_bytes(), kParsed);  // c's keys wait in turn
+  EXPECT_EQ(cache.waiting(), 1u);  // c's keys wait in turn
+  EXPECT_EQ(cache.charged_bytes(), kParsed);
 }
 
 TEST(GaloisKeyCache, WaitingKeysExpireAndAreEvictedFirst) {
@@ -265,6 +272,48 @@ TEST(GaloisKeyCache, KeysInUseWhenTheirConnectionClosesStillWait) {
   cache.Close(a);
   in_use->hold.reset();
   EXPECT_EQ(cache.charged_bytes(), kParsed);
+  EXPECT_TRUE(cache.Resume(cache.Open(), token).ok());
+}
+
+TEST(GaloisKeyCache, KeysInUseKeepTheirChargeAfterTheirConnectionCloses) {
+  // Room for one session's keys and a little: the keys of a closed connection still used by an
+  // answer cannot make room for another upload until the answer is done.
+  GaloisKeyCache cache(kSession + 4, kWire, kParsed, absl::Minutes(5));
+  const auto a = cache.Open();
+  Install(cache, a);
+  auto in_use = cache.Acquire(a);
+  ASSERT_TRUE(in_use.ok());
+  cache.Close(a);
+  EXPECT_EQ(cache.waiting(), 0u);  // not before the answer is done
+  const auto b = cache.Open();
+  EXPECT_EQ(cache.Append(b, 0, std::vector<uint8_t>(kWire)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache.charged_bytes(), kParsed);
+  in_use->hold.reset();
+  EXPECT_EQ(cache.waiting(), 1u);
+  EXPECT_EQ(cache.charged_bytes(), kParsed);
+  Install(cache, b);  // evicts the waiting keys
+  EXPECT_EQ(cache.waiting(), 0u);
+  EXPECT_EQ(cache.evictions(), 1u);
+}
+
+TEST(GaloisKeyCache, ARefusedChargeEvictsNothing) {
+  // Waiting keys (a) and an upload being parsed (b, in use): an upload that would not fit even
+  // without the waiting keys is refused and leaves them waiting.
+  GaloisKeyCache cache(kSession + kParsed, kWire, kParsed, absl::Minutes(5));
+  const auto a = cache.Open();
+  std::vector<uint8_t> token;
+  Install(cache, a, &token);
+  cache.Close(a);
+  const auto b = cache.Open();
+  auto parsing = cache.Append(b, 0, std::vector<uint8_t>(kWire));
+  ASSERT_TRUE(parsing.ok() && parsing->has_value());
+  const auto c = cache.Open();
+  EXPECT_EQ(cache.Append(c, 0, std::vector<uint8_t>(kWire)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache.waiting(), 1u);
+  EXPECT_EQ(cache.evictions(), 0u);
+  EXPECT_EQ(cache.charged_bytes(), kSession + kParsed);
   EXPECT_TRUE(cache.Resume(cache.Open(), token).ok());
 }
 
