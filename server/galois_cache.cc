@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -34,20 +35,22 @@ std::vector<uint8_t> GaloisKeyCache::NewToken(Session session, Entry& entry) {
   std::vector<uint8_t> token(kResumeTokenBytes);
   randombytes_buf(token.data(), token.size());
   entry.token = HashToken(token);
-  live_[*entry.token] = session;
+  tokens_[*entry.token] = session;
   return token;
 }
 
 void GaloisKeyCache::Expire() {
   const absl::Time now = now_();
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (it->second.expires > now) {
-      ++it;
-      continue;
-    }
-    charged_ -= it->second.charge;
-    it = waiting_.erase(it);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto next = std::next(it);
+    if (Waiting(it->second) && it->second.expires <= now) Drop(it, State::kEmpty);
+    it = next;
   }
+}
+
+size_t GaloisKeyCache::waiting() const {
+  return std::count_if(entries_.begin(), entries_.end(),
+                       [](const auto& e) { return Waiting(e.second); });
 }
 
 uint64_t GaloisKeyCache::ParsedBytes(const he::GaloisKeys& keys) {
@@ -66,12 +69,9 @@ void GaloisKeyCache::Close(Session session) {
   auto it = entries_.find(session);
   if (it == entries_.end()) return;
   Expire();
-  if (it->second.holds > 0) {
-    // Its keys or upload stay charged to it while an answer or the parse uses them.
-    it->second.closed = true;
-    return;
-  }
-  Leave(it);
+  it->second.closed = true;
+  // Its keys or upload stay charged to it while an answer or the parse uses them.
+  if (it->second.holds == 0) Leave(it);
 }
 
 void GaloisKeyCache::Release(Session session) {
@@ -80,16 +80,19 @@ void GaloisKeyCache::Release(Session session) {
   if (--it->second.holds == 0 && it->second.closed) Leave(it);
 }
 
-void GaloisKeyCache::Leave(std::map<Session, Entry>::iterator it) {
+void GaloisKeyCache::Leave(Entries::iterator it) {
   Entry& entry = it->second;
   if (entry.state == State::kReady && entry.token.has_value()) {
-    // The keys and their charge move to the waiting list.
-    waiting_[*entry.token] =
-        Waiting{std::move(entry.keys), entry.charge, ++clock_, now_() + resume_for_};
-    entry.charge = 0;
+    entry.expires = now_() + resume_for_;
+    entry.last_use = ++clock_;
+    return;
   }
-  Clear(entry, State::kEmpty);
-  entries_.erase(it);
+  Drop(it, State::kEmpty);
+}
+
+void GaloisKeyCache::Drop(Entries::iterator it, State state) {
+  Clear(it->second, state);
+  if (it->second.closed) entries_.erase(it);
 }
 
 void GaloisKeyCache::Clear(Entry& entry, State state) {
@@ -97,7 +100,7 @@ void GaloisKeyCache::Clear(Entry& entry, State state) {
   entry.charge = 0;
   entry.upload = std::vector<uint8_t>();
   entry.keys.reset();
-  if (entry.token.has_value()) live_.erase(*entry.token);
+  if (entry.token.has_value()) tokens_.erase(*entry.token);
   entry.token.reset();
   entry.state = state;
 }
@@ -112,7 +115,6 @@ absl::Status GaloisKeyCache::MakeRoom(Session session, uint64_t bytes) {
   if (charged_ + bytes <= max_bytes_) return absl::OkStatus();
   // Nothing is evicted unless enough can be.
   uint64_t evictable = 0;
-  for (const auto& [token, waiting] : waiting_) evictable += waiting.charge;
   for (const auto& [id, entry] : entries_) {
     if (id != session && Evictable(entry)) evictable += entry.charge;
   }
@@ -122,27 +124,21 @@ absl::Status GaloisKeyCache::MakeRoom(Session session, uint64_t bytes) {
                      " bytes, --max_galois_key_bytes) is "
                      "held by sessions whose keys are in use; retry later"));
   }
-  while (charged_ + bytes > max_bytes_ && !waiting_.empty()) {
-    auto oldest = std::min_element(waiting_.begin(), waiting_.end(), [](auto& a, auto& b) {
-      return a.second.last_use < b.second.last_use;
-    });
-    charged_ -= oldest->second.charge;
-    waiting_.erase(oldest);
-    ++evictions_;
-  }
+  // Waiting keys, then uploads in progress, then installed keys, each least recently used first.
+  const auto rank = [](const Entry& e) {
+    return Waiting(e) ? 0 : e.state == State::kReady ? 2 : 1;
+  };
   while (charged_ + bytes > max_bytes_) {
-    // Uploads in progress before installed keys, each least recently used first.
-    Entry* oldest = nullptr;
-    const auto before = [](const Entry& a, const Entry& b) {
-      const bool a_ready = a.state == State::kReady, b_ready = b.state == State::kReady;
-      return a_ready != b_ready ? b_ready : a.last_use < b.last_use;
-    };
-    for (auto& [id, entry] : entries_) {
-      if (id != session && Evictable(entry) && (oldest == nullptr || before(entry, *oldest))) {
-        oldest = &entry;
+    auto oldest = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      const Entry& e = it->second;
+      if (it->first == session || !Evictable(e)) continue;
+      if (oldest == entries_.end() || rank(e) < rank(oldest->second) ||
+          (rank(e) == rank(oldest->second) && e.last_use < oldest->second.last_use)) {
+        oldest = it;
       }
     }
-    Clear(*oldest, State::kEvicted);  // one exists: the evictable charge covers the need
+    Drop(oldest, State::kEvicted);  // one exists: the evictable charge covers the need
     ++evictions_;
   }
   return absl::OkStatus();
@@ -234,33 +230,24 @@ absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Resume(Session session,
         "connection without");
   }
   Expire();
-  // Looked up by the token's hash: the maps' comparisons see no byte of a token.
-  const TokenHash hash = HashToken(token);
-  std::shared_ptr<const he::GaloisKeys> keys;
-  uint64_t charge = 0;
-  if (auto waiting = waiting_.find(hash); waiting != waiting_.end()) {
-    keys = std::move(waiting->second.keys);
-    charge = waiting->second.charge;
-    waiting_.erase(waiting);
-  } else if (auto live = live_.find(hash);
-             live != live_.end() && entries_.at(live->second).holds == 0) {
-    // Its connection is open still, to the server: the client has moved on (a new network)
-    // before the server noticed. The keys move; that connection's next answer gets ABORTED.
-    Entry& old = entries_.at(live->second);
-    keys = std::move(old.keys);
-    charge = old.charge;
-    old.charge = 0;
-    Clear(old, State::kEvicted);
-  } else {
+  // Looked up by the token's hash: the map's comparisons see no byte of a token.
+  auto found = tokens_.find(HashToken(token));
+  if (found == tokens_.end() || entries_.at(found->second).holds > 0) {
     return absl::NotFoundError(absl::StrCat(
         "no Galois keys are held under this resume token (a closed connection's keys wait ",
         absl::FormatDuration(resume_for_),
         ", fewer when the key memory is needed; keys an answer is using do not move; a token "
         "serves one resume): upload them"));
   }
+  // A closed connection's keys, or an open one's: the client has moved on (a new network)
+  // before the server noticed, and that connection's next answer gets ABORTED.
+  const auto old = entries_.find(found->second);
+  std::shared_ptr<const he::GaloisKeys> keys = std::move(old->second.keys);
+  const uint64_t charge = std::exchange(old->second.charge, 0);
+  Drop(old, State::kEvicted);
   Clear(entry, State::kReady);
   entry.keys = std::move(keys);
-  entry.charge = charge;
+  entry.charge = charge;  // still counted in charged_: it moves
   entry.last_use = ++clock_;
   return NewToken(session, entry);
 }

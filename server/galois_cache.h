@@ -124,7 +124,7 @@ class GaloisKeyCache {
   uint64_t charged_bytes() const { return charged_; }
   uint64_t evictions() const { return evictions_; }
   // Closed connections' keys waiting for Resume now.
-  size_t waiting() const { return waiting_.size(); }
+  size_t waiting() const;
 
   // The memory of parsed keys (what Install charges).
   static uint64_t ParsedBytes(const he::GaloisKeys& keys);
@@ -141,29 +141,30 @@ class GaloisKeyCache {
     uint64_t last_use = 0;
     int holds = 0;
     bool closed = false;
+    absl::Time expires = absl::InfiniteFuture();  // waiting: when its keys go
   };
-  // A closed connection's keys, waiting for Resume.
-  struct Waiting {
-    std::shared_ptr<const he::GaloisKeys> keys;
-    uint64_t charge = 0;
-    uint64_t last_use = 0;
-    absl::Time expires;
-  };
+  using Entries = std::map<Session, Entry>;
 
+  // A closed connection's entry kept only for its keys' Resume.
+  static bool Waiting(const Entry& entry) {
+    return entry.closed && entry.holds == 0 && entry.state == State::kReady;
+  }
   void Release(Session session);
-  // A closed session with no holds goes: its installed keys wait for Resume (with a token), the
-  // rest of its charge is released.
-  void Leave(std::map<Session, Entry>::iterator it);
-  // Idle and charged: an upload in progress or installed keys with no hold.
+  // A closed session with no holds goes, or waits with its installed keys (if they have a token)
+  // for Resume until resume_for has passed.
+  void Leave(Entries::iterator it);
+  // Drops the entry and its charge: erased if its connection is closed, else left `state`.
+  void Drop(Entries::iterator it, State state);
+  // Idle and charged: an upload in progress or installed keys with no hold (waiting ones too).
   static bool Evictable(const Entry& entry);
   // Drops whatever the entry holds and its charge (state becomes `state`).
   void Clear(Entry& entry, State state);
-  // Evicts waiting keys, then idle sessions other than `session`, until `bytes` more fit.
+  // Evicts idle entries other than `session`'s (waiting keys first) until `bytes` more fit.
   // RESOURCE_EXHAUSTED if not.
   absl::Status MakeRoom(Session session, uint64_t bytes);
   // Drops the waiting keys whose time has passed.
   void Expire();
-  // A fresh token for the keys of `session`'s entry (its hash kept in the entry and live_).
+  // A fresh token for the keys of `session`'s entry (its hash kept in the entry and tokens_).
   std::vector<uint8_t> NewToken(Session session, Entry& entry);
 
   const uint64_t max_bytes_;
@@ -171,9 +172,8 @@ class GaloisKeyCache {
   const uint64_t parsed_bytes_;
   const absl::Duration resume_for_;
   const std::function<absl::Time()> now_;
-  std::map<Session, Entry> entries_;
-  std::map<TokenHash, Waiting> waiting_;
-  std::map<TokenHash, Session> live_;  // the tokens of installed keys, to their session
+  Entries entries_;
+  std::map<TokenHash, Session> tokens_;  // the tokens of installed keys, to their session
   Session next_session_ = 1;
   uint64_t clock_ = 0;
   uint64_t charged_ = 0;
