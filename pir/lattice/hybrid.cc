@@ -139,9 +139,6 @@ absl::StatusOr<std::vector<uint8_t>> MakeHybridSelection(const RingContext& ring
                                                          const RlweSecret& z,
                                                          const HybridWindow& window,
                                                          uint64_t start) {
-  if (start >= window.starts) {
-    return absl::InvalidArgumentError(absl::StrCat("window start ", start, " of ", window.starts));
-  }
   absl::StatusOr<std::vector<uint8_t>> selection = PrepareHybridSelection(ring, z, window);
   if (!selection.ok()) return selection.status();
   if (absl::Status s = AddHybridSelection(ring, window, start, absl::MakeSpan(*selection));

@@ -145,8 +145,8 @@ class PackedQuery {
 
 // The part of a query that does not depend on its row, made ahead (PackedClient::PrepareQuery):
 // the encryptions of zero vectors under fresh secrets, the secrets' RLWE ciphertexts and (the
-// hybrid) the selection's encryption of zero. One
-// query's worth: PackedClient::FinishQuery consumes it. Its secrets are wiped on destruction.
+// hybrid) the selection's encryption of zero. One query's worth: PackedClient::FinishQuery
+// consumes it. Its secrets are wiped on destruction.
 class PreparedQuery {
  public:
   PreparedQuery() = default;
