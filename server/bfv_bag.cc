@@ -207,7 +207,9 @@ class BfvBagProtocol final : public Protocol {
         cache_(env.options.limits.max_galois_key_bytes, table_->sizes.galois_key_bytes,
                table_->parsed_key_bytes, env.options.limits.key_resume),
         scheduler_([this](absl::Span<BatchItem* const> batch) { return Pass(batch); }, scheduling,
-                   env.stats, "query ciphertexts") {}
+                   env.stats, "query ciphertexts") {
+    cache_.OnChange([&stats = env.stats](const KeyCacheCounts& c) { stats.SetKeyCache(c); });
+  }
 
   std::string Describe() const override {
     const he::MatVecPlan& plan = table_->server->plan();

@@ -13,6 +13,10 @@ namespace veil::server {
 
 GaloisKeyCache::Hold::~Hold() { cache_->Release(session_); }
 
+GaloisKeyCache::Notify::~Notify() {
+  if (cache.observer_) cache.observer_(cache.counts());
+}
+
 GaloisKeyCache::GaloisKeyCache(uint64_t max_bytes, uint64_t wire_bytes, uint64_t parsed_bytes,
                                absl::Duration resume_for, std::function<absl::Time()> now)
     : max_bytes_(max_bytes),
@@ -43,14 +47,28 @@ void GaloisKeyCache::Expire() {
   const absl::Time now = now_();
   for (auto it = entries_.begin(); it != entries_.end();) {
     auto next = std::next(it);
-    if (Waiting(it->second) && it->second.expires <= now) Drop(it, State::kEmpty);
+    if (Waiting(it->second) && it->second.expires <= now) {
+      Drop(it, State::kEmpty);
+      ++counts_.expirations;
+    }
     it = next;
   }
 }
 
-size_t GaloisKeyCache::waiting() const {
-  return std::count_if(entries_.begin(), entries_.end(),
-                       [](const auto& e) { return Waiting(e.second); });
+KeyCacheCounts GaloisKeyCache::counts() const {
+  KeyCacheCounts c = counts_;
+  c.charged_bytes = charged_;
+  c.max_bytes = max_bytes_;
+  for (const auto& [session, entry] : entries_) {
+    c.sessions += entry.state == State::kReady && !entry.closed;
+    c.waiting += Waiting(entry);
+  }
+  return c;
+}
+
+void GaloisKeyCache::OnChange(std::function<void(const KeyCacheCounts&)> observer) {
+  observer_ = std::move(observer);
+  observer_(counts());
 }
 
 uint64_t GaloisKeyCache::ParsedBytes(const he::GaloisKeys& keys) {
@@ -66,6 +84,7 @@ GaloisKeyCache::Session GaloisKeyCache::Open() {
 }
 
 void GaloisKeyCache::Close(Session session) {
+  const Notify notify(*this);
   auto it = entries_.find(session);
   if (it == entries_.end()) return;
   Expire();
@@ -75,6 +94,7 @@ void GaloisKeyCache::Close(Session session) {
 }
 
 void GaloisKeyCache::Release(Session session) {
+  const Notify notify(*this);
   auto it = entries_.find(session);
   if (it == entries_.end()) return;
   if (--it->second.holds == 0 && it->second.closed) Leave(it);
@@ -139,13 +159,14 @@ absl::Status GaloisKeyCache::MakeRoom(Session session, uint64_t bytes) {
       }
     }
     Drop(oldest, State::kEvicted);  // one exists: the evictable charge covers the need
-    ++evictions_;
+    ++counts_.evictions;
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<GaloisKeyCache::Upload>> GaloisKeyCache::Append(
     Session session, uint64_t offset, absl::Span<const uint8_t> chunk) {
+  const Notify notify(*this);
   Entry& entry = entries_.at(session);
   if (chunk.empty()) return absl::InvalidArgumentError("empty Galois key chunk");
   if (entry.state == State::kParsing || (offset == 0 && entry.holds > 0)) {
@@ -202,6 +223,7 @@ absl::StatusOr<std::optional<GaloisKeyCache::Upload>> GaloisKeyCache::Append(
 
 absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Install(
     Session session, std::shared_ptr<const he::GaloisKeys> keys) {
+  const Notify notify(*this);
   auto it = entries_.find(session);
   if (it == entries_.end() || it->second.closed) {
     return absl::CancelledError("the connection closed while its Galois keys were validated");
@@ -212,12 +234,14 @@ absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Install(
   charged_ += entry.charge;
   entry.keys = std::move(keys);
   entry.last_use = ++clock_;
+  ++counts_.installs;
   if (resume_for_ <= absl::ZeroDuration()) return std::vector<uint8_t>();
   return NewToken(session, entry);
 }
 
 absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Resume(Session session,
                                                             absl::Span<const uint8_t> token) {
+  const Notify notify(*this);
   Entry& entry = entries_.at(session);
   if (token.size() != kResumeTokenBytes) {
     return absl::InvalidArgumentError(absl::StrCat("a resume token of ", token.size(),
@@ -233,6 +257,7 @@ absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Resume(Session session,
   // Looked up by the token's hash: the map's comparisons see no byte of a token.
   auto found = tokens_.find(HashToken(token));
   if (found == tokens_.end() || entries_.at(found->second).holds > 0) {
+    ++counts_.refused_resumes;
     return absl::NotFoundError(absl::StrCat(
         "no Galois keys are held under this resume token (a closed connection's keys wait ",
         absl::FormatDuration(resume_for_),
@@ -249,10 +274,12 @@ absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Resume(Session session,
   entry.keys = std::move(keys);
   entry.charge = charge;  // still counted in charged_: it moves
   entry.last_use = ++clock_;
+  ++counts_.resumes;
   return NewToken(session, entry);
 }
 
 void GaloisKeyCache::Discard(Session session) {
+  const Notify notify(*this);
   auto it = entries_.find(session);
   if (it != entries_.end()) Clear(it->second, State::kEmpty);
 }

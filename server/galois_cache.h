@@ -27,7 +27,8 @@
 // answer is using them; that connection's next answer gets ABORTED.
 //
 // Event-loop thread only. A Hold keeps a session's keys (or its upload's charge) alive while the
-// worker uses them; a session closed meanwhile is released when its last Hold goes.
+// worker uses them; a session closed meanwhile is released when its last Hold goes. An observer
+// (OnChange) sees the counts after each change, for the metrics endpoint (server/metrics.h).
 #ifndef VEIL_SERVER_GALOIS_CACHE_H_
 #define VEIL_SERVER_GALOIS_CACHE_H_
 
@@ -44,6 +45,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "pir/he/bfv.h"
+#include "server/stats.h"
 
 namespace veil::server {
 
@@ -122,9 +124,13 @@ class GaloisKeyCache {
   absl::StatusOr<Keys> Acquire(Session session);
 
   uint64_t charged_bytes() const { return charged_; }
-  uint64_t evictions() const { return evictions_; }
+  uint64_t evictions() const { return counts_.evictions; }
   // Closed connections' keys waiting for Resume now.
-  size_t waiting() const;
+  size_t waiting() const { return counts().waiting; }
+  KeyCacheCounts counts() const;
+  // `observer` gets counts() after every call that may change them (Expire runs within calls, so
+  // keys past their time count as waiting until the next one).
+  void OnChange(std::function<void(const KeyCacheCounts&)> observer);
 
   // The memory of parsed keys (what Install charges).
   static uint64_t ParsedBytes(const he::GaloisKeys& keys);
@@ -166,6 +172,12 @@ class GaloisKeyCache {
   void Expire();
   // A fresh token for the keys of `session`'s entry (its hash kept in the entry and tokens_).
   std::vector<uint8_t> NewToken(Session session, Entry& entry);
+  // Tells the observer, when it goes out of scope (every return path of a changing call).
+  struct Notify {
+    explicit Notify(const GaloisKeyCache& cache) : cache(cache) {}
+    ~Notify();
+    const GaloisKeyCache& cache;
+  };
 
   const uint64_t max_bytes_;
   const uint64_t wire_bytes_;
@@ -177,7 +189,8 @@ class GaloisKeyCache {
   Session next_session_ = 1;
   uint64_t clock_ = 0;
   uint64_t charged_ = 0;
-  uint64_t evictions_ = 0;
+  KeyCacheCounts counts_;  // the counters since the start (the gauges are computed)
+  std::function<void(const KeyCacheCounts&)> observer_;
 };
 
 }  // namespace veil::server

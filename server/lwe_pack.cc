@@ -217,7 +217,9 @@ class LwePackProtocol final : public Protocol {
         cache_(table_->limits.max_galois_key_bytes, table_->key_bytes, table_->parsed_key_bytes,
                table_->limits.key_resume),
         scheduler_([this](absl::Span<BatchItem* const> batch) { return Pass(batch); },
-                   table_->limits, env.stats, "queries") {}
+                   table_->limits, env.stats, "queries") {
+    cache_.OnChange([&stats = env.stats](const KeyCacheCounts& c) { stats.SetKeyCache(c); });
+  }
 
   std::string Describe() const override {
     const lattice::PackedServer& s = *table_->server;

@@ -142,6 +142,39 @@ class ServerCollectable final : public prometheus::Collectable {
            MetricType::Gauge, static_cast<double>(ResidentKb(getpid())) * 1024);
     single("veil_uptime_seconds", "Time since the server started", MetricType::Gauge, m.uptime_s);
 
+    if (m.key_cache.has_value()) {
+      const KeyCacheCounts& k = *m.key_cache;
+      auto count = [](uint64_t n) { return static_cast<double>(n); };
+      single("veil_session_key_bytes",
+             "Memory charged to session keys: uploads, parsed keys and keys waiting for a resume",
+             MetricType::Gauge, count(k.charged_bytes));
+      single("veil_session_key_limit_bytes", "Their bound (--max_galois_key_bytes)",
+             MetricType::Gauge, count(k.max_bytes));
+      out.push_back(Family("veil_session_keys",
+                           "Installed session keys: of open connections (open) or of closed "
+                           "ones, waiting for a resume (waiting)",
+                           MetricType::Gauge));
+      out.back().metric.push_back(Value(MetricType::Gauge, count(k.sessions), {{"state", "open"}}));
+      out.back().metric.push_back(
+          Value(MetricType::Gauge, count(k.waiting), {{"state", "waiting"}}));
+      single("veil_session_key_uploads_total", "Session key uploads parsed and installed",
+             MetricType::Counter, count(k.installs));
+      out.push_back(Family("veil_session_key_resumes_total",
+                           "Resume tokens presented: keys taken over (resumed) or none held "
+                           "under the token (refused: the client uploads them)",
+                           MetricType::Counter));
+      out.back().metric.push_back(
+          Value(MetricType::Counter, count(k.resumes), {{"result", "resumed"}}));
+      out.back().metric.push_back(
+          Value(MetricType::Counter, count(k.refused_resumes), {{"result", "refused"}}));
+      single("veil_session_key_evictions_total",
+             "Uploads and keys evicted to make room (their clients upload again)",
+             MetricType::Counter, count(k.evictions));
+      single("veil_session_key_expirations_total",
+             "Waiting keys dropped after --key_resume_s without a resume", MetricType::Counter,
+             count(k.expirations));
+    }
+
     MetricFamily tables =
         Family("veil_table_info", "1 for each table version served (several during a roll)",
                MetricType::Gauge);

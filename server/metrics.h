@@ -13,6 +13,12 @@
 //   veil_table_info{epoch,digest}                gauge, 1 per table version served
 //   veil_process_resident_memory_bytes           gauge
 //   veil_uptime_seconds                          gauge
+// and where the protocol keeps session keys (bfv-bag, the packed LWE protocols; galois_cache.h):
+//   veil_session_key_bytes, veil_session_key_limit_bytes   gauges: charged now, the bound
+//   veil_session_keys{state="open"|"waiting"}    gauge: installed keys, of closed connections
+//   veil_session_key_uploads_total               counter: uploads installed
+//   veil_session_key_resumes_total{result="resumed"|"refused"}   counter
+//   veil_session_key_evictions_total, veil_session_key_expirations_total   counters
 // Like the `stats` call, these reveal load, never rows or keys. The endpoint is plaintext HTTP, so
 // it binds loopback addresses only unless the operator allows others (--metrics_from_any).
 #ifndef VEIL_SERVER_METRICS_H_

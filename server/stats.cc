@@ -99,6 +99,11 @@ void ServerStats::SetQueuedKeys(uint32_t keys) {
   queued_keys_ = keys;
 }
 
+void ServerStats::SetKeyCache(const KeyCacheCounts& counts) {
+  absl::MutexLock lock(&mu_);
+  key_cache_ = counts;
+}
+
 void ServerStats::AddConnections(int delta) {
   absl::MutexLock lock(&mu_);
   connections_ += delta;
@@ -133,6 +138,7 @@ MetricsSnapshot ServerStats::Metrics() const {
   m.connections = static_cast<uint32_t>(std::max<int64_t>(connections_, 0));
   m.refused_connections = refused_connections_;
   m.uptime_s = absl::ToDoubleSeconds(absl::Now() - start_);
+  m.key_cache = key_cache_;
   return m;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,20 @@ class Histogram {
   double sum_ = 0;
 };
 
+// What the metrics endpoint exports of a protocol's session keys (server/galois_cache.h).
+struct KeyCacheCounts {
+  uint64_t charged_bytes = 0;  // uploads, parsed and waiting keys, as charged now
+  uint64_t max_bytes = 0;      // the bound (--max_galois_key_bytes)
+  uint64_t sessions = 0;       // open connections with installed keys
+  uint64_t waiting = 0;        // closed connections' keys waiting for Resume
+  // Since the start:
+  uint64_t installs = 0;         // uploads parsed and installed
+  uint64_t resumes = 0;          // keys taken over with a token
+  uint64_t refused_resumes = 0;  // tokens under which no keys were held (NOT_FOUND)
+  uint64_t evictions = 0;        // uploads and keys evicted to make room
+  uint64_t expirations = 0;      // waiting keys dropped after resume_for
+};
+
 // Everything the metrics endpoint exports from ServerStats, copied under its lock.
 struct MetricsSnapshot {
   // Calls answered ("OK") or rejected (the error's code name), by call name and code.
@@ -52,6 +67,7 @@ struct MetricsSnapshot {
   uint32_t connections = 0;
   uint64_t refused_connections = 0;
   double uptime_s = 0;
+  std::optional<KeyCacheCounts> key_cache;  // protocols that keep session keys
 };
 
 class ServerStats {
@@ -72,6 +88,8 @@ class ServerStats {
   // A connection refused at the connection limit.
   void RecordRefusedConnection();
   void SetQueuedKeys(uint32_t keys);
+  // The protocol's session keys, as they are now (GaloisKeyCache::OnChange).
+  void SetKeyCache(const KeyCacheCounts& counts);
   void AddConnections(int delta);
 
   uint32_t connections() const;
@@ -97,6 +115,7 @@ class ServerStats {
   std::map<std::pair<std::string, std::string>, uint64_t> calls_by_code_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Histogram> latency_s_ ABSL_GUARDED_BY(mu_);
   Histogram batch_keys_ ABSL_GUARDED_BY(mu_);
+  std::optional<KeyCacheCounts> key_cache_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace veil::server

@@ -98,6 +98,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   GaloisKeyCache cache(kMaxBytes, kWireBytes, kParsedBytes, kResumeFor, [&now] { return now; });
   const std::shared_ptr<const veil::he::GaloisKeys> installed = InstalledKeys();
   Check(GaloisKeyCache::ParsedBytes(*installed) == kParsedBytes, "InstalledKeys' size");
+  veil::server::KeyCacheCounts observed;  // what the metrics endpoint would export
+  cache.OnChange([&observed](const veil::server::KeyCacheCounts& c) { observed = c; });
   Session sessions[kSessions];
   std::map<std::vector<uint8_t>, TokenState> tokens;
   std::map<std::vector<uint8_t>, int> owners;  // the session slot each token was issued to
@@ -214,6 +216,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
     }
     Check(cache.charged_bytes() <= kMaxBytes, "the cache charged more than its bound");
+    Check(observed.charged_bytes == cache.charged_bytes() &&
+              observed.evictions == cache.evictions() && observed.waiting == cache.waiting(),
+          "the observer saw other counts than the cache's after a call");
   }
   for (Session& s : sessions) {
     if (s.id.has_value()) cache.Close(*s.id);
@@ -223,5 +228,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cache.Close(cache.Open());  // any call drops the keys whose wait is over
   Check(cache.waiting() == 0, "keys still wait after their time");
   Check(cache.charged_bytes() == 0, "memory stays charged after every session closed");
+  Check(observed.charged_bytes == 0 && observed.waiting == 0 && observed.sessions == 0,
+        "the observer's last counts are not the empty cache's");
   return 0;
 }

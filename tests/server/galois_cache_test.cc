@@ -328,5 +328,64 @@ TEST(GaloisKeyCache, WithoutAWaitKeysGoWithTheirConnection) {
   EXPECT_EQ(cache.waiting(), 0u);
 }
 
+TEST(GaloisKeyCache, TheObserverSeesEveryChange) {
+  absl::Time now = absl::UnixEpoch();
+  // Room for one session's keys and one upload being parsed, not for two keys and an upload.
+  constexpr uint64_t kBound = kSession + 2 * kParsed - 1;
+  GaloisKeyCache cache(kBound, kWire, kParsed, absl::Seconds(60), [&] { return now; });
+  std::vector<KeyCacheCounts> seen;
+  cache.OnChange([&](const KeyCacheCounts& c) { seen.push_back(c); });
+  ASSERT_EQ(seen.size(), 1u);  // the counts at once
+  EXPECT_EQ(seen.back().max_bytes, kBound);
+  EXPECT_EQ(seen.back().charged_bytes, 0u);
+
+  const auto a = cache.Open(), b = cache.Open();
+  std::vector<uint8_t> token_a, token_b;
+  Install(cache, a, &token_a);
+  Install(cache, b, &token_b);
+  EXPECT_EQ(seen.back().installs, 2u);
+  EXPECT_EQ(seen.back().sessions, 2u);
+  EXPECT_EQ(seen.back().charged_bytes, 2 * kParsed);
+  cache.Close(a);
+  cache.Close(b);
+  EXPECT_EQ(seen.back().sessions, 0u);
+  EXPECT_EQ(seen.back().waiting, 2u);
+  EXPECT_EQ(seen.back().charged_bytes, 2 * kParsed);
+
+  const auto c = cache.Open();
+  EXPECT_EQ(
+      cache.Resume(c, std::vector<uint8_t>(GaloisKeyCache::kResumeTokenBytes)).status().code(),
+      absl::StatusCode::kNotFound);
+  EXPECT_EQ(seen.back().refused_resumes, 1u);
+  ASSERT_TRUE(cache.Resume(c, token_a).ok());
+  EXPECT_EQ(seen.back().resumes, 1u);
+  EXPECT_EQ(seen.back().sessions, 1u);
+  EXPECT_EQ(seen.back().waiting, 1u);
+
+  // An answer's hold going is a change too (the keys of a closed connection start to wait).
+  auto in_use = cache.Acquire(c);
+  ASSERT_TRUE(in_use.ok());
+  cache.Close(c);
+  EXPECT_EQ(seen.back().waiting, 1u);
+  EXPECT_EQ(seen.back().sessions, 0u);
+  in_use->hold.reset();
+  EXPECT_EQ(seen.back().waiting, 2u);
+
+  // A third session's upload evicts one waiting session's keys (b's, the least recently used).
+  const auto d = cache.Open();
+  Install(cache, d);
+  EXPECT_EQ(seen.back().evictions, 1u);
+  EXPECT_EQ(seen.back().waiting, 1u);
+  EXPECT_EQ(seen.back().installs, 3u);
+  // The other waits out its time.
+  now += absl::Seconds(61);
+  cache.Close(d);
+  EXPECT_EQ(seen.back().expirations, 1u);
+  EXPECT_EQ(seen.back().waiting, 1u);  // d's, from now
+  EXPECT_EQ(seen.back().charged_bytes, kParsed);
+  EXPECT_EQ(seen.back().evictions, cache.evictions());
+  EXPECT_EQ(seen.back().waiting, cache.waiting());
+}
+
 }  // namespace
 }  // namespace veil::server

@@ -40,6 +40,12 @@ using ::testing::HasSubstr;
 // one 4,096-row ciphertext down, 304 bytes of query up; SimplePIR's own shape is 400 x 751).
 constexpr uint64_t kRows = 3001;
 constexpr uint32_t kDim = 25;
+// Whether veil-server serves --metrics (built with prometheus-cpp).
+#if VEIL_HAVE_PROMETHEUS
+constexpr bool kHaveMetrics = true;
+#else
+constexpr bool kHaveMetrics = false;
+#endif
 
 // One connection (one session) to the server, spoken to call by call.
 class RawSession {
@@ -402,7 +408,11 @@ TEST_F(LwePackRpcTest, ConcurrentSessionsShareAPassAndEachGetsItsRows) {
 }
 
 TEST_F(LwePackRpcTest, AResumeTokenMovesTheKeysOnce) {
-  auto server = testing::StartLweServer(path_, "lwe-exppack-s");
+  const int metrics_port = testing::FreePort();
+  auto server = testing::StartLweServer(
+      path_, "lwe-exppack-s",
+      kHaveMetrics ? std::vector<std::string>{absl::StrCat("--metrics=127.0.0.1:", metrics_port)}
+                   : std::vector<std::string>{});
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = NewClient();
   ASSERT_NE(client, nullptr);
@@ -449,6 +459,21 @@ TEST_F(LwePackRpcTest, AResumeTokenMovesTheKeysOnce) {
   auto again = next.Resume(*renewed);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(decodes(next).ok());
+
+  if (!kHaveMetrics) GTEST_SKIP() << "built without prometheus-cpp: no metrics to check";
+  // What an operator sees: one upload, two resumes, two tokens refused, one session's keys.
+  auto metrics = testing::Scrape(metrics_port);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  auto sample = [&](const std::string& key) { return testing::Sample(*metrics, key); };
+  EXPECT_EQ(sample("veil_session_key_uploads_total"), 1);
+  EXPECT_EQ(sample("veil_session_key_resumes_total{result=\"resumed\"}"), 2);
+  EXPECT_EQ(sample("veil_session_key_resumes_total{result=\"refused\"}"), 2);
+  EXPECT_EQ(sample("veil_session_keys{state=\"open\"}"), 1);
+  EXPECT_EQ(sample("veil_session_keys{state=\"waiting\"}"), 0);
+  EXPECT_EQ(sample("veil_session_key_evictions_total"), 0);
+  EXPECT_EQ(sample("veil_session_key_bytes"),
+            SessionBytes(*client) - client->expansion_keys().size());
+  EXPECT_GE(sample("veil_session_key_limit_bytes"), sample("veil_session_key_bytes"));
 }
 
 TEST_F(LwePackRpcTest, ClientsUploadTheirKeysAgainAfterAnEviction) {

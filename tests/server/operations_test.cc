@@ -1,14 +1,10 @@
 // What operators run the server with: the Prometheus endpoint (--metrics), scraped over real HTTP
 // while a real client looks rows up, and configuration files (--config).
-#include <arpa/inet.h>
 #include <capnp/ez-rpc.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <iterator>
-#include <map>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -18,7 +14,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -34,69 +29,12 @@
 namespace veil {
 namespace {
 
+using testing::FreePort;
 using ::testing::HasSubstr;
+using testing::HttpGet;
+using testing::Sample;
+using testing::Scrape;
 using ::testing::StartsWith;
-
-// A loopback port free now (bound, read and released): the server binds it next.
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = testing::LoopbackAddress(0);
-  socklen_t length = sizeof(address);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
-// GET `path` from 127.0.0.1:`port` over a plain socket; the whole response, headers included.
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
-  const int fd = testing::ConnectLoopback(port);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
-  const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return absl::UnavailableError("short write");
-  }
-  std::string response;
-  char buffer[4096];
-  for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) response.append(buffer, n);
-  close(fd);
-  return response;
-}
-
-// The samples of a text exposition: "name{labels}" -> value.
-using Samples = std::map<std::string, double>;
-
-absl::StatusOr<Samples> Scrape(int port) {
-  absl::StatusOr<std::string> response = HttpGet(port, "/metrics");
-  if (!response.ok()) return response.status();
-  if (!absl::StartsWith(*response, "HTTP/1.1 200") &&
-      !absl::StartsWith(*response, "HTTP/1.0 200")) {
-    return absl::InternalError(absl::StrCat("not a 200 response: ", response->substr(0, 200)));
-  }
-  const size_t body = response->find("\r\n\r\n");
-  if (body == std::string::npos) return absl::InternalError("no end of headers");
-  Samples samples;
-  for (absl::string_view line : absl::StrSplit(response->substr(body + 4), '\n')) {
-    if (line.empty() || line.front() == '#') continue;
-    const size_t space = line.rfind(' ');
-    double value = 0;
-    if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &value)) {
-      return absl::InternalError(absl::StrCat("bad sample line \"", line, "\""));
-    }
-    samples[std::string(line.substr(0, space))] = value;
-  }
-  return samples;
-}
-
-double Get(const Samples& samples, const std::string& key) {
-  auto it = samples.find(key);
-  return it == samples.end() ? 0 : it->second;
-}
 
 tools::ServerProcessOptions ServerOptions(const std::string& table, int party,
                                           std::vector<std::string> extra_args,
@@ -176,9 +114,9 @@ TEST(MetricsTest, SeriesMoveWithLookups) {
   ASSERT_TRUE(before.ok()) << before.status();
   const std::string table_info =
       absl::StrCat("veil_table_info{epoch=\"3\",digest=\"", (*loaded)->DigestHex(), "\"}");
-  EXPECT_EQ(Get(*before, table_info), 1) << "no " << table_info;
-  EXPECT_GT(Get(*before, "veil_process_resident_memory_bytes"), 1e6);
-  EXPECT_EQ(Get(*before, "veil_open_connections"), 0);
+  EXPECT_EQ(Sample(*before, table_info), 1) << "no " << table_info;
+  EXPECT_GT(Sample(*before, "veil_process_resident_memory_bytes"), 1e6);
+  EXPECT_EQ(Sample(*before, "veil_open_connections"), 0);
 
   auto client = PlaintextClient(**server0, **server1);
   ASSERT_TRUE(client.ok()) << client.status();
@@ -188,18 +126,19 @@ TEST(MetricsTest, SeriesMoveWithLookups) {
   auto after = Scrape(port);
   ASSERT_TRUE(after.ok()) << after.status();
   const std::string ok_calls = "veil_requests_total{rpc=\"answer\",code=\"OK\"}";
-  EXPECT_EQ(Get(*after, ok_calls) - Get(*before, ok_calls), kLookups);
-  EXPECT_EQ(Get(*after, "veil_keys_total") - Get(*before, "veil_keys_total"), 3 * kLookups);
-  EXPECT_EQ(Get(*after, "veil_request_duration_seconds_count{rpc=\"answer\"}"), kLookups);
-  EXPECT_EQ(Get(*after, "veil_request_duration_seconds_bucket{rpc=\"answer\",le=\"+Inf\"}"),
+  EXPECT_EQ(Sample(*after, ok_calls) - Sample(*before, ok_calls), kLookups);
+  EXPECT_EQ(Sample(*after, "veil_keys_total") - Sample(*before, "veil_keys_total"), 3 * kLookups);
+  EXPECT_EQ(Sample(*after, "veil_request_duration_seconds_count{rpc=\"answer\"}"), kLookups);
+  EXPECT_EQ(Sample(*after, "veil_request_duration_seconds_bucket{rpc=\"answer\",le=\"+Inf\"}"),
             kLookups);
-  EXPECT_GT(Get(*after, "veil_request_duration_seconds_sum{rpc=\"answer\"}"), 0);
-  EXPECT_GE(Get(*after, "veil_batch_keys_count") - Get(*before, "veil_batch_keys_count"), 1);
-  EXPECT_EQ(Get(*after, "veil_batch_keys_sum") - Get(*before, "veil_batch_keys_sum"), 3 * kLookups);
-  EXPECT_EQ(Get(*after, "veil_open_connections"), 1);
-  EXPECT_EQ(Get(*after, table_info), 1);
-  EXPECT_EQ(Get(*after, "veil_queued_keys"), 0);
-  EXPECT_EQ(Get(*after, "veil_refused_connections_total"), 0);
+  EXPECT_GT(Sample(*after, "veil_request_duration_seconds_sum{rpc=\"answer\"}"), 0);
+  EXPECT_GE(Sample(*after, "veil_batch_keys_count") - Sample(*before, "veil_batch_keys_count"), 1);
+  EXPECT_EQ(Sample(*after, "veil_batch_keys_sum") - Sample(*before, "veil_batch_keys_sum"),
+            3 * kLookups);
+  EXPECT_EQ(Sample(*after, "veil_open_connections"), 1);
+  EXPECT_EQ(Sample(*after, table_info), 1);
+  EXPECT_EQ(Sample(*after, "veil_queued_keys"), 0);
+  EXPECT_EQ(Sample(*after, "veil_refused_connections_total"), 0);
 }
 
 TEST(MetricsTest, BadAddressesAreRefused) {

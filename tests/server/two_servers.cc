@@ -1,5 +1,6 @@
 #include "tests/server/two_servers.h"
 
+#include <arpa/inet.h>
 #include <capnp/ez-rpc.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -13,8 +14,11 @@
 #include <iterator>
 #include <random>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "embedding/table.h"
 #include "embedding/table_builder.h"
@@ -100,6 +104,62 @@ int ConnectLoopback(int port) {
     return -1;
   }
   return fd;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = LoopbackAddress(0);
+  socklen_t length = sizeof(address);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return absl::UnavailableError("short write");
+  }
+  std::string response;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) response.append(buffer, n);
+  close(fd);
+  return response;
+}
+
+absl::StatusOr<Samples> Scrape(int port) {
+  absl::StatusOr<std::string> response = HttpGet(port, "/metrics");
+  if (!response.ok()) return response.status();
+  if (!absl::StartsWith(*response, "HTTP/1.1 200") &&
+      !absl::StartsWith(*response, "HTTP/1.0 200")) {
+    return absl::InternalError(absl::StrCat("not a 200 response: ", response->substr(0, 200)));
+  }
+  const size_t body = response->find("\r\n\r\n");
+  if (body == std::string::npos) return absl::InternalError("no end of headers");
+  Samples samples;
+  for (absl::string_view line : absl::StrSplit(response->substr(body + 4), '\n')) {
+    if (line.empty() || line.front() == '#') continue;
+    const size_t space = line.rfind(' ');
+    double value = 0;
+    if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &value)) {
+      return absl::InternalError(absl::StrCat("bad sample line \"", line, "\""));
+    }
+    samples[std::string(line.substr(0, space))] = value;
+  }
+  return samples;
+}
+
+double Sample(const Samples& samples, const std::string& key) {
+  auto it = samples.find(key);
+  return it == samples.end() ? 0 : it->second;
 }
 
 absl::StatusOr<tools::CertificateFiles> MakeCertificate(const std::vector<std::string>& hosts) {

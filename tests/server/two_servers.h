@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -47,6 +48,18 @@ std::string RewriteTable(const std::string& path, const std::string& name, uint6
 sockaddr_in LoopbackAddress(int port);
 // A TCP connection to 127.0.0.1:`port` (the caller closes it), or -1.
 int ConnectLoopback(int port);
+
+// A loopback port free now (bound, read and released): a server started next binds it.
+int FreePort();
+// GET `path` from 127.0.0.1:`port` over a plain socket (HTTP/1.0); the whole response, headers
+// included.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+// The samples of a Prometheus text exposition: "name{labels}" -> value.
+using Samples = std::map<std::string, double>;
+// Scrapes a server's metrics endpoint (--metrics=127.0.0.1:`port`).
+absl::StatusOr<Samples> Scrape(int port);
+// The sample's value, 0 if absent.
+double Sample(const Samples& samples, const std::string& key);
 
 // A fresh self-signed certificate and key (tools/tls_cert.h) in a new temporary folder, for
 // `hosts`.
