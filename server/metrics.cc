@@ -145,28 +145,29 @@ class ServerCollectable final : public prometheus::Collectable {
     if (m.key_cache.has_value()) {
       const KeyCacheCounts& k = *m.key_cache;
       auto count = [](uint64_t n) { return static_cast<double>(n); };
+      // A family of two series told apart by `label`.
+      auto pair = [&](const char* name, const char* help, MetricType type, const char* label,
+                      const char* first, uint64_t first_value, const char* second,
+                      uint64_t second_value) {
+        out.push_back(Family(name, help, type));
+        out.back().metric.push_back(Value(type, count(first_value), {{label, first}}));
+        out.back().metric.push_back(Value(type, count(second_value), {{label, second}}));
+      };
       single("veil_session_key_bytes",
              "Memory charged to session keys: uploads, parsed keys and keys waiting for a resume",
              MetricType::Gauge, count(k.charged_bytes));
       single("veil_session_key_limit_bytes", "Their bound (--max_galois_key_bytes)",
              MetricType::Gauge, count(k.max_bytes));
-      out.push_back(Family("veil_session_keys",
-                           "Installed session keys: of open connections (open) or of closed "
-                           "ones, waiting for a resume (waiting)",
-                           MetricType::Gauge));
-      out.back().metric.push_back(Value(MetricType::Gauge, count(k.sessions), {{"state", "open"}}));
-      out.back().metric.push_back(
-          Value(MetricType::Gauge, count(k.waiting), {{"state", "waiting"}}));
+      pair("veil_session_keys",
+           "Installed session keys: of open connections (open) or of closed ones, waiting for a "
+           "resume (waiting)",
+           MetricType::Gauge, "state", "open", k.sessions, "waiting", k.waiting);
       single("veil_session_key_uploads_total", "Session key uploads parsed and installed",
              MetricType::Counter, count(k.installs));
-      out.push_back(Family("veil_session_key_resumes_total",
-                           "Resume tokens presented: keys taken over (resumed) or none held "
-                           "under the token (refused: the client uploads them)",
-                           MetricType::Counter));
-      out.back().metric.push_back(
-          Value(MetricType::Counter, count(k.resumes), {{"result", "resumed"}}));
-      out.back().metric.push_back(
-          Value(MetricType::Counter, count(k.refused_resumes), {{"result", "refused"}}));
+      pair("veil_session_key_resumes_total",
+           "Resume tokens presented: keys taken over (resumed) or none held under the token "
+           "(refused: the client uploads them)",
+           MetricType::Counter, "result", "resumed", k.resumes, "refused", k.refused_resumes);
       single("veil_session_key_evictions_total",
              "Uploads and keys evicted to make room (their clients upload again)",
              MetricType::Counter, count(k.evictions));
