@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/parallel.h"
 #include "pir/he/poly.h"
 #include "pir/he/scratch.h"
 #include "pir/he/serialization.h"
@@ -150,7 +151,8 @@ absl::StatusOr<std::vector<uint8_t>> MakeHybridSelection(const RingContext& ring
 
 absl::StatusOr<std::vector<he::QRgswCiphertext>> ExpandHybridSelection(
     const RingContext& ring, const HybridWindow& window, const he::GaloisKeys& keys,
-    absl::Span<const uint8_t> bytes) {
+    absl::Span<const uint8_t> bytes, int threads) {
+  if (threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
   if (window.bits == 0) {
     if (!bytes.empty()) {
       return absl::InvalidArgumentError(
@@ -165,11 +167,12 @@ absl::StatusOr<std::vector<he::QRgswCiphertext>> ExpandHybridSelection(
   const size_t k = ring.k(), words = k * ring.n();
   const uint32_t values = static_cast<uint32_t>(k * window.bits);
   // The expanded parts, per bit its k ciphertexts of bit g_i (c0 then c1), as ConvertToRgsw
-  // takes them, in this thread's scratch (fresh pages per query cost more than the work).
+  // takes them, in this thread's scratch (fresh pages per query cost more than the work; the
+  // workers write disjoint parts, then read them).
   const absl::Span<uint64_t> parts =
       absl::MakeSpan(he::internal::GetScratch(he::internal::Scratch::kExpanded, values * 2 * words),
                      values * 2 * words);
-  if (absl::Status s = ExpandLweSecret(ring, keys, values, bytes, 1,
+  if (absl::Status s = ExpandLweSecret(ring, keys, values, bytes, threads,
                                        [&](int, uint32_t count, const uint32_t* index,
                                            const uint64_t* beta, const uint64_t* alpha) {
                                          for (uint32_t c = 0; c < count; ++c) {
@@ -181,20 +184,26 @@ absl::StatusOr<std::vector<he::QRgswCiphertext>> ExpandHybridSelection(
       !s.ok()) {
     return s;
   }
-  std::vector<he::QRgswCiphertext> bits;
-  for (uint32_t b = 0; b < window.bits; ++b) {
-    absl::StatusOr<he::QRgswCiphertext> g =
+  std::vector<absl::StatusOr<he::QRgswCiphertext>> converted(window.bits);
+  he::internal::ParallelFor(threads, window.bits, [&](size_t b) {
+    converted[b] =
         he::ConvertToRgsw(*ring.expansion(), conversion->second,
                           absl::MakeConstSpan(parts).subspan(b * k * 2 * words, k * 2 * words));
+  });
+  std::vector<he::QRgswCiphertext> bits;
+  for (absl::StatusOr<he::QRgswCiphertext>& g : converted) {
     if (!g.ok()) return g.status();
     bits.push_back(*std::move(g));
   }
   return bits;
 }
 
-absl::StatusOr<std::vector<RlweCiphertext>> SelectWindow(
-    const RingContext& ring, const HybridWindow& window, absl::Span<const RlweCiphertext> packed,
-    absl::Span<const he::QRgswCiphertext> bits) {
+absl::StatusOr<std::vector<RlweCiphertext>> SelectWindow(const RingContext& ring,
+                                                         const HybridWindow& window,
+                                                         absl::Span<const RlweCiphertext> packed,
+                                                         absl::Span<const he::QRgswCiphertext> bits,
+                                                         int threads) {
+  if (threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
   if (packed.size() != window.groups || bits.size() != window.bits) {
     return absl::InvalidArgumentError(absl::StrCat(packed.size(), " packed ciphertexts and ",
                                                    bits.size(), " selection bits (expected ",
@@ -202,10 +211,11 @@ absl::StatusOr<std::vector<RlweCiphertext>> SelectWindow(
   }
   const he::BfvContext& ctx = *ring.expansion();
   const size_t words = ring.k() * ring.n(), leaves = size_t{1} << window.bits;
-  // A tree's inner nodes in this thread's scratch: level 1's node i in slot i, each later level
-  // overwriting the slots its children held (CMux may write over its first input).
-  uint64_t* slots = he::internal::GetScratch(he::internal::Scratch::kSelection,
-                                             std::max<size_t>(1, leaves / 2) * 2 * words);
+  // A tree's inner nodes in this thread's scratch, in two halves that the levels take in turn
+  // (node i of a level in slot i of its half), so that a level's CMuxes, run side by side, never
+  // write what another reads. A node that needed no CMux points at a leaf, never at a slot.
+  const size_t half = std::max<size_t>(1, leaves / 2) * 2 * words;
+  uint64_t* slots = he::internal::GetScratch(he::internal::Scratch::kSelection, 2 * half);
   struct Node {
     const uint64_t* c0;
     const uint64_t* c1;
@@ -219,17 +229,19 @@ absl::StatusOr<std::vector<RlweCiphertext>> SelectWindow(
       level.push_back({leaf.c0.data(), leaf.c1.data()});
     }
     for (uint32_t b = 0; b < window.bits; ++b) {
-      for (size_t i = 0; i < level.size() / 2; ++i) {
+      std::vector<Node> next(level.size() / 2);
+      uint64_t* to_half = slots + (b % 2) * half;
+      he::internal::ParallelFor(threads, next.size(), [&](size_t i) {
         const Node a = level[2 * i], c = level[2 * i + 1];
         if (a.c0 == c.c0) {  // the padding (public): nothing to select
-          level[i] = a;
-          continue;
+          next[i] = a;
+          return;
         }
-        uint64_t* to = slots + i * 2 * words;
+        uint64_t* to = to_half + i * 2 * words;
         he::internal::CMux(ctx, bits[b], a.c0, a.c1, c.c0, c.c1, to, to + words);
-        level[i] = {to, to + words};
-      }
-      level.resize(level.size() / 2);
+        next[i] = {to, to + words};
+      });
+      level = std::move(next);
     }
     RlweCiphertext& selected = out.emplace_back();
     selected.c0.assign(level[0].c0, level[0].c0 + words);

@@ -90,18 +90,23 @@ absl::Status AddHybridSelection(const RingContext& ring, const HybridWindow& win
                                 absl::Span<uint8_t> selection);
 
 // The server: the selection's RGSW bits, from its ciphertext and the session's keys
-// (ParseHybridKeys). Returns ExpandLweSecret's errors (a ciphertext of another size or a residue
-// not below its prime), INVALID_ARGUMENT for a selection when b = 0 and FAILED_PRECONDITION for
-// keys without the conversion key.
+// (ParseHybridKeys), on up to `threads` threads (the expansion's subtrees, then one bit's
+// conversion each). Returns ExpandLweSecret's errors (a ciphertext of another size or a residue
+// not below its prime), INVALID_ARGUMENT for a selection when b = 0 or threads < 1 and
+// FAILED_PRECONDITION for keys without the conversion key.
 absl::StatusOr<std::vector<he::QRgswCiphertext>> ExpandHybridSelection(
     const RingContext& ring, const HybridWindow& window, const he::GaloisKeys& keys,
-    absl::Span<const uint8_t> bytes);
+    absl::Span<const uint8_t> bytes, int threads = 1);
 
 // Packed ciphertexts 0 .. c - 1 (NTT form over Q) narrowed to the window the bits select:
-// window.window ciphertexts. Returns INVALID_ARGUMENT for another count of either.
-absl::StatusOr<std::vector<RlweCiphertext>> SelectWindow(
-    const RingContext& ring, const HybridWindow& window, absl::Span<const RlweCiphertext> packed,
-    absl::Span<const he::QRgswCiphertext> bits);
+// window.window ciphertexts, each tree level's CMuxes spread over up to `threads` threads (the
+// same bits whatever the count). Returns INVALID_ARGUMENT for another count of either, or
+// threads < 1.
+absl::StatusOr<std::vector<RlweCiphertext>> SelectWindow(const RingContext& ring,
+                                                         const HybridWindow& window,
+                                                         absl::Span<const RlweCiphertext> packed,
+                                                         absl::Span<const he::QRgswCiphertext> bits,
+                                                         int threads = 1);
 
 // ExpPackNoiseBound with b levels of external products added (he::QRgswProductVariance of parts
 // with ExpandedKeyVariance(k b) and their conversion's); its rule is ExpPack's (on sigma).

@@ -192,21 +192,24 @@ std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> PackedSimpleServer:
     for (size_t r : good) out[r] = product;
     return out;
   }
+  // A query alone spreads its selection's CMuxes over the threads.
+  const int each = good.size() == 1 ? threads : 1;
   he::internal::ParallelFor(good.size() == 1 ? 1 : threads, good.size(), [&](size_t i) {
     if (!sums[i].ok()) {
       out[good[i]] = sums[i].status();
       return;
     }
-    out[good[i]] = Finish(absl::MakeConstSpan(answers).subspan(i * aw, aw), *sums[i]);
+    out[good[i]] = Finish(absl::MakeConstSpan(answers).subspan(i * aw, aw), *sums[i], each);
   });
   return out;
 }
 
-absl::Status PackedSimpleServer::Selection(const PackedRequest& request, PackSums& out) const {
+absl::Status PackedSimpleServer::Selection(const PackedRequest& request, PackSums& out,
+                                           int threads) const {
   // The selection is expanded (a few key switches) before the packing's work.
   if (protocol_ == PackedProtocol::kHybrid) {
     absl::StatusOr<std::vector<he::QRgswCiphertext>> expanded = ExpandHybridSelection(
-        ring_, HybridWindowFor(ring_, server_->shape()), *request.keys, request.selection);
+        ring_, HybridWindowFor(ring_, server_->shape()), *request.keys, request.selection, threads);
     if (!expanded.ok()) return expanded.status();
     out.bits = *std::move(expanded);
   } else if (!request.selection.empty()) {
@@ -220,8 +223,10 @@ std::vector<absl::StatusOr<PackedSimpleServer::PackSums>> PackedSimpleServer::Su
     absl::Span<const PackedRequest> requests, absl::Span<const size_t> which, int threads) const {
   std::vector<PackSums> made(which.size());
   std::vector<absl::Status> status(which.size());
-  he::internal::ParallelFor(threads, which.size(),
-                            [&](size_t i) { status[i] = Selection(requests[which[i]], made[i]); });
+  const int each = std::max(1, threads / static_cast<int>(which.size()));
+  he::internal::ParallelFor(threads, which.size(), [&](size_t i) {
+    status[i] = Selection(requests[which[i]], made[i], each);
+  });
   std::vector<size_t> ready;
   std::vector<std::shared_ptr<const he::GaloisKeys>> keys;
   std::vector<absl::Span<const uint8_t>> ciphertexts;
@@ -249,12 +254,13 @@ std::vector<absl::StatusOr<PackedSimpleServer::PackSums>> PackedSimpleServer::Su
 }
 
 absl::StatusOr<std::vector<SwitchedCiphertext>> PackedSimpleServer::Finish(
-    absl::Span<const uint32_t> answer, const PackSums& sums) const {
+    absl::Span<const uint32_t> answer, const PackSums& sums, int threads) const {
   absl::StatusOr<std::vector<RlweCiphertext>> packed =
       PackedCiphertexts(ring_, matrix_, sums.sums, answer);
   if (!packed.ok()) return packed.status();
   if (protocol_ == PackedProtocol::kHybrid) {
-    packed = SelectWindow(ring_, HybridWindowFor(ring_, server_->shape()), *packed, sums.bits);
+    packed =
+        SelectWindow(ring_, HybridWindowFor(ring_, server_->shape()), *packed, sums.bits, threads);
     if (!packed.ok()) return packed.status();
   }
   return packing_engine().Switch(*packed);

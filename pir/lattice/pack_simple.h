@@ -130,17 +130,19 @@ class PackedSimpleServer final : public PackedServer {
     std::vector<uint64_t> sums;
     std::vector<he::QRgswCiphertext> bits;
   };
-  // Those of requests[r] for r in `which`: their selections each on one of `threads` workers,
-  // then the engine's SumsBatch (one request alone: its Sums on all `threads`); each fails alone.
+  // Those of requests[r] for r in `which`: their selections spread over `threads` workers (one
+  // request alone: on all of them), then the engine's SumsBatch (one request alone: its Sums on
+  // all `threads`); each fails alone.
   std::vector<absl::StatusOr<PackSums>> Sums(absl::Span<const PackedRequest> requests,
                                              absl::Span<const size_t> which, int threads) const;
-  // A request's selection's bits (lwe-hybrid) into `out`, and its sums sized. Returns
-  // ExpandHybridSelection's errors, INVALID_ARGUMENT for a selection lwe-exppack-s does not take.
-  absl::Status Selection(const PackedRequest& request, PackSums& out) const;
-  // Its packed ciphertexts with the answer's b-parts, (the hybrid) narrowed to the window,
-  // switched.
+  // A request's selection's bits (lwe-hybrid) into `out`, on `threads` threads, and its sums
+  // sized. Returns ExpandHybridSelection's errors, INVALID_ARGUMENT for a selection
+  // lwe-exppack-s does not take.
+  absl::Status Selection(const PackedRequest& request, PackSums& out, int threads) const;
+  // Its packed ciphertexts with the answer's b-parts, (the hybrid) narrowed to the window on
+  // `threads` threads, switched.
   absl::StatusOr<std::vector<SwitchedCiphertext>> Finish(absl::Span<const uint32_t> answer,
-                                                         const PackSums& sums) const;
+                                                         const PackSums& sums, int threads) const;
 
   PackedSimpleServer(std::unique_ptr<LweServer> server, RingContext ring, PackingMatrix matrix,
                      PackedProtocol protocol)

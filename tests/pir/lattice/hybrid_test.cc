@@ -266,6 +266,50 @@ TEST(HybridTest, ASelectionPreparedAheadSelectsTheWindowItIsGivenLater) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(HybridTest, TheSelectionOnSeveralThreadsIsTheSelectionOnOne) {
+  // 7 starts (3 bits, one leaf of padding) of a window of 2 among 8 groups: the expansion's
+  // subtrees, the bits' conversions and each level's CMuxes side by side give the same bits.
+  const RingContext ring = *RingContext::Create(testing::SmallRing());
+  const he::SecretKey key = he::GenerateSecretKey(*ring.expansion());
+  const RlweSecret z = RlweSecret::FromKey(ring, key);
+  const he::GaloisKeys keys = *ParseHybridKeys(ring, *MakeHybridKeys(ring, key));
+  const HybridWindow window{.groups = 8, .window = 2, .starts = 7, .bits = 3};
+  std::vector<RlweCiphertext> packed;
+  for (uint32_t g = 0; g < window.groups; ++g) {
+    packed.push_back(*EncryptWords(ring, z, std::vector<uint32_t>(4, (g + 1) << 24)));
+  }
+  for (const uint64_t start : {0u, 5u, 6u}) {
+    const std::vector<uint8_t> selection = *MakeHybridSelection(ring, z, window, start);
+    const auto bits = ExpandHybridSelection(ring, window, keys, selection, 1);
+    ASSERT_TRUE(bits.ok()) << bits.status();
+    const auto selected = SelectWindow(ring, window, packed, *bits, 1);
+    ASSERT_TRUE(selected.ok()) << selected.status();
+    for (uint64_t j = 0; j < window.window; ++j) {
+      const std::vector<uint32_t> words = *DecryptWords(ring, z, (*selected)[j]);
+      EXPECT_EQ((words[0] + (1u << 23)) >> 24, start + j + 1) << "start " << start << ", " << j;
+    }
+    for (const int threads : {2, 3, 4, 8}) {
+      const auto spread = ExpandHybridSelection(ring, window, keys, selection, threads);
+      ASSERT_TRUE(spread.ok()) << spread.status();
+      ASSERT_EQ(spread->size(), bits->size());
+      for (size_t b = 0; b < bits->size(); ++b) {
+        EXPECT_EQ((*spread)[b].parts, (*bits)[b].parts) << threads << " threads, bit " << b;
+      }
+      const auto also = SelectWindow(ring, window, packed, *bits, threads);
+      ASSERT_TRUE(also.ok()) << also.status();
+      ASSERT_EQ(also->size(), selected->size());
+      for (size_t j = 0; j < also->size(); ++j) {
+        EXPECT_EQ((*also)[j].c0, (*selected)[j].c0) << threads << " threads, start " << start;
+        EXPECT_EQ((*also)[j].c1, (*selected)[j].c1) << threads << " threads, start " << start;
+      }
+    }
+  }
+  EXPECT_EQ(SelectWindow(ring, window, packed, {}, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ExpandHybridSelection(ring, window, keys, {}, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(HybridTest, TheSelectionsNoiseIsWithinTheRule) {
   const RingContext ring = *RingContext::Create(RingParams::Default());
   const PackingNoise exppack = ExpPackNoiseBound(ring, kLweDimension);
