@@ -271,7 +271,12 @@ TEST_F(BagClientTest, TheKeyMemoryBoundEvictsIdleSessions) {
 TEST_F(BagClientTest, AConnectionClosedWhileIdleResumesItsKeys) {
   // The server closes the idle connection; the next lookup reconnects and resumes the Galois
   // keys with their token instead of uploading them again.
-  auto server = testing::StartBagServer(path_, {"--idle_timeout_s=1"});
+  const int metrics_port = testing::FreePort();
+  std::vector<std::string> args = {"--idle_timeout_s=1"};
+#if VEIL_HAVE_PROMETHEUS
+  args.push_back(absl::StrCat("--metrics=127.0.0.1:", metrics_port));
+#endif
+  auto server = testing::StartBagServer(path_, args);
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = BagClient::Connect(Options(**server));
   ASSERT_TRUE(client.ok()) << client.status();
@@ -285,6 +290,16 @@ TEST_F(BagClientTest, AConnectionClosedWhileIdleResumesItsKeys) {
   EXPECT_EQ((*client)->key_uploads(), 1u);
   EXPECT_EQ((*client)->key_resumes(), 1u);
   EXPECT_LT((*client)->last_call().bytes_up, (*client)->table().galois_key_bytes / 10);
+#if VEIL_HAVE_PROMETHEUS
+  // The server's count of the same: one upload, one resume, the keys on the open connection.
+  auto metrics = testing::Scrape(metrics_port);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(testing::Sample(*metrics, "veil_session_key_uploads_total"), 1);
+  EXPECT_EQ(testing::Sample(*metrics, "veil_session_key_resumes_total{result=\"resumed\"}"), 1);
+  EXPECT_EQ(testing::Sample(*metrics, "veil_session_key_resumes_total{result=\"refused\"}"), 0);
+  EXPECT_EQ(testing::Sample(*metrics, "veil_session_keys{state=\"open\"}"), 1);
+  EXPECT_GT(testing::Sample(*metrics, "veil_session_key_bytes"), 0);
+#endif
 }
 
 TEST_F(BagClientTest, ARestartedServerGetsTheKeysAgainOnlyWithTheSameTable) {
