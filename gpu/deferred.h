@@ -23,7 +23,8 @@ namespace internal {
 
 // What no session's keys change: the QP tables and the elements' permutations (s >= 1, N
 // each). Returns MakeQpTables' and CheckExpansion's errors, INVALID_ARGUMENT for levels 0 or
-// above min(kDeferredLevels, L) and for 2^31 groups or more.
+// above min(kDeferredLevels, L), for 2^31 groups or more and for groups whose digit stage would
+// take more than 2^31 - 1 blocks for kExpansionMaxQueries queries.
 struct DeferredPlan : QpTables {
   uint32_t lwe_n = 0, levels = 0, elements = 0;
   uint32_t groups = 0;

@@ -21,6 +21,16 @@ absl::StatusOr<DeferredPlan> MakeDeferredPlan(const lattice::RingContext& ctx, u
         "deferred switches of ", levels, " levels (1 to ", lattice::DeferredLevels(lwe_n),
         " for n = ", lwe_n, ") for ", groups, " groups (1 to 2^31 - 1)"));
   }
+  // The largest stage's blocks (the digits') for a whole batch must fit one grid's x
+  // (DeferredStageBlocks is 32-bit).
+  const uint64_t k = ctx.k();
+  const uint64_t digit_blocks =
+      uint64_t{kExpansionMaxQueries} * groups * ((uint64_t{1} << levels) - 1) * k * (k + 1);
+  if (digit_blocks > 0x7fffffff) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("deferred switches for ", groups, " groups take ", digit_blocks,
+                     " blocks in a batch (at most 2^31 - 1): defer fewer levels"));
+  }
   absl::StatusOr<QpTables> tables = MakeQpTables(ctx);
   if (!tables.ok()) return tables.status();
   DeferredPlan plan;

@@ -184,6 +184,10 @@ TEST(ExpPackHostRun, DeferredSwitchesRefuseBadArguments) {
               HasSubstr("1 to 3 for n = 8"));
   EXPECT_FALSE(internal::MakeDeferredPlan(ctx, 100, 2, 0).ok());
   EXPECT_FALSE(internal::MakeDeferredPlan(ctx, 0, 2, 1).ok());
+  // A grid's x holds 2^31 - 1 blocks: the digits of 8 queries x 3 switches x k (k + 1) per group.
+  const uint64_t most = 0x7fffffffull / (8 * 3 * ctx.k() * (ctx.k() + 1));
+  EXPECT_THAT(internal::MakeDeferredPlan(ctx, 100, 2, most + 1).status().message(),
+              HasSubstr("blocks in a batch (at most 2^31 - 1)"));
   const absl::StatusOr<internal::DeferredPlan> plan = internal::MakeDeferredPlan(ctx, 100, 2, 2);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->elements, 4u);
