@@ -281,8 +281,13 @@ TEST_F(LweClientTest, TheHintCacheIsUsedAndACorruptEntryIsFetchedAgain) {
 
   {  // Same size, one byte changed: its digest no longer matches.
     std::fstream f(cached, std::ios::in | std::ios::out | std::ios::binary);
+    // Flipped, not overwritten: a fixed byte would change nothing where the hint holds it.
+    char byte = 0;
+    f.seekg(300);
+    f.get(byte);
     f.seekp(300);
-    f.put('\x5a');
+    f.put(static_cast<char>(byte ^ 0x5a));
+    ASSERT_TRUE(f.good());
   }
   auto third = LweClient::Connect(o);
   ASSERT_TRUE(third.ok()) << third.status();

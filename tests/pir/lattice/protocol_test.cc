@@ -173,8 +173,13 @@ TEST(LweProtocolTest, HintFileIsReusedAndRecomputedWhenStale) {
   const std::string hint_path = HintPathFor(path, Protocol::kSimplePir);
   {
     std::fstream f(hint_path, std::ios::in | std::ios::out | std::ios::binary);
+    // Flipped, not overwritten: a fixed byte would change nothing where the hint holds it.
+    char byte = 0;
+    f.seekg(300);
+    f.get(byte);
     f.seekp(300);
-    f.put('\x5a');
+    f.put(static_cast<char>(byte ^ 0x5a));
+    ASSERT_TRUE(f.good());
   }
   auto repaired = LweServer::Open(path, {});
   ASSERT_TRUE(repaired.ok());
