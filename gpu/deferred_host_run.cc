@@ -1,6 +1,7 @@
 // Host side of the GPU's deferred switches (gpu/deferred.h): the plan and key arrays the kernel
 // reads, shared with the device path, and the host run of its phases
 // (gpu/internal/deferred_phases.h), as CI checks them without a GPU.
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -21,15 +22,16 @@ absl::StatusOr<DeferredPlan> MakeDeferredPlan(const lattice::RingContext& ctx, u
         "deferred switches of ", levels, " levels (1 to ", lattice::DeferredLevels(lwe_n),
         " for n = ", lwe_n, ") for ", groups, " groups (1 to 2^31 - 1)"));
   }
-  // The largest stage's blocks (the digits') for a whole batch must fit one grid's x
-  // (DeferredStageBlocks is 32-bit).
-  const uint64_t k = ctx.k();
-  const uint64_t digit_blocks =
-      uint64_t{kExpansionMaxQueries} * groups * ((uint64_t{1} << levels) - 1) * k * (k + 1);
-  if (digit_blocks > 0x7fffffff) {
+  // Every stage's blocks for a whole batch must fit one grid's x (DeferredStageBlocks is 32-bit):
+  // per group, (2^D - 1) k, (2^D - 1) k (k + 1), (2^D - 1) 2, 2 (k + 1) and 2 k.
+  const uint64_t k = ctx.k(), switches = (uint64_t{1} << levels) - 1;
+  const uint64_t per_group =
+      std::max({switches * k * (k + 1), switches * 2, 2 * (k + 1), 2 * k, switches * k});
+  const uint64_t blocks = uint64_t{kExpansionMaxQueries} * groups * per_group;
+  if (blocks > 0x7fffffff) {
     return absl::InvalidArgumentError(
-        absl::StrCat("deferred switches for ", groups, " groups take ", digit_blocks,
-                     " blocks in a batch (at most 2^31 - 1): defer fewer levels"));
+        absl::StrCat("deferred switches for ", groups, " groups take ", blocks,
+                     " blocks in a stage of a batch (at most 2^31 - 1): defer fewer levels"));
   }
   absl::StatusOr<QpTables> tables = MakeQpTables(ctx);
   if (!tables.ok()) return tables.status();

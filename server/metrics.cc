@@ -154,9 +154,11 @@ class ServerCollectable final : public prometheus::Collectable {
         out.back().metric.push_back(Value(type, count(second_value), {{label, second}}));
       };
       single("veil_session_key_bytes",
-             "Memory charged to session keys: uploads, parsed keys and keys waiting for a resume",
+             "Memory charged to session keys: uploads, parsed keys and keys waiting for a resume "
+             "(as of "
+             "the last key call: keys past their wait go at the next)",
              MetricType::Gauge, count(k.charged_bytes));
-      single("veil_session_key_limit_bytes", "Their bound (--max_galois_key_bytes)",
+      single("veil_session_key_limit_bytes", "Bound on session key memory (--max_galois_key_bytes)",
              MetricType::Gauge, count(k.max_bytes));
       pair("veil_session_keys",
            "Installed session keys: of open connections (open) or of closed ones, waiting for a "

@@ -15,7 +15,8 @@
 //   veil_uptime_seconds                          gauge
 // and where the protocol keeps session keys (bfv-bag, the packed LWE protocols; galois_cache.h):
 //   veil_session_key_bytes, veil_session_key_limit_bytes   gauges: charged now, the bound
-//   veil_session_keys{state="open"|"waiting"}    gauge: installed keys, of closed connections
+//   veil_session_keys{state="open"|"waiting"}    gauge: installed keys of open connections, and
+//                                                of closed ones waiting for a resume
 //   veil_session_key_uploads_total               counter: uploads installed
 //   veil_session_key_resumes_total{result="resumed"|"refused"}   counter
 //   veil_session_key_evictions_total, veil_session_key_expirations_total   counters

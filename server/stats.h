@@ -54,6 +54,8 @@ struct KeyCacheCounts {
   uint64_t refused_resumes = 0;  // tokens under which no keys were held (NOT_FOUND)
   uint64_t evictions = 0;        // uploads and keys evicted to make room
   uint64_t expirations = 0;      // waiting keys dropped after resume_for
+
+  bool operator==(const KeyCacheCounts&) const = default;
 };
 
 // Everything the metrics endpoint exports from ServerStats, copied under its lock.

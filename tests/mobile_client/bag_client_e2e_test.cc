@@ -271,9 +271,9 @@ TEST_F(BagClientTest, TheKeyMemoryBoundEvictsIdleSessions) {
 TEST_F(BagClientTest, AConnectionClosedWhileIdleResumesItsKeys) {
   // The server closes the idle connection; the next lookup reconnects and resumes the Galois
   // keys with their token instead of uploading them again.
-  const int metrics_port = testing::FreePort();
   std::vector<std::string> args = {"--idle_timeout_s=1"};
 #if VEIL_HAVE_PROMETHEUS
+  const int metrics_port = testing::FreePort();
   args.push_back(absl::StrCat("--metrics=127.0.0.1:", metrics_port));
 #endif
   auto server = testing::StartBagServer(path_, args);

@@ -460,7 +460,7 @@ TEST_F(LwePackRpcTest, AResumeTokenMovesTheKeysOnce) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(decodes(next).ok());
 
-  if (!kHaveMetrics) GTEST_SKIP() << "built without prometheus-cpp: no metrics to check";
+  if (!kHaveMetrics) return;  // built without prometheus-cpp: no metrics to check
   // What an operator sees: one upload, two resumes, two tokens refused, one session's keys.
   auto metrics = testing::Scrape(metrics_port);
   ASSERT_TRUE(metrics.ok()) << metrics.status();

@@ -288,7 +288,7 @@ TEST(HybridTest, TheSelectionOnSeveralThreadsIsTheSelectionOnOne) {
       const std::vector<uint32_t> words = *DecryptWords(ring, z, (*selected)[j]);
       EXPECT_EQ((words[0] + (1u << 23)) >> 24, start + j + 1) << "start " << start << ", " << j;
     }
-    for (const int threads : {2, 3, 4, 8}) {
+    for (const int threads : {2, 3, 4, 8, 16}) {
       const auto spread = ExpandHybridSelection(ring, window, keys, selection, threads);
       ASSERT_TRUE(spread.ok()) << spread.status();
       ASSERT_EQ(spread->size(), bits->size());
@@ -304,10 +304,13 @@ TEST(HybridTest, TheSelectionOnSeveralThreadsIsTheSelectionOnOne) {
       }
     }
   }
-  EXPECT_EQ(SelectWindow(ring, window, packed, {}, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ExpandHybridSelection(ring, window, keys, {}, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  const std::vector<uint8_t> selection = *MakeHybridSelection(ring, z, window, 1);
+  const auto bits = ExpandHybridSelection(ring, window, keys, selection);
+  ASSERT_TRUE(bits.ok()) << bits.status();
+  EXPECT_EQ(SelectWindow(ring, window, packed, *bits, 0).status().message(),
+            "threads must be at least 1");
+  EXPECT_EQ(ExpandHybridSelection(ring, window, keys, selection, 0).status().message(),
+            "threads must be at least 1");
 }
 
 TEST(HybridTest, TheSelectionsNoiseIsWithinTheRule) {
