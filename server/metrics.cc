@@ -155,8 +155,7 @@ class ServerCollectable final : public prometheus::Collectable {
       };
       single("veil_session_key_bytes",
              "Memory charged to session keys: uploads, parsed keys and keys waiting for a resume "
-             "(as of "
-             "the last key call: keys past their wait go at the next)",
+             "(as of the last key call: keys past their wait go at the next)",
              MetricType::Gauge, count(k.charged_bytes));
       single("veil_session_key_limit_bytes", "Bound on session key memory (--max_galois_key_bytes)",
              MetricType::Gauge, count(k.max_bytes));

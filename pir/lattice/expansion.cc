@@ -383,9 +383,17 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
   const uint32_t levels = ExpansionLevels(lwe_n);
   const std::vector<std::vector<uint64_t>> monomials = internal::InverseMonomials(ctx, levels);
   // The top `split` levels run here; then each of their 2^split nodes (those with an index
-  // below n) is a subtree for one worker.
+  // below n) is a subtree for one worker. The split takes the fewest key switches one after
+  // another: 2^s - 1 on top, then ceil(2^s / threads) subtrees of 2^(L - s) - 1 each (a small
+  // tree on many threads would otherwise run every level here).
   uint32_t split = 0;
-  while (split < levels && (1 << split) < threads) ++split;
+  const auto steps = [levels, threads](uint32_t s) {
+    const uint64_t subtrees = ((uint64_t{1} << s) + threads - 1) / threads;
+    return ((uint64_t{1} << s) - 1) + subtrees * ((uint64_t{1} << (levels - s)) - 1);
+  };
+  for (uint32_t s = 1; s <= levels; ++s) {
+    if (steps(s) < steps(split)) split = s;
+  }
   std::vector<std::vector<uint64_t>> frontier{*std::move(root)};
   LevelStep top(ctx, level_keys, monomials);
   for (uint32_t l = 0; l < split; ++l) {

@@ -93,9 +93,10 @@ using WorkerSpecialSink = absl::FunctionRef<void(int worker, uint32_t count, con
 
 // The server: expands a ciphertext of EncryptLweSecret with keys of ParseExpansionKeys (for the
 // same n) into K_0 .. K_{n-1}, each given to `sink` once, on up to `threads` threads (the
-// caller's among them; the top ceil(log2 threads) levels run first, then each worker takes
-// whole subtrees). Returns CheckExpansion's errors, and INVALID_ARGUMENT for threads < 1, a
-// ciphertext of another size, a residue not below its prime or keys lacking an element.
+// caller's among them; the top levels run first, as many as give the fewest key switches one
+// after another, then each worker takes whole subtrees). Returns CheckExpansion's errors, and
+// INVALID_ARGUMENT for threads < 1, a ciphertext of another size, a residue not below its prime or
+// keys lacking an element.
 absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys, uint32_t lwe_n,
                              absl::Span<const uint8_t> ciphertext, int threads,
                              WorkerSpecialSink sink);

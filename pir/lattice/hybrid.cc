@@ -172,14 +172,7 @@ absl::StatusOr<std::vector<he::QRgswCiphertext>> ExpandHybridSelection(
   const absl::Span<uint64_t> parts =
       absl::MakeSpan(he::internal::GetScratch(he::internal::Scratch::kExpanded, values * 2 * words),
                      values * 2 * words);
-  // ExpandLweSecret runs the top ceil(log2 threads) levels on one thread, then a subtree on each
-  // worker: for this small tree (L' levels) the fewest steps one after another come from a power
-  // of two up to 2^(L'/2) threads (L' = 4: 6 key switches on 4 threads, 15 on 16).
-  int expanding = 1;
-  while (2 * expanding <= threads && 2 * expanding <= (1 << (ExpansionLevels(values) / 2))) {
-    expanding *= 2;
-  }
-  if (absl::Status s = ExpandLweSecret(ring, keys, values, bytes, expanding,
+  if (absl::Status s = ExpandLweSecret(ring, keys, values, bytes, threads,
                                        [&](int, uint32_t count, const uint32_t* index,
                                            const uint64_t* beta, const uint64_t* alpha) {
                                          for (uint32_t c = 0; c < count; ++c) {
