@@ -57,7 +57,7 @@ kj::Promise<absl::Status> KeyUploads::On(int replica, rpc::VeilServer::Client se
   if (r.resume_token.empty()) {
     keys = SendAll(replica, server, who);
   } else {
-    // A token serves once: the server's reply replaces it, or refuses it.
+    // The server's reply replaces the token, or refuses it.
     std::vector<uint8_t> token = std::exchange(r.resume_token, {});
     keys = resume_(server, token)
                .then(
@@ -69,9 +69,9 @@ kj::Promise<absl::Status> KeyUploads::On(int replica, rpc::VeilServer::Client se
                    [this, replica, server, who,
                     token](kj::Exception&& e) mutable -> kj::Promise<absl::Status> {
                      // A lost connection fails the call over, the token kept for the next one
-                     // (if the server spent it, that resume is refused and uploads); any reply of
-                     // the server (no keys under the token, or an older server without resume)
-                     // means upload.
+                     // (the server honours it until the keys answer, so a resume whose reply was
+                     // lost is presented again); any reply of the server (no keys under the
+                     // token, or an older server without resume) means upload.
                      if (e.getType() == kj::Exception::Type::DISCONNECTED) {
                        replicas_[replica].resume_token = std::move(token);
                        kj::throwFatalException(kj::mv(e));

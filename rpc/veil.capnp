@@ -297,10 +297,12 @@ interface LwePackServer extends(VeilServer) {
   resumeGaloisKeys @3 (token :Data) -> (resumeToken :Data);
   # The keys an earlier connection of this client uploaded, installed on this one without sending
   # them again: `token` is the resumeToken of their upload's last chunk (or of the last resume),
-  # and the reply carries the next one (a token serves once). A closed connection's keys wait
+  # and the reply carries the next one (the presented token stays good until this connection's
+  # first answer or the next token's resume: present it again if the reply was lost, but send
+  # answers only after the reply has come). A closed connection's keys wait
   # veil-server --key_resume_s (an hour by default), are evicted before any other key memory
   # and count in maxKeyBytes; an open connection's move unless an answer is using them (its next
   # answer then gets ABORTED). NOT_FOUND if no keys are held under the token (never issued,
-  # expired, evicted, resumed already or in use): upload them; FAILED_PRECONDITION if this
+  # expired, evicted, spent or in use): upload them; FAILED_PRECONDITION if this
   # connection has keys or an upload; INVALID_ARGUMENT for a token of another size.
 }

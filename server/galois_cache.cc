@@ -43,6 +43,11 @@ std::vector<uint8_t> GaloisKeyCache::NewToken(Session session, Entry& entry) {
   return token;
 }
 
+void GaloisKeyCache::SpendPresented(Entry& entry) {
+  if (entry.presented.has_value()) tokens_.erase(*entry.presented);
+  entry.presented.reset();
+}
+
 void GaloisKeyCache::Expire() {
   const absl::Time now = now_();
   for (auto it = entries_.begin(); it != entries_.end();) {
@@ -122,6 +127,7 @@ void GaloisKeyCache::Clear(Entry& entry, State state) {
   entry.keys.reset();
   if (entry.token.has_value()) tokens_.erase(*entry.token);
   entry.token.reset();
+  SpendPresented(entry);
   entry.state = state;
 }
 
@@ -255,17 +261,20 @@ absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Resume(Session session,
   }
   Expire();
   // Looked up by the token's hash: the map's comparisons see no byte of a token.
-  auto found = tokens_.find(HashToken(token));
+  const TokenHash hash = HashToken(token);
+  auto found = tokens_.find(hash);
   if (found == tokens_.end() || entries_.at(found->second).holds > 0) {
     ++counts_.refused_resumes;
     return absl::NotFoundError(absl::StrCat(
         "no Galois keys are held under this resume token (a closed connection's keys wait ",
         absl::FormatDuration(resume_for_),
         ", fewer when the key memory is needed; keys an answer is using do not move; a token "
-        "serves one resume): upload them"));
+        "is spent once the keys it moved have answered or its successor was presented): upload "
+        "them"));
   }
   // A closed connection's keys, or an open one's: the client has moved on (a new network)
-  // before the server noticed, and that connection's next answer gets ABORTED.
+  // before the server noticed, and that connection's next answer gets ABORTED. The old entry's
+  // tokens go with it (one of them is `token`, honoured again below).
   const auto old = entries_.find(found->second);
   std::shared_ptr<const he::GaloisKeys> keys = std::move(old->second.keys);
   const uint64_t charge = std::exchange(old->second.charge, 0);
@@ -275,7 +284,11 @@ absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Resume(Session session,
   entry.charge = charge;  // still counted in charged_: it moves
   entry.last_use = ++clock_;
   ++counts_.resumes;
-  return NewToken(session, entry);
+  std::vector<uint8_t> next = NewToken(session, entry);
+  // Until the client shows it got `next`, its reply may have been lost with the connection.
+  entry.presented = hash;
+  tokens_[hash] = session;
+  return next;
 }
 
 void GaloisKeyCache::Discard(Session session) {
@@ -305,6 +318,7 @@ absl::StatusOr<GaloisKeyCache::Keys> GaloisKeyCache::Acquire(Session session) {
   }
   entry.last_use = ++clock_;
   ++entry.holds;
+  SpendPresented(entry);  // the clients send answers once the resume's reply has come
   return Keys{entry.keys, std::make_unique<Hold>(this, session)};
 }
 

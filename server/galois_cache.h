@@ -20,11 +20,15 @@
 // Resumption: installed keys come with a resume token (16 random bytes; the cache keeps only
 // their hash). When the connection closes (and the last answer using its keys is done) its keys
 // stay, charged and idle, for resume_for; a new connection that presents the token (Resume)
-// takes them over instead of uploading them again, and gets a new token (each token serves
-// once). Those kept keys are evicted first, least recently used first, and dropped once
-// resume_for has passed. A token presented while its connection is still open (a phone on a new
-// network before the server noticed the old connection die) moves the keys from it unless an
-// answer is using them; that connection's next answer gets ABORTED.
+// takes them over instead of uploading them again, and gets a new token. The presented token is
+// honoured beside the new one until the client shows it has the new one: its connection's first
+// answer with the keys, or the new token presented. So a resume whose reply is lost (the
+// connection broke) can be presented again on the next connection instead of costing an upload,
+// and a token whose keys went on serving answers is spent. Those kept keys are evicted first,
+// least recently used first, and dropped once resume_for has passed. A token presented while its
+// connection is still open (a phone on a new network before the server noticed the old connection
+// die) moves the keys from it unless an answer is using them; that connection's next answer gets
+// ABORTED.
 //
 // Event-loop thread only. A Hold keeps a session's keys (or its upload's charge) alive while the
 // worker uses them; a session closed meanwhile is released when its last Hold goes. An observer
@@ -108,8 +112,9 @@ class GaloisKeyCache {
                                                std::shared_ptr<const he::GaloisKeys> keys);
   // The keys held under `token` (a closed connection's, or an open one's that no answer uses),
   // installed on `session` (which has neither keys nor an upload), and their next token; `token`
-  // is spent. Returns NOT_FOUND if no keys are held under it (never issued, expired, evicted,
-  // resumed already, or in use: upload them), INVALID_ARGUMENT for a token of another size and
+  // stays good for them until the session's first Acquire or the next token's Resume, and every
+  // older token is spent. Returns NOT_FOUND if no keys are held under it (never issued, expired,
+  // evicted, spent, or in use: upload them), INVALID_ARGUMENT for a token of another size and
   // FAILED_PRECONDITION if the session has keys or an upload.
   absl::StatusOr<std::vector<uint8_t>> Resume(Session session, absl::Span<const uint8_t> token);
   // After a failed parse: the session has no keys.
@@ -119,8 +124,9 @@ class GaloisKeyCache {
     std::shared_ptr<const he::GaloisKeys> keys;
     std::unique_ptr<Hold> hold;  // the keys are not evicted while it lives
   };
-  // The session's keys for one answer. Returns FAILED_PRECONDITION if none were uploaded or the
-  // upload is incomplete, ABORTED if they were evicted.
+  // The session's keys for one answer (the token that resumed them is spent). Returns
+  // FAILED_PRECONDITION if none were uploaded or the upload is incomplete, ABORTED if they were
+  // evicted.
   absl::StatusOr<Keys> Acquire(Session session);
 
   uint64_t charged_bytes() const { return charged_; }
@@ -143,6 +149,7 @@ class GaloisKeyCache {
     std::vector<uint8_t> upload;                 // kUploading: the bytes so far
     std::shared_ptr<const he::GaloisKeys> keys;  // kReady
     std::optional<TokenHash> token;              // kReady, with resume_for > 0
+    std::optional<TokenHash> presented;          // kReady: the token Resume took, until spent
     uint64_t charge = 0;
     uint64_t last_use = 0;
     int holds = 0;
@@ -172,6 +179,8 @@ class GaloisKeyCache {
   void Expire();
   // A fresh token for the keys of `session`'s entry (its hash kept in the entry and tokens_).
   std::vector<uint8_t> NewToken(Session session, Entry& entry);
+  // The token Resume took no longer finds the entry's keys.
+  void SpendPresented(Entry& entry);
   // Tells the observer, when it goes out of scope (every return path of a changing call).
   struct Notify {
     explicit Notify(const GaloisKeyCache& cache) : cache(cache) {}

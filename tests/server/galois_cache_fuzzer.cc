@@ -6,7 +6,8 @@
 // the target keeps a model of what each session uploaded and of every token.
 // Invariants: the memory charged never exceeds the bound; every refusal has a documented code; a
 // completed upload is exactly the chunks the session sent since offset 0; keys are acquired only
-// after an install and are the installed ones; a resume succeeds only with an issued token, once;
+// after an install and are the installed ones; a resume succeeds only with an issued token not
+// yet spent (by an answer with the keys it moved, or by a resume with a later token of theirs);
 // when every session is closed, every hold released and the wait over, nothing is charged.
 #include <cstddef>
 #include <cstdint>
@@ -44,8 +45,8 @@ enum Op : uint8_t {
   kOps
 };
 
-// What the model knows of a token: its keys' connection is open or closed, or it served a
-// resume.
+// What the model knows of a token: its keys' connection is open or closed, or it is spent (its
+// keys answered after it moved them, or moved again with another of their tokens).
 enum class TokenState { kLive, kClosed, kSpent };
 
 std::shared_ptr<const he::GaloisKeys> InstalledKeys() {
@@ -61,6 +62,7 @@ struct Session {
   std::unique_ptr<GaloisKeyCache::Hold> parsing;  // a completed upload being "parsed"
   std::vector<GaloisKeyCache::Keys> answers;      // keys held by answers in flight
   std::vector<uint8_t> token;                     // of the keys it last installed or resumed
+  std::vector<uint8_t> presented;                 // the token that resumed them, until spent
 };
 
 void CheckCode(const absl::Status& status, std::initializer_list<absl::StatusCode> allowed,
@@ -80,12 +82,17 @@ std::vector<std::vector<uint8_t>> Seeds() {
        kAppend, 1, 0,     10, kAppend,  2, 0,        5, kDiscard, 1,
        kAppend, 0, 3,     7,  kInstall, 0, kAcquire, 2, kClose,   1},
       {kOpen, 3, kAppend, 3, 0, 10, kClose, 3, kInstall, 3, kOpen, 1, kAppend, 1, 2, 2},
-      // Keys installed, their connection closed, resumed by another, resumed again (spent).
+      // Keys installed, their connection closed, resumed by another, then with the same token by
+      // a third (no answer came on the second: its reply may have been lost).
       {kOpen, 0, kAppend, 0, 0, 10,    kInstall, 0,   kClose, 0, kOpen, 1, kResume, 1, 0,
        kOpen, 2, kResume, 2, 0, kTick, 2,        200, kClose, 1, kOpen, 3, kResume, 3, 1},
       // An open connection's token: refused while an answer uses the keys, then moves them.
       {kOpen,   0, kAppend, 0,        0, 10,      kInstall, 0, kAcquire, 0, kOpen,    1,
        kResume, 1, 0,       kRelease, 0, kResume, 1,        0, kAcquire, 0, kAcquire, 1},
+      // A resume presented again after a lost reply; an answer spends the token, not its successor.
+      {kOpen,    0, kAppend, 0,      0,     10,    kInstall, 0,       kClose, 0,       kOpen,    1,
+       kResume,  1, 0,       kClose, 1,     kOpen, 2,        kResume, 2,      0,       kAcquire, 2,
+       kRelease, 2, kClose,  2,      kOpen, 3,     kResume,  3,       0,      kResume, 3,        2},
   };
 }
 
@@ -102,13 +109,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cache.OnChange([&observed](const veil::server::KeyCacheCounts& c) { observed = c; });
   Session sessions[kSessions];
   std::map<std::vector<uint8_t>, TokenState> tokens;
-  std::map<std::vector<uint8_t>, int> owners;  // the session slot each token was issued to
-  std::vector<std::vector<uint8_t>> seen;      // every token issued, in order
+  std::map<std::vector<uint8_t>, int> owners;  // the session slot whose keys a token finds
+  // Which install or resume put the keys a token finds where they are: a resume spends the
+  // tokens of its keys' last one.
+  std::map<std::vector<uint8_t>, int> moves;
+  int next_move = 0;
+  std::vector<std::vector<uint8_t>> seen;  // every token issued, in order
   auto issued = [&](Session& s, std::vector<uint8_t> token) {
     Check(token.size() == GaloisKeyCache::kResumeTokenBytes, "a token of another size");
     Check(tokens.count(token) == 0, "a token issued twice");
     tokens[token] = TokenState::kLive;
     owners[token] = static_cast<int>(&s - sessions);
+    moves[token] = next_move;
     seen.push_back(token);
     s.token = std::move(token);
   };
@@ -124,8 +136,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case kClose:
         cache.Close(*s.id);
-        if (!s.token.empty() && tokens[s.token] == TokenState::kLive) {
-          tokens[s.token] = TokenState::kClosed;
+        for (const std::vector<uint8_t>* t : {&s.token, &s.presented}) {
+          if (!t->empty() && tokens[*t] == TokenState::kLive) tokens[*t] = TokenState::kClosed;
         }
         s = Session();
         break;
@@ -165,7 +177,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (s.parsing != nullptr) {
           auto token = cache.Install(*s.id, installed);
           Check(token.ok(), "Install of an open session failed");
+          ++next_move;
           issued(s, *std::move(token));
+          s.presented.clear();
           s.parsing.reset();
         }
         break;
@@ -180,6 +194,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (keys.ok()) {
           Check(keys->keys == installed, "Acquire gave other keys than those installed");
           s.answers.push_back(*std::move(keys));
+          if (!s.presented.empty()) tokens[s.presented] = TokenState::kSpent;
+          s.presented.clear();
         } else {
           CheckCode(keys.status(), {StatusCode::kFailedPrecondition, StatusCode::kAborted},
                     "Acquire: undocumented code");
@@ -206,8 +222,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
               "a resume succeeded with a token never issued or spent");
         Check(known->second != TokenState::kLive || sessions[owners[token]].answers.empty(),
               "a resume moved keys an answer is using");
-        known->second = TokenState::kSpent;
+        const int from = moves[token];
+        for (auto& [t, state] : tokens) {
+          if (moves[t] == from) state = TokenState::kSpent;
+        }
+        ++next_move;
+        known->second = TokenState::kLive;  // until s answers or its successor moves the keys
+        owners[token] = static_cast<int>(&s - sessions);
+        moves[token] = next_move;
         s.sent.clear();
+        s.presented = token;
         issued(s, *std::move(renewed));
         break;
       }

@@ -1,7 +1,8 @@
 // GaloisKeyCache: chunked uploads, the memory bound (an upload charged as its bytes arrive), the
 // eviction rule (closed connections' keys, then idle uploads, then idle keys, least recently used
 // first; keys in use never), releasing closed sessions only after their holds, and resuming keys
-// with their token (once, within the wait, never keys an answer is using).
+// with their token (until the client shows it got the next one, within the wait, never keys an
+// answer is using).
 #include "server/galois_cache.h"
 
 #include <memory>
@@ -233,6 +234,49 @@ TEST(GaloisKeyCache, ATokenMovesItsKeysOnce) {
   cache.Close(c);
   EXPECT_EQ(cache.waiting(), 1u);  // c's keys wait in turn
   EXPECT_EQ(cache.charged_bytes(), kParsed);
+}
+
+TEST(GaloisKeyCache, AResumeWhoseReplyWasLostIsPresentedAgain) {
+  GaloisKeyCache cache(1000, kWire, kParsed, absl::Minutes(5));
+  const auto a = cache.Open();
+  std::vector<uint8_t> t0;
+  Install(cache, a, &t0);
+  const he::GaloisKeys* keys = cache.Acquire(a)->keys.get();
+  cache.Close(a);
+  // b resumes, but its connection breaks before the reply (t1) reaches the client.
+  const auto b = cache.Open();
+  auto t1 = cache.Resume(b, t0);
+  ASSERT_TRUE(t1.ok()) << t1.status();
+  cache.Close(b);
+  EXPECT_EQ(cache.waiting(), 1u);
+  // The client presents t0 again on its next connection: the keys move, no upload.
+  const auto c = cache.Open();
+  auto t2 = cache.Resume(c, t0);
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  EXPECT_NE(*t2, *t1);
+  EXPECT_EQ(cache.counts().resumes, 2u);
+  // t1 went with b's entry; t0 is spent by c's first answer.
+  const auto d = cache.Open();
+  EXPECT_EQ(cache.Resume(d, *t1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache.Acquire(c)->keys.get(), keys);
+  cache.Close(c);
+  EXPECT_EQ(cache.Resume(d, t0).status().code(), absl::StatusCode::kNotFound);
+  auto t3 = cache.Resume(d, *t2);
+  ASSERT_TRUE(t3.ok()) << t3.status();
+  // Presenting the newer token spends the older one, answer or not.
+  cache.Close(d);
+  const auto e = cache.Open();
+  auto t4 = cache.Resume(e, *t3);
+  ASSERT_TRUE(t4.ok()) << t4.status();
+  cache.Close(e);
+  const auto f = cache.Open();
+  EXPECT_EQ(cache.Resume(f, *t2).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(cache.Resume(f, *t3).ok());  // the reply to e's resume may have been lost too
+  EXPECT_EQ(cache.Acquire(f)->keys.get(), keys);
+  EXPECT_EQ(cache.counts().refused_resumes, 3u);
+  EXPECT_EQ(cache.charged_bytes(), kParsed);
+  cache.Close(f);
+  EXPECT_EQ(cache.waiting(), 1u);
 }
 
 TEST(GaloisKeyCache, WaitingKeysExpireAndAreEvictedFirst) {
