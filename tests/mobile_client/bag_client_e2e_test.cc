@@ -273,10 +273,10 @@ TEST_F(BagClientTest, AConnectionClosedWhileIdleResumesItsKeys) {
   // keys with their token instead of uploading them again.
   std::vector<std::string> args = {"--idle_timeout_s=1"};
 #if VEIL_HAVE_PROMETHEUS
-  const int metrics_port = testing::FreePort();
-  args.push_back(absl::StrCat("--metrics=127.0.0.1:", metrics_port));
+  args.push_back("--metrics=127.0.0.1:0");
 #endif
-  auto server = testing::StartBagServer(path_, args);
+  const std::string log = testing::TempPath("bag.log");
+  auto server = testing::StartBagServer(path_, args, nullptr, log);
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = BagClient::Connect(Options(**server));
   ASSERT_TRUE(client.ok()) << client.status();
@@ -292,7 +292,9 @@ TEST_F(BagClientTest, AConnectionClosedWhileIdleResumesItsKeys) {
   EXPECT_LT((*client)->last_call().bytes_up, (*client)->table().galois_key_bytes / 10);
 #if VEIL_HAVE_PROMETHEUS
   // The server's count of the same: one upload, one resume, the keys on the open connection.
-  auto metrics = testing::Scrape(metrics_port);
+  const absl::StatusOr<int> metrics_port = testing::MetricsPort(log);
+  ASSERT_TRUE(metrics_port.ok()) << metrics_port.status();
+  auto metrics = testing::Scrape(*metrics_port);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_EQ(testing::Sample(*metrics, "veil_session_key_uploads_total"), 1);
   EXPECT_EQ(testing::Sample(*metrics, "veil_session_key_resumes_total{result=\"resumed\"}"), 1);

@@ -408,11 +408,11 @@ TEST_F(LwePackRpcTest, ConcurrentSessionsShareAPassAndEachGetsItsRows) {
 }
 
 TEST_F(LwePackRpcTest, AResumeTokenMovesTheKeysOnce) {
-  const int metrics_port = testing::FreePort();
+  const std::string log = testing::TempPath("lwe.log");
   auto server = testing::StartLweServer(
       path_, "lwe-exppack-s",
-      kHaveMetrics ? std::vector<std::string>{absl::StrCat("--metrics=127.0.0.1:", metrics_port)}
-                   : std::vector<std::string>{});
+      kHaveMetrics ? std::vector<std::string>{"--metrics=127.0.0.1:0"} : std::vector<std::string>{},
+      log);
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = NewClient();
   ASSERT_NE(client, nullptr);
@@ -462,7 +462,9 @@ TEST_F(LwePackRpcTest, AResumeTokenMovesTheKeysOnce) {
 
   if (!kHaveMetrics) return;  // built without prometheus-cpp: no metrics to check
   // What an operator sees: one upload, two resumes, two tokens refused, one session's keys.
-  auto metrics = testing::Scrape(metrics_port);
+  const absl::StatusOr<int> metrics_port = testing::MetricsPort(log);
+  ASSERT_TRUE(metrics_port.ok()) << metrics_port.status();
+  auto metrics = testing::Scrape(*metrics_port);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   auto sample = [&](const std::string& key) { return testing::Sample(*metrics, key); };
   EXPECT_EQ(sample("veil_session_key_uploads_total"), 1);

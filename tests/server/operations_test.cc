@@ -29,9 +29,9 @@
 namespace veil {
 namespace {
 
-using testing::FreePort;
 using ::testing::HasSubstr;
 using testing::HttpGet;
+using testing::MetricsPort;
 using testing::Sample;
 using testing::Scrape;
 using ::testing::StartsWith;
@@ -102,11 +102,13 @@ TEST(MetricsTest, SeriesMoveWithLookups) {
   ASSERT_TRUE(table.ok()) << table.status();
   auto loaded = embedding::Table::Load(*table, {});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const int port = FreePort();
-  ASSERT_GT(port, 0);
-  auto server0 = tools::ServerProcess::Start(
-      ServerOptions(*table, 0, {absl::StrCat("--metrics=127.0.0.1:", port)}));
+  const std::string log = testing::TempPath("server0.log");
+  auto server0 =
+      tools::ServerProcess::Start(ServerOptions(*table, 0, {"--metrics=127.0.0.1:0"}, log));
   ASSERT_TRUE(server0.ok()) << server0.status();
+  const absl::StatusOr<int> found = MetricsPort(log);
+  ASSERT_TRUE(found.ok()) << found.status();
+  const int port = *found;
   auto server1 = tools::ServerProcess::Start(ServerOptions(*table, 1, {}));
   ASSERT_TRUE(server1.ok()) << server1.status();
 
@@ -201,11 +203,9 @@ TEST(LogTest, NeitherTheLogNorTheMetricsHoldRowsOrKeys) {
   auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, kRows, 1, 2);
   ASSERT_TRUE(table.ok()) << table.status();
   const std::string log = testing::TempPath("server0.log");
-  const int port = FreePort();
-  ASSERT_GT(port, 0);
   std::vector<std::string> args;
 #if VEIL_HAVE_PROMETHEUS
-  args.push_back(absl::StrCat("--metrics=127.0.0.1:", port));
+  args.push_back("--metrics=127.0.0.1:0");
 #endif
   auto server0 = tools::ServerProcess::Start(ServerOptions(*table, 0, args, log));
   ASSERT_TRUE(server0.ok()) << server0.status();
@@ -228,7 +228,9 @@ TEST(LogTest, NeitherTheLogNorTheMetricsHoldRowsOrKeys) {
   }
   std::string shown;
 #if VEIL_HAVE_PROMETHEUS
-  auto metrics = HttpGet(port, "/metrics");
+  const absl::StatusOr<int> port = MetricsPort(log);
+  ASSERT_TRUE(port.ok()) << port.status();
+  auto metrics = HttpGet(*port, "/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   shown = *metrics;
 #endif

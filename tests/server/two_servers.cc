@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <string_view>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -106,17 +107,22 @@ int ConnectLoopback(int port) {
   return fd;
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = LoopbackAddress(0);
-  socklen_t length = sizeof(address);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
+absl::StatusOr<int> MetricsPort(const std::string& log_path) {
+  std::ifstream in(log_path);
+  constexpr std::string_view kMark = " port ";
+  for (std::string line; std::getline(in, line);) {
+    if (!absl::StrContains(line, "event=metrics_listening")) continue;
+    const size_t at = line.find(kMark);
+    int port = 0;
+    if (at != std::string::npos &&
+        absl::SimpleAtoi(
+            line.substr(at + kMark.size(), line.find(' ', at + kMark.size()) - (at + kMark.size())),
+            &port) &&
+        port > 0) {
+      return port;
+    }
   }
-  close(fd);
-  return port;
+  return absl::NotFoundError(absl::StrCat("no metrics port in the log ", log_path));
 }
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {

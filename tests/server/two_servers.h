@@ -49,8 +49,10 @@ sockaddr_in LoopbackAddress(int port);
 // A TCP connection to 127.0.0.1:`port` (the caller closes it), or -1.
 int ConnectLoopback(int port);
 
-// A loopback port free now (bound, read and released): a server started next binds it.
-int FreePort();
+// The port of the metrics endpoint a server started with --metrics=127.0.0.1:0 listens on, read
+// from its log at `log_path` (the line it writes before it prints its own port, so any time after
+// ServerProcess::Start). NOT_FOUND if the log has no such line.
+absl::StatusOr<int> MetricsPort(const std::string& log_path);
 // GET `path` from 127.0.0.1:`port` over a plain socket (HTTP/1.0); the whole response, headers
 // included.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
