@@ -454,22 +454,29 @@ TEST_F(LwePackRpcTest, AResumeTokenMovesTheKeysOnce) {
     EXPECT_EQ(moved.Resume(*renewed).status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(thief.Resume(token).status().code(), absl::StatusCode::kNotFound);  // spent
   }
-  // Closed, the keys wait under the renewed token.
+  // Closed, the keys wait under the renewed token. A resume whose reply the client never got (its
+  // connection broke): the token it presented still moves the keys, until they answer.
+  {
+    RawSession lost((*server)->port());
+    ASSERT_TRUE(lost.Resume(*renewed).ok());
+  }
   RawSession next((*server)->port());
   auto again = next.Resume(*renewed);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(decodes(next).ok());
+  RawSession late((*server)->port());
+  EXPECT_EQ(late.Resume(*renewed).status().code(), absl::StatusCode::kNotFound);  // spent
 
   if (!kHaveMetrics) return;  // built without prometheus-cpp: no metrics to check
-  // What an operator sees: one upload, two resumes, two tokens refused, one session's keys.
+  // What an operator sees: one upload, three resumes, three tokens refused, one session's keys.
   const absl::StatusOr<int> metrics_port = testing::MetricsPort(log);
   ASSERT_TRUE(metrics_port.ok()) << metrics_port.status();
   auto metrics = testing::Scrape(*metrics_port);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   auto sample = [&](const std::string& key) { return testing::Sample(*metrics, key); };
   EXPECT_EQ(sample("veil_session_key_uploads_total"), 1);
-  EXPECT_EQ(sample("veil_session_key_resumes_total{result=\"resumed\"}"), 2);
-  EXPECT_EQ(sample("veil_session_key_resumes_total{result=\"refused\"}"), 2);
+  EXPECT_EQ(sample("veil_session_key_resumes_total{result=\"resumed\"}"), 3);
+  EXPECT_EQ(sample("veil_session_key_resumes_total{result=\"refused\"}"), 3);
   EXPECT_EQ(sample("veil_session_keys{state=\"open\"}"), 1);
   EXPECT_EQ(sample("veil_session_keys{state=\"waiting\"}"), 0);
   EXPECT_EQ(sample("veil_session_key_evictions_total"), 0);
