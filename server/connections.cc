@@ -6,10 +6,13 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "rpc/status.h"
 #include "rpc/veil.capnp.h"
@@ -168,12 +171,17 @@ struct Listener::Entry {
   absl::Time last_activity;
   absl::Time message_start = absl::InfiniteFuture();  // a message is half read since then
   uint64_t reserved = 0;                              // its declared bytes, while it arrives
+  uint64_t message_bytes = 0;                         // of it received so far (about)
   FrameTracker frames;
   kj::Own<kj::PromiseFulfiller<void>> kill;
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<rpc::WipingMessageStream> messages;  // requests' keys wiped once released
   kj::Own<capnp::TwoPartyVatNetwork> network;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
+
+  // Frees reservations of other connections whose messages arrive too slowly until `bytes` more
+  // fit in max_buffered_bytes (connections.h).
+  void MakeRoom(uint64_t bytes) { listener.MakeRoom(bytes, *this); }
 };
 
 namespace {
@@ -183,6 +191,16 @@ namespace {
 // replies take several times their size in memory.
 constexpr kj::Duration kBacklogPoll = 10 * kj::MILLISECONDS;
 constexpr size_t kMaxQueuedReplies = 1024;
+
+// When a message finds max_buffered_bytes full, the reservations of messages arriving at under
+// kMinArrivalBytesPerSecond go first (their connections closed, slowest first), a message's rate
+// being its bytes so far over the time since it started, or kRateWindow if less. So a client
+// that declares large messages and sends them slowly cannot hold the budget against others, even
+// by opening fresh connections: an 8-byte header is 8 bytes/s. 64 KiB/s is 512 kbit/s; a client
+// slower than that may lose a large message, but only while the budget is full and only after
+// every slower one.
+constexpr absl::Duration kRateWindow = absl::Seconds(1);
+constexpr double kMinArrivalBytesPerSecond = 64 * 1024;
 
 // The stream a connection's RPC system reads and writes: records activity, tracks the framing
 // of incoming messages against the buffer budget (see connections.h), and reads nothing while the
@@ -213,45 +231,7 @@ class GuardedStream final : public kj::AsyncIoStream {
       });
     }
     backlogged_ = false;
-    return inner_->tryRead(buffer, min_bytes, max_bytes).then([this, buffer](size_t n) {
-      entry_.last_activity = absl::Now();
-      const auto* bytes = static_cast<const uint8_t*>(buffer);
-      std::string refusal;
-      const bool ok = entry_.frames.Feed(
-          bytes, n,
-          [&](uint64_t declared) {
-            if (declared > limits_.HardMessageWords() * 8) {
-              refusal = absl::StrCat("a message of ", declared, " bytes (limit ",
-                                     limits_.HardMessageWords() * 8, ")");
-              return false;
-            }
-            if (used_ + declared > limits_.max_buffered_bytes) {
-              refusal = absl::StrCat("a message of ", declared, " bytes while ", used_,
-                                     " bytes of messages are arriving (limit ",
-                                     limits_.max_buffered_bytes, ")");
-              return false;
-            }
-            used_ += declared;
-            entry_.reserved = declared;
-            return true;
-          },
-          [&] {
-            used_ -= entry_.reserved;
-            entry_.reserved = 0;
-            entry_.message_start = absl::InfiniteFuture();
-          });
-      if (!ok) {
-        if (refusal.empty()) refusal = "a message table no reader accepts";
-        LogThrottled("closed",
-                     absl::StrCat("closed the connection of ", entry_.peer, ": ", refusal));
-        kj::throwFatalException(Disconnect(refusal));
-      }
-      // A message that started in these bytes (one that also ended here needs no deadline).
-      if (entry_.frames.in_message() && entry_.message_start == absl::InfiniteFuture()) {
-        entry_.message_start = entry_.last_activity;
-      }
-      return n;
-    });
+    return ReadAtLeast(static_cast<uint8_t*>(buffer), min_bytes, max_bytes, 0);
   }
   kj::Promise<void> write(const void* buffer, size_t size) override {
     entry_.last_activity = absl::Now();
@@ -278,6 +258,62 @@ class GuardedStream final : public kj::AsyncIoStream {
   }
 
  private:
+  // Reads until `min_bytes` have come (or the stream ends), accounting for each piece as it
+  // arrives, so that a slowly arriving message's progress is seen before it is complete.
+  kj::Promise<size_t> ReadAtLeast(uint8_t* buffer, size_t min_bytes, size_t max_bytes,
+                                  size_t done) {
+    return inner_->tryRead(buffer + done, std::min<size_t>(min_bytes - done, 1), max_bytes - done)
+        .then([this, buffer, min_bytes, max_bytes, done](size_t n) -> kj::Promise<size_t> {
+          Account(buffer + done, n);
+          if (n == 0 || done + n >= min_bytes) return done + n;
+          return ReadAtLeast(buffer, min_bytes, max_bytes, done + n);
+        });
+  }
+
+  // Tracks the framing of `n` bytes just read against the budget; throws DISCONNECTED (closing
+  // the connection) for a message that cannot be reserved.
+  void Account(const uint8_t* bytes, size_t n) {
+    entry_.last_activity = absl::Now();
+    std::string refusal;
+    const bool ok = entry_.frames.Feed(
+        bytes, n,
+        [&](uint64_t declared) {
+          if (declared > limits_.HardMessageWords() * 8) {
+            refusal = absl::StrCat("a message of ", declared, " bytes (limit ",
+                                   limits_.HardMessageWords() * 8, ")");
+            return false;
+          }
+          if (used_ + declared > limits_.max_buffered_bytes) entry_.MakeRoom(declared);
+          if (used_ + declared > limits_.max_buffered_bytes) {
+            refusal = absl::StrCat("a message of ", declared, " bytes while ", used_,
+                                   " bytes of messages are arriving (limit ",
+                                   limits_.max_buffered_bytes, ")");
+            return false;
+          }
+          used_ += declared;
+          entry_.reserved = declared;
+          entry_.message_bytes = 0;
+          return true;
+        },
+        [&] {
+          used_ -= entry_.reserved;
+          entry_.reserved = 0;
+          entry_.message_start = absl::InfiniteFuture();
+        });
+    if (!ok) {
+      if (refusal.empty()) refusal = "a message table no reader accepts";
+      LogThrottled("closed", absl::StrCat("closed the connection of ", entry_.peer, ": ", refusal));
+      kj::throwFatalException(Disconnect(refusal));
+    }
+    // A message that started in these bytes (one that also ended here needs no deadline).
+    if (entry_.frames.in_message()) {
+      if (entry_.message_start == absl::InfiniteFuture()) {
+        entry_.message_start = entry_.last_activity;
+      }
+      entry_.message_bytes += n;
+    }
+  }
+
   kj::Own<kj::AsyncIoStream> inner_;
   Listener::Entry& entry_;
   uint64_t& used_;
@@ -360,6 +396,33 @@ bool Listener::EvictIdlest() {
   }
   Close(*idlest, "the connection limit was reached and it was idle the longest");
   return true;
+}
+
+void Listener::MakeRoom(uint64_t bytes, const Entry& arriving) {
+  const absl::Time now = absl::Now();
+  struct Slow {
+    Entry* entry;
+    double rate;  // bytes per second since its message started
+  };
+  std::vector<Slow> slow;
+  for (Entry* entry : entries_) {
+    if (entry == &arriving || entry->kill.get() == nullptr || entry->reserved == 0) continue;
+    const double rate = entry->message_bytes /
+                        absl::ToDoubleSeconds(std::max(now - entry->message_start, kRateWindow));
+    if (rate < kMinArrivalBytesPerSecond) slow.push_back({entry, rate});
+  }
+  std::sort(slow.begin(), slow.end(), [](const Slow& a, const Slow& b) { return a.rate < b.rate; });
+  for (const Slow& s : slow) {
+    if (buffered_bytes_ + bytes <= limits_.max_buffered_bytes) break;
+    // Its reservation goes now (the entry itself goes once its task ends).
+    buffered_bytes_ -= s.entry->reserved;
+    s.entry->reserved = 0;
+    Close(*s.entry,
+          absl::StrFormat("room was needed for another message while its message of %d bytes "
+                          "arrived at %.0f bytes/s",
+                          s.entry->message_bytes, s.rate)
+              .c_str());
+  }
 }
 
 void Listener::Close(Entry& entry, const char* why) {

@@ -9,9 +9,13 @@
 // - A connection with no traffic for idle_timeout is closed; so is one whose message does not
 //   arrive whole within read_timeout of its first byte.
 // - Each arriving message's declared size (from the Cap'n Proto framing, read as the bytes pass)
-//   is reserved against max_buffered_bytes until the message is complete; a message that would
-//   exceed it closes its connection. Cap'n Proto allocates a message at its declared size before
-//   the bytes arrive, so this is what bounds memory under slow senders.
+//   is reserved against max_buffered_bytes until the message is complete. Cap'n Proto allocates a
+//   message at its declared size before the bytes arrive, so this is what bounds memory under
+//   slow senders. A message that would exceed it first takes the reservations of messages
+//   arriving too slowly (under 64 KiB/s since they started, counted over at least a second:
+//   their connections are closed, slowest first); if that does not make room, its own connection
+//   is closed. So holding the budget against others costs a client bandwidth (64 KiB/s for each
+//   message it keeps arriving), not just a few headers.
 // Closing, refusing and handshake failures are logged with throttling (server/log.h).
 #ifndef VEIL_SERVER_CONNECTIONS_H_
 #define VEIL_SERVER_CONNECTIONS_H_
@@ -65,6 +69,9 @@ class Listener {
   kj::Promise<void> Handshake(kj::Own<kj::AsyncIoStream> stream, Peer peer);
   // Closes the connection idle the longest, if one has been idle at least min_idle_to_evict.
   bool EvictIdlest();
+  // Closes connections other than `arriving` whose messages arrive too slowly (connections.cc),
+  // slowest first, releasing their reservations, until `bytes` more fit in max_buffered_bytes.
+  void MakeRoom(uint64_t bytes, const Entry& arriving);
   void Close(Entry& entry, const char* why);
 
   kj::ConnectionReceiver& receiver_;

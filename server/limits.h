@@ -42,8 +42,8 @@ struct ServerLimits {
   // (slow senders hold memory: the declared message size is reserved as it starts).
   absl::Duration read_timeout = absl::Seconds(10);
   // Bytes reserved for messages being received, all connections together; a message whose
-  // declared size would exceed it closes its connection. Each connection is bounded by
-  // HardMessageWords().
+  // declared size would exceed it takes the room of messages arriving too slowly, or else closes
+  // its own connection (server/connections.h). Each connection is bounded by HardMessageWords().
   uint64_t max_buffered_bytes = uint64_t{256} << 20;
   // Calls of one connection not yet answered; more get RESOURCE_EXHAUSTED.
   uint32_t max_calls_per_connection = 64;

@@ -88,7 +88,9 @@ ABSL_FLAG(int, read_timeout_ms, 10000,
           "is closed");
 ABSL_FLAG(int64_t, max_buffered_bytes, int64_t{256} << 20,
           "bytes of messages being received, all connections together (each message's declared "
-          "size is reserved as it starts); a message beyond it closes its connection");
+          "size is reserved as it starts); a message beyond it takes the room of messages "
+          "arriving under 64 KiB/s, slowest first (closing their connections), or else closes "
+          "its own connection");
 ABSL_FLAG(int, max_calls_per_connection, 64,
           "calls of one connection waiting for an answer; more get RESOURCE_EXHAUSTED (and a "
           "connection whose calls in flight, pipelined ones included, or unread replies exceed "

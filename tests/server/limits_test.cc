@@ -191,8 +191,9 @@ TEST_F(LimitsTest, WhenEveryConnectionIsBusyANewOneIsToldSo) {
 
 TEST_F(LimitsTest, SlowSendersHoldNeitherMemoryNorConnectionsForLong) {
   // Each slow sender declares a message of ~2 MB and sends a little of it. The budget for
-  // arriving messages (8 MB) closes the connections beyond it at once; the read timeout closes
-  // the rest. Before: 300 such connections took server memory from 33 MB to 629 MB.
+  // arriving messages (8 MB) closes all but three at once (each newcomer's message takes the
+  // place of a slower one's, or is refused); the read timeout closes the rest. Before: 300 such
+  // connections took server memory from 33 MB to 629 MB.
   Start({"--max_buffered_bytes=8000000", "--read_timeout_ms=1500"});
   const uint64_t rss_before = server_[0]->ResidentKb();
   std::vector<RawSocket> slow;
@@ -211,6 +212,34 @@ TEST_F(LimitsTest, SlowSendersHoldNeitherMemoryNorConnectionsForLong) {
   int closed_later = 0;
   for (const RawSocket& s : slow) closed_later += s.ClosedByPeer(absl::Seconds(3));
   EXPECT_EQ(closed_later, 40) << "the read timeout closes the stalled ones";
+}
+
+TEST_F(LimitsTest, SendersTooSlowForTheirMessagesMakeRoomForOthers) {
+  // Three senders declare 2 MiB each, filling the budget: one sends 1 MiB of it at once, two send
+  // 4 KiB. Before, a good client's first message found the budget full and its connection was
+  // closed for as long as the senders kept their messages open (a hostile client could hold the
+  // budget with a few headers). Now the slowest reservation goes: one is room enough, and the
+  // fast sender keeps its own.
+  Start({"--max_buffered_bytes=6291480", "--read_timeout_ms=60000"});  // 3 x 2,097,160
+  RawSocket fast(server_[0]->port());
+  ASSERT_TRUE(fast.Send(PartialMessage((2 << 20) / 8, 1 << 20)));
+  std::vector<RawSocket> slow;
+  for (int i = 0; i < 2; ++i) {
+    slow.emplace_back(server_[0]->port());
+    ASSERT_TRUE(slow.back().Send(PartialMessage((2 << 20) / 8, 4096)));
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // the server has read what they sent
+  auto client = client::Client::Connect(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE(GoodLookup(**client, 2).ok());
+  int closed = 0;
+  for (const RawSocket& s : slow) closed += s.ClosedByPeer(absl::Milliseconds(200));
+  EXPECT_EQ(closed, 1) << "only as many slow senders go as the room needed";
+  EXPECT_FALSE(fast.ClosedByPeer(absl::Milliseconds(200)));
+  std::ifstream log(log_);
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("room was needed for another message while its message of 4104 "
+                              "bytes arrived at"));
 }
 
 // Runs `body` on a thread whose stack holds `bytes`. A kj RPC client with tens of thousands of
