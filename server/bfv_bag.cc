@@ -172,8 +172,6 @@ kj::Promise<void> BagService::answer(AnswerContext context) {
   auto params = context.getParams();
   if (absl::Status s = CheckCallWords(params.totalSize().wordCount, limits_); !s.ok())
     Reject(s, "answer");
-  auto keys = cache_.Acquire(session_);
-  if (!keys.ok()) Reject(keys.status(), "answer");
   const size_t blocks = table_.server->plan().blocks();
   if (queued_ + blocks > limits_.max_queued_ciphertexts_per_connection) {
     Reject(absl::ResourceExhaustedError(absl::StrCat("this connection already has ", queued_,
@@ -182,11 +180,15 @@ kj::Promise<void> BagService::answer(AnswerContext context) {
                                                      " per connection); wait for answers first")),
            "answer");
   }
+  auto keys = cache_.Acquire(session_);
+  if (!keys.ok()) Reject(keys.status(), "answer");
   capnp::Data::Reader query = params.getQuery();
   auto work = std::make_unique<AnswerWork>(std::vector<uint8_t>(query.begin(), query.end()),
                                            *std::move(keys), blocks);
   context.releaseParams();
   queued_ += blocks;
+  // A client gone (or cancelling) drops its call: the scheduler then drops the query unanswered.
+  context.allowCancellation();
   return scheduler_.Submit(std::move(work))
       .attach(kj::defer([this, blocks] { queued_ -= blocks; }))
       .then([this, context, arrival](absl::StatusOr<std::unique_ptr<AnswerWork>> done) mutable {

@@ -144,6 +144,7 @@ kj::Promise<void> Dpf2Service::answer(AnswerContext context) {
   if (!keys.ok()) Reject(keys.status(), "answer");
   size_t key_count = keys->size();
   context.releaseParams();
+  context.allowCancellation();  // a client gone drops its call, and the scheduler its keys
   return Submit(served, *std::move(keys), *std::move(ranges))
       .then([this, context, arrival, key_count,
              served](absl::StatusOr<KeyBatcher::Shares> shares) mutable {
@@ -173,6 +174,7 @@ kj::Promise<void> Dpf2Service::answerPooled(AnswerPooledContext context) {
   std::vector<uint32_t> bag_sizes = *std::move(parsed_bags);
   size_t key_count = keys->size();
   context.releaseParams();
+  context.allowCancellation();  // a client gone drops its call, and the scheduler its keys
   return Submit(served, *std::move(keys), *std::move(ranges))
       .then([this, context, arrival, key_count, served,
              bag_sizes = std::move(bag_sizes)](absl::StatusOr<KeyBatcher::Shares> shares) mutable {

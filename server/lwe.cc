@@ -174,6 +174,8 @@ kj::Promise<void> LweService::answer(AnswerContext context) {
   const size_t n = *count;
   queued_ += n;
   ++calls_;
+  // A client gone (or cancelling) drops its call: the scheduler then drops the queries unanswered.
+  context.allowCancellation();
   return scheduler_.Submit(std::make_unique<QueriesWork>(std::move(queries), n))
       .attach(kj::defer([this, n] {
         queued_ -= n;

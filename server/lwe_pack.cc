@@ -182,14 +182,14 @@ kj::Promise<void> PackService::answer(AnswerContext context) {
                query_bytes, ", ", table_.ciphertext_bytes, " and ", table_.selection_bytes)),
            "answer");
   }
-  auto keys = cache_.Acquire(session_);
-  if (!keys.ok()) Reject(keys.status(), "answer");
   if (queued_ + 1 > table_.limits.max_queued_keys_per_connection) {
     Reject(absl::ResourceExhaustedError(absl::StrCat(
                "this connection already has ", queued_, " queries waiting (limit ",
                table_.limits.max_queued_keys_per_connection, " per connection); wait for answers")),
            "answer");
   }
+  auto keys = cache_.Acquire(session_);
+  if (!keys.ok()) Reject(keys.status(), "answer");
   std::vector<uint32_t> words(query.size() / 4);
   std::memcpy(words.data(), query.begin(), query.size());
   auto work = std::make_unique<AnswerWork>(
@@ -197,6 +197,8 @@ kj::Promise<void> PackService::answer(AnswerContext context) {
       std::vector<uint8_t>(selection.begin(), selection.end()), *std::move(keys));
   context.releaseParams();
   ++queued_;
+  // A client gone (or cancelling) drops its call: the scheduler then drops the query unanswered.
+  context.allowCancellation();
   return scheduler_.Submit(std::move(work))
       .attach(kj::defer([this] { --queued_; }))
       .then([this, context, arrival](absl::StatusOr<std::unique_ptr<AnswerWork>> done) mutable {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "embedding/table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,10 +25,10 @@
 namespace veil {
 namespace {
 
-using ::testing::HasSubstr;
 using client::Client;
 using client::ClientOptions;
 using client::RowRange;
+using ::testing::HasSubstr;
 
 constexpr uint64_t kRows = 300;
 constexpr uint32_t kDim = 8;
@@ -241,8 +242,8 @@ absl::StatusOr<std::vector<uint32_t>> AnswerInRanges(
 
 TEST_F(ServerRpcTest, RangeKeysAreAnsweredOverTheirRangeAndBadRangesAreRefused) {
   capnp::EzRpcClient config_rpc("127.0.0.1", servers_.server[0]->port());
-  auto config = config_rpc.getMain<rpc::PirServer>().configRequest().send().wait(
-      config_rpc.getWaitScope());
+  auto config =
+      config_rpc.getMain<rpc::PirServer>().configRequest().send().wait(config_rpc.getWaitScope());
   EXPECT_TRUE(config.getConfig().getRangeQueries());
 
   // Good: keys over three ranges (one of them the whole table) in one call, bit-exact.
@@ -395,6 +396,57 @@ TEST(ServerLimitsTest, OneConnectionCannotFillTheQueue) {
   EXPECT_GE(ok, 1);
   EXPECT_GE(refused, 1);
   EXPECT_TRUE((*other)->Lookup({1, 2, 3}).ok());
+}
+
+TEST(ServerLimitsTest, ADisconnectedClientsQueuedCallsAreNotComputed) {
+  // A client sends four calls of 1,024 keys (each its own pass on one thread) and disconnects
+  // while the first runs. Before, capnp kept every call running without a caller (services did
+  // not allow cancellation), so all four passes ran for nobody, and a client could fill the
+  // server's queue one connection at a time. Now the queued calls are dropped.
+  constexpr uint64_t kBigRows = 1 << 18;
+  auto path = testing::WriteRandomTable("big.veil", embedding::RowFormat::kFp32, kBigRows, 16, 1);
+  ASSERT_TRUE(path.ok());
+  auto servers = testing::StartTwoServers(*path, *path);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  const int port = servers->server[0]->port();
+  std::vector<std::vector<uint8_t>> keys;
+  for (int i = 0; i < 1024; ++i) {
+    keys.push_back(pir::MakeQuery(kBigRows, i, 1)->key[0].Serialize());
+  }
+  struct Counts {
+    uint64_t passes, queued_keys, connections;
+  };
+  const auto stats = [port] {
+    capnp::EzRpcClient rpc("127.0.0.1", port);
+    auto reply = rpc.getMain<rpc::PirServer>().statsRequest().send().wait(rpc.getWaitScope());
+    const rpc::Stats::Reader s = reply.getStats();
+    return Counts{s.getPasses(), s.getQueuedKeys(), s.getConnections()};
+  };
+  {
+    capnp::EzRpcClient rpc("127.0.0.1", port);
+    auto cap = rpc.getMain<rpc::PirServer>();
+    std::vector<kj::Promise<void>> calls;
+    for (int c = 0; c < 4; ++c) {
+      auto request = cap.answerRequest();
+      auto list = request.initKeys(keys.size());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        list.set(i, capnp::Data::Reader(keys[i].data(), keys[i].size()));
+      }
+      calls.push_back(request.send().ignoreResult());
+    }
+    // Answered after the four calls were read: they are queued or running.
+    auto queued = cap.statsRequest().send().wait(rpc.getWaitScope());
+    ASSERT_GE(queued.getStats().getQueuedKeys() + 1024 * queued.getStats().getPasses(), 3 * 1024u);
+  }
+  for (int i = 0; i < 300; ++i) {
+    const Counts now = stats();
+    if (now.queued_keys == 0 && now.connections <= 1) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  absl::SleepFor(absl::Seconds(1));  // a pass still running ends (~0.2 s each here)
+  const Counts after = stats();
+  EXPECT_EQ(after.queued_keys, 0u);
+  EXPECT_LE(after.passes, 2u) << "the calls queued when their client went were computed";
 }
 
 TEST_F(ServerRpcTest, SigtermStopsCleanly) {
