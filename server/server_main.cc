@@ -33,11 +33,12 @@ ABSL_FLAG(std::string, protocol, "dpf2",
 ABSL_FLAG(int, party, -1, "dpf2: which key shares this server answers, 0 or 1");
 ABSL_FLAG(int, bfv_log_n, 13, "bfv-bag: the BFV ring degree 2^N, 13 or 14");
 ABSL_FLAG(int, max_queued_ciphertexts, 64,
-          "bfv-bag, lwe-exppack-s, lwe-hybrid: query ciphertexts (lwe-exppack-s, lwe-hybrid: "
-          "queries) waiting for the worker before calls are refused");
+          "bfv-bag and the packed LWE protocols (lwe-exppack-s, lwe-exppack-d, lwe-hybrid, "
+          "lwe-double-pack): query ciphertexts (packed LWE: lookups) waiting for the worker "
+          "before calls are refused");
 ABSL_FLAG(int, max_queued_ciphertexts_per_connection, 8,
-          "bfv-bag, lwe-exppack-s, lwe-hybrid: query ciphertexts (queries) one connection may "
-          "have waiting");
+          "bfv-bag and the packed LWE protocols: query ciphertexts (packed LWE: lookups) one "
+          "connection may have waiting");
 ABSL_FLAG(
     int64_t, max_galois_key_bytes, int64_t{2} << 30,
     "bfv-bag, lwe-exppack-s, lwe-hybrid: memory for all sessions' Galois (expansion) keys; closed "
