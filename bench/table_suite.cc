@@ -107,7 +107,8 @@ absl::Status RowTags(const Flags& flags) {
   uint64_t sink = 0;
   const double s = MedianSeconds([&] {
     for (int i = 0; i < reps; ++i)
-      sink += embedding::ComputeRowTag(embedding::RowTag::kSipHash64Epoch, key, 7, i, row)[0];
+      sink += embedding::ComputeRowTag(embedding::RowTag::kSipHash64Shape, key, 7, i,
+                                       {embedding::RowFormat::kFp32, 0, words}, row)[0];
   });
   JsonLine("row-tags")
       .Add("row_bytes", int64_t{words} * 4)

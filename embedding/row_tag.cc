@@ -20,13 +20,17 @@ static_assert(crypto_shorthash_siphash24_KEYBYTES == sizeof(RowKey));
 static_assert(crypto_shorthash_siphash24_BYTES == 8);
 
 uint32_t TagWords(RowTag tag) {
-  return tag == RowTag::kSipHash64 || tag == RowTag::kSipHash64Epoch ? 2 : 0;
+  return tag == RowTag::kSipHash64 || tag == RowTag::kSipHash64Epoch ||
+                 tag == RowTag::kSipHash64Shape
+             ? 2
+             : 0;
 }
 
 bool IsKnownRowTag(uint8_t tag) {
   return tag == static_cast<uint8_t>(RowTag::kNone) ||
          tag == static_cast<uint8_t>(RowTag::kSipHash64) ||
-         tag == static_cast<uint8_t>(RowTag::kSipHash64Epoch);
+         tag == static_cast<uint8_t>(RowTag::kSipHash64Epoch) ||
+         tag == static_cast<uint8_t>(RowTag::kSipHash64Shape);
 }
 
 const char* RowTagName(RowTag tag) {
@@ -37,20 +41,30 @@ const char* RowTagName(RowTag tag) {
       return "siphash64 (index, data)";
     case RowTag::kSipHash64Epoch:
       return "siphash64 (epoch, index, data)";
+    case RowTag::kSipHash64Shape:
+      return "siphash64 (epoch, index, shape, data)";
   }
   return "unknown";
 }
 
 std::array<uint32_t, 2> ComputeRowTag(RowTag kind, const RowKey& key, uint64_t epoch,
-                                      uint64_t index, absl::Span<const uint32_t> data) {
-  const size_t prefix = kind == RowTag::kSipHash64Epoch ? 16 : 8;
+                                      uint64_t index, const RowShape& shape,
+                                      absl::Span<const uint32_t> data) {
+  const bool with_epoch = kind == RowTag::kSipHash64Epoch || kind == RowTag::kSipHash64Shape;
+  const bool with_shape = kind == RowTag::kSipHash64Shape;
+  const size_t prefix = (with_epoch ? 16 : 8) + (with_shape ? 6 : 0);
   std::vector<uint8_t> message(prefix + data.size() * sizeof(uint32_t));
   size_t at = 0;
-  const auto put64 = [&](uint64_t v) {
-    for (int b = 0; b < 8; ++b) message[at++] = static_cast<uint8_t>(v >> (8 * b));
+  const auto put = [&](uint64_t v, int bytes) {
+    for (int b = 0; b < bytes; ++b) message[at++] = static_cast<uint8_t>(v >> (8 * b));
   };
-  if (kind == RowTag::kSipHash64Epoch) put64(epoch);
-  put64(index);
+  if (with_epoch) put(epoch, 8);
+  put(index, 8);
+  if (with_shape) {
+    put(static_cast<uint8_t>(shape.format), 1);
+    put(shape.frac_bits, 1);
+    put(shape.dim, 4);
+  }
   std::memcpy(message.data() + prefix, data.data(), data.size() * sizeof(uint32_t));
   uint8_t out[8];
   crypto_shorthash_siphash24(out, message.data(), message.size(), key.data());
@@ -61,9 +75,10 @@ std::array<uint32_t, 2> ComputeRowTag(RowTag kind, const RowKey& key, uint64_t e
 }
 
 bool RowTagMatches(RowTag kind, const RowKey& key, uint64_t epoch, uint64_t index,
-                   absl::Span<const uint32_t> data, absl::Span<const uint32_t> tag) {
+                   const RowShape& shape, absl::Span<const uint32_t> data,
+                   absl::Span<const uint32_t> tag) {
   if (tag.size() != 2 || TagWords(kind) != 2) return false;
-  const std::array<uint32_t, 2> expected = ComputeRowTag(kind, key, epoch, index, data);
+  const std::array<uint32_t, 2> expected = ComputeRowTag(kind, key, epoch, index, shape, data);
   return sodium_memcmp(expected.data(), tag.data(), sizeof(expected)) == 0;
 }
 

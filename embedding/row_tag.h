@@ -6,7 +6,10 @@
 // under a key the servers never see, over the table's epoch, the row's physical index and its data
 // words. The tag words are part of the row the servers answer with; the client holds the key,
 // recomputes the tag of every reconstructed row for the epoch the servers say they answered from,
-// and refuses a row whose tag differs. Forging a tag for another row, other contents or another
+// and refuses a row whose tag differs. Tags of kind 3 also cover how the words are read (format,
+// fractional bits, dim): otherwise a single server (the LWE protocols) could relabel a fixed32
+// table's fractional bits, or fp32 as fixed32, and the client would return other values for rows
+// whose words and tags are right. Forging a tag for another row, other contents or another
 // epoch without the key succeeds with probability 2^-64 per attempt, and every failed attempt is
 // reported. Binding the epoch means that a server cannot pass an older version's rows off as a
 // newer version's (what a client's min_epoch relies on): a new epoch's table is built with the
@@ -20,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "embedding/row_format.h"
 
 namespace veil::embedding {
 
@@ -30,8 +34,18 @@ enum class RowTag : uint8_t {
   // epochs were bound; still read and checked, without the epoch.
   kSipHash64 = 1,
   // Two words after the data words: SipHash-2-4(key, le64(epoch) || le64(index) || data). What
-  // veil table build writes.
+  // veil table build wrote before kind 3; still read and checked.
   kSipHash64Epoch = 2,
+  // Two words after the data words: SipHash-2-4(key, le64(epoch) || le64(index) || u8(format) ||
+  // u8(frac_bits) || le32(dim) || data). What veil table build writes.
+  kSipHash64Shape = 3,
+};
+
+// How a row's data words are read: what kSipHash64Shape binds besides the words.
+struct RowShape {
+  RowFormat format = RowFormat::kFp32;
+  uint8_t frac_bits = 0;
+  uint32_t dim = 0;
 };
 
 using RowKey = std::array<uint8_t, 16>;
@@ -39,17 +53,22 @@ using RowKey = std::array<uint8_t, 16>;
 // Words a tag adds to each row: 0 or 2. Unknown kinds have none (the header check refuses them).
 uint32_t TagWords(RowTag tag);
 bool IsKnownRowTag(uint8_t tag);
-// "none", "siphash64 (index, data)", "siphash64 (epoch, index, data)"; "unknown" otherwise.
+// "none", "siphash64 (index, data)", "siphash64 (epoch, index, data)",
+// "siphash64 (epoch, index, shape, data)"; "unknown" otherwise.
 const char* RowTagName(RowTag tag);
 
 // The tag words of kind `kind` (not kNone) of physical row `index` of the table version `epoch`
-// whose data words are `data`. kSipHash64 ignores the epoch.
+// whose data words, read as `shape` says, are `data`. kSipHash64 ignores the epoch, and kinds 1
+// and 2 the shape.
 std::array<uint32_t, 2> ComputeRowTag(RowTag kind, const RowKey& key, uint64_t epoch,
-                                      uint64_t index, absl::Span<const uint32_t> data);
+                                      uint64_t index, const RowShape& shape,
+                                      absl::Span<const uint32_t> data);
 
-// Whether `tag` is the tag of kind `kind` of (epoch, index, data); compares in constant time.
+// Whether `tag` is the tag of kind `kind` of (epoch, index, shape, data); compares in constant
+// time.
 bool RowTagMatches(RowTag kind, const RowKey& key, uint64_t epoch, uint64_t index,
-                   absl::Span<const uint32_t> data, absl::Span<const uint32_t> tag);
+                   const RowShape& shape, absl::Span<const uint32_t> data,
+                   absl::Span<const uint32_t> tag);
 
 // A fresh key from libsodium's CSPRNG.
 RowKey NewRowKey();

@@ -171,7 +171,7 @@ absl::Status WriteTable(const std::string& out_path, RowFormat format, uint32_t 
   header.header_bytes = sizeof(TableHeader);
   header.rows = values.size() / dim;
   header.dim = dim;
-  const RowTag tag = options.row_key ? RowTag::kSipHash64Epoch : RowTag::kNone;
+  const RowTag tag = options.row_key ? RowTag::kSipHash64Shape : RowTag::kNone;
   const uint32_t data_words = RowWords(format, dim);
   header.row_tag = static_cast<uint8_t>(tag);
   header.row_words = data_words + TagWords(tag);
@@ -201,7 +201,8 @@ absl::Status WriteTable(const std::string& out_path, RowFormat format, uint32_t 
       }
       if (options.row_key) {
         const std::array<uint32_t, 2> row_tag =
-            ComputeRowTag(tag, *options.row_key, header.epoch, row, data);
+            ComputeRowTag(tag, *options.row_key, header.epoch, row,
+                          RowShape{format, header.frac_bits, dim}, data);
         std::copy(row_tag.begin(), row_tag.end(), data.end());
       }
     }

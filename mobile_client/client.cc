@@ -66,11 +66,12 @@ absl::StatusOr<std::vector<uint32_t>> CheckTags(const ShareExchange& exchange,
   std::vector<uint32_t>& shares = answers.words;
   if (share_words == t.row_words) return std::move(shares);
   const WipeAtExit<uint32_t> wipe(shares);
+  const embedding::RowShape shape{t.format, static_cast<uint8_t>(t.frac_bits), t.dim};
   std::vector<uint32_t> rows(count * t.row_words);
   for (size_t i = 0; i < count; ++i) {
     const absl::Span<const uint32_t> share =
         absl::MakeConstSpan(shares).subspan(i * share_words, share_words);
-    if (!embedding::RowTagMatches(t.row_tag, *exchange.row_key(), answers.epoch, physical(i),
+    if (!embedding::RowTagMatches(t.row_tag, *exchange.row_key(), answers.epoch, physical(i), shape,
                                   share.first(t.row_words), share.subspan(t.row_words))) {
       sodium_memzero(rows.data(), rows.size() * sizeof(uint32_t));  // the rows checked so far
       return absl::DataLossError(absl::StrCat(

@@ -673,8 +673,10 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
       std::memcpy(record.data(), records.data() + i * record_bytes, record_bytes);
       const absl::Span<const uint32_t> words = absl::MakeConstSpan(record);
       if (table_.row_tag != embedding::RowTag::kNone &&
-          !embedding::RowTagMatches(table_.row_tag, *row_key_, table_.epoch, row,
-                                    words.first(data_words), words.subspan(data_words))) {
+          !embedding::RowTagMatches(
+              table_.row_tag, *row_key_, table_.epoch, row,
+              {table_.format, static_cast<uint8_t>(table_.frac_bits), table_.dim},
+              words.first(data_words), words.subspan(data_words))) {
         return absl::DataLossError(absl::StrCat(
             "row ", row, " fails its authentication tag: the answer of ", transport_->Name(0),
             " does not decrypt to the row of the table's epoch ", table_.epoch,

@@ -124,25 +124,32 @@ TEST(RowTagTest, TaggedRowsCarryTheirTagAfterTheData) {
   const std::string path = WriteTableOf(dir, "tagged", 50, {.epoch = 9, .row_key = key});
   auto table = Table::Load(path, {});
   ASSERT_TRUE(table.ok()) << table.status();
-  EXPECT_EQ((*table)->row_tag(), RowTag::kSipHash64Epoch);
+  EXPECT_EQ((*table)->row_tag(), RowTag::kSipHash64Shape);
   EXPECT_EQ((*table)->data_words(), 16u);
   EXPECT_EQ((*table)->row_words(), 18u);
-  const RowTag kind = RowTag::kSipHash64Epoch;
+  const RowTag kind = RowTag::kSipHash64Shape;
+  const RowShape shape{RowFormat::kFp32, 0, 16};
   for (uint64_t r = 0; r < 50; ++r) {
     auto row = (*table)->row(r);
-    EXPECT_TRUE(RowTagMatches(kind, key, 9, r, row.first(16), row.subspan(16)));
-    EXPECT_FALSE(RowTagMatches(kind, key, 9, r + 1, row.first(16), row.subspan(16)))
-        << "index bound";
-    EXPECT_FALSE(RowTagMatches(kind, key, 10, r, row.first(16), row.subspan(16))) << "epoch bound";
-    EXPECT_FALSE(RowTagMatches(RowTag::kSipHash64, key, 9, r, row.first(16), row.subspan(16)))
+    const auto data = row.first(16), tag = row.subspan(16);
+    EXPECT_TRUE(RowTagMatches(kind, key, 9, r, shape, data, tag));
+    EXPECT_FALSE(RowTagMatches(kind, key, 9, r + 1, shape, data, tag)) << "index bound";
+    EXPECT_FALSE(RowTagMatches(kind, key, 10, r, shape, data, tag)) << "epoch bound";
+    for (const RowShape& other :
+         {RowShape{RowFormat::kFixed32, 0, 16}, RowShape{RowFormat::kFp32, 1, 16},
+          RowShape{RowFormat::kFp32, 0, 15}}) {
+      EXPECT_FALSE(RowTagMatches(kind, key, 9, r, other, data, tag)) << "shape bound";
+    }
+    EXPECT_FALSE(RowTagMatches(RowTag::kSipHash64Epoch, key, 9, r, shape, data, tag))
         << "kind bound";
-    EXPECT_FALSE(RowTagMatches(RowTag::kNone, key, 9, r, row.first(16), row.subspan(16)));
+    EXPECT_FALSE(RowTagMatches(RowTag::kSipHash64, key, 9, r, shape, data, tag)) << "kind bound";
+    EXPECT_FALSE(RowTagMatches(RowTag::kNone, key, 9, r, shape, data, tag));
     std::vector<uint32_t> changed(row.begin(), row.begin() + 16);
     changed[r % 16] ^= 1u << (r % 32);
-    EXPECT_FALSE(RowTagMatches(kind, key, 9, r, changed, row.subspan(16))) << "contents bound";
+    EXPECT_FALSE(RowTagMatches(kind, key, 9, r, shape, changed, tag)) << "contents bound";
     RowKey other = key;
     other[r % 16] ^= 1;
-    EXPECT_FALSE(RowTagMatches(kind, other, 9, r, row.first(16), row.subspan(16))) << "key bound";
+    EXPECT_FALSE(RowTagMatches(kind, other, 9, r, shape, data, tag)) << "key bound";
   }
   std::vector<float> values(16);
   ASSERT_TRUE((*table)->DecodeRow(3, absl::MakeSpan(values)).ok());
@@ -155,14 +162,18 @@ TEST(RowTagTest, TagsMatchTheFormatsKnownAnswers) {
   RowKey key;
   for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(i);
   const std::vector<uint32_t> data = {0x00000001u, 0xdeadbeefu, 0x3f800000u};
+  const RowShape shape{RowFormat::kFixed32, 16, 3};
   // SipHash-2-4(key, le64(5) || data): the epoch is not in kSipHash64's message.
-  EXPECT_EQ(ComputeRowTag(RowTag::kSipHash64, key, 7, 5, data),
+  EXPECT_EQ(ComputeRowTag(RowTag::kSipHash64, key, 7, 5, shape, data),
             (std::array<uint32_t, 2>{0x3e892c7au, 0x0cd7ffc6u}));
-  EXPECT_EQ(ComputeRowTag(RowTag::kSipHash64, key, 8, 5, data),
-            ComputeRowTag(RowTag::kSipHash64, key, 7, 5, data));
+  EXPECT_EQ(ComputeRowTag(RowTag::kSipHash64, key, 8, 5, shape, data),
+            ComputeRowTag(RowTag::kSipHash64, key, 7, 5, shape, data));
   // SipHash-2-4(key, le64(7) || le64(5) || data).
-  EXPECT_EQ(ComputeRowTag(RowTag::kSipHash64Epoch, key, 7, 5, data),
+  EXPECT_EQ(ComputeRowTag(RowTag::kSipHash64Epoch, key, 7, 5, shape, data),
             (std::array<uint32_t, 2>{0xa0417c8du, 0xccf740d4u}));
+  // SipHash-2-4(key, le64(7) || le64(5) || u8(4: fixed32) || u8(16) || le32(3) || data).
+  EXPECT_EQ(ComputeRowTag(RowTag::kSipHash64Shape, key, 7, 5, shape, data),
+            (std::array<uint32_t, 2>{0x262bdfc5u, 0x719f631fu}));
 }
 
 TEST(RowTagTest, KeyFilesRoundTripPrivately) {

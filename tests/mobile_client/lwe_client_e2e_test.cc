@@ -229,7 +229,7 @@ TEST(LweClientKeyTest, AnOlderVersionRelabelledAsNewerFailsItsTags) {
                                       /*epoch=*/5, &key);
   ASSERT_TRUE(v5.ok()) << v5.status();
   const std::string relabelled = testing::RewriteTable(*v5, "relabelled-lwe.veil", 6,
-                                                       embedding::RowTag::kSipHash64Epoch, nullptr);
+                                                       embedding::RowTag::kSipHash64Shape, nullptr);
   auto server = testing::StartLweServer(relabelled, "lwe-simple");
   ASSERT_TRUE(server.ok()) << server.status();
   LweClientOptions o;
@@ -261,6 +261,44 @@ TEST(LweClientKeyTest, AnOlderVersionRelabelledAsNewerFailsItsTags) {
   auto rows = (*reader)->LookupWords({42});
   ASSERT_TRUE(rows.ok()) << rows.status();
   EXPECT_EQ(*rows, PlainWords(**table, {42}));
+}
+
+TEST(LweClientKeyTest, RowsRelabelledToBeReadOtherwiseFailTheirTags) {
+  // One server serves a fixed32 table's words and tags as they are, but says its values have 8
+  // fractional bits instead of 16: every value would come back 256 times too large, its words and
+  // tag intact. The tags cover how the words are read, so no value comes back.
+  const embedding::RowKey key = embedding::NewRowKey();
+  auto built = testing::WriteRandomTable("refrac.veil", embedding::RowFormat::kFixed32, 100, 4, 3,
+                                         /*epoch=*/1, &key);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const std::string relabelled = testing::RewriteTable(
+      *built, "refrac-8.veil", 1, embedding::RowTag::kSipHash64Shape, nullptr, /*frac_bits=*/8);
+  auto server = testing::StartLweServer(relabelled, "lwe-simple");
+  ASSERT_TRUE(server.ok()) << server.status();
+  LweClientOptions o;
+  o.server = (*server)->address();
+  o.row_key_file = testing::TempPath("refrac.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(o.row_key_file, key).ok());
+  auto client = LweClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->table().frac_bits, 8);
+  auto values = (*client)->Lookup({7});
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kDataLoss) << values.status();
+  EXPECT_THAT(values.status().message(), HasSubstr("fails its authentication tag"));
+
+  // Served as built, the same rows pass.
+  auto honest = testing::StartLweServer(*built, "lwe-simple");
+  ASSERT_TRUE(honest.ok()) << honest.status();
+  o.server = (*honest)->address();
+  auto reader = LweClient::Connect(o);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto table = embedding::Table::Load(*built, {});
+  ASSERT_TRUE(table.ok());
+  std::vector<float> want(4);
+  ASSERT_TRUE((*table)->DecodeRow(7, absl::MakeSpan(want)).ok());
+  auto got = (*reader)->Lookup({7});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, want);
 }
 
 TEST_F(LweClientTest, TheHintCacheIsUsedAndACorruptEntryIsFetchedAgain) {

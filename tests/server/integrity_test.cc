@@ -125,7 +125,7 @@ TEST(IntegrityTest, TaggedRowsTurnAWrongShareIntoAnErrorNamingThePair) {
   ASSERT_TRUE(good.ok() && bad.ok());
   auto client = client::Client::Connect(Options((*good)->address(), (*bad)->address(), key_file));
   ASSERT_TRUE(client.ok()) << client.status();
-  EXPECT_EQ((*client)->table().row_tag, embedding::RowTag::kSipHash64Epoch);
+  EXPECT_EQ((*client)->table().row_tag, embedding::RowTag::kSipHash64Shape);
   EXPECT_EQ((*client)->table().row_words, kDim);
   for (uint64_t row : {uint64_t{7}, uint64_t{100}, uint64_t{299}}) {
     auto words = (*client)->LookupWords({row});
@@ -160,7 +160,7 @@ TEST(IntegrityTest, AnOlderVersionRelabelledAsNewerFailsItsTags) {
                                       /*epoch=*/1, &key);
   ASSERT_TRUE(v1.ok()) << v1.status();
   const std::string relabelled =
-      testing::RewriteTable(*v1, "relabelled.veil", 2, embedding::RowTag::kSipHash64Epoch, nullptr);
+      testing::RewriteTable(*v1, "relabelled.veil", 2, embedding::RowTag::kSipHash64Shape, nullptr);
   ASSERT_TRUE(embedding::Table::Load(relabelled, {}).ok()) << "the relabelled file is well-formed";
   auto a = StartServer(0, relabelled);
   auto b = StartServer(1, relabelled);

@@ -63,19 +63,22 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
 }
 
 std::string RewriteTable(const std::string& path, const std::string& name, uint64_t epoch,
-                         embedding::RowTag kind, const embedding::RowKey* key) {
+                         embedding::RowTag kind, const embedding::RowKey* key, int frac_bits) {
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   embedding::TableHeader header;
   std::memcpy(&header, bytes.data(), sizeof(header));
   header.epoch = epoch;
   header.row_tag = static_cast<uint8_t>(kind);
+  if (frac_bits >= 0) header.frac_bits = static_cast<uint8_t>(frac_bits);
   auto* rows = reinterpret_cast<uint32_t*>(bytes.data() + sizeof(header));
   const uint32_t data_words = header.row_words - embedding::TagWords(kind);
   for (uint64_t r = 0; key != nullptr && r < header.rows; ++r) {
     uint32_t* row = rows + r * header.stride_words;
-    const auto tag =
-        embedding::ComputeRowTag(kind, *key, epoch, r, absl::MakeConstSpan(row, data_words));
+    const auto tag = embedding::ComputeRowTag(
+        kind, *key, epoch, r,
+        {static_cast<embedding::RowFormat>(header.format), header.frac_bits, header.dim},
+        absl::MakeConstSpan(row, data_words));
     std::copy(tag.begin(), tag.end(), row + data_words);
   }
   const embedding::TableDigestBytes digest = embedding::DigestTable(

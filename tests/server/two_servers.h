@@ -37,12 +37,14 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
                                              uint64_t epoch = 1,
                                              const embedding::RowKey* row_key = nullptr);
 
-// A copy (at TempPath(name)) of table `path` with the header's epoch set to `epoch` and its tag
-// kind to `kind`, the digest recomputed (anyone can: it is not keyed). With `key` every row's tag
-// is recomputed for them (kSipHash64: what an older veil table build wrote); without, the rows are
-// left as they are: an older version relabelled as a newer one, as a hostile operator can.
+// A copy (at TempPath(name)) of table `path` with the header's epoch set to `epoch`, its tag
+// kind to `kind` and (if `frac_bits` >= 0) its fractional bits to `frac_bits`, the digest
+// recomputed (anyone can: it is not keyed). With `key` every row's tag is recomputed for them
+// (kSipHash64: what an older veil table build wrote); without, the rows are left as they are: an
+// older version relabelled as a newer one, or rows relabelled to be read otherwise, as a hostile
+// operator can.
 std::string RewriteTable(const std::string& path, const std::string& name, uint64_t epoch,
-                         embedding::RowTag kind, const embedding::RowKey* key);
+                         embedding::RowTag kind, const embedding::RowKey* key, int frac_bits = -1);
 
 // 127.0.0.1:`port` as a socket address (port 0: any).
 sockaddr_in LoopbackAddress(int port);

@@ -21,6 +21,9 @@ using embedding::testing::ScratchDir;
 using embedding::testing::WriteBytes;
 using ::testing::HasSubstr;
 
+// How the CSV tables below (three fp32 values a row) are read: what their tags bind.
+const embedding::RowShape kFp32Dim3{embedding::RowFormat::kFp32, 0, 3};
+
 struct CliResult {
   int code;
   std::string out;
@@ -58,7 +61,7 @@ TEST(TableCliTest, BuildInspectVerify) {
   EXPECT_THAT(inspect.out, HasSubstr("format:       fixed\n"));
   EXPECT_THAT(inspect.out, HasSubstr("frac_bits:    8\n"));
   EXPECT_THAT(inspect.out, HasSubstr("epoch:        7\n"));
-  EXPECT_THAT(inspect.out, HasSubstr("row_tags:     siphash64 (epoch, index, data)\n"));
+  EXPECT_THAT(inspect.out, HasSubstr("row_tags:     siphash64 (epoch, index, shape, data)\n"));
   EXPECT_THAT(inspect.out, HasSubstr("row 1: -1 0.5 0.25\n"));
 
   CliResult verify = RunCli({"verify", table});
@@ -132,10 +135,10 @@ TEST(TableCliTest, RowsAreTaggedByDefaultWithAKeyForClients) {
   ASSERT_TRUE(key.ok()) << key.status();
   auto table = embedding::Table::Open(dir.File("t.veil"));
   ASSERT_TRUE(table.ok());
-  EXPECT_EQ((*table)->row_tag(), embedding::RowTag::kSipHash64Epoch);
+  EXPECT_EQ((*table)->row_tag(), embedding::RowTag::kSipHash64Shape);
   auto row = (*table)->row(1);
-  EXPECT_TRUE(embedding::RowTagMatches(embedding::RowTag::kSipHash64Epoch, *key, 0, 1, row.first(3),
-                                       row.subspan(3)));
+  EXPECT_TRUE(embedding::RowTagMatches(embedding::RowTag::kSipHash64Shape, *key, 0, 1, kFp32Dim3,
+                                       row.first(3), row.subspan(3)));
 
   build = RunCli({"build", "--csv=" + dir.File("in.csv"), "--format=fp32", "--row-tags=false",
                   "--out=" + dir.File("plain.veil")});
@@ -167,9 +170,9 @@ TEST(TableCliTest, ANewVersionReusesTheRowKeyItsClientsHold) {
   EXPECT_EQ((*table)->epoch(), 2u);
   auto row = (*table)->row(0);
   // Tagged for its own epoch: version 1's tags do not carry over.
-  EXPECT_TRUE(embedding::RowTagMatches(embedding::RowTag::kSipHash64Epoch, *key, 2, 0, row.first(3),
-                                       row.subspan(3)));
-  EXPECT_FALSE(embedding::RowTagMatches(embedding::RowTag::kSipHash64Epoch, *key, 1, 0,
+  EXPECT_TRUE(embedding::RowTagMatches(embedding::RowTag::kSipHash64Shape, *key, 2, 0, kFp32Dim3,
+                                       row.first(3), row.subspan(3)));
+  EXPECT_FALSE(embedding::RowTagMatches(embedding::RowTag::kSipHash64Shape, *key, 1, 0, kFp32Dim3,
                                         row.first(3), row.subspan(3)));
 
   const std::string reuse = "--reuse-row-key=" + dir.File("v1.veil.rowkey");
