@@ -62,6 +62,12 @@ using ServerConfig = LweClient::ServerConfig;
 
 // Room for a call's Cap'n Proto envelope beside its queries (as the server counts it).
 constexpr uint64_t kEnvelopeBytes = 1024;
+// Cap'n Proto's message limit (64 MiB): a larger query or answer could not travel anyway, and a
+// server claiming one would make the client allocate for nothing.
+constexpr uint64_t kMaxCallBytes = uint64_t{64} << 20;
+// Hint chunks smaller than this (unless the hint is) are refused: a server sending the hint a few
+// bytes a call would hold a client for hours (GetHint also bounds the whole download).
+constexpr uint64_t kMinHintChunkBytes = uint64_t{64} << 10;
 // Calls in flight at once (the server bounds calls per connection, 64 by default).
 constexpr size_t kMaxCallsInFlight = 32;
 constexpr char kExpPack[] = "lwe-exppack-s";
@@ -392,6 +398,22 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
     return s;
   }
   const bool packed = IsPacked(t.protocol);
+  // What a server can make this client allocate and download is bounded, before anything is.
+  const lattice::Shape& shape = lattice_config->shape;
+  const uint64_t hint = packed ? 0 : lattice_config->hint_bytes;
+  if (hint > options_.max_hint_bytes || 4 * shape.query_words() > kMaxCallBytes ||
+      4 * shape.answer_words() > kMaxCallBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        who, " serves a table whose hint takes ", hint, " bytes and whose queries and answers ",
+        4 * shape.query_words(), " and ", 4 * shape.answer_words(),
+        " bytes; this client takes hints up to ", options_.max_hint_bytes,
+        " bytes (max_hint_bytes) and calls up to ", kMaxCallBytes, " bytes"));
+  }
+  if (!packed && config.hint_chunk_bytes < std::min(kMinHintChunkBytes, hint)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who, " sends its hint in chunks of ", config.hint_chunk_bytes,
+                     " bytes; this client needs at least ", kMinHintChunkBytes));
+  }
   std::unique_ptr<lattice::PackedClient> made;
   if (packed) {
     absl::StatusOr<std::unique_ptr<lattice::PackedClient>> client;

@@ -89,6 +89,10 @@ struct LweClientOptions {
   // Folder that keeps downloaded hints (created if absent), one file per hint digest; empty:
   // the hint is downloaded at every Connect and kept in memory only.
   std::string hint_cache_dir;
+  // The largest hint (lwe-simple, lwe-double) this client downloads and holds: a server asking
+  // for more is refused (RESOURCE_EXHAUSTED) before anything is allocated. 2^24 rows of 64 bytes
+  // take 90 MiB with SimplePIR.
+  uint64_t max_hint_bytes = uint64_t{1} << 30;
 };
 
 // The table the server serves, and the protocol's sizes.

@@ -20,6 +20,8 @@ namespace {
 // Hint chunks requested at once, and how often a lost connection may resume a download.
 constexpr uint64_t kChunksInFlight = 8;
 constexpr int kResumes = 3;
+// The whole download may take the timeout plus a second per this many bytes.
+constexpr uint64_t kMinHintBytesPerSecond = uint64_t{256} << 10;
 
 std::string CachePath(const std::string& dir, const std::string& hint_digest_hex) {
   return (std::filesystem::path(dir) / (hint_digest_hex + ".lwe-hint")).string();
@@ -82,8 +84,19 @@ absl::StatusOr<std::vector<uint8_t>> LweClient::GetHint() {
   }
   std::vector<uint8_t> blob(bytes);
   const uint64_t chunks = (bytes + hint_chunk_bytes_ - 1) / hint_chunk_bytes_;
+  // Each wave has the timeout; the whole download a deadline too, so that a server answering
+  // every wave just in time cannot hold the client without bound.
+  const absl::Duration allowed =
+      options_.timeout + absl::Seconds(static_cast<double>(bytes) / kMinHintBytesPerSecond);
+  const absl::Time deadline = absl::Now() + allowed;
   int resumes = 0;
   for (uint64_t first = 0; first < chunks;) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          transport_->Name(0), " sent ", first * hint_chunk_bytes_, " of the hint's ", bytes,
+          " bytes in ", absl::FormatDuration(allowed), " (the timeout plus a second per ",
+          kMinHintBytesPerSecond, " bytes); too slow"));
+    }
     const uint64_t last = std::min(chunks, first + kChunksInFlight);
     absl::Status status = transport_->Run(
         [&]() -> kj::Promise<absl::Status> {

@@ -15,6 +15,8 @@
 #include "mobile_client/bag_client.h"
 #include "mobile_client/client.h"
 #include "pir/he/bag.h"
+#include "pir/he/bfv_context.h"
+#include "rpc/veil.capnp.h"
 #include "tests/server/two_servers.h"
 
 namespace veil {
@@ -401,6 +403,55 @@ TEST_F(BagClientTest, ServesOverTls) {
   auto sums = (*client)->LookupPooledSums(rows, bag, std::vector<int64_t>{-3, 4});
   ASSERT_TRUE(sums.ok()) << sums.status();
   EXPECT_EQ(*sums, PlainSums(*table_, rows, bag, {-3, 4}));
+}
+
+// A stand-in bfv-bag server whose config describes, consistently, a table of `rows` rows.
+class HugeBagServer final : public rpc::BagServer::Server {
+ public:
+  explicit HugeBagServer(uint64_t rows) : rows_(rows) {}
+
+ protected:
+  kj::Promise<void> hello(HelloContext context) override {
+    auto hello = context.getResults().initHello();
+    hello.setProtocol("bfv-bag");
+    hello.setProtocolVersion(rpc::PROTOCOL_VERSION);
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> config(ConfigContext context) override {
+    auto ctx = *he::BfvContext::Create(*he::BagParams(13));
+    const he::BagTableInfo info{ctx->id(), rows_, 4, 1};
+    auto c = context.getResults().initConfig();
+    const uint8_t digest[32] = {3};
+    c.initTable().setDigest(capnp::Data::Reader(digest, sizeof(digest)));
+    c.getTable().setEpoch(1);
+    c.setRows(rows_);
+    c.setDim(4);
+    c.setLogN(13);
+    const std::vector<uint8_t> bytes = he::SerializeBagTableInfo(info);
+    c.setTableInfo(capnp::Data::Reader(bytes.data(), bytes.size()));
+    c.setQueryBlocks(he::MatVecPlan::Create(*ctx, 4, rows_)->blocks());
+    c.setGaloisKeyBytes((*he::BagClient::Create(ctx, info))->Sizes().galois_key_bytes);
+    c.setMaxChunkBytes(1 << 20);
+    auto limits = c.initLimits();
+    limits.setMaxMessageBytes(uint64_t{1} << 40);
+    limits.setMaxQueuedCiphertexts(0xffffffffu);
+    limits.setMaxQueuedCiphertextsPerConnection(0xffffffffu);
+    return kj::READY_NOW;
+  }
+
+ private:
+  uint64_t rows_;
+};
+
+TEST(BagClientHostileTest, AServerClaimingAHugeTableIsRefusedAtConnect) {
+  // 2^32 rows: every lookup would allocate their weights (tens of GB) and 2^19 ciphertexts.
+  testing::StandInServer server(
+      [] { return capnp::Capability::Client(kj::heap<HugeBagServer>(uint64_t{1} << 32)); });
+  BagClientOptions o;
+  o.server = server.address();
+  auto client = BagClient::Connect(o);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kResourceExhausted) << client.status();
+  EXPECT_THAT(client.status().message(), HasSubstr("rows x 4 whose queries and answers take"));
 }
 
 }  // namespace

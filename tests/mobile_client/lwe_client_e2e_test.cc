@@ -24,6 +24,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mobile_client/lwe_client.h"
+#include "pir/lattice/hint.h"
+#include "pir/lattice/params.h"
+#include "pir/lattice/shape.h"
+#include "rpc/veil.capnp.h"
 #include "tests/server/two_servers.h"
 
 namespace veil {
@@ -509,6 +513,104 @@ TEST(LweHintTest, ADownloadCutMidwayResumesOnANewConnection) {
   auto words = (*client)->LookupWords({0, 40000, 65535});
   ASSERT_TRUE(words.ok()) << words.status();
   EXPECT_EQ(*words, PlainWords(**table, {0, 40000, 65535}));
+}
+
+// A stand-in lwe-simple server whose config is consistent (the client recomputes the shape from
+// it) but whose table is as large, or whose hint chunks as small, as it likes.
+class LyingLweServer final : public rpc::LweServer::Server {
+ public:
+  LyingLweServer(uint64_t rows, uint64_t records_per_column, uint64_t chunk)
+      : rows_(rows), chunk_(chunk) {
+    lattice::ShapeOptions options;
+    options.records_per_column = records_per_column;
+    shape_ = *lattice::ChooseShape(lattice::Protocol::kSimplePir, rows, 4, options);
+  }
+
+ protected:
+  kj::Promise<void> hello(HelloContext context) override {
+    auto hello = context.getResults().initHello();
+    hello.setProtocol("lwe-simple");
+    hello.setProtocolVersion(rpc::PROTOCOL_VERSION);
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> config(ConfigContext context) override {
+    auto c = context.getResults().initConfig();
+    embedding::TableDigestBytes digest{};
+    digest[0] = 7;
+    c.initTable().setDigest(capnp::Data::Reader(digest.data(), digest.size()));
+    c.getTable().setEpoch(1);
+    c.setRows(rows_);
+    c.setRowWords(1);
+    c.setDim(1);
+    c.setRowFormat(static_cast<uint8_t>(embedding::RowFormat::kFp32));
+    c.setLweProtocol(static_cast<uint8_t>(lattice::Protocol::kSimplePir));
+    c.setLweDimension(lattice::kLweDimension);
+    c.setLogModulus(lattice::kLogModulus);
+    c.setPlaintextModulus(lattice::kPlaintextModulus);
+    c.setSigmaMicro(lattice::kSigmaMicro);
+    c.setRecordsPerColumn(shape_.records_per_column);
+    c.setD0(shape_.d0);
+    c.setD1(shape_.d1);
+    const auto seed = lattice::DeriveSeed(shape_, digest);
+    c.setSeed(capnp::Data::Reader(seed.data(), seed.size()));
+    c.setHintBytes(sizeof(lattice::HintHeader) + 4 * shape_.hint_words());
+    const uint8_t hint_digest[32] = {1};
+    c.setHintDigest(capnp::Data::Reader(hint_digest, sizeof(hint_digest)));
+    c.setHintChunkBytes(chunk_);
+    c.setQueryWords(shape_.query_words());
+    c.setAnswerWords(shape_.answer_words());
+    auto limits = c.initLimits();
+    limits.setMaxQueriesPerCall(16);
+    limits.setMaxMessageBytes(uint64_t{1} << 40);
+    limits.setMaxQueuedQueries(16);
+    limits.setMaxQueuedQueriesPerConnection(16);
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> hint(HintContext context) override {
+    ++hint_calls;
+    const uint64_t bytes = sizeof(lattice::HintHeader) + 4 * shape_.hint_words();
+    const uint64_t offset = context.getParams().getChunk() * chunk_;
+    context.getResults().initData(offset < bytes ? std::min(chunk_, bytes - offset) : 0);
+    return kj::READY_NOW;
+  }
+
+ public:
+  static inline std::atomic<int> hint_calls{0};
+
+ private:
+  uint64_t rows_, chunk_;
+  lattice::Shape shape_;
+};
+
+TEST(LweHintTest, AServerCannotMakeTheClientHoldOrWaitWithoutBound) {
+  const auto connect = [](uint64_t rows, uint64_t records_per_column, uint64_t chunk,
+                          uint64_t max_hint_bytes = uint64_t{1} << 30) {
+    testing::StandInServer server([=] {
+      return capnp::Capability::Client(kj::heap<LyingLweServer>(rows, records_per_column, chunk));
+    });
+    LweClientOptions o;
+    o.server = server.address();
+    o.max_hint_bytes = max_hint_bytes;
+    return LweClient::Connect(o).status();
+  };
+  LyingLweServer::hint_calls = 0;
+  // 2^20 rows all in one column: a hint of gigabytes, refused before anything is allocated.
+  absl::Status status = connect(uint64_t{1} << 20, uint64_t{1} << 20, 1 << 20);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_THAT(status.message(), HasSubstr("max_hint_bytes"));
+  // Within the client's bound, but in chunks of 1 byte: hours of calls, refused.
+  status = connect(4096, 64, 1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(status.message(), HasSubstr("chunks of 1 bytes"));
+  // The bound is the client's choice: the same hint in good chunks, under a smaller bound.
+  status = connect(4096, 64, 1 << 16, 1000);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_EQ(LyingLweServer::hint_calls, 0) << "no hint chunk was asked for";
+  // Accepted, the download runs, and the stand-in's zero hint fails its digest.
+  status = connect(4096, 64, 1 << 16);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(status.message(), HasSubstr("digest"));
+  EXPECT_GT(LyingLweServer::hint_calls, 0);
 }
 
 // Two replicas of one LWE server (the same table, hence the same seed and hint): lookups go on
