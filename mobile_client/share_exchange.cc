@@ -116,12 +116,14 @@ absl::StatusOr<ShareExchange::Answers> ShareExchange::Exchange(std::vector<pir::
                                                                dpf::OutputType output,
                                                                uint32_t lookups, const char* what) {
   absl::MutexLock lock(&call_mu_);
+  // One deadline for the whole lookup, version moves and retries included.
+  const absl::Time deadline = absl::Now() + options_.timeout;
   // A server said it serves a newer version: move to the newest both serve before this call. If
   // the configurations cannot be read now, the call goes ahead on the current version and reports
   // its own errors.
   if (newer_version_) {
     bool moved = false;
-    MoveToNewestVersion(moved).IgnoreError();
+    MoveToNewestVersion(moved, deadline).IgnoreError();
   }
   // Keys over a range are no larger than whole-table keys.
   dpf::DpfParameters params;
@@ -137,17 +139,18 @@ absl::StatusOr<ShareExchange::Answers> ShareExchange::Exchange(std::vector<pir::
   std::vector<uint32_t> shares[2];
   const WipeAtExit<uint32_t> wipe0(shares[0]), wipe1(shares[1]);
   CallStats stats;
-  absl::Status status = RunCalls(*calls, shares, stats, what);
+  absl::Status status = RunCalls(*calls, shares, stats, deadline, what);
   // The session's version may have been dropped by a roll: once more on the newest common one.
   // During a roll the replicas of a party may briefly disagree, so a call that did not move is
   // tried again after a pause, a few times.
-  for (int attempt = 0; attempt < kVersionRetries && absl::IsFailedPrecondition(status);
+  for (int attempt = 0; attempt < kVersionRetries && absl::IsFailedPrecondition(status) &&
+                        absl::Now() + kVersionRetryPause < deadline;
        ++attempt) {
     bool moved = false;
-    if (!MoveToNewestVersion(moved).ok()) break;
+    if (!MoveToNewestVersion(moved, deadline).ok()) break;
     if (!moved) absl::SleepFor(kVersionRetryPause);
     stats = CallStats();
-    status = RunCalls(*calls, shares, stats, what);
+    status = RunCalls(*calls, shares, stats, deadline, what);
   }
   if (!status.ok()) return status;
   // Every call of the last RunCalls named the session's version, and CheckReply saw it in every
@@ -171,7 +174,7 @@ absl::StatusOr<ShareExchange::Answers> ShareExchange::Exchange(std::vector<pir::
 
 absl::Status ShareExchange::RunCalls(std::vector<PreparedCall>& calls,
                                      std::vector<uint32_t> (&shares)[2], CallStats& stats,
-                                     const char* what) {
+                                     absl::Time deadline, const char* what) {
   size_t total_words = 0;
   for (const PreparedCall& c : calls) total_words += c.reply_words;
   shares[0].assign(total_words, 0);
@@ -179,7 +182,6 @@ absl::Status ShareExchange::RunCalls(std::vector<PreparedCall>& calls,
   const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
   const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
   const absl::Time start = absl::Now();
-  const absl::Time deadline = start + options_.timeout;
 
   // Calls go out in waves that each fit the servers' per-connection queue, all within one deadline.
   size_t first = 0, first_offset = 0;

@@ -105,12 +105,13 @@ class ShareExchange {
   // session's shape if one is set; the session's limits. Changes nothing when it fails.
   absl::Status Adopt(const std::vector<ServerConfig>& configs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(call_mu_);
-  // Reads both servers' configurations again (from the replica each one's calls go to) and adopts
-  // them. Sets `moved` when the session's table version changed.
-  absl::Status MoveToNewestVersion(bool& moved) ABSL_EXCLUSIVE_LOCKS_REQUIRED(call_mu_);
-  // `what` names the lookup in errors that arise on this side.
+  // Reads both servers' configurations again (from the replica each one's calls go to), by
+  // `deadline`, and adopts them. Sets `moved` when the session's table version changed.
+  absl::Status MoveToNewestVersion(bool& moved, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(call_mu_);
+  // Every call answered by `deadline`; `what` names the lookup in errors that arise on this side.
   absl::Status RunCalls(std::vector<PreparedCall>& calls, std::vector<uint32_t> (&shares)[2],
-                        CallStats& stats, const char* what);
+                        CallStats& stats, absl::Time deadline, const char* what);
   // Sends `calls` to both servers at once; their replies fill `shares` from word first_offset.
   absl::Status SendWave(absl::Span<PreparedCall> calls, size_t first_offset,
                         std::vector<uint32_t> (&shares)[2], absl::Time deadline, const char* what);

@@ -300,7 +300,7 @@ absl::Status ShareExchange::Adopt(const std::vector<ServerConfig>& configs) {
   return absl::OkStatus();
 }
 
-absl::Status ShareExchange::MoveToNewestVersion(bool& moved) {
+absl::Status ShareExchange::MoveToNewestVersion(bool& moved, absl::Time deadline) {
   moved = false;
   // Each server's configuration, from the replica its calls go to now.
   std::vector<ServerConfig> configs(2);
@@ -329,7 +329,7 @@ absl::Status ShareExchange::MoveToNewestVersion(bool& moved) {
           }
           return absl::OkStatus();
         });
-        return transport_->WithTimeout(kj::mv(all), done);
+        return transport_->WithTimeout(kj::mv(all), done, deadline);
       },
       "config");
   if (!read.ok()) return read;
