@@ -25,20 +25,24 @@ struct ShareExchange::ServerConfig {
   uint64_t max_queued_keys = 0;  // per connection (0 from servers that do not say)
   std::vector<uint8_t> prgs;
   std::vector<uint8_t> outputs;
+  bool digests_whole = true;  // every version's digest had its 32 bytes
 };
 
 namespace {
 
 using ServerConfig = ShareExchange::ServerConfig;
 
-// Sets t's version (epoch and digest) to `id`'s.
-void SetVersion(rpc::TableId::Reader id, TableInfo& t) {
+// Sets t's version (epoch and digest) to `id`'s; false (the digest left zero) if the digest is
+// not of its size.
+bool SetVersion(rpc::TableId::Reader id, TableInfo& t) {
   capnp::Data::Reader digest = id.getDigest();
   t.digest = {};
-  if (digest.size() == t.digest.size()) std::memcpy(t.digest.data(), digest.begin(), digest.size());
+  const bool whole = digest.size() == t.digest.size();
+  if (whole) std::memcpy(t.digest.data(), digest.begin(), digest.size());
   t.digest_hex = absl::BytesToHexString(
       absl::string_view(reinterpret_cast<const char*>(digest.begin()), digest.size()));
   t.epoch = id.getEpoch();
+  return whole;
 }
 
 void CopyVersion(const TableInfo& from, TableInfo& to) {
@@ -55,10 +59,10 @@ ServerConfig ParseConfig(rpc::Config::Reader config) {
   ServerConfig c;
   c.party = config.getParty();
   TableInfo& t = c.table;
-  SetVersion(config.getTable(), t);
+  c.digests_whole = SetVersion(config.getTable(), t);
   for (rpc::TableId::Reader id : config.getEpochs()) {
     c.versions.emplace_back();
-    SetVersion(id, c.versions.back());
+    c.digests_whole = SetVersion(id, c.versions.back()) && c.digests_whole;
   }
   // Servers from before rolling updates serve one version and do not list it.
   if (c.versions.empty()) c.versions.push_back(t);
@@ -211,6 +215,11 @@ absl::Status ShareExchange::CheckServer(int s, int replica, const ServerConfig& 
     return absl::FailedPreconditionError(absl::StrCat(transport_->ReplicaName(s, replica),
                                                       " is party ", c.party, ", expected party ", s,
                                                       " (are the addresses swapped?)"));
+  }
+  if (!c.digests_whole) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        transport_->ReplicaName(s, replica), " names a table version by a digest that is not ",
+        TableInfo{}.digest.size(), " bytes"));
   }
   if (!Contains(c.prgs, static_cast<uint8_t>(options_.prg)) ||
       !Contains(c.outputs, static_cast<uint8_t>(options_.output)) ||

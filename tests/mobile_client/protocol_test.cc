@@ -70,10 +70,11 @@ TEST(ProtocolTest, AServerOfAnotherProtocolVersionIsRefusedClearly) {
 
 // A dpf2 party whose table was "just rolled away": every answer comes after 400 ms as
 // FAILED_PRECONDITION (what a server says of a version it no longer serves), and every config
-// after the first after 400 ms too.
+// after the first after 400 ms too. Its table digest has `digest_bytes` bytes.
 class SlowlyRolledAway final : public rpc::PirServer::Server {
  public:
-  explicit SlowlyRolledAway(int party) : party_(party) {}
+  explicit SlowlyRolledAway(int party, size_t digest_bytes = 32)
+      : party_(party), digest_bytes_(digest_bytes) {}
 
  protected:
   kj::Promise<void> hello(HelloContext context) override {
@@ -87,7 +88,7 @@ class SlowlyRolledAway final : public rpc::PirServer::Server {
     auto c = context.getResults().initConfig();
     c.setParty(static_cast<uint8_t>(party_));
     const uint8_t digest[32] = {9};
-    c.initTable().setDigest(capnp::Data::Reader(digest, sizeof(digest)));
+    c.initTable().setDigest(capnp::Data::Reader(digest, digest_bytes_));
     c.getTable().setEpoch(1);
     c.setRows(1024);
     c.setRowWords(4);
@@ -112,6 +113,7 @@ class SlowlyRolledAway final : public rpc::PirServer::Server {
  private:
   static constexpr std::chrono::milliseconds kDelay{400};
   int party_;
+  size_t digest_bytes_;
   int configs_ = 0;
 };
 
@@ -134,6 +136,19 @@ TEST(ProtocolTest, ALookupEndsWithinItsTimeoutWhateverTheRetries) {
   const absl::Duration took = absl::Now() - start;
   EXPECT_FALSE(words.ok());
   EXPECT_LT(took, absl::Milliseconds(2500)) << "a lookup with a 1 s timeout";
+}
+
+TEST(ProtocolTest, AVersionNamedByATruncatedDigestIsRefused) {
+  testing::StandInServer s0(
+      [] { return capnp::Capability::Client(kj::heap<SlowlyRolledAway>(0, 31)); });
+  testing::StandInServer s1(
+      [] { return capnp::Capability::Client(kj::heap<SlowlyRolledAway>(1, 31)); });
+  ClientOptions options;
+  options.server0 = s0.address();
+  options.server1 = s1.address();
+  auto client = Client::Connect(options);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition) << client.status();
+  EXPECT_THAT(client.status().message(), HasSubstr("digest that is not 32 bytes"));
 }
 
 }  // namespace
