@@ -171,7 +171,13 @@ absl::Status WriteTable(const std::string& out_path, RowFormat format, uint32_t 
   header.header_bytes = sizeof(TableHeader);
   header.rows = values.size() / dim;
   header.dim = dim;
-  const RowTag tag = options.row_key ? RowTag::kSipHash64Shape : RowTag::kNone;
+  if (options.row_key && options.row_tag != RowTag::kSipHash64Shape &&
+      options.row_tag != RowTag::kSipHash64Epoch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("row tag kind ", static_cast<int>(options.row_tag),
+                     " cannot be written (3, or 2 for a table served with kind 2)"));
+  }
+  const RowTag tag = options.row_key ? options.row_tag : RowTag::kNone;
   const uint32_t data_words = RowWords(format, dim);
   header.row_tag = static_cast<uint8_t>(tag);
   header.row_words = data_words + TagWords(tag);

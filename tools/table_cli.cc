@@ -60,6 +60,9 @@ int Build(absl::Span<const std::string> operands, std::ostream& out, std::ostrea
   TableOptions options;
   options.epoch = absl::GetFlag(FLAGS_epoch);
   options.frac_bits = absl::GetFlag(FLAGS_frac_bits);
+  const int kind = absl::GetFlag(FLAGS_row_tag_kind);
+  if (kind != 2 && kind != 3) return UsageError("--row-tag-kind is 3, or 2", err);
+  options.row_tag = static_cast<embedding::RowTag>(kind);
   std::string key_path;  // where a new key goes; empty when none is written
   const std::string reused = absl::GetFlag(FLAGS_reuse_row_key);
   if (!absl::GetFlag(FLAGS_row_tags)) {
@@ -171,11 +174,12 @@ int Verify(absl::Span<const std::string> operands, std::ostream& out, std::ostre
 const char kTableUsage[] =
     "usage:\n"
     "  veil table build (--csv=FILE | --f32=FILE) --dim=D --format=fp32|fp16|int8|fixed\n"
-    "        [--frac-bits=16] [--epoch=N] [--row-tags=true]\n"
+    "        [--frac-bits=16] [--epoch=N] [--row-tags=true] [--row-tag-kind=3]\n"
     "        [--row-key=OUT.rowkey | --reuse-row-key=OLD.rowkey] --out=FILE\n"
     "      --dim may be left out for CSV input (taken from the first row). A new version of a\n"
     "      served table (rolling update): a larger --epoch, the same shape, and\n"
-    "      --reuse-row-key=the key its clients hold.\n"
+    "      --reuse-row-key=the key its clients hold (and --row-tag-kind=2 if the served table's\n"
+    "      tags are of kind 2: veil table inspect says).\n"
     "  veil table inspect FILE [--rows=N]\n"
     "      Header fields, the digest (not recomputed) and the first N rows dequantized.\n"
     "  veil table verify FILE\n"

@@ -40,6 +40,7 @@ ABSL_DECLARE_FLAG(std::string, row_key);
 ABSL_DECLARE_FLAG(uint64_t, min_epoch);
 // table build: an existing key to tag rows under (a new table version for the same clients)
 ABSL_DECLARE_FLAG(std::string, reuse_row_key);
+ABSL_DECLARE_FLAG(int, row_tag_kind);
 // tls-cert
 ABSL_DECLARE_FLAG(std::string, out_dir);
 ABSL_DECLARE_FLAG(std::string, hosts);

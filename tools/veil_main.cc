@@ -298,8 +298,9 @@ int main(int argc, char** argv) {
     if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
     if (flags.ok()) return TlsCert();
   } else if (command == "table") {
-    flags = veil::tools::CheckFlags({"csv", "f32", "dim", "format", "frac_bits", "epoch", "out",
-                                     "rows", "row_tags", "row_key", "reuse_row_key"});
+    flags =
+        veil::tools::CheckFlags({"csv", "f32", "dim", "format", "frac_bits", "epoch", "out", "rows",
+                                 "row_tags", "row_tag_kind", "row_key", "reuse_row_key"});
     if (flags.ok()) return veil::tools::RunTableCommand(operands, std::cout, std::cerr);
   } else {
     std::cerr << kUsage << "\n";

@@ -175,6 +175,22 @@ TEST(TableCliTest, ANewVersionReusesTheRowKeyItsClientsHold) {
   EXPECT_FALSE(embedding::RowTagMatches(embedding::RowTag::kSipHash64Shape, *key, 1, 0, kFp32Dim3,
                                         row.first(3), row.subspan(3)));
 
+  // A deployment serving kind-2 tables rolls on with kind 2 (a roll keeps the kind).
+  build = RunCli({"build", "--csv=" + dir.File("v2.csv"), "--format=fp32", "--epoch=3",
+                  "--row-tag-kind=2", "--reuse-row-key=" + dir.File("v1.veil.rowkey"),
+                  "--out=" + dir.File("v3.veil")});
+  ASSERT_EQ(build.code, 0) << build.err;
+  auto v3 = embedding::Table::Open(dir.File("v3.veil"));
+  ASSERT_TRUE(v3.ok());
+  EXPECT_EQ((*v3)->row_tag(), embedding::RowTag::kSipHash64Epoch);
+  auto v3_row = (*v3)->row(0);
+  EXPECT_TRUE(embedding::RowTagMatches(embedding::RowTag::kSipHash64Epoch, *key, 3, 0, kFp32Dim3,
+                                       v3_row.first(3), v3_row.subspan(3)));
+  EXPECT_EQ(RunCli({"build", "--csv=" + dir.File("v2.csv"), "--format=fp32", "--row-tag-kind=1",
+                    "--out=" + dir.File("bad.veil")})
+                .code,
+            2);
+
   const std::string reuse = "--reuse-row-key=" + dir.File("v1.veil.rowkey");
   EXPECT_EQ(RunCli({"build", "--csv=" + dir.File("v2.csv"), "--format=fp32", reuse,
                     "--row-key=" + dir.File("k"), "--out=" + dir.File("x.veil")})
