@@ -124,10 +124,12 @@ absl::StatusOr<std::vector<uint8_t>> LweClient::GetHint() {
             };
             sends.push_back(std::move(send));
           }
-          return transport_->CallEach(0, std::move(sends));
+          return transport_->CallEach(0, std::move(sends),
+                                      std::min(deadline, absl::Now() + options_.timeout));
         },
         "hint download");
-    if (absl::IsUnavailable(status) && transport_->Lost()[0] && resumes < kResumes) {
+    if (absl::IsUnavailable(status) && transport_->Lost()[0] && resumes < kResumes &&
+        absl::Now() < deadline) {
       // Resume this wave on a new connection, if the server still serves this hint.
       ++resumes;
       if (absl::Status s = Reconnect(); !s.ok()) return s;

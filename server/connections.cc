@@ -192,14 +192,15 @@ namespace {
 constexpr kj::Duration kBacklogPoll = 10 * kj::MILLISECONDS;
 constexpr size_t kMaxQueuedReplies = 1024;
 
-// When a message finds max_buffered_bytes full, the reservations of messages arriving at under
-// kMinArrivalBytesPerSecond go first (their connections closed, slowest first), a message's rate
-// being its bytes so far over the time since it started, or kRateWindow if less. So a client
-// that declares large messages and sends them slowly cannot hold the budget against others, even
-// by opening fresh connections: an 8-byte header is 8 bytes/s. 64 KiB/s is 512 kbit/s; a client
-// slower than that may lose a large message, but only while the budget is full and only after
-// every slower one.
-constexpr absl::Duration kRateWindow = absl::Seconds(1);
+// When a message finds max_buffered_bytes full, the reservations of messages arriving too slowly
+// go first (their connections closed, slowest first), if closing them all would make room. Too
+// slowly: under kMinArrivalBytesPerSecond (or the message's whole size a second, if smaller), a
+// message's rate being its bytes so far over the time since it started, or kRateWindow if less.
+// So a client that declares large messages and sends them slowly cannot hold the budget against
+// others, even by opening fresh connections: an 8-byte header is 32 bytes/s. 64 KiB/s is
+// 512 kbit/s; a client slower than that may lose a large message, but only while the budget is
+// full, only if that makes room, and only after every slower one.
+constexpr absl::Duration kRateWindow = absl::Milliseconds(250);
 constexpr double kMinArrivalBytesPerSecond = 64 * 1024;
 
 // The stream a connection's RPC system reads and writes: records activity, tracks the framing
@@ -273,6 +274,8 @@ class GuardedStream final : public kj::AsyncIoStream {
   // Tracks the framing of `n` bytes just read against the budget; throws DISCONNECTED (closing
   // the connection) for a message that cannot be reserved.
   void Account(const uint8_t* bytes, size_t n) {
+    // Closed (its task not yet ended): what it still reads is never served, so it reserves nothing.
+    if (entry_.kill.get() == nullptr) kj::throwFatalException(Disconnect("closed"));
     entry_.last_activity = absl::Now();
     std::string refusal;
     const bool ok = entry_.frames.Feed(
@@ -405,12 +408,18 @@ void Listener::MakeRoom(uint64_t bytes, const Entry& arriving) {
     double rate;  // bytes per second since its message started
   };
   std::vector<Slow> slow;
+  uint64_t freeable = 0;
   for (Entry* entry : entries_) {
     if (entry == &arriving || entry->kill.get() == nullptr || entry->reserved == 0) continue;
     const double rate = entry->message_bytes /
                         absl::ToDoubleSeconds(std::max(now - entry->message_start, kRateWindow));
-    if (rate < kMinArrivalBytesPerSecond) slow.push_back({entry, rate});
+    if (rate < std::min<double>(kMinArrivalBytesPerSecond, entry->reserved)) {
+      slow.push_back({entry, rate});
+      freeable += entry->reserved;
+    }
   }
+  // Nothing is closed unless enough can be.
+  if (buffered_bytes_ + bytes > limits_.max_buffered_bytes + freeable) return;
   std::sort(slow.begin(), slow.end(), [](const Slow& a, const Slow& b) { return a.rate < b.rate; });
   for (const Slow& s : slow) {
     if (buffered_bytes_ + bytes <= limits_.max_buffered_bytes) break;

@@ -12,10 +12,10 @@
 //   is reserved against max_buffered_bytes until the message is complete. Cap'n Proto allocates a
 //   message at its declared size before the bytes arrive, so this is what bounds memory under
 //   slow senders. A message that would exceed it first takes the reservations of messages
-//   arriving too slowly (under 64 KiB/s since they started, counted over at least a second:
-//   their connections are closed, slowest first); if that does not make room, its own connection
-//   is closed. So holding the budget against others costs a client bandwidth (64 KiB/s for each
-//   message it keeps arriving), not just a few headers.
+//   arriving too slowly (under 64 KiB/s since they started, counted over at least 250 ms: their
+//   connections are closed, slowest first, if closing them all would make room); otherwise its
+//   own connection is closed. So holding the budget against others costs a client bandwidth
+//   (64 KiB/s for each message it keeps arriving), not just a few headers.
 // Closing, refusing and handshake failures are logged with throttling (server/log.h).
 #ifndef VEIL_SERVER_CONNECTIONS_H_
 #define VEIL_SERVER_CONNECTIONS_H_

@@ -29,9 +29,24 @@ BatchScheduler::~BatchScheduler() {
 kj::Promise<absl::StatusOr<std::unique_ptr<BatchItem>>> BatchScheduler::SubmitItem(
     std::unique_ptr<BatchItem> item) {
   using Result = absl::StatusOr<std::unique_ptr<BatchItem>>;
+  std::vector<Job> gone;  // destroyed after the lock, on this (the loop) thread
   absl::MutexLock lock(&mu_);
   if (stopping_) return Result(absl::UnavailableError("the server is shutting down"));
   const size_t cost = item->cost();
+  if (queued_cost_ + cost > limits_.max_queued_keys) {
+    // Calls cancelled since they were queued (their clients gone) make room before a refusal: a
+    // client that queues its share, cancels and queues again holds no more than its share.
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->abandoned->load()) {
+        queued_cost_ -= it->item->cost();
+        gone.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    stats_.SetQueuedKeys(static_cast<uint32_t>(queued_cost_));
+  }
   if (queued_cost_ + cost > limits_.max_queued_keys) {
     return Result(absl::ResourceExhaustedError(
         absl::StrCat("server busy: ", queued_cost_, " ", unit_, " already queued (limit ",

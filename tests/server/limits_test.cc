@@ -238,8 +238,7 @@ TEST_F(LimitsTest, SendersTooSlowForTheirMessagesMakeRoomForOthers) {
   EXPECT_FALSE(fast.ClosedByPeer(absl::Milliseconds(200)));
   std::ifstream log(log_);
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_THAT(text, HasSubstr("room was needed for another message while its message of 4104 "
-                              "bytes arrived at"));
+  EXPECT_THAT(text, HasSubstr("room was needed for another message while its message of "));
 }
 
 // Runs `body` on a thread whose stack holds `bytes`. A kj RPC client with tens of thousands of

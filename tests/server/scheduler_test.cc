@@ -161,6 +161,29 @@ TEST(KeyBatcherTest, CallsAbandonedWhileQueuedAreNeverEvaluated) {
   EXPECT_EQ(backend->batches, (std::vector<size_t>{3, 2}));
 }
 
+TEST(KeyBatcherTest, CancelledCallsMakeRoomInAFullQueue) {
+  // A client that queues its share, cancels (its connection's counts fall at once) and queues
+  // again must not fill the server's queue with calls nobody waits for.
+  ServerLimits limits;
+  limits.max_queued_keys = 4;
+  limits.max_batch_keys = 2;
+  HeldScheduler held(limits);
+  auto& [io, backend, gate, stats, scheduler] = held;
+  auto running = held.SubmitHeld(MakeKeys(2, 1));
+  { auto cancelled = scheduler.Submit(backend, MakeKeys(4, 2)); }
+  auto kept_keys = MakeKeys(3, 3);
+  auto kept = scheduler.Submit(backend, kept_keys);
+  auto refused = scheduler.Submit(backend, MakeKeys(2, 4)).wait(io.waitScope);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();  // 3 live + 2
+  gate.Notify();
+  EXPECT_TRUE(running.wait(io.waitScope).ok());
+  auto result = kept.wait(io.waitScope);
+  scheduler.Stop(io.waitScope, io.provider->getTimer());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(*result, Expected(kept_keys));
+  EXPECT_EQ(backend->batches, (std::vector<size_t>{2, 3}));  // the cancelled keys never ran
+}
+
 TEST(KeyBatcherTest, FullQueueIsRefusedAndStopFailsQueuedCalls) {
   ServerLimits limits;
   limits.max_queued_keys = 4;
