@@ -219,9 +219,8 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
         who, " serves a table this client cannot query: ", he_client.status().message()));
   }
   const he::BagSizes sizes = (*he_client)->Sizes();
-  // A lookup's query and answer must be able to travel (Cap'n Proto's 64 MiB): a server claiming
-  // a larger table would make the client allocate for nothing (its rows' weights, per lookup).
-  constexpr uint64_t kMaxCallBytes = uint64_t{64} << 20;
+  // A lookup's query and answer must be able to travel: a server claiming a larger table would
+  // make the client allocate for nothing (its rows' weights, per lookup).
   if (sizes.query_bytes > kMaxCallBytes || sizes.answer_bytes > kMaxCallBytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         who, " serves a table of ", t.rows, " rows x ", t.dim, " whose queries and answers take ",

@@ -62,9 +62,6 @@ using ServerConfig = LweClient::ServerConfig;
 
 // Room for a call's Cap'n Proto envelope beside its queries (as the server counts it).
 constexpr uint64_t kEnvelopeBytes = 1024;
-// Cap'n Proto's message limit (64 MiB): a larger query or answer could not travel anyway, and a
-// server claiming one would make the client allocate for nothing.
-constexpr uint64_t kMaxCallBytes = uint64_t{64} << 20;
 // Hint chunks smaller than this (unless the hint is) are refused: a server sending the hint a few
 // bytes a call would hold a client for hours (GetHint also bounds the whole download).
 constexpr uint64_t kMinHintChunkBytes = uint64_t{64} << 10;

@@ -26,6 +26,7 @@
 #include <kj/exception.h>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -43,6 +44,11 @@ class TlsContext;
 }  // namespace kj
 
 namespace veil::client {
+
+// Cap'n Proto's message limit (64 MiB, its readers' default): a query or answer larger than this
+// cannot travel, so a server describing a table that needs one is refused before the client
+// allocates for it.
+inline constexpr uint64_t kMaxCallBytes = uint64_t{64} << 20;
 
 struct TransportOptions {
   // Per server: "HOST:PORT", or its replicas "HOST:PORT,HOST:PORT,..." (ParseReplicaList).
