@@ -33,20 +33,9 @@ kj::Promise<absl::StatusOr<std::unique_ptr<BatchItem>>> BatchScheduler::SubmitIt
   absl::MutexLock lock(&mu_);
   if (stopping_) return Result(absl::UnavailableError("the server is shutting down"));
   const size_t cost = item->cost();
-  if (queued_cost_ + cost > limits_.max_queued_keys) {
-    // Calls cancelled since they were queued (their clients gone) make room before a refusal: a
-    // client that queues its share, cancels and queues again holds no more than its share.
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      if (it->abandoned->load()) {
-        queued_cost_ -= it->item->cost();
-        gone.push_back(std::move(*it));
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    stats_.SetQueuedKeys(static_cast<uint32_t>(queued_cost_));
-  }
+  // Calls cancelled since they were queued (their clients gone) make room before a refusal: a
+  // client that queues its share, cancels and queues again holds no more than its share.
+  if (queued_cost_ + cost > limits_.max_queued_keys) DropAbandoned(gone);
   if (queued_cost_ + cost > limits_.max_queued_keys) {
     return Result(absl::ResourceExhaustedError(
         absl::StrCat("server busy: ", queued_cost_, " ", unit_, " already queued (limit ",
@@ -76,6 +65,19 @@ void BatchScheduler::Stop(kj::WaitScope& wait_scope, kj::Timer& timer) {
   if (worker_.joinable()) worker_.join();
 }
 
+void BatchScheduler::DropAbandoned(std::vector<Job>& into) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->abandoned->load()) {
+      queued_cost_ -= it->item->cost();
+      into.push_back(std::move(*it));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  stats_.SetQueuedKeys(static_cast<uint32_t>(queued_cost_));
+}
+
 bool BatchScheduler::TakeBatch(std::vector<Job>& batch, std::vector<Job>& dropped) {
   absl::MutexLock lock(&mu_);
   auto has_work = [this]()
@@ -89,15 +91,11 @@ bool BatchScheduler::TakeBatch(std::vector<Job>& batch, std::vector<Job>& droppe
     };
     mu_.AwaitWithDeadline(absl::Condition(&batch_ready), deadline);
   }
+  DropAbandoned(dropped);
   size_t batch_cost = 0;
   // When stopping, everything still queued is taken (and failed by the caller).
-  while (!queue_.empty() && (stopping_ || batch.empty() || queue_.front().abandoned->load() ||
+  while (!queue_.empty() && (stopping_ || batch.empty() ||
                              batch_cost + queue_.front().item->cost() <= limits_.max_batch_keys)) {
-    if (queue_.front().abandoned->load()) {
-      dropped.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-      continue;
-    }
     batch_cost += queue_.front().item->cost();
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();

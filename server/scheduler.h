@@ -84,8 +84,11 @@ class BatchScheduler {
   kj::Promise<absl::StatusOr<std::unique_ptr<BatchItem>>> SubmitItem(
       std::unique_ptr<BatchItem> item);
   void WorkerLoop();
+  // Moves the queued jobs whose calls were abandoned into `into` (their fulfillers must die on the
+  // loop thread), out of the queue's cost.
+  void DropAbandoned(std::vector<Job>& into) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Worker thread: waits for work and takes the next batch (everything, when stopping), and the
-  // abandoned jobs met on the way into `dropped`. Returns false when stopping.
+  // abandoned jobs into `dropped`. Returns false when stopping.
   bool TakeBatch(std::vector<Job>& batch, std::vector<Job>& dropped);
   // Worker thread: resolves each job's promise on the loop thread, where the jobs are destroyed.
   void Deliver(std::vector<Job>& jobs, std::vector<absl::Status>& statuses);
