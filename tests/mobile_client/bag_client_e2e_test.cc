@@ -412,10 +412,7 @@ class HugeBagServer final : public rpc::BagServer::Server {
 
  protected:
   kj::Promise<void> hello(HelloContext context) override {
-    auto hello = context.getResults().initHello();
-    hello.setProtocol("bfv-bag");
-    hello.setProtocolVersion(rpc::PROTOCOL_VERSION);
-    return kj::READY_NOW;
+    return testing::AnswerHello(context, "bfv-bag");
   }
   kj::Promise<void> config(ConfigContext context) override {
     auto ctx = *he::BfvContext::Create(*he::BagParams(13));

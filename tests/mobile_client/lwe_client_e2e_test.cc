@@ -528,10 +528,7 @@ class LyingLweServer final : public rpc::LweServer::Server {
 
  protected:
   kj::Promise<void> hello(HelloContext context) override {
-    auto hello = context.getResults().initHello();
-    hello.setProtocol("lwe-simple");
-    hello.setProtocolVersion(rpc::PROTOCOL_VERSION);
-    return kj::READY_NOW;
+    return testing::AnswerHello(context, "lwe-simple");
   }
   kj::Promise<void> config(ConfigContext context) override {
     auto c = context.getResults().initConfig();

@@ -276,10 +276,7 @@ class ConfigOnly final : public rpc::LwePackServer::Server {
 
  protected:
   kj::Promise<void> hello(HelloContext context) override {
-    auto hello = context.getResults().initHello();
-    hello.setProtocol("lwe-exppack-s");
-    hello.setProtocolVersion(rpc::PROTOCOL_VERSION);
-    return kj::READY_NOW;
+    return testing::AnswerHello(context, "lwe-exppack-s");
   }
   kj::Promise<void> config(ConfigContext context) override {
     capnp::FlatArrayMessageReader reader(config_);

@@ -27,10 +27,7 @@ class HelloOnly final : public rpc::VeilServer::Server {
 
  protected:
   kj::Promise<void> hello(HelloContext context) override {
-    auto hello = context.getResults().initHello();
-    hello.setProtocol(protocol_);
-    hello.setProtocolVersion(version_);
-    return kj::READY_NOW;
+    return testing::AnswerHello(context, protocol_, version_);
   }
 
  private:
@@ -78,10 +75,7 @@ class SlowlyRolledAway final : public rpc::PirServer::Server {
 
  protected:
   kj::Promise<void> hello(HelloContext context) override {
-    auto hello = context.getResults().initHello();
-    hello.setProtocol("dpf2");
-    hello.setProtocolVersion(rpc::PROTOCOL_VERSION);
-    return kj::READY_NOW;
+    return testing::AnswerHello(context, "dpf2");
   }
   kj::Promise<void> config(ConfigContext context) override {
     if (configs_++ > 0) std::this_thread::sleep_for(kDelay);  // blocks only this stand-in

@@ -233,10 +233,7 @@ class LyingParty final : public rpc::PirServer::Server {
 
  protected:
   kj::Promise<void> hello(HelloContext context) override {
-    auto hello = context.getResults().initHello();
-    hello.setProtocol("dpf2");
-    hello.setProtocolVersion(rpc::PROTOCOL_VERSION);
-    return kj::READY_NOW;
+    return testing::AnswerHello(context, "dpf2");
   }
   kj::Promise<void> config(ConfigContext context) override {
     absl::MutexLock lock(&mu_);

@@ -110,6 +110,15 @@ int ConnectLoopback(int port) {
   return fd;
 }
 
+kj::Promise<void> AnswerHello(
+    capnp::CallContext<rpc::VeilServer::HelloParams, rpc::VeilServer::HelloResults> context,
+    const std::string& protocol, uint16_t version) {
+  auto hello = context.getResults().initHello();
+  hello.setProtocol(protocol);
+  hello.setProtocolVersion(version);
+  return kj::READY_NOW;
+}
+
 absl::StatusOr<int> MetricsPort(const std::string& log_path) {
   std::ifstream in(log_path);
   constexpr std::string_view kMark = " port ";

@@ -22,6 +22,7 @@
 #include "embedding/row_format.h"
 #include "embedding/row_tag.h"
 #include "rpc/tls.h"
+#include "rpc/veil.capnp.h"
 #include "tools/launcher.h"
 #include "tools/tls_cert.h"
 
@@ -99,6 +100,11 @@ absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartBagServer(
 absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartLweServer(
     const std::string& table, const std::string& protocol,
     const std::vector<std::string>& extra_args = {}, const std::string& log_path = "");
+
+// A stand-in's `hello` (every protocol's interface extends VeilServer): `protocol` at `version`.
+kj::Promise<void> AnswerHello(
+    capnp::CallContext<rpc::VeilServer::HelloParams, rpc::VeilServer::HelloResults> context,
+    const std::string& protocol, uint16_t version = rpc::PROTOCOL_VERSION);
 
 // A stand-in server that says what a test wants: the capability `make` returns (called on the
 // server's own thread) served on a loopback port from that thread until destroyed.
