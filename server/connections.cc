@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstring>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -108,6 +110,29 @@ bool IsLoopback(const sockaddr* address) {
   return false;
 }
 
+std::string AddressGroup(const sockaddr* address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text,
+              sizeof(text));
+    return text;
+  }
+  if (address->sa_family == AF_INET6) {
+    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+      in_addr v4;
+      std::memcpy(&v4, v6.s6_addr + 12, sizeof(v4));
+      inet_ntop(AF_INET, &v4, text, sizeof(text));
+      return text;
+    }
+    in6_addr prefix = {};
+    std::memcpy(prefix.s6_addr, v6.s6_addr, 8);
+    inet_ntop(AF_INET6, &prefix, text, sizeof(text));
+    return absl::StrCat(text, "/64");
+  }
+  return "local";
+}
+
 namespace {
 
 // A stream's peer ("an unknown peer" if it has gone already).
@@ -116,10 +141,11 @@ Peer PeerOf(kj::Network& network, kj::AsyncIoStream& stream) {
     sockaddr_storage address;
     uint length = sizeof(address);
     stream.getpeername(reinterpret_cast<sockaddr*>(&address), &length);
-    return Peer{network.getSockaddr(&address, length)->toString().cStr(),
-                IsLoopback(reinterpret_cast<const sockaddr*>(&address))};
+    const sockaddr* peer = reinterpret_cast<const sockaddr*>(&address);
+    return Peer{network.getSockaddr(&address, length)->toString().cStr(), AddressGroup(peer),
+                IsLoopback(peer)};
   } catch (const kj::Exception&) {
-    return Peer{"an unknown peer", false};
+    return Peer{"an unknown peer", "unknown", false};
   }
 }
 
@@ -150,8 +176,11 @@ constexpr uint32_t kMaxRefusing = 64;
 // One open connection: its guarded stream, the RPC system over it, and what the sweeps need.
 // Owned by the task that serves it; it leaves the listener's list when destroyed.
 struct Listener::Entry {
-  Entry(Listener& listener_in, std::string peer_in)
-      : listener(listener_in), peer(std::move(peer_in)), last_activity(absl::Now()) {
+  Entry(Listener& listener_in, const Peer& peer_in)
+      : listener(listener_in),
+        peer(peer_in.address),
+        group(peer_in.group),
+        last_activity(absl::Now()) {
     listener.entries_.push_front(this);
     position = listener.entries_.begin();
     listener.stats_.AddConnections(1);
@@ -168,6 +197,7 @@ struct Listener::Entry {
   Listener& listener;
   std::list<Entry*>::iterator position;
   std::string peer;
+  std::string group;  // AddressGroup
   absl::Time last_activity;
   absl::Time message_start = absl::InfiniteFuture();  // a message is half read since then
   uint64_t reserved = 0;                              // its declared bytes, while it arrives
@@ -182,6 +212,28 @@ struct Listener::Entry {
   // Frees reservations of other connections whose messages arrive too slowly until `bytes` more
   // fit in max_buffered_bytes (connections.h).
   void MakeRoom(uint64_t bytes) { listener.MakeRoom(bytes, *this); }
+  // Counts its connection closed for `reason` (when it is closed other than by Listener::Close).
+  void CountClosed(const char* reason) { listener.stats_.RecordClosedConnection(reason); }
+};
+
+// One stream in its TLS handshake: it counts as a connection, of its address.
+struct Listener::Handshaking {
+  Handshaking(Listener& listener_in, std::string group_in,
+              kj::Own<kj::PromiseFulfiller<void>> kill_in)
+      : listener(listener_in), group(std::move(group_in)), kill(kj::mv(kill_in)) {
+    listener.handshakes_.push_back(this);
+    position = std::prev(listener.handshakes_.end());
+    listener.stats_.AddConnections(1);
+  }
+  ~Handshaking() {
+    listener.handshakes_.erase(position);
+    listener.stats_.AddConnections(-1);
+  }
+
+  Listener& listener;
+  std::list<Handshaking*>::iterator position;
+  std::string group;
+  kj::Own<kj::PromiseFulfiller<void>> kill;  // ends the handshake; null once fulfilled
 };
 
 namespace {
@@ -305,6 +357,7 @@ class GuardedStream final : public kj::AsyncIoStream {
         });
     if (!ok) {
       if (refusal.empty()) refusal = "a message table no reader accepts";
+      entry_.CountClosed("message_refused");
       LogThrottled("closed", absl::StrCat("closed the connection of ", entry_.peer, ": ", refusal));
       kj::throwFatalException(Disconnect(refusal));
     }
@@ -366,9 +419,9 @@ kj::Promise<void> Listener::SweepLoop() {
     for (Entry* entry : entries_) {
       if (entry->kill.get() == nullptr) continue;
       if (now - entry->message_start > limits_.read_timeout) {
-        Close(*entry, "a message did not arrive whole within the read timeout");
+        Close(*entry, "read_timeout", "a message did not arrive whole within the read timeout");
       } else if (!entry->frames.in_message() && now - entry->last_activity > limits_.idle_timeout) {
-        Close(*entry, "idle");
+        Close(*entry, "idle", "idle");
       }
     }
     return SweepLoop();
@@ -379,7 +432,8 @@ void Listener::Admit(kj::Own<kj::AsyncIoStream> stream) {
   int one = 1;
   stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   Peer peer = PeerOf(network_, *stream);
-  if (entries_.size() + handshakes_ >= limits_.max_connections && !EvictIdlest()) {
+  if (entries_.size() + handshakes_.size() >= limits_.max_connections && !EvictIdlest() &&
+      !EvictForFairShare(peer.group)) {
     Refuse(kj::mv(stream), peer);
   } else if (tls_ == nullptr) {
     Serve(kj::mv(stream), std::move(peer));
@@ -397,7 +451,39 @@ bool Listener::EvictIdlest() {
   if (idlest == nullptr || absl::Now() - idlest->last_activity < limits_.min_idle_to_evict) {
     return false;
   }
-  Close(*idlest, "the connection limit was reached and it was idle the longest");
+  Close(*idlest, "limit_idle", "the connection limit was reached and it was idle the longest");
+  return true;
+}
+
+bool Listener::EvictForFairShare(const std::string& group) {
+  std::map<std::string, uint32_t> held;  // live connections by address (rare: at the limit)
+  for (const Entry* entry : entries_) held[entry->group] += entry->kill.get() != nullptr;
+  for (const Handshaking* h : handshakes_) held[h->group] += h->kill.get() != nullptr;
+  auto most = held.begin();
+  for (auto it = held.begin(); it != held.end(); ++it) {
+    if (it->second > most->second) most = it;
+  }
+  const auto mine = held.find(group);
+  const uint32_t newcomer = mine == held.end() ? 0 : mine->second;
+  if (most == held.end() || most->second < newcomer + 2) return false;
+  const std::string why =
+      absl::StrCat("the connection limit was reached and its address held ", most->second,
+                   " connections (the newcomer's ", newcomer, ")");
+  // Its oldest handshake first, else its connection idle the longest.
+  for (Handshaking* h : handshakes_) {
+    if (h->group != most->first || h->kill.get() == nullptr) continue;
+    LogThrottled("closed", absl::StrCat("ended a TLS handshake from ", h->group, ": ", why));
+    stats_.RecordClosedConnection("limit_fair_share");
+    h->kill->fulfill();
+    h->kill = nullptr;
+    return true;
+  }
+  Entry* idlest = nullptr;
+  for (Entry* entry : entries_) {
+    if (entry->group != most->first || entry->kill.get() == nullptr) continue;
+    if (idlest == nullptr || entry->last_activity < idlest->last_activity) idlest = entry;
+  }
+  Close(*idlest, "limit_fair_share", why);
   return true;
 }
 
@@ -426,22 +512,22 @@ void Listener::MakeRoom(uint64_t bytes, const Entry& arriving) {
     // Its reservation goes now (the entry itself goes once its task ends).
     buffered_bytes_ -= s.entry->reserved;
     s.entry->reserved = 0;
-    Close(*s.entry,
+    Close(*s.entry, "slow_sender",
           absl::StrFormat("room was needed for another message while its message of %d bytes "
                           "arrived at %.0f bytes/s",
-                          s.entry->message_bytes, s.rate)
-              .c_str());
+                          s.entry->message_bytes, s.rate));
   }
 }
 
-void Listener::Close(Entry& entry, const char* why) {
+void Listener::Close(Entry& entry, const char* reason, const std::string& why) {
   LogThrottled("closed", absl::StrCat("closed the connection of ", entry.peer, ": ", why));
+  stats_.RecordClosedConnection(reason);
   entry.kill->fulfill();
   entry.kill = nullptr;
 }
 
 void Listener::Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
-  auto entry = kj::heap<Entry>(*this, peer.address);
+  auto entry = kj::heap<Entry>(*this, peer);
   auto killed = kj::newPromiseAndFulfiller<void>();
   entry->kill = kj::mv(killed.fulfiller);
   entry->stream = kj::heap<GuardedStream>(kj::mv(stream), *entry, buffered_bytes_, limits_, timer_);
@@ -494,26 +580,30 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
 // The TLS handshake of one accepted stream, within tls_handshake_timeout. A failure (a plaintext
 // client, an untrusting one, a silent one) closes only that stream, and is logged.
 kj::Promise<void> Listener::Handshake(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
-  ++handshakes_;
+  auto killed = kj::newPromiseAndFulfiller<void>();
+  auto record = kj::heap<Handshaking>(*this, peer.group, kj::mv(killed.fulfiller));
+  Handshaking& handshake = *record;
   const absl::Duration limit = limits_.tls_handshake_timeout;
   auto timeout = timer_.afterDelay(absl::ToInt64Nanoseconds(limit) * kj::NANOSECONDS)
                      .then([limit]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
                        return Disconnect(absl::StrCat("no complete handshake within ",
                                                       absl::FormatDuration(limit)));
                      });
+  auto evicted = killed.promise.then([]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+    return Disconnect("ended for another address's connection (connection limit)");
+  });
   return tls_->wrapServer(kj::mv(stream))
       .exclusiveJoin(kj::mv(timeout))
-      .then(
-          [this, peer](kj::Own<kj::AsyncIoStream>&& secure) {
-            --handshakes_;
-            Serve(kj::mv(secure), peer);
-          },
-          [this, address = peer.address](kj::Exception&& e) {
-            --handshakes_;
-            LogThrottled("handshake",
-                         absl::StrCat("TLS handshake with ", address,
-                                      " failed (connection closed): ", e.getDescription().cStr()));
-          });
+      .exclusiveJoin(kj::mv(evicted))
+      .then([this, peer](kj::Own<kj::AsyncIoStream>&& secure) { Serve(kj::mv(secure), peer); },
+            [this, &handshake, address = peer.address](kj::Exception&& e) {
+              if (handshake.kill.get() == nullptr) return;  // ended by EvictForFairShare
+              stats_.RecordClosedConnection("handshake_failed");
+              LogThrottled("handshake", absl::StrCat("TLS handshake with ", address,
+                                                     " failed (connection closed): ",
+                                                     e.getDescription().cStr()));
+            })
+      .attach(kj::mv(record));
 }
 
 }  // namespace veil::server

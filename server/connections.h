@@ -4,8 +4,12 @@
 // sends being well-formed: a hostile or slow client costs at most its own connection.
 //
 // - At max_connections, a new connection takes the place of the one idle the longest (idle at least
-//   min_idle_to_evict). If every connection is busy, the new one is served a refusal: its first
-//   call fails with RESOURCE_EXHAUSTED ("connection limit") and it is closed shortly after.
+//   min_idle_to_evict). If every connection is busy, it takes the place of a connection of the
+//   address holding the most (its handshake, else the one idle the longest), if that address holds
+//   at least two more than the newcomer's (AddressGroup): so one address cannot hold the slots
+//   against others, and filling them takes as many addresses as there are slots. Else the new one
+//   is served a refusal: its first call fails with RESOURCE_EXHAUSTED ("connection limit") and it
+//   is closed shortly after.
 // - A connection with no traffic for idle_timeout is closed; so is one whose message does not
 //   arrive whole within read_timeout of its first byte.
 // - Each arriving message's declared size (from the Cap'n Proto framing, read as the bytes pass)
@@ -39,9 +43,15 @@ namespace veil::server {
 // Whether `address` is a loopback one: 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104.
 bool IsLoopback(const sockaddr* address);
 
+// The address a connection counts against for the connection limit's fair share: an IPv4
+// address (IPv4-mapped IPv6 ones included) as written, an IPv6 one by its /64 prefix (one host's
+// usual share), anything else as "local".
+std::string AddressGroup(const sockaddr* address);
+
 // Who opened a connection.
 struct Peer {
   std::string address;  // "ADDRESS:PORT", for logs
+  std::string group;    // AddressGroup
   bool loopback = false;
 };
 
@@ -58,7 +68,8 @@ class Listener {
   // Accepts connections until the listener is destroyed; also runs the timeout sweeps.
   kj::Promise<void> Run();
 
-  struct Entry;  // one connection (connections.cc)
+  struct Entry;        // one connection (connections.cc)
+  struct Handshaking;  // one stream in its TLS handshake (connections.cc)
 
  private:
   kj::Promise<void> AcceptLoop();
@@ -69,10 +80,14 @@ class Listener {
   kj::Promise<void> Handshake(kj::Own<kj::AsyncIoStream> stream, Peer peer);
   // Closes the connection idle the longest, if one has been idle at least min_idle_to_evict.
   bool EvictIdlest();
+  // Closes a connection of the address holding the most, if it holds at least two more than
+  // `group` (connections.h, at max_connections).
+  bool EvictForFairShare(const std::string& group);
   // Closes connections other than `arriving` whose messages arrive too slowly (connections.cc),
   // slowest first, releasing their reservations, until `bytes` more fit in max_buffered_bytes.
   void MakeRoom(uint64_t bytes, const Entry& arriving);
-  void Close(Entry& entry, const char* why);
+  // `reason` labels the closed-connections metric; `why` is logged.
+  void Close(Entry& entry, const char* reason, const std::string& why);
 
   kj::ConnectionReceiver& receiver_;
   kj::TlsContext* tls_;
@@ -81,10 +96,10 @@ class Listener {
   std::function<capnp::Capability::Client(const Peer&)> new_service_;
   const ServerLimits& limits_;
   ServerStats& stats_;
-  uint32_t handshakes_ = 0;      // streams in their TLS handshake (they count as connections)
-  uint32_t refusing_ = 0;        // refused streams being told why
-  uint64_t buffered_bytes_ = 0;  // reserved for messages being received, all connections
-  std::list<Entry*> entries_;    // open connections
+  uint32_t refusing_ = 0;               // refused streams being told why
+  uint64_t buffered_bytes_ = 0;         // reserved for messages being received, all connections
+  std::list<Entry*> entries_;           // open connections
+  std::list<Handshaking*> handshakes_;  // streams in their TLS handshake (count as connections)
   class ErrorHandler;
   std::unique_ptr<ErrorHandler> errors_;
   kj::TaskSet tasks_;  // handshakes, refusals and open connections

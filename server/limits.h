@@ -31,8 +31,9 @@ struct ServerLimits {
   uint32_t max_batch_keys = 64;
   absl::Duration max_wait = absl::Milliseconds(2);
   // Open connections (TLS handshakes included). At the limit, a new connection takes the place of
-  // the connection idle the longest (idle at least min_idle_to_evict); when every connection is
-  // busy the new one is refused with RESOURCE_EXHAUSTED (it gets that error to its first call).
+  // the connection idle the longest (idle at least min_idle_to_evict), else of one of the address
+  // holding the most if it holds at least two more than the newcomer's (server/connections.h);
+  // else the new one is refused with RESOURCE_EXHAUSTED (it gets that error to its first call).
   uint32_t max_connections = 1024;
   absl::Duration min_idle_to_evict = absl::Seconds(1);
   // A connection with no byte in either direction and no message half read for this long is

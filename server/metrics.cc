@@ -135,9 +135,20 @@ class ServerCollectable final : public prometheus::Collectable {
     single("veil_queued_keys", "Queries waiting for the backend", MetricType::Gauge, m.queued_keys);
     single("veil_open_connections", "Connections open, TLS handshakes included", MetricType::Gauge,
            m.connections);
-    single("veil_refused_connections_total",
-           "Connections refused at --max_connections (all open ones busy)", MetricType::Counter,
-           static_cast<double>(m.refused_connections));
+    single(
+        "veil_refused_connections_total",
+        "Connections refused at --max_connections (all open ones busy, no address over its share)",
+        MetricType::Counter, static_cast<double>(m.refused_connections));
+    MetricFamily closed =
+        Family("veil_closed_connections_total",
+               "Connections the server closed, by reason (docs/serving.md, what one client can "
+               "hold)",
+               MetricType::Counter);
+    for (const auto& [reason, count] : m.closed_connections) {
+      closed.metric.push_back(
+          Value(MetricType::Counter, static_cast<double>(count), {{"reason", reason}}));
+    }
+    out.push_back(std::move(closed));
     single("veil_process_resident_memory_bytes", "Resident memory of the server process",
            MetricType::Gauge, static_cast<double>(ResidentKb(getpid())) * 1024);
     single("veil_uptime_seconds", "Time since the server started", MetricType::Gauge, m.uptime_s);

@@ -80,7 +80,8 @@ ABSL_FLAG(int, max_batch, 64, "keys answered in one table pass");
 ABSL_FLAG(int, max_wait_us, 2000, "how long the oldest waiting key may wait for a fuller batch");
 ABSL_FLAG(int, max_connections, 1024,
           "open connections (TLS handshakes included); at the limit the connection idle the "
-          "longest makes room, and a new one is refused (RESOURCE_EXHAUSTED) when all are busy");
+          "longest makes room, else one of the address holding the most (if it holds two more "
+          "than the newcomer's), else the new one is refused (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(int, min_idle_to_evict_ms, 1000,
           "how long a connection must have been idle to make room for a new one at the limit");
 ABSL_FLAG(int, idle_timeout_s, 60, "a connection without traffic for this long is closed");

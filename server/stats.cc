@@ -89,6 +89,11 @@ void ServerStats::RecordRefusedConnection() {
   ++refused_connections_;
 }
 
+void ServerStats::RecordClosedConnection(absl::string_view reason) {
+  absl::MutexLock lock(&mu_);
+  ++closed_connections_[std::string(reason)];
+}
+
 uint32_t ServerStats::connections() const {
   absl::MutexLock lock(&mu_);
   return static_cast<uint32_t>(std::max<int64_t>(connections_, 0));
@@ -137,6 +142,7 @@ MetricsSnapshot ServerStats::Metrics() const {
   m.queued_keys = queued_keys_;
   m.connections = static_cast<uint32_t>(std::max<int64_t>(connections_, 0));
   m.refused_connections = refused_connections_;
+  m.closed_connections = closed_connections_;
   m.uptime_s = absl::ToDoubleSeconds(absl::Now() - start_);
   m.key_cache = key_cache_;
   return m;

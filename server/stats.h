@@ -68,6 +68,7 @@ struct MetricsSnapshot {
   uint32_t queued_keys = 0;
   uint32_t connections = 0;
   uint64_t refused_connections = 0;
+  std::map<std::string, uint64_t> closed_connections;  // by reason (ServerStats)
   double uptime_s = 0;
   std::optional<KeyCacheCounts> key_cache;  // protocols that keep session keys
 };
@@ -89,6 +90,9 @@ class ServerStats {
   uint64_t RecordError(absl::string_view call, absl::StatusCode code);
   // A connection refused at the connection limit.
   void RecordRefusedConnection();
+  // A connection the server closed (server/connections.h), by reason: idle, read_timeout,
+  // message_refused, slow_sender, limit_idle, limit_fair_share or handshake_failed.
+  void RecordClosedConnection(absl::string_view reason);
   void SetQueuedKeys(uint32_t keys);
   // The protocol's session keys, as they are now (GaloisKeyCache::OnChange).
   void SetKeyCache(const KeyCacheCounts& counts);
@@ -112,6 +116,7 @@ class ServerStats {
   uint64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t connections_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t refused_connections_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, uint64_t> closed_connections_ ABSL_GUARDED_BY(mu_);
   std::vector<double> latency_ms_ ABSL_GUARDED_BY(mu_);  // ring buffer of kLatencyWindow
   size_t latency_next_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::pair<std::string, std::string>, uint64_t> calls_by_code_ ABSL_GUARDED_BY(mu_);

@@ -2,7 +2,6 @@
 // and a real veil-server's TLS as an independent OpenSSL client sees it (protocol version, cipher
 // suites, handshake timeout, refusing plaintext off loopback).
 #include "rpc/tls.h"
-#include "tools/tls_cert.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -28,6 +27,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/two_servers.h"
+#include "tools/tls_cert.h"
 
 namespace veil {
 namespace {
@@ -383,6 +383,41 @@ TEST_F(ServerTlsTest, ASilentClientIsClosedAfterTheHandshakeTimeout) {
   EXPECT_LT(took, absl::Seconds(3));
   EXPECT_THAT(LogWith(o.log_path, "no complete handshake within 300ms"),
               HasSubstr("no complete handshake within 300ms"));
+}
+
+TEST_F(ServerTlsTest, OneSilentAddressCannotHoldEverySlotInHandshakes) {
+  // 127.0.0.2 opens every slot and never starts its handshakes. Before, every other client was
+  // refused until the handshake timeout; now a newcomer from another address ends one of them.
+  tools::ServerProcessOptions o =
+      Options({"--max_connections=3", "--tls-handshake-timeout-ms=30000"});
+  o.tls_cert_path = cert_.cert_path;
+  o.tls_key_path = cert_.key_path;
+  auto server = tools::ServerProcess::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<int> silent;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_storage from = Ipv4("127.0.0.2");
+    sockaddr_storage to = Ipv4("127.0.0.1");
+    reinterpret_cast<sockaddr_in*>(&to)->sin_port = htons(static_cast<uint16_t>((*server)->port()));
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(sockaddr_in)), 0);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(sockaddr_in)), 0);
+    timeval timeout{0, 300000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    silent.push_back(fd);
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // accepted, in their handshakes
+  auto handshake = Handshake((*server)->port(), cert_.cert_path, TLS1_3_VERSION);
+  EXPECT_TRUE(handshake.ok()) << handshake.status();
+  int ended = 0;
+  for (int fd : silent) {
+    char byte;
+    ended += recv(fd, &byte, 1, 0) == 0;  // else timed out: still in its handshake
+    close(fd);
+  }
+  EXPECT_EQ(ended, 1);
+  EXPECT_THAT(LogWith(o.log_path, "ended a TLS handshake from 127.0.0.2"),
+              HasSubstr("its address held 3 connections (the newcomer's 0)"));
 }
 
 }  // namespace

@@ -36,10 +36,12 @@ using ::testing::HasSubstr;
 constexpr uint64_t kRows = 500;
 constexpr uint32_t kDim = 8;
 
-// A TCP connection to 127.0.0.1:port (-1 if refused), closed when it goes.
+// A TCP connection to 127.0.0.1:port (-1 if refused), closed when it goes; from `source` (another
+// loopback address, e.g. "127.0.0.2": another client address to the server) if given.
 class RawSocket {
  public:
-  explicit RawSocket(int port) : fd_(testing::ConnectLoopback(port)) {}
+  explicit RawSocket(int port, const char* source = nullptr)
+      : fd_(source == nullptr ? testing::ConnectLoopback(port) : ConnectFrom(source, port)) {}
   ~RawSocket() {
     if (fd_ >= 0) close(fd_);
   }
@@ -66,6 +68,20 @@ class RawSocket {
   }
 
  private:
+  static int ConnectFrom(const char* source, int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    EXPECT_EQ(inet_pton(AF_INET, source, &from.sin_addr), 1) << source;
+    const sockaddr_in to = testing::LoopbackAddress(port);
+    if (bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof(from)) != 0 ||
+        connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
   int fd_;
 };
 
@@ -187,6 +203,43 @@ TEST_F(LimitsTest, WhenEveryConnectionIsBusyANewOneIsToldSo) {
   ASSERT_FALSE(client.ok());
   EXPECT_TRUE(absl::IsResourceExhausted(client.status())) << client.status();
   EXPECT_THAT(client.status().message(), HasSubstr("connection limit"));
+}
+
+TEST_F(LimitsTest, OneAddressCannotHoldEveryConnection) {
+  // Another address (127.0.0.2) holds every slot with busy connections. Before, every other client
+  // was refused for as long as it kept them; now a newcomer from an address holding fewer takes
+  // the place of one of them. The holder, now at 3 of 4 against the newcomer's 1, is refused more.
+  Start({"--max_connections=4", "--read_timeout_ms=30000", "--min_idle_to_evict_ms=60000",
+         "--metrics=127.0.0.1:0"});
+  std::vector<RawSocket> busy;
+  for (int i = 0; i < 4; ++i) {
+    busy.emplace_back(server_[0]->port(), "127.0.0.2");
+    ASSERT_TRUE(busy.back().ok());
+    ASSERT_TRUE(busy.back().Send(PartialMessage(64, 100)));
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  auto client = client::Client::Connect(Options());  // from 127.0.0.1
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE(GoodLookup(**client, 3).ok());
+  int closed = 0;
+  for (const RawSocket& s : busy) closed += s.ClosedByPeer(absl::Milliseconds(100));
+  EXPECT_EQ(closed, 1) << "one of the holder's connections made room, no more";
+
+  RawSocket more(server_[0]->port(), "127.0.0.2");
+  ASSERT_TRUE(more.ok());
+  EXPECT_TRUE(more.ClosedByPeer(absl::Seconds(4))) << "refused (closed after its grace)";
+  EXPECT_TRUE(GoodLookup(**client, 4).ok());
+
+  const absl::StatusOr<int> port = testing::MetricsPort(log_);
+  ASSERT_TRUE(port.ok()) << port.status();
+  const auto metrics = testing::Scrape(*port);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(testing::Sample(*metrics, "veil_closed_connections_total{reason=\"limit_fair_share\"}"),
+            1);
+  EXPECT_EQ(testing::Sample(*metrics, "veil_refused_connections_total"), 1);
+  std::ifstream log(log_);
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("its address held 4 connections (the newcomer's 0)"));
 }
 
 TEST_F(LimitsTest, SlowSendersHoldNeitherMemoryNorConnectionsForLong) {

@@ -22,7 +22,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-bool Loopback(const char* text) {
+// The IPv4 or IPv6 address written `text`.
+sockaddr_storage Address(const char* text) {
   sockaddr_storage address{};
   if (inet_pton(AF_INET, text, &reinterpret_cast<sockaddr_in*>(&address)->sin_addr) == 1) {
     address.ss_family = AF_INET;
@@ -31,7 +32,17 @@ bool Loopback(const char* text) {
         << text;
     address.ss_family = AF_INET6;
   }
+  return address;
+}
+
+bool Loopback(const char* text) {
+  const sockaddr_storage address = Address(text);
   return server::IsLoopback(reinterpret_cast<const sockaddr*>(&address));
+}
+
+std::string Group(const char* text) {
+  const sockaddr_storage address = Address(text);
+  return server::AddressGroup(reinterpret_cast<const sockaddr*>(&address));
 }
 
 TEST(IsLoopbackTest, LoopbackAddressesOfBothFamilies) {
@@ -45,6 +56,18 @@ TEST(IsLoopbackTest, LoopbackAddressesOfBothFamilies) {
   EXPECT_FALSE(Loopback("::"));
   EXPECT_FALSE(Loopback("::ffff:10.1.2.3"));
   EXPECT_FALSE(Loopback("2001:db8::1"));
+}
+
+TEST(AddressGroupTest, OneGroupPerIpv4AddressAndPerIpv6Slash64) {
+  EXPECT_EQ(Group("127.0.0.1"), "127.0.0.1");
+  EXPECT_EQ(Group("10.1.2.3"), "10.1.2.3");
+  EXPECT_NE(Group("10.1.2.3"), Group("10.1.2.4"));
+  EXPECT_EQ(Group("::ffff:10.1.2.3"), "10.1.2.3") << "an IPv4 client of a dual-stack socket";
+  EXPECT_EQ(Group("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
+  EXPECT_EQ(Group("2001:db8:1:2:ffff:1:2:3"), Group("2001:db8:1:2::1"))
+      << "one host's /64, whatever addresses it takes in it";
+  EXPECT_NE(Group("2001:db8:1:3::1"), Group("2001:db8:1:2::1"));
+  EXPECT_EQ(Group("::1"), "::/64");
 }
 
 // An IPv4 address of this machine that is not a loopback one, if it has one.
