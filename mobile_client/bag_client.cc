@@ -255,7 +255,9 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
-absl::Status BagClient::UploadKeys() { return keys_->Upload(*transport_, "Galois key upload"); }
+absl::Status BagClient::UploadKeys(absl::Time deadline) {
+  return keys_->Upload(*transport_, "Galois key upload", deadline);
+}
 
 absl::Status BagClient::Reconnect() {
   if (!transport_->Lost()[0]) return absl::OkStatus();
@@ -292,12 +294,14 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
   }
 
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = Reconnect(); !s.ok()) return s;
-  std::vector<int64_t> sums(bags.size() * table_.dim);
-  const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
-  const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
+  // One deadline for the whole lookup: a reconnection (bounded by the timeout too), its calls,
+  // and a key upload after an eviction.
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + options_.timeout;
+  if (absl::Status s = Reconnect(); !s.ok()) return s;
+  const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
+  const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
+  std::vector<int64_t> sums(bags.size() * table_.dim);
   // Bags go out in waves that fit the server's per-connection queue; each wave's queries are
   // encrypted just before it and its answers decoded right after, so that memory follows the
   // wave, not the lookup.
@@ -319,7 +323,7 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
     absl::Status status = SendWave(queries, deadline, out);
     if (absl::IsAborted(status)) {
       // The server evicted this session's keys for another's: upload them again, retry once.
-      status = UploadKeys();
+      status = UploadKeys(deadline);
       if (status.ok()) status = SendWave(queries, deadline, out);
     }
     if (!status.ok()) return status;

@@ -53,8 +53,9 @@ class Transport;
 
 struct BagClientOptions {
   std::string server;  // "HOST:PORT", or replicas "HOST:PORT,HOST:PORT"
-  // Bound on connecting, on each key upload and on each lookup. Key generation and the upload of
-  // the Galois keys (megabytes) are part of Connect.
+  // Bound on connecting and on each lookup (its reconnection, its calls and a key upload again
+  // after an eviction, all together). Key generation and the upload of the Galois keys
+  // (megabytes) are part of Connect.
   absl::Duration timeout = absl::Seconds(30);
   // TLS as in ClientOptions: the PEM certificates to trust, and the name the server's
   // certificate must hold (empty: the address's HOST). Empty tls_trusted_certs: plaintext, to
@@ -138,9 +139,10 @@ class BagClient {
   // Checks the server's configuration and starts the session: the BFV context, the secret key and
   // the Galois keys.
   absl::Status Adopt(const ServerConfig& config);
-  // Uploads the Galois keys to the server (a replica that does not hold them yet), within the
-  // timeout.
-  absl::Status UploadKeys() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Uploads the Galois keys to the server (a replica that does not hold them yet), by `deadline`
+  // (default: the timeout from now).
+  absl::Status UploadKeys(absl::Time deadline = absl::InfiniteFuture())
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Before a call: reconnects the server when no replica is up (to the same table only).
   absl::Status Reconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends one wave of serialized queries (at most the server's per-connection queue) by the

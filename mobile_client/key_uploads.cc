@@ -95,7 +95,7 @@ kj::Promise<absl::Status> KeyUploads::On(int replica, rpc::VeilServer::Client se
   return branch;
 }
 
-absl::Status KeyUploads::Upload(Transport& transport, const char* what) {
+absl::Status KeyUploads::Upload(Transport& transport, const char* what, absl::Time deadline) {
   return transport.Run(
       [&]() -> kj::Promise<absl::Status> {
         auto done = std::make_shared<std::vector<bool>>(1, false);
@@ -106,7 +106,7 @@ absl::Status KeyUploads::Upload(Transport& transport, const char* what) {
           (*done)[0] = s.ok();
           return s;
         }),
-                                     done);
+                                     done, deadline);
       },
       what);
 }

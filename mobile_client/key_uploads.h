@@ -99,9 +99,12 @@ class KeyUploads {
   kj::Promise<absl::Status> On(int replica, rpc::VeilServer::Client server, const std::string& who);
 
   // Not on the loop thread: the keys on the replica `transport` picks for its single server (a
-  // no-op if it holds them), within the transport's timeout; `what` names the upload in errors.
-  // Returns the transport's errors (UNAVAILABLE, DEADLINE_EXCEEDED) and the server's error reply.
-  absl::Status Upload(Transport& transport, const char* what);
+  // no-op if it holds them), by `deadline` (default: the transport's timeout from now; a lookup
+  // passes its own, so that an upload after an eviction does not extend it); `what` names the
+  // upload in errors. Returns the transport's errors (UNAVAILABLE, DEADLINE_EXCEEDED) and the
+  // server's error reply.
+  absl::Status Upload(Transport& transport, const char* what,
+                      absl::Time deadline = absl::InfiniteFuture());
 
   // Completed uploads and resumes so far (any thread).
   uint64_t uploads() const { return uploads_.load(); }

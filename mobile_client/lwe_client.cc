@@ -546,7 +546,7 @@ absl::Status LweClient::LookupPacked(absl::Span<const uint64_t> rows, absl::Time
   absl::Status status = SendPacked(queries, deadline, responses);
   if (absl::IsAborted(status)) {
     // The server evicted this session's keys for another's: upload them again, retry once.
-    status = keys_->Upload(*transport_, "expansion key upload");
+    status = keys_->Upload(*transport_, "expansion key upload", deadline);
     if (status.ok()) status = SendPacked(queries, deadline, responses);
   }
   if (!status.ok()) return status;
@@ -627,12 +627,14 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
     }
   }
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = Reconnect(); !s.ok()) return s;
-  const uint32_t data_words = table_.row_words, record_bytes = record_bytes_;
-  const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
-  const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
+  // One deadline for the whole lookup: a reconnection (bounded by the timeout too), its calls,
+  // and a key upload after an eviction.
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + options_.timeout;
+  if (absl::Status s = Reconnect(); !s.ok()) return s;
+  const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
+  const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
+  const uint32_t data_words = table_.row_words, record_bytes = record_bytes_;
   LweClientTimes times;
   std::vector<uint32_t> rows(indices.size() * data_words);
   std::vector<uint32_t> record(record_bytes / 4);

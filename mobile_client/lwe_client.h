@@ -74,9 +74,9 @@ struct LweClientOptions {
   std::string server;  // "HOST:PORT", or replicas "HOST:PORT,HOST:PORT"
   // Or lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack.
   std::string protocol = "lwe-simple";
-  // Bound on connecting, on each wave of hint chunks and on each lookup's calls (a reconnect
-  // before a lookup, and the packed protocols' key upload again after an eviction, have a bound
-  // of their own each; the whole hint download has one too: this plus a second per 256 KiB).
+  // Bound on connecting, on each wave of hint chunks and on each lookup (its reconnection, its
+  // calls and the packed protocols' key upload again after an eviction, all together); the whole
+  // hint download has a bound of its own: this plus a second per 256 KiB.
   absl::Duration timeout = absl::Seconds(30);
   // TLS as in ClientOptions; empty tls_trusted_certs: plaintext, to loopback only unless
   // allow_plaintext.
