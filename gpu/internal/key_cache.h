@@ -30,33 +30,42 @@ class SessionKeyCache {
 
   // The value made for `keys` (not null): the cached one, or make(*keys) (an
   // absl::StatusOr<std::unique_ptr<T>>), cached if the keys are owned. Returns make's errors.
+  // make runs outside the lock, so that other sessions' hits do not wait for an upload; two
+  // threads making the same session's value at once keep the first cached.
   template <class Make>
   absl::StatusOr<std::shared_ptr<const T>> Get(const std::shared_ptr<const he::GaloisKeys>& keys,
                                                Make&& make) {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::erase_if(entries_, [](const Entry& e) { return e.owner.expired(); });
     const bool owned = keys.use_count() > 0;
-    if (owned) {
-      for (Entry& e : entries_) {
-        if (e.keys == keys.get() && !e.owner.owner_before(keys) && !keys.owner_before(e.owner)) {
-          e.last_use = ++clock_;
+    std::vector<Entry> dropped;  // released after the lock (a device value frees device memory)
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      DropExpired(dropped);
+      if (owned) {
+        if (Entry* e = Find(keys)) {
+          e->last_use = ++clock_;
           ++hits_;
-          return e.value;
+          return e->value;
         }
       }
     }
     absl::StatusOr<std::unique_ptr<T>> made = make(*keys);
     if (!made.ok()) return made.status();
-    ++made_;
     std::shared_ptr<const T> value(*std::move(made));
-    if (owned && capacity_ > 0) {
-      if (entries_.size() >= capacity_) {
-        entries_.erase(std::min_element(
-            entries_.begin(), entries_.end(),
-            [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; }));
-      }
-      entries_.push_back(Entry{keys, keys.get(), value, ++clock_});
+    std::lock_guard<std::mutex> lock(mu_);
+    ++made_;
+    if (!owned || capacity_ == 0) return value;
+    if (Entry* e = Find(keys)) {  // made meanwhile by another thread
+      e->last_use = ++clock_;
+      return e->value;
     }
+    if (entries_.size() >= capacity_) {
+      auto lru =
+          std::min_element(entries_.begin(), entries_.end(),
+                           [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
+      dropped.push_back(std::move(*lru));
+      entries_.erase(lru);
+    }
+    entries_.push_back(Entry{keys, keys.get(), value, ++clock_});
     return value;
   }
 
@@ -80,6 +89,27 @@ class SessionKeyCache {
     std::shared_ptr<const T> value;
     uint64_t last_use = 0;
   };
+
+  // Under mu_: the entry of the same keys object (the same control block), or null.
+  Entry* Find(const std::shared_ptr<const he::GaloisKeys>& keys) {
+    for (Entry& e : entries_) {
+      if (e.keys == keys.get() && !e.owner.owner_before(keys) && !keys.owner_before(e.owner)) {
+        return &e;
+      }
+    }
+    return nullptr;
+  }
+  // Under mu_: moves the entries whose keys are gone to `dropped`.
+  void DropExpired(std::vector<Entry>& dropped) {
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->owner.expired()) {
+        dropped.push_back(std::move(*it));
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
 
   const size_t capacity_;
   mutable std::mutex mu_;

@@ -4,11 +4,14 @@
 // using it answers byte for byte as on the CPU and every record decodes; each session's keys are
 // made once while they live (the device's key cache), never confused with other keys at the same
 // address, and bounded; bad input.
+#include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gpu/exppack.h"
 #include "gpu/internal/key_cache.h"
@@ -378,6 +381,44 @@ TEST(SessionKeyCache, BoundsItsEntriesAndDropsTheLeastRecentlyUsed) {
   };
   EXPECT_THAT(cache.Get(d, fail).status().message(), HasSubstr("bad keys"));
   EXPECT_EQ(cache.size(), 2u);
+}
+
+TEST(SessionKeyCache, OtherSessionsDoNotWaitForAnUpload) {
+  internal::SessionKeyCache<int> cache(4);
+  const auto a = std::make_shared<const he::GaloisKeys>();
+  const auto b = std::make_shared<const he::GaloisKeys>();
+  const auto made = [](int v) {
+    return [v](const he::GaloisKeys&) -> absl::StatusOr<std::unique_ptr<int>> {
+      return std::make_unique<int>(v);
+    };
+  };
+  EXPECT_EQ(**cache.Get(b, made(1)), 1);
+  // a's upload is under way (its make blocks) ...
+  absl::Notification uploading, finish;
+  auto slow = std::async(std::launch::async, [&] {
+    return cache.Get(a, [&](const he::GaloisKeys&) -> absl::StatusOr<std::unique_ptr<int>> {
+      uploading.Notify();
+      finish.WaitForNotification();
+      return std::make_unique<int>(2);
+    });
+  });
+  uploading.WaitForNotification();
+  // ... b's keys are found meanwhile (before, b waited for a's upload under the cache's lock) ...
+  auto hit = std::async(std::launch::async, [&] { return cache.Get(b, made(9)); });
+  const bool found_meanwhile = hit.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(found_meanwhile) << "b waited for a's upload";
+  if (!found_meanwhile) {
+    finish.Notify();
+    return;
+  }
+  EXPECT_EQ(**hit.get(), 1);
+  // ... and a second make of a's value meanwhile is cached first: the slow one gets it too.
+  EXPECT_EQ(**cache.Get(a, made(3)), 3);
+  finish.Notify();
+  EXPECT_EQ(**slow.get(), 3);
+  EXPECT_EQ(**cache.Get(a, made(4)), 3);
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.made(), 3u);
 }
 
 TEST(ExpPackHostRun, RefusesBadInput) {
