@@ -2,9 +2,14 @@
 // plaintext sums exactly, bad arguments and unusable servers are clear errors, a client never
 // talks to a server of the other protocol, the server's key memory bound is enforced (evicted
 // sessions upload their keys again), and a restarted server is a new session (same table only).
+
+#include <atomic>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -17,6 +22,7 @@
 #include "pir/he/bag.h"
 #include "pir/he/bfv_context.h"
 #include "rpc/veil.capnp.h"
+#include "tests/mobile_client/evicting_proxy.h"
 #include "tests/server/two_servers.h"
 
 namespace veil {
@@ -403,6 +409,37 @@ TEST_F(BagClientTest, ServesOverTls) {
   auto sums = (*client)->LookupPooledSums(rows, bag, std::vector<int64_t>{-3, 4});
   ASSERT_TRUE(sums.ok()) << sums.status();
   EXPECT_EQ(*sums, PlainSums(*table_, rows, bag, {-3, 4}));
+}
+
+TEST_F(BagClientTest, AKeyUploadAfterAnEvictionEndsWithinTheLookupsTimeout) {
+  // The answer comes after 1.4 s of the 2 s timeout: keys evicted. Before, the upload that
+  // follows had a timeout of its own, and the lookup took 3.4 s; now it ends with the lookup's.
+  auto server = testing::StartBagServer(path_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto armed = std::make_shared<std::atomic<bool>>(false);
+  const std::string real = (*server)->address();
+  testing::StandInServer proxy([real, armed] {
+    return capnp::Capability::Client(kj::heap<testing::EvictingProxy<rpc::BagServer>>(
+        real, armed, 1400 * kj::MILLISECONDS,
+        [](auto from, auto to) { to.setQuery(from.getQuery()); }));
+  });
+  BagClientOptions o = Options(**server);
+  o.server = proxy.address();
+  o.timeout = absl::Seconds(2);
+  auto client = BagClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const std::vector<uint32_t> bag = {2};
+  const std::vector<uint64_t> rows = {5, 6};
+  auto sums = (*client)->LookupPooledSums(rows, bag, {});
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, PlainSums(*table_, rows, bag, {})) << "through the proxy, before it turns";
+  armed->store(true);
+  const absl::Time start = absl::Now();
+  sums = (*client)->LookupPooledSums(std::vector<uint64_t>{7, 8}, bag, {});
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(sums.status().code(), absl::StatusCode::kDeadlineExceeded) << sums.status();
+  EXPECT_GE(took, absl::Milliseconds(1400));
+  EXPECT_LT(took, o.timeout + absl::Milliseconds(600));
 }
 
 // A stand-in bfv-bag server whose config describes, consistently, a table of `rows` rows.

@@ -22,8 +22,8 @@
 #include "gtest/gtest.h"
 #include "mobile_client/lwe_client.h"
 #include "mobile_client/veil.h"
-#include "rpc/status.h"
 #include "rpc/veil.capnp.h"
+#include "tests/mobile_client/evicting_proxy.h"
 #include "tests/server/two_servers.h"
 
 namespace veil {
@@ -325,65 +325,18 @@ TEST_F(LwePackClientTest, AConfigThatDisagreesWithTheClientsIsRefused) {
   refused([](auto c) { c.setMaxChunkBytes(1); }, "keys in chunks of 1 bytes");
 }
 
-// Forwards every call to the real server at `address` until `armed`; then answers each query
-// ABORTED (its keys evicted) after `delay` and never completes an upload or a resume: a server
-// that keeps a client's retry waiting.
-class EvictingProxy final : public rpc::LwePackServer::Server {
- public:
-  EvictingProxy(const std::string& address, std::shared_ptr<std::atomic<bool>> armed,
-                kj::Duration delay)
-      : rpc_(kj::heap<capnp::EzRpcClient>(address)),
-        real_(rpc_->getMain<rpc::LwePackServer>()),
-        armed_(std::move(armed)),
-        delay_(delay) {}
-
- protected:
-  kj::Promise<void> hello(HelloContext context) override {
-    return context.tailCall(real_.helloRequest());
-  }
-  kj::Promise<void> config(ConfigContext context) override {
-    return context.tailCall(real_.configRequest());
-  }
-  kj::Promise<void> uploadGaloisKeys(UploadGaloisKeysContext context) override {
-    if (armed_->load()) return kj::NEVER_DONE;
-    auto request = real_.uploadGaloisKeysRequest();
-    request.setOffset(context.getParams().getOffset());
-    request.setChunk(context.getParams().getChunk());
-    return context.tailCall(kj::mv(request));
-  }
-  kj::Promise<void> resumeGaloisKeys(ResumeGaloisKeysContext context) override {
-    if (armed_->load()) return kj::NEVER_DONE;
-    auto request = real_.resumeGaloisKeysRequest();
-    request.setToken(context.getParams().getToken());
-    return context.tailCall(kj::mv(request));
-  }
-  kj::Promise<void> answer(AnswerContext context) override {
-    if (!armed_->load()) {
-      auto request = real_.answerRequest();
-      request.setQuery(context.getParams().getQuery());
-      request.setCiphertext(context.getParams().getCiphertext());
-      request.setSelection(context.getParams().getSelection());
-      return context.tailCall(kj::mv(request));
-    }
-    return rpc_->getIoProvider().getTimer().afterDelay(delay_).then([]() -> kj::Promise<void> {
-      return rpc::StatusToException(absl::AbortedError("the session's keys were evicted"));
-    });
-  }
-
- private:
-  kj::Own<capnp::EzRpcClient> rpc_;
-  rpc::LwePackServer::Client real_;
-  std::shared_ptr<std::atomic<bool>> armed_;
-  kj::Duration delay_;
-};
-
 TEST_F(LwePackClientTest, AKeyUploadAfterAnEvictionEndsWithinTheLookupsTimeout) {
   // The answer comes after 1.4 s of the 2 s timeout: keys evicted. Before, the upload that
   // follows had a timeout of its own, and the lookup took 3.4 s; now it ends with the lookup's.
   auto armed = std::make_shared<std::atomic<bool>>(false);
   const std::string real = server_->address();
   testing::StandInServer proxy([real, armed] {
-    return capnp::Capability::Client(kj::heap<EvictingProxy>(real, armed, 1400 * kj::MILLISECONDS));
+    return capnp::Capability::Client(kj::heap<testing::EvictingProxy<rpc::LwePackServer>>(
+        real, armed, 1400 * kj::MILLISECONDS, [](auto from, auto to) {
+          to.setQuery(from.getQuery());
+          to.setCiphertext(from.getCiphertext());
+          to.setSelection(from.getSelection());
+        }));
   });
   LweClientOptions o = Options();
   o.server = proxy.address();
