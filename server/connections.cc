@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <capnp/rpc-twoparty.h>
+#include <capnp/rpc.capnp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -26,27 +27,33 @@ namespace {
 
 // Cap'n Proto's stream framing, read as a connection's bytes pass: a message is a segment table
 // (segment count - 1, then each segment's size in words, padded to a whole word) and the
-// segments. Tells when a message starts, its declared size once its table is read, and when it
-// ends.
+// segments. Tells when a message starts, its declared size once its table is read, when it ends,
+// and which RPC message it is (capnp::rpc::Message's union: its root struct pointer at the body's
+// first word, with offset 0 as Cap'n Proto writes it, and the union's tag in the data word after).
 class FrameTracker {
  public:
   // Most segments a message may declare (Cap'n Proto's own readers refuse more).
   static constexpr uint32_t kMaxSegments = 512;
+  // The kind of a message whose root is not where Cap'n Proto puts it.
+  static constexpr uint16_t kUnknownKind = 0xffff;
 
   // Consumes received bytes. on_declared(bytes) is called once per message with its declared size
-  // (table and segments) and returns false to refuse it; on_end() when a message is complete.
-  // Returns false for a refused message or a table no reader would accept.
+  // (table and segments) and returns false to refuse it; on_end(kind) when a message is complete,
+  // with its capnp::rpc::Message::Which (or kUnknownKind). Returns false for a refused message or
+  // a table no reader would accept.
   template <typename OnDeclared, typename OnEnd>
   bool Feed(const uint8_t* data, size_t n, OnDeclared on_declared, OnEnd on_end) {
     while (n > 0) {
       if (stage_ == Stage::kBody) {
         const uint64_t take = std::min<uint64_t>(n, left_);
+        for (uint64_t i = 0; seen_ + i < sizeof(head_) && i < take; ++i) head_[seen_ + i] = data[i];
+        seen_ += take;
         data += take;
         n -= take;
         left_ -= take;
         if (left_ == 0) {
           stage_ = Stage::kCount;
-          on_end();
+          on_end(Kind());
         }
         continue;
       }
@@ -63,11 +70,12 @@ class FrameTracker {
         for (uint32_t s = 0; s < segments_; ++s) words += Word(4 * (s + 1));
         left_ = words * 8;
         table_fill_ = 0;
+        seen_ = 0;
         if (!on_declared(table_bytes_ + left_)) return false;
         stage_ = Stage::kBody;
         if (left_ == 0) {
           stage_ = Stage::kCount;
-          on_end();
+          on_end(kUnknownKind);
         }
       }
     }
@@ -83,6 +91,14 @@ class FrameTracker {
     return uint32_t{table_[at]} | uint32_t{table_[at + 1]} << 8 | uint32_t{table_[at + 2]} << 16 |
            uint32_t{table_[at + 3]} << 24;
   }
+  // The completed message's RPC kind: a struct pointer of offset 0 (its low half zero), then the
+  // union's tag at the start of the data word.
+  uint16_t Kind() const {
+    if (seen_ < 10 || head_[0] != 0 || head_[1] != 0 || head_[2] != 0 || head_[3] != 0) {
+      return kUnknownKind;
+    }
+    return static_cast<uint16_t>(head_[8] | head_[9] << 8);
+  }
 
   Stage stage_ = Stage::kCount;
   uint8_t table_[4 * (kMaxSegments + 1) + 4] = {};
@@ -90,6 +106,8 @@ class FrameTracker {
   size_t table_bytes_ = 0;
   uint32_t segments_ = 0;
   uint64_t left_ = 0;
+  uint8_t head_[16] = {};  // the body's first bytes
+  uint64_t seen_ = 0;      // body bytes read so far
 };
 
 kj::Exception Disconnect(const std::string& why) {
@@ -163,13 +181,16 @@ class RefusingService final : public rpc::VeilServer::Server {
   kj::Promise<void> Refusal() const {
     return rpc::StatusToException(
         absl::ResourceExhaustedError(absl::StrCat("the server is at its connection limit (", limit_,
-                                                  " connections, all busy); retry later")));
+                                                  " connections, none to spare); retry later")));
   }
   uint32_t limit_;
 };
 
 constexpr absl::Duration kRefusalGrace = absl::Seconds(2);
 constexpr uint32_t kMaxRefusing = 64;
+// How long a connection that took another's place counts for its address after it closes
+// (connections.h).
+constexpr absl::Duration kEvictionCredit = absl::Seconds(10);
 
 }  // namespace
 
@@ -180,10 +201,12 @@ struct Listener::Entry {
       : listener(listener_in),
         peer(peer_in.address),
         group(peer_in.group),
+        displaced_at(peer_in.displaced_at),
         last_activity(absl::Now()) {
     listener.entries_.push_front(this);
     position = listener.entries_.begin();
     listener.stats_.AddConnections(1);
+    listener.Hold(group);
   }
   ~Entry() {
     rpc = nullptr;
@@ -192,17 +215,23 @@ struct Listener::Entry {
     listener.buffered_bytes_ -= reserved;
     listener.entries_.erase(position);
     listener.stats_.AddConnections(-1);
+    listener.Release(group, displaced_at);
   }
 
   Listener& listener;
   std::list<Entry*>::iterator position;
   std::string peer;
   std::string group;  // AddressGroup
+  absl::Time displaced_at;
   absl::Time last_activity;
   absl::Time message_start = absl::InfiniteFuture();  // a message is half read since then
   uint64_t reserved = 0;                              // its declared bytes, while it arrives
   uint64_t message_bytes = 0;                         // of it received so far (about)
-  FrameTracker frames;
+  FrameTracker frames;                                // arriving messages
+  FrameTracker replies;                               // messages going out
+  // Calls (and bootstraps) received and not yet returned: a connection waiting for its answers
+  // is not idle, however long they take.
+  uint32_t calls = 0;
   kj::Own<kj::PromiseFulfiller<void>> kill;
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<rpc::WipingMessageStream> messages;  // requests' keys wiped once released
@@ -218,22 +247,29 @@ struct Listener::Entry {
 
 // One stream in its TLS handshake: it counts as a connection, of its address.
 struct Listener::Handshaking {
-  Handshaking(Listener& listener_in, std::string group_in,
-              kj::Own<kj::PromiseFulfiller<void>> kill_in)
-      : listener(listener_in), group(std::move(group_in)), kill(kj::mv(kill_in)) {
+  Handshaking(Listener& listener_in, const Peer& peer, kj::Own<kj::PromiseFulfiller<void>> kill_in)
+      : listener(listener_in),
+        group(peer.group),
+        displaced_at(peer.displaced_at),
+        kill(kj::mv(kill_in)) {
     listener.handshakes_.push_back(this);
     position = std::prev(listener.handshakes_.end());
     listener.stats_.AddConnections(1);
+    listener.Hold(group);
   }
   ~Handshaking() {
     listener.handshakes_.erase(position);
     listener.stats_.AddConnections(-1);
+    // Served: its connection holds the place (and leaves the credit) from now on.
+    listener.Release(group, served ? absl::InfinitePast() : displaced_at);
   }
 
   Listener& listener;
   std::list<Handshaking*>::iterator position;
   std::string group;
+  absl::Time displaced_at;
   kj::Own<kj::PromiseFulfiller<void>> kill;  // ends the handshake; null once fulfilled
+  bool served = false;
 };
 
 namespace {
@@ -288,10 +324,12 @@ class GuardedStream final : public kj::AsyncIoStream {
   }
   kj::Promise<void> write(const void* buffer, size_t size) override {
     entry_.last_activity = absl::Now();
+    CountReplies(static_cast<const uint8_t*>(buffer), size);
     return inner_->write(buffer, size);
   }
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
     entry_.last_activity = absl::Now();
+    for (auto piece : pieces) CountReplies(piece.begin(), piece.size());
     return inner_->write(pieces);
   }
   kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
@@ -311,6 +349,15 @@ class GuardedStream final : public kj::AsyncIoStream {
   }
 
  private:
+  // The RPC system's own messages going out: each Return ends a call in flight.
+  void CountReplies(const uint8_t* bytes, size_t n) {
+    entry_.replies.Feed(
+        bytes, n, [](uint64_t) { return true; },
+        [this](uint16_t kind) {
+          if (kind == capnp::rpc::Message::RETURN && entry_.calls > 0) --entry_.calls;
+        });
+  }
+
   // Reads until `min_bytes` have come (or the stream ends), accounting for each piece as it
   // arrives, so that a slowly arriving message's progress is seen before it is complete.
   kj::Promise<size_t> ReadAtLeast(uint8_t* buffer, size_t min_bytes, size_t max_bytes,
@@ -350,15 +397,19 @@ class GuardedStream final : public kj::AsyncIoStream {
           entry_.message_bytes = 0;
           return true;
         },
-        [&] {
+        [&](uint16_t kind) {
           used_ -= entry_.reserved;
           entry_.reserved = 0;
           entry_.message_start = absl::InfiniteFuture();
+          if (kind == capnp::rpc::Message::CALL || kind == capnp::rpc::Message::BOOTSTRAP) {
+            ++entry_.calls;
+          }
         });
     if (!ok) {
       if (refusal.empty()) refusal = "a message table no reader accepts";
       entry_.CountClosed("message_refused");
-      LogThrottled("closed", absl::StrCat("closed the connection of ", entry_.peer, ": ", refusal));
+      LogThrottled("closed_message_refused",
+                   absl::StrCat("closed the connection of ", entry_.peer, ": ", refusal));
       kj::throwFatalException(Disconnect(refusal));
     }
     // A message that started in these bytes (one that also ended here needs no deadline).
@@ -432,58 +483,110 @@ void Listener::Admit(kj::Own<kj::AsyncIoStream> stream) {
   int one = 1;
   stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   Peer peer = PeerOf(network_, *stream);
-  if (entries_.size() + handshakes_.size() >= limits_.max_connections && !EvictIdlest() &&
-      !EvictForFairShare(peer.group)) {
-    Refuse(kj::mv(stream), peer);
-  } else if (tls_ == nullptr) {
+  if (entries_.size() + handshakes_.size() >= limits_.max_connections) {
+    ExpireCredits();
+    if (!EvictIdlest(peer) && !EvictForFairShare(peer)) {
+      Refuse(kj::mv(stream), peer);
+      return;
+    }
+    peer.displaced_at = absl::Now();
+  }
+  if (tls_ == nullptr) {
     Serve(kj::mv(stream), std::move(peer));
   } else {
     tasks_.add(Handshake(kj::mv(stream), std::move(peer)));
   }
 }
 
-bool Listener::EvictIdlest() {
+void Listener::Hold(const std::string& group) { ++held_[group].records; }
+
+void Listener::Release(const std::string& group, absl::Time displaced_at) {
+  const absl::Time expires = displaced_at + kEvictionCredit;
+  auto it = held_.find(group);
+  --it->second.records;
+  if (expires > absl::Now()) {
+    if (credits_.size() >= limits_.max_connections && !credits_.empty()) {
+      auto oldest = held_.find(credits_.front().group);
+      if (--oldest->second.credits == 0 && oldest->second.records == 0) held_.erase(oldest);
+      credits_.erase(credits_.begin());
+      it = held_.find(group);
+    }
+    if (it == held_.end()) it = held_.emplace(group, Holding{}).first;
+    ++it->second.credits;
+    credits_.push_back({expires, group});
+  } else if (it->second.records == 0 && it->second.credits == 0) {
+    held_.erase(it);
+  }
+}
+
+uint32_t Listener::Held(const std::string& group) const {
+  auto it = held_.find(group);
+  return it == held_.end() ? 0 : it->second.records + it->second.credits;
+}
+
+void Listener::ExpireCredits() {
+  const absl::Time now = absl::Now();
+  std::erase_if(credits_, [&](const Credit& c) {
+    if (c.expires > now) return false;
+    auto it = held_.find(c.group);
+    if (--it->second.credits == 0 && it->second.records == 0) held_.erase(it);
+    return true;
+  });
+}
+
+bool Listener::EvictIdlest(const Peer& newcomer) {
+  const uint32_t mine = Held(newcomer.group);
   Entry* idlest = nullptr;
   for (Entry* entry : entries_) {
-    if (entry->kill.get() == nullptr || entry->frames.in_message()) continue;
+    if (entry->kill.get() == nullptr || entry->frames.in_message() || entry->calls > 0) continue;
+    if (entry->group != newcomer.group && Held(entry->group) < mine + 1) continue;
     if (idlest == nullptr || entry->last_activity < idlest->last_activity) idlest = entry;
   }
   if (idlest == nullptr || absl::Now() - idlest->last_activity < limits_.min_idle_to_evict) {
     return false;
   }
-  Close(*idlest, "limit_idle", "the connection limit was reached and it was idle the longest");
+  Close(*idlest, "limit_idle",
+        absl::StrCat("the connection limit was reached and it was idle the longest (for ",
+                     newcomer.address, ")"));
   return true;
 }
 
-bool Listener::EvictForFairShare(const std::string& group) {
-  std::map<std::string, uint32_t> held;  // live connections by address (rare: at the limit)
-  for (const Entry* entry : entries_) held[entry->group] += entry->kill.get() != nullptr;
-  for (const Handshaking* h : handshakes_) held[h->group] += h->kill.get() != nullptr;
-  auto most = held.begin();
-  for (auto it = held.begin(); it != held.end(); ++it) {
-    if (it->second > most->second) most = it;
+bool Listener::EvictForFairShare(const Peer& newcomer) {
+  const uint32_t mine = Held(newcomer.group);
+  const std::string* most = nullptr;
+  uint32_t most_held = 0;
+  for (const auto& [group, holding] : held_) {
+    if (holding.records > 0 && holding.records + holding.credits > most_held) {
+      most = &group;
+      most_held = holding.records + holding.credits;
+    }
   }
-  const auto mine = held.find(group);
-  const uint32_t newcomer = mine == held.end() ? 0 : mine->second;
-  if (most == held.end() || most->second < newcomer + 2) return false;
+  if (most == nullptr || most_held < mine + 2) return false;
   const std::string why =
-      absl::StrCat("the connection limit was reached and its address held ", most->second,
-                   " connections (the newcomer's ", newcomer, ")");
-  // Its oldest handshake first, else its connection idle the longest.
+      absl::StrCat("the connection limit was reached and its address held ", most_held,
+                   " connections (", newcomer.address, "'s ", mine, ")");
+  // Its oldest handshake first, else its connection idle the longest, one without calls in
+  // flight or a message arriving if it has one.
   for (Handshaking* h : handshakes_) {
-    if (h->group != most->first || h->kill.get() == nullptr) continue;
-    LogThrottled("closed", absl::StrCat("ended a TLS handshake from ", h->group, ": ", why));
+    if (h->group != *most || h->kill.get() == nullptr) continue;
+    LogThrottled("closed_limit_fair_share",
+                 absl::StrCat("ended a TLS handshake from ", h->group, ": ", why));
     stats_.RecordClosedConnection("limit_fair_share");
     h->kill->fulfill();
     h->kill = nullptr;
     return true;
   }
-  Entry* idlest = nullptr;
+  Entry* victim = nullptr;
+  const auto waiting = [](const Entry* e) { return e->calls > 0 || e->frames.in_message(); };
   for (Entry* entry : entries_) {
-    if (entry->group != most->first || entry->kill.get() == nullptr) continue;
-    if (idlest == nullptr || entry->last_activity < idlest->last_activity) idlest = entry;
+    if (entry->group != *most || entry->kill.get() == nullptr) continue;
+    if (victim == nullptr || std::make_pair(waiting(entry), entry->last_activity) <
+                                 std::make_pair(waiting(victim), victim->last_activity)) {
+      victim = entry;
+    }
   }
-  Close(*idlest, "limit_fair_share", why);
+  if (victim == nullptr) return false;  // only closed ones, not yet gone
+  Close(*victim, "limit_fair_share", why);
   return true;
 }
 
@@ -520,7 +623,8 @@ void Listener::MakeRoom(uint64_t bytes, const Entry& arriving) {
 }
 
 void Listener::Close(Entry& entry, const char* reason, const std::string& why) {
-  LogThrottled("closed", absl::StrCat("closed the connection of ", entry.peer, ": ", why));
+  LogThrottled(absl::StrCat("closed_", reason),
+               absl::StrCat("closed the connection of ", entry.peer, ": ", why));
   stats_.RecordClosedConnection(reason);
   entry.kill->fulfill();
   entry.kill = nullptr;
@@ -548,7 +652,7 @@ void Listener::Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
 void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
   stats_.RecordRefusedConnection();
   LogThrottled("refused", absl::StrCat("refused a connection from ", peer.address, ": ",
-                                       limits_.max_connections, " connections, all busy"));
+                                       limits_.max_connections, " connections, none to spare"));
   if (refusing_ >= kMaxRefusing) return;  // closed right away: no room even to say why
   // The stream outlives the network, which outlives the RPC system.
   struct Refusal {
@@ -581,7 +685,7 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
 // client, an untrusting one, a silent one) closes only that stream, and is logged.
 kj::Promise<void> Listener::Handshake(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
   auto killed = kj::newPromiseAndFulfiller<void>();
-  auto record = kj::heap<Handshaking>(*this, peer.group, kj::mv(killed.fulfiller));
+  auto record = kj::heap<Handshaking>(*this, peer, kj::mv(killed.fulfiller));
   Handshaking& handshake = *record;
   const absl::Duration limit = limits_.tls_handshake_timeout;
   auto timeout = timer_.afterDelay(absl::ToInt64Nanoseconds(limit) * kj::NANOSECONDS)
@@ -595,14 +699,18 @@ kj::Promise<void> Listener::Handshake(kj::Own<kj::AsyncIoStream> stream, Peer pe
   return tls_->wrapServer(kj::mv(stream))
       .exclusiveJoin(kj::mv(timeout))
       .exclusiveJoin(kj::mv(evicted))
-      .then([this, peer](kj::Own<kj::AsyncIoStream>&& secure) { Serve(kj::mv(secure), peer); },
-            [this, &handshake, address = peer.address](kj::Exception&& e) {
-              if (handshake.kill.get() == nullptr) return;  // ended by EvictForFairShare
-              stats_.RecordClosedConnection("handshake_failed");
-              LogThrottled("handshake", absl::StrCat("TLS handshake with ", address,
-                                                     " failed (connection closed): ",
-                                                     e.getDescription().cStr()));
-            })
+      .then(
+          [this, &handshake, peer](kj::Own<kj::AsyncIoStream>&& secure) {
+            handshake.served = true;
+            Serve(kj::mv(secure), peer);
+          },
+          [this, &handshake, address = peer.address](kj::Exception&& e) {
+            if (handshake.kill.get() == nullptr) return;  // ended by EvictForFairShare
+            stats_.RecordClosedConnection("handshake_failed");
+            LogThrottled("handshake",
+                         absl::StrCat("TLS handshake with ", address,
+                                      " failed (connection closed): ", e.getDescription().cStr()));
+          })
       .attach(kj::mv(record));
 }
 

@@ -4,12 +4,17 @@
 // sends being well-formed: a hostile or slow client costs at most its own connection.
 //
 // - At max_connections, a new connection takes the place of the one idle the longest (idle at least
-//   min_idle_to_evict). If every connection is busy, it takes the place of a connection of the
-//   address holding the most (its handshake, else the one idle the longest), if that address holds
-//   at least two more than the newcomer's (AddressGroup): so one address cannot hold the slots
-//   against others, and filling them takes as many addresses as there are slots. Else the new one
-//   is served a refusal: its first call fails with RESOURCE_EXHAUSTED ("connection limit") and it
-//   is closed shortly after.
+//   min_idle_to_evict, no call of it in flight, and of the newcomer's address or of one holding at
+//   least as many as the newcomer's). Else it takes the place of a connection of the address
+//   holding the most (its handshake, else its connection idle the longest, those without calls in
+//   flight first), if that address holds at least two more than the newcomer's (AddressGroup):
+//   so one address cannot hold the slots against others, and filling them takes as many
+//   addresses as there are slots. Else the new one is served a refusal: its first call fails with
+//   RESOURCE_EXHAUSTED ("connection limit") and it is closed shortly after (over TLS the refusal
+//   is plaintext, so the client's handshake fails instead).
+// - A connection that took another's place and closes within kEvictionCredit of it still counts
+//   for its address until then: connecting and leaving cannot close others' connections faster
+//   than an address's share allows.
 // - A connection with no traffic for idle_timeout is closed; so is one whose message does not
 //   arrive whole within read_timeout of its first byte.
 // - Each arriving message's declared size (from the Cap'n Proto framing, read as the bytes pass)
@@ -34,7 +39,10 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
+#include "absl/time/time.h"
 #include "server/limits.h"
 #include "server/stats.h"
 
@@ -53,6 +61,8 @@ struct Peer {
   std::string address;  // "ADDRESS:PORT", for logs
   std::string group;    // AddressGroup
   bool loopback = false;
+  // When it took another connection's place at the limit (else never).
+  absl::Time displaced_at = absl::InfinitePast();
 };
 
 class Listener {
@@ -75,14 +85,20 @@ class Listener {
   kj::Promise<void> AcceptLoop();
   kj::Promise<void> SweepLoop();
   void Admit(kj::Own<kj::AsyncIoStream> stream);
+  // A connection or handshake of `group` opens or goes; `displaced_at` as in Peer (a connection
+  // that displaced another leaves a credit behind it, connections.h).
+  void Hold(const std::string& group);
+  void Release(const std::string& group, absl::Time displaced_at);
+  // Connections held by `group`, credits included.
+  uint32_t Held(const std::string& group) const;
+  void ExpireCredits();
   void Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer);
   void Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer);
   kj::Promise<void> Handshake(kj::Own<kj::AsyncIoStream> stream, Peer peer);
-  // Closes the connection idle the longest, if one has been idle at least min_idle_to_evict.
-  bool EvictIdlest();
-  // Closes a connection of the address holding the most, if it holds at least two more than
-  // `group` (connections.h, at max_connections).
-  bool EvictForFairShare(const std::string& group);
+  // At max_connections, for a newcomer (connections.h): closes the connection idle the longest
+  // that it may take the place of, or else one of the address holding the most.
+  bool EvictIdlest(const Peer& newcomer);
+  bool EvictForFairShare(const Peer& newcomer);
   // Closes connections other than `arriving` whose messages arrive too slowly (connections.cc),
   // slowest first, releasing their reservations, until `bytes` more fit in max_buffered_bytes.
   void MakeRoom(uint64_t bytes, const Entry& arriving);
@@ -100,6 +116,17 @@ class Listener {
   uint64_t buffered_bytes_ = 0;         // reserved for messages being received, all connections
   std::list<Entry*> entries_;           // open connections
   std::list<Handshaking*> handshakes_;  // streams in their TLS handshake (count as connections)
+  // Per address: connections and handshakes (until destroyed) and credits (connections.h).
+  struct Holding {
+    uint32_t records = 0;
+    uint32_t credits = 0;
+  };
+  std::unordered_map<std::string, Holding> held_;
+  struct Credit {
+    absl::Time expires;
+    std::string group;
+  };
+  std::vector<Credit> credits_;  // at most max_connections, the oldest dropped first
   class ErrorHandler;
   std::unique_ptr<ErrorHandler> errors_;
   kj::TaskSet tasks_;  // handshakes, refusals and open connections

@@ -112,8 +112,8 @@ std::string PartialMessage(uint32_t words, size_t body) {
 
 class LimitsTest : public ::testing::Test {
  protected:
-  void Start(const std::vector<std::string>& args) {
-    auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, kRows, kDim, 4);
+  void Start(const std::vector<std::string>& args, uint64_t rows = kRows) {
+    auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, rows, kDim, 4);
     ASSERT_TRUE(table.ok());
     table_ = *table;
     log_ = testing::TempPath("server0.log");
@@ -239,7 +239,84 @@ TEST_F(LimitsTest, OneAddressCannotHoldEveryConnection) {
   EXPECT_EQ(testing::Sample(*metrics, "veil_refused_connections_total"), 1);
   std::ifstream log(log_);
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_THAT(text, HasSubstr("its address held 4 connections (the newcomer's 0)"));
+  EXPECT_THAT(text, HasSubstr("its address held 4 connections (127.0.0.1:"));
+}
+
+// The server's closed-connections count for `reason` and its refused connections, scraped.
+std::pair<double, double> ClosedAndRefused(const std::string& log, const std::string& reason) {
+  const absl::StatusOr<int> port = testing::MetricsPort(log);
+  EXPECT_TRUE(port.ok()) << port.status();
+  if (!port.ok()) return {-1, -1};
+  const auto metrics = testing::Scrape(*port);
+  EXPECT_TRUE(metrics.ok()) << metrics.status();
+  if (!metrics.ok()) return {-1, -1};
+  return {testing::Sample(*metrics, "veil_closed_connections_total{reason=\"" + reason + "\"}"),
+          testing::Sample(*metrics, "veil_refused_connections_total")};
+}
+
+TEST_F(LimitsTest, ConnectingAndLeavingClosesNoMoreThanAnAddressesShare) {
+  // 127.0.0.1 holds three busy slots of four, 127.0.0.3 one. 127.0.0.2 connects and leaves ten
+  // times, and 127.0.0.1 takes the freed slot each time. Before, each connect closed one of
+  // 127.0.0.1's connections (the helper's flood: 1,563 closes, 900 failed lookups); now a
+  // connection that took a place counts for its address for 10 s after it leaves, so 127.0.0.2
+  // takes two places (its share against three), then is refused.
+  Start({"--max_connections=4", "--read_timeout_ms=30000", "--min_idle_to_evict_ms=60000",
+         "--metrics=127.0.0.1:0"});
+  std::vector<RawSocket> busy;
+  const auto hold = [&](const char* source) {
+    busy.emplace_back(server_[0]->port(), source);
+    ASSERT_TRUE(busy.back().Send(PartialMessage(64, 100)));
+  };
+  for (int i = 0; i < 3; ++i) hold("127.0.0.1");
+  hold("127.0.0.3");
+  absl::SleepFor(absl::Milliseconds(200));
+  for (int i = 0; i < 10; ++i) {
+    {
+      RawSocket leaving(server_[0]->port(), "127.0.0.2");
+      ASSERT_TRUE(leaving.ok());
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+    hold("127.0.0.1");
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  const auto [fair_share, refused] = ClosedAndRefused(log_, "limit_fair_share");
+  EXPECT_EQ(fair_share, 2);
+  EXPECT_EQ(refused, 16) << "8 of 127.0.0.2's and 8 of 127.0.0.1's";
+}
+
+TEST_F(LimitsTest, AConnectionWaitingForItsAnswersIsNotIdle) {
+  // One slot; a lookup of 768 rows of a 2^20-row table takes the one thread about a second, with
+  // no byte on the connection meanwhile. Before, a newcomer from another address 300 ms in
+  // closed it as "idle the longest" (and the lookup had to be sent again); now its calls in
+  // flight keep it, and the newcomer is refused.
+  Start(
+      {"--max_connections=1", "--min_idle_to_evict_ms=100", "--threads=1", "--metrics=127.0.0.1:0"},
+      1 << 20);
+  auto client = client::Client::Connect(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<uint64_t> rows(768);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = (i * 1367) % (1 << 20);
+  std::thread newcomer([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    RawSocket other(server_[0]->port(), "127.0.0.2");
+    other.ClosedByPeer(absl::Seconds(3));
+  });
+  const absl::Time start = absl::Now();
+  auto words = (**client).LookupWords(rows);
+  const absl::Duration took = absl::Now() - start;
+  newcomer.join();
+  ASSERT_TRUE(words.ok()) << words.status();
+  auto table = embedding::Table::Open(table_);
+  ASSERT_TRUE(table.ok());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto want = (*table)->row(rows[i]);
+    ASSERT_TRUE(std::equal(want.begin(), want.end(), words->begin() + i * kDim)) << rows[i];
+  }
+  ASSERT_GT(took, absl::Milliseconds(500)) << "too fast to show anything: more rows";
+  const auto [idle, refused] = ClosedAndRefused(log_, "limit_idle");
+  EXPECT_EQ(idle, 0);
+  EXPECT_EQ(refused, 1);
 }
 
 TEST_F(LimitsTest, SlowSendersHoldNeitherMemoryNorConnectionsForLong) {
