@@ -188,9 +188,13 @@ class RefusingService final : public rpc::VeilServer::Server {
 
 constexpr absl::Duration kRefusalGrace = absl::Seconds(2);
 constexpr uint32_t kMaxRefusing = 64;
-// How long a connection that took another's place counts for its address after it closes
-// (connections.h).
-constexpr absl::Duration kEvictionCredit = absl::Seconds(10);
+// Takeovers at the limit (connections.h): each address may take kTakeoverBurst places at once and
+// one more a second; the server as a whole max(kTakeoverBurst, max_connections / 16) at once and
+// max(1, max_connections / 64) a second. A client that looks up once a second into a full server
+// keeps getting in; an attacker that connects and leaves closes at most that many connections
+// (before the rationing, one per bare connect: 1,563 in 6 s, failing 900 of 7,100 lookups).
+constexpr double kTakeoverBurst = 4;
+constexpr double kTakeoversPerSecond = 1;
 
 }  // namespace
 
@@ -201,7 +205,6 @@ struct Listener::Entry {
       : listener(listener_in),
         peer(peer_in.address),
         group(peer_in.group),
-        displaced_at(peer_in.displaced_at),
         last_activity(absl::Now()) {
     listener.entries_.push_front(this);
     position = listener.entries_.begin();
@@ -215,14 +218,13 @@ struct Listener::Entry {
     listener.buffered_bytes_ -= reserved;
     listener.entries_.erase(position);
     listener.stats_.AddConnections(-1);
-    listener.Release(group, displaced_at);
+    listener.Release(group);
   }
 
   Listener& listener;
   std::list<Entry*>::iterator position;
   std::string peer;
   std::string group;  // AddressGroup
-  absl::Time displaced_at;
   absl::Time last_activity;
   absl::Time message_start = absl::InfiniteFuture();  // a message is half read since then
   uint64_t reserved = 0;                              // its declared bytes, while it arrives
@@ -230,7 +232,7 @@ struct Listener::Entry {
   FrameTracker frames;                                // arriving messages
   FrameTracker replies;                               // messages going out
   // Calls (and bootstraps) received and not yet returned: a connection waiting for its answers
-  // is not idle, however long they take.
+  // is not evicted as idle at the limit (the idle timeout still applies).
   uint32_t calls = 0;
   kj::Own<kj::PromiseFulfiller<void>> kill;
   kj::Own<kj::AsyncIoStream> stream;
@@ -248,10 +250,7 @@ struct Listener::Entry {
 // One stream in its TLS handshake: it counts as a connection, of its address.
 struct Listener::Handshaking {
   Handshaking(Listener& listener_in, const Peer& peer, kj::Own<kj::PromiseFulfiller<void>> kill_in)
-      : listener(listener_in),
-        group(peer.group),
-        displaced_at(peer.displaced_at),
-        kill(kj::mv(kill_in)) {
+      : listener(listener_in), group(peer.group), kill(kj::mv(kill_in)) {
     listener.handshakes_.push_back(this);
     position = std::prev(listener.handshakes_.end());
     listener.stats_.AddConnections(1);
@@ -260,16 +259,13 @@ struct Listener::Handshaking {
   ~Handshaking() {
     listener.handshakes_.erase(position);
     listener.stats_.AddConnections(-1);
-    // Served: its connection holds the place (and leaves the credit) from now on.
-    listener.Release(group, served ? absl::InfinitePast() : displaced_at);
+    listener.Release(group);
   }
 
   Listener& listener;
   std::list<Handshaking*>::iterator position;
   std::string group;
-  absl::Time displaced_at;
   kj::Own<kj::PromiseFulfiller<void>> kill;  // ends the handshake; null once fulfilled
-  bool served = false;
 };
 
 namespace {
@@ -483,55 +479,60 @@ void Listener::Admit(kj::Own<kj::AsyncIoStream> stream) {
   int one = 1;
   stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   Peer peer = PeerOf(network_, *stream);
-  if (entries_.size() + handshakes_.size() >= limits_.max_connections) {
-    ExpireCredits();
-    if (!EvictIdlest(peer) && !EvictForFairShare(peer)) {
-      Refuse(kj::mv(stream), peer);
-      return;
-    }
-    peer.displaced_at = absl::Now();
-  }
-  if (tls_ == nullptr) {
+  if (entries_.size() + handshakes_.size() >= limits_.max_connections && !EvictIdlest(peer) &&
+      !EvictForFairShare(peer)) {
+    Refuse(kj::mv(stream), peer);
+  } else if (tls_ == nullptr) {
     Serve(kj::mv(stream), std::move(peer));
   } else {
     tasks_.add(Handshake(kj::mv(stream), std::move(peer)));
   }
 }
 
-void Listener::Hold(const std::string& group) { ++held_[group].records; }
+void Listener::Hold(const std::string& group) { ++held_[group]; }
 
-void Listener::Release(const std::string& group, absl::Time displaced_at) {
-  const absl::Time expires = displaced_at + kEvictionCredit;
+void Listener::Release(const std::string& group) {
   auto it = held_.find(group);
-  --it->second.records;
-  if (expires > absl::Now()) {
-    if (credits_.size() >= limits_.max_connections && !credits_.empty()) {
-      auto oldest = held_.find(credits_.front().group);
-      if (--oldest->second.credits == 0 && oldest->second.records == 0) held_.erase(oldest);
-      credits_.erase(credits_.begin());
-      it = held_.find(group);
-    }
-    if (it == held_.end()) it = held_.emplace(group, Holding{}).first;
-    ++it->second.credits;
-    credits_.push_back({expires, group});
-  } else if (it->second.records == 0 && it->second.credits == 0) {
-    held_.erase(it);
-  }
+  if (--it->second == 0) held_.erase(it);
 }
 
 uint32_t Listener::Held(const std::string& group) const {
   auto it = held_.find(group);
-  return it == held_.end() ? 0 : it->second.records + it->second.credits;
+  return it == held_.end() ? 0 : it->second;
 }
 
-void Listener::ExpireCredits() {
-  const absl::Time now = absl::Now();
-  std::erase_if(credits_, [&](const Credit& c) {
-    if (c.expires > now) return false;
-    auto it = held_.find(c.group);
-    if (--it->second.credits == 0 && it->second.records == 0) held_.erase(it);
-    return true;
-  });
+namespace {
+
+// `bucket` refilled to `now` at `per_second`, up to `burst`.
+template <class Bucket>
+double Refilled(const Bucket& bucket, kj::TimePoint now, double burst, double per_second) {
+  return std::min(burst, bucket.tokens + (now - bucket.at) / kj::NANOSECONDS * 1e-9 * per_second);
+}
+
+}  // namespace
+
+bool Listener::TakeTakeover(const std::string& group) {
+  const kj::TimePoint now = timer_.now();
+  const double all_burst = std::max<double>(kTakeoverBurst, limits_.max_connections / 16);
+  const double all_rate = std::max<double>(kTakeoversPerSecond, limits_.max_connections / 64.0);
+  const double all = Refilled(all_takeovers_, now, all_burst, all_rate);
+  auto it = takeovers_.find(group);
+  if (it == takeovers_.end()) {
+    // Addresses whose buckets are full again need none; past that bound, new ones take no place.
+    const size_t bound = 4 * size_t{limits_.max_connections};
+    if (takeovers_.size() >= bound) {
+      std::erase_if(takeovers_, [&](const auto& b) {
+        return Refilled(b.second, now, kTakeoverBurst, kTakeoversPerSecond) >= kTakeoverBurst;
+      });
+      if (takeovers_.size() >= bound) return false;
+    }
+    it = takeovers_.emplace(group, Bucket{kTakeoverBurst, now}).first;
+  }
+  const double mine = Refilled(it->second, now, kTakeoverBurst, kTakeoversPerSecond);
+  if (all < 1 || mine < 1) return false;
+  all_takeovers_ = Bucket{all - 1, now};
+  it->second = Bucket{mine - 1, now};
+  return true;
 }
 
 bool Listener::EvictIdlest(const Peer& newcomer) {
@@ -555,38 +556,46 @@ bool Listener::EvictForFairShare(const Peer& newcomer) {
   const uint32_t mine = Held(newcomer.group);
   const std::string* most = nullptr;
   uint32_t most_held = 0;
-  for (const auto& [group, holding] : held_) {
-    if (holding.records > 0 && holding.records + holding.credits > most_held) {
+  for (const auto& [group, held] : held_) {
+    if (held > most_held) {
       most = &group;
-      most_held = holding.records + holding.credits;
+      most_held = held;
     }
   }
   if (most == nullptr || most_held < mine + 2) return false;
-  const std::string why =
-      absl::StrCat("the connection limit was reached and its address held ", most_held,
-                   " connections (", newcomer.address, "'s ", mine, ")");
-  // Its oldest handshake first, else its connection idle the longest, one without calls in
-  // flight or a message arriving if it has one.
+  // Its oldest handshake, else its connection idle the longest without calls in flight or a
+  // message arriving, else (three more than the newcomer's) the one idle the longest.
+  Handshaking* handshake = nullptr;
   for (Handshaking* h : handshakes_) {
-    if (h->group != *most || h->kill.get() == nullptr) continue;
-    LogThrottled("closed_limit_fair_share",
-                 absl::StrCat("ended a TLS handshake from ", h->group, ": ", why));
-    stats_.RecordClosedConnection("limit_fair_share");
-    h->kill->fulfill();
-    h->kill = nullptr;
-    return true;
+    if (h->group == *most && h->kill.get() != nullptr) {
+      handshake = h;
+      break;
+    }
   }
   Entry* victim = nullptr;
   const auto waiting = [](const Entry* e) { return e->calls > 0 || e->frames.in_message(); };
   for (Entry* entry : entries_) {
+    if (handshake != nullptr) break;
     if (entry->group != *most || entry->kill.get() == nullptr) continue;
+    if (waiting(entry) && most_held < mine + 3) continue;
     if (victim == nullptr || std::make_pair(waiting(entry), entry->last_activity) <
                                  std::make_pair(waiting(victim), victim->last_activity)) {
       victim = entry;
     }
   }
-  if (victim == nullptr) return false;  // only closed ones, not yet gone
-  Close(*victim, "limit_fair_share", why);
+  if ((handshake == nullptr && victim == nullptr) || !TakeTakeover(newcomer.group)) return false;
+  const std::string why =
+      absl::StrCat("the connection limit was reached and its address held ", most_held,
+                   " connections (", newcomer.address, "'s ", mine, ")");
+  if (handshake != nullptr) {
+    LogThrottled("closed_limit_fair_share",
+                 absl::StrCat("ended a TLS handshake from ", handshake->group, ": ", why));
+    stats_.RecordClosedConnection("limit_fair_share");
+    handshake->kill->fulfill();
+    handshake->kill = nullptr;
+  } else {
+    Close(*victim, "limit_fair_share", why);
+  }
   return true;
 }
 
@@ -699,18 +708,14 @@ kj::Promise<void> Listener::Handshake(kj::Own<kj::AsyncIoStream> stream, Peer pe
   return tls_->wrapServer(kj::mv(stream))
       .exclusiveJoin(kj::mv(timeout))
       .exclusiveJoin(kj::mv(evicted))
-      .then(
-          [this, &handshake, peer](kj::Own<kj::AsyncIoStream>&& secure) {
-            handshake.served = true;
-            Serve(kj::mv(secure), peer);
-          },
-          [this, &handshake, address = peer.address](kj::Exception&& e) {
-            if (handshake.kill.get() == nullptr) return;  // ended by EvictForFairShare
-            stats_.RecordClosedConnection("handshake_failed");
-            LogThrottled("handshake",
-                         absl::StrCat("TLS handshake with ", address,
-                                      " failed (connection closed): ", e.getDescription().cStr()));
-          })
+      .then([this, peer](kj::Own<kj::AsyncIoStream>&& secure) { Serve(kj::mv(secure), peer); },
+            [this, &handshake, address = peer.address](kj::Exception&& e) {
+              if (handshake.kill.get() == nullptr) return;  // ended by EvictForFairShare
+              stats_.RecordClosedConnection("handshake_failed");
+              LogThrottled("handshake", absl::StrCat("TLS handshake with ", address,
+                                                     " failed (connection closed): ",
+                                                     e.getDescription().cStr()));
+            })
       .attach(kj::mv(record));
 }
 

@@ -6,15 +6,15 @@
 // - At max_connections, a new connection takes the place of the one idle the longest (idle at least
 //   min_idle_to_evict, no call of it in flight, and of the newcomer's address or of one holding at
 //   least as many as the newcomer's). Else it takes the place of a connection of the address
-//   holding the most (its handshake, else its connection idle the longest, those without calls in
-//   flight first), if that address holds at least two more than the newcomer's (AddressGroup):
-//   so one address cannot hold the slots against others, and filling them takes as many
-//   addresses as there are slots. Else the new one is served a refusal: its first call fails with
-//   RESOURCE_EXHAUSTED ("connection limit") and it is closed shortly after (over TLS the refusal
-//   is plaintext, so the client's handshake fails instead).
-// - A connection that took another's place and closes within kEvictionCredit of it still counts
-//   for its address until then: connecting and leaving cannot close others' connections faster
-//   than an address's share allows.
+//   holding the most (AddressGroup), if that address holds at least two more than the newcomer's:
+//   its oldest TLS handshake, else its connection idle the longest without calls in flight, else
+//   (only if it holds at least three more) one with calls in flight. Such takeovers are rationed
+//   (a token bucket per address and one for the server, connections.cc), so that connecting and
+//   leaving cannot close others' connections faster than that. So one address cannot hold the
+//   slots against others, and filling them takes as many addresses as there are slots. Else the
+//   new one is served a refusal: its first call fails with RESOURCE_EXHAUSTED ("connection
+//   limit") and it is closed shortly after (over TLS the refusal is plaintext, so the client's
+//   handshake fails instead).
 // - A connection with no traffic for idle_timeout is closed; so is one whose message does not
 //   arrive whole within read_timeout of its first byte.
 // - Each arriving message's declared size (from the Cap'n Proto framing, read as the bytes pass)
@@ -40,9 +40,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <vector>
 
-#include "absl/time/time.h"
 #include "server/limits.h"
 #include "server/stats.h"
 
@@ -61,8 +59,6 @@ struct Peer {
   std::string address;  // "ADDRESS:PORT", for logs
   std::string group;    // AddressGroup
   bool loopback = false;
-  // When it took another connection's place at the limit (else never).
-  absl::Time displaced_at = absl::InfinitePast();
 };
 
 class Listener {
@@ -85,13 +81,13 @@ class Listener {
   kj::Promise<void> AcceptLoop();
   kj::Promise<void> SweepLoop();
   void Admit(kj::Own<kj::AsyncIoStream> stream);
-  // A connection or handshake of `group` opens or goes; `displaced_at` as in Peer (a connection
-  // that displaced another leaves a credit behind it, connections.h).
+  // A connection or handshake of `group` opens or goes.
   void Hold(const std::string& group);
-  void Release(const std::string& group, absl::Time displaced_at);
-  // Connections held by `group`, credits included.
+  void Release(const std::string& group);
+  // Connections and handshakes of `group`.
   uint32_t Held(const std::string& group) const;
-  void ExpireCredits();
+  // Takes a takeover token of `group`'s bucket and of the server's, if both have one.
+  bool TakeTakeover(const std::string& group);
   void Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer);
   void Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer);
   kj::Promise<void> Handshake(kj::Own<kj::AsyncIoStream> stream, Peer peer);
@@ -116,17 +112,13 @@ class Listener {
   uint64_t buffered_bytes_ = 0;         // reserved for messages being received, all connections
   std::list<Entry*> entries_;           // open connections
   std::list<Handshaking*> handshakes_;  // streams in their TLS handshake (count as connections)
-  // Per address: connections and handshakes (until destroyed) and credits (connections.h).
-  struct Holding {
-    uint32_t records = 0;
-    uint32_t credits = 0;
+  std::unordered_map<std::string, uint32_t> held_;  // connections and handshakes per address
+  struct Bucket {
+    double tokens = 0;
+    kj::TimePoint at = kj::origin<kj::TimePoint>();
   };
-  std::unordered_map<std::string, Holding> held_;
-  struct Credit {
-    absl::Time expires;
-    std::string group;
-  };
-  std::vector<Credit> credits_;  // at most max_connections, the oldest dropped first
+  std::unordered_map<std::string, Bucket> takeovers_;  // per address (bounded, connections.cc)
+  Bucket all_takeovers_;
   class ErrorHandler;
   std::unique_ptr<ErrorHandler> errors_;
   kj::TaskSet tasks_;  // handshakes, refusals and open connections
