@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -563,8 +564,9 @@ bool Listener::EvictForFairShare(const Peer& newcomer) {
     }
   }
   if (most == nullptr || most_held < mine + 2) return false;
-  // Its oldest handshake, else its connection idle the longest without calls in flight or a
-  // message arriving, else (three more than the newcomer's) the one idle the longest.
+  // Its oldest handshake, else its connection idle the longest without calls in flight (those
+  // without a message arriving first), else (three more than the newcomer's) one with calls in
+  // flight.
   Handshaking* handshake = nullptr;
   for (Handshaking* h : handshakes_) {
     if (h->group == *most && h->kill.get() != nullptr) {
@@ -573,15 +575,14 @@ bool Listener::EvictForFairShare(const Peer& newcomer) {
     }
   }
   Entry* victim = nullptr;
-  const auto waiting = [](const Entry* e) { return e->calls > 0 || e->frames.in_message(); };
+  const auto order = [](const Entry* e) {
+    return std::make_tuple(e->calls > 0, e->frames.in_message(), e->last_activity);
+  };
   for (Entry* entry : entries_) {
     if (handshake != nullptr) break;
     if (entry->group != *most || entry->kill.get() == nullptr) continue;
-    if (waiting(entry) && most_held < mine + 3) continue;
-    if (victim == nullptr || std::make_pair(waiting(entry), entry->last_activity) <
-                                 std::make_pair(waiting(victim), victim->last_activity)) {
-      victim = entry;
-    }
+    if (entry->calls > 0 && most_held < mine + 3) continue;
+    if (victim == nullptr || order(entry) < order(victim)) victim = entry;
   }
   if ((handshake == nullptr && victim == nullptr) || !TakeTakeover(newcomer.group)) return false;
   const std::string why =

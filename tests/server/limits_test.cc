@@ -297,17 +297,26 @@ TEST_F(LimitsTest, ConnectingAndLeavingClosesFewConnections) {
 }
 
 TEST_F(LimitsTest, AClientThatComesBackEverySecondIsNotRefused) {
-  // Two addresses hold two connections each (open, silent) of four slots. A client connects from
-  // 127.0.0.1, looks up and leaves, five times a second apart; whichever connection made room is
-  // opened again. Each time it takes a place (its address holds none, theirs two).
-  Start({"--max_connections=4", "--min_idle_to_evict_ms=60000", "--metrics=127.0.0.1:0"});
+  // Two addresses hold two connections each of four slots, each with a message half sent. A
+  // client connects from 127.0.0.1, looks up and leaves, five times a second apart; whichever
+  // connection made room is opened again. Each time it takes a place (its address holds none,
+  // theirs two). Two earlier versions of the rule refused it: one counted a place for 10 s after
+  // its connection left (refused from the second time), one spared connections with a message
+  // arriving (refused at once).
+  Start({"--max_connections=4", "--min_idle_to_evict_ms=60000", "--read_timeout_ms=30000",
+         "--metrics=127.0.0.1:0"});
+  const auto open = [&](const char* source) {
+    RawSocket socket(server_[0]->port(), source);
+    EXPECT_TRUE(socket.Send(PartialMessage(64, 100)));
+    return socket;
+  };
   struct Holder {
     RawSocket socket;
     const char* source;
   };
   std::vector<Holder> holders;
   for (const char* source : {"127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"}) {
-    holders.push_back({RawSocket(server_[0]->port(), source), source});
+    holders.push_back({open(source), source});
     ASSERT_TRUE(holders.back().socket.ok());
   }
   absl::SleepFor(absl::Milliseconds(200));
@@ -319,7 +328,7 @@ TEST_F(LimitsTest, AClientThatComesBackEverySecondIsNotRefused) {
     }
     for (Holder& h : holders) {
       if (h.socket.ClosedByPeer(absl::Milliseconds(50))) {
-        h.socket = RawSocket(server_[0]->port(), h.source);
+        h.socket = open(h.source);
       }
     }
     absl::SleepFor(absl::Milliseconds(1000));
