@@ -480,8 +480,10 @@ void Listener::Admit(kj::Own<kj::AsyncIoStream> stream) {
   int one = 1;
   stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   Peer peer = PeerOf(network_, *stream);
-  if (entries_.size() + handshakes_.size() >= limits_.max_connections && !EvictIdlest(peer) &&
-      !EvictForFairShare(peer)) {
+  const size_t open = entries_.size() + handshakes_.size();
+  if (open >= limits_.max_connections ? !EvictIdlest(peer) && !EvictForFairShare(peer)
+                                      : open + Headroom() >= limits_.max_connections &&
+                                            HoldsTheMost(peer.group) && !EvictIdlest(peer)) {
     Refuse(kj::mv(stream), peer);
   } else if (tls_ == nullptr) {
     Serve(kj::mv(stream), std::move(peer));
@@ -500,6 +502,17 @@ void Listener::Release(const std::string& group) {
 uint32_t Listener::Held(const std::string& group) const {
   auto it = held_.find(group);
   return it == held_.end() ? 0 : it->second;
+}
+
+size_t Listener::Headroom() const { return std::max<size_t>(1, limits_.max_connections / 16); }
+
+bool Listener::HoldsTheMost(const std::string& group) const {
+  const uint32_t mine = Held(group);
+  if (mine < 2) return false;
+  for (const auto& [other, held] : held_) {
+    if (held > mine) return false;
+  }
+  return true;
 }
 
 namespace {

@@ -4,14 +4,19 @@
 // sends being well-formed: a hostile or slow client costs at most its own connection.
 //
 // - At max_connections, a new connection takes the place of the one idle the longest (idle at least
-//   min_idle_to_evict, no call of it in flight, and of the newcomer's address or of one holding at
-//   least as many as the newcomer's). Else it takes the place of a connection of the address
+//   min_idle_to_evict, no call of it in flight, and of the newcomer's address or of one holding
+//   more than the newcomer's). Else it takes the place of a connection of the address
 //   holding the most (AddressGroup), if that address holds at least two more than the newcomer's:
 //   its oldest TLS handshake, else its connection idle the longest without calls in flight, else
 //   (only if it holds at least three more) one with calls in flight. Such takeovers are rationed
 //   (a token bucket per address and one for the server, connections.cc), so that connecting and
-//   leaving cannot close others' connections faster than that. So one address cannot hold the
-//   slots against others, and filling them takes as many addresses as there are slots. Else the
+//   leaving cannot close others' connections faster than that. The last Headroom() slots
+//   (max(1, max_connections / 16)) go to no address holding two or more and no fewer than any
+//   other (unless one of its own idle connections makes room), so the place a takeover frees is
+//   not taken back by the address it was taken from
+//   (which, refilling it, could drain the server's takeover bucket to keep newcomers out). So
+//   one address cannot hold the slots against others, and filling them takes as many addresses
+//   as there are slots. Else the
 //   new one is served a refusal: its first call fails with RESOURCE_EXHAUSTED ("connection
 //   limit") and it is closed shortly after (over TLS the refusal is plaintext, so the client's
 //   handshake fails instead).
@@ -88,6 +93,10 @@ class Listener {
   uint32_t Held(const std::string& group) const;
   // Takes a takeover token of `group`'s bucket and of the server's, if both have one.
   bool TakeTakeover(const std::string& group);
+  // The last slots, kept from the address holding the most (connections.h).
+  size_t Headroom() const;
+  // Whether `group` holds at least two connections and no address holds more.
+  bool HoldsTheMost(const std::string& group) const;
   void Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer);
   void Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer);
   kj::Promise<void> Handshake(kj::Own<kj::AsyncIoStream> stream, Peer peer);
