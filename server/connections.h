@@ -3,23 +3,22 @@
 // messages still arriving, per connection and in total. None of it depends on what a client
 // sends being well-formed: a hostile or slow client costs at most its own connection.
 //
-// - At max_connections, a new connection takes the place of the one idle the longest (idle at least
-//   min_idle_to_evict, no call of it in flight, and of the newcomer's address or of one holding
-//   more than the newcomer's). Else it takes the place of a connection of the address
-//   holding the most (AddressGroup), if that address holds at least two more than the newcomer's:
-//   its oldest TLS handshake, else its connection idle the longest without calls in flight, else
-//   (only if it holds at least three more) one with calls in flight. Such takeovers are rationed
-//   (a token bucket per address and one for the server, connections.cc), so that connecting and
-//   leaving cannot close others' connections faster than that. The last Headroom() slots
-//   (max(1, max_connections / 16)) go to no address holding two or more and no fewer than any
-//   other (unless one of its own idle connections makes room), so the place a takeover frees is
-//   not taken back by the address it was taken from
-//   (which, refilling it, could drain the server's takeover bucket to keep newcomers out). So
-//   one address cannot hold the slots against others, and filling them takes as many addresses
-//   as there are slots. Else the
-//   new one is served a refusal: its first call fails with RESOURCE_EXHAUSTED ("connection
-//   limit") and it is closed shortly after (over TLS the refusal is plaintext, so the client's
-//   handshake fails instead).
+// - At max_connections (TLS handshakes count), a newcomer:
+//   - takes the place of the connection idle the longest (idle at least min_idle_to_evict, no
+//     call in flight, and of the newcomer's address or of one holding more: AddressGroup);
+//   - else takes a place from the address holding the most, if it holds at least two more than
+//     the newcomer's: its oldest TLS handshake, else its connection idle the longest without
+//     calls in flight, else (three more needed) one with calls in flight. These takeovers are
+//     rationed by token buckets, one per address and one for the server (connections.cc), so
+//     that connecting and leaving closes others' connections no faster than that;
+//   - else is served a refusal: its first call fails with RESOURCE_EXHAUSTED ("connection
+//     limit") and it is closed shortly after (over TLS the refusal is plaintext, so the client's
+//     handshake fails instead).
+//   The last Headroom() slots (max(1, max_connections / 16)) go to no address holding two or more
+//   and no fewer than any other, unless one of its own idle connections makes room: the address a
+//   takeover took a place from cannot take it back (and so spend the server's tokens to keep
+//   newcomers out). So one address cannot hold the slots against others, and filling them takes
+//   as many addresses as there are slots.
 // - A connection with no traffic for idle_timeout is closed; so is one whose message does not
 //   arrive whole within read_timeout of its first byte.
 // - Each arriving message's declared size (from the Cap'n Proto framing, read as the bytes pass)
