@@ -138,6 +138,12 @@ class LimitsTest : public ::testing::Test {
       server_[party] = *std::move(started);
     }
   }
+  // A connection to server 0 from `source` holding a message half sent (busy: never idle).
+  RawSocket Busy(const char* source) const {
+    RawSocket socket(server_[0]->port(), source);
+    EXPECT_TRUE(socket.Send(PartialMessage(64, 100)));
+    return socket;
+  }
   client::ClientOptions Options() const {
     client::ClientOptions o;
     o.server0 = server_[0]->address();
@@ -234,29 +240,24 @@ TEST_F(LimitsTest, OneAddressCannotHoldEveryConnection) {
   // other client was refused for as long as it kept them.
   Start({"--max_connections=4", "--read_timeout_ms=30000", "--min_idle_to_evict_ms=60000",
          "--metrics=127.0.0.1:0"});
-  const auto busy = [&](const char* source) {
-    RawSocket socket(server_[0]->port(), source);
-    EXPECT_TRUE(socket.Send(PartialMessage(64, 100)));
-    return socket;
-  };
   std::vector<RawSocket> holder;
-  for (int i = 0; i < 4; ++i) holder.push_back(busy("127.0.0.2"));
+  for (int i = 0; i < 4; ++i) holder.push_back(Busy("127.0.0.2"));
   EXPECT_TRUE(holder[3].ClosedByPeer(absl::Seconds(3))) << "refused: the last slot is kept";
   holder.pop_back();
   auto client = client::Client::Connect(Options());  // from 127.0.0.1
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_TRUE(GoodLookup(**client, 3).ok());
   {
-    RawSocket newcomer = busy("127.0.0.4");
+    RawSocket newcomer = Busy("127.0.0.4");
     int closed = 0;
     for (const RawSocket& s : holder) closed += s.ClosedByPeer(absl::Milliseconds(200));
     EXPECT_EQ(closed, 1) << "one of the holder's connections made room, no more";
     EXPECT_FALSE(newcomer.ClosedByPeer(absl::Milliseconds(100)));
   }
   absl::SleepFor(absl::Milliseconds(100));
-  RawSocket back = busy("127.0.0.2");
+  RawSocket back = Busy("127.0.0.2");
   EXPECT_TRUE(back.ClosedByPeer(absl::Seconds(3))) << "refused: the place is not taken back";
-  RawSocket other = busy("127.0.0.5");
+  RawSocket other = Busy("127.0.0.5");
   EXPECT_FALSE(other.ClosedByPeer(absl::Milliseconds(300))) << "the place went to another";
   EXPECT_TRUE(GoodLookup(**client, 4).ok());
 
@@ -277,11 +278,9 @@ TEST_F(LimitsTest, ConnectingAndLeavingClosesFewConnections) {
   Start({"--max_connections=4", "--read_timeout_ms=30000", "--min_idle_to_evict_ms=60000",
          "--metrics=127.0.0.1:0"});
   std::vector<RawSocket> busy;
-  const auto hold = [&](const char* source) {
-    busy.emplace_back(server_[0]->port(), source);
-    ASSERT_TRUE(busy.back().Send(PartialMessage(64, 100)));
-  };
-  for (const char* source : {"127.0.0.1", "127.0.0.1", "127.0.0.3", "127.0.0.4"}) hold(source);
+  for (const char* source : {"127.0.0.1", "127.0.0.1", "127.0.0.3", "127.0.0.4"}) {
+    busy.push_back(Busy(source));
+  }
   absl::SleepFor(absl::Milliseconds(200));
   const absl::Time start = absl::Now();
   for (int i = 0; i < 20; ++i) {
@@ -291,7 +290,7 @@ TEST_F(LimitsTest, ConnectingAndLeavingClosesFewConnections) {
       absl::SleepFor(absl::Milliseconds(30));
     }
     absl::SleepFor(absl::Milliseconds(30));
-    hold("127.0.0.1");
+    busy.push_back(Busy("127.0.0.1"));
     absl::SleepFor(absl::Milliseconds(30));
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -310,18 +309,13 @@ TEST_F(LimitsTest, AClientThatComesBackEverySecondIsNotRefused) {
   // arriving (refused at once).
   Start({"--max_connections=4", "--min_idle_to_evict_ms=60000", "--read_timeout_ms=30000",
          "--metrics=127.0.0.1:0"});
-  const auto open = [&](const char* source) {
-    RawSocket socket(server_[0]->port(), source);
-    EXPECT_TRUE(socket.Send(PartialMessage(64, 100)));
-    return socket;
-  };
   struct Holder {
     RawSocket socket;
     const char* source;
   };
   std::vector<Holder> holders;
   for (const char* source : {"127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"}) {
-    holders.push_back({open(source), source});
+    holders.push_back({Busy(source), source});
     ASSERT_TRUE(holders.back().socket.ok());
   }
   absl::SleepFor(absl::Milliseconds(200));
@@ -333,7 +327,7 @@ TEST_F(LimitsTest, AClientThatComesBackEverySecondIsNotRefused) {
     }
     for (Holder& h : holders) {
       if (h.socket.ClosedByPeer(absl::Milliseconds(50))) {
-        h.socket = open(h.source);
+        h.socket = Busy(h.source);
       }
     }
     absl::SleepFor(absl::Milliseconds(1000));
