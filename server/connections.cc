@@ -198,18 +198,33 @@ constexpr double kTakeoversPerSecond = 1;
 
 }  // namespace
 
-// One open connection: its guarded stream, the RPC system over it, and what the sweeps need.
-// Owned by the task that serves it; it leaves the listener's list when destroyed.
-struct Listener::Entry {
-  Entry(Listener& listener_in, const Peer& peer_in)
-      : listener(listener_in),
-        peer(peer_in.address),
-        group(peer_in.group),
-        last_activity(absl::Now()) {
-    listener.entries_.push_front(this);
-    position = listener.entries_.begin();
+// What counts against max_connections, for as long as it lives: an open connection or a stream in
+// its TLS handshake, of its peer's address.
+struct Listener::Slot {
+  Slot(Listener& listener_in, const Peer& peer_in, const char* what_in)
+      : listener(listener_in), peer(peer_in.address), group(peer_in.group), what(what_in) {
     listener.stats_.AddConnections(1);
     listener.Hold(group);
+  }
+  ~Slot() {
+    listener.stats_.AddConnections(-1);
+    listener.Release(group);
+  }
+
+  Listener& listener;
+  std::string peer;                          // "ADDRESS:PORT", for logs
+  std::string group;                         // AddressGroup
+  const char* what;                          // "connection" or "TLS handshake", for logs
+  kj::Own<kj::PromiseFulfiller<void>> kill;  // ends it (Listener::Close); null once fulfilled
+};
+
+// One open connection: its guarded stream, the RPC system over it, and what the sweeps need.
+// Owned by the task that serves it; it leaves the listener's list when destroyed.
+struct Listener::Entry : Slot {
+  Entry(Listener& listener_in, const Peer& peer_in)
+      : Slot(listener_in, peer_in, "connection"), last_activity(absl::Now()) {
+    listener.entries_.push_front(this);
+    position = listener.entries_.begin();
   }
   ~Entry() {
     rpc = nullptr;
@@ -217,14 +232,9 @@ struct Listener::Entry {
     stream = nullptr;
     listener.buffered_bytes_ -= reserved;
     listener.entries_.erase(position);
-    listener.stats_.AddConnections(-1);
-    listener.Release(group);
   }
 
-  Listener& listener;
   std::list<Entry*>::iterator position;
-  std::string peer;
-  std::string group;  // AddressGroup
   absl::Time last_activity;
   absl::Time message_start = absl::InfiniteFuture();  // a message is half read since then
   uint64_t reserved = 0;                              // its declared bytes, while it arrives
@@ -234,7 +244,6 @@ struct Listener::Entry {
   // Calls (and bootstraps) received and not yet returned: a connection waiting for its answers
   // is not evicted as idle at the limit (the idle timeout still applies).
   uint32_t calls = 0;
-  kj::Own<kj::PromiseFulfiller<void>> kill;
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<rpc::WipingMessageStream> messages;  // requests' keys wiped once released
   kj::Own<capnp::TwoPartyVatNetwork> network;
@@ -247,25 +256,17 @@ struct Listener::Entry {
   void CountClosed(const char* reason) { listener.stats_.RecordClosedConnection(reason); }
 };
 
-// One stream in its TLS handshake: it counts as a connection, of its address.
-struct Listener::Handshaking {
+// One stream in its TLS handshake.
+struct Listener::Handshaking : Slot {
   Handshaking(Listener& listener_in, const Peer& peer, kj::Own<kj::PromiseFulfiller<void>> kill_in)
-      : listener(listener_in), group(peer.group), kill(kj::mv(kill_in)) {
+      : Slot(listener_in, peer, "TLS handshake") {
+    kill = kj::mv(kill_in);
     listener.handshakes_.push_back(this);
     position = std::prev(listener.handshakes_.end());
-    listener.stats_.AddConnections(1);
-    listener.Hold(group);
   }
-  ~Handshaking() {
-    listener.handshakes_.erase(position);
-    listener.stats_.AddConnections(-1);
-    listener.Release(group);
-  }
+  ~Handshaking() { listener.handshakes_.erase(position); }
 
-  Listener& listener;
   std::list<Handshaking*>::iterator position;
-  std::string group;
-  kj::Own<kj::PromiseFulfiller<void>> kill;  // ends the handshake; null once fulfilled
 };
 
 namespace {
@@ -600,15 +601,7 @@ bool Listener::EvictForFairShare(const Peer& newcomer) {
   const std::string why =
       absl::StrCat("the connection limit was reached and its address held ", most_held,
                    " connections (", newcomer.address, "'s ", mine, ")");
-  if (handshake != nullptr) {
-    LogThrottled("closed_limit_fair_share",
-                 absl::StrCat("ended a TLS handshake from ", handshake->group, ": ", why));
-    stats_.RecordClosedConnection("limit_fair_share");
-    handshake->kill->fulfill();
-    handshake->kill = nullptr;
-  } else {
-    Close(*victim, "limit_fair_share", why);
-  }
+  Close(handshake != nullptr ? static_cast<Slot&>(*handshake) : *victim, "limit_fair_share", why);
   return true;
 }
 
@@ -644,12 +637,12 @@ void Listener::MakeRoom(uint64_t bytes, const Entry& arriving) {
   }
 }
 
-void Listener::Close(Entry& entry, const char* reason, const std::string& why) {
+void Listener::Close(Slot& slot, const char* reason, const std::string& why) {
   LogThrottled(absl::StrCat("closed_", reason),
-               absl::StrCat("closed the connection of ", entry.peer, ": ", why));
+               absl::StrCat("closed the ", slot.what, " of ", slot.peer, ": ", why));
   stats_.RecordClosedConnection(reason);
-  entry.kill->fulfill();
-  entry.kill = nullptr;
+  slot.kill->fulfill();
+  slot.kill = nullptr;
 }
 
 void Listener::Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
@@ -723,7 +716,7 @@ kj::Promise<void> Listener::Handshake(kj::Own<kj::AsyncIoStream> stream, Peer pe
       .exclusiveJoin(kj::mv(evicted))
       .then([this, peer](kj::Own<kj::AsyncIoStream>&& secure) { Serve(kj::mv(secure), peer); },
             [this, &handshake, address = peer.address](kj::Exception&& e) {
-              if (handshake.kill.get() == nullptr) return;  // ended by EvictForFairShare
+              if (handshake.kill.get() == nullptr) return;  // closed by Listener::Close
               stats_.RecordClosedConnection("handshake_failed");
               LogThrottled("handshake", absl::StrCat("TLS handshake with ", address,
                                                      " failed (connection closed): ",

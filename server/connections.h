@@ -78,8 +78,9 @@ class Listener {
   // Accepts connections until the listener is destroyed; also runs the timeout sweeps.
   kj::Promise<void> Run();
 
-  struct Entry;        // one connection (connections.cc)
-  struct Handshaking;  // one stream in its TLS handshake (connections.cc)
+  struct Slot;         // what counts against max_connections (connections.cc)
+  struct Entry;        // one connection, a Slot
+  struct Handshaking;  // one stream in its TLS handshake, a Slot
 
  private:
   kj::Promise<void> AcceptLoop();
@@ -107,7 +108,7 @@ class Listener {
   // slowest first, releasing their reservations, until `bytes` more fit in max_buffered_bytes.
   void MakeRoom(uint64_t bytes, const Entry& arriving);
   // `reason` labels the closed-connections metric; `why` is logged.
-  void Close(Entry& entry, const char* reason, const std::string& why);
+  void Close(Slot& slot, const char* reason, const std::string& why);
 
   kj::ConnectionReceiver& receiver_;
   kj::TlsContext* tls_;

@@ -418,7 +418,7 @@ TEST_F(ServerTlsTest, OneSilentAddressCannotHoldEverySlotInHandshakes) {
   }
   EXPECT_EQ(ended[0] + ended[1] + ended[2], 1) << "one of 127.0.0.2's";
   EXPECT_FALSE(ended[3]) << "127.0.0.3's";
-  EXPECT_THAT(LogWith(o.log_path, "ended a TLS handshake from 127.0.0.2"),
+  EXPECT_THAT(LogWith(o.log_path, "closed the TLS handshake of 127.0.0.2:"),
               HasSubstr("its address held 3 connections (127.0.0.1:"));
 }
 
