@@ -13,7 +13,8 @@
 // epoch without the key succeeds with probability 2^-64 per attempt, and every failed attempt is
 // reported. Binding the epoch means that a server cannot pass an older version's rows off as a
 // newer version's (what a client's min_epoch relies on): a new epoch's table is built with the
-// same key and new tags. Pooled sums (answerPooled) add tags too and are not verifiable this way.
+// same key and new tags. Sums of rows add their tags too, which proves nothing: a client holding a
+// key fetches a pooled bag's rows one by one (mobile_client/client.h, LookupPooled).
 #ifndef VEIL_EMBEDDING_ROW_TAG_H_
 #define VEIL_EMBEDDING_ROW_TAG_H_
 

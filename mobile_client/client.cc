@@ -167,6 +167,32 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
   // Which rows (and padding rows) the bags hold, and their weights.
   const WipeAtExit<uint64_t> wipe_indices(bags->indices);
   const WipeAtExit<uint32_t> wipe_weights(bags->weights);
+  if (t.row_tag != embedding::RowTag::kNone) {
+    // A sum of tags proves nothing about a sum of rows, and no tag that adds up with the rows
+    // mod 2^32 can be checked well (an error of 2^31 in one word passes such a tag with
+    // probability 1/2). So the servers answer every key's row, each checked by its tag, and the
+    // bags are summed here with the same arithmetic (mod 2^32). The servers see the same keys
+    // (padding included) without the bags' boundaries; the download is one row per key.
+    auto queries = MakeQueries(bags->indices, {}, t.rows, exchange_->options());
+    if (!queries.ok()) return queries.status();
+    auto answers = exchange_->Exchange(*queries, {}, {}, exchange_->options().output,
+                                       static_cast<uint32_t>(bag_sizes.size()), "pooled lookup");
+    if (!answers.ok()) return answers.status();
+    auto rows = CheckTags(*exchange_, *std::move(answers), bags->indices.size(),
+                          [&](size_t i) { return bags->indices[i]; });
+    if (!rows.ok()) return rows.status();
+    const WipeAtExit<uint32_t> wipe_rows(*rows);
+    std::vector<uint32_t> out(bag_sizes.size() * t.row_words, 0);
+    size_t next = 0;
+    for (size_t b = 0; b < bags->bag_sizes.size(); ++b) {
+      uint32_t* sum = out.data() + b * t.row_words;
+      for (uint32_t k = 0; k < bags->bag_sizes[b]; ++k, ++next) {
+        const uint32_t* row = rows->data() + next * t.row_words;
+        for (uint32_t w = 0; w < t.row_words; ++w) sum[w] += bags->weights[next] * row[w];
+      }
+    }
+    return out;
+  }
   std::vector<pir::QueryKeys> queries;
   queries.reserve(bags->indices.size());
   for (size_t i = 0; i < bags->indices.size(); ++i) {
@@ -180,7 +206,6 @@ absl::StatusOr<std::vector<uint32_t>> Client::LookupPooledWords(
                                      static_cast<uint32_t>(bag_sizes.size()), "pooled lookup");
   if (!answers.ok()) return answers.status();
   const WipeAtExit<uint32_t> wipe(answers->words);
-  // The sums of tags prove nothing about the sums of rows: drop them.
   const uint32_t share_words = exchange_->share_words();
   std::vector<uint32_t> out(bag_sizes.size() * t.row_words);
   for (size_t b = 0; b < bag_sizes.size(); ++b) {

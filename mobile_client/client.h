@@ -91,7 +91,8 @@ struct ClientOptions {
   // The table's row key file (veil table build writes TABLE.rowkey): with it every fetched row's
   // authentication tag is checked, and a row that fails is an error (DATA_LOSS), never returned.
   // Required when the servers' table carries tags; with it an untagged table is refused
-  // (FAILED_PRECONDITION). Pooled sums cannot be checked this way.
+  // (FAILED_PRECONDITION). Pooled lookups of a tagged table fetch every key's row, checked, and
+  // sum the bags on the client (LookupPooled).
   std::string row_key_file;
   // The oldest table version (epoch) this client accepts: servers that serve only older ones are
   // refused (FAILED_PRECONDITION), at Connect and later. Row tags prove that a row is the table's,
@@ -192,6 +193,10 @@ class Client {
   // row per bag). `weights` is empty (all 1) or one int32 weight per index; the weights travel
   // inside the keys, hidden from the servers. kMean divides by the bag's weight sum (its size
   // without weights). Returns bag_sizes.size() * dim floats.
+  // A tagged table's sums cannot be checked: there the servers answer each key (padding
+  // included) with its row, every row's tag is checked, and the client sums the bags (the same
+  // sums mod 2^32; a download of one row per key instead of per bag; DATA_LOSS for a row that
+  // fails its tag, as Lookup).
   // Returns FAILED_PRECONDITION for a table that is not fixed-point, INVALID_ARGUMENT for empty
   // bags, sizes that do not add up to indices.size(), a weights span of another length, a bag
   // larger than pad_bags_to (when set), or a zero weight sum with kMean, and otherwise what Lookup

@@ -204,7 +204,9 @@ int veil_lookup_layout(veil_client* client, const veil_layout* layout, const int
 
 /* Pooled lookups on a VEIL_FORMAT_FIXED table: bag b is the next bag_sizes[b] entries of
  * `indices` (the sizes add up to count); weights is NULL (all 1) or count int32 weights; mode is
- * VEIL_POOL_SUM or VEIL_POOL_MEAN. out_len >= bag_count * dim. */
+ * VEIL_POOL_SUM or VEIL_POOL_MEAN. out_len >= bag_count * dim. With a row key the servers answer
+ * every key's row, each row's tag is checked (VEIL_ERR_DATA_LOSS if one fails) and the bags are
+ * summed here: sums cannot carry tags. */
 int veil_lookup_pooled(veil_client* client, const uint64_t* indices, size_t count,
                        const uint32_t* bag_sizes, size_t bag_count, const int32_t* weights,
                        int mode, float* out, size_t out_len);

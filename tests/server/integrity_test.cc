@@ -150,6 +150,51 @@ TEST(IntegrityTest, TaggedRowsTurnAWrongShareIntoAnErrorNamingThePair) {
   EXPECT_THAT(keyless.status().message(), HasSubstr("row_key_file"));
 }
 
+TEST(IntegrityTest, PooledSumsOfATaggedTableAreCheckedRowByRow) {
+  const embedding::RowKey key = embedding::NewRowKey();
+  const std::string key_file = testing::TempPath("pooled.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, key).ok());
+  auto table = testing::WriteRandomTable("pooled.veil", embedding::RowFormat::kFixed32, kRows, kDim,
+                                         4, 1, &key);
+  ASSERT_TRUE(table.ok());
+  auto opened = embedding::Table::Open(*table);
+  ASSERT_TRUE(opened.ok());
+  const std::vector<uint64_t> indices = {3, 100, 3, 250, 7};
+  const std::vector<uint32_t> bags = {2, 3};
+  const std::vector<int32_t> weights = {2, -1, 5, 1, -7};
+  // The sums the servers would make of the rows (mod 2^32), computed from the file.
+  std::vector<uint32_t> expected(bags.size() * kDim, 0);
+  for (size_t i = 0, b = 0, left = bags[0]; i < indices.size(); ++i, --left) {
+    if (left == 0) left = bags[++b];
+    for (uint32_t w = 0; w < kDim; ++w) {
+      expected[b * kDim + w] += static_cast<uint32_t>(weights[i]) * (*opened)->row(indices[i])[w];
+    }
+  }
+  auto good = StartServer(0, *table);
+  auto honest = StartServer(1, *table);
+  auto bad = StartServer(1, CorruptedCopy(*table), {"--verify_table=false"});
+  ASSERT_TRUE(good.ok() && honest.ok() && bad.ok());
+  auto checked =
+      client::Client::Connect(Options((*good)->address(), (*honest)->address(), key_file));
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  auto sums = (*checked)->LookupPooledWords(indices, bags, weights);
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, expected);
+  EXPECT_EQ((*checked)->last_call().lookups, bags.size());
+  // Each key came back as its row, padding included (32 keys per bag by default).
+  auto stats = (*checked)->ServerStats(0);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->keys, 2 * 32);
+  // A server answering from a flipped bit shifts every share: no sum comes back.
+  auto client = client::Client::Connect(Options((*good)->address(), (*bad)->address(), key_file));
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto wrong = (*client)->LookupPooled(indices, bags, weights, client::PoolingMode::kSum);
+  ASSERT_FALSE(wrong.ok()) << "a pooled sum came back from a corrupted table";
+  EXPECT_TRUE(absl::IsDataLoss(wrong.status())) << wrong.status();
+  EXPECT_THAT(wrong.status().message(),
+              HasSubstr("servers 0 (" + (*good)->address() + ") and 1 (" + (*bad)->address()));
+}
+
 TEST(IntegrityTest, AnOlderVersionRelabelledAsNewerFailsItsTags) {
   // Both servers pass epoch 1's rows off as epoch 2 to a client that accepts only epoch 2 or newer
   // (it knows the current epoch): the tags cover the epoch, so no row comes back.
