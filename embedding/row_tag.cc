@@ -19,9 +19,62 @@ namespace veil::embedding {
 static_assert(crypto_shorthash_siphash24_KEYBYTES == sizeof(RowKey));
 static_assert(crypto_shorthash_siphash24_BYTES == 8);
 
+namespace {
+
+// The linear MAC's field: p = 2^61 - 1.
+constexpr uint64_t kP = (uint64_t{1} << 61) - 1;
+
+// x mod p for x < 2^124, without branches (2^61 = 1 mod p).
+uint64_t Reduce(unsigned __int128 x) {
+  uint64_t r = static_cast<uint64_t>(x & kP) + static_cast<uint64_t>(x >> 61);  // < 2^64
+  r = (r & kP) + (r >> 61);                                                     // < 2p
+  const uint64_t over = static_cast<uint64_t>(-static_cast<int64_t>(r >= kP));
+  return r - (kP & over);
+}
+
+// v mod p for any int64 v (8p > 2^63 makes the sum nonnegative).
+uint64_t ModP(int64_t v) { return Reduce(static_cast<__int128>(v) + (__int128{kP} << 3)); }
+
+// The MAC's pseudorandom values: SipHash-2-4 under the key of (domain, epoch, shape, n), mod p.
+// Domain 1: k_n, the weight of data word n; domain 2: s_n, the pad of row n.
+uint64_t MacValue(const RowKey& key, uint8_t domain, uint64_t epoch, const RowShape& shape,
+                  uint64_t n) {
+  uint8_t message[23];
+  size_t at = 0;
+  const auto put = [&](uint64_t v, int bytes) {
+    for (int b = 0; b < bytes; ++b) message[at++] = static_cast<uint8_t>(v >> (8 * b));
+  };
+  put(domain, 1);
+  put(epoch, 8);
+  put(static_cast<uint8_t>(shape.format), 1);
+  put(shape.frac_bits, 1);
+  put(shape.dim, 4);
+  put(n, 8);
+  uint8_t out[8];
+  crypto_shorthash_siphash24(out, message, sizeof(message), key.data());
+  uint64_t v = 0;
+  for (int b = 7; b >= 0; --b) v = (v << 8) | out[b];
+  sodium_memzero(out, sizeof(out));
+  return Reduce(v);
+}
+
+// sum_j k_j v_j mod p over the data words' values (mod p).
+template <typename ValueModP>
+uint64_t MacOfData(const RowKey& key, uint64_t epoch, const RowShape& shape, size_t words,
+                   ValueModP value) {
+  uint64_t acc = 0;
+  for (size_t j = 0; j < words; ++j) {
+    acc =
+        Reduce(acc + static_cast<unsigned __int128>(MacValue(key, 1, epoch, shape, j)) * value(j));
+  }
+  return acc;
+}
+
+}  // namespace
+
 uint32_t TagWords(RowTag tag) {
   return tag == RowTag::kSipHash64 || tag == RowTag::kSipHash64Epoch ||
-                 tag == RowTag::kSipHash64Shape
+                 tag == RowTag::kSipHash64Shape || tag == RowTag::kLinearMac61
              ? 2
              : 0;
 }
@@ -30,7 +83,8 @@ bool IsKnownRowTag(uint8_t tag) {
   return tag == static_cast<uint8_t>(RowTag::kNone) ||
          tag == static_cast<uint8_t>(RowTag::kSipHash64) ||
          tag == static_cast<uint8_t>(RowTag::kSipHash64Epoch) ||
-         tag == static_cast<uint8_t>(RowTag::kSipHash64Shape);
+         tag == static_cast<uint8_t>(RowTag::kSipHash64Shape) ||
+         tag == static_cast<uint8_t>(RowTag::kLinearMac61);
 }
 
 const char* RowTagName(RowTag tag) {
@@ -43,6 +97,8 @@ const char* RowTagName(RowTag tag) {
       return "siphash64 (epoch, index, data)";
     case RowTag::kSipHash64Shape:
       return "siphash64 (epoch, index, shape, data)";
+    case RowTag::kLinearMac61:
+      return "linear mac61 (epoch, index, shape, data)";
   }
   return "unknown";
 }
@@ -50,6 +106,13 @@ const char* RowTagName(RowTag tag) {
 std::array<uint32_t, 2> ComputeRowTag(RowTag kind, const RowKey& key, uint64_t epoch,
                                       uint64_t index, const RowShape& shape,
                                       absl::Span<const uint32_t> data) {
+  if (kind == RowTag::kLinearMac61) {
+    const uint64_t mac =
+        Reduce(MacOfData(key, epoch, shape, data.size(),
+                         [&](size_t j) { return ModP(static_cast<int32_t>(data[j])); }) +
+               uint64_t{MacValue(key, 2, epoch, shape, index)});
+    return {static_cast<uint32_t>(mac & 0x7fffffff), static_cast<uint32_t>(mac >> 31)};
+  }
   const bool with_epoch = kind == RowTag::kSipHash64Epoch || kind == RowTag::kSipHash64Shape;
   const bool with_shape = kind == RowTag::kSipHash64Shape;
   const size_t prefix = (with_epoch ? 16 : 8) + (with_shape ? 6 : 0);
@@ -80,6 +143,21 @@ bool RowTagMatches(RowTag kind, const RowKey& key, uint64_t epoch, uint64_t inde
   if (tag.size() != 2 || TagWords(kind) != 2) return false;
   const std::array<uint32_t, 2> expected = ComputeRowTag(kind, key, epoch, index, shape, data);
   return sodium_memcmp(expected.data(), tag.data(), sizeof(expected)) == 0;
+}
+
+bool PooledRowTagMatches(const RowKey& key, uint64_t epoch, const RowShape& shape,
+                         absl::Span<const uint64_t> indices, absl::Span<const int64_t> weights,
+                         absl::Span<const int64_t> sums) {
+  const size_t words = RowWords(shape.format, shape.dim);
+  if (sums.size() != words + 2 || indices.size() != weights.size()) return false;
+  uint64_t expected = MacOfData(key, epoch, shape, words, [&](size_t j) { return ModP(sums[j]); });
+  for (size_t i = 0; i < indices.size(); ++i) {
+    expected = Reduce(expected + static_cast<unsigned __int128>(ModP(weights[i])) *
+                                     MacValue(key, 2, epoch, shape, indices[i]));
+  }
+  const uint64_t got =
+      Reduce(ModP(sums[words]) + (static_cast<unsigned __int128>(ModP(sums[words + 1])) << 31));
+  return sodium_memcmp(&expected, &got, sizeof(got)) == 0;
 }
 
 RowKey NewRowKey() {

@@ -13,8 +13,21 @@
 // epoch without the key succeeds with probability 2^-64 per attempt, and every failed attempt is
 // reported. Binding the epoch means that a server cannot pass an older version's rows off as a
 // newer version's (what a client's min_epoch relies on): a new epoch's table is built with the
-// same key and new tags. Sums of rows add their tags too, which proves nothing: a client holding a
-// key fetches a pooled bag's rows one by one (mobile_client/client.h, LookupPooled).
+// same key and new tags. Sums of rows add their SipHash tags too, which proves nothing: a dpf2
+// client holding a key fetches a pooled bag's rows one by one (mobile_client/client.h).
+//
+// Tags of kind 4 are a linear MAC instead, so that a pooled sum over the integers (bfv-bag's
+// sum_r w_r T[r]) carries a checkable tag: T = (sum_j k_j x_j + s_index) mod p with p = 2^61 - 1,
+// x_j the data words read as int32, k_j and s_index pseudorandom mod p (SipHash-2-4 under the key
+// of the kind's domain byte, the epoch, the shape and j or the index), stored as two words
+// T mod 2^31 and T >> 31 (each < 2^31, so they sum with the data as integers). The pads s hide
+// k from whoever sees the table. A sum of rows with weights w is accepted iff its tag columns
+// (L, H) satisfy L + 2^31 H = sum_j k_j S_j + sum_r w_r s_r (mod p). Any change of the sums S by
+// a nonzero vector smaller than p in every entry (bfv-bag's sums are below 2^57, a single row's
+// words differ by less than 2^32) passes with probability 1/p = 2^-61 per attempt, whatever the
+// server adds to the tag columns; a wrong epoch, row or shape changes the pads and fails the same
+// way. The same kind checks single rows (dpf2, LWE) like kind 3. Build each epoch once: two
+// different tables of one epoch under one key would reveal sums of the k_j.
 #ifndef VEIL_EMBEDDING_ROW_TAG_H_
 #define VEIL_EMBEDDING_ROW_TAG_H_
 
@@ -40,6 +53,9 @@ enum class RowTag : uint8_t {
   // Two words after the data words: SipHash-2-4(key, le64(epoch) || le64(index) || u8(format) ||
   // u8(frac_bits) || le32(dim) || data). What veil table build writes.
   kSipHash64Shape = 3,
+  // Two words after the data words: the linear MAC above, over (epoch, index, shape, data).
+  // What veil table build --row-tag-kind=4 writes, for tables served pooled by bfv-bag.
+  kLinearMac61 = 4,
 };
 
 // How a row's data words are read: what kSipHash64Shape binds besides the words.
@@ -55,7 +71,8 @@ using RowKey = std::array<uint8_t, 16>;
 uint32_t TagWords(RowTag tag);
 bool IsKnownRowTag(uint8_t tag);
 // "none", "siphash64 (index, data)", "siphash64 (epoch, index, data)",
-// "siphash64 (epoch, index, shape, data)"; "unknown" otherwise.
+// "siphash64 (epoch, index, shape, data)", "linear mac61 (epoch, index, shape, data)"; "unknown"
+// otherwise.
 const char* RowTagName(RowTag tag);
 
 // The tag words of kind `kind` (not kNone) of physical row `index` of the table version `epoch`
@@ -70,6 +87,15 @@ std::array<uint32_t, 2> ComputeRowTag(RowTag kind, const RowKey& key, uint64_t e
 bool RowTagMatches(RowTag kind, const RowKey& key, uint64_t epoch, uint64_t index,
                    const RowShape& shape, absl::Span<const uint32_t> data,
                    absl::Span<const uint32_t> tag);
+
+// Whether `sums` is a pooled row of a kLinearMac61 table of version `epoch`: the integer sums
+// sum_r weights[i] * row(indices[i]) of every column, its data words (read as int32) and then its
+// two tag words (data words + 2 entries; rows may repeat). False for sums of another length or
+// indices and weights of different lengths. Compares in constant time; the sums and weights are
+// not used in branches or addresses.
+bool PooledRowTagMatches(const RowKey& key, uint64_t epoch, const RowShape& shape,
+                         absl::Span<const uint64_t> indices, absl::Span<const int64_t> weights,
+                         absl::Span<const int64_t> sums);
 
 // A fresh key from libsodium's CSPRNG.
 RowKey NewRowKey();

@@ -172,10 +172,10 @@ absl::Status WriteTable(const std::string& out_path, RowFormat format, uint32_t 
   header.rows = values.size() / dim;
   header.dim = dim;
   if (options.row_key && options.row_tag != RowTag::kSipHash64Shape &&
-      options.row_tag != RowTag::kSipHash64Epoch) {
+      options.row_tag != RowTag::kLinearMac61 && options.row_tag != RowTag::kSipHash64Epoch) {
     return absl::InvalidArgumentError(
         absl::StrCat("row tag kind ", static_cast<int>(options.row_tag),
-                     " cannot be written (3, or 2 for a table served with kind 2)"));
+                     " cannot be written (3, 4, or 2 for a table served with kind 2)"));
   }
   const RowTag tag = options.row_key ? options.row_tag : RowTag::kNone;
   const uint32_t data_words = RowWords(format, dim);

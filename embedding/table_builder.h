@@ -22,8 +22,9 @@ struct TableOptions {
   // With a key, every row carries its authentication tag (embedding/row_tag.h); the key goes to
   // clients, never to servers.
   std::optional<RowKey> row_key;
-  // The tags' kind: kSipHash64Shape, or kSipHash64Epoch for a new version of a table served with
-  // that kind (a rolling update keeps the kind; INVALID_ARGUMENT for any other).
+  // The tags' kind: kSipHash64Shape; kLinearMac61 for a table whose pooled sums (bfv-bag) are to
+  // be checked; or kSipHash64Epoch for a new version of a table served with that kind (a rolling
+  // update keeps the kind). INVALID_ARGUMENT for any other.
   RowTag row_tag = RowTag::kSipHash64Shape;
 };
 

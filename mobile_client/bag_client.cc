@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -15,6 +16,7 @@
 #include "embedding/row_format.h"
 #include "mobile_client/key_uploads.h"
 #include "mobile_client/replicas.h"
+#include "mobile_client/row_tag_use.h"
 #include "mobile_client/transport.h"
 #include "pir/he/bag.h"
 #include "pir/he/serialization.h"
@@ -48,6 +50,7 @@ ServerConfig ParseConfig(rpc::BagConfig::Reader c) {
   t.digest_hex = absl::BytesToHexString(
       absl::string_view(reinterpret_cast<const char*>(digest.begin()), digest.size()));
   t.epoch = c.getTable().getEpoch();
+  t.row_tag = static_cast<embedding::RowTag>(c.getRowTag());
   t.rows = c.getRows();
   t.dim = c.getDim();
   t.frac_bits = c.getFracBits();
@@ -62,9 +65,9 @@ ServerConfig ParseConfig(rpc::BagConfig::Reader c) {
 }
 
 bool SameTable(const BagTableInfo& a, const BagTableInfo& b) {
-  return a.digest == b.digest && a.epoch == b.epoch && a.rows == b.rows && a.dim == b.dim &&
-         a.frac_bits == b.frac_bits && a.log_n == b.log_n && a.query_blocks == b.query_blocks &&
-         a.galois_key_bytes == b.galois_key_bytes;
+  return a.digest == b.digest && a.epoch == b.epoch && a.row_tag == b.row_tag && a.rows == b.rows &&
+         a.dim == b.dim && a.frac_bits == b.frac_bits && a.log_n == b.log_n &&
+         a.query_blocks == b.query_blocks && a.galois_key_bytes == b.galois_key_bytes;
 }
 
 // FAILED_PRECONDITION unless `config` (of `who`) serves `table`.
@@ -149,6 +152,8 @@ BagClient::~BagClient() {
 absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOptions& options) {
   if (sodium_init() < 0) return absl::InternalError("libsodium failed to initialise");
   if (options.server.empty()) return absl::InvalidArgumentError("no server address");
+  auto row_key = ReadOptionalRowKey(options.row_key_file);
+  if (!row_key.ok()) return row_key.status();
   TransportOptions t;
   t.addresses = {options.server};
   t.tls_names = {options.tls_server_name};
@@ -160,6 +165,7 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOpt
   if (!transport.ok()) return transport.status();
   std::unique_ptr<BagClient> client(new BagClient(options, *std::move(transport)));
   BagClient* c = client.get();
+  c->row_key_ = *row_key;
   c->replica_configs_.resize(c->transport_->replicas(0));
   c->transport_->SetReconnectCheck([c](int, int replica, rpc::VeilServer::Client server) {
     auto config = std::make_unique<ServerConfig>();
@@ -196,6 +202,24 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOpt
 absl::Status BagClient::Adopt(const ServerConfig& config) {
   const BagTableInfo& t = config.table;
   const std::string who = transport_->Name(0);
+  if (absl::Status s = CheckRowTagUse(t.row_tag, row_key_.has_value(), options_.min_epoch,
+                                      absl::StrCat(who, "'s"));
+      !s.ok()) {
+    return s;
+  }
+  if (t.row_tag != embedding::RowTag::kNone && t.row_tag != embedding::RowTag::kLinearMac61) {
+    return absl::FailedPreconditionError(absl::StrCat(who, " serves a table with row tags of kind ",
+                                                      static_cast<int>(t.row_tag),
+                                                      ", which no pooled sum can be checked by"));
+  }
+  if (t.epoch < options_.min_epoch) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who, " serves table epoch ", t.epoch,
+                     ", older than the oldest this client accepts (min_epoch ", options_.min_epoch,
+                     "): refusing it"));
+  }
+  // A tagged table's product pools its two tag columns with the data.
+  const uint64_t columns = uint64_t{t.dim} + embedding::TagWords(t.row_tag);
   auto params = he::BagParams(t.log_n);
   if (!params.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -208,9 +232,9 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
     return absl::FailedPreconditionError(
         absl::StrCat(who, " sent an unusable table description: ", info.status().message()));
   }
-  if (info->rows != t.rows || info->dim != t.dim) {
+  if (info->rows != t.rows || info->dim != columns) {
     return absl::FailedPreconditionError(absl::StrCat(who, " describes its table as ", t.rows,
-                                                      " x ", t.dim, " and as ", info->rows, " x ",
+                                                      " x ", columns, " and as ", info->rows, " x ",
                                                       info->dim));
   }
   auto he_client = he::BagClient::Create(*ctx, *info);
@@ -227,7 +251,7 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
         sizes.query_bytes, " and ", sizes.answer_bytes,
         " bytes; this client sends and takes at most ", kMaxCallBytes, " bytes a call"));
   }
-  auto plan = he::MatVecPlan::Create(**ctx, t.dim, t.rows);
+  auto plan = he::MatVecPlan::Create(**ctx, columns, t.rows);
   if (!plan.ok()) return plan.status();
   if (sizes.galois_key_bytes != t.galois_key_bytes || plan->blocks() != t.query_blocks ||
       config.max_chunk_bytes < kMinKeyChunkBytes ||
@@ -243,6 +267,7 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
   auto bytes = he::SerializeGaloisKeys(**ctx, *keys);
   if (!bytes.ok()) return bytes.status();
   table_ = t;
+  columns_ = static_cast<uint32_t>(columns);
   table_.query_bytes = sizes.query_bytes;
   table_.answer_bytes = sizes.answer_bytes;
   max_chunk_bytes_ = config.max_chunk_bytes;
@@ -301,7 +326,10 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
   if (absl::Status s = Reconnect(); !s.ok()) return s;
   const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
   const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
-  std::vector<int64_t> sums(bags.size() * table_.dim);
+  std::vector<int64_t> sums(bags.size() * columns_);
+  const auto wipe = absl::MakeCleanup([&sums] {
+    sodium_memzero(sums.data(), sums.size() * sizeof(int64_t));  // the bags' sums, tags included
+  });
   // Bags go out in waves that fit the server's per-connection queue; each wave's queries are
   // encrypted just before it and its answers decoded right after, so that memory follows the
   // wave, not the lookup.
@@ -319,7 +347,7 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
       if (!bytes.ok()) return bytes.status();
       queries.push_back(*std::move(bytes));
     }
-    absl::Span<int64_t> out = absl::MakeSpan(sums).subspan(first * table_.dim);
+    absl::Span<int64_t> out = absl::MakeSpan(sums).subspan(first * columns_);
     absl::Status status = SendWave(queries, deadline, out);
     if (absl::IsAborted(status)) {
       // The server evicted this session's keys for another's: upload them again, retry once.
@@ -327,6 +355,22 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
       if (status.ok()) status = SendWave(queries, deadline, out);
     }
     if (!status.ok()) return status;
+  }
+  std::vector<int64_t> pooled(bags.size() * table_.dim);
+  const embedding::RowShape shape{embedding::RowFormat::kFixed32,
+                                  static_cast<uint8_t>(table_.frac_bits), table_.dim};
+  for (size_t b = 0; b < bags.size(); ++b) {
+    const absl::Span<const int64_t> bag_sums =
+        absl::MakeConstSpan(sums).subspan(b * columns_, columns_);
+    if (row_key_.has_value() &&
+        !embedding::PooledRowTagMatches(*row_key_, table_.epoch, shape, bags[b].rows,
+                                        bags[b].weights, bag_sums)) {
+      return absl::DataLossError(absl::StrCat(
+          "the pooled sum of bag ", b, " fails its authentication tag: ", transport_->Name(0),
+          " did not answer with the sum of the rows of the table's epoch ", table_.epoch,
+          " (a corrupted, tampered or relabelled table, or a wrong answer); not returning it"));
+    }
+    std::copy_n(bag_sums.begin(), table_.dim, pooled.begin() + b * table_.dim);
   }
   CallStats stats;
   stats.latency_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
@@ -341,7 +385,7 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
   totals_.lookups += stats.lookups;
   totals_.keys += stats.keys;
   totals_.calls += stats.calls;
-  return sums;
+  return pooled;
 }
 
 absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& queries,
@@ -394,7 +438,11 @@ absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& querie
     }
     auto pooled = he_->Decode(*answer);
     if (!pooled.ok()) return pooled.status();
-    std::copy(pooled->begin(), pooled->end(), sums.begin() + b * table_.dim);
+    if (pooled->size() != columns_) {
+      return absl::InternalError(
+          absl::StrCat("an answer decoded to ", pooled->size(), " sums, not ", columns_));
+    }
+    std::copy(pooled->begin(), pooled->end(), sums.begin() + b * columns_);
   }
   return absl::OkStatus();
 }

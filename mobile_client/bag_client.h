@@ -13,6 +13,13 @@
 // LookupPooledSums equals the plaintext sum and LookupPooled its dequantized value, as long as
 // sum_r |w_r| max|T| stays below 2^57 (INVALID_ARGUMENT otherwise, before anything is sent).
 //
+// Checked sums: a table built with --row-tag-kind=4 carries a linear MAC in two extra columns
+// (embedding/row_tag.h) that the server pools with the data. A client holding the table's row
+// key checks every bag's sums against it, and a sum that fails is DATA_LOSS, never returned: a
+// server that answers from another table, another epoch or with anything but the bag's sum
+// escapes with probability at most 2^-61 per answer. The tag columns count toward max|T| (below
+// 2^31), so the weights' L1 norm may then reach 2^26.
+//
 // The session: Connect reads the server's configuration, generates a BFV secret key (libsodium;
 // wiped when the client goes) and the Galois keys the table's product needs (public), and uploads
 // them. The keys last as long as the client: if the server evicts them (its key memory is
@@ -31,6 +38,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +46,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "embedding/row_tag.h"
 #include "mobile_client/client.h"
 #include "rpc/stats.h"
 
@@ -63,6 +72,12 @@ struct BagClientOptions {
   std::string tls_trusted_certs;
   std::string tls_server_name;
   bool allow_plaintext = false;
+  // The table's row key file (veil table build --row-tag-kind=4 writes TABLE.rowkey): with it
+  // every pooled sum is checked. Required when the server's table carries tags; with it an
+  // untagged table is refused (FAILED_PRECONDITION), as ClientOptions::row_key_file.
+  std::string row_key_file;
+  // The oldest table version (epoch) to accept, as ClientOptions::min_epoch. 0: any.
+  uint64_t min_epoch = 0;
 };
 
 // The table the server serves, and the session's sizes.
@@ -71,6 +86,7 @@ struct BagTableInfo {
   uint32_t dim = 0;
   int frac_bits = 0;  // value = int32 / 2^frac_bits
   uint64_t epoch = 0;
+  embedding::RowTag row_tag = embedding::RowTag::kNone;  // kLinearMac61: sums are checked
   std::array<uint8_t, 32> digest{};
   std::string digest_hex;
   int log_n = 0;                  // BFV ring degree 2^log_n
@@ -104,7 +120,7 @@ class BagClient {
   // indices.size(), a weights span of another length, a row >= rows, or weights too large for an
   // exact sum; UNAVAILABLE / DEADLINE_EXCEEDED naming the server; FAILED_PRECONDITION if the
   // server came back with another table or answers from another; DATA_LOSS if an answer cannot be
-  // decrypted exactly; and the server's error reply.
+  // decrypted exactly or a sum fails its tag; and the server's error reply.
   absl::StatusOr<std::vector<int64_t>> LookupPooledSums(absl::Span<const uint64_t> indices,
                                                         absl::Span<const uint32_t> bag_sizes,
                                                         absl::Span<const int64_t> weights);
@@ -146,13 +162,15 @@ class BagClient {
   // Before a call: reconnects the server when no replica is up (to the same table only).
   absl::Status Reconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends one wave of serialized queries (at most the server's per-connection queue) by the
-  // deadline and decodes the answers into `sums` (dim per query).
+  // deadline and decodes the answers into `sums` (columns_ per query).
   absl::Status SendWave(const std::vector<std::vector<uint8_t>>& queries, absl::Time deadline,
                         absl::Span<int64_t> sums) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const BagClientOptions options_;
   std::unique_ptr<Transport> transport_;
   BagTableInfo table_;
+  uint32_t columns_ = 0;  // pooled per bag: dim, and the two tag columns of a tagged table
+  std::optional<embedding::RowKey> row_key_;
   uint64_t max_chunk_bytes_ = 0;
   uint32_t max_queued_ciphertexts_ = 0;  // per connection
   std::shared_ptr<const he::BfvContext> ctx_;

@@ -22,7 +22,8 @@ extern "C" {
 /* The ABI's version. Fields are only ever appended to the structs of this header, and the version
  * bumps whenever a struct grows or functions are added (2: veil_client_options gained the TLS
  * fields; 3: layout lookups; 4: struct_size first in every options struct, row authentication
- * keys; 5: veil_lwe_client; 6: min_epoch in the client options; 7: veil_lwe_prepare_queries).
+ * keys; 5: veil_lwe_client; 6: min_epoch in the client options; 7: veil_lwe_prepare_queries;
+ * 8: row_key_file and min_epoch in veil_bag_client_options).
  * Every options struct starts with struct_size, which the caller sets to the sizeof the struct it
  * was compiled with: a library refuses (VEIL_ERR_INVALID_ARGUMENT) a size it does not know, so an
  * app built against another veil.h is detected instead of misread. Check veil_abi_version() ==
@@ -32,7 +33,7 @@ extern "C" {
  * with VEIL_ERR_INVALID_ARGUMENT (handles are opaque tokens the library tracks, never reused, so
  * a closed one never names a later handle's object); closing twice is harmless. Using a handle
  * while another thread closes it is not detected. */
-#define VEIL_ABI_VERSION 7
+#define VEIL_ABI_VERSION 8
 
 /* Return codes: the negated absl::StatusCode values. */
 #define VEIL_OK 0
@@ -244,6 +245,13 @@ typedef struct veil_bag_client_options {
   uint32_t timeout_ms;           /* connecting (key upload included) and each lookup; 0: 30000 */
   const char* tls_trusted_certs; /* as in veil_client_options; NULL: no TLS (loopback only) */
   const char* tls_server_name;   /* the name the server's certificate must hold; NULL: its HOST */
+  /* Version 8: the table's row key file (veil table build --row-tag-kind=4 writes TABLE.rowkey):
+   * with it every pooled sum is checked against the table's linear MAC, and a sum that fails is
+   * VEIL_ERR_DATA_LOSS, never returned. Required when the server's table carries tags; with it an
+   * untagged table is refused (VEIL_ERR_FAILED_PRECONDITION). NULL: none. */
+  const char* row_key_file;
+  /* Version 8: the oldest table version (epoch) to accept, as in veil_client_options. 0: any. */
+  uint64_t min_epoch;
 } veil_bag_client_options;
 
 typedef struct veil_bag_table_info {

@@ -78,6 +78,8 @@ int veil_bag_client_connect(const veil_bag_client_options* options, veil_bag_cli
     if (options->timeout_ms != 0) o.timeout = absl::Milliseconds(options->timeout_ms);
     if (options->tls_trusted_certs != nullptr) o.tls_trusted_certs = options->tls_trusted_certs;
     if (options->tls_server_name != nullptr) o.tls_server_name = options->tls_server_name;
+    if (options->row_key_file != nullptr) o.row_key_file = options->row_key_file;
+    o.min_epoch = options->min_epoch;
     auto client = veil::client::BagClient::Connect(o);
     if (!client.ok()) return Fail(client.status());
     *out_client = Register(new veil_bag_client{*std::move(client)});

@@ -164,6 +164,9 @@ struct BagConfig {
   maxChunkBytes @8 :UInt64;      # key bytes accepted in one uploadGaloisKeys call
   limits @9 :BagLimits;
   backend @10 :Text;             # "cpu", for diagnostics only
+  rowTag @11 :UInt8;             # embedding::RowTag: 0, or 4 (kLinearMac61): each row ends with
+                                 # two tag columns, pooled with the data (tableInfo's dim counts
+                                 # them, `dim` does not), which clients holding the row key check
 }
 
 interface BagServer extends(VeilServer) {

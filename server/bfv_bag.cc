@@ -153,6 +153,7 @@ kj::Promise<void> BagService::config(ConfigContext context) {
   limits.setMaxQueuedCiphertextsPerConnection(limits_.max_queued_ciphertexts_per_connection);
   limits.setMaxGaloisKeyBytes(limits_.max_galois_key_bytes);
   config.setBackend("cpu");
+  config.setRowTag(static_cast<uint8_t>(file_.row_tag()));
   return kj::READY_NOW;
 }
 
@@ -248,10 +249,11 @@ class BfvBagProtocol final : public Protocol {
   BatchScheduler scheduler_;
 };
 
-// The table's fixed-point values, row-major without the file's row padding.
+// The table's fixed-point values and tag columns (row_words per row), row-major without the
+// file's row padding.
 std::vector<int32_t> FixedValues(const embedding::Table& file) {
   std::vector<int32_t> values;
-  values.reserve(file.rows() * file.dim());
+  values.reserve(file.rows() * file.row_words());
   for (uint64_t r = 0; r < file.rows(); ++r) {
     for (uint32_t word : file.row(r)) values.push_back(static_cast<int32_t>(word));
   }
@@ -293,6 +295,15 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateBfvBagProtocol(const ProtocolEnv
         embedding::RowFormatName(file.format()),
         ": build it with veil table build --format=fixed"));
   }
+  if (file.row_tag() != embedding::RowTag::kNone &&
+      file.row_tag() != embedding::RowTag::kLinearMac61) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "protocol bfv-bag cannot serve a table whose rows carry ",
+        embedding::RowTagName(file.row_tag()),
+        " tags: a sum of such tags checks nothing, so its clients could not check a pooled sum. "
+        "Build it with veil table build --row-tag-kind=4 (a linear MAC that pooled sums keep), "
+        "or --row-tags=false"));
+  }
   auto params = he::BagParams(env.options.bfv_log_n);
   if (!params.ok()) return params.status();
   auto ctx = he::BfvContext::Create(*params);
@@ -301,7 +312,8 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreateBfvBagProtocol(const ProtocolEnv
   table->ctx = *std::move(ctx);
   table->log_n = env.options.bfv_log_n;
   table->threads = env.options.threads;
-  auto server = he::BagServer::Create(table->ctx, FixedValues(file), file.rows(), file.dim(),
+  // Tag columns (kind 4) are pooled with the data: the product has row_words columns.
+  auto server = he::BagServer::Create(table->ctx, FixedValues(file), file.rows(), file.row_words(),
                                       env.options.threads);
   if (!server.ok()) {
     return absl::InvalidArgumentError(

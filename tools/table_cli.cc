@@ -61,7 +61,7 @@ int Build(absl::Span<const std::string> operands, std::ostream& out, std::ostrea
   options.epoch = absl::GetFlag(FLAGS_epoch);
   options.frac_bits = absl::GetFlag(FLAGS_frac_bits);
   const int kind = absl::GetFlag(FLAGS_row_tag_kind);
-  if (kind != 2 && kind != 3) return UsageError("--row-tag-kind is 3, or 2", err);
+  if (kind < 2 || kind > 4) return UsageError("--row-tag-kind is 3, 4, or 2", err);
   options.row_tag = static_cast<embedding::RowTag>(kind);
   std::string key_path;  // where a new key goes; empty when none is written
   const std::string reused = absl::GetFlag(FLAGS_reuse_row_key);
@@ -179,7 +179,8 @@ const char kTableUsage[] =
     "      --dim may be left out for CSV input (taken from the first row). A new version of a\n"
     "      served table (rolling update): a larger --epoch, the same shape, and\n"
     "      --reuse-row-key=the key its clients hold (and --row-tag-kind=2 if the served table's\n"
-    "      tags are of kind 2: veil table inspect says).\n"
+    "      tags are of kind 2: veil table inspect says). --row-tag-kind=4 (a linear MAC) for a\n"
+    "      fixed table served by bfv-bag: its clients check pooled sums too.\n"
     "  veil table inspect FILE [--rows=N]\n"
     "      Header fields, the digest (not recomputed) and the first N rows dequantized.\n"
     "  veil table verify FILE\n"

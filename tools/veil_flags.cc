@@ -46,9 +46,11 @@ ABSL_FLAG(uint64_t, min_epoch, 0,
           "lookup: the oldest table version (epoch) to accept; servers that serve only older "
           "ones are refused");
 ABSL_FLAG(int, row_tag_kind, 3,
-          "table build: the tags' kind: 3 covers the epoch, the row and how its words are read; 2 "
-          "(tables built before kind 3) only for a new version of a table served with kind 2, "
-          "since a rolling update keeps the kind (restart the servers to move to 3)");
+          "table build: the tags' kind: 3 covers the epoch, the row and how its words are read; 4 "
+          "covers the same with a linear MAC, whose pooled sums bfv-bag clients can check too "
+          "(bags' weights then sum to at most 2^26 in absolute value); 2 (tables built before "
+          "kind 3) only for a new version of a table served with kind 2, since a rolling update "
+          "keeps the kind (restart the servers to move to 3 or 4)");
 ABSL_FLAG(std::string, reuse_row_key, "",
           "table build: tag rows under the key in this file instead of a new one, for a new "
           "version (--epoch) of a table whose clients hold that key (a rolling update)");

@@ -176,6 +176,98 @@ TEST(RowTagTest, TagsMatchTheFormatsKnownAnswers) {
             (std::array<uint32_t, 2>{0x262bdfc5u, 0x719f631fu}));
 }
 
+// Kind 4 (the linear MAC): pinned like the SipHash kinds. T = (sum_j k_j int32(data_j) + s_5) mod
+// (2^61 - 1) with k_j = SipHash(key, u8(1) || le64(7) || u8(4) || u8(16) || le32(3) || le64(j))
+// mod p and s_5 the same with u8(2) and le64(5); tag = (T mod 2^31, T >> 31).
+TEST(RowTagTest, LinearMacTagsMatchTheFormatsKnownAnswer) {
+  RowKey key;
+  for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(i);
+  const std::vector<uint32_t> data = {0x00000001u, 0xdeadbeefu, 0x3f800000u};
+  const RowShape shape{RowFormat::kFixed32, 16, 3};
+  EXPECT_EQ(ComputeRowTag(RowTag::kLinearMac61, key, 7, 5, shape, data),
+            (std::array<uint32_t, 2>{0x2fa62b48u, 0x0e2357bfu}));
+}
+
+// The linear MAC checks single rows like kind 3, and pooled sums over the integers (what bfv-bag
+// returns): right sums pass, and any change of a sum, of the tag columns, of the epoch, of a row
+// or of a weight fails.
+TEST(RowTagTest, LinearMacTagsCheckRowsAndPooledSums) {
+  ScratchDir dir;
+  const RowKey key = NewRowKey();
+  constexpr uint32_t kDim = 5;
+  constexpr uint64_t kRows = 40;
+  std::vector<float> values(kRows * kDim);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 17) - 8.25f;
+  const std::string path = dir.File("mac.veil");
+  ASSERT_TRUE(
+      WriteTable(path, RowFormat::kFixed32, kDim, values,
+                 {.epoch = 3, .frac_bits = 8, .row_key = key, .row_tag = RowTag::kLinearMac61})
+          .ok());
+  auto table = Table::Load(path, {});
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ((*table)->row_tag(), RowTag::kLinearMac61);
+  EXPECT_EQ((*table)->row_words(), kDim + 2);
+  const RowShape shape{RowFormat::kFixed32, 8, kDim};
+  const RowTag kind = RowTag::kLinearMac61;
+  for (uint64_t r = 0; r < kRows; ++r) {
+    auto row = (*table)->row(r);
+    const auto data = row.first(kDim), tag = row.subspan(kDim);
+    EXPECT_LT(tag[0], 1u << 31);
+    EXPECT_LT(tag[1], 1u << 30);
+    EXPECT_TRUE(RowTagMatches(kind, key, 3, r, shape, data, tag));
+    EXPECT_FALSE(RowTagMatches(kind, key, 3, r + 1, shape, data, tag)) << "index bound";
+    EXPECT_FALSE(RowTagMatches(kind, key, 4, r, shape, data, tag)) << "epoch bound";
+    EXPECT_FALSE(RowTagMatches(kind, key, 3, r, RowShape{RowFormat::kFixed32, 9, kDim}, data, tag))
+        << "shape bound";
+    EXPECT_FALSE(RowTagMatches(RowTag::kSipHash64Shape, key, 3, r, shape, data, tag));
+    std::vector<uint32_t> changed(data.begin(), data.end());
+    changed[r % kDim] ^= 1u << (r % 32);
+    EXPECT_FALSE(RowTagMatches(kind, key, 3, r, shape, changed, tag)) << "contents bound";
+  }
+
+  // Bags with repeated rows and negative weights; the sums of every column as integers.
+  std::mt19937_64 random(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<uint64_t> indices(1 + trial % 9);
+    std::vector<int64_t> weights(indices.size());
+    std::vector<int64_t> sums(kDim + 2, 0);
+    for (size_t i = 0; i < indices.size(); ++i) {
+      indices[i] = random() % kRows;
+      weights[i] = static_cast<int64_t>(random() % 2000) - 1000;
+      if (weights[i] >= 0) ++weights[i];  // nonzero: each row's pad counts
+      auto row = (*table)->row(indices[i]);
+      for (uint32_t j = 0; j < kDim + 2; ++j) sums[j] += weights[i] * static_cast<int32_t>(row[j]);
+    }
+    ASSERT_TRUE(PooledRowTagMatches(key, 3, shape, indices, weights, sums)) << trial;
+    EXPECT_FALSE(PooledRowTagMatches(key, 4, shape, indices, weights, sums)) << "epoch bound";
+    EXPECT_FALSE(PooledRowTagMatches(key, 3, RowShape{RowFormat::kFixed32, 8, kDim + 1}, indices,
+                                     weights, sums))
+        << "shape bound";
+    for (uint32_t j = 0; j < kDim + 2; ++j) {
+      for (int64_t delta : {int64_t{1}, int64_t{-1}, int64_t{1} << 31, int64_t{1} << 56}) {
+        std::vector<int64_t> wrong = sums;
+        wrong[j] += delta;
+        EXPECT_FALSE(PooledRowTagMatches(key, 3, shape, indices, weights, wrong))
+            << "column " << j << " off by " << delta;
+      }
+    }
+    // The same tag value written as (L - 2^31, H + 1) is the same sum: accepted.
+    std::vector<int64_t> carried = sums;
+    carried[kDim] -= int64_t{1} << 31;
+    carried[kDim + 1] += 1;
+    EXPECT_TRUE(PooledRowTagMatches(key, 3, shape, indices, weights, carried));
+    std::vector<uint64_t> other_rows = indices;
+    other_rows[0] = (other_rows[0] + 1) % kRows;
+    EXPECT_FALSE(PooledRowTagMatches(key, 3, shape, other_rows, weights, sums)) << "rows bound";
+    std::vector<int64_t> other_weights = weights;
+    other_weights[0] += 1;
+    EXPECT_FALSE(PooledRowTagMatches(key, 3, shape, indices, other_weights, sums))
+        << "weights bound";
+    EXPECT_FALSE(PooledRowTagMatches(key, 3, shape, indices, weights,
+                                     absl::MakeConstSpan(sums).first(kDim + 1)));
+  }
+}
+
 TEST(RowTagTest, KeyFilesRoundTripPrivately) {
   ScratchDir dir;
   const RowKey key = NewRowKey();

@@ -246,6 +246,95 @@ TEST_F(BagClientTest, ServerRefusesTablesAndLimitsItCannotServe) {
   EXPECT_THAT(ReadFile(n_log), HasSubstr("bfv-bag runs at N = 8192 or 16384, not 2^12"));
 }
 
+// Tables tagged with the linear MAC (--row-tag-kind=4): the server pools the two tag columns with
+// the data and a client holding the row key checks every bag's sums. A server answering from a
+// table with one flipped bit, or from an older version relabelled as newer, returns no sum.
+TEST_F(BagClientTest, TaggedTablesPooledSumsAreChecked) {
+  const embedding::RowKey key = embedding::NewRowKey();
+  const std::string key_file = testing::TempPath("mac.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, key).ok());
+  // The fixture's rows (same seed), tagged.
+  auto written = testing::WriteRandomTable("mac.veil", embedding::RowFormat::kFixed32, kRows, kDim,
+                                           11, 2, &key, embedding::RowTag::kLinearMac61);
+  ASSERT_TRUE(written.ok()) << written.status();
+  const std::string mac = *written;
+  // Row 100's lowest bit flipped, the digest recomputed (the tags left): a tampered table.
+  std::string bytes = ReadFile(mac);
+  auto opened = embedding::Table::Open(mac);
+  ASSERT_TRUE(opened.ok());
+  bytes[sizeof(embedding::TableHeader) + 100 * (*opened)->stride_words() * 4] ^= 0x01;
+  const std::string flipped_path = testing::TempPath("flipped.veil");
+  std::ofstream(flipped_path, std::ios::binary | std::ios::trunc) << bytes;
+  const std::string tampered = testing::RewriteTable(flipped_path, "tampered.veil", 2,
+                                                     embedding::RowTag::kLinearMac61, nullptr);
+  // Epoch 1's tags under the label of epoch 3.
+  auto epoch1 = testing::WriteRandomTable("mac1.veil", embedding::RowFormat::kFixed32, kRows, kDim,
+                                          11, 1, &key, embedding::RowTag::kLinearMac61);
+  ASSERT_TRUE(epoch1.ok()) << epoch1.status();
+  const std::string relabelled = testing::RewriteTable(*epoch1, "relabelled.veil", 3,
+                                                       embedding::RowTag::kLinearMac61, nullptr);
+
+  auto server = testing::StartBagServer(mac, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  BagClientOptions options = Options(**server);
+  options.row_key_file = key_file;
+  auto client = BagClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->table().row_tag, embedding::RowTag::kLinearMac61);
+  EXPECT_EQ((*client)->table().dim, kDim);
+  const std::vector<uint64_t> indices = {42, 1, 7, 1, 100, 0, 5};
+  const std::vector<uint32_t> bag_sizes = {1, 3, 3};
+  const std::vector<int64_t> weights = {3, -2, 5, 7, 1, 1 << 20, -12345};
+  auto sums = (*client)->LookupPooledSums(indices, bag_sizes, weights);
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, PlainSums(*table_, indices, bag_sizes, weights));
+
+  // Without the key the client refuses the tagged table rather than skip the check; with a key
+  // and an untagged table it refuses too.
+  auto keyless = BagClient::Connect(Options(**server));
+  ASSERT_FALSE(keyless.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(keyless.status())) << keyless.status();
+  EXPECT_THAT(keyless.status().message(), HasSubstr("row_key_file"));
+  auto untagged = testing::StartBagServer(path_, {});
+  ASSERT_TRUE(untagged.ok()) << untagged.status();
+  BagClientOptions with_key = Options(**untagged);
+  with_key.row_key_file = key_file;
+  EXPECT_TRUE(absl::IsFailedPrecondition(BagClient::Connect(with_key).status()));
+
+  // The tampered table: a bag holding row 100 fails, a bag without it is still the right sum.
+  auto bad = testing::StartBagServer(tampered, {});
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  options.server = (*bad)->address();
+  auto checked = BagClient::Connect(options);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  auto wrong = (*checked)->LookupPooledSums({100, 3}, {2}, {});
+  ASSERT_FALSE(wrong.ok()) << "a sum of the tampered row came back";
+  EXPECT_TRUE(absl::IsDataLoss(wrong.status())) << wrong.status();
+  EXPECT_THAT(wrong.status().message(), HasSubstr("bag 0 fails its authentication tag"));
+  auto right = (*checked)->LookupPooledSums({99, 3}, {2}, {});
+  ASSERT_TRUE(right.ok()) << right.status();
+  EXPECT_EQ(*right, PlainSums(*table_, {99, 3}, {2}, {}));
+
+  // Epoch 1 relabelled as epoch 3: every sum fails; min_epoch alone would not have caught it.
+  auto old = testing::StartBagServer(relabelled, {});
+  ASSERT_TRUE(old.ok()) << old.status();
+  options.server = (*old)->address();
+  options.min_epoch = 3;
+  auto fooled = BagClient::Connect(options);
+  ASSERT_TRUE(fooled.ok()) << fooled.status();
+  EXPECT_TRUE(absl::IsDataLoss((*fooled)->LookupPooledSums({5}, {1}, {}).status()));
+  options.min_epoch = 4;
+  EXPECT_TRUE(absl::IsFailedPrecondition(BagClient::Connect(options).status()));
+
+  // SipHash tags (kind 3, the default) cannot be pooled: the server refuses such a table.
+  auto siphash = testing::WriteRandomTable("siphash.veil", embedding::RowFormat::kFixed32, 20, kDim,
+                                           3, 1, &key);
+  ASSERT_TRUE(siphash.ok());
+  const std::string log = testing::TempPath("siphash.log");
+  EXPECT_FALSE(testing::StartBagServer(*siphash, {}, nullptr, log).ok());
+  EXPECT_THAT(ReadFile(log), HasSubstr("--row-tag-kind=4"));
+}
+
 TEST_F(BagClientTest, TheKeyMemoryBoundEvictsIdleSessions) {
   // Room for one session's keys (about 3.9 x their wire size while parsed), not two.
   auto ctx = he::BfvContext::Create(*he::BagParams(13));

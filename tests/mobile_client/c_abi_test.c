@@ -407,6 +407,17 @@ int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64
   CHECK(strstr(veil_last_error(), "speaks protocol \"dpf2\"") != NULL);
 
   options.server = bag_server;
+  /* Its table is epoch 1 and untagged: refused with a newer min_epoch, or a row key file (here
+   * one that is not there). */
+  options.min_epoch = 2;
+  CHECK(veil_bag_client_connect(&options, &client) == VEIL_ERR_FAILED_PRECONDITION);
+  CHECK(strstr(veil_last_error(), "(min_epoch 2)") != NULL);
+  options.min_epoch = 0;
+  options.row_key_file = "/nonexistent/table.rowkey";
+  CHECK(veil_bag_client_connect(&options, &client) == VEIL_ERR_NOT_FOUND);
+  CHECK(strstr(veil_last_error(), "cannot open row key /nonexistent/table.rowkey") != NULL);
+  CHECK(client == NULL);
+  options.row_key_file = NULL;
   CHECK(veil_bag_client_connect(&options, &client) == VEIL_OK);
   CHECK(client != NULL);
   CHECK(veil_bag_client_table_info(client, &info) == VEIL_OK);

@@ -46,7 +46,8 @@ std::string TempPath(const std::string& name) {
 
 absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding::RowFormat format,
                                              uint64_t rows, uint32_t dim, uint64_t seed,
-                                             uint64_t epoch, const embedding::RowKey* row_key) {
+                                             uint64_t epoch, const embedding::RowKey* row_key,
+                                             embedding::RowTag kind) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> value(-2.0f, 2.0f);
   std::vector<float> values(rows * dim);
@@ -56,6 +57,7 @@ absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding:
   options.epoch = epoch;
   options.frac_bits = 16;
   if (row_key != nullptr) options.row_key = *row_key;
+  options.row_tag = kind;
   if (absl::Status s = embedding::WriteTable(path, format, dim, values, options); !s.ok()) {
     return s;
   }

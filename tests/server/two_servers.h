@@ -31,12 +31,12 @@ namespace veil::testing {
 // A fresh path under the test's temporary directory.
 std::string TempPath(const std::string& name);
 
-// Writes a table of rows x dim values drawn uniformly from [-2, 2) with `seed` (rows tagged under
-// `row_key` when given); returns its path.
-absl::StatusOr<std::string> WriteRandomTable(const std::string& name, embedding::RowFormat format,
-                                             uint64_t rows, uint32_t dim, uint64_t seed,
-                                             uint64_t epoch = 1,
-                                             const embedding::RowKey* row_key = nullptr);
+// Writes a table of rows x dim values drawn uniformly from [-2, 2) with `seed` (rows tagged with
+// tags of kind `kind` under `row_key` when given); returns its path.
+absl::StatusOr<std::string> WriteRandomTable(
+    const std::string& name, embedding::RowFormat format, uint64_t rows, uint32_t dim,
+    uint64_t seed, uint64_t epoch = 1, const embedding::RowKey* row_key = nullptr,
+    embedding::RowTag kind = embedding::RowTag::kSipHash64Shape);
 
 // A copy (at TempPath(name)) of table `path` with the header's epoch set to `epoch`, its tag
 // kind to `kind` and (if `frac_bits` >= 0) its fractional bits to `frac_bits`, the digest
