@@ -195,6 +195,40 @@ TEST(IntegrityTest, PooledSumsOfATaggedTableAreCheckedRowByRow) {
               HasSubstr("servers 0 (" + (*good)->address() + ") and 1 (" + (*bad)->address()));
 }
 
+// Kind 4 (the linear MAC bfv-bag pools) checks single rows like kind 3.
+TEST(IntegrityTest, LinearMacTagsCheckEveryRowToo) {
+  const embedding::RowKey key = embedding::NewRowKey();
+  const std::string key_file = testing::TempPath("mac.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, key).ok());
+  auto table = testing::WriteRandomTable("mac.veil", embedding::RowFormat::kFixed32, kRows, kDim, 5,
+                                         1, &key, embedding::RowTag::kLinearMac61);
+  ASSERT_TRUE(table.ok());
+  auto opened = embedding::Table::Open(*table);
+  ASSERT_TRUE(opened.ok());
+  auto good = StartServer(0, *table);
+  auto honest = StartServer(1, *table);
+  auto bad = StartServer(1, CorruptedCopy(*table), {"--verify_table=false"});
+  ASSERT_TRUE(good.ok() && honest.ok() && bad.ok());
+  auto checked =
+      client::Client::Connect(Options((*good)->address(), (*honest)->address(), key_file));
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ((*checked)->table().row_tag, embedding::RowTag::kLinearMac61);
+  auto words = (*checked)->LookupWords({100, 0});
+  ASSERT_TRUE(words.ok()) << words.status();
+  for (uint64_t i = 0; i < 2; ++i) {
+    const auto row = (*opened)->row(i == 0 ? 100 : 0).first(kDim);
+    EXPECT_EQ(std::vector<uint32_t>(words->begin() + i * kDim, words->begin() + (i + 1) * kDim),
+              std::vector<uint32_t>(row.begin(), row.end()));
+  }
+  auto client = client::Client::Connect(Options((*good)->address(), (*bad)->address(), key_file));
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (uint64_t row : {uint64_t{7}, uint64_t{100}}) {
+    auto wrong = (*client)->LookupWords({row});
+    ASSERT_FALSE(wrong.ok()) << "row " << row << " came back wrong instead of failing";
+    EXPECT_TRUE(absl::IsDataLoss(wrong.status())) << wrong.status();
+  }
+}
+
 TEST(IntegrityTest, AnOlderVersionRelabelledAsNewerFailsItsTags) {
   // Both servers pass epoch 1's rows off as epoch 2 to a client that accepts only epoch 2 or newer
   // (it knows the current epoch): the tags cover the epoch, so no row comes back.
