@@ -284,11 +284,6 @@ absl::Status BagClient::UploadKeys(absl::Time deadline) {
   return keys_->Upload(*transport_, "Galois key upload", deadline);
 }
 
-absl::Status BagClient::Reconnect() {
-  if (!transport_->Lost()[0]) return absl::OkStatus();
-  return transport_->Connect({true}, transport_->reconnect_check());
-}
-
 absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
     absl::Span<const uint64_t> indices, absl::Span<const uint32_t> bag_sizes,
     absl::Span<const int64_t> weights) {
@@ -323,7 +318,7 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
   // and a key upload after an eviction.
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + options_.timeout;
-  if (absl::Status s = Reconnect(); !s.ok()) return s;
+  if (absl::Status s = transport_->ReconnectLost(); !s.ok()) return s;
   const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
   const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
   std::vector<int64_t> sums(bags.size() * columns_);
@@ -479,7 +474,7 @@ absl::StatusOr<std::vector<float>> BagClient::LookupPooled(absl::Span<const uint
 
 absl::StatusOr<rpc::StatsSnapshot> BagClient::ServerStats() {
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = Reconnect(); !s.ok()) return s;
+  if (absl::Status s = transport_->ReconnectLost(); !s.ok()) return s;
   return transport_->Stats(0);
 }
 

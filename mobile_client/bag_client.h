@@ -159,8 +159,6 @@ class BagClient {
   // (default: the timeout from now).
   absl::Status UploadKeys(absl::Time deadline = absl::InfiniteFuture())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Before a call: reconnects the server when no replica is up (to the same table only).
-  absl::Status Reconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends one wave of serialized queries (at most the server's per-connection queue) by the
   // deadline and decodes the answers into `sums` (columns_ per query).
   absl::Status SendWave(const std::vector<std::vector<uint8_t>>& queries, absl::Time deadline,

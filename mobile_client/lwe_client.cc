@@ -470,11 +470,6 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
   return lattice_config;
 }
 
-absl::Status LweClient::Reconnect() {
-  if (!transport_->Lost()[0]) return absl::OkStatus();
-  return transport_->Connect({true}, transport_->reconnect_check());
-}
-
 size_t LweClient::QueriesPerCall() const {
   return std::max<size_t>(
       1, std::min<uint64_t>({max_queries_per_call_,
@@ -631,7 +626,7 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
   // and a key upload after an eviction.
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + options_.timeout;
-  if (absl::Status s = Reconnect(); !s.ok()) return s;
+  if (absl::Status s = transport_->ReconnectLost(); !s.ok()) return s;
   const uint64_t up_before = transport_->bytes_up(), down_before = transport_->bytes_down();
   const uint64_t failovers_before = transport_->failovers(), hedges_before = transport_->hedges();
   const uint32_t data_words = table_.row_words, record_bytes = record_bytes_;
@@ -740,7 +735,7 @@ absl::StatusOr<std::vector<float>> LweClient::Lookup(absl::Span<const uint64_t> 
 
 absl::StatusOr<rpc::StatsSnapshot> LweClient::ServerStats() {
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = Reconnect(); !s.ok()) return s;
+  if (absl::Status s = transport_->ReconnectLost(); !s.ok()) return s;
   return transport_->Stats(0);
 }
 

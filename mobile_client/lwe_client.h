@@ -195,8 +195,6 @@ class LweClient {
   bool packed() const { return packed_ != nullptr; }
   // The hint blob from the cache or the server (chunk waves, resuming after a lost connection).
   absl::StatusOr<std::vector<uint8_t>> GetHint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Before a call: reconnects the server when no replica is up (ReadConfig checks each).
-  absl::Status Reconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queries in one answer call: within the server's limits, the queries and their answers each
   // within max_message_bytes.
   size_t QueriesPerCall() const;

@@ -132,7 +132,7 @@ absl::StatusOr<std::vector<uint8_t>> LweClient::GetHint() {
         absl::Now() < deadline) {
       // Resume this wave on a new connection, if the server still serves this hint.
       ++resumes;
-      if (absl::Status s = Reconnect(); !s.ok()) return s;
+      if (absl::Status s = transport_->ReconnectLost(); !s.ok()) return s;
       continue;
     }
     if (!status.ok()) return status;

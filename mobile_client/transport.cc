@@ -184,6 +184,12 @@ std::vector<bool> Transport::Lost() const {
   return lost;
 }
 
+absl::Status Transport::ReconnectLost() {
+  const std::vector<bool> lost = Lost();
+  if (std::find(lost.begin(), lost.end(), true) == lost.end()) return absl::OkStatus();
+  return Connect(lost, reconnect_check_);
+}
+
 absl::Status Transport::Run(const std::function<kj::Promise<absl::Status>()>& body,
                             const char* what) {
   try {

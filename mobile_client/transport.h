@@ -105,6 +105,8 @@ class Transport {
   const OnConnected& reconnect_check() const { return reconnect_check_; }
   // The servers none of whose replicas is up (reconnect them with Connect).
   std::vector<bool> Lost() const;
+  // Caller thread: Connect(Lost(), reconnect_check()) where a server is lost; OK where none is.
+  absl::Status ReconnectLost();
 
   // Loop thread: runs `send` on a replica of server s, with failover and hedging (see above);
   // a replica without a connection is connected before the call goes to it (with
