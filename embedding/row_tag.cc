@@ -52,6 +52,7 @@ uint64_t MacValue(const RowKey& key, uint8_t domain, uint64_t epoch, const RowSh
   put(n, 8);
   uint8_t out[8];
   crypto_shorthash_siphash24(out, message, sizeof(message), key.data());
+  sodium_memzero(message, sizeof(message));  // a client's row index
   uint64_t v = 0;
   for (int b = 7; b >= 0; --b) v = (v << 8) | out[b];
   sodium_memzero(out, sizeof(out));

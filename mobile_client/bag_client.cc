@@ -237,6 +237,12 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
                                                       " x ", columns, " and as ", info->rows, " x ",
                                                       info->dim));
   }
+  if (t.row_tag == embedding::RowTag::kLinearMac61) {
+    // The tag's check holds while every true sum stays below p = 2^61 - 1 in absolute value, and
+    // the weights are bounded by the largest |value| the server states: take the largest any
+    // int32 column can hold instead, so that a server understating it cannot make sums wrap.
+    info->max_abs = std::max<uint32_t>(info->max_abs, uint32_t{1} << 31);
+  }
   auto he_client = he::BagClient::Create(*ctx, *info);
   if (!he_client.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -314,6 +320,7 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
   }
 
   absl::MutexLock lock(&mu_);
+  if (!stopped_.empty()) return absl::FailedPreconditionError(stopped_);
   // One deadline for the whole lookup: a reconnection (bounded by the timeout too), its calls,
   // and a key upload after an eviction.
   const absl::Time start = absl::Now();
@@ -351,21 +358,28 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
     }
     if (!status.ok()) return status;
   }
-  std::vector<int64_t> pooled(bags.size() * table_.dim);
   const embedding::RowShape shape{embedding::RowFormat::kFixed32,
                                   static_cast<uint8_t>(table_.frac_bits), table_.dim};
-  for (size_t b = 0; b < bags.size(); ++b) {
-    const absl::Span<const int64_t> bag_sums =
-        absl::MakeConstSpan(sums).subspan(b * columns_, columns_);
-    if (row_key_.has_value() &&
-        !embedding::PooledRowTagMatches(*row_key_, table_.epoch, shape, bags[b].rows,
-                                        bags[b].weights, bag_sums)) {
+  for (size_t b = 0; row_key_.has_value() && b < bags.size(); ++b) {
+    if (!embedding::PooledRowTagMatches(
+            *row_key_, table_.epoch, shape, bags[b].rows, bags[b].weights,
+            absl::MakeConstSpan(sums).subspan(b * columns_, columns_))) {
+      // The server chooses what its answers hold (any linear function of the encrypted
+      // weights), so whether a check fails can tell it something about a bag: stop here.
+      stopped_ = absl::StrCat(
+          "a pooled sum from ", transport_->Name(0),
+          " failed its authentication tag, so this client makes no more lookups (each failure "
+          "can tell the server something about a bag): stop using that server");
       return absl::DataLossError(absl::StrCat(
           "the pooled sum of bag ", b, " fails its authentication tag: ", transport_->Name(0),
           " did not answer with the sum of the rows of the table's epoch ", table_.epoch,
-          " (a corrupted, tampered or relabelled table, or a wrong answer); not returning it"));
+          " (a corrupted, tampered or relabelled table, or a wrong answer); not returning it, and "
+          "making no more lookups"));
     }
-    std::copy_n(bag_sums.begin(), table_.dim, pooled.begin() + b * table_.dim);
+  }
+  std::vector<int64_t> pooled(bags.size() * table_.dim);
+  for (size_t b = 0; b < bags.size(); ++b) {
+    std::copy_n(sums.begin() + b * columns_, table_.dim, pooled.begin() + b * table_.dim);
   }
   CallStats stats;
   stats.latency_ms = absl::ToDoubleMilliseconds(absl::Now() - start);

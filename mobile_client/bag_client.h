@@ -17,8 +17,10 @@
 // (embedding/row_tag.h) that the server pools with the data. A client holding the table's row
 // key checks every bag's sums against it, and a sum that fails is DATA_LOSS, never returned: a
 // server that answers from another table, another epoch or with anything but the bag's sum
-// escapes with probability at most 2^-61 per answer. The tag columns count toward max|T| (below
-// 2^31), so the weights' L1 norm may then reach 2^26.
+// escapes with probability at most 2^-61 per answer. After such a failure the client makes no
+// more lookups (FAILED_PRECONDITION): the server chooses what its answers hold, any linear
+// function of the encrypted weights, so whether a check fails tells it something about a bag. The
+// tag columns count toward max|T| (below 2^31), so the weights' L1 norm may then reach 2^26.
 //
 // The session: Connect reads the server's configuration, generates a BFV secret key (libsodium;
 // wiped when the client goes) and the Galois keys the table's product needs (public), and uploads
@@ -120,7 +122,8 @@ class BagClient {
   // indices.size(), a weights span of another length, a row >= rows, or weights too large for an
   // exact sum; UNAVAILABLE / DEADLINE_EXCEEDED naming the server; FAILED_PRECONDITION if the
   // server came back with another table or answers from another; DATA_LOSS if an answer cannot be
-  // decrypted exactly or a sum fails its tag; and the server's error reply.
+  // decrypted exactly or a sum fails its tag, and FAILED_PRECONDITION for every lookup after
+  // that; and the server's error reply.
   absl::StatusOr<std::vector<int64_t>> LookupPooledSums(absl::Span<const uint64_t> indices,
                                                         absl::Span<const uint32_t> bag_sizes,
                                                         absl::Span<const int64_t> weights);
@@ -183,6 +186,8 @@ class BagClient {
   mutable absl::Mutex mu_;  // serializes the calls
   CallStats last_call_ ABSL_GUARDED_BY(mu_);
   CallStats totals_ ABSL_GUARDED_BY(mu_);
+  // Why lookups are refused after a sum failed its tag; empty until then.
+  std::string stopped_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace veil::client

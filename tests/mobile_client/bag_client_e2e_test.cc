@@ -311,7 +311,15 @@ TEST_F(BagClientTest, TaggedTablesPooledSumsAreChecked) {
   ASSERT_FALSE(wrong.ok()) << "a sum of the tampered row came back";
   EXPECT_TRUE(absl::IsDataLoss(wrong.status())) << wrong.status();
   EXPECT_THAT(wrong.status().message(), HasSubstr("bag 0 fails its authentication tag"));
-  auto right = (*checked)->LookupPooledSums({99, 3}, {2}, {});
+  // After a failure the client makes no more lookups: whether a check fails can tell the server
+  // something about a bag.
+  auto after = (*checked)->LookupPooledSums({99, 3}, {2}, {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(after.status())) << after.status();
+  EXPECT_THAT(after.status().message(), HasSubstr("makes no more lookups"));
+  // A new client gets the sums of bags without the tampered row right.
+  auto again = BagClient::Connect(options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto right = (*again)->LookupPooledSums({99, 3}, {2}, {});
   ASSERT_TRUE(right.ok()) << right.status();
   EXPECT_EQ(*right, PlainSums(*table_, {99, 3}, {2}, {}));
 
@@ -531,10 +539,13 @@ TEST_F(BagClientTest, AKeyUploadAfterAnEvictionEndsWithinTheLookupsTimeout) {
   EXPECT_LT(took, o.timeout + absl::Milliseconds(600));
 }
 
-// A stand-in bfv-bag server whose config describes, consistently, a table of `rows` rows.
-class HugeBagServer final : public rpc::BagServer::Server {
+// A stand-in bfv-bag server whose config describes, consistently, a table of `rows` rows of 4
+// values (with two tag columns of `kind` 4), whose largest |value| it says is 1. It takes key
+// uploads and answers nothing.
+class StandInBagServer final : public rpc::BagServer::Server {
  public:
-  explicit HugeBagServer(uint64_t rows) : rows_(rows) {}
+  explicit StandInBagServer(uint64_t rows, embedding::RowTag kind = embedding::RowTag::kNone)
+      : rows_(rows), kind_(kind) {}
 
  protected:
   kj::Promise<void> hello(HelloContext context) override {
@@ -542,8 +553,10 @@ class HugeBagServer final : public rpc::BagServer::Server {
   }
   kj::Promise<void> config(ConfigContext context) override {
     auto ctx = *he::BfvContext::Create(*he::BagParams(13));
-    const he::BagTableInfo info{ctx->id(), rows_, 4, 1};
+    const uint64_t columns = 4 + embedding::TagWords(kind_);
+    const he::BagTableInfo info{ctx->id(), rows_, columns, 1};
     auto c = context.getResults().initConfig();
+    c.setRowTag(static_cast<uint8_t>(kind_));
     const uint8_t digest[32] = {3};
     c.initTable().setDigest(capnp::Data::Reader(digest, sizeof(digest)));
     c.getTable().setEpoch(1);
@@ -552,7 +565,7 @@ class HugeBagServer final : public rpc::BagServer::Server {
     c.setLogN(13);
     const std::vector<uint8_t> bytes = he::SerializeBagTableInfo(info);
     c.setTableInfo(capnp::Data::Reader(bytes.data(), bytes.size()));
-    c.setQueryBlocks(he::MatVecPlan::Create(*ctx, 4, rows_)->blocks());
+    c.setQueryBlocks(he::MatVecPlan::Create(*ctx, columns, rows_)->blocks());
     c.setGaloisKeyBytes((*he::BagClient::Create(ctx, info))->Sizes().galois_key_bytes);
     c.setMaxChunkBytes(1 << 20);
     auto limits = c.initLimits();
@@ -561,20 +574,58 @@ class HugeBagServer final : public rpc::BagServer::Server {
     limits.setMaxQueuedCiphertextsPerConnection(0xffffffffu);
     return kj::READY_NOW;
   }
+  kj::Promise<void> uploadGaloisKeys(UploadGaloisKeysContext context) override {
+    auto params = context.getParams();
+    received_ = params.getOffset() + params.getChunk().size();
+    auto results = context.getResults();
+    results.setReceivedBytes(received_);
+    auto ctx = *he::BfvContext::Create(*he::BagParams(13));
+    const uint64_t columns = 4 + embedding::TagWords(kind_);
+    const he::BagTableInfo info{ctx->id(), rows_, columns, 1};
+    results.setInstalled(received_ ==
+                         (*he::BagClient::Create(ctx, info))->Sizes().galois_key_bytes);
+    return kj::READY_NOW;
+  }
 
  private:
   uint64_t rows_;
+  embedding::RowTag kind_;
+  uint64_t received_ = 0;
 };
 
 TEST(BagClientHostileTest, AServerClaimingAHugeTableIsRefusedAtConnect) {
   // 2^32 rows: every lookup would allocate their weights (tens of GB) and 2^19 ciphertexts.
   testing::StandInServer server(
-      [] { return capnp::Capability::Client(kj::heap<HugeBagServer>(uint64_t{1} << 32)); });
+      [] { return capnp::Capability::Client(kj::heap<StandInBagServer>(uint64_t{1} << 32)); });
   BagClientOptions o;
   o.server = server.address();
   auto client = BagClient::Connect(o);
   EXPECT_EQ(client.status().code(), absl::StatusCode::kResourceExhausted) << client.status();
   EXPECT_THAT(client.status().message(), HasSubstr("rows x 4 whose queries and answers take"));
+}
+
+// A server that understates its table's largest |value| would let a client send weights whose
+// true sums exceed p = 2^61 - 1, which the linear MAC cannot tell from sums off by a multiple of
+// p. A client checking a tagged table bounds the weights by the largest int32 instead.
+TEST(BagClientHostileTest, ATaggedTablesWeightsAreBoundedWhateverTheServerSays) {
+  testing::StandInServer server([] {
+    return capnp::Capability::Client(
+        kj::heap<StandInBagServer>(100, embedding::RowTag::kLinearMac61));
+  });
+  const std::string key_file = testing::TempPath("standin.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, embedding::NewRowKey()).ok());
+  BagClientOptions o;
+  o.server = server.address();
+  o.row_key_file = key_file;
+  auto client = BagClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  // 2^27 x 2^31 = 2^58 > (t - 1) / 2: refused before anything is sent (the server says 1).
+  auto sums = (*client)->LookupPooledSums({3}, {1}, {int64_t{1} << 27});
+  EXPECT_TRUE(absl::IsInvalidArgument(sums.status())) << sums.status();
+  EXPECT_THAT(sums.status().message(), HasSubstr("largest |value| (2147483648)"));
+  // 2^33 x 2^31 = 2^64: refused too.
+  sums = (*client)->LookupPooledSums({3}, {1}, {int64_t{1} << 33});
+  EXPECT_TRUE(absl::IsInvalidArgument(sums.status())) << sums.status();
 }
 
 }  // namespace

@@ -98,6 +98,9 @@ TEST(Bag, ExactAtTheLargestAllowedWeights) {
   ASSERT_EQ(too_much.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(too_much.status().message().find("the pooled sum would not be exact"),
             std::string::npos);
+  // 2^33 x 2^31 = 2^64: the bound is computed past 64 bits.
+  EXPECT_EQ(client->Query({0}, {int64_t{1} << 33}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Bag, RejectsBadInput) {
