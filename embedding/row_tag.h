@@ -27,7 +27,8 @@
 // words differ by less than 2^32) passes with probability 1/p = 2^-61 per attempt, whatever the
 // server adds to the tag columns; a wrong epoch, row or shape changes the pads and fails the same
 // way. The same kind checks single rows (dpf2, LWE) like kind 3. Build each epoch once: two
-// different tables of one epoch under one key would reveal sums of the k_j.
+// different tables of one epoch under one key would reveal sums of the k_j (veil table build
+// keeps a list, tools/table_cli.cc).
 #ifndef VEIL_EMBEDDING_ROW_TAG_H_
 #define VEIL_EMBEDDING_ROW_TAG_H_
 

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -12,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "embedding/row_format.h"
 #include "embedding/table.h"
@@ -41,6 +44,26 @@ constexpr uint32_t kInspectValuesPerRow = 8;
 int UsageError(absl::string_view message, std::ostream& err) {
   err << "veil table: " << message << "\n" << kTableUsage;
   return kUsage;
+}
+
+// Kind 4's tags are a linear MAC: two different tables of one epoch under one key would reveal
+// sums of its secret weights, and with enough of them every tag of that epoch could be forged. So
+// the epochs built with a key under kind 4 are listed next to it (KEY.epochs), and an epoch is
+// built once (veil table build refuses it again under --reuse-row-key). Returns whether `epoch`
+// is listed in `path` (a missing file lists none).
+absl::StatusOr<bool> EpochListed(const std::string& path, uint64_t epoch) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::stringstream text;
+  text << in.rdbuf();
+  for (absl::string_view line : absl::StrSplit(text.str(), '\n', absl::SkipWhitespace())) {
+    uint64_t listed = 0;
+    if (!absl::SimpleAtoi(line, &listed)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " holds \"", line, "\", not an epoch"));
+    }
+    if (listed == epoch) return true;
+  }
+  return false;
 }
 
 int Build(absl::Span<const std::string> operands, std::ostream& out, std::ostream& err) {
@@ -86,6 +109,25 @@ int Build(absl::Span<const std::string> operands, std::ostream& out, std::ostrea
     key_path =
         absl::GetFlag(FLAGS_row_key).empty() ? out_path + ".rowkey" : absl::GetFlag(FLAGS_row_key);
   }
+  // Where kind 4's epochs are listed: next to the key (a new key starts a new list).
+  const std::string epochs_path =
+      options.row_key && options.row_tag == embedding::RowTag::kLinearMac61
+          ? (reused.empty() ? key_path : reused) + ".epochs"
+          : "";
+  if (!epochs_path.empty() && !reused.empty()) {
+    absl::StatusOr<bool> listed = EpochListed(epochs_path, options.epoch);
+    if (!listed.ok()) {
+      err << "veil table: " << listed.status() << "\n";
+      return kFailed;
+    }
+    if (*listed) {
+      err << "veil table: epoch " << options.epoch << " was already built under this key ("
+          << epochs_path << "): a table tagged with kind 4 (a linear MAC) needs a new --epoch for "
+          << "each build, since two tables of one epoch under one key would let a server forge "
+             "that epoch's tags\n";
+      return kFailed;
+    }
+  }
   const absl::Status status = !csv.empty()
                                   ? WriteTableFromCsv(csv, out_path, *format, dim, options)
                                   : WriteTableFromF32File(f32, out_path, *format, dim, options);
@@ -100,6 +142,12 @@ int Build(absl::Span<const std::string> operands, std::ostream& out, std::ostrea
       err << "veil table: " << written << "\n";
       return kFailed;
     }
+  }
+  if (!epochs_path.empty() &&
+      !(std::ofstream(epochs_path, reused.empty() ? std::ios::trunc : std::ios::app)
+        << options.epoch << "\n")) {
+    err << "veil table: cannot record epoch " << options.epoch << " in " << epochs_path << "\n";
+    return kFailed;
   }
   absl::StatusOr<std::unique_ptr<Table>> table = Table::Open(out_path);
   if (!table.ok()) {

@@ -191,6 +191,28 @@ TEST(TableCliTest, ANewVersionReusesTheRowKeyItsClientsHold) {
                 .code,
             2);
 
+  // Kind 4 (a linear MAC): each epoch once per key. A new key starts the list next to it; an
+  // epoch already built under a reused key is refused, a new one is built and listed.
+  auto mac_build = [&](const std::string& epoch, const std::string& key_flag,
+                       const std::string& out) {
+    return RunCli({"build", "--csv=" + dir.File("v2.csv"), "--format=fixed", "--row-tag-kind=4",
+                   "--epoch=" + epoch, key_flag, "--out=" + dir.File(out)});
+  };
+  ASSERT_EQ(mac_build("5", "--row-key=" + dir.File("mac.rowkey"), "m5.veil").code, 0);
+  const std::string reuse_mac = "--reuse-row-key=" + dir.File("mac.rowkey");
+  CliResult again = mac_build("5", reuse_mac, "m5b.veil");
+  EXPECT_EQ(again.code, 1);
+  EXPECT_THAT(again.err, HasSubstr("epoch 5 was already built under this key"));
+  EXPECT_FALSE(embedding::Table::Open(dir.File("m5b.veil")).ok()) << "nothing written";
+  ASSERT_EQ(mac_build("6", reuse_mac, "m6.veil").code, 0);
+  EXPECT_EQ(mac_build("6", reuse_mac, "m6b.veil").code, 1);
+  std::ifstream listed(dir.File("mac.rowkey.epochs"));
+  std::string epochs((std::istreambuf_iterator<char>(listed)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(epochs, "5\n6\n");
+  auto m6 = embedding::Table::Open(dir.File("m6.veil"));
+  ASSERT_TRUE(m6.ok());
+  EXPECT_EQ((*m6)->row_tag(), embedding::RowTag::kLinearMac61);
+
   const std::string reuse = "--reuse-row-key=" + dir.File("v1.veil.rowkey");
   EXPECT_EQ(RunCli({"build", "--csv=" + dir.File("v2.csv"), "--format=fp32", reuse,
                     "--row-key=" + dir.File("k"), "--out=" + dir.File("x.veil")})
