@@ -242,7 +242,7 @@ struct Listener::Entry : Slot {
   FrameTracker frames;                                // arriving messages
   FrameTracker replies;                               // messages going out
   // Calls (and bootstraps) received and not yet returned: a connection waiting for its answers
-  // is not evicted as idle at the limit (the idle timeout still applies).
+  // is not evicted as idle at the limit.
   uint32_t calls = 0;
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<rpc::WipingMessageStream> messages;  // requests' keys wiped once released
@@ -254,6 +254,11 @@ struct Listener::Entry : Slot {
   void MakeRoom(uint64_t bytes) { listener.MakeRoom(bytes, *this); }
   // Counts its connection closed for `reason` (when it is closed other than by Listener::Close).
   void CountClosed(const char* reason) { listener.stats_.RecordClosedConnection(reason); }
+  // Whether the server is working on its calls: calls in flight and no reply waiting to be
+  // written (one that waits means the client is not reading, and the idle timeout applies).
+  bool Working() {
+    return calls > 0 && (network.get() == nullptr || network->getCurrentQueueCount() == 0);
+  }
 };
 
 // One stream in its TLS handshake.
@@ -468,7 +473,8 @@ kj::Promise<void> Listener::SweepLoop() {
       if (entry->kill.get() == nullptr) continue;
       if (now - entry->message_start > limits_.read_timeout) {
         Close(*entry, "read_timeout", "a message did not arrive whole within the read timeout");
-      } else if (!entry->frames.in_message() && now - entry->last_activity > limits_.idle_timeout) {
+      } else if (!entry->frames.in_message() && !entry->Working() &&
+                 now - entry->last_activity > limits_.idle_timeout) {
         Close(*entry, "idle", "idle");
       }
     }

@@ -388,6 +388,26 @@ TEST_F(LimitsTest, ConnectionsWaitingForTheirAnswersAreNotClosed) {
   EXPECT_EQ(refused, 1);
 }
 
+TEST_F(LimitsTest, ACallTakingLongerThanTheIdleTimeoutIsAnswered) {
+  // One call of 768 rows of a 2^22-row table on one thread takes about three seconds, with no
+  // byte on its connection meanwhile; the idle timeout is one second. Before, the sweep closed
+  // the connection as idle and the lookup failed. An idle connection is still closed.
+  Start({"--idle_timeout_s=1", "--threads=1", "--metrics=127.0.0.1:0"}, 1 << 22);
+  auto client = client::Client::Connect(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<uint64_t> rows(768);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = (i * 1367) % (1 << 22);
+  const absl::Time start = absl::Now();
+  auto words = (**client).LookupWords(rows);
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_TRUE(words.ok()) << words.status();
+  ASSERT_GT(took, absl::Milliseconds(1400)) << "too fast to show anything: more rows";
+  EXPECT_EQ(ClosedAndRefused(log_, "idle").first, 0) << "closed during the call, sent again";
+  RawSocket idle(server_[0]->port());
+  EXPECT_TRUE(idle.ClosedByPeer(absl::Seconds(3)));
+  EXPECT_GE(ClosedAndRefused(log_, "idle").first, 1);
+}
+
 TEST_F(LimitsTest, SlowSendersHoldNeitherMemoryNorConnectionsForLong) {
   // Each slow sender declares a message of ~2 MB and sends a little of it. The budget for
   // arriving messages (8 MB) closes all but three at once (each newcomer's message takes the
@@ -462,8 +482,9 @@ TEST_F(LimitsTest, AClientThatNeverReadsItsRepliesStopsBeingRead) {
   // (~2.3 KB a call: +918 MB for 400,000). Now it stops reading such a connection once ~1,000
   // replies wait, and says so; later calls wait in the sockets and the client. The test watches
   // the server's log rather than the client's queue: how many calls the sockets hold before the
-  // client's queue grows depends on the kernel's buffer sizes (44,000 calls here).
-  Start({});
+  // client's queue grows depends on the kernel's buffer sizes (44,000 calls here). Its calls in
+  // flight do not keep it open: the idle timeout closes it once nothing moves.
+  Start({"--idle_timeout_s=2", "--metrics=127.0.0.1:0"});
   const uint64_t rss_before = server_[0]->ResidentKb();
   const auto server_stopped_reading = [&] {
     std::ifstream log(log_);
@@ -495,6 +516,11 @@ TEST_F(LimitsTest, AClientThatNeverReadsItsRepliesStopsBeingRead) {
     for (int i = 0; i < 10; ++i) send_calls();
     const uint64_t rss_during = server_[0]->ResidentKb();
     EXPECT_LT(rss_during, rss_before + 32 * 1024) << "KB after " << calls.size() << " calls";
+    const absl::Time closed_by = absl::Now() + absl::Seconds(5);
+    while (ClosedAndRefused(log_, "idle").first < 1 && absl::Now() < closed_by) {
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    EXPECT_EQ(ClosedAndRefused(log_, "idle").first, 1) << "the deaf connection, idle";
     // Others are served meanwhile.
     auto client = client::Client::Connect(Options());
     ASSERT_TRUE(client.ok()) << client.status();
