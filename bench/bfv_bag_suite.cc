@@ -114,6 +114,9 @@ absl::Status BfvBagE2e(const Flags& flags) {
   // The two-server lookup pads every bag to this many keys (ClientOptions::pad_bags_to; 0: not).
   const uint32_t pad_bags = static_cast<uint32_t>(flags.Int("pad-bags", 32));
   const std::string server_bin = flags.Str("server-bin", tools::ServerBinaryNextToSelf());
+  // 1: the table is tagged with the linear MAC (row tag kind 4) and both clients check what
+  // they get (bfv-bag its sums, dpf2 every row of its bags).
+  const bool row_tags = flags.Int("row-tags", 0) != 0;
   if (rows == 0 || dim == 0 || bag_size == 0 || bag_size > rows || reps < 1 || threads < 1) {
     return absl::InvalidArgumentError(
         "--rows, --dim, --bag (<= rows), --reps and --threads must be positive");
@@ -130,6 +133,14 @@ absl::Status BfvBagE2e(const Flags& flags) {
     for (float& v : values) v = dist(gen);
     embedding::TableOptions options;
     options.frac_bits = 16;
+    if (row_tags) {
+      options.row_key = embedding::NewRowKey();
+      options.row_tag = embedding::RowTag::kLinearMac61;
+      if (absl::Status s = embedding::WriteRowKeyFile(dir + "/table.rowkey", *options.row_key);
+          !s.ok()) {
+        return s;
+      }
+    }
     absl::Status s =
         embedding::WriteTable(table_path, embedding::RowFormat::kFixed32, dim, values, options);
     if (!s.ok()) return s;
@@ -154,6 +165,7 @@ absl::Status BfvBagE2e(const Flags& flags) {
   client::BagClientOptions bag_options;
   bag_options.server = (*bag_server)->address();
   bag_options.timeout = absl::Seconds(300);
+  if (row_tags) bag_options.row_key_file = dir + "/table.rowkey";
   const absl::Time connect_start = absl::Now();
   auto bag_client = client::BagClient::Connect(bag_options);
   if (!bag_client.ok()) return bag_client.status();
@@ -163,6 +175,7 @@ absl::Status BfvBagE2e(const Flags& flags) {
   dpf_options.server1 = dpf_servers[1]->address();
   dpf_options.timeout = absl::Seconds(60);
   dpf_options.pad_bags_to = pad_bags;
+  if (row_tags) dpf_options.row_key_file = dir + "/table.rowkey";
   auto dpf_client = client::Client::Connect(dpf_options);
   if (!dpf_client.ok()) return dpf_client.status();
   std::cerr << "bfv-bag-e2e: connected (" << connect_ms << " ms with key generation and "
@@ -222,6 +235,7 @@ absl::Status BfvBagE2e(const Flags& flags) {
       .Add("bag", int64_t{bag_size})
       .Add("reps", reps)
       .Add("threads", threads)
+      .Add("row_tags", int64_t{row_tags})
       .Add("log_n", info.log_n)
       .Add("query_blocks", int64_t{info.query_blocks})
       .Add("server_ms", he_stats.ok() ? he_stats->latency_p50_ms : -1.0)
@@ -247,11 +261,15 @@ absl::Status BfvBagE2e(const Flags& flags) {
 }
 
 const char kHelp[] =
-    "--rows --dim --bag [--reps=10 --threads=1 --pad-bags=32 --server-bin]: one bfv-bag server and a BagClient "
+    "--rows --dim --bag [--reps=10 --threads=1 --pad-bags=32 --row-tags=0|1 --server-bin]: one "
+    "bfv-bag server and a BagClient "
     "doing --reps pooled lookups of --bag random rows with random weights: server_ms (median call "
     "time on the server), bytes_up / bytes_down per lookup, errors, max_abs_error, "
     "galois_key_bytes (once per session), connect_ms; and dpf_* for the two-server DPF pooled "
-    "lookup of the same bags on the same table, its bags padded to --pad-bags keys (0: not padded)";
+    "lookup of the same bags on the same table, its bags padded to --pad-bags keys (0: not "
+    "padded). --row-tags=1 tags the table with the linear MAC (kind 4) and both clients check "
+    "it: bfv-bag its pooled sums, dpf2 each row of its bags (fetched one by one and summed on the "
+    "client)";
 
 SuiteRegistration bfv_bag_e2e("bfv-bag-e2e", kHelp, BfvBagE2e);
 

@@ -150,6 +150,12 @@ class LimitsTest : public ::testing::Test {
     o.server1 = server_[1]->address();
     return o;
   }
+  // For lookups made slow on purpose, which take longer still while other tests share the CPU.
+  client::ClientOptions SlowOptions() const {
+    client::ClientOptions o = Options();
+    o.timeout = absl::Seconds(60);
+    return o;
+  }
   // A lookup of a few rows, checked against the table.
   absl::Status GoodLookup(client::Client& client, uint64_t seed) {
     auto table = embedding::Table::Open(table_);
@@ -351,7 +357,7 @@ TEST_F(LimitsTest, ConnectionsWaitingForTheirAnswersAreNotClosed) {
   const absl::Time start = absl::Now();
   for (int c = 0; c < 2; ++c) {
     lookups.emplace_back([&, c] {
-      auto client = client::Client::Connect(Options());
+      auto client = client::Client::Connect(SlowOptions());
       if (!client.ok()) {
         results[c] = client.status();
         return;
@@ -393,7 +399,7 @@ TEST_F(LimitsTest, ACallTakingLongerThanTheIdleTimeoutIsAnswered) {
   // byte on its connection meanwhile; the idle timeout is one second. Before, the sweep closed
   // the connection as idle and the lookup failed. An idle connection is still closed.
   Start({"--idle_timeout_s=1", "--threads=1", "--metrics=127.0.0.1:0"}, 1 << 22);
-  auto client = client::Client::Connect(Options());
+  auto client = client::Client::Connect(SlowOptions());
   ASSERT_TRUE(client.ok()) << client.status();
   std::vector<uint64_t> rows(768);
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = (i * 1367) % (1 << 22);
