@@ -81,6 +81,8 @@ ABSL_FLAG(absl::optional<std::string>, restart_after_s, absl::nullopt,
           "soak: seconds a killed replica stays down");
 ABSL_FLAG(absl::optional<std::string>, roll_at_s, absl::nullopt,
           "soak: when every replica rolls to the new table version");
+ABSL_FLAG(absl::optional<std::string>, row_tags, absl::nullopt,
+          "bfv-bag-e2e: 1 tags the table with the linear MAC (kind 4) and checks both clients");
 ABSL_FLAG(absl::optional<std::string>, rows, absl::nullopt, "table rows");
 ABSL_FLAG(absl::optional<std::string>, server_bin, absl::nullopt,
           "e2e suites: the veil-server executable");
