@@ -150,15 +150,61 @@ TEST(IntegrityTest, TaggedRowsTurnAWrongShareIntoAnErrorNamingThePair) {
   EXPECT_THAT(keyless.status().message(), HasSubstr("row_key_file"));
 }
 
-TEST(IntegrityTest, PooledSumsOfATaggedTableAreCheckedRowByRow) {
-  const embedding::RowKey key = embedding::NewRowKey();
-  const std::string key_file = testing::TempPath("pooled.rowkey");
-  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, key).ok());
-  auto table = testing::WriteRandomTable("pooled.veil", embedding::RowFormat::kFixed32, kRows, kDim,
-                                         4, 1, &key);
-  ASSERT_TRUE(table.ok());
-  auto opened = embedding::Table::Open(*table);
-  ASSERT_TRUE(opened.ok());
+// A fixed-point table tagged with the parameter's kind, its key file, and three servers: party 0,
+// an honest party 1, and a party 1 answering from a copy with one flipped bit.
+class TaggedTableTest : public ::testing::TestWithParam<embedding::RowTag> {
+ protected:
+  void SetUp() override {
+    const embedding::RowKey key = embedding::NewRowKey();
+    key_file_ = testing::TempPath("tagged.rowkey");
+    ASSERT_TRUE(embedding::WriteRowKeyFile(key_file_, key).ok());
+    auto path = testing::WriteRandomTable("tagged.veil", embedding::RowFormat::kFixed32, kRows,
+                                          kDim, 4, 1, &key, GetParam());
+    ASSERT_TRUE(path.ok());
+    auto opened = embedding::Table::Open(*path);
+    ASSERT_TRUE(opened.ok());
+    table_ = *std::move(opened);
+    auto good = StartServer(0, *path);
+    auto honest = StartServer(1, *path);
+    auto bad = StartServer(1, CorruptedCopy(*path), {"--verify_table=false"});
+    ASSERT_TRUE(good.ok() && honest.ok() && bad.ok());
+    good_ = *std::move(good);
+    honest_ = *std::move(honest);
+    bad_ = *std::move(bad);
+  }
+
+  std::unique_ptr<client::Client> Connect(const tools::ServerProcess& party1) {
+    auto client = client::Client::Connect(Options(good_->address(), party1.address(), key_file_));
+    EXPECT_TRUE(client.ok()) << client.status();
+    EXPECT_EQ((*client)->table().row_tag, GetParam());
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  std::string key_file_;
+  std::unique_ptr<embedding::Table> table_;
+  std::unique_ptr<tools::ServerProcess> good_, honest_, bad_;
+};
+
+TEST_P(TaggedTableTest, RowsAreCheckedAndACorruptedServersRowsRefused) {
+  auto checked = Connect(*honest_);
+  ASSERT_NE(checked, nullptr);
+  auto words = checked->LookupWords({100, 0});
+  ASSERT_TRUE(words.ok()) << words.status();
+  for (uint64_t i = 0; i < 2; ++i) {
+    const auto row = table_->row(i == 0 ? 100 : 0).first(kDim);
+    EXPECT_EQ(std::vector<uint32_t>(words->begin() + i * kDim, words->begin() + (i + 1) * kDim),
+              std::vector<uint32_t>(row.begin(), row.end()));
+  }
+  auto client = Connect(*bad_);
+  ASSERT_NE(client, nullptr);
+  for (uint64_t row : {uint64_t{7}, uint64_t{100}}) {
+    auto wrong = client->LookupWords({row});
+    ASSERT_FALSE(wrong.ok()) << "row " << row << " came back wrong instead of failing";
+    EXPECT_TRUE(absl::IsDataLoss(wrong.status())) << wrong.status();
+  }
+}
+
+TEST_P(TaggedTableTest, PooledSumsAreCheckedRowByRow) {
   const std::vector<uint64_t> indices = {3, 100, 3, 250, 7};
   const std::vector<uint32_t> bags = {2, 3};
   const std::vector<int32_t> weights = {2, -1, 5, 1, -7};
@@ -167,67 +213,37 @@ TEST(IntegrityTest, PooledSumsOfATaggedTableAreCheckedRowByRow) {
   for (size_t i = 0, b = 0, left = bags[0]; i < indices.size(); ++i, --left) {
     if (left == 0) left = bags[++b];
     for (uint32_t w = 0; w < kDim; ++w) {
-      expected[b * kDim + w] += static_cast<uint32_t>(weights[i]) * (*opened)->row(indices[i])[w];
+      expected[b * kDim + w] += static_cast<uint32_t>(weights[i]) * table_->row(indices[i])[w];
     }
   }
-  auto good = StartServer(0, *table);
-  auto honest = StartServer(1, *table);
-  auto bad = StartServer(1, CorruptedCopy(*table), {"--verify_table=false"});
-  ASSERT_TRUE(good.ok() && honest.ok() && bad.ok());
-  auto checked =
-      client::Client::Connect(Options((*good)->address(), (*honest)->address(), key_file));
-  ASSERT_TRUE(checked.ok()) << checked.status();
-  auto sums = (*checked)->LookupPooledWords(indices, bags, weights);
+  auto checked = Connect(*honest_);
+  ASSERT_NE(checked, nullptr);
+  auto sums = checked->LookupPooledWords(indices, bags, weights);
   ASSERT_TRUE(sums.ok()) << sums.status();
   EXPECT_EQ(*sums, expected);
-  EXPECT_EQ((*checked)->last_call().lookups, bags.size());
+  EXPECT_EQ(checked->last_call().lookups, bags.size());
   // Each key came back as its row, padding included (32 keys per bag by default).
-  auto stats = (*checked)->ServerStats(0);
+  auto stats = checked->ServerStats(0);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->keys, 2 * 32);
   // A server answering from a flipped bit shifts every share: no sum comes back.
-  auto client = client::Client::Connect(Options((*good)->address(), (*bad)->address(), key_file));
-  ASSERT_TRUE(client.ok()) << client.status();
-  auto wrong = (*client)->LookupPooled(indices, bags, weights, client::PoolingMode::kSum);
+  auto client = Connect(*bad_);
+  ASSERT_NE(client, nullptr);
+  auto wrong = client->LookupPooled(indices, bags, weights, client::PoolingMode::kSum);
   ASSERT_FALSE(wrong.ok()) << "a pooled sum came back from a corrupted table";
   EXPECT_TRUE(absl::IsDataLoss(wrong.status())) << wrong.status();
   EXPECT_THAT(wrong.status().message(),
-              HasSubstr("servers 0 (" + (*good)->address() + ") and 1 (" + (*bad)->address()));
+              HasSubstr("servers 0 (" + good_->address() + ") and 1 (" + bad_->address()));
 }
 
-// Kind 4 (the linear MAC bfv-bag pools) checks single rows like kind 3.
-TEST(IntegrityTest, LinearMacTagsCheckEveryRowToo) {
-  const embedding::RowKey key = embedding::NewRowKey();
-  const std::string key_file = testing::TempPath("mac.rowkey");
-  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, key).ok());
-  auto table = testing::WriteRandomTable("mac.veil", embedding::RowFormat::kFixed32, kRows, kDim, 5,
-                                         1, &key, embedding::RowTag::kLinearMac61);
-  ASSERT_TRUE(table.ok());
-  auto opened = embedding::Table::Open(*table);
-  ASSERT_TRUE(opened.ok());
-  auto good = StartServer(0, *table);
-  auto honest = StartServer(1, *table);
-  auto bad = StartServer(1, CorruptedCopy(*table), {"--verify_table=false"});
-  ASSERT_TRUE(good.ok() && honest.ok() && bad.ok());
-  auto checked =
-      client::Client::Connect(Options((*good)->address(), (*honest)->address(), key_file));
-  ASSERT_TRUE(checked.ok()) << checked.status();
-  EXPECT_EQ((*checked)->table().row_tag, embedding::RowTag::kLinearMac61);
-  auto words = (*checked)->LookupWords({100, 0});
-  ASSERT_TRUE(words.ok()) << words.status();
-  for (uint64_t i = 0; i < 2; ++i) {
-    const auto row = (*opened)->row(i == 0 ? 100 : 0).first(kDim);
-    EXPECT_EQ(std::vector<uint32_t>(words->begin() + i * kDim, words->begin() + (i + 1) * kDim),
-              std::vector<uint32_t>(row.begin(), row.end()));
-  }
-  auto client = client::Client::Connect(Options((*good)->address(), (*bad)->address(), key_file));
-  ASSERT_TRUE(client.ok()) << client.status();
-  for (uint64_t row : {uint64_t{7}, uint64_t{100}}) {
-    auto wrong = (*client)->LookupWords({row});
-    ASSERT_FALSE(wrong.ok()) << "row " << row << " came back wrong instead of failing";
-    EXPECT_TRUE(absl::IsDataLoss(wrong.status())) << wrong.status();
-  }
-}
+// Kind 3 (SipHash, the default) and kind 4 (the linear MAC bfv-bag pools).
+INSTANTIATE_TEST_SUITE_P(Kinds, TaggedTableTest,
+                         ::testing::Values(embedding::RowTag::kSipHash64Shape,
+                                           embedding::RowTag::kLinearMac61),
+                         [](const ::testing::TestParamInfo<embedding::RowTag>& info) {
+                           return info.param == embedding::RowTag::kLinearMac61 ? "LinearMac"
+                                                                                : "SipHash";
+                         });
 
 TEST(IntegrityTest, AnOlderVersionRelabelledAsNewerFailsItsTags) {
   // Both servers pass epoch 1's rows off as epoch 2 to a client that accepts only epoch 2 or newer
