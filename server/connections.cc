@@ -91,10 +91,13 @@ class FrameTracker {
     return uint32_t{table_[at]} | uint32_t{table_[at + 1]} << 8 | uint32_t{table_[at + 2]} << 16 |
            uint32_t{table_[at + 3]} << 24;
   }
-  // The completed message's RPC kind: a struct pointer of offset 0 (its low half zero), then the
-  // union's tag at the start of the data word.
+  // The completed message's RPC kind: a struct pointer of offset 0 (its low half zero) to a
+  // struct with a data section, then the union's tag at the start of its data word. Anything
+  // else is unknown (a root without data reads as `unimplemented` to Cap'n Proto, whatever its
+  // pointers hold).
   uint16_t Kind() const {
-    if (seen_ < 10 || head_[0] != 0 || head_[1] != 0 || head_[2] != 0 || head_[3] != 0) {
+    if (seen_ < 10 || head_[0] != 0 || head_[1] != 0 || head_[2] != 0 || head_[3] != 0 ||
+        (head_[4] | head_[5] << 8) == 0) {
       return kUnknownKind;
     }
     return static_cast<uint16_t>(head_[8] | head_[9] << 8);
@@ -254,10 +257,13 @@ struct Listener::Entry : Slot {
   void MakeRoom(uint64_t bytes) { listener.MakeRoom(bytes, *this); }
   // Counts its connection closed for `reason` (when it is closed other than by Listener::Close).
   void CountClosed(const char* reason) { listener.stats_.RecordClosedConnection(reason); }
-  // Whether the server is working on its calls: calls in flight and no reply waiting to be
-  // written (one that waits means the client is not reading, and the idle timeout applies).
-  bool Working() {
-    return calls > 0 && (network.get() == nullptr || network->getCurrentQueueCount() == 0);
+  static constexpr int kStuckCallTimeouts = 10;
+  // Whether the server is working on its calls: calls in flight, no reply waiting to be written
+  // (one that waits means the client is not reading), and traffic within kStuckCallTimeouts idle
+  // timeouts (a call unanswered for that long is taken as stuck, however it got so).
+  bool Working(absl::Time now) {
+    return calls > 0 && (network.get() == nullptr || network->getCurrentQueueCount() == 0) &&
+           now - last_activity < kStuckCallTimeouts * listener.limits_.idle_timeout;
   }
 };
 
@@ -473,7 +479,7 @@ kj::Promise<void> Listener::SweepLoop() {
       if (entry->kill.get() == nullptr) continue;
       if (now - entry->message_start > limits_.read_timeout) {
         Close(*entry, "read_timeout", "a message did not arrive whole within the read timeout");
-      } else if (!entry->frames.in_message() && !entry->Working() &&
+      } else if (!entry->frames.in_message() && !entry->Working(now) &&
                  now - entry->last_activity > limits_.idle_timeout) {
         Close(*entry, "idle", "idle");
       }
@@ -557,13 +563,16 @@ bool Listener::TakeTakeover(const std::string& group) {
 
 bool Listener::EvictIdlest(const Peer& newcomer) {
   const uint32_t mine = Held(newcomer.group);
+  const absl::Time now = absl::Now();
   Entry* idlest = nullptr;
   for (Entry* entry : entries_) {
-    if (entry->kill.get() == nullptr || entry->frames.in_message() || entry->calls > 0) continue;
+    if (entry->kill.get() == nullptr || entry->frames.in_message() || entry->Working(now)) {
+      continue;
+    }
     if (entry->group != newcomer.group && Held(entry->group) < mine + 1) continue;
     if (idlest == nullptr || entry->last_activity < idlest->last_activity) idlest = entry;
   }
-  if (idlest == nullptr || absl::Now() - idlest->last_activity < limits_.min_idle_to_evict) {
+  if (idlest == nullptr || now - idlest->last_activity < limits_.min_idle_to_evict) {
     return false;
   }
   Close(*idlest, "limit_idle",
@@ -594,13 +603,14 @@ bool Listener::EvictForFairShare(const Peer& newcomer) {
     }
   }
   Entry* victim = nullptr;
-  const auto order = [](const Entry* e) {
-    return std::make_tuple(e->calls > 0, e->frames.in_message(), e->last_activity);
+  const absl::Time now = absl::Now();
+  const auto order = [now](Entry* e) {
+    return std::make_tuple(e->Working(now), e->frames.in_message(), e->last_activity);
   };
   for (Entry* entry : entries_) {
     if (handshake != nullptr) break;
     if (entry->group != *most || entry->kill.get() == nullptr) continue;
-    if (entry->calls > 0 && most_held < mine + 3) continue;
+    if (entry->Working(now) && most_held < mine + 3) continue;
     if (victim == nullptr || order(entry) < order(victim)) victim = entry;
   }
   if ((handshake == nullptr && victim == nullptr) || !TakeTakeover(newcomer.group)) return false;

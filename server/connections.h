@@ -20,9 +20,11 @@
 //   newcomers out). So one address cannot hold the slots against others, and filling them takes
 //   as many addresses as there are slots.
 // - A connection with no traffic for idle_timeout is closed, unless the server is working on its
-//   calls (calls in flight and no reply waiting to be written: a client that does not read its
-//   replies is closed); so is one whose message does not arrive whole within read_timeout of its
-//   first byte.
+//   calls (calls in flight, no reply waiting to be written: a client that does not read its
+//   replies is closed; and for at most ten idle timeouts: a call unanswered for longer is taken
+//   as stuck); so is one whose message does not arrive whole within read_timeout of its first
+//   byte. Calls in flight are counted from the messages' kinds as they pass (the union's tag of
+//   a root struct with a data section; anything else counts as no call).
 // - Each arriving message's declared size (from the Cap'n Proto framing, read as the bytes pass)
 //   is reserved against max_buffered_bytes until the message is complete. Cap'n Proto allocates a
 //   message at its declared size before the bytes arrive, so this is what bounds memory under

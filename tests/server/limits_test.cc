@@ -414,6 +414,28 @@ TEST_F(LimitsTest, ACallTakingLongerThanTheIdleTimeoutIsAnswered) {
   EXPECT_GE(ClosedAndRefused(log_, "idle").first, 1);
 }
 
+TEST_F(LimitsTest, AMessageTheRpcSystemIgnoresDoesNotKeepAConnectionOpen) {
+  // A 56-byte message whose root struct has no data word and one pointer: Cap'n Proto reads it as
+  // `unimplemented` and ignores it, while a reader taking the union's tag from the word after
+  // the root pointer saw BOOTSTRAP (the pointer's low bytes, 08 00) and counted a call in flight
+  // that no reply would ever end. Its connection was then never closed as idle, nor evicted at
+  // the limit: 16 addresses each sending one held a 16-slot server against every other client.
+  Start({"--idle_timeout_s=1", "--metrics=127.0.0.1:0"});
+  const uint8_t message[] = {
+      0, 0, 0, 0, 6, 0, 0, 0,  // one segment of six words
+      0, 0, 0, 0, 0, 0, 1, 0,  // root: a struct of no data word and one pointer
+      8, 0, 0, 0, 1, 0, 1, 0,  // that pointer: a struct two words on, of one data word
+      0, 0, 0, 0, 0, 0, 0, 0,  //
+      0, 0, 0, 0, 0, 0, 0, 0,  //
+      5, 0, 0, 0, 0, 0, 0, 0,  // Message.resolve (5)
+      0, 0, 0, 0, 0, 0, 0, 0,  // resolve = null
+  };
+  RawSocket fake(server_[0]->port());
+  ASSERT_TRUE(fake.Send(std::string(reinterpret_cast<const char*>(message), sizeof(message))));
+  EXPECT_TRUE(fake.ClosedByPeer(absl::Seconds(4))) << "still open after four idle timeouts";
+  EXPECT_EQ(ClosedAndRefused(log_, "idle").first, 1);
+}
+
 TEST_F(LimitsTest, SlowSendersHoldNeitherMemoryNorConnectionsForLong) {
   // Each slow sender declares a message of ~2 MB and sends a little of it. The budget for
   // arriving messages (8 MB) closes all but three at once (each newcomer's message takes the
