@@ -364,17 +364,10 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
     if (!embedding::PooledRowTagMatches(
             *row_key_, table_.epoch, shape, bags[b].rows, bags[b].weights,
             absl::MakeConstSpan(sums).subspan(b * columns_, columns_))) {
-      // The server chooses what its answers hold (any linear function of the encrypted
-      // weights), so whether a check fails can tell it something about a bag: stop here.
-      stopped_ = absl::StrCat(
-          "a pooled sum from ", transport_->Name(0),
-          " failed its authentication tag, so this client makes no more lookups (each failure "
-          "can tell the server something about a bag): stop using that server");
-      return absl::DataLossError(absl::StrCat(
+      return Stop(absl::DataLossError(absl::StrCat(
           "the pooled sum of bag ", b, " fails its authentication tag: ", transport_->Name(0),
           " did not answer with the sum of the rows of the table's epoch ", table_.epoch,
-          " (a corrupted, tampered or relabelled table, or a wrong answer); not returning it, and "
-          "making no more lookups"));
+          " (a corrupted, tampered or relabelled table, or a wrong answer); not returning it")));
     }
   }
   std::vector<int64_t> pooled(bags.size() * table_.dim);
@@ -442,18 +435,25 @@ absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& querie
   for (size_t b = 0; b < answers.size(); ++b) {
     auto answer = he::ParseCiphertext(*ctx_, answers[b]);
     if (!answer.ok()) {
-      return absl::InternalError(absl::StrCat(
-          transport_->Name(0), " sent a malformed answer: ", answer.status().message()));
+      return Stop(absl::InternalError(absl::StrCat(
+          transport_->Name(0), " sent a malformed answer: ", answer.status().message())));
     }
     auto pooled = he_->Decode(*answer);
-    if (!pooled.ok()) return pooled.status();
+    if (!pooled.ok()) return Stop(pooled.status());
     if (pooled->size() != columns_) {
-      return absl::InternalError(
-          absl::StrCat("an answer decoded to ", pooled->size(), " sums, not ", columns_));
+      return Stop(absl::InternalError(
+          absl::StrCat("an answer decoded to ", pooled->size(), " sums, not ", columns_)));
     }
     std::copy(pooled->begin(), pooled->end(), sums.begin() + b * columns_);
   }
   return absl::OkStatus();
+}
+
+absl::Status BagClient::Stop(absl::Status status) {
+  stopped_ = absl::StrCat("an answer from ", transport_->Name(0), " failed (", status.message(),
+                          "), so this client makes no more lookups (whether an answer fails can "
+                          "tell the server something about a bag): stop using that server");
+  return absl::Status(status.code(), absl::StrCat(status.message(), "; making no more lookups"));
 }
 
 absl::StatusOr<std::vector<float>> BagClient::LookupPooled(absl::Span<const uint64_t> indices,

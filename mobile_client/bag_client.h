@@ -17,9 +17,13 @@
 // (embedding/row_tag.h) that the server pools with the data. A client holding the table's row
 // key checks every bag's sums against it, and a sum that fails is DATA_LOSS, never returned: a
 // server that answers from another table, another epoch or with anything but the bag's sum
-// escapes with probability at most 2^-61 per answer. After such a failure the client makes no
-// more lookups (FAILED_PRECONDITION): the server chooses what its answers hold, any linear
-// function of the encrypted weights, so whether a check fails tells it something about a bag. The
+// escapes with probability at most 2^-61 per answer.
+//
+// After an answer fails (its sum fails the tag, or it cannot be decoded or decrypted exactly),
+// the client makes no more lookups (FAILED_PRECONDITION): the server chooses what its answers
+// hold, any function of the encrypted weights it can compute, so whether one fails tells it
+// something about a bag. The latch is the client's: an app that makes a new client after a
+// failure gives the server another bit. The
 // tag columns count toward max|T| (below 2^31), so the weights' L1 norm may then reach 2^26.
 //
 // The session: Connect reads the server's configuration, generates a BFV secret key (libsodium;
@@ -122,8 +126,8 @@ class BagClient {
   // indices.size(), a weights span of another length, a row >= rows, or weights too large for an
   // exact sum; UNAVAILABLE / DEADLINE_EXCEEDED naming the server; FAILED_PRECONDITION if the
   // server came back with another table or answers from another; DATA_LOSS if an answer cannot be
-  // decrypted exactly or a sum fails its tag, and FAILED_PRECONDITION for every lookup after
-  // that; and the server's error reply.
+  // decrypted exactly or a sum fails its tag, INTERNAL for a malformed answer, and
+  // FAILED_PRECONDITION for every lookup after either; and the server's error reply.
   absl::StatusOr<std::vector<int64_t>> LookupPooledSums(absl::Span<const uint64_t> indices,
                                                         absl::Span<const uint32_t> bag_sizes,
                                                         absl::Span<const int64_t> weights);
@@ -162,6 +166,10 @@ class BagClient {
   // (default: the timeout from now).
   absl::Status UploadKeys(absl::Time deadline = absl::InfiniteFuture())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The server chooses what its answers hold (any function of the encrypted weights it can
+  // compute), so whether one fails can tell it something about a bag: records that this client
+  // makes no more lookups, and returns `status` saying so.
+  absl::Status Stop(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends one wave of serialized queries (at most the server's per-connection queue) by the
   // deadline and decodes the answers into `sums` (columns_ per query).
   absl::Status SendWave(const std::vector<std::vector<uint8_t>>& queries, absl::Time deadline,
@@ -186,7 +194,8 @@ class BagClient {
   mutable absl::Mutex mu_;  // serializes the calls
   CallStats last_call_ ABSL_GUARDED_BY(mu_);
   CallStats totals_ ABSL_GUARDED_BY(mu_);
-  // Why lookups are refused after a sum failed its tag; empty until then.
+  // Why lookups are refused after an answer failed (could not be decoded, or its sum failed its
+  // tag); empty until then.
   std::string stopped_ ABSL_GUARDED_BY(mu_);
 };
 

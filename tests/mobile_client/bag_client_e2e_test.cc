@@ -541,7 +541,7 @@ TEST_F(BagClientTest, AKeyUploadAfterAnEvictionEndsWithinTheLookupsTimeout) {
 
 // A stand-in bfv-bag server whose config describes, consistently, a table of `rows` rows of 4
 // values (with two tag columns of `kind` 4), whose largest |value| it says is 1. It takes key
-// uploads and answers nothing.
+// uploads and answers every query with bytes that are no ciphertext.
 class StandInBagServer final : public rpc::BagServer::Server {
  public:
   explicit StandInBagServer(uint64_t rows, embedding::RowTag kind = embedding::RowTag::kNone)
@@ -586,6 +586,15 @@ class StandInBagServer final : public rpc::BagServer::Server {
                          (*he::BagClient::Create(ctx, info))->Sizes().galois_key_bytes);
     return kj::READY_NOW;
   }
+  kj::Promise<void> answer(AnswerContext context) override {
+    auto results = context.getResults();
+    const uint8_t digest[32] = {3};
+    results.initTable().setDigest(capnp::Data::Reader(digest, sizeof(digest)));
+    results.getTable().setEpoch(1);
+    const uint8_t garbage[] = {'n', 'o', 't', ' ', 'a', ' ', 'c', 't'};
+    results.setAnswer(capnp::Data::Reader(garbage, sizeof(garbage)));
+    return kj::READY_NOW;
+  }
 
  private:
   uint64_t rows_;
@@ -626,6 +635,23 @@ TEST(BagClientHostileTest, ATaggedTablesWeightsAreBoundedWhateverTheServerSays) 
   // 2^33 x 2^31 = 2^64: refused too.
   sums = (*client)->LookupPooledSums({3}, {1}, {int64_t{1} << 33});
   EXPECT_TRUE(absl::IsInvalidArgument(sums.status())) << sums.status();
+}
+
+// An answer that cannot be decoded could depend on the bag (a server chooses what it returns from
+// the encrypted weights): after one the client makes no more lookups.
+TEST(BagClientHostileTest, AfterAMalformedAnswerTheClientMakesNoMoreLookups) {
+  testing::StandInServer server(
+      [] { return capnp::Capability::Client(kj::heap<StandInBagServer>(100)); });
+  BagClientOptions o;
+  o.server = server.address();
+  auto client = BagClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto first = (*client)->LookupPooledSums({3}, {1}, {});
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kInternal) << first.status();
+  EXPECT_THAT(first.status().message(), HasSubstr("malformed answer"));
+  auto second = (*client)->LookupPooledSums({4}, {1}, {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(second.status())) << second.status();
+  EXPECT_THAT(second.status().message(), HasSubstr("makes no more lookups"));
 }
 
 }  // namespace
