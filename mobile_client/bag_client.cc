@@ -212,12 +212,7 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
                                                       static_cast<int>(t.row_tag),
                                                       ", which no pooled sum can be checked by"));
   }
-  if (t.epoch < options_.min_epoch) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(who, " serves table epoch ", t.epoch,
-                     ", older than the oldest this client accepts (min_epoch ", options_.min_epoch,
-                     "): refusing it"));
-  }
+  if (absl::Status s = CheckMinEpoch(t.epoch, options_.min_epoch, who); !s.ok()) return s;
   // A tagged table's product pools its two tag columns with the data.
   const uint64_t columns = uint64_t{t.dim} + embedding::TagWords(t.row_tag);
   auto params = he::BagParams(t.log_n);

@@ -378,12 +378,7 @@ absl::StatusOr<lattice::LweConfig> LweClient::Adopt(const ServerConfig& config) 
         absl::StrCat(who, " describes an unusable table (", t.rows, " rows, ", t.row_words,
                      " words, ", embedding::RowFormatName(t.format), " dim ", t.dim, ")"));
   }
-  if (t.epoch < options_.min_epoch) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(who, " serves table epoch ", t.epoch,
-                     ", older than the oldest this client accepts (min_epoch ", options_.min_epoch,
-                     "): refusing it"));
-  }
+  if (absl::Status s = CheckMinEpoch(t.epoch, options_.min_epoch, who); !s.ok()) return s;
   absl::StatusOr<lattice::LweConfig> lattice_config = LatticeConfig(config);
   if (!lattice_config.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(

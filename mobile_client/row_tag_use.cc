@@ -35,4 +35,11 @@ absl::Status CheckRowTagUse(embedding::RowTag tag, bool has_key, uint64_t min_ep
   return absl::OkStatus();
 }
 
+absl::Status CheckMinEpoch(uint64_t epoch, uint64_t min_epoch, absl::string_view who) {
+  if (epoch >= min_epoch) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      who, " serves table epoch ", epoch, ", older than the oldest this client accepts (min_epoch ",
+      min_epoch, "): refusing it"));
+}
+
 }  // namespace veil::client

@@ -27,6 +27,10 @@ absl::StatusOr<std::optional<embedding::RowKey>> ReadOptionalRowKey(
 absl::Status CheckRowTagUse(embedding::RowTag tag, bool has_key, uint64_t min_epoch,
                             absl::string_view whose);
 
+// FAILED_PRECONDITION naming `who` (a single server) if the table epoch it serves is older than
+// min_epoch.
+absl::Status CheckMinEpoch(uint64_t epoch, uint64_t min_epoch, absl::string_view who);
+
 }  // namespace veil::client
 
 #endif  // VEIL_MOBILE_CLIENT_ROW_TAG_USE_H_

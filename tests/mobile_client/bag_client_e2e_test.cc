@@ -545,28 +545,27 @@ TEST_F(BagClientTest, AKeyUploadAfterAnEvictionEndsWithinTheLookupsTimeout) {
 class StandInBagServer final : public rpc::BagServer::Server {
  public:
   explicit StandInBagServer(uint64_t rows, embedding::RowTag kind = embedding::RowTag::kNone)
-      : rows_(rows), kind_(kind) {}
+      : rows_(rows),
+        kind_(kind),
+        ctx_(*he::BfvContext::Create(*he::BagParams(13))),
+        info_{ctx_->id(), rows, 4 + embedding::TagWords(kind), 1},
+        key_bytes_((*he::BagClient::Create(ctx_, info_))->Sizes().galois_key_bytes) {}
 
  protected:
   kj::Promise<void> hello(HelloContext context) override {
     return testing::AnswerHello(context, "bfv-bag");
   }
   kj::Promise<void> config(ConfigContext context) override {
-    auto ctx = *he::BfvContext::Create(*he::BagParams(13));
-    const uint64_t columns = 4 + embedding::TagWords(kind_);
-    const he::BagTableInfo info{ctx->id(), rows_, columns, 1};
     auto c = context.getResults().initConfig();
     c.setRowTag(static_cast<uint8_t>(kind_));
-    const uint8_t digest[32] = {3};
-    c.initTable().setDigest(capnp::Data::Reader(digest, sizeof(digest)));
-    c.getTable().setEpoch(1);
+    SetTable(c.initTable());
     c.setRows(rows_);
     c.setDim(4);
     c.setLogN(13);
-    const std::vector<uint8_t> bytes = he::SerializeBagTableInfo(info);
+    const std::vector<uint8_t> bytes = he::SerializeBagTableInfo(info_);
     c.setTableInfo(capnp::Data::Reader(bytes.data(), bytes.size()));
-    c.setQueryBlocks(he::MatVecPlan::Create(*ctx, columns, rows_)->blocks());
-    c.setGaloisKeyBytes((*he::BagClient::Create(ctx, info))->Sizes().galois_key_bytes);
+    c.setQueryBlocks(he::MatVecPlan::Create(*ctx_, info_.dim, rows_)->blocks());
+    c.setGaloisKeyBytes(key_bytes_);
     c.setMaxChunkBytes(1 << 20);
     auto limits = c.initLimits();
     limits.setMaxMessageBytes(uint64_t{1} << 40);
@@ -579,26 +578,30 @@ class StandInBagServer final : public rpc::BagServer::Server {
     received_ = params.getOffset() + params.getChunk().size();
     auto results = context.getResults();
     results.setReceivedBytes(received_);
-    auto ctx = *he::BfvContext::Create(*he::BagParams(13));
-    const uint64_t columns = 4 + embedding::TagWords(kind_);
-    const he::BagTableInfo info{ctx->id(), rows_, columns, 1};
-    results.setInstalled(received_ ==
-                         (*he::BagClient::Create(ctx, info))->Sizes().galois_key_bytes);
+    results.setInstalled(received_ == key_bytes_);
     return kj::READY_NOW;
   }
   kj::Promise<void> answer(AnswerContext context) override {
     auto results = context.getResults();
-    const uint8_t digest[32] = {3};
-    results.initTable().setDigest(capnp::Data::Reader(digest, sizeof(digest)));
-    results.getTable().setEpoch(1);
+    SetTable(results.initTable());
     const uint8_t garbage[] = {'n', 'o', 't', ' ', 'a', ' ', 'c', 't'};
     results.setAnswer(capnp::Data::Reader(garbage, sizeof(garbage)));
     return kj::READY_NOW;
   }
 
  private:
+  // Its table: digest {3, 0, ...}, epoch 1.
+  static void SetTable(rpc::TableId::Builder table) {
+    const uint8_t digest[32] = {3};
+    table.setDigest(capnp::Data::Reader(digest, sizeof(digest)));
+    table.setEpoch(1);
+  }
+
   uint64_t rows_;
   embedding::RowTag kind_;
+  std::shared_ptr<const he::BfvContext> ctx_;
+  he::BagTableInfo info_;
+  uint64_t key_bytes_;
   uint64_t received_ = 0;
 };
 
