@@ -11,8 +11,9 @@
 //                 rotations of one ciphertext share a decomposition;
 //   bsgs_matvec   EncodedMatrix::Multiply of a --matvec-rows x --matvec-cols matrix on
 //                 --matvec-threads threads (default 2);
-//   bfv_bag       one bfv-bag lookup: server_ms, bytes up / down, Galois key bytes, errors (0 if
-//                 the decoded pooled sum equals the plaintext one).
+//   bfv_bag       one bfv-bag lookup: server_ms (compress_ms of it compressing the answer),
+//                 client_query_ms, client_decode_ms, bytes up / down, Galois key bytes, errors (0
+//                 if the decoded pooled sum equals the plaintext one).
 // --backend=gpu runs he-gpu (the GPU NTT) where veil is built with CUDA.
 #include <malloc.h>
 
@@ -227,13 +228,19 @@ void BagLine(int log_n, size_t rows, size_t dim, size_t bag, int threads) {
     weights.push_back(65536);  // 1.0 in 16.16
   }
   const BagQuery query = *client->Query(bag_rows, weights);
-  Ciphertext answer;
+  CompressedCiphertext answer;
   const double ms =
       1e3 * MedianSeconds([&] { answer = *server->Answer(query, gk, threads); }, 1, 7, 5.0);
   std::vector<int64_t> expect(dim, 0);
   for (size_t i = 0; i < bag_rows.size(); ++i) {
     for (size_t j = 0; j < dim; ++j) expect[j] += weights[i] * table[bag_rows[i] * dim + j];
   }
+  // Parts of a lookup: the answer's compression (inside server_ms), the client's query and decode.
+  const double compress_ms =
+      1e3 * MedianSeconds([&] { (void)*Compress(*ctx, query.blocks[0]); }, 1, 7, 2.0);
+  const double query_ms =
+      1e3 * MedianSeconds([&] { (void)*client->Query(bag_rows, weights); }, 1, 7, 5.0);
+  const double decode_ms = 1e3 * MedianSeconds([&] { (void)*client->Decode(answer); }, 1, 7, 2.0);
   const std::vector<int64_t> got = *client->Decode(answer);
   int64_t max_abs_error = 0;
   for (size_t j = 0; j < dim; ++j)
@@ -248,6 +255,9 @@ void BagLine(int log_n, size_t rows, size_t dim, size_t bag, int threads) {
       .Add("bag", uint64_t{bag_rows.size()})
       .Add("threads", threads)
       .Add("server_ms", ms)
+      .Add("compress_ms", compress_ms)
+      .Add("client_query_ms", query_ms)
+      .Add("client_decode_ms", decode_ms)
       .Add("bytes_up", uint64_t{sizes.query_bytes})
       .Add("bytes_down", uint64_t{sizes.answer_bytes})
       .Add("galois_keys", uint64_t{sizes.galois_keys})

@@ -428,7 +428,7 @@ absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& querie
       "pooled lookup");
   if (!status.ok()) return status;
   for (size_t b = 0; b < answers.size(); ++b) {
-    auto answer = he::ParseCiphertext(*ctx_, answers[b]);
+    auto answer = he::ParseCompressedCiphertext(*ctx_, answers[b]);
     if (!answer.ok()) {
       return Stop(absl::InternalError(absl::StrCat(
           transport_->Name(0), " sent a malformed answer: ", answer.status().message())));

@@ -39,7 +39,7 @@ class BagWork : public BatchItem {
   virtual absl::Status Run(const BagTable& table) = 0;
 };
 
-// An answer: parse the query, multiply, serialize Enc(T^T w).
+// An answer: parse the query, multiply, serialize Enc(T^T w) compressed.
 class AnswerWork final : public BagWork {
  public:
   AnswerWork(std::vector<uint8_t> query, GaloisKeyCache::Keys keys, size_t blocks)
@@ -56,10 +56,11 @@ class AnswerWork final : public BagWork {
       return absl::InvalidArgumentError(absl::StrCat("a query of ", query->blocks.size(),
                                                      " ciphertexts; this table takes ", blocks_));
     }
-    absl::StatusOr<he::Ciphertext> answer =
+    absl::StatusOr<he::CompressedCiphertext> answer =
         table.server->Answer(*query, *keys_.keys, table.threads);
     if (!answer.ok()) return answer.status();
-    absl::StatusOr<std::vector<uint8_t>> bytes = he::SerializeCiphertext(*table.ctx, *answer);
+    absl::StatusOr<std::vector<uint8_t>> bytes =
+        he::SerializeCompressedCiphertext(*table.ctx, *answer);
     if (!bytes.ok()) return bytes.status();
     answer_ = *std::move(bytes);
     return absl::OkStatus();

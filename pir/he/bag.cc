@@ -146,9 +146,11 @@ absl::StatusOr<std::unique_ptr<BagServer>> BagServer::Create(std::shared_ptr<con
       new BagServer(BagTableInfo{id, rows, dim, max_abs}, *std::move(matrix)));
 }
 
-absl::StatusOr<Ciphertext> BagServer::Answer(const BagQuery& query, const GaloisKeys& gk,
-                                             int threads) const {
-  return matrix_.Multiply(query.blocks, gk, threads);
+absl::StatusOr<CompressedCiphertext> BagServer::Answer(const BagQuery& query, const GaloisKeys& gk,
+                                                       int threads) const {
+  absl::StatusOr<Ciphertext> product = matrix_.Multiply(query.blocks, gk, threads);
+  if (!product.ok()) return product.status();
+  return Compress(matrix_.context(), *product);
 }
 
 absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Create(std::shared_ptr<const BfvContext> ctx,
@@ -162,7 +164,7 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Create(std::shared_ptr<con
 BagSizes SizesOf(const BfvContext& ctx, const MatVecPlan& plan) {
   BagSizes s;
   s.query_bytes = 8 + plan.blocks() * (4 + CiphertextBytes(ctx, 2, true));
-  s.answer_bytes = CiphertextBytes(ctx, 2, false);
+  s.answer_bytes = CompressedCiphertextBytes(ctx);
   s.galois_keys = plan.RotationSteps().size();
   s.galois_key_bytes = kHeHeaderBytes + 4 + s.galois_keys * GaloisKeyBytes(ctx);
   return s;
@@ -242,16 +244,15 @@ absl::StatusOr<BagQuery> BagClient::Query(absl::Span<const uint64_t> rows,
   return q;
 }
 
-absl::StatusOr<std::vector<int64_t>> BagClient::Decode(const Ciphertext& answer) const {
-  absl::StatusOr<int> budget = NoiseBudget(*ctx_, sk_, answer);
-  if (!budget.ok()) return budget.status();
-  if (*budget == 0) {
+absl::StatusOr<std::vector<int64_t>> BagClient::Decode(const CompressedCiphertext& answer) const {
+  absl::StatusOr<CompressedDecryption> m = DecryptCompressed(*ctx_, sk_, answer);
+  if (!m.ok()) return m.status();
+  if (m->noise_budget == 0) {
+    WipeWords(m->m.coeffs);
     return absl::DataLossError("the answer's noise budget is exhausted: it cannot be decrypted");
   }
-  absl::StatusOr<Plaintext> m = Decrypt(*ctx_, sk_, answer);
-  if (!m.ok()) return m.status();
-  absl::StatusOr<std::vector<int64_t>> slots = DecodeSignedSlots(*ctx_, *m);
-  WipeWords(m->coeffs);
+  absl::StatusOr<std::vector<int64_t>> slots = DecodeSignedSlots(*ctx_, m->m);
+  WipeWords(m->m.coeffs);
   if (!slots.ok()) return slots.status();
   std::vector<int64_t> sums(slots->begin(), slots->begin() + info_.dim);
   sodium_memzero(slots->data(), slots->size() * sizeof(int64_t));

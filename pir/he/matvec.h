@@ -81,6 +81,7 @@ class EncodedMatrix {
                                               absl::Span<const uint64_t> matrix, int threads = 1);
 
   const MatVecPlan& plan() const { return plan_; }
+  const BfvContext& context() const { return *ctx_; }
   size_t bytes() const { return plain_words_ * sizeof(uint64_t); }
 
   // Enc(M x) from the blocks' ciphertexts (encryptions of PackInput). Returns INVALID_ARGUMENT for

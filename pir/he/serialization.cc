@@ -53,6 +53,25 @@ class Writer {
     }
     if (filled > 0) out_.push_back(static_cast<uint8_t>(acc));
   }
+  // Values below 2^bits (bits <= 120), bit-packed, padded to a whole byte.
+  void Wide(absl::Span<const uint128_t> values, int bits) {
+    uint128_t acc = 0;
+    int filled = 0;
+    for (const uint128_t v : values) {
+      for (int done = 0; done < bits;) {  // at most 64 bits at a time: acc never overflows
+        const int take = std::min(64, bits - done);
+        acc |= ((v >> done) & ((uint128_t{1} << take) - 1)) << filled;
+        filled += take;
+        done += take;
+        while (filled >= 8) {
+          out_.push_back(static_cast<uint8_t>(acc));
+          acc >>= 8;
+          filled -= 8;
+        }
+      }
+    }
+    if (filled > 0) out_.push_back(static_cast<uint8_t>(acc));
+  }
 
  private:
   std::vector<uint8_t>& out_;
@@ -121,6 +140,30 @@ class Reader {
     }
     return absl::OkStatus();
   }
+  // count values of `bits` bits as Writer::Wide packs them; the padding must be zero.
+  absl::Status Wide(std::vector<uint128_t>& values, size_t count, int bits, const char* what) {
+    if (absl::Status s = Need((count * bits + 7) / 8, what); !s.ok()) return s;
+    values.assign(count, 0);
+    uint128_t acc = 0;
+    int filled = 0;
+    for (uint128_t& v : values) {
+      for (int done = 0; done < bits;) {
+        const int take = std::min(64, bits - done);
+        while (filled < take) {
+          acc |= static_cast<uint128_t>(in_[pos_++]) << filled;
+          filled += 8;
+        }
+        v |= (acc & ((uint128_t{1} << take) - 1)) << done;
+        acc >>= take;
+        filled -= take;
+        done += take;
+      }
+    }
+    if (acc != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": nonzero padding bits"));
+    }
+    return absl::OkStatus();
+  }
   absl::Status Done(const char* what) const {
     if (pos_ != in_.size()) {
       return absl::InvalidArgumentError(
@@ -159,6 +202,17 @@ absl::StatusOr<KeySwitchKey> ReadKeySwitchKey(const BfvContext& ctx, Reader& r) 
   return key;
 }
 
+// The compressed wire format carries the parameters' default widths only.
+absl::Status CheckDefaultBits(const BfvContext& ctx, CompressionBits bits) {
+  const CompressionBits expected = DefaultCompressionBits(ctx);
+  if (bits.c0 != expected.c0 || bits.c1 != expected.c1) {
+    return absl::InvalidArgumentError(absl::StrCat("compressed ciphertext of ", bits.c0, " and ",
+                                                   bits.c1, " bits, where these parameters use ",
+                                                   expected.c0, " and ", expected.c1));
+  }
+  return absl::OkStatus();
+}
+
 size_t KeySwitchKeyBytes(const BfvContext& ctx) {
   return sizeof(Seed) + ctx.q_size() * PolyBytes(ctx, ctx.q_size() + 1);
 }
@@ -168,6 +222,11 @@ size_t KeySwitchKeyBytes(const BfvContext& ctx) {
 size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded) {
   const size_t poly = PolyBytes(ctx, ctx.q_size());
   return kHeHeaderBytes + 2 + size * poly - (seeded ? poly - sizeof(Seed) : 0);
+}
+
+size_t CompressedCiphertextBytes(const BfvContext& ctx) {
+  const CompressionBits b = DefaultCompressionBits(ctx);
+  return kHeHeaderBytes + 2 + (ctx.n() * b.c0 + 7) / 8 + (ctx.n() * b.c1 + 7) / 8;
 }
 
 size_t GaloisKeyBytes(const BfvContext& ctx) { return 4 + KeySwitchKeyBytes(ctx); }
@@ -224,6 +283,38 @@ absl::StatusOr<Ciphertext> ParseCiphertext(const BfvContext& ctx, absl::Span<con
     }
   }
   if (absl::Status s = r.Done("ciphertext"); !s.ok()) return s;
+  return ct;
+}
+
+absl::StatusOr<std::vector<uint8_t>> SerializeCompressedCiphertext(const BfvContext& ctx,
+                                                                   const CompressedCiphertext& ct) {
+  if (absl::Status s = CheckCompressedCiphertext(ctx, ct); !s.ok()) return s;
+  if (absl::Status s = CheckDefaultBits(ctx, ct.bits); !s.ok()) return s;
+  std::vector<uint8_t> out;
+  out.reserve(kHeHeaderBytes + 2 + (ctx.n() * (ct.bits.c0 + ct.bits.c1) + 14) / 8);
+  Writer w(out);
+  w.Header(ctx, HeObjectKind::kCompressedCiphertext);
+  w.U8(static_cast<uint8_t>(ct.bits.c0));
+  w.U8(static_cast<uint8_t>(ct.bits.c1));
+  w.Wide(ct.c0, ct.bits.c0);
+  w.Wide(ct.c1, ct.bits.c1);
+  return out;
+}
+
+absl::StatusOr<CompressedCiphertext> ParseCompressedCiphertext(const BfvContext& ctx,
+                                                               absl::Span<const uint8_t> bytes) {
+  Reader r(bytes);
+  if (absl::Status s = r.Header(ctx, HeObjectKind::kCompressedCiphertext); !s.ok()) return s;
+  if (absl::Status s = r.Need(2, "compressed ciphertext"); !s.ok()) return s;
+  CompressedCiphertext ct{ctx.id(), {r.U8(), r.U8()}, {}, {}};
+  if (absl::Status s = CheckDefaultBits(ctx, ct.bits); !s.ok()) return s;
+  if (absl::Status s = r.Wide(ct.c0, ctx.n(), ct.bits.c0, "compressed ciphertext c_0"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.Wide(ct.c1, ctx.n(), ct.bits.c1, "compressed ciphertext c_1"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.Done("compressed ciphertext"); !s.ok()) return s;
   return ct;
 }
 

@@ -2,7 +2,7 @@
 //    0  'V' 'H'        magic
 //    2  version        1
 //    3  kind           1 ciphertext, 2 public key, 3 relinearisation key, 4 Galois keys,
-//                      5 secret key, 6 RGSW ciphertexts
+//                      5 secret key, 6 RGSW ciphertexts, 7 compressed ciphertext
 //    4  params id      8 bytes (BfvParams::Id); must equal the reading context's
 //   12  body
 // A polynomial is its residue rows bit-packed one after the other, row j at bits(q_j) bits per
@@ -15,6 +15,9 @@
 //   Galois keys     count (4 bytes, at most N), then per key: element (4 bytes; odd, below 2N,
 //                   strictly increasing) and a key-switching key
 //   secret key      N ternary coefficients, 2 bits each (0, 1, 3 = -1; 2 is rejected)
+//   compressed      bits b0 and b1 (1 byte each; DefaultCompressionBits), then c_0' at b0 bits
+//                   and c_1' at b1 bits per coefficient, each bit-packed, zero-padded to a whole
+//                   byte (compressed.h): 142,350 bytes at N = 8192, t < 2^58
 //   RGSW            count (4 bytes, at most kMaxRgswCiphertexts), then per ciphertext two
 //                   key-switching keys: from m, then from m s (rgsw.h)
 // Seeded halves (the uniform a of symmetric ciphertexts, public and key-switching keys) travel
@@ -31,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "pir/he/bfv.h"
+#include "pir/he/compressed.h"
 #include "pir/he/rgsw.h"
 
 namespace veil::he {
@@ -47,6 +51,7 @@ enum class HeObjectKind : uint8_t {
   kGaloisKeys = 4,
   kSecretKey = 5,
   kRgswCiphertexts = 6,
+  kCompressedCiphertext = 7,
 };
 
 inline constexpr uint32_t kMaxRgswCiphertexts = 64;
@@ -55,6 +60,11 @@ inline constexpr uint32_t kMaxRgswCiphertexts = 64;
 absl::StatusOr<std::vector<uint8_t>> SerializeCiphertext(const BfvContext& ctx,
                                                          const Ciphertext& ct);
 absl::StatusOr<Ciphertext> ParseCiphertext(const BfvContext& ctx, absl::Span<const uint8_t> bytes);
+// Both refuse bits other than DefaultCompressionBits(ctx).
+absl::StatusOr<std::vector<uint8_t>> SerializeCompressedCiphertext(const BfvContext& ctx,
+                                                                   const CompressedCiphertext& ct);
+absl::StatusOr<CompressedCiphertext> ParseCompressedCiphertext(const BfvContext& ctx,
+                                                               absl::Span<const uint8_t> bytes);
 absl::StatusOr<std::vector<uint8_t>> SerializePublicKey(const BfvContext& ctx, const PublicKey& pk);
 absl::StatusOr<PublicKey> ParsePublicKey(const BfvContext& ctx, absl::Span<const uint8_t> bytes);
 absl::StatusOr<std::vector<uint8_t>> SerializeRelinKey(const BfvContext& ctx, const RelinKey& rk);
@@ -75,6 +85,8 @@ absl::StatusOr<std::vector<RgswCiphertext>> ParseRgswCiphertexts(const BfvContex
 // Galois key inside a GaloisKeys message (element and key).
 size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded);
 size_t GaloisKeyBytes(const BfvContext& ctx);
+// A serialized compressed ciphertext (DefaultCompressionBits).
+size_t CompressedCiphertextBytes(const BfvContext& ctx);
 size_t RelinKeyBytes(const BfvContext& ctx);
 // A message of `count` RGSW ciphertexts.
 size_t RgswCiphertextsBytes(const BfvContext& ctx, size_t count);

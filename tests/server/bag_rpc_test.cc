@@ -251,7 +251,7 @@ TEST_F(BagRpcTest, HostileCallsGetClearErrorsWhileAGoodClientKeepsWorking) {
   EXPECT_THAT(s.message(), HasSubstr("already has 1 query ciphertexts waiting"));
   auto answer = h.Wait(kj::mv(first));
   ASSERT_TRUE(answer.ok()) << answer.status();
-  EXPECT_EQ(*he_client->Decode(*he::ParseCiphertext(*ctx_, *answer)), PlainSum(rows, weights));
+  EXPECT_EQ(*he_client->Decode(*he::ParseCompressedCiphertext(*ctx_, *answer)), PlainSum(rows, weights));
 
   absl::SleepFor(absl::Milliseconds(300));
   stop = true;

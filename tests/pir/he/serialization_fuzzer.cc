@@ -1,9 +1,9 @@
-// Fuzz target for the BFV wire formats (pir/he/serialization.h, RGSW ciphertexts included) and
-// protocol bfv-bag's messages (pir/he/bag.h: the query a client sends, the table info a server
-// publishes), under a tiny context (N = 16) so that an input is a few hundred bytes; the
-// parsers' code is the same at N = 8192. The first byte chooses the parser, the rest is its input.
-// Invariants: every parser fails with INVALID_ARGUMENT or gives an object that serializes back to
-// exactly the input (one encoding per object); a parsed ciphertext decrypts.
+// Fuzz target for the BFV wire formats (pir/he/serialization.h, RGSW and compressed ciphertexts
+// included) and protocol bfv-bag's messages (pir/he/bag.h: the query a client sends, the table
+// info a server publishes), under a tiny context (N = 16) so that an input is a few hundred bytes;
+// the parsers' code is the same at N = 8192. The first byte chooses the parser, the rest is its
+// input. Invariants: every parser fails with INVALID_ARGUMENT or gives an object that serializes
+// back to exactly the input (one encoding per object); a parsed ciphertext decrypts.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -32,6 +32,7 @@ enum Kind : uint8_t {
   kBagQuery,
   kBagTableInfo,
   kRgsw,
+  kCompressed,
   kKinds
 };
 constexpr size_t kMaxBlocks = 4;
@@ -103,6 +104,7 @@ std::vector<std::vector<uint8_t>> Seeds() {
       Tagged(kBagTableInfo, SerializeBagTableInfo({ctx.params().Id(), 100, 8, 1000})),
       Tagged(kRgsw, SerializeRgswCiphertexts(
                         ctx, {*EncryptRgswBit(ctx, sk, 0), *EncryptRgswBit(ctx, sk, 1)})),
+      Tagged(kCompressed, SerializeCompressedCiphertext(ctx, *Compress(ctx, full))),
   };
   return seeds;
 }
@@ -149,11 +151,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      });
       break;
     case kRgsw:
-      CheckRoundTrip(ParseRgswCiphertexts(ctx, bytes), bytes,
-                     [&](const std::vector<RgswCiphertext>& g) {
-                       return SerializeRgswCiphertexts(ctx, g);
-                     });
+      CheckRoundTrip(
+          ParseRgswCiphertexts(ctx, bytes), bytes,
+          [&](const std::vector<RgswCiphertext>& g) { return SerializeRgswCiphertexts(ctx, g); });
       break;
+    case kCompressed: {
+      auto ct = ParseCompressedCiphertext(ctx, bytes);
+      CheckRoundTrip(ct, bytes, [&](const CompressedCiphertext& c) {
+        return SerializeCompressedCiphertext(ctx, c);
+      });
+      if (ct.ok()) {
+        Check(DecryptCompressed(ctx, Secret(), *ct).ok(),
+              "a parsed compressed ciphertext does not decrypt");
+      }
+      break;
+    }
   }
   return 0;
 }
