@@ -7,7 +7,7 @@
 // whatever its rows, size or weights; it needs no second server and keeps no hint. The price is
 // bytes and server work: a query is one seeded ciphertext per block of N rows (~174 KiB at
 // N = 8192), an answer one compressed ciphertext (~139 KiB), and each session uploads Galois
-// keys once (~8-25 MB; BagTableInfo::galois_key_bytes).
+// keys once (~4-16 MB; BagTableInfo::galois_key_bytes).
 //
 // The sums are exact: the server computes sum_r w_r T[r][j] over integers (fixed-point rows), so
 // LookupPooledSums equals the plaintext sum and LookupPooled its dequantized value, as long as

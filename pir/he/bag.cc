@@ -251,11 +251,16 @@ absl::StatusOr<std::vector<int64_t>> BagClient::Decode(const CompressedCiphertex
     WipeWords(m->m.coeffs);
     return absl::DataLossError("the answer's noise budget is exhausted: it cannot be decrypted");
   }
-  absl::StatusOr<std::vector<int64_t>> slots = DecodeSignedSlots(*ctx_, m->m);
+  absl::StatusOr<std::vector<uint64_t>> slots = DecodeSlots(*ctx_, m->m);
   WipeWords(m->m.coeffs);
   if (!slots.ok()) return slots.status();
-  std::vector<int64_t> sums(slots->begin(), slots->begin() + info_.dim);
-  sodium_memzero(slots->data(), slots->size() * sizeof(int64_t));
+  // Each column's windows summed (mod t), then centred: the exactness bound makes it the sum.
+  std::vector<uint64_t> residues = plan_.UnpackOutput(*slots);
+  WipeWords(*slots);
+  std::vector<int64_t> sums(residues.size());
+  const Modulus& t = ctx_->plain_modulus();
+  for (size_t j = 0; j < residues.size(); ++j) sums[j] = t.Centered(residues[j]);
+  WipeWords(residues);
   return sums;
 }
 

@@ -14,20 +14,24 @@
 // sum_r |w_r| max|T| <= (t - 1) / 2, so the centered residue is the integer sum. With the
 // default t of kBagPlainBits = 58 bits and max|T| < 2^31, the weights' L1 norm may reach 2^26
 // (e.g. 1024 rows of weight 1.0 in 16.16 fixed point). The noise budget left after the product
-// at N = 8192 is about 33 bits (measured: fresh 111, after the product 33, for 64 x 8192 and
-// 256 x 20000), so decryption is correct with a wide margin; a larger t would shrink it by
-// about two bits per bit of t. Compressing the answer adds at most 1/16 of the decryption
+// at N = 8192 is 38 to 40 bits (measured with veil-bench he: fresh 111; after the product 40
+// for 64 x 8192 and 16 or 18 x 65536, 38 for 256 x 20000 and 64 x 65536; 33 while the server
+// still folded the sums with rotations), so decryption is correct with a wide margin; a larger
+// t would shrink it by about two bits per bit of t. Compressing the answer adds at most 1/16 of the decryption
 // margin whatever the noise (compressed.h), so the budget the client then measures is 4 or 5
 // bits (bag_test); Decode refuses an answer whose budget is spent.
 //
 // Blocks: a ciphertext holds 2 lanes x N/2 slots, so a table of more than N rows (8192 at
 // N = 8192) is split into blocks of N rows, one query ciphertext each. The server sums the
 // blocks' products before the giant-step rotations, so each extra block costs (b - 1) hoisted
-// rotations and dim plaintext products (plus one query ciphertext up, ~174 KiB); the giant
-// steps, the fold and the download are shared. dim may be up to N/2.
+// rotations and about dim plaintext products (plus one query ciphertext up, ~174 KiB); the giant
+// steps and the download are shared. dim may be up to N/2. The product leaves each sum spread
+// over the slots of its column's windows (matvec.h), which the client adds up after decrypting:
+// no rotations fold them on the server, and a dim that is not a power of two costs about dim
+// diagonals, not the next power of two (18: 20 instead of 32).
 //
 // Privacy: the server sees only ciphertexts under the client's key (RLWE, 128-bit standard
-// parameters). The answer is not re-randomised and its other slots hold other sums of T, so the
+// parameters). The answer is not re-randomised and its slots hold partial sums of T, so the
 // table is not protected from the client (no circuit privacy) -- this protocol hides the query.
 #ifndef VEIL_PIR_HE_BAG_H_
 #define VEIL_PIR_HE_BAG_H_

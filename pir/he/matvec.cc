@@ -57,21 +57,6 @@ absl::Status BabySteps(const BfvContext& ctx, const Ciphertext& x, size_t b, con
   return absl::OkStatus();
 }
 
-// y += rot(y, galois) (y: size 2, coefficient form).
-absl::Status AddRotation(const BfvContext& ctx, Ciphertext& y, uint32_t galois,
-                         const GaloisKeys& gk) {
-  absl::StatusOr<const KeySwitchKey*> key = internal::FindGaloisKey(ctx, gk, galois);
-  if (!key.ok()) return key.status();
-  const size_t words = ctx.q_size() * ctx.n();
-  const uint64_t* digits = internal::DecomposeToScratch(ctx, y.poly(1, words));
-  uint64_t* r0 = internal::GetScratch(internal::Scratch::kOut0, words);
-  uint64_t* r1 = internal::GetScratch(internal::Scratch::kOut1, words);
-  internal::RotateFromDigits(ctx, y.poly(0, words), digits, galois, **key, false, r0, r1);
-  internal::AddRows(ctx.q_ntt(), y.poly(0, words), r0, y.poly(0, words));
-  internal::AddRows(ctx.q_ntt(), y.poly(1, words), r1, y.poly(1, words));
-  return absl::OkStatus();
-}
-
 absl::Status CheckInputs(const BfvContext& ctx, const MatVecPlan& plan,
                          const std::vector<Ciphertext>& x) {
   if (x.size() != plan.blocks()) {
@@ -102,34 +87,53 @@ absl::StatusOr<MatVecPlan> MatVecPlan::Create(const BfvContext& ctx, size_t rows
   }
   p.rows_ = rows;
   p.cols_ = cols;
-  p.rows_padded_ = NextPowerOfTwo(rows);
   p.blocks_ = (cols + 2 * p.lane_ - 1) / (2 * p.lane_);
-  p.lane_cols_ = p.blocks_ > 1 ? p.lane_ : NextPowerOfTwo((cols + 1) / 2);
-  p.diagonals_ = std::min(p.rows_padded_, p.lane_cols_);
-  // A baby step (hoisted, NTT output) costs about a third of a giant step (a full rotation):
-  // minimise blocks (b - 1) + 3 (d / b - 1) over powers of two b dividing d.
+  const size_t lane_cols = p.blocks_ > 1 ? p.lane_ : NextPowerOfTwo((cols + 1) / 2);
+  p.lane_cols_ = lane_cols;
+  p.slot_row_.assign(p.lane_, -1);
+  p.slot_window_.assign(p.lane_, 0);
+  if (rows >= lane_cols) {
+    for (size_t s = 0; s < rows; ++s) {
+      p.slot_row_[s] = static_cast<int32_t>(s);
+      p.slot_window_[s] = static_cast<uint32_t>(lane_cols);
+    }
+    p.window_ = lane_cols;
+  } else {
+    // Rounds of `rows` slots; after round k, spare_k unused slots (Bresenham: the L - q m left
+    // over spread as evenly as they go).
+    const size_t rounds = lane_cols / rows, left = lane_cols - rounds * rows;
+    size_t s = 0;
+    for (size_t k = 0; k < rounds; ++k) {
+      const size_t spare = left * (k + 1) / rounds - left * k / rounds;
+      for (size_t r = 0; r < rows; ++r) {
+        p.slot_row_[s + r] = static_cast<int32_t>(r);
+        p.slot_window_[s + r] = static_cast<uint32_t>(rows + spare);
+      }
+      s += rows + spare;
+      p.window_ = std::max(p.window_, rows + spare);
+    }
+  }
+  // b a power of two, g = ceil(d / b). A baby step (hoisted, NTT output) costs about a third of a
+  // giant step (a full rotation) and a plaintext product (per block and diagonal) about a
+  // sixteenth of one: minimise blocks (b - 1) + 3 (g - 1) + 3 blocks b g / 16.
   double best = 0;
-  for (size_t b = 1; b <= p.diagonals_; b *= 2) {
-    const double cost = double(p.blocks_ * (b - 1)) + 3.0 * double(p.diagonals_ / b - 1);
+  for (size_t b = 1; b <= NextPowerOfTwo(p.window_); b *= 2) {
+    const size_t g = (p.window_ + b - 1) / b;
+    const double cost =
+        double(p.blocks_ * (b - 1)) + 3.0 * double(g - 1) + 3.0 * double(p.blocks_ * b * g) / 16.0;
     if (b == 1 || cost < best) {
       best = cost;
       p.baby_ = b;
+      p.giant_ = g;
     }
   }
   return p;
 }
 
-size_t MatVecPlan::rotations() const {
-  size_t fold = 0;
-  for (size_t s = rows_padded_; s < lane_cols_; s *= 2) ++fold;
-  return blocks_ * (baby_ - 1) + (giant() - 1) + fold + 1;
-}
-
 std::vector<int> MatVecPlan::RotationSteps() const {
-  std::set<int> steps = {0};
+  std::set<int> steps;
   for (size_t j = 1; j < baby_; ++j) steps.insert(static_cast<int>(j));
-  for (size_t k = 1; k < giant(); ++k) steps.insert(static_cast<int>(k * baby_));
-  for (size_t s = rows_padded_; s < lane_cols_; s *= 2) steps.insert(static_cast<int>(s));
+  for (size_t k = 1; k < giant_; ++k) steps.insert(static_cast<int>(k * baby_));
   return std::vector<int>(steps.begin(), steps.end());
 }
 
@@ -162,7 +166,16 @@ absl::StatusOr<std::vector<std::vector<uint64_t>>> MatVecPlan::PackInput(
 }
 
 std::vector<uint64_t> MatVecPlan::UnpackOutput(absl::Span<const uint64_t> slots) const {
-  return std::vector<uint64_t>(slots.begin(), slots.begin() + rows_);
+  std::vector<uint64_t> y(rows_, 0);
+  for (size_t l = 0; l < 2; ++l) {
+    for (size_t s = 0; s < lane_; ++s) {
+      if (slot_row_[s] < 0) continue;
+      uint64_t& sum = y[slot_row_[s]];
+      sum += slots[l * lane_ + s];  // both below t < 2^61: no overflow before the reduction
+      sum = sum >= t_ ? sum - t_ : sum;
+    }
+  }
+  return y;
 }
 
 absl::StatusOr<EncodedMatrix> EncodedMatrix::Create(std::shared_ptr<const BfvContext> ctx,
@@ -182,7 +195,7 @@ absl::StatusOr<EncodedMatrix> EncodedMatrix::Create(std::shared_ptr<const BfvCon
     if (v >= t) return absl::InvalidArgumentError(absl::StrCat("entry ", v, " is not below t"));
   }
   EncodedMatrix m(ctx, plan);
-  const size_t lane = plan.slots_per_lane(), n_lane = plan.lane_cols(), m_pad = plan.padded_rows();
+  const size_t lane = plan.slots_per_lane(), n_lane = plan.lane_cols();
   const size_t b = plan.baby(), g = plan.giant(), words = ctx->q_size() * ctx->n();
   const size_t count = plan.blocks() * g * b;
   m.plain_words_ = count * words;
@@ -200,13 +213,9 @@ absl::StatusOr<EncodedMatrix> EncodedMatrix::Create(std::shared_ptr<const BfvCon
     for (size_t l = 0; l < 2; ++l) {
       for (size_t s = 0; s < lane; ++s) {
         const size_t from = (s + lane - (k * b) % lane) % lane;  // rot_{-kb}
-        uint64_t v;
-        if (!plan.wide()) {
-          v = from < m_pad ? entry(block, l, from, (from + i) % n_lane) : 0;
-        } else {
-          v = entry(block, l, from % m_pad, (from + i) % n_lane);
-        }
-        coeffs[slot_index[l * lane + s]] = v;
+        const int32_t row = plan.slot_row(from);
+        coeffs[slot_index[l * lane + s]] =
+            row >= 0 && i < plan.slot_window(from) ? entry(block, l, row, (from + i) % n_lane) : 0;
       }
     }
     ctx->plain_ntt().Inverse(coeffs);
@@ -283,13 +292,6 @@ absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>
     internal::AddRows(ctx.q_ntt(), y.poly(1, words), add + words, y.poly(1, words));
   });
   if (!status.ok()) return status;
-  for (size_t s = plan_.padded_rows(); s < plan_.lane_cols(); s *= 2) {
-    absl::Status st =
-        AddRotation(ctx, y, *GaloisElementForStep(ctx.log_n(), static_cast<int>(s)), gk);
-    if (!st.ok()) return st;
-  }
-  absl::Status st = AddRotation(ctx, y, static_cast<uint32_t>(2 * n - 1), gk);
-  if (!st.ok()) return st;
   return y;
 }
 

@@ -1,27 +1,32 @@
 // Encrypted matrix-vector product y = M x (mod t) for a plaintext m x n matrix M and an encrypted
 // x, by the diagonal method (Halevi and Shoup, "Algorithms in HElib", CRYPTO 2014) with baby-step
 // giant-step (Halevi and Shoup, CRYPTO 2018, Sec. 4): d diagonals as b baby steps times g giant
-// steps, b g = d, costing (b - 1) + (g - 1) rotations instead of d - 1.
+// steps, b g >= d, costing (b - 1) + (g - 1) rotations instead of d - 1.
 //
 // Layout. Slots form two lanes (rows) of S = N/2, each rotated cyclically by RotateRows. The
-// columns of M are cut into blocks of two lanes, each lane holding n_lane = the next power of
-// two of its columns (all of S when n > 2S), repeated S / n_lane times so that a rotation
-// within the lane is a rotation mod n_lane. One input ciphertext per block. Rows are padded to
-// m' = next power of two of m (m' <= S). Per lane and block, with d = min(m', n_lane):
-//   tall or square (m' >= n_lane): diag_i[s] = M[s][(s + i) mod n_lane] for s < m', 0 beyond;
-//   wide (m' < n_lane):           diag_i[s] = M[s mod m'][(s + i) mod n_lane], and after the
-//                                 sum the n_lane / m' partial results of a row are folded with
-//                                 log2(n_lane / m') rotate-and-adds (steps m', 2m', ...).
+// columns of M are cut into blocks of two lanes, each lane holding L = the next power of two of
+// its columns (all of S when n > 2S), repeated S / L times so that a rotation within the lane is
+// a rotation mod L. One input ciphertext per block. Each used slot s of a lane belongs to one
+// row r(s) and sums a window of w(s) consecutive columns, s .. s + w(s) - 1 (mod L):
+//   diag_i[s] = M[r(s)][(s + i) mod L] for i < w(s), 0 beyond (and 0 in unused slots),
+// so that slot s of the result holds sum_{i < w(s)} M[r(s)][s + i] x[s + i]. The slots of one row
+// are placed so that their windows tile the lane: the client adds them up (UnpackOutput, over
+// both lanes), and the server needs no rotations to fold them. With m rows:
+//   m >= L: slot s < m is row s with the whole lane as its window, d = L diagonals;
+//   m < L:  rounds of m slots (one per row, in order), q = floor(L / m) of them, the
+//           L - q m slots left over spread one or more between rounds, unused: a row's windows
+//           then span m or m + 1 (or more) columns, d = m + ceil((L - q m) / q) diagonals
+//           (m when m divides L; 19 instead of the next power of two 32 for m = 18, L = 4096).
+// d is rounded up to b g for the baby-step giant-step product (the extra diagonals are zero).
 // Each giant step k accumulates sum_blocks sum_{j < b} rot_{-kb}(diag_{kb+j}) o rot_j(x_block)
 // with the baby steps of all blocks hoisted and left in NTT form, the products summed lazily
-// (dot_product.h); then y = sum_k rot_{kb}(inner_k), folded, and the lanes summed with one row
-// swap. y sits in slots [0, m) of lane 0.
-// Cost: blocks x (b - 1) hoisted rotations + (g - 1) rotations + fold + 1 swap, and
-// blocks x d plaintext products (each over both lanes). The encoded matrix holds blocks x d
-// plaintexts of k x N residues (8 k N bytes each).
+// (dot_product.h); then y = sum_k rot_{kb}(inner_k).
+// Cost: blocks x (b - 1) hoisted rotations + (g - 1) rotations, and blocks x b g plaintext
+// products (each over both lanes). The encoded matrix holds blocks x b g plaintexts of k x N
+// residues (8 k N bytes each).
 //
-// Privacy: x stays encrypted; the result is not re-randomised (no noise flooding), and in the
-// wide case the slots beyond m hold other partial sums of M: the product protects the client's
+// Privacy: x stays encrypted; the result is not re-randomised (no noise flooding), and its slots
+// hold the partial sums of the windows, not only their totals: the product protects the client's
 // vector, not the matrix.
 #ifndef VEIL_PIR_HE_MATVEC_H_
 #define VEIL_PIR_HE_MATVEC_H_
@@ -44,16 +49,18 @@ class MatVecPlan {
   size_t rows() const { return rows_; }
   size_t cols() const { return cols_; }
   size_t slots_per_lane() const { return lane_; }
-  size_t padded_rows() const { return rows_padded_; }  // m'
-  size_t lane_cols() const { return lane_cols_; }      // n_lane
+  size_t lane_cols() const { return lane_cols_; }      // L
   size_t blocks() const { return blocks_; }            // input ciphertexts
-  size_t diagonals() const { return diagonals_; }      // d
+  size_t window() const { return window_; }            // d, the longest window
   size_t baby() const { return baby_; }                // b
-  size_t giant() const { return diagonals_ / baby_; }  // g
-  bool wide() const { return rows_padded_ < lane_cols_; }
-  // Rotations of one product (blocks x (b - 1) + g - 1 + fold + 1).
-  size_t rotations() const;
-  // The row rotation steps whose Galois keys Multiply needs (0: the row swap).
+  size_t giant() const { return giant_; }              // g
+  size_t diagonals() const { return baby_ * giant_; }  // b g >= d
+  // The row slot s of a lane sums (-1: unused) and its window's length.
+  int32_t slot_row(size_t s) const { return slot_row_[s]; }
+  uint32_t slot_window(size_t s) const { return slot_window_[s]; }
+  // Rotations of one product (blocks x (b - 1) + g - 1).
+  size_t rotations() const { return blocks_ * (baby_ - 1) + giant_ - 1; }
+  // The row rotation steps whose Galois keys Multiply needs.
   std::vector<int> RotationSteps() const;
   // Their Galois elements, for GenerateGaloisKeys.
   std::vector<uint32_t> GaloisElements() const;
@@ -61,14 +68,16 @@ class MatVecPlan {
   // The slot vectors (N values) of the blocks' input ciphertexts. x: cols values mod t.
   // Returns INVALID_ARGUMENT for another length or a value not below t.
   absl::StatusOr<std::vector<std::vector<uint64_t>>> PackInput(absl::Span<const uint64_t> x) const;
-  // y (rows values) from the decrypted result's slots.
+  // y (rows values mod t): each row's slots summed over both lanes.
   std::vector<uint64_t> UnpackOutput(absl::Span<const uint64_t> slots) const;
 
  private:
   int log_n_ = 0;
   uint64_t t_ = 0;
-  size_t rows_ = 0, cols_ = 0, lane_ = 0, rows_padded_ = 0, lane_cols_ = 0, blocks_ = 0;
-  size_t diagonals_ = 0, baby_ = 0;
+  size_t rows_ = 0, cols_ = 0, lane_ = 0, lane_cols_ = 0, blocks_ = 0;
+  size_t window_ = 0, baby_ = 0, giant_ = 0;
+  std::vector<int32_t> slot_row_;      // S entries
+  std::vector<uint32_t> slot_window_;  // S entries
 };
 
 // M encoded for one plan: the pre-rotated diagonals as prepared plaintexts.

@@ -169,6 +169,35 @@ TEST_F(BagClientTest, TablesOverNRowsAreSplitIntoBlocks) {
   EXPECT_EQ((*client)->last_call().keys, 2u);
 }
 
+// The product's windows tile any shape: one column (no rotations, so no Galois keys at all) and
+// an odd dim whose windows differ in length.
+TEST_F(BagClientTest, OddShapesAreServed) {
+  struct Shape {
+    uint64_t rows;
+    uint32_t dim;
+  };
+  for (const Shape shape : {Shape{300, 1}, Shape{3000, 5}}) {
+    SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.dim);
+    auto path = testing::WriteRandomTable("odd.veil", embedding::RowFormat::kFixed32, shape.rows,
+                                          shape.dim, 6);
+    ASSERT_TRUE(path.ok());
+    auto table = embedding::Table::Open(*path);
+    ASSERT_TRUE(table.ok());
+    auto server = testing::StartBagServer(*path, {});
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto client = BagClient::Connect(Options(**server));
+    ASSERT_TRUE(client.ok()) << client.status();
+    // No keys: the header and a count of zero.
+    if (shape.dim == 1) EXPECT_EQ((*client)->table().galois_key_bytes, 16u);
+    const std::vector<uint64_t> indices = {0, shape.rows - 1, 7, 150, 151, 2};
+    const std::vector<uint32_t> sizes = {4, 2};
+    const std::vector<int64_t> weights = {3, -1, 65536, 1, -7, 1 << 20};
+    auto sums = (*client)->LookupPooledSums(indices, sizes, weights);
+    ASSERT_TRUE(sums.ok()) << sums.status();
+    EXPECT_EQ(*sums, PlainSums(**table, indices, sizes, weights));
+  }
+}
+
 TEST_F(BagClientTest, BadArgumentsAreClearErrorsAndTheClientKeepsWorking) {
   auto server = testing::StartBagServer(path_);
   ASSERT_TRUE(server.ok()) << server.status();

@@ -69,7 +69,7 @@ TEST(Bag, AnswerIsThePooledSumExactly) {
     EXPECT_EQ(down.size(), 142350u);
     EXPECT_EQ(*client->Decode(*ParseCompressedCiphertext(*ctx, down)),
               PlainPooledSum(table, c.dim, rows, weights));
-    // The product leaves about 33 bits, the compression's rounding at most 1/16 of the margin
+    // The product leaves 38 to 40 bits, the compression's rounding at most 1/16 of the margin
     // (bag.h): the budget is what the rounding leaves, at least 4 bits.
     EXPECT_GE(DecryptCompressed(*ctx, client->secret_key(), answer)->noise_budget, 4);
   }

@@ -1,7 +1,7 @@
 // The baby-step giant-step matrix-vector product: the IFMA dot-product and row kernels against
-// their references bit for bit, plans (rotation counts g + b instead of g b), and
-// decrypt(M x) = M x for random matrices of several shapes (square, wide, tall, one row, one
-// column, odd sizes, several input blocks) on random vectors.
+// their references bit for bit, plans (rotation counts g + b instead of g b; every row's
+// windows tiling its lane), and decrypt(M x) = M x for random matrices of several shapes
+// (square, wide, tall, one row, one column, odd sizes, several input blocks) on random vectors.
 #include "pir/he/matvec.h"
 
 #include <cstdint>
@@ -172,24 +172,60 @@ TEST(SubMulShoup, FastPathMatchesReference) {
 
 TEST(MatVecPlan, BabyStepGiantStepCounts) {
   const auto ctx = *BfvContext::Create(*BfvParams::Standard(13, 30));
-  // 4096 x 4096 at N = 8192: two lanes of 2048 columns, 2048 diagonals = 64 x 32.
+  // 4096 x 4096 at N = 8192: two lanes of 2048 columns, 2048 diagonals = b x g.
   const MatVecPlan square = *MatVecPlan::Create(*ctx, 4096, 4096);
   EXPECT_EQ(square.blocks(), 1u);
   EXPECT_EQ(square.lane_cols(), 2048u);
+  EXPECT_EQ(square.window(), 2048u);
   EXPECT_EQ(square.diagonals(), 2048u);
-  EXPECT_EQ(square.baby() * square.giant(), 2048u);
-  EXPECT_EQ(square.rotations(), square.baby() - 1 + square.giant() - 1 + 1);
-  EXPECT_LE(square.rotations(), 100u);  // instead of 2047
-  // 64 x 4096 (a bag over 4096 rows of dimension 64): 64 diagonals, fold 2048 -> 64.
+  EXPECT_EQ(square.rotations(), square.baby() - 1 + square.giant() - 1);
+  EXPECT_LE(square.rotations(), 100u);                           // instead of 2047
+  EXPECT_EQ(square.RotationSteps().size(), square.rotations());  // distinct steps
+  // 64 x 4096 (a bag over 4096 rows of dimension 64): 64 diagonals, no fold.
   const MatVecPlan wide = *MatVecPlan::Create(*ctx, 64, 4096);
-  EXPECT_TRUE(wide.wide());
+  EXPECT_EQ(wide.window(), 64u);
   EXPECT_EQ(wide.diagonals(), 64u);
-  EXPECT_EQ(wide.rotations(), wide.baby() - 1 + wide.giant() - 1 + 5 + 1);
-  EXPECT_EQ(wide.RotationSteps().size(), wide.rotations());  // distinct steps, swap included
+  EXPECT_EQ(wide.rotations(), wide.baby() - 1 + wide.giant() - 1);
+  // 18 x 65536 (16 values and 2 tag words per row over 8 blocks): windows of 18 and 19 columns,
+  // 19 diagonals rounded to b g = 20, not the 32 of the next power of two.
+  const MatVecPlan tagged = *MatVecPlan::Create(*ctx, 18, 65536);
+  EXPECT_EQ(tagged.blocks(), 8u);
+  EXPECT_EQ(tagged.window(), 19u);
+  EXPECT_EQ(tagged.diagonals(), 20u);
+  EXPECT_EQ(tagged.rotations(), 8 * (tagged.baby() - 1) + tagged.giant() - 1);
   // More columns than two lanes hold: blocks.
   EXPECT_EQ(MatVecPlan::Create(*ctx, 64, 20000)->blocks(), 3u);
   EXPECT_EQ(MatVecPlan::Create(*ctx, 4097, 10).status().message(),
             "a 4097 x 10 matrix needs 1 to N/2 = 4096 rows and at least one column");
+}
+
+// Every row's windows tile its lane exactly once: each column of the lane is summed once per row.
+TEST(MatVecPlan, EachRowsWindowsTileTheLane) {
+  const auto ctx = *BfvContext::Create(*BfvParams::Standard(12, 20));
+  for (size_t rows : {1, 2, 3, 5, 17, 18, 100, 1000, 1024, 1500, 2047, 2048}) {
+    for (size_t cols : {1, 7, 64, 300, 4096, 5000}) {
+      SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
+      const MatVecPlan plan = *MatVecPlan::Create(*ctx, rows, cols);
+      const size_t lane_cols = plan.lane_cols();
+      std::vector<std::vector<int>> covered(rows, std::vector<int>(lane_cols, 0));
+      for (size_t s = 0; s < plan.slots_per_lane(); ++s) {
+        if (plan.slot_row(s) < 0) continue;
+        ASSERT_LT(static_cast<size_t>(plan.slot_row(s)), rows);
+        ASSERT_LE(plan.slot_window(s), plan.window());
+        for (size_t i = 0; i < plan.slot_window(s); ++i) {
+          ++covered[plan.slot_row(s)][(s + i) % lane_cols];
+        }
+      }
+      for (size_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(covered[r], std::vector<int>(lane_cols, 1)) << "row " << r;
+      }
+      EXPECT_GE(plan.diagonals(), plan.window());
+      // No more diagonals than the next power of two would take.
+      size_t pow2 = 1;
+      while (pow2 < rows) pow2 *= 2;
+      EXPECT_LE(plan.window(), std::min(pow2, lane_cols));
+    }
+  }
 }
 
 struct Shape {
@@ -201,8 +237,8 @@ TEST(MatVec, EqualsThePlainProduct) {
   const SecretKey sk = GenerateSecretKey(*ctx);
   std::mt19937_64 rng = Rng(31);
   const uint64_t t = ctx->params().t;
-  const Shape shapes[] = {{64, 64}, {16, 1000}, {1000, 16}, {1, 300},
-                          {300, 1}, {37, 53},   {5, 5000},  {2048, 4096}};
+  const Shape shapes[] = {{64, 64}, {16, 1000}, {1000, 16}, {1, 300},    {300, 1},
+                          {37, 53}, {5, 5000},  {18, 9000}, {100, 4096}, {2048, 4096}};
   for (const Shape& s : shapes) {
     SCOPED_TRACE(::testing::Message() << s.rows << " x " << s.cols);
     const MatVecPlan plan = *MatVecPlan::Create(*ctx, s.rows, s.cols);
