@@ -263,6 +263,9 @@ absl::StatusOr<std::unique_ptr<tools::ServerProcess>> StartLweServer(
   options.extra_args = {"--lwe_hint_cache=false"};
   options.extra_args.insert(options.extra_args.end(), extra_args.begin(), extra_args.end());
   options.log_path = log_path;
+  // The server prints its port once its hint is ready: 30 s for a 65,536 x 80 B table on a
+  // machine without AVX-512 (2026-12-06), a few on one with it.
+  options.start_timeout = absl::Seconds(180);
   return tools::ServerProcess::Start(options);
 }
 
