@@ -2,13 +2,13 @@
 
 #include <arpa/inet.h>
 #include <capnp/rpc-twoparty.h>
-#include <capnp/rpc.capnp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -27,33 +27,28 @@ namespace {
 
 // Cap'n Proto's stream framing, read as a connection's bytes pass: a message is a segment table
 // (segment count - 1, then each segment's size in words, padded to a whole word) and the
-// segments. Tells when a message starts, its declared size once its table is read, when it ends,
-// and which RPC message it is (capnp::rpc::Message's union: its root struct pointer at the body's
-// first word, with offset 0 as Cap'n Proto writes it, and the union's tag in the data word after).
+// segments. Tells when a message starts, its declared size once its table is read, and when it
+// ends. (What a message is, the RPC system decides: calls are counted where it dispatches them,
+// CountingService.)
 class FrameTracker {
  public:
   // Most segments a message may declare (Cap'n Proto's own readers refuse more).
   static constexpr uint32_t kMaxSegments = 512;
-  // The kind of a message whose root is not where Cap'n Proto puts it.
-  static constexpr uint16_t kUnknownKind = 0xffff;
 
   // Consumes received bytes. on_declared(bytes) is called once per message with its declared size
-  // (table and segments) and returns false to refuse it; on_end(kind) when a message is complete,
-  // with its capnp::rpc::Message::Which (or kUnknownKind). Returns false for a refused message or
-  // a table no reader would accept.
+  // (table and segments) and returns false to refuse it; on_end() when a message is complete.
+  // Returns false for a refused message or a table no reader would accept.
   template <typename OnDeclared, typename OnEnd>
   bool Feed(const uint8_t* data, size_t n, OnDeclared on_declared, OnEnd on_end) {
     while (n > 0) {
       if (stage_ == Stage::kBody) {
         const uint64_t take = std::min<uint64_t>(n, left_);
-        for (uint64_t i = 0; seen_ + i < sizeof(head_) && i < take; ++i) head_[seen_ + i] = data[i];
-        seen_ += take;
         data += take;
         n -= take;
         left_ -= take;
         if (left_ == 0) {
           stage_ = Stage::kCount;
-          on_end(Kind());
+          on_end();
         }
         continue;
       }
@@ -70,12 +65,11 @@ class FrameTracker {
         for (uint32_t s = 0; s < segments_; ++s) words += Word(4 * (s + 1));
         left_ = words * 8;
         table_fill_ = 0;
-        seen_ = 0;
         if (!on_declared(table_bytes_ + left_)) return false;
         stage_ = Stage::kBody;
         if (left_ == 0) {
           stage_ = Stage::kCount;
-          on_end(kUnknownKind);
+          on_end();
         }
       }
     }
@@ -91,26 +85,35 @@ class FrameTracker {
     return uint32_t{table_[at]} | uint32_t{table_[at + 1]} << 8 | uint32_t{table_[at + 2]} << 16 |
            uint32_t{table_[at + 3]} << 24;
   }
-  // The completed message's RPC kind: a struct pointer of offset 0 (its low half zero) to a
-  // struct with a data section, then the union's tag at the start of its data word. Anything
-  // else is unknown (a root without data reads as `unimplemented` to Cap'n Proto, whatever its
-  // pointers hold).
-  uint16_t Kind() const {
-    if (seen_ < 10 || head_[0] != 0 || head_[1] != 0 || head_[2] != 0 || head_[3] != 0 ||
-        (head_[4] | head_[5] << 8) == 0) {
-      return kUnknownKind;
-    }
-    return static_cast<uint16_t>(head_[8] | head_[9] << 8);
-  }
-
   Stage stage_ = Stage::kCount;
   uint8_t table_[4 * (kMaxSegments + 1) + 4] = {};
   size_t table_fill_ = 0;
   size_t table_bytes_ = 0;
   uint32_t segments_ = 0;
   uint64_t left_ = 0;
-  uint8_t head_[16] = {};  // the body's first bytes
-  uint64_t seen_ = 0;      // body bytes read so far
+};
+
+// A connection's service, counting its calls in flight: each from its dispatch until its promise
+// settles (answered, failed or cancelled by the client). The count is shared with the
+// connection's entry, which may go before the RPC system drops the last call.
+class CountingService final : public capnp::Capability::Server {
+ public:
+  CountingService(kj::Own<capnp::Capability::Server> inner, std::shared_ptr<uint32_t> calls)
+      : inner_(kj::mv(inner)), calls_(std::move(calls)) {}
+
+  DispatchCallResult dispatchCall(
+      uint64_t interface_id, uint16_t method_id,
+      capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) override {
+    ++*calls_;
+    auto uncount = kj::defer([calls = calls_] { --*calls; });  // also if dispatch throws
+    DispatchCallResult result = inner_->dispatchCall(interface_id, method_id, context);
+    result.promise = result.promise.attach(kj::mv(uncount));
+    return result;
+  }
+
+ private:
+  kj::Own<capnp::Capability::Server> inner_;
+  std::shared_ptr<uint32_t> calls_;
 };
 
 kj::Exception Disconnect(const std::string& why) {
@@ -243,10 +246,9 @@ struct Listener::Entry : Slot {
   uint64_t reserved = 0;                              // its declared bytes, while it arrives
   uint64_t message_bytes = 0;                         // of it received so far (about)
   FrameTracker frames;                                // arriving messages
-  FrameTracker replies;                               // messages going out
-  // Calls (and bootstraps) received and not yet returned: a connection waiting for its answers
-  // is not evicted as idle at the limit.
-  uint32_t calls = 0;
+  // Calls dispatched and not yet settled (CountingService): a connection waiting for its answers
+  // is not closed as idle, nor evicted as idle at the limit.
+  std::shared_ptr<uint32_t> calls = std::make_shared<uint32_t>(0);
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<rpc::WipingMessageStream> messages;  // requests' keys wiped once released
   kj::Own<capnp::TwoPartyVatNetwork> network;
@@ -262,7 +264,7 @@ struct Listener::Entry : Slot {
   // (one that waits means the client is not reading), and traffic within kStuckCallTimeouts idle
   // timeouts (a call unanswered for that long is taken as stuck, however it got so).
   bool Working(absl::Time now) {
-    return calls > 0 && (network.get() == nullptr || network->getCurrentQueueCount() == 0) &&
+    return *calls > 0 && (network.get() == nullptr || network->getCurrentQueueCount() == 0) &&
            now - last_activity < kStuckCallTimeouts * listener.limits_.idle_timeout;
   }
 };
@@ -332,12 +334,10 @@ class GuardedStream final : public kj::AsyncIoStream {
   }
   kj::Promise<void> write(const void* buffer, size_t size) override {
     entry_.last_activity = absl::Now();
-    CountReplies(static_cast<const uint8_t*>(buffer), size);
     return inner_->write(buffer, size);
   }
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
     entry_.last_activity = absl::Now();
-    for (auto piece : pieces) CountReplies(piece.begin(), piece.size());
     return inner_->write(pieces);
   }
   kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
@@ -357,15 +357,6 @@ class GuardedStream final : public kj::AsyncIoStream {
   }
 
  private:
-  // The RPC system's own messages going out: each Return ends a call in flight.
-  void CountReplies(const uint8_t* bytes, size_t n) {
-    entry_.replies.Feed(
-        bytes, n, [](uint64_t) { return true; },
-        [this](uint16_t kind) {
-          if (kind == capnp::rpc::Message::RETURN && entry_.calls > 0) --entry_.calls;
-        });
-  }
-
   // Reads until `min_bytes` have come (or the stream ends), accounting for each piece as it
   // arrives, so that a slowly arriving message's progress is seen before it is complete.
   kj::Promise<size_t> ReadAtLeast(uint8_t* buffer, size_t min_bytes, size_t max_bytes,
@@ -405,13 +396,10 @@ class GuardedStream final : public kj::AsyncIoStream {
           entry_.message_bytes = 0;
           return true;
         },
-        [&](uint16_t kind) {
+        [&] {
           used_ -= entry_.reserved;
           entry_.reserved = 0;
           entry_.message_start = absl::InfiniteFuture();
-          if (kind == capnp::rpc::Message::CALL || kind == capnp::rpc::Message::BOOTSTRAP) {
-            ++entry_.calls;
-          }
         });
     if (!ok) {
       if (refusal.empty()) refusal = "a message table no reader accepts";
@@ -449,7 +437,7 @@ class Listener::ErrorHandler final : public kj::TaskSet::ErrorHandler {
 
 Listener::Listener(kj::ConnectionReceiver& receiver, kj::TlsContext* tls, kj::Timer& timer,
                    kj::Network& network,
-                   std::function<capnp::Capability::Client(const Peer&)> new_service,
+                   std::function<kj::Own<capnp::Capability::Server>(const Peer&)> new_service,
                    const ServerLimits& limits, ServerStats& stats)
     : receiver_(receiver),
       tls_(tls),
@@ -671,7 +659,9 @@ void Listener::Serve(kj::Own<kj::AsyncIoStream> stream, Peer peer) {
   entry->messages = kj::heap<rpc::WipingMessageStream>(*entry->stream);
   entry->network = kj::heap<capnp::TwoPartyVatNetwork>(*entry->messages,
                                                        capnp::rpc::twoparty::Side::SERVER, options);
-  entry->rpc = kj::heap(capnp::makeRpcServer(*entry->network, new_service_(peer)));
+  entry->rpc = kj::heap(capnp::makeRpcServer(
+      *entry->network,
+      capnp::Capability::Client(kj::heap<CountingService>(new_service_(peer), entry->calls))));
   // Calls not yet answered, pipelined ones included (held by the RPC system while the call they
   // target is pending, unseen by the services' per-connection limits), stop the reading beyond
   // this until answers go out.

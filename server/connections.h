@@ -23,8 +23,8 @@
 //   calls (calls in flight, no reply waiting to be written: a client that does not read its
 //   replies is closed; and for at most ten idle timeouts: a call unanswered for longer is taken
 //   as stuck); so is one whose message does not arrive whole within read_timeout of its first
-//   byte. Calls in flight are counted from the messages' kinds as they pass (the union's tag of
-//   a root struct with a data section; anything else counts as no call).
+//   byte. Calls in flight are counted where the RPC system dispatches them to the connection's
+//   service, until their promises settle; messages it does not dispatch count as no call.
 // - Each arriving message's declared size (from the Cap'n Proto framing, read as the bytes pass)
 //   is reserved against max_buffered_bytes until the message is complete. Cap'n Proto allocates a
 //   message at its declared size before the bytes arrive, so this is what bounds memory under
@@ -71,11 +71,12 @@ struct Peer {
 
 class Listener {
  public:
-  // `new_service` makes the bootstrap capability of one new connection. With `tls` (else null:
-  // plaintext) every accepted stream is wrapped in TLS before it is served. All references must
-  // outlive the listener; destroying it closes every connection.
+  // `new_service` makes the service of one new connection (its bootstrap capability). With `tls`
+  // (else null: plaintext) every accepted stream is wrapped in TLS before it is served. All
+  // references must outlive the listener; destroying it closes every connection.
   Listener(kj::ConnectionReceiver& receiver, kj::TlsContext* tls, kj::Timer& timer,
-           kj::Network& network, std::function<capnp::Capability::Client(const Peer&)> new_service,
+           kj::Network& network,
+           std::function<kj::Own<capnp::Capability::Server>(const Peer&)> new_service,
            const ServerLimits& limits, ServerStats& stats);
   ~Listener();
 
@@ -118,7 +119,7 @@ class Listener {
   kj::TlsContext* tls_;
   kj::Timer& timer_;
   kj::Network& network_;
-  std::function<capnp::Capability::Client(const Peer&)> new_service_;
+  std::function<kj::Own<capnp::Capability::Server>(const Peer&)> new_service_;
   const ServerLimits& limits_;
   ServerStats& stats_;
   uint32_t refusing_ = 0;               // refused streams being told why

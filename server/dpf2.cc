@@ -237,7 +237,7 @@ class Dpf2Protocol final : public Protocol {
     for (const auto& served : tables_.Served()) tables.push_back(served->table);
     return tables;
   }
-  capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
+  kj::Own<capnp::Capability::Server> NewConnection(const ConnectionPolicy& policy) override {
     return kj::heap<Dpf2Service>(options_, tables_, backend_name_, batcher_, stats_, policy);
   }
   void Roll() override { tables_.Roll(); }

@@ -219,7 +219,7 @@ class LweProtocol final : public Protocol {
   std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const override {
     return {env_.table};
   }
-  capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
+  kj::Own<capnp::Capability::Server> NewConnection(const ConnectionPolicy& policy) override {
     return kj::heap<LweService>(*table_, *env_.table, env_.options.limits, scheduler_, env_.stats,
                                 policy);
   }

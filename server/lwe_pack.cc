@@ -245,7 +245,7 @@ class LwePackProtocol final : public Protocol {
   std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const override {
     return {env_.table};
   }
-  capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) override {
+  kj::Own<capnp::Capability::Server> NewConnection(const ConnectionPolicy& policy) override {
     return kj::heap<PackService>(*table_, *env_.table, cache_, scheduler_, env_.stats, policy);
   }
   void Stop(kj::WaitScope& wait_scope, kj::Timer& timer) override {

@@ -40,8 +40,8 @@ class Protocol {
   virtual std::string Describe() const = 0;
   // Any thread (metrics scrapes): the table versions served now, oldest first.
   virtual std::vector<std::shared_ptr<const embedding::Table>> ServedTables() const = 0;
-  // Event-loop thread: the bootstrap capability of one new connection.
-  virtual capnp::Capability::Client NewConnection(const ConnectionPolicy& policy) = 0;
+  // Event-loop thread: the service of one new connection (its bootstrap capability).
+  virtual kj::Own<capnp::Capability::Server> NewConnection(const ConnectionPolicy& policy) = 0;
   // Event-loop thread, on SIGHUP: starts loading a new version of the table beside the served
   // one (server/table_set.h), or logs that this protocol does not roll tables.
   virtual void Roll();

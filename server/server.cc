@@ -175,7 +175,7 @@ absl::Status RunServer(const ServerOptions& options) {
       Log("metrics_listening", absl::StrFormat("metrics on %s port %d (GET /metrics)",
                                                options.metrics, metrics->port()));
     }
-    auto new_service = [&](const Peer& peer) -> capnp::Capability::Client {
+    auto new_service = [&](const Peer& peer) -> kj::Own<capnp::Capability::Server> {
       return (*protocol)->NewConnection(
           ConnectionPolicy{.stats_allowed = options.stats_from_any || peer.loopback});
     };
