@@ -17,12 +17,8 @@
 namespace veil::he {
 namespace {
 
+using testing::BagContext;
 using testing::Rng;
-
-std::shared_ptr<const BfvContext> BagContext() {
-  static const auto* ctx = new std::shared_ptr<const BfvContext>(*BfvContext::Create(*BagParams()));
-  return *ctx;
-}
 
 std::vector<int64_t> PlainPooledSum(const std::vector<int32_t>& table, size_t dim,
                                     const std::vector<uint64_t>& rows,

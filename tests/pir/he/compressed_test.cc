@@ -21,12 +21,8 @@
 namespace veil::he {
 namespace {
 
+using testing::BagContext;
 using testing::Rng;
-
-std::shared_ptr<const BfvContext> BagContext() {
-  static const auto* ctx = new std::shared_ptr<const BfvContext>(*BfvContext::Create(*BagParams()));
-  return *ctx;
-}
 
 // N = 16, three 30-bit primes, t of 17 bits: every width differs from the bag's.
 std::shared_ptr<const BfvContext> TinyContext() {

@@ -1,13 +1,16 @@
 // What the pir/he suites share: one random seed per run, printed so that a failure can be
-// replayed (set VEIL_TEST_SEED to replay it), and random polynomials.
+// replayed (set VEIL_TEST_SEED to replay it), random polynomials, and the bag's parameters.
 #ifndef VEIL_TESTS_PIR_HE_TEST_SUPPORT_H_
 #define VEIL_TESTS_PIR_HE_TEST_SUPPORT_H_
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <vector>
+
+#include "pir/he/bag.h"
 
 namespace veil::he::testing {
 
@@ -32,6 +35,12 @@ inline std::vector<uint64_t> RandomResidues(size_t n, uint64_t q, std::mt19937_6
   std::vector<uint64_t> v(n);
   for (uint64_t& x : v) x = rng() % q;
   return v;
+}
+
+// bfv-bag's parameters (BagParams: N = 8192, t < 2^58), made once.
+inline std::shared_ptr<const BfvContext> BagContext() {
+  static const auto* ctx = new std::shared_ptr<const BfvContext>(*BfvContext::Create(*BagParams()));
+  return *ctx;
 }
 
 }  // namespace veil::he::testing
