@@ -111,17 +111,17 @@ absl::StatusOr<CompressedDecryption> DecryptCompressed(const BfvContext& ctx, co
   if (absl::Status s = CheckCompressedCiphertext(ctx, ct); !s.ok()) return s;
   const size_t n = ctx.n();
   const int b0 = ct.bits.c0, b1 = ct.bits.c1, b = std::max(b0, b1);  // the phase mod 2^b
-  // c_1' s has |coefficients| <= 2^(b1 - 1) N: the first primes of QP whose product exceeds
-  // twice that hold it exactly.
+  // c_1' s has |coefficients| <= 2^(b1 - 1) N: the first primes of QP whose product has
+  // b1 + log2 N + 2 bits hold it exactly (centred, with room to spare).
+  const int needed_bits = b1 + ctx.log_n() + 2;
   std::vector<uint64_t> primes;
-  absl::StatusOr<RnsBase> base = absl::InvalidArgumentError("no primes");
-  while (primes.size() <= ctx.q_size() &&
-         (!base.ok() || base->product_bits() < b1 + ctx.log_n() + 2)) {
+  absl::StatusOr<RnsBase> base;
+  do {
     primes.push_back(ctx.modulus(primes.size()).value());
     base = RnsBase::Create(primes);
     if (!base.ok()) return base.status();
-  }
-  if (base->product_bits() < b1 + ctx.log_n() + 2) {
+  } while (base->product_bits() < needed_bits && primes.size() <= ctx.q_size());
+  if (base->product_bits() < needed_bits) {
     return absl::InvalidArgumentError(absl::StrCat(
         "c_1 at ", b1, " bits is too wide for these parameters' primes to multiply exactly"));
   }

@@ -291,7 +291,7 @@ absl::StatusOr<std::vector<uint8_t>> SerializeCompressedCiphertext(const BfvCont
   if (absl::Status s = CheckCompressedCiphertext(ctx, ct); !s.ok()) return s;
   if (absl::Status s = CheckDefaultBits(ctx, ct.bits); !s.ok()) return s;
   std::vector<uint8_t> out;
-  out.reserve(kHeHeaderBytes + 2 + (ctx.n() * (ct.bits.c0 + ct.bits.c1) + 14) / 8);
+  out.reserve(CompressedCiphertextBytes(ctx));
   Writer w(out);
   w.Header(ctx, HeObjectKind::kCompressedCiphertext);
   w.U8(static_cast<uint8_t>(ct.bits.c0));
