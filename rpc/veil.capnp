@@ -15,8 +15,10 @@
 #
 # Protocol "bfv-bag" (BagServer): one server; the client sends its bag's weights encrypted under
 # its own BFV key (pir/he/bag.h) and gets back Enc(T^T w), the pooled row, which only it can
-# decrypt. The server needs the client's Galois keys (public key material, ~8-25 MB at N = 8192),
-# uploaded once per connection in chunks and held within a server-wide memory bound.
+# decrypt (a compressed ciphertext since 2026-12-06: a client from before refuses it as an HE
+# object of another kind). The server needs the client's Galois keys (public key material,
+# ~4-16 MB at N = 8192), uploaded once per connection in chunks and held within a server-wide
+# memory bound.
 #
 # Protocols "lwe-simple" and "lwe-double" (LweServer): one server; single-server lattice PIR over
 # LWE (pir/lattice/, docs/lattice.md). The client downloads the table's hint once (chunked,

@@ -59,7 +59,7 @@ struct ServerLimits {
   uint32_t max_queued_ciphertexts_per_connection = 8;
   // Memory given to all sessions' Galois keys together (parsed keys, uploads' bytes as they
   // arrive and, from their last chunk, their parsed size): one session's keys take 3 x their
-  // ~8-25 MB of wire bytes at N = 8192. Closed connections' keys, then idle uploads, then idle
+  // ~4-16 MB of wire bytes at N = 8192. Closed connections' keys, then idle uploads, then idle
   // sessions' keys are evicted, least recently used first, to make room; keys in use never
   // (galois_cache.h).
   uint64_t max_galois_key_bytes = uint64_t{2} << 30;

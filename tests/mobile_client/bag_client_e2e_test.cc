@@ -188,7 +188,9 @@ TEST_F(BagClientTest, OddShapesAreServed) {
     auto client = BagClient::Connect(Options(**server));
     ASSERT_TRUE(client.ok()) << client.status();
     // No keys: the header and a count of zero.
-    if (shape.dim == 1) EXPECT_EQ((*client)->table().galois_key_bytes, 16u);
+    if (shape.dim == 1) {
+      EXPECT_EQ((*client)->table().galois_key_bytes, 16u);
+    }
     const std::vector<uint64_t> indices = {0, shape.rows - 1, 7, 150, 151, 2};
     const std::vector<uint32_t> sizes = {4, 2};
     const std::vector<int64_t> weights = {3, -1, 65536, 1, -7, 1 << 20};
