@@ -9,13 +9,13 @@ namespace veil::he::internal {
 namespace {
 
 template <typename Plain>
-void ReferenceKernel(const DotProductArgsOf<Plain>& a) {
+void ReferenceKernel(const DotProductArgsOf<Plain>& a, size_t first_slot) {
   const Modulus& q = *a.q;
   const uint128_t square = static_cast<uint128_t>(q.value() - 1) * (q.value() - 1);
   // Terms a 128-bit sum takes before it could overflow (at least 16 below 2^62).
   const size_t batch = static_cast<size_t>(std::min<uint128_t>(
       ~static_cast<uint128_t>(0) / std::max<uint128_t>(square, 1) - 1, 1 << 20));
-  for (size_t c = 0; c < a.n; ++c) {
+  for (size_t c = first_slot; c < a.n; ++c) {
     uint64_t r0 = a.accumulate ? a.out0[c] : 0, r1 = a.accumulate ? a.out1[c] : 0;
     for (size_t first = 0; first < a.terms; first += batch) {
       uint128_t s0 = r0, s1 = r1;
@@ -42,8 +42,10 @@ void Dispatch(const DotProductArgsOf<Plain>& a) {
 
 }  // namespace
 
-void PlainDotProductReference(const DotProductArgs& a) { ReferenceKernel(a); }
-void PlainDotProductReference(const DotProductArgs32& a) { ReferenceKernel(a); }
+void PlainDotProductReference(const DotProductArgs& a, size_t first) { ReferenceKernel(a, first); }
+void PlainDotProductReference(const DotProductArgs32& a, size_t first) {
+  ReferenceKernel(a, first);
+}
 void PlainDotProduct(const DotProductArgs& a) { Dispatch(a); }
 void PlainDotProduct(const DotProductArgs32& a) { Dispatch(a); }
 

@@ -40,8 +40,9 @@ struct DotProductArgsOf {
 using DotProductArgs = DotProductArgsOf<uint64_t>;
 using DotProductArgs32 = DotProductArgsOf<uint32_t>;
 
-void PlainDotProductReference(const DotProductArgs& args);
-void PlainDotProductReference(const DotProductArgs32& args);
+// From slot `first` on (the slots before it are left alone).
+void PlainDotProductReference(const DotProductArgs& args, size_t first = 0);
+void PlainDotProductReference(const DotProductArgs32& args, size_t first = 0);
 // The fastest this CPU runs for args.q (IFMA where available and q < 2^50).
 void PlainDotProduct(const DotProductArgs& args);
 void PlainDotProduct(const DotProductArgs32& args);

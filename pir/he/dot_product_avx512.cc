@@ -1,8 +1,6 @@
 // IFMA52 kernel of PlainDotProduct (dot_product.h); compiled with -mavx512f -mavx512ifma.
 #include <immintrin.h>
 
-#include <vector>
-
 #include "pir/he/dot_product.h"
 #include "pir/he/modarith_hd.h"
 
@@ -104,24 +102,7 @@ void IfmaKernel(const DotProductArgsOf<Plain>& a) {
       a.out1[c + k] = r1[k];
     }
   }
-  if (c < a.n) {
-    const Plain* const* plain = a.plain;
-    DotProductArgsOf<Plain> rest = a;
-    std::vector<const Plain*> p(a.terms);
-    std::vector<const uint64_t*> x0(a.terms), x1(a.terms);
-    for (size_t i = 0; i < a.terms; ++i) {
-      p[i] = plain[i] + c;
-      x0[i] = a.c0[i] + c;
-      x1[i] = a.c1[i] + c;
-    }
-    rest.plain = p.data();
-    rest.c0 = x0.data();
-    rest.c1 = x1.data();
-    rest.n = a.n - c;
-    rest.out0 = a.out0 + c;
-    rest.out1 = a.out1 + c;
-    PlainDotProductReference(rest);
-  }
+  if (c < a.n) PlainDotProductReference(a, c);
 }
 
 constexpr size_t kPrefetchWords = 128;  // 512 bytes of plaintext residues

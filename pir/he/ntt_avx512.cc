@@ -13,9 +13,8 @@
 // and take each lane's root from consecutive table entries (roots[m + b / (2 half) + k / half]).
 #include <immintrin.h>
 
-#include <vector>
-
 #include "pir/he/ntt.h"
+#include "pir/he/scratch.h"
 
 namespace veil::he::internal {
 namespace {
@@ -254,24 +253,23 @@ void Inverse(const NttTables& t, typename L::Elem* a) {
   }
 }
 
-// The 32-bit kernels work on a narrowed copy (values < q < 2^30).
+// The 32-bit kernels work on a narrowed copy (values < q < 2^30), in a scratch buffer: no
+// std::vector here, whose members compiled for AVX-512 could be the copy every caller links to.
 template <bool kInverse>
 void Run32(const NttTables& t, uint64_t* a) {
-  thread_local std::vector<uint32_t> narrow;
   const size_t n = t.n();
-  narrow.resize(n);
+  uint32_t* narrow = reinterpret_cast<uint32_t*>(GetScratch(Scratch::kNarrowNtt, (n + 1) / 2));
   for (size_t j = 0; j < n; j += 8) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(narrow.data() + j),
-                        _mm512_cvtepi64_epi32(Load(a + j)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(narrow + j), _mm512_cvtepi64_epi32(Load(a + j)));
   }
   if (kInverse) {
-    Inverse<U32Lanes>(t, narrow.data());
+    Inverse<U32Lanes>(t, narrow);
   } else {
-    Forward<U32Lanes>(t, narrow.data());
+    Forward<U32Lanes>(t, narrow);
   }
   for (size_t j = 0; j < n; j += 8) {
-    Store(a + j, _mm512_cvtepu32_epi64(
-                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(narrow.data() + j))));
+    Store(a + j,
+          _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(narrow + j))));
   }
 }
 

@@ -24,7 +24,7 @@ TEST(DotProduct, FastPathMatchesReference) {
   for (int bits : {16, 20, 29, 30, 44, 49, 50, 60}) {
     const Modulus q = *Modulus::Create((*GenerateNttPrimes(bits, 64, 1))[0]);
     for (size_t terms : {size_t{1}, size_t{3}, size_t{7}, size_t{64}, size_t{2050}}) {
-      for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{64}}) {
+      for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{64}, size_t{300}}) {
         std::vector<std::vector<uint64_t>> data;
         for (size_t i = 0; i < 3 * terms; ++i) {
           data.push_back(i < 3 ? std::vector<uint64_t>(n, q.value() - 1)
