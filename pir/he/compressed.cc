@@ -59,16 +59,21 @@ std::vector<uint128_t> Round(const BfvContext& ctx, const uint64_t* poly, int b)
   return out;
 }
 
+// Widths in [1, kMaxCompressionBits]; `what` names them in the error.
+absl::Status CheckBits(CompressionBits b, const char* what) {
+  if (b.c0 < 1 || b.c1 < 1 || b.c0 > kMaxCompressionBits || b.c1 > kMaxCompressionBits) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", b.c0, " and ", b.c1,
+                                                   " are outside [1, ", kMaxCompressionBits, "]"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckCompressedCiphertext(const BfvContext& ctx, const CompressedCiphertext& ct) {
   if (absl::Status s = ctx.CheckId(ct.params_id, "compressed ciphertext"); !s.ok()) return s;
   const CompressionBits& b = ct.bits;
-  if (b.c0 < 1 || b.c1 < 1 || b.c0 > kMaxCompressionBits || b.c1 > kMaxCompressionBits) {
-    return absl::InvalidArgumentError(absl::StrCat("compressed ciphertext bits ", b.c0, " and ",
-                                                   b.c1, " are outside [1, ", kMaxCompressionBits,
-                                                   "]"));
-  }
+  if (absl::Status s = CheckBits(b, "compressed ciphertext bits"); !s.ok()) return s;
   if (ct.c0.size() != ctx.n() || ct.c1.size() != ctx.n()) {
     return absl::InvalidArgumentError(absl::StrCat("compressed ciphertext has ", ct.c0.size(),
                                                    " and ", ct.c1.size(), " coefficients, not ",
@@ -95,11 +100,7 @@ absl::StatusOr<CompressedCiphertext> Compress(const BfvContext& ctx, const Ciphe
     return absl::InvalidArgumentError(
         absl::StrCat("only size-2 ciphertexts are compressed, not size ", ct.size));
   }
-  if (bits.c0 < 1 || bits.c1 < 1 || bits.c0 > kMaxCompressionBits ||
-      bits.c1 > kMaxCompressionBits) {
-    return absl::InvalidArgumentError(absl::StrCat("compression bits ", bits.c0, " and ", bits.c1,
-                                                   " are outside [1, ", kMaxCompressionBits, "]"));
-  }
+  if (absl::Status s = CheckBits(bits, "compression bits"); !s.ok()) return s;
   const size_t words = ctx.q_size() * ctx.n();
   return CompressedCiphertext{ctx.id(), bits, Round(ctx, ct.poly(0, words), bits.c0),
                               Round(ctx, ct.poly(1, words), bits.c1)};
