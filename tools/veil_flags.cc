@@ -3,12 +3,13 @@
 #include "absl/flags/flag.h"
 
 ABSL_FLAG(std::string, protocol, "dpf2",
-          "lookup: dpf2 (two servers, --server0 and --server1) or lwe-simple / lwe-double / "
-          "lwe-exppack-s / lwe-exppack-d / lwe-hybrid / lwe-double-pack (one LWE PIR server, "
-          "--server)");
+          "lookup: dpf2 (two servers, --server0 and --server1), bfv-bag (one BFV server, --server) "
+          "or lwe-simple / lwe-double / lwe-exppack-s / lwe-exppack-d / lwe-hybrid / "
+          "lwe-double-pack (one LWE PIR server, --server)");
 ABSL_FLAG(std::string, server, "",
-          "lookup: HOST:PORT of the single LWE PIR server (lwe-simple, lwe-double, lwe-exppack-s, "
-          "lwe-exppack-d, lwe-hybrid, lwe-double-pack)");
+          "lookup: HOST:PORT of the single server (bfv-bag, lwe-simple, lwe-double, "
+          "lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack), or its replicas "
+          "HOST:PORT,HOST:PORT");
 ABSL_FLAG(
     std::string, hint_cache, "",
     "lookup (lwe-simple, lwe-double): folder keeping downloaded hints, one per table version");
@@ -19,13 +20,18 @@ ABSL_FLAG(std::string, server1, "",
 ABSL_FLAG(std::string, bags, "",
           "lookup: pooled lookup of a fixed-point table: the bag sizes N,M,... over --rows");
 ABSL_FLAG(std::string, mode, "sum", "lookup: pooling of --bags: sum or mean");
-ABSL_FLAG(bool, words, false, "lookup: print the rows as stored (hex words), not dequantized");
+ABSL_FLAG(std::string, weights, "",
+          "lookup: one integer weight per row of --rows for --bags (hidden from the servers)");
+ABSL_FLAG(bool, words, false,
+          "lookup: print the rows as stored (hex words), not dequantized; bfv-bag: the exact "
+          "fixed-point sums");
 ABSL_FLAG(std::string, tls_certs, "",
           "lookup: PEM file of the certificates to trust (TLS); empty: plaintext (loopback only)");
 ABSL_FLAG(std::string, tls_name0, "", "lookup: the name server 0's certificate must hold");
 ABSL_FLAG(std::string, tls_name1, "", "lookup: the name server 1's certificate must hold");
 ABSL_FLAG(bool, allow_plaintext, false, "lookup: allow plaintext to a non-loopback server");
-ABSL_FLAG(int64_t, timeout_ms, 5000, "lookup: bound on connecting and on the lookup");
+ABSL_FLAG(int64_t, timeout_ms, 5000,
+          "lookup: bound on connecting and on the lookup (bfv-bag: 30000 unless given)");
 ABSL_FLAG(std::string, prg, "aes128", "lookup: aes128, chacha8, chacha12, chacha20 or siphash");
 ABSL_FLAG(std::string, rows, "",
           "lookup: the rows to fetch, I,J,...; table inspect: how many rows to show (3)");

@@ -2,6 +2,7 @@
 //   veil lookup --server0=HOST:PORT --server1=HOST:PORT --rows=3,17,42 [...]
 //   veil lookup --protocol=lwe-simple|lwe-double|lwe-exppack-s|lwe-exppack-d|lwe-hybrid|
 //               lwe-double-pack --server=HOST:PORT --rows=3,17 [...]
+//   veil lookup --protocol=bfv-bag --server=HOST:PORT --rows=3,17 [--bags=1,1 --weights=2,-1]
 //   veil table build|inspect|verify ...   (tools/table_cli.h)
 //   veil tls-cert --out-dir=DIR [--hosts=127.0.0.1,::1,localhost] [--days=365]
 // Flags: tools/veil_flags.h; each subcommand refuses the others' flags.
@@ -11,10 +12,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "mobile_client/bag_client.h"
 #include "mobile_client/client.h"
 #include "mobile_client/lwe_client.h"
 #include "rpc/tls.h"
@@ -31,7 +34,7 @@ constexpr char kUsage[] =
     "usage:\n"
     "  veil lookup --server0=HOST:PORT --server1=HOST:PORT --rows=I,J,... [--timeout-ms=5000]\n"
     "              [--prg=aes128|chacha8|chacha12|chacha20|siphash] [--words]\n"
-    "              [--bags=N,M,... [--mode=sum|mean]]   (pooled, fixed-point tables)\n"
+    "              [--bags=N,M,... [--mode=sum|mean] [--weights=W,...]]   (pooled, fixed-point)\n"
     "              [--tls-certs=PEM_FILE [--tls-name0=NAME] [--tls-name1=NAME]]\n"
     "              [--allow-plaintext]   (plaintext to a non-loopback server)\n"
     "              [--row-key=TABLE.rowkey]   (check every row's authentication tag)\n"
@@ -53,6 +56,15 @@ constexpr char kUsage[] =
     "      lwe-hybrid too, and each row also sends RGSW bits that select its packed ciphertexts;\n"
     "      lwe-exppack-d (DoublePIR, packed) too, one secret ciphertext per row byte;\n"
     "      lwe-double-pack too, its packed answer folded and packed again (8 ciphertexts down).\n"
+    "  veil lookup --protocol=bfv-bag --server=HOST:PORT --rows=I,J,... [--bags=N,M,...\n"
+    "              [--mode=sum|mean] [--weights=W,...]] [--words] [--timeout-ms=30000]\n"
+    "              [--tls-certs=PEM_FILE [--tls-name0=NAME]] [--allow-plaintext]\n"
+    "              [--row-key=TABLE.rowkey] [--min-epoch=E]\n"
+    "      Pooled lookups from ONE server with BFV homomorphic encryption (fixed-point tables):\n"
+    "      the server sums each bag under encryption and learns neither its rows nor its weights.\n"
+    "      Without --bags each row is a bag of its own. Connecting uploads the session's Galois\n"
+    "      keys (megabytes); each bag sends one query (~174 KiB per 8192 rows). --words prints\n"
+    "      the exact fixed-point sums. With --row-key every sum is checked against its tag.\n"
     "  veil table build|inspect|verify ...   (veil table for its usage)\n"
     "  veil tls-cert --out-dir=DIR [--hosts=127.0.0.1,::1,localhost] [--days=365]\n"
     "      An ECDSA P-256 key (DIR/server.key, mode 0600) and a self-signed certificate for those\n"
@@ -63,6 +75,7 @@ constexpr char kUsage[] =
     "  veil lookup --server0=127.0.0.1:4000 --server1=127.0.0.1:4001 --rows=3,17\n"
     "  veil lookup --server0=127.0.0.1:4000,127.0.0.1:4002 --server1=127.0.0.1:4001 --rows=3\n"
     "  veil lookup --protocol=lwe-simple --server=127.0.0.1:4002 --rows=3,17 --hint-cache=hints\n"
+    "  veil lookup --protocol=bfv-bag --server=127.0.0.1:4003 --rows=3,17,42 --bags=2,1\n"
     "\n"
     "Flags may be spelled with dashes or underscores; --helpfull lists them all.";
 
@@ -151,6 +164,12 @@ int Lookup() {
   if ((!bags_text.empty() && !ParseList(bags_text, &bags)) || (mode != "sum" && mode != "mean")) {
     return UsageError("lookup", "--bags must list bag sizes and --mode be sum or mean");
   }
+  std::vector<int32_t> weights;
+  const std::string weights_text = absl::GetFlag(FLAGS_weights);
+  if (!weights_text.empty() &&
+      (bags.empty() || !ParseList(weights_text, &weights) || weights.size() != rows.size())) {
+    return UsageError("lookup", "--weights must give one integer per row of --rows, with --bags");
+  }
 
   auto client = veil::client::Client::Connect(options);
   if (!client.ok()) {
@@ -166,7 +185,7 @@ int Lookup() {
   std::vector<std::string> lines;
   if (!bags.empty()) {
     auto pooled = (*client)->LookupPooled(
-        rows, bags, {},
+        rows, bags, weights,
         mode == "sum" ? veil::client::PoolingMode::kSum : veil::client::PoolingMode::kMean);
     if (!pooled.ok()) {
       std::cerr << "veil lookup: " << pooled.status() << "\n";
@@ -264,6 +283,85 @@ int LookupLwe(const std::string& protocol) {
   return 0;
 }
 
+// veil lookup --protocol=bfv-bag: pooled lookups from one BFV server.
+int LookupBag() {
+  veil::client::BagClientOptions options;
+  options.server = absl::GetFlag(FLAGS_server);
+  options.tls_trusted_certs = absl::GetFlag(FLAGS_tls_certs);
+  options.tls_server_name = absl::GetFlag(FLAGS_tls_name0);
+  options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
+  options.row_key_file = absl::GetFlag(FLAGS_row_key);
+  options.min_epoch = absl::GetFlag(FLAGS_min_epoch);
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  const bool words = absl::GetFlag(FLAGS_words);
+  // Connecting makes and uploads megabytes of keys: 30 s unless --timeout-ms says otherwise.
+  const absl::CommandLineFlag* timeout_flag = absl::FindCommandLineFlag("timeout_ms");
+  const int64_t timeout_ms = timeout_flag->CurrentValue() == timeout_flag->DefaultValue()
+                                 ? 30000
+                                 : absl::GetFlag(FLAGS_timeout_ms);
+  if (timeout_ms <= 0) return UsageError("lookup", "--timeout-ms must be a positive integer");
+  options.timeout = absl::Milliseconds(timeout_ms);
+  if (options.server.empty()) return UsageError("lookup", "--server is required for bfv-bag");
+  std::vector<uint64_t> rows;
+  if (!ParseList(absl::GetFlag(FLAGS_rows), &rows)) {
+    return UsageError("lookup", "--rows must list the rows to fetch (I,J,...)");
+  }
+  // Without --bags every row is a bag of its own.
+  std::vector<uint32_t> bags;
+  const std::string bags_text = absl::GetFlag(FLAGS_bags);
+  const bool pooled = !bags_text.empty();
+  if ((pooled && !ParseList(bags_text, &bags)) || (mode != "sum" && mode != "mean")) {
+    return UsageError("lookup", "--bags must list bag sizes and --mode be sum or mean");
+  }
+  if (!pooled) bags.assign(rows.size(), 1);
+  std::vector<int64_t> weights;
+  const std::string weights_text = absl::GetFlag(FLAGS_weights);
+  if (!weights_text.empty() &&
+      (!pooled || !ParseList(weights_text, &weights) || weights.size() != rows.size())) {
+    return UsageError("lookup", "--weights must give one integer per row of --rows, with --bags");
+  }
+
+  auto client = veil::client::BagClient::Connect(options);
+  if (!client.ok()) {
+    std::cerr << "veil lookup: " << client.status() << "\n";
+    return 1;
+  }
+  const veil::client::BagTableInfo& t = (*client)->table();
+  std::cerr << "table: " << t.rows << " rows, fixed dim " << t.dim << " (" << t.frac_bits
+            << " fractional bits), epoch " << t.epoch << ", digest " << t.digest_hex.substr(0, 16)
+            << "..." << (t.row_tag == veil::embedding::RowTag::kNone ? "" : ", sums checked")
+            << "; bfv-bag N = " << (1u << t.log_n) << ", " << t.query_blocks
+            << " ciphertext(s) per query, Galois keys " << t.galois_key_bytes << " B (uploaded)\n";
+  // "bag B: ..." or "row I: ..." per bag, the values or the exact sums as decimals.
+  const auto print = [&](const auto& values) {
+    for (size_t b = 0; b < bags.size(); ++b) {
+      std::string line = pooled ? absl::StrCat("bag ", b, ":") : absl::StrCat("row ", rows[b], ":");
+      for (uint32_t j = 0; j < t.dim; ++j) absl::StrAppend(&line, " ", values[b * t.dim + j]);
+      std::cout << line << "\n";
+    }
+  };
+  absl::Status status;
+  if (words) {
+    auto sums = (*client)->LookupPooledSums(rows, bags, weights);
+    status = sums.status();
+    if (sums.ok()) print(*sums);
+  } else {
+    auto values = (*client)->LookupPooled(
+        rows, bags, weights,
+        mode == "sum" ? veil::client::PoolingMode::kSum : veil::client::PoolingMode::kMean);
+    status = values.status();
+    if (values.ok()) print(*values);
+  }
+  if (!status.ok()) {
+    std::cerr << "veil lookup: " << status << "\n";
+    return 1;
+  }
+  const veil::client::CallStats s = (*client)->last_call();
+  std::cerr << s.lookups << " bag(s) in " << s.latency_ms << " ms; sent " << s.bytes_up
+            << " B, received " << s.bytes_down << " B (one server)\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -276,17 +374,23 @@ int main(int argc, char** argv) {
   absl::Status flags = absl::OkStatus();
   if (command == "lookup" && absl::GetFlag(FLAGS_protocol) == "dpf2") {
     flags = veil::tools::CheckFlags(
-        {"protocol", "server0", "server1", "rows", "bags", "mode", "words", "tls_certs",
+        {"protocol", "server0", "server1", "rows", "bags", "mode", "weights", "words", "tls_certs",
          "tls_name0", "tls_name1", "allow_plaintext", "timeout_ms", "prg", "row_key", "min_epoch"});
     if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
     if (flags.ok()) return Lookup();
+  } else if (command == "lookup" && absl::GetFlag(FLAGS_protocol) == "bfv-bag") {
+    flags = veil::tools::CheckFlags({"protocol", "server", "rows", "bags", "mode", "weights",
+                                     "words", "tls_certs", "tls_name0", "allow_plaintext",
+                                     "timeout_ms", "row_key", "min_epoch"});
+    if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
+    if (flags.ok()) return LookupBag();
   } else if (command == "lookup") {
     const std::string protocol = absl::GetFlag(FLAGS_protocol);
     if (protocol != "lwe-simple" && protocol != "lwe-double" && protocol != "lwe-exppack-s" &&
         protocol != "lwe-exppack-d" && protocol != "lwe-hybrid" && protocol != "lwe-double-pack") {
       return UsageError(command,
-                        "--protocol must be dpf2, lwe-simple, lwe-double, lwe-exppack-s, "
-                        "lwe-exppack-d, lwe-hybrid or lwe-double-pack");
+                        "--protocol must be dpf2, bfv-bag, lwe-simple, lwe-double, "
+                        "lwe-exppack-s, lwe-exppack-d, lwe-hybrid or lwe-double-pack");
     }
     flags = veil::tools::CheckFlags({"protocol", "server", "rows", "words", "tls_certs",
                                      "tls_name0", "allow_plaintext", "timeout_ms", "row_key",

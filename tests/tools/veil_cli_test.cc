@@ -1,11 +1,13 @@
 // `veil lookup` and `veil table` as a user runs them.
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "embedding/row_tag.h"
 #include "embedding/table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -85,6 +87,73 @@ TEST(VeilCliTest, TlsCertMakesWhatServersAndLookupsUse) {
   std::tie(rc, out) = RunCommand(absl::StrCat(VEIL_CLI_BINARY, " tls-cert 2>&1"));
   EXPECT_EQ(rc, 2);
   EXPECT_THAT(out, HasSubstr("--out-dir is required"));
+}
+
+// bfv-bag from the command line: rows (bags of one), weighted bags as exact sums, and a tagged
+// table's sums checked against the row key.
+TEST(VeilCliTest, BagLookupsPrintRowsAndExactWeightedSums) {
+  const embedding::RowKey key = embedding::NewRowKey();
+  const std::string key_file = testing::TempPath("cli_bag.rowkey");
+  ASSERT_TRUE(embedding::WriteRowKeyFile(key_file, key).ok());
+  auto path = testing::WriteRandomTable("cli_bag.veil", embedding::RowFormat::kFixed32, 70, 3, 9, 1,
+                                        &key, embedding::RowTag::kLinearMac61);
+  ASSERT_TRUE(path.ok());
+  auto table = embedding::Table::Open(*path);
+  ASSERT_TRUE(table.ok());
+  auto server = testing::StartBagServer(*path, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string lookup =
+      absl::StrCat(VEIL_CLI_BINARY, " lookup --protocol=bfv-bag --server=", (*server)->address(),
+                   " --row-key=", key_file);
+  // The fixed-point value of row r, column j.
+  const auto value = [&](uint64_t r, uint32_t j) {
+    return static_cast<int64_t>(static_cast<int32_t>((*table)->row(r)[j]));
+  };
+  const int frac_bits = (*table)->header().frac_bits;
+
+  auto [rc, out] = RunCommand(absl::StrCat(lookup, " --rows=4,69 2>/dev/null"));
+  ASSERT_EQ(rc, 0) << out;
+  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << out;
+  for (int i = 0; i < 2; ++i) {
+    const uint64_t row = i == 0 ? 4 : 69;
+    std::string expected = absl::StrCat("row ", row, ":");
+    for (uint32_t j = 0; j < 3; ++j) {
+      absl::StrAppend(
+          &expected, " ",
+          static_cast<float>(std::ldexp(static_cast<double>(value(row, j)), -frac_bits)));
+    }
+    EXPECT_EQ(lines[i], expected);
+  }
+
+  std::tie(rc, out) = RunCommand(
+      absl::StrCat(lookup, " --rows=1,2,3,3 --bags=3,1 --weights=5,-7,1,-2 --words 2>/dev/null"));
+  ASSERT_EQ(rc, 0) << out;
+  lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << out;
+  std::string bag0 = "bag 0:", bag1 = "bag 1:";
+  for (uint32_t j = 0; j < 3; ++j) {
+    absl::StrAppend(&bag0, " ", 5 * value(1, j) - 7 * value(2, j) + value(3, j));
+    absl::StrAppend(&bag1, " ", -2 * value(3, j));
+  }
+  EXPECT_EQ(lines[0], bag0);
+  EXPECT_EQ(lines[1], bag1);
+
+  // Without the row key a tagged table is refused; bad arguments are usage errors.
+  std::tie(rc, out) = RunCommand(
+      absl::StrCat(VEIL_CLI_BINARY, " lookup --protocol=bfv-bag --server=", (*server)->address(),
+                   " --rows=1 2>&1"));
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, HasSubstr("FAILED_PRECONDITION"));
+  std::tie(rc, out) = RunCommand(absl::StrCat(lookup, " --rows=1,70 2>&1"));
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, HasSubstr("row 70 is outside the table (70 rows)"));
+  std::tie(rc, out) = RunCommand(absl::StrCat(lookup, " --rows=1,2 --bags=2 --weights=1 2>&1"));
+  EXPECT_EQ(rc, 2);
+  EXPECT_THAT(out, HasSubstr("--weights must give one integer per row"));
+  std::tie(rc, out) = RunCommand(absl::StrCat(lookup, " --rows=1 --server0=127.0.0.1:1 2>&1"));
+  EXPECT_EQ(rc, 2);
+  EXPECT_THAT(out, HasSubstr("--server0 is not a flag of this command"));
 }
 
 TEST(VeilCliTest, ErrorsAreReportedWithAStatus) {
