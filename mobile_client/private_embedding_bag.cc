@@ -145,8 +145,8 @@ absl::StatusOr<PrivateRows> PrivateEmbeddingBagImpl::FetchLwe(absl::Span<const i
   PrivateRows fetched;
   for (int64_t row : wanted) {
     if (row < 0 || row >= table_rows) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "PrivateEmbeddingBag: row ", row, " outside [0, ", table_rows, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("PrivateEmbeddingBag: row ", row, " outside [0, ", table_rows, ")"));
     }
   }
   fetched.rows.assign(wanted.begin(), wanted.end());
@@ -154,8 +154,8 @@ absl::StatusOr<PrivateRows> PrivateEmbeddingBagImpl::FetchLwe(absl::Span<const i
   fetched.rows.erase(std::unique(fetched.rows.begin(), fetched.rows.end()), fetched.rows.end());
   const int64_t n = static_cast<int64_t>(fetched.rows.size());
   // Random distinct rows up to the next multiple of pad_rows (or the whole table).
-  const int64_t padded = std::min(table_rows, std::max<int64_t>(1, (n + pad_rows_ - 1) / pad_rows_) *
-                                                  pad_rows_);
+  const int64_t padded =
+      std::min(table_rows, std::max<int64_t>(1, (n + pad_rows_ - 1) / pad_rows_) * pad_rows_);
   std::vector<uint64_t> queried(fetched.rows.begin(), fetched.rows.end());
   std::vector<int64_t> taken = fetched.rows;  // sorted
   while (static_cast<int64_t>(queried.size()) < padded) {
@@ -274,6 +274,14 @@ void PrivatePooledEmbeddingBagImpl::pretty_print(std::ostream& stream) const {
 torch::Tensor PrivatePooledEmbeddingBagImpl::forward(const torch::Tensor& input,
                                                      const torch::Tensor& offsets,
                                                      const torch::Tensor& per_sample_weights) {
+  absl::StatusOr<torch::Tensor> out = TryForward(input, offsets, per_sample_weights);
+  TORCH_CHECK(out.ok(), "PrivatePooledEmbeddingBag: ", out.status().ToString());
+  return *std::move(out);
+}
+
+absl::StatusOr<torch::Tensor> PrivatePooledEmbeddingBagImpl::TryForward(
+    const torch::Tensor& input, const torch::Tensor& offsets,
+    const torch::Tensor& per_sample_weights) {
   const bool mean = c10::get_if<torch::enumtype::kMean>(&options.mode()) != nullptr;
   const bool weighted = per_sample_weights.defined();
   TORCH_CHECK(!weighted || !mean, "PrivatePooledEmbeddingBag: per_sample_weights need mode sum");
@@ -309,7 +317,7 @@ torch::Tensor PrivatePooledEmbeddingBagImpl::forward(const torch::Tensor& input,
     bag_sizes.push_back(static_cast<uint32_t>(bounds[b + 1] - bounds[b]));
   }
   auto sums = client_->LookupPooledSums(indices, bag_sizes, weights);
-  TORCH_CHECK(sums.ok(), "PrivatePooledEmbeddingBag: ", sums.status().ToString());
+  if (!sums.ok()) return sums.status();
   last_call_ = client_->last_call();
   const int64_t dim = options.embedding_dim();
   const int64_t bags = static_cast<int64_t>(bag_sizes.size());

@@ -67,7 +67,7 @@ struct PrivateRows {
                                       // row where missing), then the default row
   std::vector<uint8_t> missing;       // per rows[i]: 1 if not fetched
   std::vector<int32_t> missing_rows;  // the missing rows, sorted
-  batch::FetchPlan plan;             // what was sent (fetches include the dummies)
+  batch::FetchPlan plan;              // what was sent (fetches include the dummies)
   CallStats call;                     // the lookup's cost, both servers
 
   // Indices of `input`'s rows in `weight` (same shape). Throws c10::Error for a row that was not
@@ -132,9 +132,9 @@ class PrivateEmbeddingBagImpl : public torch::nn::Cloneable<PrivateEmbeddingBagI
   // Fetch over LWE: the distinct rows, padded.
   absl::StatusOr<PrivateRows> FetchLwe(absl::Span<const int64_t> wanted);
 
-  std::shared_ptr<Client> client_;                   // two servers, with layout_
+  std::shared_ptr<Client> client_;  // two servers, with layout_
   std::shared_ptr<const embedding::Layout> layout_;
-  std::shared_ptr<LweClient> lwe_client_;            // or one LWE server
+  std::shared_ptr<LweClient> lwe_client_;  // or one LWE server
   int64_t pad_rows_ = 0;
   torch::Tensor last_missing_mask_;
   std::vector<int32_t> last_missing_rows_;
@@ -177,6 +177,12 @@ class PrivatePooledEmbeddingBagImpl : public torch::nn::Cloneable<PrivatePooledE
   // c10::Error with the client's error (a server down, weights too large for an exact sum).
   torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& offsets = {},
                         const torch::Tensor& per_sample_weights = {});
+  // forward with the client's failure returned as its status (UNAVAILABLE for a server down,
+  // DATA_LOSS for a sum that fails its tag, ...) rather than thrown; bad arguments still throw
+  // c10::Error.
+  absl::StatusOr<torch::Tensor> TryForward(const torch::Tensor& input,
+                                           const torch::Tensor& offsets = {},
+                                           const torch::Tensor& per_sample_weights = {});
 
   // The last forward's cost (bytes on the socket, query ciphertexts).
   const CallStats& last_call() const { return last_call_; }

@@ -1,7 +1,8 @@
 // veil.Client over veil::client::Client (mobile_client/client.h): private lookups through two
-// dpf2 servers; and over veil::client::LweClient (mobile_client/lwe_client.h) for one LWE server
-// (lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack). Every network call releases the GIL; the C++ clients
-// serialize concurrent calls.
+// dpf2 servers; over veil::client::LweClient (mobile_client/lwe_client.h) for one LWE server
+// (lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack); and over
+// veil::client::BagClient (mobile_client/bag_client.h) for one bfv-bag server. Every network
+// call releases the GIL; the C++ clients serialize concurrent calls.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -17,6 +18,8 @@
 #include "dpf/params.h"
 #include "embedding/layout.h"
 #include "embedding/row_format.h"
+#include "embedding/row_tag.h"
+#include "mobile_client/bag_client.h"
 #include "mobile_client/client.h"
 #include "mobile_client/lwe_client.h"
 #include "python/src/bindings.h"
@@ -104,8 +107,8 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
   if (protocol != "dpf2") {
     throw StatusError(absl::UnimplementedError(
         absl::StrCat("protocol \"", protocol,
-                     "\": veil.Client speaks dpf2, lwe-simple, lwe-double, lwe-exppack-s, "
-                     "lwe-exppack-d, lwe-hybrid and lwe-double-pack")));
+                     "\": veil.Client speaks dpf2, bfv-bag, lwe-simple, lwe-double, "
+                     "lwe-exppack-s, lwe-exppack-d, lwe-hybrid and lwe-double-pack")));
   }
   const absl::Duration timeout = Timeout(timeout_s);
   ClientOptions options;
@@ -130,13 +133,10 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
   return std::shared_ptr<Client>(ValueOrThrow(Client::Connect(options)));
 }
 
-std::shared_ptr<client::LweClient> ConnectLwe(const std::string& server,
-                                              const std::string& protocol,
-                                              const std::string& tls_certs,
-                                              const std::string& tls_name, double timeout_s,
-                                              bool allow_plaintext, const std::string& row_key_file,
-                                              const std::string& hint_cache_dir,
-                                              uint64_t min_epoch) {
+std::shared_ptr<client::LweClient> ConnectLwe(
+    const std::string& server, const std::string& protocol, const std::string& tls_certs,
+    const std::string& tls_name, double timeout_s, bool allow_plaintext,
+    const std::string& row_key_file, const std::string& hint_cache_dir, uint64_t min_epoch) {
   const absl::Duration timeout = Timeout(timeout_s);
   client::LweClientOptions options;
   options.server = server;
@@ -150,6 +150,41 @@ std::shared_ptr<client::LweClient> ConnectLwe(const std::string& server,
   options.min_epoch = min_epoch;
   py::gil_scoped_release release;
   return std::shared_ptr<client::LweClient>(ValueOrThrow(client::LweClient::Connect(options)));
+}
+
+std::shared_ptr<client::BagClient> ConnectBag(const std::string& server,
+                                              const std::string& tls_certs,
+                                              const std::string& tls_name, double timeout_s,
+                                              bool allow_plaintext, const std::string& row_key_file,
+                                              uint64_t min_epoch) {
+  client::BagClientOptions options;
+  options.server = server;
+  options.tls_trusted_certs = tls_certs;
+  options.tls_server_name = tls_name;
+  options.timeout = Timeout(timeout_s);
+  options.allow_plaintext = allow_plaintext;
+  options.row_key_file = row_key_file;
+  options.min_epoch = min_epoch;
+  py::gil_scoped_release release;
+  return std::shared_ptr<client::BagClient>(ValueOrThrow(client::BagClient::Connect(options)));
+}
+
+py::dict BagTableDict(const client::BagTableInfo& t) {
+  py::dict d;
+  d["rows"] = t.rows;
+  d["dim"] = t.dim;
+  d["format"] = embedding::RowFormatName(embedding::RowFormat::kFixed32);
+  d["frac_bits"] = t.frac_bits;
+  d["epoch"] = t.epoch;
+  d["digest"] = t.digest_hex;
+  d["protocol"] = "bfv-bag";
+  d["row_tag"] = embedding::RowTagName(t.row_tag);
+  d["ring_degree"] = uint64_t{1} << t.log_n;
+  d["query_blocks"] = t.query_blocks;
+  d["query_bytes"] = t.query_bytes;
+  d["answer_bytes"] = t.answer_bytes;
+  d["key_bytes"] = t.galois_key_bytes;
+  return d;
 }
 
 py::dict LweTableDict(const client::LweTableInfo& t) {
@@ -287,6 +322,52 @@ void RegisterClient(py::module_& m) {
            })
       .def("last_call", [](const LweClient& c) { return CallDict(c.last_call()); })
       .def("totals", [](const LweClient& c) { return CallDict(c.totals()); });
+
+  using client::BagClient;
+  py::class_<BagClient, std::shared_ptr<BagClient>>(m, "BagClient")
+      .def(py::init(&ConnectBag), py::arg("server"), py::arg("tls_certs"), py::arg("tls_name"),
+           py::arg("timeout_s"), py::arg("allow_plaintext"), py::arg("row_key_file"),
+           py::arg("min_epoch"))
+      .def("table", [](const BagClient& c) { return BagTableDict(c.table()); })
+      .def("lookup_pooled",
+           [](BagClient& c, const Array<uint64_t>& rows, const Array<uint32_t>& bag_sizes,
+              const std::optional<Array<int64_t>>& weights, const std::string& mode) {
+             const std::vector<uint64_t> indices = ToVector(rows);
+             const std::vector<uint32_t> sizes = ToVector(bag_sizes);
+             const std::vector<int64_t> w = weights ? ToVector(*weights) : std::vector<int64_t>{};
+             const client::PoolingMode pooling = Pooling(mode);
+             std::vector<float> values;
+             {
+               py::gil_scoped_release release;
+               values = ValueOrThrow(c.LookupPooled(indices, sizes, w, pooling));
+             }
+             return Matrix(values, sizes.size());
+           })
+      .def("lookup_pooled_sums",
+           [](BagClient& c, const Array<uint64_t>& rows, const Array<uint32_t>& bag_sizes,
+              const std::optional<Array<int64_t>>& weights) {
+             const std::vector<uint64_t> indices = ToVector(rows);
+             const std::vector<uint32_t> sizes = ToVector(bag_sizes);
+             const std::vector<int64_t> w = weights ? ToVector(*weights) : std::vector<int64_t>{};
+             std::vector<int64_t> sums;
+             {
+               py::gil_scoped_release release;
+               sums = ValueOrThrow(c.LookupPooledSums(indices, sizes, w));
+             }
+             return Matrix(sums, sizes.size());
+           })
+      .def("stats",
+           [](BagClient& c) {
+             rpc::StatsSnapshot stats;
+             {
+               py::gil_scoped_release release;
+               stats = ValueOrThrow(c.ServerStats());
+             }
+             return StatsDict(stats);
+           })
+      .def("key_uploads", &BagClient::key_uploads)
+      .def("last_call", [](const BagClient& c) { return CallDict(c.last_call()); })
+      .def("totals", [](const BagClient& c) { return CallDict(c.totals()); });
 }
 
 }  // namespace veil::python

@@ -1,6 +1,7 @@
 // The libtorch half of the extension (the only file that includes torch: ~20 s to compile):
 // veil.PrivateEmbeddingBag's native module over veil::client::PrivateEmbeddingBag
-// (mobile_client/private_embedding_bag.h) and tables written straight from tensors
+// (mobile_client/private_embedding_bag.h), veil.PrivatePooledEmbeddingBag's over
+// PrivatePooledEmbeddingBag (bfv-bag), and tables written straight from tensors
 // (embedding/torch_table.h).
 #include <pybind11/stl.h>
 #include <torch/extension.h>
@@ -90,6 +91,36 @@ struct NativeBag {
   }
 };
 
+// The native module of veil.PrivatePooledEmbeddingBag: the C++ PrivatePooledEmbeddingBag and a
+// lock (the module records the last call).
+struct NativePooledBag {
+  std::shared_ptr<client::PrivatePooledEmbeddingBagImpl> impl;
+  std::mutex mutex;
+
+  NativePooledBag(int64_t num_embeddings, int64_t embedding_dim, const std::string& mode,
+                  bool include_last_offset, int weight_frac_bits,
+                  std::shared_ptr<client::BagClient> client)
+      : impl(TorchChecked([&] {
+          return std::make_shared<client::PrivatePooledEmbeddingBagImpl>(
+              client::PrivatePooledEmbeddingBagOptions(num_embeddings, embedding_dim)
+                  .mode(Mode(mode))
+                  .include_last_offset(include_last_offset)
+                  .weight_frac_bits(weight_frac_bits),
+              std::move(client));
+        })) {}
+
+  torch::Tensor Forward(const torch::Tensor& input, const std::optional<torch::Tensor>& offsets,
+                        const std::optional<torch::Tensor>& weights) {
+    absl::StatusOr<torch::Tensor> out = TorchChecked([&] {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex);
+      return impl->TryForward(input, offsets.value_or(torch::Tensor()),
+                              weights.value_or(torch::Tensor()));
+    });
+    return ValueOrThrow(std::move(out));
+  }
+};
+
 }  // namespace
 
 void RegisterTorch(py::module_& m) {
@@ -135,6 +166,18 @@ them as often as the model needs (one private request, whatever the model does w
       .def("last_call", [](NativeBag& b) {
         std::lock_guard<std::mutex> lock(b.mutex);
         return CallDict(b.bag.last_call());
+      });
+
+  py::class_<NativePooledBag>(m, "NativePooledEmbeddingBag")
+      .def(py::init<int64_t, int64_t, const std::string&, bool, int,
+                    std::shared_ptr<client::BagClient>>(),
+           py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("mode"),
+           py::arg("include_last_offset"), py::arg("weight_frac_bits"), py::arg("client"))
+      .def("forward", &NativePooledBag::Forward, py::arg("input"), py::arg("offsets"),
+           py::arg("per_sample_weights"))
+      .def("last_call", [](NativePooledBag& b) {
+        std::lock_guard<std::mutex> lock(b.mutex);
+        return CallDict(b.impl->last_call());
       });
 
   m.def(

@@ -100,8 +100,11 @@ def test_connection_errors_carry_status_codes(plain_servers):
     with pytest.raises(veil.UnavailableError, match="127.0.0.1"):
         veil.Client((plain_servers.addresses[0], f"127.0.0.1:{_free_port()}"), timeout=2)
     with pytest.raises(veil.Error) as error:
-        veil.Client(plain_servers.addresses, protocol="bfv-bag")
+        veil.Client(plain_servers.addresses, protocol="sealpir")
     assert error.value.code == veil.StatusCode.UNIMPLEMENTED
+    # A client of one protocol refuses a server of another.
+    with pytest.raises(veil.FailedPreconditionError, match="speaks protocol"):
+        veil.Client(plain_servers.addresses[0], protocol="bfv-bag")
     with pytest.raises(veil.InvalidArgumentError, match="unknown PRG 'rot13'"):
         veil.Client(plain_servers.addresses, prg="rot13")
 

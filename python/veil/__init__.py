@@ -8,6 +8,8 @@ libraries (a torch C++ extension over them, no second implementation):
   ``lookup_pooled``, ``lookup_layout``, ``stats``.
 - :class:`PrivateEmbeddingBag` — a ``torch.nn.Module`` with ``torch.nn.EmbeddingBag``'s
   arguments whose rows come from the servers; ``forward`` returns the bags and a missing-row mask.
+- :class:`PrivatePooledEmbeddingBag` — ``torch.nn.EmbeddingBag`` (sum, mean) whose bags ONE
+  ``bfv-bag`` server pools under encryption (``Client(server, protocol="bfv-bag")``).
 - :class:`Layout` — the public batch-PIR layout (hot table, bins, co-location).
 - :mod:`veil.table` — build, inspect, verify and read table files.
 - :mod:`veil.codesign` — profiles, layouts, simulations and sweeps from training logs.
@@ -30,6 +32,7 @@ except ImportError as error:
         f"PYTHONPATH=build/python {_build.PYTHON} ...") from error
 
 from veil._errors import (
+    DataLossError,
     DeadlineExceededError,
     Error,
     FailedPreconditionError,
@@ -41,13 +44,14 @@ from veil._errors import (
 )
 from veil._veil import Layout, PrivateRows
 from veil.client import Client, LayoutRows
-from veil.embedding_bag import BagOutput, PrivateEmbeddingBag
+from veil.embedding_bag import BagOutput, PrivateEmbeddingBag, PrivatePooledEmbeddingBag
 from veil.local import LocalServers, local_servers
 from veil import codesign, table
 
 __all__ = [
     "BagOutput",
     "Client",
+    "DataLossError",
     "DeadlineExceededError",
     "Error",
     "FailedPreconditionError",
@@ -58,6 +62,7 @@ __all__ = [
     "NotFoundError",
     "OutOfRangeError",
     "PrivateEmbeddingBag",
+    "PrivatePooledEmbeddingBag",
     "PrivateRows",
     "StatusCode",
     "UnavailableError",

@@ -66,6 +66,11 @@ class DeadlineExceededError(Error, TimeoutError):
     """A server did not answer within the client's timeout."""
 
 
+class DataLossError(Error):
+    """What a server sent cannot be the right data: a row or a pooled sum that fails its tag, an
+    answer that does not decrypt exactly. Nothing wrong is returned."""
+
+
 _CLASSES = {
     StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
     StatusCode.OUT_OF_RANGE: OutOfRangeError,
@@ -73,6 +78,7 @@ _CLASSES = {
     StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
     StatusCode.UNAVAILABLE: UnavailableError,
     StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+    StatusCode.DATA_LOSS: DataLossError,
 }
 
 

@@ -1,5 +1,6 @@
-"""veil.Client: private row lookups through two dpf2 servers (mobile_client/client.h), or through
-one lwe-simple / lwe-double / lwe-exppack-s server (mobile_client/lwe_client.h)."""
+"""veil.Client: private row lookups through two dpf2 servers (mobile_client/client.h), through
+one LWE PIR server (mobile_client/lwe_client.h), or pooled lookups from one bfv-bag server
+(mobile_client/bag_client.h)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ LWE_PROTOCOLS = (
     "lwe-hybrid",
     "lwe-double-pack",
 )
+
+#: Every protocol of ONE server: the LWE protocols and bfv-bag (BFV pooled lookups).
+SINGLE_SERVER_PROTOCOLS = LWE_PROTOCOLS + ("bfv-bag",)
 
 
 def _index_array(rows: Rows, dtype: Any, what: str) -> np.ndarray:
@@ -69,6 +73,15 @@ class Client:
     ``"lwe-exppack-d"`` (DoublePIR packed: one ciphertext up per row byte) and
     ``"lwe-double-pack"`` (the packed answer folded by a second query and packed again).
 
+    With ``protocol="bfv-bag"`` (one server, of a fixed-point table) every lookup is pooled under
+    BFV encryption: each bag goes up as the client's encrypted weight vector over the whole table
+    and comes back as its encrypted pooled row, so the server learns neither the bag's rows nor
+    its weights. ``lookup_pooled`` takes int64 weights and ``lookup_pooled_sums`` returns the
+    exact fixed-point sums; ``lookup`` fetches each row as a bag of its own. Connecting uploads
+    the session's Galois keys (``table["key_bytes"]``, megabytes), and the timeout defaults to
+    30 s instead of 5. With a ``row_key`` every sum is checked against the table's linear tags
+    (``--row-tag-kind=4``); after an answer fails, the client refuses further lookups.
+
     Both servers must serve the same table (digest and epoch), checked at connection and on
     every answer. With ``tls_certs`` (a PEM file of the certificates to trust) every connection
     is TLS and each server must present a certificate for its host name; without it only
@@ -88,7 +101,7 @@ class Client:
     one side only), DeadlineExceededError, FailedPreconditionError (servers of different tables,
     an untrusted certificate, plaintext off loopback, a tagged table without ``row_key``),
     NotFoundError / InvalidArgumentError for an unreadable ``row_key``, Error(UNIMPLEMENTED) for
-    a protocol other than ``dpf2`` and those of ``LWE_PROTOCOLS``.
+    a protocol other than ``dpf2`` and those of ``SINGLE_SERVER_PROTOCOLS``.
     """
 
     def __init__(
@@ -97,7 +110,7 @@ class Client:
         tls_certs: Optional[str] = None,
         protocol: str = "dpf2",
         *,
-        timeout: float = 5.0,
+        timeout: Optional[float] = None,
         tls_server_names: Optional[Tuple[str, str]] = None,
         prg: str = "aes128",
         output: str = "additive",
@@ -109,7 +122,9 @@ class Client:
     ) -> None:
         self._native = None
         self.protocol = protocol
-        if protocol in LWE_PROTOCOLS:
+        if timeout is None:
+            timeout = 30.0 if protocol == "bfv-bag" else 5.0
+        if protocol in SINGLE_SERVER_PROTOCOLS:
             if not isinstance(servers, str):
                 servers = tuple(servers)
                 if len(servers) != 1:
@@ -118,9 +133,18 @@ class Client:
                         f"{protocol} takes one server \"HOST:PORT\", not {servers!r}")
                 servers = servers[0]
             name = (tls_server_names or ("",))[0]
-            self._native = _veil.LweClient(
-                str(servers), protocol, str(tls_certs or ""), name, float(timeout),
-                bool(allow_plaintext), str(row_key or ""), str(hint_cache or ""), int(min_epoch))
+            if protocol == "bfv-bag":
+                if hint_cache is not None:
+                    raise InvalidArgumentError(StatusCode.INVALID_ARGUMENT,
+                                               "bfv-bag has no hint: hint_cache is not an option")
+                self._native = _veil.BagClient(
+                    str(servers), str(tls_certs or ""), name, float(timeout),
+                    bool(allow_plaintext), str(row_key or ""), int(min_epoch))
+            else:
+                self._native = _veil.LweClient(
+                    str(servers), protocol, str(tls_certs or ""), name, float(timeout),
+                    bool(allow_plaintext), str(row_key or ""), str(hint_cache or ""),
+                    int(min_epoch))
             self.servers = (str(servers),)
             return
         if isinstance(servers, str) or len(servers) != 2:
@@ -136,18 +160,29 @@ class Client:
 
     @property
     def table(self) -> Dict[str, Any]:
-        """The served table: rows, dim, row_words, format, frac_bits, epoch, digest, backends,
-        max_keys_per_call, range_queries."""
+        """The served table: rows, dim, format, frac_bits, epoch, digest; dpf2 adds row_words,
+        backends, max_keys_per_call and range_queries, the LWE protocols row_words and their
+        sizes, bfv-bag its sizes (query_bytes, answer_bytes, key_bytes) and row_tag."""
         return self._live().table()
 
     def lookup(self, rows: Rows) -> torch.Tensor:
-        """Rows `rows` dequantized: a [len(rows), dim] float32 tensor (fp32 rows bit-exact).
+        """Rows `rows` dequantized: a [len(rows), dim] float32 tensor (fp32 rows bit-exact; over
+        bfv-bag each row is a bag of one, the float nearest its fixed-point value).
         Raises InvalidArgumentError for no rows or a row >= table rows, UnavailableError /
         DeadlineExceededError naming a failing server."""
-        return torch.from_numpy(self._live().lookup(_index_array(rows, np.uint64, "rows")))
+        indices = _index_array(rows, np.uint64, "rows")
+        if self.protocol == "bfv-bag":
+            sizes = np.ones(indices.size, dtype=np.uint32)
+            return torch.from_numpy(self._live().lookup_pooled(indices, sizes, None, "sum"))
+        return torch.from_numpy(self._live().lookup(indices))
 
     def lookup_words(self, rows: Rows) -> torch.Tensor:
-        """The rows as stored: [len(rows), row_words] int32 (the 32-bit words, bit-exact)."""
+        """The rows as stored: [len(rows), row_words] int32 (the 32-bit words, bit-exact).
+        bfv-bag returns sums, not stored words: Error(UNIMPLEMENTED) (use lookup_pooled_sums)."""
+        if self.protocol == "bfv-bag":
+            raise Error(StatusCode.UNIMPLEMENTED,
+                        "bfv-bag returns pooled sums, not stored words: use lookup_pooled_sums "
+                        "(a row is a bag of one)")
         words = self._live().lookup_words(_index_array(rows, np.uint64, "rows"))
         return torch.from_numpy(words.view(np.int32))
 
@@ -159,28 +194,60 @@ class Client:
     ) -> torch.Tensor:
         """Pooled bags on a fixed-point table (``format="fixed"``): each bag comes back as one
         row, summed by the servers (``mode="mean"`` divides by the bag's weight sum). `weights`
-        (int32, one per index, same shape as `bags`) travel inside the keys, hidden from the
-        servers. Returns [len(bags), dim] float32. Raises FailedPreconditionError for a table
-        that is not fixed-point, InvalidArgumentError for an empty bag or mismatched weights."""
-        self._dpf2_only("lookup_pooled")
+        (integers, one per index, same shape as `bags`: int32 for dpf2, int64 for bfv-bag)
+        travel inside the keys or the encrypted query, hidden from the servers. Returns
+        [len(bags), dim] float32. Raises FailedPreconditionError for a table that is not
+        fixed-point, InvalidArgumentError for an empty bag, mismatched weights or (bfv-bag)
+        weights too large for an exact sum."""
+        if self.protocol in LWE_PROTOCOLS:
+            raise Error(StatusCode.UNIMPLEMENTED,
+                        f"lookup_pooled is a dpf2 or bfv-bag lookup; this client speaks "
+                        f"{self.protocol}")
+        flat, sizes, flat_weights = self._bags("lookup_pooled", bags, weights)
+        return torch.from_numpy(self._live().lookup_pooled(flat, sizes, flat_weights, mode))
+
+    def lookup_pooled_sums(
+        self,
+        bags: Sequence[Sequence[int]],
+        weights: Optional[Sequence[Sequence[int]]] = None,
+    ) -> torch.Tensor:
+        """bfv-bag: the exact pooled sums, [len(bags), dim] int64: the bags' fixed-point values
+        (value = sum / 2**frac_bits) times `weights` (int64, like `bags`; default 1), summed over
+        the integers. Raises Error(UNIMPLEMENTED) for the other protocols, and lookup_pooled's
+        errors."""
+        if self.protocol != "bfv-bag":
+            raise Error(StatusCode.UNIMPLEMENTED,
+                        f"lookup_pooled_sums is a bfv-bag lookup; this client speaks "
+                        f"{self.protocol} (lookup_pooled returns its sums dequantized)")
+        flat, sizes, flat_weights = self._bags("lookup_pooled_sums", bags, weights)
+        return torch.from_numpy(self._live().lookup_pooled_sums(flat, sizes, flat_weights))
+
+    def _bags(
+        self,
+        what: str,
+        bags: Sequence[Sequence[int]],
+        weights: Optional[Sequence[Sequence[int]]],
+    ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """The bags flattened, their sizes and their weights (None: all 1) as the native
+        client takes them."""
         bags = [list(b) for b in bags]
         if not bags:
-            raise InvalidArgumentError(StatusCode.INVALID_ARGUMENT, "lookup_pooled: no bags")
+            raise InvalidArgumentError(StatusCode.INVALID_ARGUMENT, f"{what}: no bags")
         sizes = np.asarray([len(b) for b in bags], dtype=np.uint32)
         flat = _index_array([r for b in bags for r in b], np.uint64, "bags")
-        flat_weights = None
-        if weights is not None:
-            weights = [list(w) for w in weights]
-            if [len(w) for w in weights] != sizes.tolist():
-                raise InvalidArgumentError(
-                    StatusCode.INVALID_ARGUMENT,
-                    "lookup_pooled: weights must have the shape of bags (one weight per row)")
-            flat_weights = np.asarray([w for ws in weights for w in ws], dtype=np.int64)
-            if flat_weights.size and (flat_weights.min() < -2**31 or flat_weights.max() >= 2**31):
-                raise InvalidArgumentError(
-                    StatusCode.INVALID_ARGUMENT, "lookup_pooled: weights must fit in int32")
-            flat_weights = flat_weights.astype(np.int32)
-        return torch.from_numpy(self._live().lookup_pooled(flat, sizes, flat_weights, mode))
+        if weights is None:
+            return flat, sizes, None
+        weights = [list(w) for w in weights]
+        if [len(w) for w in weights] != sizes.tolist():
+            raise InvalidArgumentError(
+                StatusCode.INVALID_ARGUMENT,
+                f"{what}: weights must have the shape of bags (one weight per row)")
+        bits = 64 if self.protocol == "bfv-bag" else 32
+        flat_weights = [int(w) for ws in weights for w in ws]
+        if any(w < -2**(bits - 1) or w >= 2**(bits - 1) for w in flat_weights):
+            raise InvalidArgumentError(StatusCode.INVALID_ARGUMENT,
+                                       f"{what}: weights must fit in int{bits}")
+        return flat, sizes, np.asarray(flat_weights, dtype=np.int64 if bits == 64 else np.int32)
 
     def lookup_layout(self, layout: _veil.Layout, rows: Rows) -> LayoutRows:
         """The rows `rows` (any order, duplicates allowed) of the table `layout` arranges,
@@ -199,7 +266,7 @@ class Client:
         """Server `party`'s statistics (calls, keys, passes, batch sizes, latency percentiles,
         queue, errors, connections, uptime). InvalidArgumentError for a party other than 0/1
         (0 only for the single-server protocols)."""
-        if self.protocol in LWE_PROTOCOLS:
+        if self.protocol in SINGLE_SERVER_PROTOCOLS:
             if party != 0:
                 raise InvalidArgumentError(StatusCode.INVALID_ARGUMENT,
                                            f"{self.protocol} has one server (party 0), not {party}")
@@ -213,8 +280,8 @@ class Client:
         64 MiB of prepared queries."""
         if self.protocol not in LWE_PROTOCOLS:
             raise FailedPreconditionError(StatusCode.FAILED_PRECONDITION,
-                                          "dpf2 keys are made per lookup; only the LWE protocols "
-                                          "prepare queries")
+                                          f"{self.protocol} queries are made per lookup; only the "
+                                          "LWE protocols prepare queries")
         return self._live().prepare_queries(int(count))
 
     def last_call(self) -> Dict[str, Any]:
@@ -227,7 +294,7 @@ class Client:
         return self._live().totals()
 
     def _dpf2_only(self, what: str) -> None:
-        if self.protocol in LWE_PROTOCOLS:
+        if self.protocol != "dpf2":
             raise Error(StatusCode.UNIMPLEMENTED,
                         f"{what} is a dpf2 lookup; this client speaks {self.protocol}")
 

@@ -1,5 +1,6 @@
 """veil.PrivateEmbeddingBag: torch.nn.EmbeddingBag with its rows fetched privately from two veil
-servers, over the C++ module (mobile_client/private_embedding_bag.h)."""
+servers, and veil.PrivatePooledEmbeddingBag: its bags pooled by one bfv-bag server, over the C++
+modules (mobile_client/private_embedding_bag.h)."""
 
 from __future__ import annotations
 
@@ -174,3 +175,76 @@ class PrivateEmbeddingBag(torch.nn.Module):
     def extra_repr(self) -> str:
         return (f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}, "
                 f"keys_per_inference={self.keys_per_inference}")
+
+
+class PrivatePooledEmbeddingBag(torch.nn.Module):
+    """``torch.nn.EmbeddingBag`` (``sum`` or ``mean``) whose bags are pooled by ONE ``bfv-bag``
+    server: each bag goes up as the client's encrypted weight vector over the whole table and
+    comes back as its encrypted pooled row, so the server learns nothing of the bags (an empty
+    bag is sent as a bag of weight 0) and no row is ever missing. The table must be fixed-point
+    (``veil.table.build(weight, format="fixed")``) and `client` a ``veil.Client`` of protocol
+    ``"bfv-bag"``.
+
+    ``forward(input, offsets=None, per_sample_weights=None)`` takes EmbeddingBag's arguments
+    and returns its [bags, embedding_dim] float32 tensor: the float nearest the exact pooled sum
+    of the table's fixed-point values (mean: divided by the bag's size). ``per_sample_weights``
+    (mode ``sum``) are rounded to multiples of ``2**-weight_frac_bits`` first. Each bag costs
+    one query (``client.table["query_bytes"]`` up, ``["answer_bytes"]`` down). The module has
+    no parameters. Raises InvalidArgumentError for bad shapes, rows outside
+    [0, num_embeddings) or a table of another shape, and the client's errors (UnavailableError,
+    DataLossError for a sum that fails its tag, ...).
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        mode: str = "mean",
+        include_last_offset: bool = False,
+        *,
+        client: Client,
+        weight_frac_bits: int = 16,
+    ) -> None:
+        super().__init__()
+        if not isinstance(client, Client):
+            raise _invalid("PrivatePooledEmbeddingBag: client must be a veil.Client")
+        if client.protocol != "bfv-bag":
+            raise _invalid(f"PrivatePooledEmbeddingBag: pools through a bfv-bag server, not "
+                           f"{client.protocol} (PrivateEmbeddingBag fetches rows through dpf2)")
+        self.num_embeddings = int(num_embeddings)
+        self.embedding_dim = int(embedding_dim)
+        self.mode = mode
+        self.include_last_offset = bool(include_last_offset)
+        self.client = client
+        self._native = _veil.NativePooledEmbeddingBag(
+            self.num_embeddings, self.embedding_dim, mode, self.include_last_offset,
+            int(weight_frac_bits), client.native)
+
+    @classmethod
+    def from_client(cls, client: Client, *, mode: str = "mean", include_last_offset: bool = False,
+                    weight_frac_bits: int = 16) -> "PrivatePooledEmbeddingBag":
+        """The module for the table `client`'s server serves (its rows and dim)."""
+        table = client.table
+        return cls(table["rows"], table["dim"], mode, include_last_offset, client=client,
+                   weight_frac_bits=weight_frac_bits)
+
+    def forward(
+        self,
+        input: torch.Tensor,
+        offsets: Optional[torch.Tensor] = None,
+        per_sample_weights: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """EmbeddingBag's call: `input` 1-D with `offsets` (bag starts), or 2-D [bags, n]
+        without them; `per_sample_weights` like input (mode ``sum``). Returns
+        [bags, embedding_dim] float32."""
+        _check_indices(input)
+        if offsets is not None:
+            _check_indices(offsets, "offsets")
+        return self._native.forward(input, offsets, per_sample_weights)
+
+    def last_call(self) -> Dict[str, Any]:
+        """The last forward's cost: bytes on the socket, query ciphertexts (keys)."""
+        return self._native.last_call()
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}, protocol=bfv-bag"
