@@ -36,6 +36,7 @@ struct BagClient::ServerConfig {
   std::vector<uint8_t> info_bytes;  // he::SerializeBagTableInfo
   uint64_t max_chunk_bytes = 0;
   uint32_t max_queued_ciphertexts = 0;  // per connection
+  bool rounded_queries = false;         // reads queries whose c_0 is rounded
 };
 
 namespace {
@@ -61,6 +62,7 @@ ServerConfig ParseConfig(rpc::BagConfig::Reader c) {
   config.info_bytes.assign(info.begin(), info.end());
   config.max_chunk_bytes = c.getMaxChunkBytes();
   config.max_queued_ciphertexts = c.getLimits().getMaxQueuedCiphertextsPerConnection();
+  config.rounded_queries = c.getRoundedQueries();
   return config;
 }
 
@@ -73,7 +75,13 @@ bool SameTable(const BagTableInfo& a, const BagTableInfo& b) {
 // FAILED_PRECONDITION unless `config` (of `who`) serves `table`.
 absl::Status SameTableAs(const ServerConfig& config, const BagTableInfo& table,
                          const std::string& who, const char* whose) {
-  if (SameTable(config.table, table)) return absl::OkStatus();
+  if (SameTable(config.table, table)) {
+    if (table.query_round_bits == 0 || config.rounded_queries) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat(who,
+                     " reads only exact queries (an older server), and this session rounds them; "
+                     "connect a new client once every replica is updated"));
+  }
   return absl::FailedPreconditionError(absl::StrCat(
       who, " serves another table (digest ", config.table.digest_hex, " epoch ", config.table.epoch,
       ") than ", whose, " (digest ", table.digest_hex, " epoch ", table.epoch,
@@ -192,14 +200,18 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOpt
     return SameTableAs(other, first.table, c->transport_->ReplicaName(0, r), "another replica's");
   });
   if (!config.ok()) return config.status();
-  if (absl::Status s = c->Adopt(**config); !s.ok()) return s;
+  // Queries are rounded if every replica that answered reads them so.
+  const bool rounded = std::all_of(
+      c->replica_configs_.begin(), c->replica_configs_.end(),
+      [](const std::unique_ptr<ServerConfig>& r) { return r == nullptr || r->rounded_queries; });
+  if (absl::Status s = c->Adopt(**config, rounded); !s.ok()) return s;
   c->replica_configs_.clear();
   absl::MutexLock lock(&c->mu_);
   if (absl::Status s = c->UploadKeys(); !s.ok()) return s;
   return client;
 }
 
-absl::Status BagClient::Adopt(const ServerConfig& config) {
+absl::Status BagClient::Adopt(const ServerConfig& config, bool rounded_queries) {
   const BagTableInfo& t = config.table;
   const std::string who = transport_->Name(0);
   if (absl::Status s = CheckRowTagUse(t.row_tag, row_key_.has_value(), options_.min_epoch,
@@ -243,7 +255,8 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
     return absl::FailedPreconditionError(absl::StrCat(
         who, " serves a table this client cannot query: ", he_client.status().message()));
   }
-  const he::BagSizes sizes = (*he_client)->Sizes();
+  const int round_bits = rounded_queries ? he::kBagQueryRoundBits : 0;
+  const he::BagSizes sizes = (*he_client)->Sizes(round_bits);
   // A lookup's query and answer must be able to travel: a server claiming a larger table would
   // make the client allocate for nothing (its rows' weights, per lookup).
   if (sizes.query_bytes > kMaxCallBytes || sizes.answer_bytes > kMaxCallBytes) {
@@ -269,6 +282,7 @@ absl::Status BagClient::Adopt(const ServerConfig& config) {
   if (!bytes.ok()) return bytes.status();
   table_ = t;
   columns_ = static_cast<uint32_t>(columns);
+  table_.query_round_bits = round_bits;
   table_.query_bytes = sizes.query_bytes;
   table_.answer_bytes = sizes.answer_bytes;
   max_chunk_bytes_ = config.max_chunk_bytes;
@@ -340,6 +354,7 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
         return absl::Status(query.status().code(),
                             absl::StrCat("bag ", b, ": ", query.status().message()));
       }
+      query->round_bits = table_.query_round_bits;
       auto bytes = he::SerializeBagQuery(*ctx_, *query);
       if (!bytes.ok()) return bytes.status();
       queries.push_back(*std::move(bytes));

@@ -5,9 +5,10 @@
 // zero outside the bag) under its own BFV secret key, and the server returns Enc(T^T w): the
 // pooled row, which only the client can decrypt. The server sees one constant-size query per bag
 // whatever its rows, size or weights; it needs no second server and keeps no hint. The price is
-// bytes and server work: a query is one seeded ciphertext per block of N rows (~174 KiB at
-// N = 8192), an answer one compressed ciphertext (~139 KiB), and each session uploads Galois
-// keys once (~4-16 MB; BagTableInfo::galois_key_bytes).
+// bytes and server work: a query is one seeded ciphertext per block of N rows (~142 KiB at
+// N = 8192, its c_0 rounded; ~174 KiB to older servers), an answer one compressed ciphertext
+// (~139 KiB), and each session uploads Galois keys once (~4-16 MB;
+// BagTableInfo::galois_key_bytes).
 //
 // The sums are exact: the server computes sum_r w_r T[r][j] over integers (fixed-point rows), so
 // LookupPooledSums equals the plaintext sum and LookupPooled its dequantized value, as long as
@@ -95,8 +96,11 @@ struct BagTableInfo {
   embedding::RowTag row_tag = embedding::RowTag::kNone;  // kLinearMac61: sums are checked
   std::array<uint8_t, 32> digest{};
   std::string digest_hex;
-  int log_n = 0;                  // BFV ring degree 2^log_n
-  uint32_t query_blocks = 0;      // ciphertexts per query
+  int log_n = 0;              // BFV ring degree 2^log_n
+  uint32_t query_blocks = 0;  // ciphertexts per query
+  // Bits each query ciphertext's c_0 drops on the wire (he::kBagQueryRoundBits), or 0 with a
+  // server (or a replica) from before 2026-12-06, which reads only exact queries.
+  int query_round_bits = 0;
   uint64_t query_bytes = 0;       // up, per bag (serialized, before RPC framing)
   uint64_t answer_bytes = 0;      // down, per bag
   uint64_t galois_key_bytes = 0;  // up, per session
@@ -160,8 +164,8 @@ class BagClient {
   BagClient(BagClientOptions options, std::unique_ptr<Transport> transport);
 
   // Checks the server's configuration and starts the session: the BFV context, the secret key and
-  // the Galois keys.
-  absl::Status Adopt(const ServerConfig& config);
+  // the Galois keys; queries rounded (he::kBagQueryRoundBits) if `rounded_queries`.
+  absl::Status Adopt(const ServerConfig& config, bool rounded_queries);
   // Uploads the Galois keys to the server (a replica that does not hold them yet), by `deadline`
   // (default: the timeout from now).
   absl::Status UploadKeys(absl::Time deadline = absl::InfiniteFuture())

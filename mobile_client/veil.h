@@ -231,7 +231,7 @@ const char* veil_status_name(int code);
  * The client encrypts each bag's weights over the whole table under its own key; the server
  * returns the encrypted pooled row, which only the client can decrypt. The server learns nothing
  * of the bag (rows, size or weights) and no second server is needed; each bag costs one query
- * ciphertext per 8192 rows up (~174 KiB) and one compressed ciphertext down (~139 KiB), and
+ * ciphertext per 8192 rows up (~142 KiB) and one compressed ciphertext down (~139 KiB), and
  * connecting uploads the session's Galois keys (megabytes; veil_bag_client_table_info). The sums are exact
  * integers over the fixed-point rows. Errors and threading as for veil_client. */
 

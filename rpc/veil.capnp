@@ -169,6 +169,9 @@ struct BagConfig {
   rowTag @11 :UInt8;             # embedding::RowTag: 0, or 4 (kLinearMac61): each row ends with
                                  # two tag columns, pooled with the data (tableInfo's dim counts
                                  # them, `dim` does not), which clients holding the row key check
+  roundedQueries @12 :Bool;      # the server reads query ciphertexts whose c_0 is rounded
+                                 # (he::SerializeCiphertext's round_c0_bits; pir/he/bag.h's
+                                 # kBagQueryRoundBits); false from servers before 2026-12-06
 }
 
 interface BagServer extends(VeilServer) {
@@ -185,8 +188,9 @@ interface BagServer extends(VeilServer) {
   # RESOURCE_EXHAUSTED if the server's key memory (maxGaloisKeyBytes) is held by keys in use.
 
   answer @2 (query :Data) -> (answer :Data, table :TableId);
-  # `query`: he::SerializeBagQuery (queryBlocks ciphertexts of the client's weights); `answer`:
-  # he::SerializeCiphertext of Enc(T^T w). FAILED_PRECONDITION before the keys are installed;
+  # `query`: he::SerializeBagQuery (queryBlocks ciphertexts of the client's weights, their c_0
+  # rounded where config.roundedQueries says so); `answer`: he::SerializeCompressedCiphertext of
+  # Enc(T^T w). FAILED_PRECONDITION before the keys are installed;
   # ABORTED if they were evicted to make room for another session's (upload them again).
 
   resumeGaloisKeys @3 (token :Data) -> (resumeToken :Data);

@@ -155,6 +155,7 @@ kj::Promise<void> BagService::config(ConfigContext context) {
   limits.setMaxGaloisKeyBytes(limits_.max_galois_key_bytes);
   config.setBackend("cpu");
   config.setRowTag(static_cast<uint8_t>(file_.row_tag()));
+  config.setRoundedQueries(true);
   return kj::READY_NOW;
 }
 

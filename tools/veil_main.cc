@@ -63,7 +63,7 @@ constexpr char kUsage[] =
     "      Pooled lookups from ONE server with BFV homomorphic encryption (fixed-point tables):\n"
     "      the server sums each bag under encryption and learns neither its rows nor its weights.\n"
     "      Without --bags each row is a bag of its own. Connecting uploads the session's Galois\n"
-    "      keys (megabytes); each bag sends one query (~174 KiB per 8192 rows). --words prints\n"
+    "      keys (megabytes); each bag sends one query (~142 KiB per 8192 rows). --words prints\n"
     "      the exact fixed-point sums. With --row-key every sum is checked against its tag.\n"
     "  veil table build|inspect|verify ...   (veil table for its usage)\n"
     "  veil tls-cert --out-dir=DIR [--hosts=127.0.0.1,::1,localhost] [--days=365]\n"

@@ -77,7 +77,7 @@ absl::StatusOr<std::vector<uint8_t>> SerializeBagQuery(const BfvContext& ctx, co
   out.push_back(kBagVersion);
   PutLe(out, q.blocks.size(), 4);
   for (const Ciphertext& ct : q.blocks) {
-    absl::StatusOr<std::vector<uint8_t>> bytes = SerializeCiphertext(ctx, ct);
+    absl::StatusOr<std::vector<uint8_t>> bytes = SerializeCiphertext(ctx, ct, q.round_bits);
     if (!bytes.ok()) return bytes.status();
     PutLe(out, bytes->size(), 4);
     out.insert(out.end(), bytes->begin(), bytes->end());
@@ -103,8 +103,16 @@ absl::StatusOr<BagQuery> ParseBagQuery(const BfvContext& ctx, absl::Span<const u
     const uint64_t len = GetLe(bytes, at, 4);
     at += 4;
     if (bytes.size() - at < len) return absl::InvalidArgumentError("truncated bag query");
-    absl::StatusOr<Ciphertext> ct = ParseCiphertext(ctx, bytes.subspan(at, len));
+    const absl::Span<const uint8_t> block = bytes.subspan(at, len);
+    absl::StatusOr<Ciphertext> ct = ParseCiphertext(ctx, block);
     if (!ct.ok()) return ct.status();
+    const int round_bits = SerializedRoundBits(block);
+    if (i == 0) {
+      q.round_bits = round_bits;
+    } else if (round_bits != q.round_bits) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bag query blocks rounded by ", q.round_bits, " and ", round_bits, " bits"));
+    }
     q.blocks.push_back(*std::move(ct));
     at += len;
   }
@@ -161,16 +169,18 @@ absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Create(std::shared_ptr<con
   return std::unique_ptr<BagClient>(new BagClient(std::move(ctx), info, *plan));
 }
 
-BagSizes SizesOf(const BfvContext& ctx, const MatVecPlan& plan) {
+BagSizes SizesOf(const BfvContext& ctx, const MatVecPlan& plan, int query_round_bits) {
   BagSizes s;
-  s.query_bytes = 8 + plan.blocks() * (4 + CiphertextBytes(ctx, 2, true));
+  s.query_bytes = 8 + plan.blocks() * (4 + CiphertextBytes(ctx, 2, true, query_round_bits));
   s.answer_bytes = CompressedCiphertextBytes(ctx);
   s.galois_keys = plan.RotationSteps().size();
   s.galois_key_bytes = kHeHeaderBytes + 4 + s.galois_keys * GaloisKeyBytes(ctx);
   return s;
 }
 
-BagSizes BagClient::Sizes() const { return SizesOf(*ctx_, plan_); }
+BagSizes BagClient::Sizes(int query_round_bits) const {
+  return SizesOf(*ctx_, plan_, query_round_bits);
+}
 
 absl::StatusOr<GaloisKeys> BagClient::MakeGaloisKeys() const {
   return GenerateGaloisKeys(*ctx_, sk_, plan_.GaloisElements());

@@ -4,7 +4,8 @@
 //   table   T: rows x dim signed 32-bit fixed-point values (e.g. embedding/table.h kFixed32
 //           rows); the server publishes BagTableInfo (shape and max |T|) and keeps T in the clear.
 //   client  w: one signed weight per row (zero outside its bag), packed in slots and encrypted
-//           symmetrically (seeded: half the upload); Galois keys uploaded once per session.
+//           symmetrically (seeded: half the upload; c_0 rounded by kBagQueryRoundBits: 18% less
+//           again); Galois keys uploaded once per session.
 //   server  Enc(T^T w) with the baby-step giant-step product (matvec.h) of the dim x rows
 //           matrix T^T, compressed (compressed.h): one ciphertext down (142,350 bytes at
 //           N = 8192 instead of 356,366), no hint, one server.
@@ -17,14 +18,14 @@
 // at N = 8192 is 38 to 40 bits (measured with veil-bench he: fresh 111; after the product 40
 // for 64 x 8192 and 16 or 18 x 65536, 38 for 256 x 20000 and 64 x 65536; 33 while the server
 // still folded the sums with rotations), so decryption is correct with a wide margin; a larger
-// t would shrink it by about two bits per bit of t. Compressing the answer adds at most 1/16 of the decryption
-// margin whatever the noise (compressed.h), so the budget the client then measures is 4 or 5
-// bits (bag_test); Decode refuses an answer whose budget is spent.
+// t would shrink it by about two bits per bit of t. Compressing the answer adds at most 1/16 of the
+// decryption margin whatever the noise (compressed.h), so the budget the client then measures is 4
+// or 5 bits (bag_test); Decode refuses an answer whose budget is spent.
 //
 // Blocks: a ciphertext holds 2 lanes x N/2 slots, so a table of more than N rows (8192 at
 // N = 8192) is split into blocks of N rows, one query ciphertext each. The server sums the
 // blocks' products before the giant-step rotations, so each extra block costs (b - 1) hoisted
-// rotations and about dim plaintext products (plus one query ciphertext up, ~174 KiB); the giant
+// rotations and about dim plaintext products (plus one query ciphertext up, ~142 KiB); the giant
 // steps and the download are shared. dim may be up to N/2. The product leaves each sum spread
 // over the slots of its column's windows (matvec.h), which the client adds up after decrypting:
 // no rotations fold them on the server, and a dim that is not a power of two costs about dim
@@ -66,15 +67,29 @@ std::vector<uint8_t> SerializeBagTableInfo(const BagTableInfo& info);
 // INVALID_ARGUMENT for a wrong length, magic, version, zero shape or nonzero padding.
 absl::StatusOr<BagTableInfo> ParseBagTableInfo(absl::Span<const uint8_t> bytes);
 
-// The encrypted weights: one ciphertext per block of N rows.
+// The encrypted weights: one ciphertext per block of N rows, their c_0 rounded by round_bits on
+// the wire (0: exact).
 struct BagQuery {
   std::vector<Ciphertext> blocks;
+  int round_bits = 0;
 };
 
+// The bits a query's c_0 drops on the wire (SerializeCiphertext's round_c0_bits): 32 of its 174
+// at N = 8192, 145,455 bytes a block instead of 178,222 (18% less up). c_0 moves by at most
+// 2^31, which adds to the query's fresh noise (a few units) and so to the product's noise, which
+// grows by about one bit per dropped bit past ~8: measured at N = 8192 (budget after the product
+// for d = 0 / 32 / 38): 8192 x 16: 41 / 18 / 12; 65536 x 16: 40 / 16 / 10; 65536 x 64 and
+// 20000 x 256: 38 / 15 / 9; 262144 x 16: 44 / 15 / 9. So 15 bits stay after the product at 32,
+// where the compressed answer's rounding (1/16 of the margin) needs ~4: the budget the client
+// measures stays 4, and the product's noise adds at most 2^-15 of the margin to the rounding's.
+inline constexpr int kBagQueryRoundBits = 32;
+
 // 'V' 'B' 'Q' version(1), count (4 bytes), then per block its length (4 bytes) and its
-// serialized ciphertext (serialization.h).
+// serialized ciphertext (serialization.h), c_0 rounded by q.round_bits (0: exact; servers from
+// before 2026-12-06 read only those).
 absl::StatusOr<std::vector<uint8_t>> SerializeBagQuery(const BfvContext& ctx, const BagQuery& q);
-// INVALID_ARGUMENT for malformed bytes (as ParseCiphertext) or more than max_blocks blocks.
+// INVALID_ARGUMENT for malformed bytes (as ParseCiphertext), more than max_blocks blocks, or
+// blocks rounded by different bits.
 absl::StatusOr<BagQuery> ParseBagQuery(const BfvContext& ctx, absl::Span<const uint8_t> bytes,
                                        size_t max_blocks);
 
@@ -86,9 +101,9 @@ struct BagSizes {
   size_t galois_key_bytes = 0;  // up, once per session
 };
 
-// The sizes of a session with a table of `plan`'s shape (what BagClient::Sizes reports; the
-// server checks uploads against them).
-BagSizes SizesOf(const BfvContext& ctx, const MatVecPlan& plan);
+// The sizes of a session with a table of `plan`'s shape, its queries rounded by
+// query_round_bits (what BagClient::Sizes reports; the server checks uploads against them).
+BagSizes SizesOf(const BfvContext& ctx, const MatVecPlan& plan, int query_round_bits = 0);
 
 class BagServer {
  public:
@@ -122,7 +137,7 @@ class BagClient {
                                                            const BagTableInfo& info);
 
   const SecretKey& secret_key() const { return sk_; }
-  BagSizes Sizes() const;
+  BagSizes Sizes(int query_round_bits = 0) const;
   // The Galois keys the server needs (upload once per session).
   absl::StatusOr<GaloisKeys> MakeGaloisKeys() const;
   // A bag: rows (each below info.rows, no repeats) and their weights. Returns INVALID_ARGUMENT for

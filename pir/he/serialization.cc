@@ -10,11 +10,67 @@
 namespace veil::he {
 namespace {
 
-// Bits of row j's residues: the QP moduli's sizes.
-size_t PolyBytes(const BfvContext& ctx, size_t rows) {
+// Bits of row j's residues: the QP moduli's sizes, less `drop` in row 0 (a rounded c_0).
+int RowBits(const BfvContext& ctx, size_t j, int drop) {
+  return ctx.modulus(j).bits() - (j == 0 ? drop : 0);
+}
+
+size_t PolyBytes(const BfvContext& ctx, size_t rows, int drop = 0) {
   size_t bits = 0;
-  for (size_t j = 0; j < rows; ++j) bits += ctx.modulus(j).bits() * ctx.n();
+  for (size_t j = 0; j < rows; ++j) bits += RowBits(ctx, j, drop) * ctx.n();
   return (bits + 7) / 8;
+}
+
+// Ciphertext flags.
+constexpr uint8_t kSeeded = 1;
+constexpr uint8_t kRoundedC0 = 2;
+
+// A rounded c_0's dropped bits: 1 to bits(q_0) - 1.
+absl::Status CheckRoundBits(const BfvContext& ctx, int bits) {
+  if (bits < 1 || bits >= ctx.modulus(0).bits()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("c_0 rounded by ", bits, " bits (1 to ", ctx.modulus(0).bits() - 1, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Mixed-radix digits of the k x N residues p (Garner's algorithm): x_j < q_j with
+// p = x_0 + q_0 (x_1 + q_1 (x_2 + ...)). Multiplications by constants: Shoup's.
+std::vector<uint64_t> ToMixedRadix(const BfvContext& ctx, const uint64_t* p) {
+  const size_t k = ctx.q_size(), n = ctx.n();
+  std::vector<uint64_t> x(p, p + k * n);
+  for (size_t j = 1; j < k; ++j) {
+    const Modulus& m = ctx.modulus(j);
+    uint64_t* xj = x.data() + j * n;
+    for (size_t i = 0; i < j; ++i) {
+      // x_j = (x_j - x_i) q_i^{-1} mod q_j
+      const uint64_t w = *m.Inverse(m.Reduce(ctx.modulus(i).value()));
+      const uint64_t w_shoup = m.ShoupOf(w);
+      const uint64_t* xi = x.data() + i * n;
+      for (size_t c = 0; c < n; ++c) {
+        xj[c] = MulShoup(m.Sub(xj[c], m.Reduce(xi[c])), w, w_shoup, m.value());
+      }
+    }
+  }
+  return x;
+}
+
+// The residues of x_0 + q_0 (x_1 + q_1 (x_2 + ...)) (any x_j below 2^64) into p.
+void FromMixedRadix(const BfvContext& ctx, const std::vector<uint64_t>& x, uint64_t* p) {
+  const size_t k = ctx.q_size(), n = ctx.n();
+  for (size_t i = 0; i < k; ++i) {
+    const Modulus& m = ctx.modulus(i);
+    uint64_t* acc = p + i * n;
+    for (size_t c = 0; c < n; ++c) acc[c] = m.Reduce(x[(k - 1) * n + c]);
+    for (size_t j = k - 1; j-- > 0;) {
+      const uint64_t w = m.Reduce(ctx.modulus(j).value());
+      const uint64_t w_shoup = m.ShoupOf(w);
+      const uint64_t* xj = x.data() + j * n;
+      for (size_t c = 0; c < n; ++c) {
+        acc[c] = m.Add(MulShoup(acc[c], w, w_shoup, m.value()), m.Reduce(xj[c]));
+      }
+    }
+  }
 }
 
 class Writer {
@@ -35,12 +91,12 @@ class Writer {
     U8(static_cast<uint8_t>(kind));
     U64(ctx.id());
   }
-  // rows residue rows of N, bit-packed.
-  void Poly(const BfvContext& ctx, const uint64_t* p, size_t rows) {
+  // rows residue rows of N, bit-packed (row 0 at `drop` bits fewer).
+  void Poly(const BfvContext& ctx, const uint64_t* p, size_t rows, int drop = 0) {
     uint128_t acc = 0;
     int filled = 0;
     for (size_t j = 0; j < rows; ++j) {
-      const int bits = ctx.modulus(j).bits();
+      const int bits = RowBits(ctx, j, drop);
       for (size_t c = 0; c < ctx.n(); ++c) {
         acc |= static_cast<uint128_t>(p[j * ctx.n() + c]) << filled;
         filled += bits;
@@ -116,13 +172,17 @@ class Reader {
     }
     return ctx.CheckId(U64(), "serialized object");
   }
-  absl::Status Poly(const BfvContext& ctx, uint64_t* p, size_t rows, const char* what) {
-    if (absl::Status s = Need(PolyBytes(ctx, rows), what); !s.ok()) return s;
+  // As Writer::Poly packs them; each residue below q_j (row 0 of `drop` bits fewer: at most
+  // (q_0 - 1) >> drop).
+  absl::Status Poly(const BfvContext& ctx, uint64_t* p, size_t rows, const char* what,
+                    int drop = 0) {
+    if (absl::Status s = Need(PolyBytes(ctx, rows, drop), what); !s.ok()) return s;
     uint128_t acc = 0;
     int filled = 0;
     for (size_t j = 0; j < rows; ++j) {
-      const int bits = ctx.modulus(j).bits();
-      const uint64_t q = ctx.modulus(j).value();
+      const int bits = RowBits(ctx, j, drop);
+      const uint64_t q =
+          j == 0 ? ((ctx.modulus(0).value() - 1) >> drop) + 1 : ctx.modulus(j).value();
       for (size_t c = 0; c < ctx.n(); ++c) {
         while (filled < bits) {
           acc |= static_cast<uint128_t>(in_[pos_++]) << filled;
@@ -219,9 +279,11 @@ size_t KeySwitchKeyBytes(const BfvContext& ctx) {
 
 }  // namespace
 
-size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded) {
+size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded, int round_c0_bits) {
   const size_t poly = PolyBytes(ctx, ctx.q_size());
-  return kHeHeaderBytes + 2 + size * poly - (seeded ? poly - sizeof(Seed) : 0);
+  return kHeHeaderBytes + 2 + (round_c0_bits != 0 ? 1 : 0) +
+         PolyBytes(ctx, ctx.q_size(), round_c0_bits) + (size - 1) * poly -
+         (seeded ? poly - sizeof(Seed) : 0);
 }
 
 size_t CompressedCiphertextBytes(const BfvContext& ctx) {
@@ -238,16 +300,28 @@ size_t RgswCiphertextsBytes(const BfvContext& ctx, size_t count) {
 }
 
 absl::StatusOr<std::vector<uint8_t>> SerializeCiphertext(const BfvContext& ctx,
-                                                         const Ciphertext& ct) {
+                                                         const Ciphertext& ct, int round_c0_bits) {
   if (absl::Status s = CheckCiphertext(ctx, ct, "ciphertext"); !s.ok()) return s;
+  if (round_c0_bits != 0) {
+    if (absl::Status s = CheckRoundBits(ctx, round_c0_bits); !s.ok()) return s;
+  }
   std::vector<uint8_t> out;
-  out.reserve(CiphertextBytes(ctx, ct.size, ct.seed.has_value()));
+  out.reserve(CiphertextBytes(ctx, ct.size, ct.seed.has_value(), round_c0_bits));
   Writer w(out);
   w.Header(ctx, HeObjectKind::kCiphertext);
   w.U8(static_cast<uint8_t>(ct.size));
-  w.U8(ct.seed ? 1 : 0);
+  w.U8((ct.seed ? kSeeded : 0) | (round_c0_bits != 0 ? kRoundedC0 : 0));
   const size_t words = ctx.q_size() * ctx.n();
-  for (size_t i = 0; i < ct.size; ++i) {
+  if (round_c0_bits != 0) {
+    // c_0's mixed-radix digits, the lowest without its low bits.
+    std::vector<uint64_t> x = ToMixedRadix(ctx, ct.poly(0, words));
+    for (size_t c = 0; c < ctx.n(); ++c) x[c] >>= round_c0_bits;
+    w.U8(static_cast<uint8_t>(round_c0_bits));
+    w.Poly(ctx, x.data(), ctx.q_size(), round_c0_bits);
+  } else {
+    w.Poly(ctx, ct.poly(0, words), ctx.q_size());
+  }
+  for (size_t i = 1; i < ct.size; ++i) {
     if (i == 1 && ct.seed) {
       w.Bytes(ct.seed->data(), ct.seed->size());
     } else {
@@ -255,6 +329,11 @@ absl::StatusOr<std::vector<uint8_t>> SerializeCiphertext(const BfvContext& ctx,
     }
   }
   return out;
+}
+
+int SerializedRoundBits(absl::Span<const uint8_t> bytes) {
+  const size_t flags = kHeHeaderBytes + 1;
+  return bytes.size() > flags + 1 && (bytes[flags] & kRoundedC0) != 0 ? bytes[flags + 1] : 0;
 }
 
 absl::StatusOr<Ciphertext> ParseCiphertext(const BfvContext& ctx, absl::Span<const uint8_t> bytes) {
@@ -266,12 +345,31 @@ absl::StatusOr<Ciphertext> ParseCiphertext(const BfvContext& ctx, absl::Span<con
   if (ct.size < 2 || ct.size > 3) {
     return absl::InvalidArgumentError(absl::StrCat("ciphertext size ", ct.size, " (2 or 3)"));
   }
-  if (flags > 1)
+  if ((flags & ~(kSeeded | kRoundedC0)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("unknown ciphertext flags ", flags));
+  }
   const size_t words = ctx.q_size() * ctx.n();
   ct.data.resize(ct.size * words);
-  for (size_t i = 0; i < ct.size; ++i) {
-    if (i == 1 && flags == 1) {
+  if ((flags & kRoundedC0) != 0) {
+    if (absl::Status s = r.Need(1, "ciphertext"); !s.ok()) return s;
+    const int drop = r.U8();
+    if (absl::Status s = CheckRoundBits(ctx, drop); !s.ok()) return s;
+    std::vector<uint64_t> x(words);
+    if (absl::Status s = r.Poly(ctx, x.data(), ctx.q_size(), "ciphertext c_0", drop); !s.ok()) {
+      return s;
+    }
+    // The middle of the dropped range, below q_0: c_0 moves by at most 2^(drop - 1), and its
+    // digits are again x (one encoding per ciphertext).
+    const uint64_t top = ctx.modulus(0).value() - 1;
+    for (size_t c = 0; c < ctx.n(); ++c) {
+      x[c] = std::min((x[c] << drop) | (uint64_t{1} << (drop - 1)), top);
+    }
+    FromMixedRadix(ctx, x, ct.poly(0, words));
+  } else if (absl::Status s = r.Poly(ctx, ct.poly(0, words), ctx.q_size(), "ciphertext"); !s.ok()) {
+    return s;
+  }
+  for (size_t i = 1; i < ct.size; ++i) {
+    if (i == 1 && (flags & kSeeded) != 0) {
       Seed seed;
       if (absl::Status s = r.Need(seed.size(), "ciphertext seed"); !s.ok()) return s;
       r.Bytes(seed.data(), seed.size());

@@ -7,8 +7,12 @@
 //   12  body
 // A polynomial is its residue rows bit-packed one after the other, row j at bits(q_j) bits per
 // residue (LSB first), padded to a whole byte; every residue is checked below q_j on reading.
-//   ciphertext      size (1 byte, 2 or 3), flags (1 byte; bit 0: seeded), c_0, then c_1 or, if
-//                   seeded, the 32-byte seed c_1 is expanded from, then c_2 (size 3)
+//   ciphertext      size (1 byte, 2 or 3), flags (1 byte; bit 0: seeded, bit 1: c_0 rounded),
+//                   c_0, then c_1 or, if seeded, the 32-byte seed c_1 is expanded from, then c_2
+//                   (size 3). A rounded c_0 is its drop bits d (1 byte, 1 to bits(q_0) - 1),
+//                   then its mixed-radix digits (x_j < q_j, c_0 = x_0 + q_0 (x_1 + q_1 (...)))
+//                   packed as residue rows, x_0 without its d low bits (bits(q_0) - d bits, at
+//                   most (q_0 - 1) >> d); the reader puts 2^(d - 1) in their place.
 //   public key      p_0 (k rows), 32-byte seed of p_1
 //   key switching   32-byte seed of the a_i, then b_0 .. b_{k-1} (k + 1 rows each)
 //   relin key       one key-switching key
@@ -22,9 +26,9 @@
 //                   key-switching keys: from m, then from m s (rgsw.h)
 // Seeded halves (the uniform a of symmetric ciphertexts, public and key-switching keys) travel
 // as their seeds: half the size. At N = 8192 (k = 4, 174-bit Q, 218-bit QP) a seeded ciphertext
-// is 178,222 bytes (a full one 356,366), a Galois key 892,964 bytes. Parsing is strict: truncated
-// or over-long input, a wrong magic, version, kind or parameter id, an out-of-range residue or
-// field all return INVALID_ARGUMENT naming the problem.
+// is 178,222 bytes (a full one 356,366; 145,455 with c_0 rounded by 32 bits), a Galois key
+// 892,964 bytes. Parsing is strict: truncated or over-long input, a wrong magic, version, kind or
+// parameter id, an out-of-range residue or field all return INVALID_ARGUMENT naming the problem.
 #ifndef VEIL_PIR_HE_SERIALIZATION_H_
 #define VEIL_PIR_HE_SERIALIZATION_H_
 
@@ -57,9 +61,19 @@ enum class HeObjectKind : uint8_t {
 inline constexpr uint32_t kMaxRgswCiphertexts = 64;
 
 // Each Serialize returns the errors of the object's checks (other parameters, wrong sizes).
+//
+// round_c0_bits = d > 0 sends c_0 rounded: its d lowest bits (as an integer mod Q) are dropped
+// and the reader puts 2^(d - 1) in their place, so c_0 moves by at most 2^(d - 1) and the
+// ciphertext's noise grows by as much; d bits per coefficient fewer (8192 d / 8 bytes at
+// N = 8192). For a fresh encryption that is then multiplied by plaintexts (the bag's query,
+// kBagQueryRoundBits), whose product's noise leaves budget to spare. INVALID_ARGUMENT for d
+// outside [0, bits(q_0) - 1].
 absl::StatusOr<std::vector<uint8_t>> SerializeCiphertext(const BfvContext& ctx,
-                                                         const Ciphertext& ct);
+                                                         const Ciphertext& ct,
+                                                         int round_c0_bits = 0);
 absl::StatusOr<Ciphertext> ParseCiphertext(const BfvContext& ctx, absl::Span<const uint8_t> bytes);
+// The round_c0_bits a serialized ciphertext states (0: exact; unchecked: ParseCiphertext checks).
+int SerializedRoundBits(absl::Span<const uint8_t> bytes);
 // Both refuse bits other than DefaultCompressionBits(ctx).
 absl::StatusOr<std::vector<uint8_t>> SerializeCompressedCiphertext(const BfvContext& ctx,
                                                                    const CompressedCiphertext& ct);
@@ -81,9 +95,9 @@ absl::StatusOr<std::vector<uint8_t>> SerializeRgswCiphertexts(
 absl::StatusOr<std::vector<RgswCiphertext>> ParseRgswCiphertexts(const BfvContext& ctx,
                                                                  absl::Span<const uint8_t> bytes);
 
-// Bytes of a serialized ciphertext of `size` polynomials (seeded: c_1 as a seed), and of one
-// Galois key inside a GaloisKeys message (element and key).
-size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded);
+// Bytes of a serialized ciphertext of `size` polynomials (seeded: c_1 as a seed; c_0 rounded by
+// round_c0_bits), and of one Galois key inside a GaloisKeys message (element and key).
+size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded, int round_c0_bits = 0);
 size_t GaloisKeyBytes(const BfvContext& ctx);
 // A serialized compressed ciphertext (DefaultCompressionBits).
 size_t CompressedCiphertextBytes(const BfvContext& ctx);

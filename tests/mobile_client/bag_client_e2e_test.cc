@@ -21,6 +21,7 @@
 #include "mobile_client/client.h"
 #include "pir/he/bag.h"
 #include "pir/he/bfv_context.h"
+#include "pir/he/serialization.h"
 #include "rpc/veil.capnp.h"
 #include "tests/mobile_client/evicting_proxy.h"
 #include "tests/server/two_servers.h"
@@ -95,6 +96,9 @@ TEST_F(BagClientTest, PooledSumsEqualThePlaintextSumsExactly) {
   EXPECT_EQ(t.frac_bits, 16);
   EXPECT_EQ(t.log_n, 13);
   EXPECT_EQ(t.query_blocks, 1u);
+  // The server reads queries with c_0 rounded: 145,455 bytes a block instead of 178,222.
+  EXPECT_EQ(t.query_round_bits, he::kBagQueryRoundBits);
+  EXPECT_EQ(t.query_bytes, 8u + 4 + 145455);
   EXPECT_EQ((*client)->key_uploads(), 1u);
   EXPECT_GE((*client)->totals().bytes_up, t.galois_key_bytes);
 
@@ -113,6 +117,7 @@ TEST_F(BagClientTest, PooledSumsEqualThePlaintextSumsExactly) {
   EXPECT_EQ(call.lookups, 4u);
   EXPECT_EQ(call.calls, 4u);
   EXPECT_GE(call.bytes_up, 4 * t.query_bytes);
+  EXPECT_LT(call.bytes_up, 4 * t.query_bytes + 4096);
   EXPECT_GE(call.bytes_down, 4 * t.answer_bytes);
   EXPECT_LT(call.bytes_down, 4 * t.answer_bytes + 4096);
 
@@ -573,11 +578,17 @@ TEST_F(BagClientTest, AKeyUploadAfterAnEvictionEndsWithinTheLookupsTimeout) {
 // A stand-in bfv-bag server whose config describes, consistently, a table of `rows` rows of 4
 // values (with two tag columns of `kind` 4), whose largest |value| it says is 1. It takes key
 // uploads and answers every query with bytes that are no ciphertext.
+// The bits the last query a StandInBagServer received was rounded by (SerializedRoundBits of its
+// first block), -1 before one arrives.
+std::atomic<int> stand_in_query_round_bits{-1};
+
 class StandInBagServer final : public rpc::BagServer::Server {
  public:
-  explicit StandInBagServer(uint64_t rows, embedding::RowTag kind = embedding::RowTag::kNone)
+  explicit StandInBagServer(uint64_t rows, embedding::RowTag kind = embedding::RowTag::kNone,
+                            bool rounded_queries = false)
       : rows_(rows),
         kind_(kind),
+        rounded_queries_(rounded_queries),
         ctx_(*he::BfvContext::Create(*he::BagParams(13))),
         info_{ctx_->id(), rows, 4 + embedding::TagWords(kind), 1},
         key_bytes_((*he::BagClient::Create(ctx_, info_))->Sizes().galois_key_bytes) {}
@@ -602,6 +613,7 @@ class StandInBagServer final : public rpc::BagServer::Server {
     limits.setMaxMessageBytes(uint64_t{1} << 40);
     limits.setMaxQueuedCiphertexts(0xffffffffu);
     limits.setMaxQueuedCiphertextsPerConnection(0xffffffffu);
+    c.setRoundedQueries(rounded_queries_);
     return kj::READY_NOW;
   }
   kj::Promise<void> uploadGaloisKeys(UploadGaloisKeysContext context) override {
@@ -613,6 +625,12 @@ class StandInBagServer final : public rpc::BagServer::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> answer(AnswerContext context) override {
+    // 'V' 'B' 'Q' version, count, the first block's length, then the block.
+    capnp::Data::Reader query = context.getParams().getQuery();
+    if (query.size() > 12) {
+      stand_in_query_round_bits =
+          he::SerializedRoundBits(absl::MakeConstSpan(query.begin() + 12, query.end()));
+    }
     auto results = context.getResults();
     SetTable(results.initTable());
     const uint8_t garbage[] = {'n', 'o', 't', ' ', 'a', ' ', 'c', 't'};
@@ -630,11 +648,46 @@ class StandInBagServer final : public rpc::BagServer::Server {
 
   uint64_t rows_;
   embedding::RowTag kind_;
+  bool rounded_queries_;
   std::shared_ptr<const he::BfvContext> ctx_;
   he::BagTableInfo info_;
   uint64_t key_bytes_;
   uint64_t received_ = 0;
 };
+
+// A server from before rounded queries (its config leaves roundedQueries unset) is sent exact
+// ones; one that reads them gets them rounded.
+TEST(BagClientCompatibilityTest, QueriesAreRoundedOnlyForServersThatReadThem) {
+  for (const bool rounded : {false, true}) {
+    SCOPED_TRACE(rounded);
+    testing::StandInServer server([rounded] {
+      return capnp::Capability::Client(
+          kj::heap<StandInBagServer>(100, embedding::RowTag::kNone, rounded));
+    });
+    BagClientOptions o;
+    o.server = server.address();
+    auto client = BagClient::Connect(o);
+    ASSERT_TRUE(client.ok()) << client.status();
+    EXPECT_EQ((*client)->table().query_round_bits, rounded ? he::kBagQueryRoundBits : 0);
+    EXPECT_EQ((*client)->table().query_bytes, 8u + 4 + (rounded ? 145455 : 178222));
+    stand_in_query_round_bits = -1;
+    // The stand-in's answer is garbage: only the query matters here.
+    EXPECT_FALSE((*client)->LookupPooledSums({3}, {1}, {}).ok());
+    EXPECT_EQ(stand_in_query_round_bits.load(), rounded ? he::kBagQueryRoundBits : 0);
+  }
+  // Replicas of which one is older: exact queries, which both read.
+  testing::StandInServer updated([] {
+    return capnp::Capability::Client(
+        kj::heap<StandInBagServer>(100, embedding::RowTag::kNone, true));
+  });
+  testing::StandInServer older(
+      [] { return capnp::Capability::Client(kj::heap<StandInBagServer>(100)); });
+  BagClientOptions o;
+  o.server = absl::StrCat(updated.address(), ",", older.address());
+  auto client = BagClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->table().query_round_bits, 0);
+}
 
 TEST(BagClientHostileTest, AServerClaimingAHugeTableIsRefusedAtConnect) {
   // 2^32 rows: every lookup would allocate their weights (tens of GB) and 2^19 ciphertexts.

@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "pir/he/encoder.h"
+#include "pir/he/matvec.h"
 #include "pir/he/serialization.h"
 #include "tests/pir/he/test_support.h"
 
@@ -56,9 +57,12 @@ TEST(Bag, AnswerIsThePooledSumExactly) {
       rows.push_back(r);
       weights.push_back(static_cast<int64_t>(rng() % 131072) - 65536);  // 16.16 in [-1, 1)
     }
-    const BagQuery query = *client->Query(rows, weights);
+    // Queries go up with c_0 rounded (as to servers that read them), or exact.
+    const int round_bits = c.rows % 2 == 0 ? kBagQueryRoundBits : 0;
+    BagQuery query = *client->Query(rows, weights);
+    query.round_bits = round_bits;
     const std::vector<uint8_t> up = *SerializeBagQuery(*ctx, query);
-    EXPECT_EQ(up.size(), client->Sizes().query_bytes);
+    EXPECT_EQ(up.size(), client->Sizes(round_bits).query_bytes);
     const CompressedCiphertext answer = *server->Answer(*ParseBagQuery(*ctx, up, 16), gk, 2);
     const std::vector<uint8_t> down = *SerializeCompressedCiphertext(*ctx, answer);
     EXPECT_EQ(down.size(), client->Sizes().answer_bytes);
@@ -69,6 +73,42 @@ TEST(Bag, AnswerIsThePooledSumExactly) {
     // (bag.h): the budget is what the rounding leaves, at least 4 bits.
     EXPECT_GE(DecryptCompressed(*ctx, client->secret_key(), answer)->noise_budget, 4);
   }
+}
+
+// The query's rounded c_0 (kBagQueryRoundBits) costs the product's budget about one bit per
+// dropped bit past ~8, as bag.h predicts: 41 bits left exact and 18 rounded at 8192 x 16 when
+// measured, so at least 12 must stay (where the compressed answer needs ~4) and at least 16 must
+// go (the rounding took effect). 145,455 bytes a block instead of 178,222.
+TEST(Bag, RoundedQueriesCostThePredictedBudget) {
+  const auto ctx = BagContext();
+  std::mt19937_64 rng = Rng(41);
+  const size_t rows = 8192, dim = 16;
+  std::vector<uint64_t> transposed(rows * dim);
+  for (uint64_t& v : transposed) v = rng() % ctx->params().t;
+  const MatVecPlan plan = *MatVecPlan::Create(*ctx, dim, rows);
+  const EncodedMatrix matrix = *EncodedMatrix::Create(ctx, plan, transposed, 2);
+  const std::unique_ptr<BagClient> client =
+      *BagClient::Create(ctx, BagTableInfo{ctx->id(), rows, dim, uint32_t{1} << 31});
+  const GaloisKeys gk = *client->MakeGaloisKeys();
+  std::vector<uint64_t> bag;
+  std::vector<int64_t> weights;
+  for (uint64_t r = 0; r < 32; ++r) {
+    bag.push_back(r * 200);
+    weights.push_back(static_cast<int64_t>(rng() % 4096) - 2048);
+  }
+  BagQuery query = *client->Query(bag, weights);
+  int budget[2];
+  for (int rounded = 0; rounded < 2; ++rounded) {
+    query.round_bits = rounded ? kBagQueryRoundBits : 0;
+    const std::vector<uint8_t> up = *SerializeBagQuery(*ctx, query);
+    EXPECT_EQ(up.size(), 8 + 4 + (rounded ? 145455u : 178222u));
+    const Ciphertext product = *matrix.Multiply(ParseBagQuery(*ctx, up, 1)->blocks, gk, 2);
+    budget[rounded] = *NoiseBudget(*ctx, client->secret_key(), product);
+    EXPECT_GE(DecryptCompressed(*ctx, client->secret_key(), *Compress(*ctx, product))->noise_budget,
+              4);
+  }
+  EXPECT_GE(budget[1], 12);
+  EXPECT_GE(budget[0] - budget[1], 16);
 }
 
 TEST(Bag, ExactAtTheLargestAllowedWeights) {
@@ -128,6 +168,17 @@ TEST(Bag, RejectsBadInput) {
             "bag query with 1 blocks, 1 to 0 allowed");
   EXPECT_EQ(ParseBagQuery(*ctx, absl::MakeConstSpan(q).first(q.size() - 1), 4).status().message(),
             "truncated bag query");
+  // Every block of a query is rounded alike.
+  BagQuery one = *client->Query({0}, {1});
+  one.round_bits = 30;
+  std::vector<uint8_t> mixed = *SerializeBagQuery(*ctx, one);
+  EXPECT_EQ(ParseBagQuery(*ctx, mixed, 4)->round_bits, 30);
+  const std::vector<uint8_t> other = *SerializeCiphertext(*ctx, one.blocks[0], 31);
+  mixed[4] = 2;  // two blocks
+  for (int i = 0; i < 4; ++i) mixed.push_back(static_cast<uint8_t>(other.size() >> (8 * i)));
+  mixed.insert(mixed.end(), other.begin(), other.end());
+  EXPECT_EQ(ParseBagQuery(*ctx, mixed, 4).status().message(),
+            "bag query blocks rounded by 30 and 31 bits");
 
   // An answer whose budget was spent is reported, not decoded into wrong numbers: a ciphertext
   // under the client's key multiplied by a large scalar, as a server with too little modulus

@@ -1,9 +1,10 @@
-// Fuzz target for the BFV wire formats (pir/he/serialization.h, RGSW and compressed ciphertexts
-// included) and protocol bfv-bag's messages (pir/he/bag.h: the query a client sends, the table
-// info a server publishes), under a tiny context (N = 16) so that an input is a few hundred bytes;
-// the parsers' code is the same at N = 8192. The first byte chooses the parser, the rest is its
-// input. Invariants: every parser fails with INVALID_ARGUMENT or gives an object that serializes
-// back to exactly the input (one encoding per object); a parsed ciphertext decrypts.
+// Fuzz target for the BFV wire formats (pir/he/serialization.h: RGSW, compressed ciphertexts and
+// ciphertexts with a rounded c_0 included) and protocol bfv-bag's messages (pir/he/bag.h: the
+// query a client sends, the table info a server publishes), under a tiny context (N = 16) so that
+// an input is a few hundred bytes; the parsers' code is the same at N = 8192. The first byte
+// chooses the parser, the rest is its input. Invariants: every parser fails with INVALID_ARGUMENT
+// or gives an object that serializes back to exactly the input (one encoding per object); a
+// parsed ciphertext decrypts.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -96,11 +97,13 @@ std::vector<std::vector<uint8_t>> Seeds() {
       Tagged(kCiphertext, SerializeCiphertext(ctx, seeded)),
       Tagged(kCiphertext, SerializeCiphertext(ctx, full)),
       Tagged(kCiphertext, SerializeCiphertext(ctx, three)),
+      Tagged(kCiphertext, SerializeCiphertext(ctx, seeded, 20)),
       Tagged(kPublicKey, SerializePublicKey(ctx, *GeneratePublicKey(ctx, sk))),
       Tagged(kRelinKey, SerializeRelinKey(ctx, *GenerateRelinKey(ctx, sk))),
       Tagged(kGaloisKeys, SerializeGaloisKeys(ctx, *GenerateGaloisKeys(ctx, sk, {3, 31}))),
       Tagged(kSecretKey, SerializeSecretKey(ctx, sk)),
       Tagged(kBagQuery, SerializeBagQuery(ctx, BagQuery{{seeded, full}})),
+      Tagged(kBagQuery, SerializeBagQuery(ctx, BagQuery{{seeded, full}, 12})),
       Tagged(kBagTableInfo, SerializeBagTableInfo({ctx.params().Id(), 100, 8, 1000})),
       Tagged(kRgsw, SerializeRgswCiphertexts(
                         ctx, {*EncryptRgswBit(ctx, sk, 0), *EncryptRgswBit(ctx, sk, 1)})),
@@ -120,7 +123,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (data[0] % kKinds) {
     case kCiphertext: {
       auto ct = ParseCiphertext(ctx, bytes);
-      CheckRoundTrip(ct, bytes, [&](const Ciphertext& c) { return SerializeCiphertext(ctx, c); });
+      CheckRoundTrip(ct, bytes, [&](const Ciphertext& c) {
+        return SerializeCiphertext(ctx, c, SerializedRoundBits(bytes));
+      });
       if (ct.ok()) Check(Decrypt(ctx, Secret(), *ct).ok(), "a parsed ciphertext does not decrypt");
       break;
     }

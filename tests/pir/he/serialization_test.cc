@@ -3,10 +3,13 @@
 // foreign or corrupted bytes.
 #include "pir/he/serialization.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "pir/he/encoder.h"
 
@@ -77,6 +80,65 @@ TEST_F(Serialization, KeysRoundTripAndStillWork) {
   EXPECT_EQ(Slots(*RotateRows(ctx(), ct, 1, gk), sk)[0], 2u);
 }
 
+// c_0 rounded by d bits: d bits per coefficient fewer, c_0 within 2^(d - 1) of the original (the
+// same small integer in every prime), c_1 and the seed unchanged, one encoding (parse then
+// serialize gives the bytes back, the clamped top of x_0's range included), still decrypting.
+TEST_F(Serialization, CiphertextsWithARoundedC0) {
+  const Ciphertext seeded = *EncryptSymmetric(ctx(), sk_, m_);
+  const size_t n = ctx().n(), words = ctx().q_size() * n;
+  ASSERT_EQ(ctx().modulus(0).bits(), 36);
+  for (int d : {1, 8, 20, 35}) {
+    SCOPED_TRACE(d);
+    const std::vector<uint8_t> bytes = *SerializeCiphertext(ctx(), seeded, d);
+    EXPECT_EQ(bytes.size(), CiphertextBytes(ctx(), 2, true, d));
+    EXPECT_EQ(bytes.size(), CiphertextBytes(ctx(), 2, true) + 1 - n * d / 8);
+    EXPECT_EQ(SerializedRoundBits(bytes), d);
+    const Ciphertext back = *ParseCiphertext(ctx(), bytes);
+    EXPECT_EQ(back.seed, seeded.seed);
+    EXPECT_TRUE(
+        std::equal(back.poly(1, words), back.poly(1, words) + words, seeded.poly(1, words)));
+    int64_t largest = 0;
+    for (size_t c = 0; c < n; ++c) {
+      const Modulus& q0 = ctx().modulus(0);
+      const int64_t eps = q0.Centered(q0.Sub(back.data[c], seeded.data[c]));
+      for (size_t j = 1; j < ctx().q_size(); ++j) {
+        const Modulus& q = ctx().modulus(j);
+        ASSERT_EQ(q.Centered(q.Sub(back.data[j * n + c], seeded.data[j * n + c])), eps) << c;
+      }
+      largest = std::max(largest, std::abs(eps));
+    }
+    EXPECT_LE(largest, int64_t{1} << (d - 1));
+    EXPECT_GE(largest, int64_t{1} << (d - 2));  // it did round
+    EXPECT_EQ(*SerializeCiphertext(ctx(), back, d), bytes);
+    EXPECT_EQ(Slots(back, sk_), Slots(seeded, sk_));
+  }
+  // A full ciphertext rounds too; exact bytes state 0.
+  const Ciphertext sum = *Add(ctx(), seeded, seeded);
+  EXPECT_EQ(Slots(*ParseCiphertext(ctx(), *SerializeCiphertext(ctx(), sum, 12)), sk_),
+            Slots(sum, sk_));
+  EXPECT_EQ(SerializedRoundBits(*SerializeCiphertext(ctx(), sum)), 0);
+
+  EXPECT_EQ(SerializeCiphertext(ctx(), seeded, 36).status().message(),
+            "c_0 rounded by 36 bits (1 to 35)");
+  std::vector<uint8_t> bytes = *SerializeCiphertext(ctx(), seeded, 12);
+  for (uint8_t d : {0, 36, 200}) {
+    std::vector<uint8_t> b = bytes;
+    b[14] = d;
+    EXPECT_EQ(ParseCiphertext(ctx(), b).status().message(),
+              absl::StrCat("c_0 rounded by ", d, " bits (1 to 35)"));
+  }
+  // x_0's 24 kept bits all ones: beyond (q_0 - 1) >> 12 = 0xffffee.
+  std::vector<uint8_t> high = bytes;
+  high[15] = high[16] = high[17] = 0xff;
+  EXPECT_EQ(ParseCiphertext(ctx(), high).status().message(),
+            "ciphertext c_0: residue 16777215 in row 0 is not below 16777199");
+  EXPECT_NE(ParseCiphertext(ctx(), absl::MakeConstSpan(bytes).first(15))
+                .status()
+                .message()
+                .find("truncated"),
+            std::string::npos);
+}
+
 TEST_F(Serialization, RejectsMalformedBytes) {
   const std::vector<uint8_t> good = *SerializeCiphertext(ctx(), *EncryptSymmetric(ctx(), sk_, m_));
   for (size_t len : {size_t{0}, size_t{1}, size_t{11}, size_t{12}, size_t{13}, size_t{14},
@@ -96,7 +158,7 @@ TEST_F(Serialization, RejectsMalformedBytes) {
   EXPECT_NE(corrupt(4, good[4] ^ 1).message().find("serialized object belongs to parameters"),
             std::string::npos);
   EXPECT_EQ(corrupt(12, 4).message(), "ciphertext size 4 (2 or 3)");
-  EXPECT_EQ(corrupt(13, 2).message(), "unknown ciphertext flags 2");
+  EXPECT_EQ(corrupt(13, 4).message(), "unknown ciphertext flags 4");
   std::vector<uint8_t> longer = good;
   longer.push_back(0);
   EXPECT_EQ(ParseCiphertext(ctx(), longer).status().message(),
