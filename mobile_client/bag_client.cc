@@ -141,6 +141,7 @@ kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, ServerConfi
 
 BagClient::BagClient(BagClientOptions options, std::unique_ptr<Transport> transport)
     : options_(std::move(options)),
+      latch_(options_.failure_latch_file),
       transport_(std::move(transport)),
       keys_(KeyUploads::Of<rpc::BagServer>()) {}
 
@@ -160,6 +161,7 @@ BagClient::~BagClient() {
 absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOptions& options) {
   if (sodium_init() < 0) return absl::InternalError("libsodium failed to initialise");
   if (options.server.empty()) return absl::InvalidArgumentError("no server address");
+  if (absl::Status s = FailureLatch(options.failure_latch_file).Check(); !s.ok()) return s;
   auto row_key = ReadOptionalRowKey(options.row_key_file);
   if (!row_key.ok()) return row_key.status();
   TransportOptions t;
@@ -330,6 +332,7 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
 
   absl::MutexLock lock(&mu_);
   if (!stopped_.empty()) return absl::FailedPreconditionError(stopped_);
+  if (absl::Status s = latch_.Check(); !s.ok()) return s;
   // One deadline for the whole lookup: a reconnection (bounded by the timeout too), its calls,
   // and a key upload after an eviction.
   const absl::Time start = absl::Now();
@@ -463,7 +466,8 @@ absl::Status BagClient::Stop(absl::Status status) {
   stopped_ = absl::StrCat("an answer from ", transport_->Name(0), " failed (", status.message(),
                           "), so this client makes no more lookups (whether an answer fails can "
                           "tell the server something about a bag): stop using that server");
-  return absl::Status(status.code(), absl::StrCat(status.message(), "; making no more lookups"));
+  return latch_.Trip(
+      absl::Status(status.code(), absl::StrCat(status.message(), "; making no more lookups")));
 }
 
 absl::StatusOr<std::vector<float>> BagClient::LookupPooled(absl::Span<const uint64_t> indices,

@@ -23,9 +23,10 @@
 // After an answer fails (its sum fails the tag, or it cannot be decoded or decrypted exactly),
 // the client makes no more lookups (FAILED_PRECONDITION): the server chooses what its answers
 // hold, any function of the encrypted weights it can compute, so whether one fails tells it
-// something about a bag. The latch is the client's: an app that makes a new client after a
-// failure gives the server another bit. The
-// tag columns count toward max|T| (below 2^31), so the weights' L1 norm may then reach 2^26.
+// something about a bag. The stop is the client's: an app that makes a new client after a
+// failure gives the server another bit, unless its clients share a failure latch
+// (BagClientOptions::failure_latch_file, mobile_client/failure_latch.h). The tag columns count
+// toward max|T| (below 2^31), so the weights' L1 norm may then reach 2^26.
 //
 // The session: Connect reads the server's configuration, generates a BFV secret key (libsodium;
 // wiped when the client goes) and the Galois keys the table's product needs (public), and uploads
@@ -55,6 +56,7 @@
 #include "absl/types/span.h"
 #include "embedding/row_tag.h"
 #include "mobile_client/client.h"
+#include "mobile_client/failure_latch.h"
 #include "rpc/stats.h"
 
 namespace veil::he {
@@ -85,6 +87,10 @@ struct BagClientOptions {
   std::string row_key_file;
   // The oldest table version (epoch) to accept, as ClientOptions::min_epoch. 0: any.
   uint64_t min_epoch = 0;
+  // As ClientOptions::failure_latch_file: an answer that fails (its tag, its decryption or its
+  // decoding) writes it, and while it exists no client given it makes lookups. Without it the
+  // stop below is this client object's only.
+  std::string failure_latch_file;
 };
 
 // The table the server serves, and the session's sizes.
@@ -180,6 +186,7 @@ class BagClient {
                         absl::Span<int64_t> sums) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const BagClientOptions options_;
+  const FailureLatch latch_;
   std::unique_ptr<Transport> transport_;
   BagTableInfo table_;
   uint32_t columns_ = 0;  // pooled per bag: dim, and the two tag columns of a tagged table

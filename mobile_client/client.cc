@@ -74,10 +74,10 @@ absl::StatusOr<std::vector<uint32_t>> CheckTags(const ShareExchange& exchange,
     if (!embedding::RowTagMatches(t.row_tag, *exchange.row_key(), answers.epoch, physical(i), shape,
                                   share.first(t.row_words), share.subspan(t.row_words))) {
       sodium_memzero(rows.data(), rows.size() * sizeof(uint32_t));  // the rows checked so far
-      return absl::DataLossError(absl::StrCat(
+      return exchange.latch().Trip(absl::DataLossError(absl::StrCat(
           "row ", physical(i), " fails its authentication tag: the answers of ",
           exchange.ServerPair(), " do not add up to the row of the table's epoch ", answers.epoch,
-          " (a corrupted, tampered or relabelled table, or a wrong answer); not returning it"));
+          " (a corrupted, tampered or relabelled table, or a wrong answer); not returning it")));
     }
     std::copy(share.begin(), share.begin() + t.row_words, rows.begin() + i * t.row_words);
   }
@@ -91,6 +91,7 @@ Client::~Client() = default;
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (sodium_init() < 0) return absl::InternalError("libsodium failed to initialise");
+  if (absl::Status s = FailureLatch(options.failure_latch_file).Check(); !s.ok()) return s;
   auto exchange = ShareExchange::Connect(options);
   if (!exchange.ok()) return exchange.status();
   return std::make_unique<Client>(*std::move(exchange));

@@ -99,6 +99,12 @@ struct ClientOptions {
   // not that the table is the newest: an app that knows the current epoch (seen before, or told
   // out of band) sets it so that servers cannot hold a new session on an older version. 0: any.
   uint64_t min_epoch = 0;
+  // A file that stops lookups after an answer fails its check (mobile_client/failure_latch.h):
+  // a row that fails its tag (DATA_LOSS) writes it, and while it exists Connect and every lookup
+  // return FAILED_PRECONDITION. Give every client of the app the same path, in its private
+  // storage: a server that made the failure depend on the query then learns one bit per
+  // installation, not one per client. Empty: none.
+  std::string failure_latch_file;
 };
 
 // The table both servers serve (from their `config` replies, which must agree).

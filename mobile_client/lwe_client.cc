@@ -285,6 +285,7 @@ std::vector<Prepared> TakePrepared(std::vector<Prepared>& pool, size_t n) {
 
 LweClient::LweClient(LweClientOptions options, std::unique_ptr<Transport> transport)
     : options_(std::move(options)),
+      latch_(options_.failure_latch_file),
       transport_(std::move(transport)),
       keys_(KeyUploads::Of<rpc::LwePackServer>()) {}
 
@@ -303,6 +304,7 @@ LweClient::~LweClient() {
 
 absl::StatusOr<std::unique_ptr<LweClient>> LweClient::Connect(const LweClientOptions& options) {
   if (absl::Status s = LweProtocolOf(options.protocol).status(); !s.ok()) return s;
+  if (absl::Status s = FailureLatch(options.failure_latch_file).Check(); !s.ok()) return s;
   absl::StatusOr<std::optional<embedding::RowKey>> row_key =
       ReadOptionalRowKey(options.row_key_file);
   if (!row_key.ok()) return row_key.status();
@@ -610,6 +612,7 @@ absl::Status LweClient::SendPacked(absl::Span<const lattice::PackedQuery> querie
 
 absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const uint64_t> indices) {
   if (indices.empty()) return absl::InvalidArgumentError("no rows requested");
+  if (absl::Status s = latch_.Check(); !s.ok()) return s;
   for (uint64_t row : indices) {
     if (row >= table_.rows) {
       return absl::InvalidArgumentError(
@@ -688,10 +691,10 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
               table_.row_tag, *row_key_, table_.epoch, row,
               {table_.format, static_cast<uint8_t>(table_.frac_bits), table_.dim},
               words.first(data_words), words.subspan(data_words))) {
-        return absl::DataLossError(absl::StrCat(
+        return latch_.Trip(absl::DataLossError(absl::StrCat(
             "row ", row, " fails its authentication tag: the answer of ", transport_->Name(0),
             " does not decrypt to the row of the table's epoch ", table_.epoch,
-            " (a corrupted, tampered or relabelled table, or a wrong answer); not returning it"));
+            " (a corrupted, tampered or relabelled table, or a wrong answer); not returning it")));
       }
       std::copy_n(record.begin(), data_words, rows.begin() + (first + i) * data_words);
     }

@@ -54,6 +54,7 @@
 #include "embedding/row_format.h"
 #include "embedding/row_tag.h"
 #include "mobile_client/client.h"
+#include "mobile_client/failure_latch.h"
 #include "rpc/stats.h"
 
 namespace veil::lattice {
@@ -88,6 +89,12 @@ struct LweClientOptions {
   std::string row_key_file;
   // The oldest table version (epoch) accepted, as in ClientOptions; 0: any.
   uint64_t min_epoch = 0;
+  // A file that stops lookups after an answer fails its check (mobile_client/failure_latch.h):
+  // a row that fails its tag (DATA_LOSS) writes it, and while it exists Connect and every lookup
+  // return FAILED_PRECONDITION. Give every client of the app the same path, in its private
+  // storage: a server that made the failure depend on the query then learns one bit per
+  // installation, not one per client. Empty: none.
+  std::string failure_latch_file;
   // Folder that keeps downloaded hints (created if absent), one file per hint digest; empty:
   // the hint is downloaded at every Connect and kept in memory only.
   std::string hint_cache_dir;
@@ -213,6 +220,7 @@ class LweClient {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const LweClientOptions options_;
+  const FailureLatch latch_;
   std::unique_ptr<Transport> transport_;
   std::optional<embedding::RowKey> row_key_;
   LweTableInfo table_;

@@ -30,6 +30,7 @@
 #include "absl/types/span.h"
 #include "embedding/row_tag.h"
 #include "mobile_client/client.h"
+#include "mobile_client/failure_latch.h"
 #include "mobile_client/transport.h"
 #include "pir/two_server/query.h"
 
@@ -65,6 +66,7 @@ class ShareExchange {
   // "servers 0 (A) and 1 (B)", for messages about both answers.
   std::string ServerPair() const;
   const ClientOptions& options() const { return options_; }
+  const FailureLatch& latch() const { return latch_; }
 
   // The reconstructed words of one Exchange and the table version (epoch) every answer came from.
   struct Answers {
@@ -121,6 +123,7 @@ class ShareExchange {
                           size_t expected) const;
 
   const ClientOptions options_;
+  const FailureLatch latch_;
   std::optional<embedding::RowKey> row_key_;
   std::unique_ptr<Transport> transport_;
   // Written under call_mu_ and table_mu_: calls (holding call_mu_) read it freely, table() locks.

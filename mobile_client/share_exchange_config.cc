@@ -111,7 +111,9 @@ std::string Epochs(const ServerConfig& config) {
 }  // namespace
 
 ShareExchange::ShareExchange(ClientOptions options, std::unique_ptr<Transport> transport)
-    : options_(std::move(options)), transport_(std::move(transport)) {}
+    : options_(std::move(options)),
+      latch_(options_.failure_latch_file),
+      transport_(std::move(transport)) {}
 
 ShareExchange::~ShareExchange() = default;
 

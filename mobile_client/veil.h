@@ -23,7 +23,8 @@ extern "C" {
  * bumps whenever a struct grows or functions are added (2: veil_client_options gained the TLS
  * fields; 3: layout lookups; 4: struct_size first in every options struct, row authentication
  * keys; 5: veil_lwe_client; 6: min_epoch in the client options; 7: veil_lwe_prepare_queries;
- * 8: row_key_file and min_epoch in veil_bag_client_options).
+ * 8: row_key_file and min_epoch in veil_bag_client_options; 9: failure_latch_file in every
+ * options struct).
  * Every options struct starts with struct_size, which the caller sets to the sizeof the struct it
  * was compiled with: a library refuses (VEIL_ERR_INVALID_ARGUMENT) a size it does not know, so an
  * app built against another veil.h is detected instead of misread. Check veil_abi_version() ==
@@ -33,7 +34,7 @@ extern "C" {
  * with VEIL_ERR_INVALID_ARGUMENT (handles are opaque tokens the library tracks, never reused, so
  * a closed one never names a later handle's object); closing twice is harmless. Using a handle
  * while another thread closes it is not detected. */
-#define VEIL_ABI_VERSION 8
+#define VEIL_ABI_VERSION 9
 
 /* Return codes: the negated absl::StatusCode values. */
 #define VEIL_OK 0
@@ -102,6 +103,13 @@ typedef struct veil_client_options {
    * the table's, not that the table is the newest: set it to the epoch the app last saw so that
    * servers cannot hold it on an older version. 0: any. */
   uint64_t min_epoch;
+  /* Version 9: a file that stops lookups after an answer fails its check: a row that fails its
+   * tag (VEIL_ERR_DATA_LOSS) writes it, and while it exists connecting and every lookup of every
+   * client given it return VEIL_ERR_FAILED_PRECONDITION. A server can make a lookup fail because
+   * of the row asked for; give every client of the app the same path in its private storage, so
+   * that such a server learns one bit per installation, not one per client. Remove the file once
+   * the failure is reported and the deployment fixed. NULL: none. */
+  const char* failure_latch_file;
 } veil_client_options;
 
 #define VEIL_NO_BAG_PADDING 0xFFFFFFFFu
@@ -232,8 +240,8 @@ const char* veil_status_name(int code);
  * returns the encrypted pooled row, which only the client can decrypt. The server learns nothing
  * of the bag (rows, size or weights) and no second server is needed; each bag costs one query
  * ciphertext per 8192 rows up (~142 KiB) and one compressed ciphertext down (~139 KiB), and
- * connecting uploads the session's Galois keys (megabytes; veil_bag_client_table_info). The sums are exact
- * integers over the fixed-point rows. Errors and threading as for veil_client. */
+ * connecting uploads the session's Galois keys (megabytes; veil_bag_client_table_info). The sums
+ * are exact integers over the fixed-point rows. Errors and threading as for veil_client. */
 
 typedef struct veil_bag_client veil_bag_client;
 
@@ -252,6 +260,9 @@ typedef struct veil_bag_client_options {
   const char* row_key_file;
   /* Version 8: the oldest table version (epoch) to accept, as in veil_client_options. 0: any. */
   uint64_t min_epoch;
+  /* Version 9: as in veil_client_options; every failed answer (its tag, its decryption or its
+   * decoding) writes it. Without it the client stops alone after a failed answer. NULL: none. */
+  const char* failure_latch_file;
 } veil_bag_client_options;
 
 typedef struct veil_bag_table_info {
@@ -326,6 +337,7 @@ typedef struct veil_lwe_client_options {
                                     with it an untagged table is refused */
   const char* hint_cache_dir;    /* folder keeping downloaded hints; NULL: download every time */
   uint64_t min_epoch; /* version 6: the oldest table epoch accepted, as in veil_client_options */
+  const char* failure_latch_file; /* version 9: as in veil_client_options; NULL: none */
 } veil_lwe_client_options;
 
 typedef struct veil_lwe_table_info {

@@ -89,6 +89,7 @@ int veil_client_connect(const veil_client_options* options, veil_client** out_cl
     if (options->tls_server_name1 != nullptr) o.tls_server_name1 = options->tls_server_name1;
     if (options->row_key_file != nullptr) o.row_key_file = options->row_key_file;
     o.min_epoch = options->min_epoch;
+    if (options->failure_latch_file != nullptr) o.failure_latch_file = options->failure_latch_file;
     if (options->pad_bags_to == VEIL_NO_BAG_PADDING) {
       o.pad_bags_to = 0;
     } else if (options->pad_bags_to != 0) {

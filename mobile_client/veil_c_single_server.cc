@@ -80,6 +80,7 @@ int veil_bag_client_connect(const veil_bag_client_options* options, veil_bag_cli
     if (options->tls_server_name != nullptr) o.tls_server_name = options->tls_server_name;
     if (options->row_key_file != nullptr) o.row_key_file = options->row_key_file;
     o.min_epoch = options->min_epoch;
+    if (options->failure_latch_file != nullptr) o.failure_latch_file = options->failure_latch_file;
     auto client = veil::client::BagClient::Connect(o);
     if (!client.ok()) return Fail(client.status());
     *out_client = Register(new veil_bag_client{*std::move(client)});
@@ -197,6 +198,7 @@ int veil_lwe_client_connect(const veil_lwe_client_options* options, veil_lwe_cli
     if (options->row_key_file != nullptr) o.row_key_file = options->row_key_file;
     o.min_epoch = options->min_epoch;
     if (options->hint_cache_dir != nullptr) o.hint_cache_dir = options->hint_cache_dir;
+    if (options->failure_latch_file != nullptr) o.failure_latch_file = options->failure_latch_file;
     auto client = veil::client::LweClient::Connect(o);
     if (!client.ok()) return Fail(client.status());
     *out_client = Register(new veil_lwe_client{*std::move(client)});

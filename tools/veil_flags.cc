@@ -51,6 +51,9 @@ ABSL_FLAG(std::string, row_key, "",
 ABSL_FLAG(uint64_t, min_epoch, 0,
           "lookup: the oldest table version (epoch) to accept; servers that serve only older "
           "ones are refused");
+ABSL_FLAG(std::string, failure_latch, "",
+          "lookup: a file that an answer failing its check writes (mobile_client/failure_latch.h): "
+          "while it exists no lookup is made; empty: none");
 ABSL_FLAG(int, row_tag_kind, 3,
           "table build: the tags' kind: 3 covers the epoch, the row and how its words are read; 4 "
           "covers the same with a linear MAC, whose pooled sums bfv-bag clients can check too "

@@ -17,6 +17,7 @@ ABSL_DECLARE_FLAG(std::string, server1);
 ABSL_DECLARE_FLAG(std::string, bags);
 ABSL_DECLARE_FLAG(std::string, mode);
 ABSL_DECLARE_FLAG(std::string, weights);
+ABSL_DECLARE_FLAG(std::string, failure_latch);
 ABSL_DECLARE_FLAG(bool, words);
 ABSL_DECLARE_FLAG(std::string, tls_certs);
 ABSL_DECLARE_FLAG(std::string, tls_name0);

@@ -39,6 +39,8 @@ constexpr char kUsage[] =
     "              [--allow-plaintext]   (plaintext to a non-loopback server)\n"
     "              [--row-key=TABLE.rowkey]   (check every row's authentication tag)\n"
     "              [--min-epoch=E]   (refuse table versions older than E)\n"
+    "              [--failure-latch=FILE]   (a failed check writes FILE; no lookups while it "
+    "exists)\n"
     "      Fetches rows privately from two veil-server parties and prints them. Each of\n"
     "      --server0/--server1 may list replicas of its party, HOST:PORT,HOST:PORT,...: they must\n"
     "      serve the same table; a failed call is sent again to another replica and a slow one\n"
@@ -49,6 +51,7 @@ constexpr char kUsage[] =
     "              [--hint-cache=DIR] [--timeout-ms=5000] [--tls-certs=PEM_FILE "
     "[--tls-name0=NAME]]\n"
     "              [--allow-plaintext] [--row-key=TABLE.rowkey] [--min-epoch=E]\n"
+    "              [--failure-latch=FILE]\n"
     "      Fetches rows privately from ONE LWE PIR server (SimplePIR or DoublePIR): the table's "
     "hint\n"
     "      is downloaded first (or read from --hint-cache, where it is kept per table version).\n"
@@ -59,7 +62,7 @@ constexpr char kUsage[] =
     "  veil lookup --protocol=bfv-bag --server=HOST:PORT --rows=I,J,... [--bags=N,M,...\n"
     "              [--mode=sum|mean] [--weights=W,...]] [--words] [--timeout-ms=30000]\n"
     "              [--tls-certs=PEM_FILE [--tls-name0=NAME]] [--allow-plaintext]\n"
-    "              [--row-key=TABLE.rowkey] [--min-epoch=E]\n"
+    "              [--row-key=TABLE.rowkey] [--min-epoch=E] [--failure-latch=FILE]\n"
     "      Pooled lookups from ONE server with BFV homomorphic encryption (fixed-point tables):\n"
     "      the server sums each bag under encryption and learns neither its rows nor its weights.\n"
     "      Without --bags each row is a bag of its own. Connecting uploads the session's Galois\n"
@@ -146,6 +149,7 @@ int Lookup() {
   options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
   options.row_key_file = absl::GetFlag(FLAGS_row_key);
   options.min_epoch = absl::GetFlag(FLAGS_min_epoch);
+  options.failure_latch_file = absl::GetFlag(FLAGS_failure_latch);
   const int64_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
   if (timeout_ms <= 0) return UsageError("lookup", "--timeout-ms must be a positive integer");
   options.timeout = absl::Milliseconds(timeout_ms);
@@ -234,6 +238,7 @@ int LookupLwe(const std::string& protocol) {
   options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
   options.row_key_file = absl::GetFlag(FLAGS_row_key);
   options.min_epoch = absl::GetFlag(FLAGS_min_epoch);
+  options.failure_latch_file = absl::GetFlag(FLAGS_failure_latch);
   options.hint_cache_dir = absl::GetFlag(FLAGS_hint_cache);
   const bool words = absl::GetFlag(FLAGS_words);
   // Bounds connecting, each wave of hint chunks (8 MiB) and the lookup.
@@ -292,6 +297,7 @@ int LookupBag() {
   options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
   options.row_key_file = absl::GetFlag(FLAGS_row_key);
   options.min_epoch = absl::GetFlag(FLAGS_min_epoch);
+  options.failure_latch_file = absl::GetFlag(FLAGS_failure_latch);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   const bool words = absl::GetFlag(FLAGS_words);
   // Connecting makes and uploads megabytes of keys: 30 s unless --timeout-ms says otherwise.
@@ -373,15 +379,16 @@ int main(int argc, char** argv) {
                                           args.end());
   absl::Status flags = absl::OkStatus();
   if (command == "lookup" && absl::GetFlag(FLAGS_protocol) == "dpf2") {
-    flags = veil::tools::CheckFlags(
-        {"protocol", "server0", "server1", "rows", "bags", "mode", "weights", "words", "tls_certs",
-         "tls_name0", "tls_name1", "allow_plaintext", "timeout_ms", "prg", "row_key", "min_epoch"});
+    flags = veil::tools::CheckFlags({"protocol", "server0", "server1", "rows", "bags", "mode",
+                                     "weights", "words", "tls_certs", "tls_name0", "tls_name1",
+                                     "allow_plaintext", "timeout_ms", "prg", "row_key", "min_epoch",
+                                     "failure_latch"});
     if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
     if (flags.ok()) return Lookup();
   } else if (command == "lookup" && absl::GetFlag(FLAGS_protocol) == "bfv-bag") {
     flags = veil::tools::CheckFlags({"protocol", "server", "rows", "bags", "mode", "weights",
                                      "words", "tls_certs", "tls_name0", "allow_plaintext",
-                                     "timeout_ms", "row_key", "min_epoch"});
+                                     "timeout_ms", "row_key", "min_epoch", "failure_latch"});
     if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
     if (flags.ok()) return LookupBag();
   } else if (command == "lookup") {
@@ -394,7 +401,7 @@ int main(int argc, char** argv) {
     }
     flags = veil::tools::CheckFlags({"protocol", "server", "rows", "words", "tls_certs",
                                      "tls_name0", "allow_plaintext", "timeout_ms", "row_key",
-                                     "hint_cache", "min_epoch"});
+                                     "hint_cache", "min_epoch", "failure_latch"});
     if (flags.ok() && !operands.empty()) return UsageError(command, "unexpected " + operands[0]);
     if (flags.ok()) return LookupLwe(protocol);
   } else if (command == "tls-cert") {

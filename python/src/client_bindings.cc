@@ -103,7 +103,8 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
                                 const std::string& tls_name0, const std::string& tls_name1,
                                 double timeout_s, const std::string& prg, const std::string& output,
                                 uint32_t pad_bags_to, bool allow_plaintext,
-                                const std::string& row_key_file, uint64_t min_epoch) {
+                                const std::string& row_key_file, uint64_t min_epoch,
+                                const std::string& failure_latch_file) {
   if (protocol != "dpf2") {
     throw StatusError(absl::UnimplementedError(
         absl::StrCat("protocol \"", protocol,
@@ -129,14 +130,18 @@ std::shared_ptr<Client> Connect(const std::string& server0, const std::string& s
   options.allow_plaintext = allow_plaintext;
   options.row_key_file = row_key_file;
   options.min_epoch = min_epoch;
+  options.failure_latch_file = failure_latch_file;
   py::gil_scoped_release release;
   return std::shared_ptr<Client>(ValueOrThrow(Client::Connect(options)));
 }
 
-std::shared_ptr<client::LweClient> ConnectLwe(
-    const std::string& server, const std::string& protocol, const std::string& tls_certs,
-    const std::string& tls_name, double timeout_s, bool allow_plaintext,
-    const std::string& row_key_file, const std::string& hint_cache_dir, uint64_t min_epoch) {
+std::shared_ptr<client::LweClient> ConnectLwe(const std::string& server,
+                                              const std::string& protocol,
+                                              const std::string& tls_certs,
+                                              const std::string& tls_name, double timeout_s,
+                                              bool allow_plaintext, const std::string& row_key_file,
+                                              const std::string& hint_cache_dir, uint64_t min_epoch,
+                                              const std::string& failure_latch_file) {
   const absl::Duration timeout = Timeout(timeout_s);
   client::LweClientOptions options;
   options.server = server;
@@ -148,6 +153,7 @@ std::shared_ptr<client::LweClient> ConnectLwe(
   options.row_key_file = row_key_file;
   options.hint_cache_dir = hint_cache_dir;
   options.min_epoch = min_epoch;
+  options.failure_latch_file = failure_latch_file;
   py::gil_scoped_release release;
   return std::shared_ptr<client::LweClient>(ValueOrThrow(client::LweClient::Connect(options)));
 }
@@ -156,7 +162,8 @@ std::shared_ptr<client::BagClient> ConnectBag(const std::string& server,
                                               const std::string& tls_certs,
                                               const std::string& tls_name, double timeout_s,
                                               bool allow_plaintext, const std::string& row_key_file,
-                                              uint64_t min_epoch) {
+                                              uint64_t min_epoch,
+                                              const std::string& failure_latch_file) {
   client::BagClientOptions options;
   options.server = server;
   options.tls_trusted_certs = tls_certs;
@@ -165,6 +172,7 @@ std::shared_ptr<client::BagClient> ConnectBag(const std::string& server,
   options.allow_plaintext = allow_plaintext;
   options.row_key_file = row_key_file;
   options.min_epoch = min_epoch;
+  options.failure_latch_file = failure_latch_file;
   py::gil_scoped_release release;
   return std::shared_ptr<client::BagClient>(ValueOrThrow(client::BagClient::Connect(options)));
 }
@@ -251,7 +259,7 @@ void RegisterClient(py::module_& m) {
       .def(py::init(&Connect), py::arg("server0"), py::arg("server1"), py::arg("protocol"),
            py::arg("tls_certs"), py::arg("tls_name0"), py::arg("tls_name1"), py::arg("timeout_s"),
            py::arg("prg"), py::arg("output"), py::arg("pad_bags_to"), py::arg("allow_plaintext"),
-           py::arg("row_key_file"), py::arg("min_epoch"))
+           py::arg("row_key_file"), py::arg("min_epoch"), py::arg("failure_latch_file"))
       .def("table", [](const Client& c) { return TableDict(c.table()); })
       .def("lookup",
            [](Client& c, const Array<uint64_t>& rows) {
@@ -292,7 +300,8 @@ void RegisterClient(py::module_& m) {
   py::class_<LweClient, std::shared_ptr<LweClient>>(m, "LweClient")
       .def(py::init(&ConnectLwe), py::arg("server"), py::arg("protocol"), py::arg("tls_certs"),
            py::arg("tls_name"), py::arg("timeout_s"), py::arg("allow_plaintext"),
-           py::arg("row_key_file"), py::arg("hint_cache_dir"), py::arg("min_epoch"))
+           py::arg("row_key_file"), py::arg("hint_cache_dir"), py::arg("min_epoch"),
+           py::arg("failure_latch_file"))
       .def("table", [](const LweClient& c) { return LweTableDict(c.table()); })
       .def("hint_from_cache", &LweClient::hint_from_cache)
       .def("lookup",
@@ -327,7 +336,7 @@ void RegisterClient(py::module_& m) {
   py::class_<BagClient, std::shared_ptr<BagClient>>(m, "BagClient")
       .def(py::init(&ConnectBag), py::arg("server"), py::arg("tls_certs"), py::arg("tls_name"),
            py::arg("timeout_s"), py::arg("allow_plaintext"), py::arg("row_key_file"),
-           py::arg("min_epoch"))
+           py::arg("min_epoch"), py::arg("failure_latch_file"))
       .def("table", [](const BagClient& c) { return BagTableDict(c.table()); })
       .def("lookup_pooled",
            [](BagClient& c, const Array<uint64_t>& rows, const Array<uint32_t>& bag_sizes,

@@ -84,16 +84,23 @@ def test_what_bfv_bag_does_not_do_and_bad_arguments_are_clear_errors(bag_server)
 
 
 def test_a_sum_that_fails_its_tag_is_data_loss(bag_server, tmp_path):
-    """With another key every sum fails its tag: DataLossError, then no more lookups."""
+    """With another key every sum fails its tag: DataLossError, then no more lookups; with a
+    failure latch, no more lookups by any client given it until the file is removed."""
     server, _, key = bag_server
     wrong = tmp_path / "wrong.rowkey"
     wrong.write_text("00" * 16 + "\n")
-    client = server.client(row_key=str(wrong))
+    latch = tmp_path / "latch"
+    client = server.client(row_key=str(wrong), failure_latch=latch)
     with pytest.raises(veil.DataLossError) as error:
         client.lookup_pooled([[1, 2]])
     assert error.value.code == veil.StatusCode.DATA_LOSS
+    assert latch.exists()
     with pytest.raises(veil.FailedPreconditionError):
         client.lookup_pooled([[1, 2]])
+    with pytest.raises(veil.FailedPreconditionError, match="failure latch"):
+        server.client(row_key=key, failure_latch=latch)
+    latch.unlink()
+    assert server.client(row_key=key, failure_latch=latch).lookup_pooled_sums([[1]]).shape == (1, DIM)
 
 
 def test_private_pooled_embedding_bag_pools_like_embedding_bag(bag_server):

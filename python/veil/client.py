@@ -4,6 +4,8 @@ one LWE PIR server (mobile_client/lwe_client.h), or pooled lookups from one bfv-
 
 from __future__ import annotations
 
+import os
+
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -91,7 +93,12 @@ class Client:
     are refused without it. ``min_epoch`` is the oldest table version (epoch) accepted: servers
     that serve only older ones are refused (FailedPreconditionError), and an older version
     relabelled as a newer one fails the row tags (DataLossError), so that an app that knows the
-    current version cannot be served an older one.
+    current version cannot be served an older one. ``failure_latch`` is a file path: an answer
+    that fails its check (DataLossError; over bfv-bag any failed answer) writes it, and while it
+    exists every client given it refuses to connect or look up (FailedPreconditionError). A
+    server can make a lookup fail because of the row asked for; give every client of the app the
+    same path so that it learns one bit per installation, not one per client, and remove the file
+    once the failure is reported and the deployment fixed.
 
     Thread-safe: calls from several threads are serialized by the C++ client, and every network
     call releases the GIL.
@@ -119,11 +126,13 @@ class Client:
         row_key: Optional[str] = None,
         hint_cache: Optional[str] = None,
         min_epoch: int = 0,
+        failure_latch: Optional[str] = None,
     ) -> None:
         self._native = None
         self.protocol = protocol
         if timeout is None:
             timeout = 30.0 if protocol == "bfv-bag" else 5.0
+        latch = os.fspath(failure_latch) if failure_latch is not None else ""
         if protocol in SINGLE_SERVER_PROTOCOLS:
             if not isinstance(servers, str):
                 servers = tuple(servers)
@@ -139,12 +148,12 @@ class Client:
                                                "bfv-bag has no hint: hint_cache is not an option")
                 self._native = _veil.BagClient(
                     str(servers), str(tls_certs or ""), name, float(timeout),
-                    bool(allow_plaintext), str(row_key or ""), int(min_epoch))
+                    bool(allow_plaintext), str(row_key or ""), int(min_epoch), latch)
             else:
                 self._native = _veil.LweClient(
                     str(servers), protocol, str(tls_certs or ""), name, float(timeout),
                     bool(allow_plaintext), str(row_key or ""), str(hint_cache or ""),
-                    int(min_epoch))
+                    int(min_epoch), latch)
             self.servers = (str(servers),)
             return
         if isinstance(servers, str) or len(servers) != 2:
@@ -155,7 +164,7 @@ class Client:
         self._native = _veil.Client(
             str(servers[0]), str(servers[1]), protocol, str(tls_certs or ""), names[0], names[1],
             float(timeout), prg, output, int(pad_bags_to), bool(allow_plaintext),
-            str(row_key or ""), int(min_epoch))
+            str(row_key or ""), int(min_epoch), latch)
         self.servers = (str(servers[0]), str(servers[1]))
 
     @property

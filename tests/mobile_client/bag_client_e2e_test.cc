@@ -739,6 +739,18 @@ TEST(BagClientHostileTest, AfterAMalformedAnswerTheClientMakesNoMoreLookups) {
   auto second = (*client)->LookupPooledSums({4}, {1}, {});
   EXPECT_TRUE(absl::IsFailedPrecondition(second.status())) << second.status();
   EXPECT_THAT(second.status().message(), HasSubstr("makes no more lookups"));
+  // A new client is another bit for the server, unless both share a failure latch.
+  EXPECT_TRUE(BagClient::Connect(o).ok());
+  const std::string latch = testing::TempPath("bag.latch");
+  o.failure_latch_file = latch;
+  auto latched = BagClient::Connect(o);
+  ASSERT_TRUE(latched.ok()) << latched.status();
+  auto failed = (*latched)->LookupPooledSums({3}, {1}, {});
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal) << failed.status();
+  EXPECT_THAT(failed.status().message(), HasSubstr("lookups stop until " + latch));
+  auto refused = BagClient::Connect(o);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("malformed answer"));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mobile_client/veil.h"
 
@@ -25,6 +26,18 @@ int veil_c_abi_lwe_checks(const char* lwe_server, const char* hint_cache_dir, ui
   } while (0)
 
 static float expected_value(uint64_t row, uint32_t col) { return (float)(row * 7 + col) / 4.0f; }
+
+/* A failure latch file (mobile_client/failure_latch.h) holding a failure, at a path of this
+ * process; 0 once written. */
+static char latch[64];
+static int write_latch(void) {
+  FILE* f;
+  snprintf(latch, sizeof(latch), "/tmp/veil_c_abi_latch_%ld", (long)getpid());
+  f = fopen(latch, "w");
+  if (f == NULL) return -1;
+  fputs("veil: lookups stopped after an answer failed its check\nDATA_LOSS: a test\n", f);
+  return fclose(f);
+}
 
 static int check_errors(const char* server0) {
   veil_client* client = (veil_client*)&client; /* must be reset to NULL on failure */
@@ -190,6 +203,12 @@ int veil_c_abi_checks(const char* server0, const char* server1, uint64_t rows, u
   CHECK(strstr(veil_last_error(), "(min_epoch 2)") != NULL);
   CHECK(client == NULL);
   options.min_epoch = 1;
+  /* Version 9: a failure latch that holds a failure stops the client before it connects. */
+  CHECK(write_latch() == 0);
+  options.failure_latch_file = latch;
+  CHECK(veil_client_connect(&options, &client) == VEIL_ERR_FAILED_PRECONDITION);
+  CHECK(strstr(veil_last_error(), "failure latch") != NULL);
+  CHECK(remove(latch) == 0);
   CHECK(veil_client_connect(&options, &client) == VEIL_OK);
   CHECK(client != NULL);
   CHECK(strcmp(veil_last_error(), "") == 0);
@@ -418,6 +437,11 @@ int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64
   CHECK(strstr(veil_last_error(), "cannot open row key /nonexistent/table.rowkey") != NULL);
   CHECK(client == NULL);
   options.row_key_file = NULL;
+  CHECK(write_latch() == 0);
+  options.failure_latch_file = latch;
+  CHECK(veil_bag_client_connect(&options, &client) == VEIL_ERR_FAILED_PRECONDITION);
+  CHECK(strstr(veil_last_error(), "failure latch") != NULL);
+  CHECK(remove(latch) == 0);
   CHECK(veil_bag_client_connect(&options, &client) == VEIL_OK);
   CHECK(client != NULL);
   CHECK(veil_bag_client_table_info(client, &info) == VEIL_OK);
@@ -506,6 +530,11 @@ int veil_c_abi_lwe_checks(const char* lwe_server, const char* hint_cache_dir, ui
   CHECK(strstr(veil_last_error(), "(min_epoch 2)") != NULL);
   options.min_epoch = 0;
   options.hint_cache_dir = hint_cache_dir;
+  CHECK(write_latch() == 0);
+  options.failure_latch_file = latch;
+  CHECK(veil_lwe_client_connect(&options, &client) == VEIL_ERR_FAILED_PRECONDITION);
+  CHECK(strstr(veil_last_error(), "failure latch") != NULL);
+  CHECK(remove(latch) == 0);
   CHECK(veil_lwe_client_connect(&options, &client) == VEIL_OK);
   CHECK(veil_lwe_client_table_info(client, &info) == VEIL_OK);
   CHECK(info.rows == rows && info.dim == dim && info.row_words == dim);

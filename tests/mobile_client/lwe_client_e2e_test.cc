@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -152,6 +153,31 @@ TEST_F(LweClientTest, AWrongRowKeyIsDataLossNeverAWrongRow) {
   auto words = (*client)->LookupWords({7});
   EXPECT_EQ(words.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(words.status().message(), HasSubstr("row 7 fails its authentication tag"));
+}
+
+// With a failure latch the first failed row stops this client and every later one given the
+// latch, the right key notwithstanding, until the file is removed.
+TEST_F(LweClientTest, AFailedRowTripsTheLatch) {
+  const std::string latch = testing::TempPath("lwe.latch");
+  LweClientOptions o = Options();
+  o.row_key_file = testing::TempPath("other.rowkey");
+  o.failure_latch_file = latch;
+  ASSERT_TRUE(embedding::WriteRowKeyFile(o.row_key_file, embedding::NewRowKey()).ok());
+  auto client = LweClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto words = (*client)->LookupWords({7});
+  EXPECT_EQ(words.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(words.status().message(), HasSubstr("lookups stop until " + latch));
+  EXPECT_TRUE(absl::IsFailedPrecondition((*client)->LookupWords({8}).status()));
+  LweClientOptions right = Options();
+  right.failure_latch_file = latch;
+  auto refused = LweClient::Connect(right);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("row 7 fails its authentication tag"));
+  ASSERT_EQ(std::remove(latch.c_str()), 0);
+  auto served = LweClient::Connect(right);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_TRUE((*served)->LookupWords({8}).ok());
 }
 
 TEST_F(LweClientTest, PreparedQueriesServeTheNextLookups) {

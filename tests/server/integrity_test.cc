@@ -236,6 +236,33 @@ TEST_P(TaggedTableTest, PooledSumsAreCheckedRowByRow) {
               HasSubstr("servers 0 (" + good_->address() + ") and 1 (" + bad_->address()));
 }
 
+// With a failure latch, the first row that fails its tag stops every client given the latch (this
+// one, a new one, one of honest servers) until the file is removed: a server that made the
+// failure depend on the row asked for learns one bit per installation.
+TEST_P(TaggedTableTest, AFailedRowTripsTheLatchForEveryClient) {
+  const std::string latch = testing::TempPath("dpf2.latch");
+  client::ClientOptions o = Options(good_->address(), bad_->address(), key_file_);
+  o.failure_latch_file = latch;
+  auto client = client::Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto wrong = (*client)->LookupWords({7});
+  EXPECT_TRUE(absl::IsDataLoss(wrong.status())) << wrong.status();
+  EXPECT_THAT(wrong.status().message(), HasSubstr("lookups stop until " + latch + " is removed"));
+  auto again = (*client)->LookupWords({8});
+  EXPECT_TRUE(absl::IsFailedPrecondition(again.status())) << again.status();
+  EXPECT_THAT(again.status().message(), HasSubstr("row 7 fails its authentication tag"));
+  client::ClientOptions honest = Options(good_->address(), honest_->address(), key_file_);
+  honest.failure_latch_file = latch;
+  auto refused = client::Client::Connect(honest);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("the failure latch " + latch));
+  // Removed, the honest pair serves again.
+  ASSERT_EQ(std::remove(latch.c_str()), 0);
+  auto served = client::Client::Connect(honest);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_TRUE((*served)->LookupWords({8}).ok());
+}
+
 // Kind 3 (SipHash, the default) and kind 4 (the linear MAC bfv-bag pools).
 INSTANTIATE_TEST_SUITE_P(Kinds, TaggedTableTest,
                          ::testing::Values(embedding::RowTag::kSipHash64Shape,

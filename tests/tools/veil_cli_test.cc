@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -154,6 +155,14 @@ TEST(VeilCliTest, BagLookupsPrintRowsAndExactWeightedSums) {
   std::tie(rc, out) = RunCommand(absl::StrCat(lookup, " --rows=1 --server0=127.0.0.1:1 2>&1"));
   EXPECT_EQ(rc, 2);
   EXPECT_THAT(out, HasSubstr("--server0 is not a flag of this command"));
+  // A failure latch that holds a failure stops the lookup before it connects.
+  const std::string latch = testing::TempPath("cli.latch");
+  std::ofstream(latch) << "veil: lookups stopped\nDATA_LOSS: an earlier row\n";
+  std::tie(rc, out) =
+      RunCommand(absl::StrCat(lookup, " --rows=1 --failure-latch=", latch, " 2>&1"));
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, HasSubstr("lookups are stopped by the failure latch " + latch +
+                             " (DATA_LOSS: an earlier row)"));
 }
 
 TEST(VeilCliTest, ErrorsAreReportedWithAStatus) {

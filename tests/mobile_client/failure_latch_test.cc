@@ -1,0 +1,83 @@
+// FailureLatch on its own: no file, no stop; a trip writes the failure (mode 0600, the first one
+// kept) and every check names the file and the failure; a latch it cannot read or write fails
+// closed or says so.
+#include "mobile_client/failure_latch.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/two_servers.h"
+
+namespace veil::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Contents(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(FailureLatchTest, ATripStopsEveryCheckUntilTheFileIsRemoved) {
+  const std::string path = testing::TempPath("latch");
+  const FailureLatch latch(path);
+  EXPECT_TRUE(latch.Check().ok());
+
+  const absl::Status failed = latch.Trip(absl::DataLossError("row 7 fails its tag"));
+  EXPECT_TRUE(absl::IsDataLoss(failed));
+  EXPECT_THAT(failed.message(), HasSubstr("row 7 fails its tag; lookups stop until " + path +
+                                          " is removed (the failure latch)"));
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_THAT(Contents(path), HasSubstr("DATA_LOSS: row 7 fails its tag\n"));
+
+  // Any latch on the same path is stopped, naming the file and the failure.
+  for (const FailureLatch& l : {latch, FailureLatch(path)}) {
+    const absl::Status s = l.Check();
+    EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+    EXPECT_THAT(s.message(), HasSubstr("lookups are stopped by the failure latch " + path));
+    EXPECT_THAT(s.message(), HasSubstr("DATA_LOSS: row 7 fails its tag"));
+  }
+  // A second failure keeps the first on record.
+  const absl::Status again = FailureLatch(path).Trip(absl::InternalError("malformed answer"));
+  EXPECT_TRUE(absl::IsInternal(again));
+  EXPECT_THAT(again.message(), HasSubstr("already records a failure"));
+  EXPECT_THAT(Contents(path), ::testing::Not(HasSubstr("malformed")));
+
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  EXPECT_TRUE(latch.Check().ok());
+}
+
+TEST(FailureLatchTest, WithoutAPathNothingIsWrittenOrStopped) {
+  const FailureLatch none;
+  EXPECT_TRUE(none.Check().ok());
+  EXPECT_EQ(none.Trip(absl::DataLossError("x")), absl::DataLossError("x"));
+  EXPECT_TRUE(none.Check().ok());
+}
+
+TEST(FailureLatchTest, ALatchThatCannotBeReadOrWrittenSaysSo) {
+  // A folder where the file should be: it exists, so lookups stay stopped (failing closed).
+  const std::string folder = testing::TempPath("latch_folder");
+  ASSERT_EQ(mkdir(folder.c_str(), 0700), 0);
+  const absl::Status s = FailureLatch(folder).Check();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("no failure recorded in it"));
+  // A path in a folder that does not exist cannot record the failure: the caller is told.
+  const std::string nowhere = testing::TempPath("no_such_folder") + "/latch";
+  const absl::Status t = FailureLatch(nowhere).Trip(absl::DataLossError("row 1"));
+  EXPECT_TRUE(absl::IsDataLoss(t));
+  EXPECT_THAT(t.message(),
+              HasSubstr("the failure latch " + nowhere + " could not be written (No such file"));
+}
+
+}  // namespace
+}  // namespace veil::client
