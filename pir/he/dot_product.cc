@@ -8,6 +8,12 @@ namespace veil::he::internal {
 
 namespace {
 
+// Slots a tile of the reference kernel sums at a time: its 128-bit sums stay in L1 while each
+// term's three rows stream through once. Going slot by slot over all terms instead reads 3 x terms
+// rows at once, N x 8 bytes apart, which alias in the same L1 sets (measured on an AMD EPYC
+// without AVX-512, 2026-12-06: a 65,536 x 15 bfv-bag product 20% slower than 65,536 x 16).
+constexpr size_t kReferenceTile = 128;
+
 template <typename Plain>
 void ReferenceKernel(const DotProductArgsOf<Plain>& a, size_t first_slot) {
   const Modulus& q = *a.q;
@@ -15,19 +21,34 @@ void ReferenceKernel(const DotProductArgsOf<Plain>& a, size_t first_slot) {
   // Terms a 128-bit sum takes before it could overflow (at least 16 below 2^62).
   const size_t batch = static_cast<size_t>(std::min<uint128_t>(
       ~static_cast<uint128_t>(0) / std::max<uint128_t>(square, 1) - 1, 1 << 20));
-  for (size_t c = first_slot; c < a.n; ++c) {
-    uint64_t r0 = a.accumulate ? a.out0[c] : 0, r1 = a.accumulate ? a.out1[c] : 0;
-    for (size_t first = 0; first < a.terms; first += batch) {
-      uint128_t s0 = r0, s1 = r1;
-      for (size_t i = first; i < std::min(a.terms, first + batch); ++i) {
-        s0 += static_cast<uint128_t>(a.plain[i][c]) * a.c0[i][c];
-        s1 += static_cast<uint128_t>(a.plain[i][c]) * a.c1[i][c];
-      }
-      r0 = q.Reduce(s0);
-      r1 = q.Reduce(s1);
+  uint128_t s0[kReferenceTile], s1[kReferenceTile];
+  for (size_t tile = first_slot; tile < a.n; tile += kReferenceTile) {
+    const size_t len = std::min(kReferenceTile, a.n - tile);
+    for (size_t c = 0; c < len; ++c) {
+      s0[c] = a.accumulate ? a.out0[tile + c] : 0;
+      s1[c] = a.accumulate ? a.out1[tile + c] : 0;
     }
-    a.out0[c] = r0;
-    a.out1[c] = r1;
+    for (size_t first = 0; first < a.terms; first += batch) {
+      if (first != 0) {
+        for (size_t c = 0; c < len; ++c) {
+          s0[c] = q.Reduce(s0[c]);
+          s1[c] = q.Reduce(s1[c]);
+        }
+      }
+      for (size_t i = first; i < std::min(a.terms, first + batch); ++i) {
+        const Plain* plain = a.plain[i] + tile;
+        const uint64_t* x0 = a.c0[i] + tile;
+        const uint64_t* x1 = a.c1[i] + tile;
+        for (size_t c = 0; c < len; ++c) {
+          s0[c] += static_cast<uint128_t>(plain[c]) * x0[c];
+          s1[c] += static_cast<uint128_t>(plain[c]) * x1[c];
+        }
+      }
+    }
+    for (size_t c = 0; c < len; ++c) {
+      a.out0[tile + c] = q.Reduce(s0[c]);
+      a.out1[tile + c] = q.Reduce(s1[c]);
+    }
   }
 }
 
