@@ -474,26 +474,15 @@ absl::StatusOr<std::vector<float>> BagClient::LookupPooled(absl::Span<const uint
                                                            absl::Span<const uint32_t> bag_sizes,
                                                            absl::Span<const int64_t> weights,
                                                            PoolingMode mode) {
+  auto divisors = BagDivisors(indices.size(), bag_sizes, weights, mode);
+  if (!divisors.ok()) return divisors.status();
   auto sums = LookupPooledSums(indices, bag_sizes, weights);
   if (!sums.ok()) return sums.status();
   std::vector<float> values(sums->size());
-  size_t next = 0;
   for (size_t b = 0; b < bag_sizes.size(); ++b) {
-    double divisor = 1;
-    if (mode == PoolingMode::kMean) {
-      divisor = 0;
-      for (uint32_t k = 0; k < bag_sizes[b]; ++k) {
-        divisor += weights.empty() ? 1.0 : static_cast<double>(weights[next + k]);
-      }
-      if (divisor == 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("bag ", b, " has weight sum 0: its mean is undefined"));
-      }
-    }
-    next += bag_sizes[b];
     const size_t dim = table_.dim;
     absl::Status s = embedding::DecodePooledFixed(
-        table_.frac_bits, absl::MakeConstSpan(sums->data() + b * dim, dim), divisor,
+        table_.frac_bits, absl::MakeConstSpan(sums->data() + b * dim, dim), (*divisors)[b],
         absl::MakeSpan(values.data() + b * dim, dim));
     if (!s.ok()) return s;
   }

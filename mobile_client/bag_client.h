@@ -105,7 +105,9 @@ struct BagTableInfo {
   int log_n = 0;              // BFV ring degree 2^log_n
   uint32_t query_blocks = 0;  // ciphertexts per query
   // Bits each query ciphertext's c_0 drops on the wire (he::kBagQueryRoundBits), or 0 with a
-  // server (or a replica) from before 2026-12-06, which reads only exact queries.
+  // server (or a replica) from before 2026-12-06, which reads only exact queries. A replica that
+  // did not answer at Connect counts as reading them; if it turns out not to, it is refused when
+  // it connects (FAILED_PRECONDITION), and the others serve.
   int query_round_bits = 0;
   uint64_t query_bytes = 0;       // up, per bag (serialized, before RPC framing)
   uint64_t answer_bytes = 0;      // down, per bag

@@ -220,28 +220,17 @@ absl::StatusOr<std::vector<float>> Client::LookupPooled(absl::Span<const uint64_
                                                         absl::Span<const uint32_t> bag_sizes,
                                                         absl::Span<const int32_t> weights,
                                                         PoolingMode mode) {
+  auto divisors = BagDivisors(indices.size(), bag_sizes, weights, mode);
+  if (!divisors.ok()) return divisors.status();
   auto sums = LookupPooledWords(indices, bag_sizes, weights);
   if (!sums.ok()) return sums.status();
   const WipeAtExit<uint32_t> wipe(*sums);
   const TableInfo& t = table();
   std::vector<float> values(bag_sizes.size() * t.dim);
-  size_t next = 0;
   for (size_t b = 0; b < bag_sizes.size(); ++b) {
-    double divisor = 1;
-    if (mode == PoolingMode::kMean) {
-      divisor = 0;
-      for (uint32_t k = 0; k < bag_sizes[b]; ++k) {
-        divisor += weights.empty() ? 1.0 : static_cast<double>(weights[next + k]);
-      }
-      if (divisor == 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("bag ", b, " has weight sum 0: its mean is undefined"));
-      }
-    }
-    next += bag_sizes[b];
     absl::Status s = embedding::DecodePooledFixed(
-        t.frac_bits, absl::MakeConstSpan(sums->data() + b * t.row_words, t.row_words), divisor,
-        absl::MakeSpan(values.data() + b * t.dim, t.dim));
+        t.frac_bits, absl::MakeConstSpan(sums->data() + b * t.row_words, t.row_words),
+        (*divisors)[b], absl::MakeSpan(values.data() + b * t.dim, t.dim));
     if (!s.ok()) return s;
   }
   return values;

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "dpf/params.h"
@@ -139,6 +140,36 @@ struct CallStats {
 };
 
 enum class PoolingMode { kSum, kMean };
+
+// What each bag's sum is divided by: 1 (kSum), or the bag's weight sum (kMean; its size without
+// weights), so that a pooled lookup refuses an undefined mean before it sends anything.
+// INVALID_ARGUMENT for a mean over weights that sum to 0; sizes that do not add up to `count`
+// indices, or weights of another length, are left to the lookup to refuse (all 1 here).
+template <typename Weight>
+absl::StatusOr<std::vector<double>> BagDivisors(size_t count, absl::Span<const uint32_t> bag_sizes,
+                                                absl::Span<const Weight> weights,
+                                                PoolingMode mode) {
+  std::vector<double> divisors(bag_sizes.size(), 1.0);
+  size_t total = 0;
+  for (uint32_t size : bag_sizes) total += size;
+  if (mode == PoolingMode::kSum || total != count ||
+      (!weights.empty() && weights.size() != count)) {
+    return divisors;
+  }
+  size_t next = 0;
+  for (size_t b = 0; b < bag_sizes.size(); ++b) {
+    double sum = 0;
+    for (uint32_t k = 0; k < bag_sizes[b]; ++k, ++next) {
+      sum += weights.empty() ? 1.0 : static_cast<double>(weights[next]);
+    }
+    if (sum == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bag ", b, " has weight sum 0: its mean is undefined"));
+    }
+    divisors[b] = sum;
+  }
+  return divisors;
+}
 
 // The rows of one inference, fetched through a layout.
 struct LayoutLookup {

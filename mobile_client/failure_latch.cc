@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -21,12 +23,63 @@ constexpr char kFirstLine[] = "veil: lookups stopped after an answer failed its 
 
 std::string ErrnoText(int error) { return std::strerror(error); }
 
+// Latches this process tripped but could not write: they stay stopped until the process ends.
+struct Unrecorded {
+  absl::Mutex mu;
+  absl::flat_hash_set<std::string> paths ABSL_GUARDED_BY(mu);
+};
+Unrecorded& UnrecordedLatches() {
+  static Unrecorded* unrecorded = new Unrecorded;
+  return *unrecorded;
+}
+
+std::string Folder(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Writes all of `text` to fd, through short writes and interruptions; 0 or an errno.
+int WriteAll(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+absl::Status Stopped(const std::string& path, const std::string& recorded) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "lookups are stopped by the failure latch ", path, " (", recorded,
+      "): a server can make an answer fail because of what was asked, so no lookup is made "
+      "while the file exists; report the failure, and remove the file once the deployment is "
+      "fixed"));
+}
+
 }  // namespace
 
 absl::Status FailureLatch::Check() const {
   if (path_.empty()) return absl::OkStatus();
-  const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) return absl::OkStatus();
+  {
+    Unrecorded& u = UnrecordedLatches();
+    absl::MutexLock lock(&u.mu);
+    if (u.paths.contains(path_)) {
+      return Stopped(path_, "an answer failed in this process and the file could not be written");
+    }
+  }
+  // Not following a link, and not waiting on a FIFO: whatever is at the path holds a failure.
+  const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0 && errno == ENOENT) {
+    // A latch that could never be written would never stop anything: its folder must exist.
+    struct stat folder;
+    if (stat(Folder(path_).c_str(), &folder) != 0 || !S_ISDIR(folder.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the failure latch ", path_, " is in no folder that exists"));
+    }
+    return absl::OkStatus();
+  }
   std::string recorded;
   if (fd < 0) {
     // Fail closed: a latch that cannot be read may hold a failure.
@@ -39,36 +92,40 @@ absl::Status FailureLatch::Check() const {
         absl::StrSplit(absl::string_view(buf, n > 0 ? static_cast<size_t>(n) : 0), '\n');
     recorded = lines.size() >= 2 && !lines[1].empty() ? lines[1] : "no failure recorded in it";
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "lookups are stopped by the failure latch ", path_, " (", recorded,
-      "): a server can make an answer fail because of what was asked, so no lookup is made "
-      "while the file exists; report the failure, and remove the file once the deployment is "
-      "fixed"));
+  return Stopped(path_, recorded);
 }
 
 absl::Status FailureLatch::Trip(const absl::Status& failure) const {
   if (path_.empty()) return failure;
+  // O_EXCL creates only where nothing is, a dangling link included.
   const int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST) {
     return absl::Status(failure.code(), absl::StrCat(failure.message(), "; lookups stay stopped (",
                                                      path_, " already records a failure)"));
   }
-  std::string error;
-  if (fd < 0) {
-    error = ErrnoText(errno);
-  } else {
+  int error = fd < 0 ? errno : 0;
+  if (fd >= 0) {
     const std::string text = absl::StrCat(
         kFirstLine, "\n", absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone()),
         " ", failure.ToString(), "\n");
-    if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-        fsync(fd) != 0) {
-      error = ErrnoText(errno);
-    }
+    error = WriteAll(fd, text);
+    if (error == 0 && fsync(fd) != 0) error = errno;
     close(fd);
+    // The new file's name is durable once its folder is.
+    const int folder = open(Folder(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (folder >= 0) {
+      fsync(folder);
+      close(folder);
+    }
   }
-  if (!error.empty()) {
-    return absl::Status(failure.code(), absl::StrCat(failure.message(), "; the failure latch ",
-                                                     path_, " could not be written (", error, ")"));
+  if (error != 0) {
+    Unrecorded& u = UnrecordedLatches();
+    absl::MutexLock lock(&u.mu);
+    u.paths.insert(path_);
+    return absl::Status(
+        failure.code(),
+        absl::StrCat(failure.message(), "; the failure latch ", path_, " could not be written (",
+                     ErrnoText(error), "): lookups stop in this process only"));
   }
   return absl::Status(failure.code(), absl::StrCat(failure.message(), "; lookups stop until ",
                                                    path_, " is removed (the failure latch)"));

@@ -14,7 +14,9 @@
 // its decoding: BagClient's stop). While the file exists, Connect and every
 // lookup of a client given it return FAILED_PRECONDITION naming the file and the failure it
 // records; removing the file (once the deployment is fixed, after the failure was reported out of
-// band) lets clients look up again. An empty path is a latch that never trips.
+// band) lets clients look up again. A lookup already under way when another trips the latch
+// finishes (its query was sent before, whatever the other's outcome). An empty path is a latch
+// that never trips.
 #ifndef VEIL_MOBILE_CLIENT_FAILURE_LATCH_H_
 #define VEIL_MOBILE_CLIENT_FAILURE_LATCH_H_
 
@@ -30,13 +32,16 @@ class FailureLatch {
 
   const std::string& path() const { return path_; }
 
-  // OK while the file does not exist (or the path is empty); FAILED_PRECONDITION naming the file
-  // and the failure it records otherwise.
+  // OK while nothing is at the path (or the path is empty); INVALID_ARGUMENT if the path's folder
+  // does not exist (such a latch could never be written); FAILED_PRECONDITION naming the file and
+  // the failure it records otherwise: whatever is at the path (a file, a link, a FIFO, one that
+  // cannot be read), or a failure this process could not write there.
   absl::Status Check() const;
 
   // Records `failure` (an answer that failed its check) in the file, created with mode 0600 (an
-  // existing file keeps the first failure), and returns it saying that lookups stop until the
-  // file is removed, or that the file could not be written and why. With an empty path, returns
+  // existing file keeps the first failure), synced with its folder, and returns it saying that
+  // lookups stop until the file is removed. If the file cannot be written, the latch stays tripped
+  // in this process (Check) and the returned status says so. With an empty path, returns
   // `failure` as it is.
   absl::Status Trip(const absl::Status& failure) const;
 

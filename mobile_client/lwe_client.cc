@@ -612,7 +612,6 @@ absl::Status LweClient::SendPacked(absl::Span<const lattice::PackedQuery> querie
 
 absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const uint64_t> indices) {
   if (indices.empty()) return absl::InvalidArgumentError("no rows requested");
-  if (absl::Status s = latch_.Check(); !s.ok()) return s;
   for (uint64_t row : indices) {
     if (row >= table_.rows) {
       return absl::InvalidArgumentError(
@@ -620,6 +619,8 @@ absl::StatusOr<std::vector<uint32_t>> LweClient::LookupWords(absl::Span<const ui
     }
   }
   absl::MutexLock lock(&mu_);
+  // Under the lock: a lookup waiting for one that trips the latch is stopped by it.
+  if (absl::Status s = latch_.Check(); !s.ok()) return s;
   // One deadline for the whole lookup: a reconnection (bounded by the timeout too), its calls,
   // and a key upload after an eviction.
   const absl::Time start = absl::Now();

@@ -115,8 +115,8 @@ absl::StatusOr<ShareExchange::Answers> ShareExchange::Exchange(std::vector<pir::
                                                                absl::Span<const RowRange> ranges,
                                                                dpf::OutputType output,
                                                                uint32_t lookups, const char* what) {
-  if (absl::Status s = latch_.Check(); !s.ok()) return s;
   absl::MutexLock lock(&call_mu_);
+  if (absl::Status s = latch_.Check(); !s.ok()) return s;
   // One deadline for the whole lookup, version moves and retries included.
   const absl::Time deadline = absl::Now() + options_.timeout;
   // A server said it serves a newer version: move to the newest both serve before this call. If

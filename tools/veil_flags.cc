@@ -30,8 +30,8 @@ ABSL_FLAG(std::string, tls_certs, "",
 ABSL_FLAG(std::string, tls_name0, "", "lookup: the name server 0's certificate must hold");
 ABSL_FLAG(std::string, tls_name1, "", "lookup: the name server 1's certificate must hold");
 ABSL_FLAG(bool, allow_plaintext, false, "lookup: allow plaintext to a non-loopback server");
-ABSL_FLAG(int64_t, timeout_ms, 5000,
-          "lookup: bound on connecting and on the lookup (bfv-bag: 30000 unless given)");
+ABSL_FLAG(int64_t, timeout_ms, 0,
+          "lookup: bound on connecting and on the lookup (0: 5000, bfv-bag 30000)");
 ABSL_FLAG(std::string, prg, "aes128", "lookup: aes128, chacha8, chacha12, chacha20 or siphash");
 ABSL_FLAG(std::string, rows, "",
           "lookup: the rows to fetch, I,J,...; table inspect: how many rows to show (3)");

@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/reflection.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "mobile_client/bag_client.h"
 #include "mobile_client/client.h"
 #include "mobile_client/lwe_client.h"
@@ -111,6 +112,13 @@ std::vector<std::string> RowLines(const std::vector<uint64_t>& rows, const std::
   return lines;
 }
 
+// --timeout-ms, or `default_ms` where it is 0 (unset); INVALID_ARGUMENT if negative.
+absl::StatusOr<absl::Duration> Timeout(int64_t default_ms) {
+  const int64_t ms = absl::GetFlag(FLAGS_timeout_ms);
+  if (ms < 0) return absl::InvalidArgumentError("--timeout-ms must be a positive integer");
+  return absl::Milliseconds(ms == 0 ? default_ms : ms);
+}
+
 int UsageError(const std::string& command, const std::string& message) {
   std::cerr << "veil " << command << ": " << message << "\n\n" << kUsage << "\n";
   return 2;
@@ -150,9 +158,9 @@ int Lookup() {
   options.row_key_file = absl::GetFlag(FLAGS_row_key);
   options.min_epoch = absl::GetFlag(FLAGS_min_epoch);
   options.failure_latch_file = absl::GetFlag(FLAGS_failure_latch);
-  const int64_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
-  if (timeout_ms <= 0) return UsageError("lookup", "--timeout-ms must be a positive integer");
-  options.timeout = absl::Milliseconds(timeout_ms);
+  absl::StatusOr<absl::Duration> timeout = Timeout(5000);
+  if (!timeout.ok()) return UsageError("lookup", std::string(timeout.status().message()));
+  options.timeout = *timeout;
   auto prg = veil::dpf::ParsePrg(absl::GetFlag(FLAGS_prg));
   if (!prg.ok()) return UsageError("lookup", std::string(prg.status().message()));
   options.prg = *prg;
@@ -242,9 +250,9 @@ int LookupLwe(const std::string& protocol) {
   options.hint_cache_dir = absl::GetFlag(FLAGS_hint_cache);
   const bool words = absl::GetFlag(FLAGS_words);
   // Bounds connecting, each wave of hint chunks (8 MiB) and the lookup.
-  const int64_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
-  if (timeout_ms <= 0) return UsageError("lookup", "--timeout-ms must be a positive integer");
-  options.timeout = absl::Milliseconds(timeout_ms);
+  absl::StatusOr<absl::Duration> timeout = Timeout(5000);
+  if (!timeout.ok()) return UsageError("lookup", std::string(timeout.status().message()));
+  options.timeout = *timeout;
   if (options.server.empty()) return UsageError("lookup", "--server is required for " + protocol);
   std::vector<uint64_t> rows;
   if (!ParseList(absl::GetFlag(FLAGS_rows), &rows)) {
@@ -301,12 +309,9 @@ int LookupBag() {
   const std::string mode = absl::GetFlag(FLAGS_mode);
   const bool words = absl::GetFlag(FLAGS_words);
   // Connecting makes and uploads megabytes of keys: 30 s unless --timeout-ms says otherwise.
-  const absl::CommandLineFlag* timeout_flag = absl::FindCommandLineFlag("timeout_ms");
-  const int64_t timeout_ms = timeout_flag->CurrentValue() == timeout_flag->DefaultValue()
-                                 ? 30000
-                                 : absl::GetFlag(FLAGS_timeout_ms);
-  if (timeout_ms <= 0) return UsageError("lookup", "--timeout-ms must be a positive integer");
-  options.timeout = absl::Milliseconds(timeout_ms);
+  absl::StatusOr<absl::Duration> timeout = Timeout(30000);
+  if (!timeout.ok()) return UsageError("lookup", std::string(timeout.status().message()));
+  options.timeout = *timeout;
   if (options.server.empty()) return UsageError("lookup", "--server is required for bfv-bag");
   std::vector<uint64_t> rows;
   if (!ParseList(absl::GetFlag(FLAGS_rows), &rows)) {
@@ -320,6 +325,9 @@ int LookupBag() {
     return UsageError("lookup", "--bags must list bag sizes and --mode be sum or mean");
   }
   if (!pooled) bags.assign(rows.size(), 1);
+  if (words && mode != "sum") {
+    return UsageError("lookup", "--words prints the exact sums: it takes no --mode=mean");
+  }
   std::vector<int64_t> weights;
   const std::string weights_text = absl::GetFlag(FLAGS_weights);
   if (!weights_text.empty() &&

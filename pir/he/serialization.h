@@ -62,8 +62,8 @@ inline constexpr uint32_t kMaxRgswCiphertexts = 64;
 
 // Each Serialize returns the errors of the object's checks (other parameters, wrong sizes).
 //
-// round_c0_bits = d > 0 sends c_0 rounded: its d lowest bits (as an integer mod Q) are dropped
-// and the reader puts 2^(d - 1) in their place, so c_0 moves by at most 2^(d - 1) and the
+// round_c0_bits = d > 0 sends c_0 rounded: the d lowest bits of its lowest mixed-radix digit are
+// dropped and the reader puts 2^(d - 1) in their place, so c_0 moves by at most 2^(d - 1) and the
 // ciphertext's noise grows by as much; d bits per coefficient fewer (8192 d / 8 bytes at
 // N = 8192). For a fresh encryption that is then multiplied by plaintexts (the bag's query,
 // kBagQueryRoundBits), whose product's noise leaves budget to spare. INVALID_ARGUMENT for d

@@ -47,6 +47,14 @@ torch::nn::EmbeddingBagMode Mode(const std::string& mode) {
       absl::StrCat("mode \"", mode, "\": use \"sum\", \"mean\" or \"max\"")));
 }
 
+// f() under `mutex`, waited for without the GIL (a forward holding the mutex runs without it).
+template <typename F>
+auto Locked(std::mutex& mutex, F f) {
+  py::gil_scoped_release release;
+  std::lock_guard<std::mutex> lock(mutex);
+  return f();
+}
+
 // The native module: the C++ PrivateEmbeddingBag and a lock. Fetches of one module are
 // serialized (the client serializes them anyway) because the module records the last call.
 struct NativeBag {
@@ -164,8 +172,7 @@ them as often as the model needs (one private request, whatever the model does w
           "keys_per_inference",
           [](NativeBag& b) { return static_cast<int64_t>(batch::CostOf(b.bag.layout()).keys); })
       .def("last_call", [](NativeBag& b) {
-        std::lock_guard<std::mutex> lock(b.mutex);
-        return CallDict(b.bag.last_call());
+        return CallDict(Locked(b.mutex, [&] { return b.bag.last_call(); }));
       });
 
   py::class_<NativePooledBag>(m, "NativePooledEmbeddingBag")
@@ -176,8 +183,7 @@ them as often as the model needs (one private request, whatever the model does w
       .def("forward", &NativePooledBag::Forward, py::arg("input"), py::arg("offsets"),
            py::arg("per_sample_weights"))
       .def("last_call", [](NativePooledBag& b) {
-        std::lock_guard<std::mutex> lock(b.mutex);
-        return CallDict(b.impl->last_call());
+        return CallDict(Locked(b.mutex, [&] { return b.impl->last_call(); }));
       });
 
   m.def(

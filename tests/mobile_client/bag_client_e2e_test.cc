@@ -230,10 +230,13 @@ TEST_F(BagClientTest, BadArgumentsAreClearErrorsAndTheClientKeepsWorking) {
       c.LookupPooledSums(std::vector<uint64_t>{1, 1}, one_bag, std::vector<int64_t>{INT64_MAX, 1})
           .status();
   EXPECT_EQ(overflow.message(), "bag 0: the weights of row 1 overflow 64 bits");
+  // An undefined mean is refused before anything is sent.
+  const uint64_t calls = c.totals().calls;
   EXPECT_EQ(c.LookupPooled(two, one_bag, std::vector<int64_t>{1, -1}, PoolingMode::kMean)
                 .status()
                 .message(),
             "bag 0 has weight sum 0: its mean is undefined");
+  EXPECT_EQ(c.totals().calls, calls);
   auto sums = c.LookupPooledSums(two, one_bag, {});
   ASSERT_TRUE(sums.ok()) << sums.status();
   EXPECT_EQ(*sums, PlainSums(*table_, two, one_bag, {}));

@@ -64,19 +64,41 @@ TEST(FailureLatchTest, WithoutAPathNothingIsWrittenOrStopped) {
   EXPECT_TRUE(none.Check().ok());
 }
 
-TEST(FailureLatchTest, ALatchThatCannotBeReadOrWrittenSaysSo) {
-  // A folder where the file should be: it exists, so lookups stay stopped (failing closed).
+TEST(FailureLatchTest, WhateverIsAtThePathStopsLookups) {
+  // A folder, a dangling link and a FIFO where the file should be: something is there, so
+  // lookups stay stopped (failing closed), and Check never blocks.
   const std::string folder = testing::TempPath("latch_folder");
   ASSERT_EQ(mkdir(folder.c_str(), 0700), 0);
-  const absl::Status s = FailureLatch(folder).Check();
-  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
-  EXPECT_THAT(s.message(), HasSubstr("no failure recorded in it"));
-  // A path in a folder that does not exist cannot record the failure: the caller is told.
+  const std::string link = testing::TempPath("latch_link");
+  ASSERT_EQ(symlink(testing::TempPath("nothing_there").c_str(), link.c_str()), 0);
+  const std::string fifo = testing::TempPath("latch_fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {folder, link, fifo}) {
+    const absl::Status s = FailureLatch(path).Check();
+    EXPECT_TRUE(absl::IsFailedPrecondition(s)) << path << ": " << s;
+    // A trip there keeps what is there.
+    EXPECT_THAT(FailureLatch(path).Trip(absl::DataLossError("x")).message(),
+                HasSubstr("already records a failure"))
+        << path;
+  }
+  EXPECT_THAT(FailureLatch(link).Check().message(), HasSubstr("cannot be read"));
+}
+
+TEST(FailureLatchTest, ALatchThatCannotBeWrittenStopsThisProcess) {
+  // A path in a folder that does not exist is refused before any lookup...
   const std::string nowhere = testing::TempPath("no_such_folder") + "/latch";
+  const absl::Status refused = FailureLatch(nowhere).Check();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("is in no folder that exists"));
+  // ...and a failure that cannot be written there stops this process's lookups all the same.
   const absl::Status t = FailureLatch(nowhere).Trip(absl::DataLossError("row 1"));
   EXPECT_TRUE(absl::IsDataLoss(t));
-  EXPECT_THAT(t.message(),
-              HasSubstr("the failure latch " + nowhere + " could not be written (No such file"));
+  EXPECT_THAT(t.message(), HasSubstr("the failure latch " + nowhere +
+                                     " could not be written (No such file or directory): lookups "
+                                     "stop in this process only"));
+  const absl::Status s = FailureLatch(nowhere).Check();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("the file could not be written"));
 }
 
 }  // namespace
