@@ -82,6 +82,8 @@ struct BagQuery {
 // 20000 x 256: 38 / 15 / 9; 262144 x 16: 44 / 15 / 9. So 15 bits stay after the product at 32,
 // where the compressed answer's rounding (1/16 of the margin) needs ~4: the budget the client
 // measures stays 4, and the product's noise adds at most 2^-15 of the margin to the rounding's.
+// At N = 16384 (BagParams(14), a 389-bit Q) 251 to 254 bits stay after the product exact and 229
+// to 232 rounded (16384 x 16, 131072 x 16, 40000 x 256).
 inline constexpr int kBagQueryRoundBits = 32;
 
 // 'V' 'B' 'Q' version(1), count (4 bytes), then per block its length (4 bytes) and its
