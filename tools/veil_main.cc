@@ -93,6 +93,13 @@ bool ParseList(const std::string& text, std::vector<T>* out) {
   return !out->empty();
 }
 
+// --weights into `out`: none, or one per row of --rows with --bags (`pooled`). False otherwise.
+template <typename T>
+bool ParseWeights(size_t rows, bool pooled, std::vector<T>* out) {
+  const std::string text = absl::GetFlag(FLAGS_weights);
+  return text.empty() || (pooled && ParseList(text, out) && out->size() == rows);
+}
+
 // "row I: v0 v1 ..." per fetched row: words as hex, values as decimals.
 template <typename T>
 std::vector<std::string> RowLines(const std::vector<uint64_t>& rows, const std::vector<T>& values,
@@ -177,9 +184,7 @@ int Lookup() {
     return UsageError("lookup", "--bags must list bag sizes and --mode be sum or mean");
   }
   std::vector<int32_t> weights;
-  const std::string weights_text = absl::GetFlag(FLAGS_weights);
-  if (!weights_text.empty() &&
-      (bags.empty() || !ParseList(weights_text, &weights) || weights.size() != rows.size())) {
+  if (!ParseWeights(rows.size(), !bags.empty(), &weights)) {
     return UsageError("lookup", "--weights must give one integer per row of --rows, with --bags");
   }
 
@@ -329,9 +334,7 @@ int LookupBag() {
     return UsageError("lookup", "--words prints the exact sums: it takes no --mode=mean");
   }
   std::vector<int64_t> weights;
-  const std::string weights_text = absl::GetFlag(FLAGS_weights);
-  if (!weights_text.empty() &&
-      (!pooled || !ParseList(weights_text, &weights) || weights.size() != rows.size())) {
+  if (!ParseWeights(rows.size(), pooled, &weights)) {
     return UsageError("lookup", "--weights must give one integer per row of --rows, with --bags");
   }
 

@@ -226,6 +226,23 @@ client::PoolingMode Pooling(const std::string& mode) {
       absl::InvalidArgumentError(absl::StrCat("mode \"", mode, "\": use \"sum\" or \"mean\"")));
 }
 
+// lookup_pooled of either client (dpf2: int32 weights; bfv-bag: int64): bags x dim values.
+template <typename C, typename Weight>
+py::array_t<float> LookupPooled(C& c, const Array<uint64_t>& rows, const Array<uint32_t>& bag_sizes,
+                                const std::optional<Array<Weight>>& weights,
+                                const std::string& mode) {
+  const std::vector<uint64_t> indices = ToVector(rows);
+  const std::vector<uint32_t> sizes = ToVector(bag_sizes);
+  const std::vector<Weight> w = weights ? ToVector(*weights) : std::vector<Weight>{};
+  const client::PoolingMode pooling = Pooling(mode);
+  std::vector<float> values;
+  {
+    py::gil_scoped_release release;
+    values = ValueOrThrow(c.LookupPooled(indices, sizes, w, pooling));
+  }
+  return Matrix(values, sizes.size());
+}
+
 py::tuple LookupLayout(Client& c, const embedding::Layout& layout, const Array<int32_t>& rows) {
   const std::vector<int32_t> wanted = ToVector(rows);
   client::LayoutLookup result;
@@ -269,20 +286,7 @@ void RegisterClient(py::module_& m) {
            [](Client& c, const Array<uint64_t>& rows) {
              return Rows<Client, uint32_t>(c, rows, &Client::LookupWords);
            })
-      .def("lookup_pooled",
-           [](Client& c, const Array<uint64_t>& rows, const Array<uint32_t>& bag_sizes,
-              const std::optional<Array<int32_t>>& weights, const std::string& mode) {
-             const std::vector<uint64_t> indices = ToVector(rows);
-             const std::vector<uint32_t> sizes = ToVector(bag_sizes);
-             const std::vector<int32_t> w = weights ? ToVector(*weights) : std::vector<int32_t>{};
-             const client::PoolingMode pooling = Pooling(mode);
-             std::vector<float> values;
-             {
-               py::gil_scoped_release release;
-               values = ValueOrThrow(c.LookupPooled(indices, sizes, w, pooling));
-             }
-             return Matrix(values, sizes.size());
-           })
+      .def("lookup_pooled", &LookupPooled<Client, int32_t>)
       .def("lookup_layout", &LookupLayout)
       .def("stats",
            [](Client& c, int party) {
@@ -338,20 +342,7 @@ void RegisterClient(py::module_& m) {
            py::arg("timeout_s"), py::arg("allow_plaintext"), py::arg("row_key_file"),
            py::arg("min_epoch"), py::arg("failure_latch_file"))
       .def("table", [](const BagClient& c) { return BagTableDict(c.table()); })
-      .def("lookup_pooled",
-           [](BagClient& c, const Array<uint64_t>& rows, const Array<uint32_t>& bag_sizes,
-              const std::optional<Array<int64_t>>& weights, const std::string& mode) {
-             const std::vector<uint64_t> indices = ToVector(rows);
-             const std::vector<uint32_t> sizes = ToVector(bag_sizes);
-             const std::vector<int64_t> w = weights ? ToVector(*weights) : std::vector<int64_t>{};
-             const client::PoolingMode pooling = Pooling(mode);
-             std::vector<float> values;
-             {
-               py::gil_scoped_release release;
-               values = ValueOrThrow(c.LookupPooled(indices, sizes, w, pooling));
-             }
-             return Matrix(values, sizes.size());
-           })
+      .def("lookup_pooled", &LookupPooled<BagClient, int64_t>)
       .def("lookup_pooled_sums",
            [](BagClient& c, const Array<uint64_t>& rows, const Array<uint32_t>& bag_sizes,
               const std::optional<Array<int64_t>>& weights) {
