@@ -93,11 +93,45 @@ bool ParseList(const std::string& text, std::vector<T>* out) {
   return !out->empty();
 }
 
-// --weights into `out`: none, or one per row of --rows with --bags (`pooled`). False otherwise.
+// --timeout-ms, or `default_ms` where it is 0 (unset); INVALID_ARGUMENT if negative.
+absl::StatusOr<absl::Duration> Timeout(int64_t default_ms) {
+  const int64_t ms = absl::GetFlag(FLAGS_timeout_ms);
+  if (ms < 0) return absl::InvalidArgumentError("--timeout-ms must be a positive integer");
+  return absl::Milliseconds(ms == 0 ? default_ms : ms);
+}
+
+// --bags, --mode and --weights of a lookup of `rows` rows into `bags` (empty without --bags) and
+// `weights` (none, or one per row with --bags). The usage error, or "" if they are good.
 template <typename T>
-bool ParseWeights(size_t rows, bool pooled, std::vector<T>* out) {
-  const std::string text = absl::GetFlag(FLAGS_weights);
-  return text.empty() || (pooled && ParseList(text, out) && out->size() == rows);
+std::string ParseBags(size_t rows, std::vector<uint32_t>* bags, std::vector<T>* weights) {
+  const std::string bags_text = absl::GetFlag(FLAGS_bags);
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if ((!bags_text.empty() && !ParseList(bags_text, bags)) || (mode != "sum" && mode != "mean")) {
+    return "--bags must list bag sizes and --mode be sum or mean";
+  }
+  const std::string weights_text = absl::GetFlag(FLAGS_weights);
+  if (!weights_text.empty() &&
+      (bags->empty() || !ParseList(weights_text, weights) || weights->size() != rows)) {
+    return "--weights must give one integer per row of --rows, with --bags";
+  }
+  return "";
+}
+
+// The flags every single-server client takes (--server, TLS, --row-key, --min-epoch,
+// --failure-latch, and --timeout-ms, `default_ms` where unset); the usage error, or "".
+template <typename Options>
+std::string SingleServerOptions(int64_t default_ms, Options& options) {
+  options.server = absl::GetFlag(FLAGS_server);
+  options.tls_trusted_certs = absl::GetFlag(FLAGS_tls_certs);
+  options.tls_server_name = absl::GetFlag(FLAGS_tls_name0);
+  options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
+  options.row_key_file = absl::GetFlag(FLAGS_row_key);
+  options.min_epoch = absl::GetFlag(FLAGS_min_epoch);
+  options.failure_latch_file = absl::GetFlag(FLAGS_failure_latch);
+  absl::StatusOr<absl::Duration> timeout = Timeout(default_ms);
+  if (!timeout.ok()) return std::string(timeout.status().message());
+  options.timeout = *timeout;
+  return "";
 }
 
 // "row I: v0 v1 ..." per fetched row: words as hex, values as decimals.
@@ -117,13 +151,6 @@ std::vector<std::string> RowLines(const std::vector<uint64_t>& rows, const std::
     lines.push_back(line);
   }
   return lines;
-}
-
-// --timeout-ms, or `default_ms` where it is 0 (unset); INVALID_ARGUMENT if negative.
-absl::StatusOr<absl::Duration> Timeout(int64_t default_ms) {
-  const int64_t ms = absl::GetFlag(FLAGS_timeout_ms);
-  if (ms < 0) return absl::InvalidArgumentError("--timeout-ms must be a positive integer");
-  return absl::Milliseconds(ms == 0 ? default_ms : ms);
 }
 
 int UsageError(const std::string& command, const std::string& message) {
@@ -173,19 +200,15 @@ int Lookup() {
   options.prg = *prg;
   std::vector<uint64_t> rows;
   std::vector<uint32_t> bags;
-  const std::string bags_text = absl::GetFlag(FLAGS_bags);
   if (options.server0.empty() || options.server1.empty()) {
     return UsageError("lookup", "--server0 and --server1 are required");
   }
   if (!ParseList(absl::GetFlag(FLAGS_rows), &rows)) {
     return UsageError("lookup", "--rows must list the rows to fetch (I,J,...)");
   }
-  if ((!bags_text.empty() && !ParseList(bags_text, &bags)) || (mode != "sum" && mode != "mean")) {
-    return UsageError("lookup", "--bags must list bag sizes and --mode be sum or mean");
-  }
   std::vector<int32_t> weights;
-  if (!ParseWeights(rows.size(), !bags.empty(), &weights)) {
-    return UsageError("lookup", "--weights must give one integer per row of --rows, with --bags");
+  if (const std::string error = ParseBags(rows.size(), &bags, &weights); !error.empty()) {
+    return UsageError("lookup", error);
   }
 
   auto client = veil::client::Client::Connect(options);
@@ -245,19 +268,12 @@ int Lookup() {
 int LookupLwe(const std::string& protocol) {
   veil::client::LweClientOptions options;
   options.protocol = protocol;
-  options.server = absl::GetFlag(FLAGS_server);
-  options.tls_trusted_certs = absl::GetFlag(FLAGS_tls_certs);
-  options.tls_server_name = absl::GetFlag(FLAGS_tls_name0);
-  options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
-  options.row_key_file = absl::GetFlag(FLAGS_row_key);
-  options.min_epoch = absl::GetFlag(FLAGS_min_epoch);
-  options.failure_latch_file = absl::GetFlag(FLAGS_failure_latch);
   options.hint_cache_dir = absl::GetFlag(FLAGS_hint_cache);
   const bool words = absl::GetFlag(FLAGS_words);
-  // Bounds connecting, each wave of hint chunks (8 MiB) and the lookup.
-  absl::StatusOr<absl::Duration> timeout = Timeout(5000);
-  if (!timeout.ok()) return UsageError("lookup", std::string(timeout.status().message()));
-  options.timeout = *timeout;
+  // The timeout bounds connecting, each wave of hint chunks (8 MiB) and the lookup.
+  if (const std::string error = SingleServerOptions(5000, options); !error.empty()) {
+    return UsageError("lookup", error);
+  }
   if (options.server.empty()) return UsageError("lookup", "--server is required for " + protocol);
   std::vector<uint64_t> rows;
   if (!ParseList(absl::GetFlag(FLAGS_rows), &rows)) {
@@ -304,38 +320,27 @@ int LookupLwe(const std::string& protocol) {
 // veil lookup --protocol=bfv-bag: pooled lookups from one BFV server.
 int LookupBag() {
   veil::client::BagClientOptions options;
-  options.server = absl::GetFlag(FLAGS_server);
-  options.tls_trusted_certs = absl::GetFlag(FLAGS_tls_certs);
-  options.tls_server_name = absl::GetFlag(FLAGS_tls_name0);
-  options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
-  options.row_key_file = absl::GetFlag(FLAGS_row_key);
-  options.min_epoch = absl::GetFlag(FLAGS_min_epoch);
-  options.failure_latch_file = absl::GetFlag(FLAGS_failure_latch);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   const bool words = absl::GetFlag(FLAGS_words);
   // Connecting makes and uploads megabytes of keys: 30 s unless --timeout-ms says otherwise.
-  absl::StatusOr<absl::Duration> timeout = Timeout(30000);
-  if (!timeout.ok()) return UsageError("lookup", std::string(timeout.status().message()));
-  options.timeout = *timeout;
+  if (const std::string error = SingleServerOptions(30000, options); !error.empty()) {
+    return UsageError("lookup", error);
+  }
   if (options.server.empty()) return UsageError("lookup", "--server is required for bfv-bag");
   std::vector<uint64_t> rows;
   if (!ParseList(absl::GetFlag(FLAGS_rows), &rows)) {
     return UsageError("lookup", "--rows must list the rows to fetch (I,J,...)");
   }
-  // Without --bags every row is a bag of its own.
   std::vector<uint32_t> bags;
-  const std::string bags_text = absl::GetFlag(FLAGS_bags);
-  const bool pooled = !bags_text.empty();
-  if ((pooled && !ParseList(bags_text, &bags)) || (mode != "sum" && mode != "mean")) {
-    return UsageError("lookup", "--bags must list bag sizes and --mode be sum or mean");
+  std::vector<int64_t> weights;
+  if (const std::string error = ParseBags(rows.size(), &bags, &weights); !error.empty()) {
+    return UsageError("lookup", error);
   }
+  // Without --bags every row is a bag of its own.
+  const bool pooled = !bags.empty();
   if (!pooled) bags.assign(rows.size(), 1);
   if (words && mode != "sum") {
     return UsageError("lookup", "--words prints the exact sums: it takes no --mode=mean");
-  }
-  std::vector<int64_t> weights;
-  if (!ParseWeights(rows.size(), pooled, &weights)) {
-    return UsageError("lookup", "--weights must give one integer per row of --rows, with --bags");
   }
 
   auto client = veil::client::BagClient::Connect(options);

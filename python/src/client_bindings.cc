@@ -243,6 +243,17 @@ py::array_t<float> LookupPooled(C& c, const Array<uint64_t>& rows, const Array<u
   return Matrix(values, sizes.size());
 }
 
+// stats of a single-server client (LweClient, BagClient).
+template <typename C>
+py::dict SingleServerStats(C& c) {
+  rpc::StatsSnapshot stats;
+  {
+    py::gil_scoped_release release;
+    stats = ValueOrThrow(c.ServerStats());
+  }
+  return StatsDict(stats);
+}
+
 py::tuple LookupLayout(Client& c, const embedding::Layout& layout, const Array<int32_t>& rows) {
   const std::vector<int32_t> wanted = ToVector(rows);
   client::LayoutLookup result;
@@ -316,15 +327,7 @@ void RegisterClient(py::module_& m) {
            [](LweClient& c, const Array<uint64_t>& rows) {
              return Rows<LweClient, uint32_t>(c, rows, &LweClient::LookupWords);
            })
-      .def("stats",
-           [](LweClient& c) {
-             rpc::StatsSnapshot stats;
-             {
-               py::gil_scoped_release release;
-               stats = ValueOrThrow(c.ServerStats());
-             }
-             return StatsDict(stats);
-           })
+      .def("stats", &SingleServerStats<LweClient>)
       .def("prepare_queries",
            [](LweClient& c, uint32_t count) {
              {
@@ -356,15 +359,7 @@ void RegisterClient(py::module_& m) {
              }
              return Matrix(sums, sizes.size());
            })
-      .def("stats",
-           [](BagClient& c) {
-             rpc::StatsSnapshot stats;
-             {
-               py::gil_scoped_release release;
-               stats = ValueOrThrow(c.ServerStats());
-             }
-             return StatsDict(stats);
-           })
+      .def("stats", &SingleServerStats<BagClient>)
       .def("key_uploads", &BagClient::key_uploads)
       .def("last_call", [](const BagClient& c) { return CallDict(c.last_call()); })
       .def("totals", [](const BagClient& c) { return CallDict(c.totals()); });
