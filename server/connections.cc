@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <capnp/rpc-twoparty.h>
+#include <kj/vector.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -260,13 +261,22 @@ struct Listener::Entry : Slot {
   // Counts its connection closed for `reason` (when it is closed other than by Listener::Close).
   void CountClosed(const char* reason) { listener.stats_.RecordClosedConnection(reason); }
   static constexpr int kStuckCallTimeouts = 10;
-  // Whether the server is working on its calls: calls in flight, no reply waiting to be written
-  // (one that waits means the client is not reading), and traffic within kStuckCallTimeouts idle
-  // timeouts (a call unanswered for that long is taken as stuck, however it got so).
-  bool Working(absl::Time now) {
-    return *calls > 0 && (network.get() == nullptr || network->getCurrentQueueCount() == 0) &&
-           now - last_activity < kStuckCallTimeouts * listener.limits_.idle_timeout;
+  // Whether the connection is busy: the server working on its calls (calls in flight, no reply
+  // waiting to be written, and traffic within kStuckCallTimeouts idle timeouts: a call unanswered
+  // for that long is taken as stuck, however it got so), or the client reading its replies (one
+  // waits to be written, and a piece of it went out within kSendStall). A client that does not
+  // read its replies is neither.
+  bool Busy(absl::Time now) {
+    const bool replying = network.get() != nullptr && network->getCurrentQueueCount() > 0;
+    if (replying) return now - last_sent < kSendStall;
+    return *calls > 0 && now - last_activity < kStuckCallTimeouts * listener.limits_.idle_timeout;
   }
+  // GuardedStream writes replies in pieces of kSendPiece, so that a client reading one steadily
+  // at kSendPiece per kSendStall or faster (64 KiB/s, the rate slow senders are held to) is seen
+  // reading it.
+  static constexpr size_t kSendPiece = 64 << 10;
+  static constexpr absl::Duration kSendStall = absl::Seconds(1);
+  absl::Time last_sent = absl::InfinitePast();  // a piece of a reply last went out
 };
 
 // One stream in its TLS handshake.
@@ -333,12 +343,12 @@ class GuardedStream final : public kj::AsyncIoStream {
     return ReadAtLeast(static_cast<uint8_t*>(buffer), min_bytes, max_bytes, 0);
   }
   kj::Promise<void> write(const void* buffer, size_t size) override {
-    entry_.last_activity = absl::Now();
-    return inner_->write(buffer, size);
+    auto piece = kj::heap<kj::ArrayPtr<const kj::byte>>(static_cast<const kj::byte*>(buffer), size);
+    const auto pieces = kj::arrayPtr(piece.get(), 1);  // lives as long as the write
+    return Send(pieces, 0, 0).attach(kj::mv(piece));
   }
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
-    entry_.last_activity = absl::Now();
-    return inner_->write(pieces);
+    return Send(pieces, 0, 0);
   }
   kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
   void shutdownWrite() override { inner_->shutdownWrite(); }
@@ -357,6 +367,33 @@ class GuardedStream final : public kj::AsyncIoStream {
   }
 
  private:
+  // Writes `pieces` from byte `offset` of piece `index` on, at most Entry::kSendPiece bytes at a
+  // time, each piece that goes out counted as activity (Entry::Busy).
+  kj::Promise<void> Send(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces, size_t index,
+                         size_t offset) {
+    entry_.last_activity = entry_.last_sent = absl::Now();
+    kj::Vector<kj::ArrayPtr<const kj::byte>> batch;
+    size_t bytes = 0;
+    while (index < pieces.size() && bytes < Listener::Entry::kSendPiece) {
+      const size_t take =
+          std::min(pieces[index].size() - offset, Listener::Entry::kSendPiece - bytes);
+      if (take > 0) batch.add(pieces[index].slice(offset, offset + take));
+      bytes += take;
+      offset += take;
+      if (offset == pieces[index].size()) {
+        ++index;
+        offset = 0;
+      }
+    }
+    if (batch.empty()) return kj::READY_NOW;
+    auto out = batch.releaseAsArray();
+    auto written = inner_->write(out.asPtr()).attach(kj::mv(out));
+    if (index == pieces.size()) {
+      return written.then([this] { entry_.last_activity = entry_.last_sent = absl::Now(); });
+    }
+    return written.then([this, pieces, index, offset] { return Send(pieces, index, offset); });
+  }
+
   // Reads until `min_bytes` have come (or the stream ends), accounting for each piece as it
   // arrives, so that a slowly arriving message's progress is seen before it is complete.
   kj::Promise<size_t> ReadAtLeast(uint8_t* buffer, size_t min_bytes, size_t max_bytes,
@@ -467,7 +504,7 @@ kj::Promise<void> Listener::SweepLoop() {
       if (entry->kill.get() == nullptr) continue;
       if (now - entry->message_start > limits_.read_timeout) {
         Close(*entry, "read_timeout", "a message did not arrive whole within the read timeout");
-      } else if (!entry->frames.in_message() && !entry->Working(now) &&
+      } else if (!entry->frames.in_message() && !entry->Busy(now) &&
                  now - entry->last_activity > limits_.idle_timeout) {
         Close(*entry, "idle", "idle");
       }
@@ -554,7 +591,7 @@ bool Listener::EvictIdlest(const Peer& newcomer) {
   const absl::Time now = absl::Now();
   Entry* idlest = nullptr;
   for (Entry* entry : entries_) {
-    if (entry->kill.get() == nullptr || entry->frames.in_message() || entry->Working(now)) {
+    if (entry->kill.get() == nullptr || entry->frames.in_message() || entry->Busy(now)) {
       continue;
     }
     if (entry->group != newcomer.group && Held(entry->group) < mine + 1) continue;
@@ -580,9 +617,8 @@ bool Listener::EvictForFairShare(const Peer& newcomer) {
     }
   }
   if (most == nullptr || most_held < mine + 2) return false;
-  // Its oldest handshake, else its connection idle the longest without calls in flight (those
-  // without a message arriving first), else (three more than the newcomer's) one with calls in
-  // flight.
+  // Its oldest handshake, else its connection idle the longest and not busy (those without a
+  // message arriving first), else (three more than the newcomer's) a busy one.
   Handshaking* handshake = nullptr;
   for (Handshaking* h : handshakes_) {
     if (h->group == *most && h->kill.get() != nullptr) {
@@ -593,12 +629,12 @@ bool Listener::EvictForFairShare(const Peer& newcomer) {
   Entry* victim = nullptr;
   const absl::Time now = absl::Now();
   const auto order = [now](Entry* e) {
-    return std::make_tuple(e->Working(now), e->frames.in_message(), e->last_activity);
+    return std::make_tuple(e->Busy(now), e->frames.in_message(), e->last_activity);
   };
   for (Entry* entry : entries_) {
     if (handshake != nullptr) break;
     if (entry->group != *most || entry->kill.get() == nullptr) continue;
-    if (entry->Working(now) && most_held < mine + 3) continue;
+    if (entry->Busy(now) && most_held < mine + 3) continue;
     if (victim == nullptr || order(entry) < order(victim)) victim = entry;
   }
   if ((handshake == nullptr && victim == nullptr) || !TakeTakeover(newcomer.group)) return false;

@@ -4,11 +4,11 @@
 // sends being well-formed: a hostile or slow client costs at most its own connection.
 //
 // - At max_connections (TLS handshakes count), a newcomer:
-//   - takes the place of the connection idle the longest (idle at least min_idle_to_evict, no
-//     call in flight, and of the newcomer's address or of one holding more: AddressGroup);
+//   - takes the place of the connection idle the longest (idle at least min_idle_to_evict, not
+//     busy (below), and of the newcomer's address or of one holding more: AddressGroup);
 //   - else takes a place from the address holding the most, if it holds at least two more than
-//     the newcomer's: its oldest TLS handshake, else its connection idle the longest without
-//     calls in flight, else (three more needed) one with calls in flight. These takeovers are
+//     the newcomer's: its oldest TLS handshake, else its connection idle the longest and not
+//     busy, else (three more needed) a busy one. These takeovers are
 //     rationed by token buckets, one per address and one for the server (connections.cc), so
 //     that connecting and leaving closes others' connections no faster than that;
 //   - else is served a refusal: its first call fails with RESOURCE_EXHAUSTED ("connection
@@ -19,12 +19,14 @@
 //   takeover took a place from cannot take it back (and so spend the server's tokens to keep
 //   newcomers out). So one address cannot hold the slots against others, and filling them takes
 //   as many addresses as there are slots.
-// - A connection with no traffic for idle_timeout is closed, unless the server is working on its
-//   calls (calls in flight, no reply waiting to be written: a client that does not read its
-//   replies is closed; and for at most ten idle timeouts: a call unanswered for longer is taken
-//   as stuck); so is one whose message does not arrive whole within read_timeout of its first
-//   byte. Calls in flight are counted where the RPC system dispatches them to the connection's
-//   service, until their promises settle; messages it does not dispatch count as no call.
+// - A connection with no traffic for idle_timeout is closed, unless it is busy: the server
+//   working on its calls (calls in flight and no reply waiting to be written, for at most ten idle
+//   timeouts: a call unanswered for longer is taken as stuck), or the client reading its replies
+//   (they are written 64 KiB at a time, and one went out within the last second: a client that
+//   does not read its replies is closed, one reading them at 64 KiB/s or more is not); so is one
+//   whose message does not arrive whole within read_timeout of its first byte. Calls in flight
+//   are counted where the RPC system dispatches them to the connection's service, until their
+//   promises settle; messages it does not dispatch count as no call.
 // - Each arriving message's declared size (from the Cap'n Proto framing, read as the bytes pass)
 //   is reserved against max_buffered_bytes until the message is complete. Cap'n Proto allocates a
 //   message at its declared size before the bytes arrive, so this is what bounds memory under
