@@ -713,18 +713,12 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
   if (refusing_ >= kMaxRefusing) return;  // closed right away: no room even to say why
   // The stream outlives the network, which outlives the RPC system.
   struct Refusal {
-    Refusal(Listener& listener_in, kj::Own<kj::AsyncIoStream> stream_in, uint32_t limit,
-            capnp::ReaderOptions options)
-        : listener(listener_in),
-          stream(kj::mv(stream_in)),
+    Refusal(kj::Own<kj::AsyncIoStream> stream_in, uint32_t limit, capnp::ReaderOptions options)
+        : stream(kj::mv(stream_in)),
           messages(*stream),
           network(messages, capnp::rpc::twoparty::Side::SERVER, options),
           rpc(capnp::makeRpcServer(network,
-                                   capnp::Capability::Client(kj::heap<RefusingService>(limit)))) {
-      ++listener.refusing_;
-    }
-    ~Refusal() { --listener.refusing_; }
-    Listener& listener;
+                                   capnp::Capability::Client(kj::heap<RefusingService>(limit)))) {}
     kj::Own<kj::AsyncIoStream> stream;
     rpc::WipingMessageStream messages;  // a refused client's first call may carry keys
     capnp::TwoPartyVatNetwork network;
@@ -733,9 +727,28 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
   // A refused client's messages are bounded as a served one's (not by capnp's 64 MiB default).
   capnp::ReaderOptions options;
   options.traversalLimitInWords = limits_.HardMessageWords();
-  auto refusal = kj::heap<Refusal>(*this, kj::mv(stream), limits_.max_connections, options);
-  auto grace = timer_.afterDelay(absl::ToInt64Nanoseconds(kRefusalGrace) * kj::NANOSECONDS);
-  tasks_.add(refusal->network.onDisconnect().exclusiveJoin(kj::mv(grace)).attach(kj::mv(refusal)));
+  // Over TLS the refusal is said after a handshake (the grace doubled, at most the handshake
+  // timeout more), so that the client reads why instead of a failed handshake; kMaxRefusing
+  // bounds these handshakes too.
+  ++refusing_;
+  auto counted = kj::defer([this] { --refusing_; });
+  absl::Duration grace = kRefusalGrace;
+  kj::Promise<kj::Own<kj::AsyncIoStream>> ready = nullptr;
+  if (tls_ == nullptr) {
+    ready = kj::mv(stream);
+  } else {
+    ready = tls_->wrapServer(kj::mv(stream));
+    grace += std::min(kRefusalGrace, limits_.tls_handshake_timeout);
+  }
+  auto refused = ready.then(
+      [limit = limits_.max_connections, options](kj::Own<kj::AsyncIoStream>&& ready_stream) {
+        auto refusal = kj::heap<Refusal>(kj::mv(ready_stream), limit, options);
+        return refusal->network.onDisconnect().attach(kj::mv(refusal));
+      });
+  auto timeout = timer_.afterDelay(absl::ToInt64Nanoseconds(grace) * kj::NANOSECONDS);
+  tasks_.add(refused.exclusiveJoin(kj::mv(timeout))
+                 .catch_([](kj::Exception&&) {})  // a failed handshake: nothing to tell
+                 .attach(kj::mv(counted)));
 }
 
 // The TLS handshake of one accepted stream, within tls_handshake_timeout. A failure (a plaintext

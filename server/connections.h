@@ -12,8 +12,8 @@
 //     rationed by token buckets, one per address and one for the server (connections.cc), so
 //     that connecting and leaving closes others' connections no faster than that;
 //   - else is served a refusal: its first call fails with RESOURCE_EXHAUSTED ("connection
-//     limit") and it is closed shortly after (over TLS the refusal is plaintext, so the client's
-//     handshake fails instead).
+//     limit") and it is closed shortly after (over TLS, after a handshake: at most 64 refused
+//     streams are told at a time, for a few seconds each; the rest are closed without a word).
 //   The last Headroom() slots (max(1, max_connections / 16)) go to no address holding two or more
 //   and no fewer than any other, unless one of its own idle connections makes room: the address a
 //   takeover took a place from cannot take it back (and so spend the server's tokens to keep

@@ -133,6 +133,10 @@ class LimitsTest : public ::testing::Test {
       o.party = party;
       o.table_path = table_;
       o.extra_args = args;
+      if (!tls_.cert_path.empty()) {
+        o.tls_cert_path = tls_.cert_path;
+        o.tls_key_path = tls_.key_path;
+      }
       if (party == 0) o.log_path = log_;
       auto started = tools::ServerProcess::Start(o);
       ASSERT_TRUE(started.ok()) << started.status();
@@ -149,6 +153,7 @@ class LimitsTest : public ::testing::Test {
     client::ClientOptions o;
     o.server0 = server_[0]->address();
     o.server1 = server_[1]->address();
+    o.tls_trusted_certs = tls_.cert_path;
     return o;
   }
   // For lookups made slow on purpose, which take longer still while other tests share the CPU.
@@ -174,6 +179,7 @@ class LimitsTest : public ::testing::Test {
   }
 
   std::string table_, log_;
+  tools::CertificateFiles tls_;  // when set, both servers serve TLS and clients trust it
   std::unique_ptr<tools::ServerProcess> server_[2];
 };
 
@@ -220,6 +226,22 @@ TEST_F(LimitsTest, WhenEveryConnectionIsBusyANewOneIsToldSo) {
     busy.emplace_back(server_[0]->port());
     ASSERT_TRUE(busy.back().Send(PartialMessage(64, 100)));
   }
+  absl::SleepFor(absl::Milliseconds(300));
+  auto client = client::Client::Connect(Options());
+  ASSERT_FALSE(client.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(client.status())) << client.status();
+  EXPECT_THAT(client.status().message(), HasSubstr("connection limit"));
+}
+
+TEST_F(LimitsTest, WhenEveryConnectionIsBusyANewTlsClientIsToldSoToo) {
+  // Busy: each is in its TLS handshake. Before, the refusal was written in plaintext, and the
+  // client saw its handshake fail.
+  auto cert = testing::MakeCertificate();
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  tls_ = *cert;
+  Start({"--max_connections=4", "--tls-handshake-timeout-ms=30000"});
+  std::vector<RawSocket> busy;
+  for (int i = 0; i < 4; ++i) busy.emplace_back(server_[0]->port());
   absl::SleepFor(absl::Milliseconds(300));
   auto client = client::Client::Connect(Options());
   ASSERT_FALSE(client.ok());
