@@ -453,6 +453,9 @@ absl::Status BagClient::SendWave(const std::vector<std::vector<uint8_t>>& querie
     }
     auto pooled = he_->Decode(*answer);
     if (!pooled.ok()) return Stop(pooled.status());
+    const auto wipe = absl::MakeCleanup([&pooled] {  // a bag's sums
+      sodium_memzero(pooled->data(), pooled->size() * sizeof((*pooled)[0]));
+    });
     if (pooled->size() != columns_) {
       return Stop(absl::InternalError(
           absl::StrCat("an answer decoded to ", pooled->size(), " sums, not ", columns_)));
@@ -478,6 +481,8 @@ absl::StatusOr<std::vector<float>> BagClient::LookupPooled(absl::Span<const uint
   if (!divisors.ok()) return divisors.status();
   auto sums = LookupPooledSums(indices, bag_sizes, weights);
   if (!sums.ok()) return sums.status();
+  const auto wipe = absl::MakeCleanup(
+      [&sums] { sodium_memzero(sums->data(), sums->size() * sizeof((*sums)[0])); });
   std::vector<float> values(sums->size());
   for (size_t b = 0; b < bag_sizes.size(); ++b) {
     const size_t dim = table_.dim;

@@ -104,7 +104,8 @@ struct ClientOptions {
   // a row that fails its tag (DATA_LOSS) writes it, and while it exists Connect and every lookup
   // return FAILED_PRECONDITION. Give every client of the app the same path, in its private
   // storage: a server that made the failure depend on the query then learns one bit per
-  // installation, not one per client. Empty: none.
+  // installation, not one per client. Its folder must exist and take new files (else Connect is
+  // INVALID_ARGUMENT). Empty: none.
   std::string failure_latch_file;
 };
 

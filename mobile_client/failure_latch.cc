@@ -23,13 +23,14 @@ constexpr char kFirstLine[] = "veil: lookups stopped after an answer failed its 
 
 std::string ErrnoText(int error) { return std::strerror(error); }
 
-// Latches this process tripped but could not write: they stay stopped until the process ends.
-struct Unrecorded {
+// Paths shared by the process's threads.
+struct PathSet {
   absl::Mutex mu;
   absl::flat_hash_set<std::string> paths ABSL_GUARDED_BY(mu);
 };
-Unrecorded& UnrecordedLatches() {
-  static Unrecorded* unrecorded = new Unrecorded;
+// Latches this process tripped but could not write: they stay stopped until the process ends.
+PathSet& UnrecordedLatches() {
+  static PathSet* unrecorded = new PathSet;
   return *unrecorded;
 }
 
@@ -37,6 +38,28 @@ std::string Folder(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// 0 if a file can be made in `folder`, else an errno: an unnamed file (O_TMPFILE, nothing left
+// behind), or where the file system has none a named one, removed at once. Folders found
+// writable are remembered for the process, so lookups do not each make a file.
+int ProbeFolder(const std::string& folder) {
+  static PathSet* const writable = new PathSet;
+  {
+    absl::MutexLock lock(&writable->mu);
+    if (writable->paths.contains(folder)) return 0;
+  }
+  int fd = open(folder.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+    std::string probe = folder + "/.veil-latch-probe-XXXXXX";
+    fd = mkostemp(probe.data(), O_CLOEXEC);
+    if (fd >= 0) unlink(probe.c_str());
+  }
+  if (fd < 0) return errno;
+  close(fd);
+  absl::MutexLock lock(&writable->mu);
+  writable->paths.insert(folder);
+  return 0;
 }
 
 // Writes all of `text` to fd, through short writes and interruptions; 0 or an errno.
@@ -63,7 +86,7 @@ absl::Status Stopped(const std::string& path, const std::string& recorded) {
 absl::Status FailureLatch::Check() const {
   if (path_.empty()) return absl::OkStatus();
   {
-    Unrecorded& u = UnrecordedLatches();
+    PathSet& u = UnrecordedLatches();
     absl::MutexLock lock(&u.mu);
     if (u.paths.contains(path_)) {
       return Stopped(path_, "an answer failed in this process and the file could not be written");
@@ -72,11 +95,17 @@ absl::Status FailureLatch::Check() const {
   // Not following a link, and not waiting on a FIFO: whatever is at the path holds a failure.
   const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0 && errno == ENOENT) {
-    // A latch that could never be written would never stop anything: its folder must exist.
+    // A latch that could never be written would stop nothing after a restart: its folder must
+    // exist and take new files.
     struct stat folder;
     if (stat(Folder(path_).c_str(), &folder) != 0 || !S_ISDIR(folder.st_mode)) {
       return absl::InvalidArgumentError(
           absl::StrCat("the failure latch ", path_, " is in no folder that exists"));
+    }
+    if (const int error = ProbeFolder(Folder(path_)); error != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("the failure latch ", path_,
+                                                     " could not be written in its folder (",
+                                                     ErrnoText(error), ")"));
     }
     return absl::OkStatus();
   }
@@ -119,7 +148,7 @@ absl::Status FailureLatch::Trip(const absl::Status& failure) const {
     }
   }
   if (error != 0) {
-    Unrecorded& u = UnrecordedLatches();
+    PathSet& u = UnrecordedLatches();
     absl::MutexLock lock(&u.mu);
     u.paths.insert(path_);
     return absl::Status(

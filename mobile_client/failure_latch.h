@@ -33,7 +33,8 @@ class FailureLatch {
   const std::string& path() const { return path_; }
 
   // OK while nothing is at the path (or the path is empty); INVALID_ARGUMENT if the path's folder
-  // does not exist (such a latch could never be written); FAILED_PRECONDITION naming the file and
+  // does not exist or takes no new file (such a latch could not be written: probed once per folder
+  // and process); FAILED_PRECONDITION naming the file and
   // the failure it records otherwise: whatever is at the path (a file, a link, a FIFO, one that
   // cannot be read), or a failure this process could not write there.
   absl::Status Check() const;

@@ -107,7 +107,8 @@ typedef struct veil_client_options {
    * tag (VEIL_ERR_DATA_LOSS) writes it, and while it exists connecting and every lookup of every
    * client given it return VEIL_ERR_FAILED_PRECONDITION. A server can make a lookup fail because
    * of the row asked for; give every client of the app the same path in its private storage, so
-   * that such a server learns one bit per installation, not one per client. Remove the file once
+   * that such a server learns one bit per installation, not one per client. Its folder must
+   * exist and take new files (else connecting is VEIL_ERR_INVALID_ARGUMENT). Remove the file once
    * the failure is reported and the deployment fixed. NULL: none. */
   const char* failure_latch_file;
 } veil_client_options;

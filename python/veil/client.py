@@ -5,7 +5,6 @@ one LWE PIR server (mobile_client/lwe_client.h), or pooled lookups from one bfv-
 from __future__ import annotations
 
 import os
-
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np

@@ -3,6 +3,7 @@
 // closed or says so.
 #include "mobile_client/failure_latch.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,6 +100,26 @@ TEST(FailureLatchTest, ALatchThatCannotBeWrittenStopsThisProcess) {
   const absl::Status s = FailureLatch(nowhere).Check();
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("the file could not be written"));
+}
+
+TEST(FailureLatchTest, AFolderThatTakesNoNewFileIsRefused) {
+  // /proc/self exists, but nobody, root included, can make a file there: before, the latch was
+  // accepted, and a failure it could not record stopped only the process that saw it.
+  const absl::Status refused = FailureLatch("/proc/self/veil-latch").Check();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(refused.message(),
+              HasSubstr("the failure latch /proc/self/veil-latch could not be written in its "
+                        "folder"));
+  // A writable folder is accepted, and the probe leaves nothing in it.
+  const std::string folder = testing::TempPath("latch_folder");
+  ASSERT_EQ(mkdir(folder.c_str(), 0700), 0);
+  EXPECT_TRUE(FailureLatch(folder + "/latch").Check().ok());
+  DIR* dir = opendir(folder.c_str());
+  ASSERT_NE(dir, nullptr);
+  int entries = 0;
+  while (readdir(dir) != nullptr) ++entries;
+  closedir(dir);
+  EXPECT_EQ(entries, 2) << "only . and ..";
 }
 
 }  // namespace
