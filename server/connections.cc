@@ -195,6 +195,7 @@ class RefusingService final : public rpc::VeilServer::Server {
 
 constexpr absl::Duration kRefusalGrace = absl::Seconds(2);
 constexpr uint32_t kMaxRefusing = 64;
+constexpr uint64_t kRefusalMessageWords = 8192;
 // Takeovers at the limit (connections.h): each address may take kTakeoverBurst places at once and
 // one more a second; the server as a whole max(kTakeoverBurst, max_connections / 16) at once and
 // max(1, max_connections / 64) a second. A client that looks up once a second into a full server
@@ -724,9 +725,11 @@ void Listener::Refuse(kj::Own<kj::AsyncIoStream> stream, const Peer& peer) {
     capnp::TwoPartyVatNetwork network;
     capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
   };
-  // A refused client's messages are bounded as a served one's (not by capnp's 64 MiB default).
+  // A refused client's messages are bounded far below a served one's (and capnp's 64 MiB default):
+  // the refusal answers a client's first call, `hello`; a larger one only closes the connection.
+  // So the refusals hold at most kMaxRefusing x 64 KiB of messages, outside max_buffered_bytes.
   capnp::ReaderOptions options;
-  options.traversalLimitInWords = limits_.HardMessageWords();
+  options.traversalLimitInWords = kRefusalMessageWords;
   // Over TLS the refusal is said after a handshake (the grace doubled, at most the handshake
   // timeout more), so that the client reads why instead of a failed handshake; kMaxRefusing
   // bounds these handshakes too.

@@ -233,6 +233,19 @@ TEST_F(LimitsTest, WhenEveryConnectionIsBusyANewOneIsToldSo) {
   EXPECT_THAT(client.status().message(), HasSubstr("connection limit"));
 }
 
+TEST_F(LimitsTest, ARefusedConnectionMayNotSendALargeMessage) {
+  // The refusal answers `hello`; a refused connection declaring a 1 MiB message is closed at once
+  // instead of being read (before: up to 2 x --max_message_bytes for each of 64 refusals, outside
+  // --max-buffered-bytes).
+  Start({"--max_connections=4", "--read_timeout_ms=30000"});
+  std::vector<RawSocket> busy;
+  for (int i = 0; i < 4; ++i) busy.push_back(Busy("127.0.0.1"));
+  absl::SleepFor(absl::Milliseconds(300));
+  RawSocket refused(server_[0]->port());
+  ASSERT_TRUE(refused.Send(PartialMessage(1 << 17, 100)));
+  EXPECT_TRUE(refused.ClosedByPeer(absl::Milliseconds(1500)));  // the refusal's grace is 2 s
+}
+
 TEST_F(LimitsTest, WhenEveryConnectionIsBusyANewTlsClientIsToldSoToo) {
   // Busy: each is in its TLS handshake. Before, the refusal was written in plaintext, and the
   // client saw its handshake fail.
