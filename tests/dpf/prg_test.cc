@@ -10,8 +10,8 @@
 
 #include "dpf/kernels.h"
 #include "dpf/prg_portable.h"
-#include "tests/dpf/aes_reference.h"
 #include "gtest/gtest.h"
+#include "tests/dpf/aes_reference.h"
 
 #ifdef VEIL_HAVE_OPENSSL
 #include <openssl/evp.h>
@@ -33,7 +33,8 @@ TEST(AesTest, Fips197AppendixC1) {
   const uint8_t cipher[16] = {0x69, 0xc4, 0xe0, 0xd8, 0x6a, 0x7b, 0x04, 0x30,
                               0xd8, 0xcd, 0xb7, 0x80, 0x70, 0xb4, 0xc5, 0x5a};
   AesRoundKeys rk = ExpandAesKey(key);
-  EXPECT_EQ(reference::AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)), BlockFromBytes(cipher));
+  EXPECT_EQ(reference::AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)),
+            BlockFromBytes(cipher));
 }
 
 TEST(AesTest, Fips197AppendixAKeyExpansion) {
@@ -54,7 +55,8 @@ TEST(AesTest, Fips197AppendixB) {
   const uint8_t cipher[16] = {0x39, 0x25, 0x84, 0x1d, 0x02, 0xdc, 0x09, 0xfb,
                               0xdc, 0x11, 0x85, 0x97, 0x19, 0x6a, 0x0b, 0x32};
   AesRoundKeys rk = ExpandAesKey(key);
-  EXPECT_EQ(reference::AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)), BlockFromBytes(cipher));
+  EXPECT_EQ(reference::AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)),
+            BlockFromBytes(cipher));
 }
 
 TEST(AesTest, FixedKeysAreTheDocumentedHashes) {
@@ -86,7 +88,8 @@ TEST(AesTest, MatchesOpenSslOnRandomInputs) {
     EVP_CIPHER_CTX_set_padding(ctx, 0);
     ASSERT_EQ(1, EVP_EncryptUpdate(ctx, expected, &len, plain, 16));
     AesRoundKeys rk = ExpandAesKey(key);
-    EXPECT_EQ(reference::AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)), BlockFromBytes(expected));
+    EXPECT_EQ(reference::AesEncrypt(kAesSbox, rk.bytes, BlockFromBytes(plain)),
+              BlockFromBytes(expected));
   }
   EVP_CIPHER_CTX_free(ctx);
 }
@@ -170,22 +173,28 @@ const StrombergsonVector kStrombergson128[] = {
      "8a7143d021978022a384141a80cea3062f41f67a752e66ad3411984c787e30ad"},
     {8, "00112233445566778899aabbccddeeff", "0f1e2d3c4b5a6978",
      "29560d280b4528400a8f4b795369fb3a01105599e9f1ed58279cfc9ece2dc5f9"
-     "9f1c2e52c98238f542a5c0a881d850b615d3acd9fbdb026e9368565da50e0d49", nullptr},
+     "9f1c2e52c98238f542a5c0a881d850b615d3acd9fbdb026e9368565da50e0d49",
+     nullptr},
     {12, "00112233445566778899aabbccddeeff", "0f1e2d3c4b5a6978",
      "5eddc2d9428fceeec50a52a964eae0ffb04b2de006a9b04cff368ffa921116b2"
-     "e8e264babd2efa0de43ef2e3b6d065e8f7c0a17837b0a40eb0e2c7a3742c8753", nullptr},
+     "e8e264babd2efa0de43ef2e3b6d065e8f7c0a17837b0a40eb0e2c7a3742c8753",
+     nullptr},
     {20, "00112233445566778899aabbccddeeff", "0f1e2d3c4b5a6978",
      "d1abf630467eb4f67f1cfb47cd626aae8afedbbe4ff8fc5fe9cfae307e74ed45"
-     "1f1404425ad2b54569d5f18148939971abb8fafc88ce4ac7fe1c3d1f7a1eb7ca", nullptr},
+     "1f1404425ad2b54569d5f18148939971abb8fafc88ce4ac7fe1c3d1f7a1eb7ca",
+     nullptr},
     {8, "c46ec1b18ce8a878725a37e780dfb735", "1ada31d5cf688221",
      "6a870108859f679118f3e205e2a56a6826ef5a60a4102ac8d4770059fcb7c7ba"
-     "e02f5ce004a6bfbbea53014dd82107c0aa1c7ce11b7d78f2d50bd3602bbd2594", nullptr},
+     "e02f5ce004a6bfbbea53014dd82107c0aa1c7ce11b7d78f2d50bd3602bbd2594",
+     nullptr},
     {12, "c46ec1b18ce8a878725a37e780dfb735", "1ada31d5cf688221",
      "b02bd81eb55c8f68b5e9ca4e307079bc225bd22007eddc6702801820709ce098"
-     "07046a0d2aa552bfdbb49466176d56e32d519e10f5ad5f2746e241e09bdf9959", nullptr},
+     "07046a0d2aa552bfdbb49466176d56e32d519e10f5ad5f2746e241e09bdf9959",
+     nullptr},
     {20, "c46ec1b18ce8a878725a37e780dfb735", "1ada31d5cf688221",
      "826abdd84460e2e9349f0ef4af5b179b426e4b2d109a9c5bb44000ae51bea90a"
-     "496beeef62a76850ff3f0402c4ddc99f6db07f151c1c0dfac2e56565d6289625", nullptr},
+     "496beeef62a76850ff3f0402c4ddc99f6db07f151c1c0dfac2e56565d6289625",
+     nullptr},
 };
 
 TEST(ChaChaTest, SeedStateIsTheSixteenByteKeyForm) {
@@ -204,7 +213,9 @@ TEST(ChaChaTest, SeedStateIsTheSixteenByteKeyForm) {
 TEST(ChaChaTest, NodeExpansionIsTheSeedsKeystreamOnEveryIsa) {
   for (const StrombergsonVector& v : kStrombergson128) {
     if (v.block1 == nullptr) continue;
-    const Prg prg = v.rounds == 8 ? Prg::kChaCha8 : v.rounds == 12 ? Prg::kChaCha12 : Prg::kChaCha20;
+    const Prg prg = v.rounds == 8    ? Prg::kChaCha8
+                    : v.rounds == 12 ? Prg::kChaCha12
+                                     : Prg::kChaCha20;
     const std::vector<uint8_t> block0 = FromHex(v.block0), block1 = FromHex(v.block1);
     for (Isa isa : AvailableIsas()) {
       const Kernels& kernels = KernelsFor(isa);
@@ -301,18 +312,16 @@ TEST_P(KernelEquivalenceTest, ExpandConvertAndMacMatchPortable) {
           for (auto& w : final_cw) w = static_cast<uint32_t>(rng());
           for (bool party1 : {false, true}) {
             std::vector<uint32_t> va(n * words), vb(n * words);
-            fast.convert_leaves(prg, parents.data(), n, words, output, party1, final_cw,
-                                va.data());
-            ref.convert_leaves(prg, parents.data(), n, words, output, party1, final_cw,
-                               vb.data());
+            fast.convert_leaves(prg, parents.data(), n, words, output, party1, final_cw, va.data());
+            ref.convert_leaves(prg, parents.data(), n, words, output, party1, final_cw, vb.data());
             ASSERT_EQ(va, vb) << "convert prg " << int(prg) << " n " << n << " words " << words;
           }
         }
       }
     }
   }
-  for (uint32_t row_words : {1u, 3u, 16u, 17u, 40u}) {
-    for (int keys : {1, 3, 8, 9, 20}) {
+  for (uint32_t row_words : {1u, 3u, 8u, 16u, 17u, 25u, 40u}) {
+    for (int keys : {1, 2, 3, 4, 7, 8, 9, 20}) {
       const size_t nrows = 100;
       const uint64_t stride = row_words + (rng() % 3);
       std::vector<uint32_t> table(nrows * stride);
@@ -323,13 +332,33 @@ TEST_P(KernelEquivalenceTest, ExpandConvertAndMacMatchPortable) {
         for (auto& w : v) w = static_cast<uint32_t>(rng());
         yp.push_back(v.data());
       }
+      // Every set's kernels (they share their blocking) against the definition, written out.
       std::vector<uint32_t> acc_a(keys * row_words, 7), acc_b(keys * row_words, 7);
+      std::vector<uint32_t> want_add(keys * row_words, 7);
+      for (int k = 0; k < keys; ++k) {
+        for (size_t r = 0; r < nrows; ++r) {
+          for (uint32_t j = 0; j < row_words; ++j) {
+            want_add[k * row_words + j] += y[k][r] * table[r * stride + j];
+          }
+        }
+      }
+      std::vector<uint32_t> want_xor = want_add;
+      for (int k = 0; k < keys; ++k) {
+        for (size_t r = 0; r < nrows; ++r) {
+          if (((y[k][r / 32] >> (r % 32)) & 1) == 0) continue;
+          for (uint32_t j = 0; j < row_words; ++j) {
+            want_xor[k * row_words + j] ^= table[r * stride + j];
+          }
+        }
+      }
       fast.mac_add(yp.data(), keys, table.data(), stride, nrows, row_words, acc_a.data());
       ref.mac_add(yp.data(), keys, table.data(), stride, nrows, row_words, acc_b.data());
-      ASSERT_EQ(acc_a, acc_b) << "mac_add words " << row_words << " keys " << keys;
+      ASSERT_EQ(acc_a, want_add) << "mac_add words " << row_words << " keys " << keys;
+      ASSERT_EQ(acc_b, want_add) << "mac_add words " << row_words << " keys " << keys;
       fast.mac_xor(yp.data(), keys, table.data(), stride, nrows, row_words, acc_a.data());
       ref.mac_xor(yp.data(), keys, table.data(), stride, nrows, row_words, acc_b.data());
-      ASSERT_EQ(acc_a, acc_b) << "mac_xor words " << row_words << " keys " << keys;
+      ASSERT_EQ(acc_a, want_xor) << "mac_xor words " << row_words << " keys " << keys;
+      ASSERT_EQ(acc_b, want_xor) << "mac_xor words " << row_words << " keys " << keys;
     }
   }
 }
