@@ -40,15 +40,45 @@ namespace {
 }
 
 // Eight words: GCC's vector type (one AVX2 register; two SSE ones in the portable build), loaded
-// and stored at any word's alignment, aliasing the table's and the sums' words.
+// and stored at any word's alignment, aliasing the table's and the sums' words. Passed by
+// reference only (by value, its ABI differs between builds with and without AVX), and only to
+// locals: a template's deduced type drops the typedef's alignment.
 typedef uint32_t U32x8 __attribute__((vector_size(32), aligned(4), may_alias));
+
+// sum += y * word, for words and vectors of them.
+struct AddOp {
+  static uint32_t Scalar(const uint32_t* yk, size_t r) { return yk[r]; }
+  template <class T>
+  static void Step(T& sum, uint32_t v, const T& word) {
+    sum += v * word;
+  }
+  template <class T>
+  static void Combine(T& acc, const T& sum) {
+    acc += sum;
+  }
+};
+
+// sum ^= word if bit r of y is set (a mask of all ones or none), for words and vectors of them.
+struct XorOp {
+  static uint32_t Scalar(const uint32_t* yk, size_t r) {
+    return 0u - ((yk[r / 32] >> (r % 32)) & 1);
+  }
+  template <class T>
+  static void Step(T& sum, uint32_t mask, const T& word) {
+    sum ^= mask & word;
+  }
+  template <class T>
+  static void Combine(T& acc, const T& sum) {
+    acc ^= sum;
+  }
+};
 
 // Sums K keys x 8V words in locals over all rows, then adds them to acc[k * acc_stride + j]: the
 // sums stay in registers (summed in memory, each row waited on the previous row's store) and each
-// row is read once for K keys. Op's operator() is the accumulation, Combine the final add.
+// row is read once for K keys.
 template <int K, int V, class Op>
 inline void MacBlock(const uint32_t* const* y, const uint32_t* rows, uint64_t stride, size_t nrows,
-                     uint32_t* acc, uint32_t acc_stride, Op op) {
+                     uint32_t* acc, uint32_t acc_stride) {
   U32x8 a[K][V];
 #pragma GCC unroll 16
   for (int k = 0; k < K; ++k) {
@@ -59,94 +89,77 @@ inline void MacBlock(const uint32_t* const* y, const uint32_t* rows, uint64_t st
     const U32x8* words = reinterpret_cast<const U32x8*>(rows + r * stride);
 #pragma GCC unroll 16
     for (int k = 0; k < K; ++k) {
-      const uint32_t s = op.Scalar(y[k], r);
+      const uint32_t s = Op::Scalar(y[k], r);
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) a[k][v] = op(a[k][v], s, words[v]);
+      for (int v = 0; v < V; ++v) {
+        const U32x8 word = words[v];  // loaded here: a reference would lose the word alignment
+        Op::Step(a[k][v], s, word);
+      }
     }
   }
 #pragma GCC unroll 16
   for (int k = 0; k < K; ++k) {
     U32x8* out = reinterpret_cast<U32x8*>(acc + size_t(k) * acc_stride);
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) out[v] = op.Combine(out[v], a[k][v]);
+    for (int v = 0; v < V; ++v) {
+      U32x8 sum = out[v];
+      Op::Combine(sum, a[k][v]);
+      out[v] = sum;
+    }
   }
 }
 
 // The same for one column.
 template <int K, class Op>
 inline void MacColumn(const uint32_t* const* y, const uint32_t* rows, uint64_t stride, size_t nrows,
-                      uint32_t* acc, uint32_t acc_stride, Op op) {
+                      uint32_t* acc, uint32_t acc_stride) {
   uint32_t a[K] = {};
   for (size_t r = 0; r < nrows; ++r) {
-    for (int k = 0; k < K; ++k) a[k] = op(a[k], op.Scalar(y[k], r), rows[r * stride]);
+    for (int k = 0; k < K; ++k) Op::Step(a[k], Op::Scalar(y[k], r), rows[r * stride]);
   }
-  for (int k = 0; k < K; ++k)
-    acc[size_t(k) * acc_stride] = op.Combine(acc[size_t(k) * acc_stride], a[k]);
+  for (int k = 0; k < K; ++k) Op::Combine(acc[size_t(k) * acc_stride], a[k]);
 }
 
 // The columns of K keys: blocks of 16 and 8 words, then one word at a time.
 template <int K, class Op>
 inline void MacColumns(const uint32_t* const* y, const uint32_t* rows, uint64_t stride,
-                       size_t nrows, uint32_t row_words, uint32_t* acc, Op op) {
+                       size_t nrows, uint32_t row_words, uint32_t* acc) {
   uint32_t c = 0;
-  for (; c + 16 <= row_words; c += 16)
-    MacBlock<K, 2>(y, rows + c, stride, nrows, acc + c, row_words, op);
-  for (; c + 8 <= row_words; c += 8)
-    MacBlock<K, 1>(y, rows + c, stride, nrows, acc + c, row_words, op);
-  for (; c < row_words; ++c) MacColumn<K>(y, rows + c, stride, nrows, acc + c, row_words, op);
+  for (; c + 16 <= row_words; c += 16) {
+    MacBlock<K, 2, Op>(y, rows + c, stride, nrows, acc + c, row_words);
+  }
+  for (; c + 8 <= row_words; c += 8) {
+    MacBlock<K, 1, Op>(y, rows + c, stride, nrows, acc + c, row_words);
+  }
+  for (; c < row_words; ++c) MacColumn<K, Op>(y, rows + c, stride, nrows, acc + c, row_words);
 }
 
 // Keys four at a time (8 AVX2 registers of sums at 16 words), the rest two and one at a time.
 template <class Op>
 inline void Mac(const uint32_t* const* y, int keys, const uint32_t* rows, uint64_t stride,
-                size_t nrows, uint32_t row_words, uint32_t* acc, Op op) {
+                size_t nrows, uint32_t row_words, uint32_t* acc) {
   int k = 0;
-  for (; k + 4 <= keys; k += 4)
-    MacColumns<4>(y + k, rows, stride, nrows, row_words, acc + size_t(k) * row_words, op);
-  for (; k + 2 <= keys; k += 2)
-    MacColumns<2>(y + k, rows, stride, nrows, row_words, acc + size_t(k) * row_words, op);
-  for (; k < keys; ++k)
-    MacColumns<1>(y + k, rows, stride, nrows, row_words, acc + size_t(k) * row_words, op);
+  for (; k + 4 <= keys; k += 4) {
+    MacColumns<4, Op>(y + k, rows, stride, nrows, row_words, acc + size_t(k) * row_words);
+  }
+  for (; k + 2 <= keys; k += 2) {
+    MacColumns<2, Op>(y + k, rows, stride, nrows, row_words, acc + size_t(k) * row_words);
+  }
+  for (; k < keys; ++k) {
+    MacColumns<1, Op>(y + k, rows, stride, nrows, row_words, acc + size_t(k) * row_words);
+  }
 }
-
-// sum + y * word, for scalars and vectors.
-struct AddOp {
-  static uint32_t Scalar(const uint32_t* yk, size_t r) { return yk[r]; }
-  template <class T>
-  T operator()(T sum, uint32_t v, T word) const {
-    return sum + v * word;
-  }
-  template <class T>
-  static T Combine(T acc, T sum) {
-    return acc + sum;
-  }
-};
-
-// sum ^ (word if bit r of y is set), for scalars and vectors.
-struct XorOp {
-  static uint32_t Scalar(const uint32_t* yk, size_t r) {
-    return 0u - ((yk[r / 32] >> (r % 32)) & 1);
-  }
-  template <class T>
-  T operator()(T sum, uint32_t mask, T word) const {
-    return sum ^ (mask & word);
-  }
-  template <class T>
-  static T Combine(T acc, T sum) {
-    return acc ^ sum;
-  }
-};
 
 [[maybe_unused]] void GenericMacAdd(const uint32_t* const* y, int keys, const uint32_t* rows,
                                     uint64_t stride, size_t nrows, uint32_t row_words,
                                     uint32_t* acc) {
-  Mac(y, keys, rows, stride, nrows, row_words, acc, AddOp{});
+  Mac<AddOp>(y, keys, rows, stride, nrows, row_words, acc);
 }
 
 [[maybe_unused]] void GenericMacXor(const uint32_t* const* y, int keys, const uint32_t* rows,
                                     uint64_t stride, size_t nrows, uint32_t row_words,
                                     uint32_t* acc) {
-  Mac(y, keys, rows, stride, nrows, row_words, acc, XorOp{});
+  Mac<XorOp>(y, keys, rows, stride, nrows, row_words, acc);
 }
 
 }  // namespace
