@@ -97,12 +97,13 @@ absl::Status FailureLatch::Check() const {
   if (fd < 0 && errno == ENOENT) {
     // A latch that could never be written would stop nothing after a restart: its folder must
     // exist and take new files.
-    struct stat folder;
-    if (stat(Folder(path_).c_str(), &folder) != 0 || !S_ISDIR(folder.st_mode)) {
+    const std::string folder = Folder(path_);
+    struct stat info;
+    if (stat(folder.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
       return absl::InvalidArgumentError(
           absl::StrCat("the failure latch ", path_, " is in no folder that exists"));
     }
-    if (const int error = ProbeFolder(Folder(path_)); error != 0) {
+    if (const int error = ProbeFolder(folder); error != 0) {
       return absl::InvalidArgumentError(absl::StrCat("the failure latch ", path_,
                                                      " could not be written in its folder (",
                                                      ErrnoText(error), ")"));
