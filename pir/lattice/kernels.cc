@@ -15,6 +15,7 @@ namespace veil::lattice {
 namespace {
 
 struct CpuFeatures {
+  bool avx2 = false;    // the int32 kernels at 8 lanes (kernels_avx2.cc)
   bool avx512 = false;  // F + BW (byte widening and byte compares)
   bool vnni = false;    // AVX512_VNNI (vpdpbusd)
 };
@@ -30,6 +31,7 @@ CpuFeatures DetectCpu() {
   __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
   const bool zmm_state = (xcr0_lo & 0xe6) == 0xe6;
   __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = (xcr0_lo & 0x6) == 0x6 && ((b >> 5) & 1);
   f.avx512 = zmm_state && ((b >> 16) & 1) && ((b >> 30) & 1);
   f.vnni = f.avx512 && ((c >> 11) & 1);
   return f;
@@ -42,12 +44,21 @@ bool CpuRuns(ProductKernel kernel) {
       return true;
     case ProductKernel::kInt32Rows:
     case ProductKernel::kInt32Lanes:
-      return cpu.avx512;
+      return cpu.avx512 || cpu.avx2;
     case ProductKernel::kPlanesRows:
     case ProductKernel::kPlanesLanes:
       return cpu.vnni;
   }
   return false;
+}
+
+std::atomic<bool> avx2_int32_for_testing{false};
+
+// The int32 form for this CPU: AVX-512 where it has it, else AVX2 (CpuRuns checked first).
+internal::RowRangeKernel Int32Kernel(bool lanes) {
+  const bool avx512 = internal::CpuHasAvx512() && !avx2_int32_for_testing.load();
+  if (lanes) return avx512 ? internal::Int32Lanes : internal::Int32LanesAvx2;
+  return avx512 ? internal::Int32Rows : internal::Int32RowsAvx2;
 }
 
 constexpr ProductKernel kAllKernels[] = {ProductKernel::kReference, ProductKernel::kInt32Rows,
@@ -147,6 +158,13 @@ ProductKernel MeasureFastest(int batch) {
 
 }  // namespace
 
+bool internal::CpuHasAvx512() {
+  static const bool avx512 = DetectCpu().avx512;
+  return avx512;
+}
+
+void internal::UseAvx2Int32ForTesting(bool avx2) { avx2_int32_for_testing = avx2; }
+
 std::string_view ProductKernelName(ProductKernel kernel) {
   switch (kernel) {
     case ProductKernel::kReference:
@@ -225,8 +243,7 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
   }
   prepared.words = word_buffer.data();
   prepared.planes = plane_buffer.data();
-  internal::RowRangeKernel run = internal::Int32Rows;
-  if (kernel == ProductKernel::kInt32Lanes) run = internal::Int32Lanes;
+  internal::RowRangeKernel run = Int32Kernel(/*lanes=*/kernel == ProductKernel::kInt32Lanes);
   if (kernel == ProductKernel::kPlanesRows) run = internal::PlanesRows;
   if (kernel == ProductKernel::kPlanesLanes) run = internal::PlanesLanes;
   ForRowSlices(db.rows, threads, [&](uint64_t begin, uint64_t end) {
@@ -271,15 +288,16 @@ absl::Status MultiplyBytesByMatrix(const ByteMatrixView& db, absl::Span<const ui
   prepared.group_stride = 32;
   prepared.col_stride = n;
   prepared.words = a.data();
+  const internal::RowRangeKernel run = Int32Kernel(/*lanes=*/true);
   ForRowSlices(db.rows, threads, [&](uint64_t begin, uint64_t end) {
-    if (begin < end) internal::Int32Lanes(db, prepared, begin, end, out.data(), out_stride);
+    if (begin < end) run(db, prepared, begin, end, out.data(), out_stride);
   });
   return absl::OkStatus();
 }
 
 void MultiplyWords(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,
                    uint64_t nvectors, uint32_t* out, uint64_t out_stride) {
-  if (n % 16 == 0 && CpuRuns(ProductKernel::kInt32Rows)) {
+  if (n % 16 == 0 && internal::CpuHasAvx512()) {
     internal::MultiplyWordsAvx512(rows, count, n, vectors, nvectors, out, out_stride);
     return;
   }

@@ -8,6 +8,9 @@
 //   int32-lanes   AVX-512F: lanes hold 16 queries (the query vectors transposed), each database
 //                 byte broadcast (vpmulld with a {1to16} memory operand) to 12 rows x 32 queries
 //                 of register accumulators. For large batches (the GEMM).
+//                 On a CPU with AVX2 but no AVX-512 both int32 forms run at 8 lanes a vector
+//                 (kernels_avx2.cc: 4 rows x 8 words; 2 rows x 16 or 32 queries): such a server
+//                 computes neither its answers nor its hint with the reference.
 //   planes-rows   AVX-512 VNNI (VIPIR's byte planes): each query word is four base-256 digits,
 //   planes-lanes  y = sum_p 2^(8p) byte_p(y), and the product is sum_p 2^(8p) (DB . plane_p): four
 //                 u8 x s8 products, vpdpbusd doing 64 byte multiply-adds (query digits unsigned,
@@ -126,6 +129,18 @@ void PlanesRows(const ByteMatrixView&, const PreparedQueries&, uint64_t, uint64_
                 uint64_t);
 void PlanesLanes(const ByteMatrixView&, const PreparedQueries&, uint64_t, uint64_t, uint32_t*,
                  uint64_t);
+// The int32 forms on CPUs with AVX2 but no AVX-512 (kernels_avx2.cc): the same prepared queries
+// and bits.
+void Int32RowsAvx2(const ByteMatrixView&, const PreparedQueries&, uint64_t, uint64_t, uint32_t*,
+                   uint64_t);
+void Int32LanesAvx2(const ByteMatrixView&, const PreparedQueries&, uint64_t, uint64_t, uint32_t*,
+                    uint64_t);
+// Whether this CPU (and its OS) runs AVX-512 F + BW: the AVX-512 forms, MultiplyWordsAvx512
+// and the roofline's AVX-512 micro-kernels.
+bool CpuHasAvx512();
+// Tests: the int32 forms in their AVX2 version even where AVX-512 is present (every CPU that
+// runs the int32 forms has AVX2), so that both versions are checked on such a CPU.
+void UseAvx2Int32ForTesting(bool avx2);
 // MultiplyWords on AVX-512; n a multiple of 16.
 void MultiplyWordsAvx512(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,
                          uint64_t nvectors, uint32_t* out, uint64_t out_stride);

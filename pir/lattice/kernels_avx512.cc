@@ -11,6 +11,7 @@ namespace {
 
 // Rows form: 16 bytes of each of 4 rows sign-extended (vpmovsxbd) times the same 16 query words.
 struct Int32RowsStep {
+  using Acc = Lanes;
   const PreparedQueries& q;
   uint64_t width;  // of the prepared query rows and planes
 

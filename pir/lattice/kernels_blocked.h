@@ -1,7 +1,8 @@
-// The loop structures the AVX-512 kernels share (included by kernels_avx512.cc and
-// kernels_vnni.cc, each compiled for its own instruction set). A kernel supplies only its inner
-// step; rows past the end of a range are read as copies of its last row (their sums are computed
-// and dropped), so every step runs at its full block size.
+// The loop structures the vector kernels share (included by kernels_avx512.cc, kernels_vnni.cc
+// and kernels_avx2.cc, each compiled for its own instruction set; the helpers of a vector width
+// exist only where the file's instruction set has it). A kernel supplies only its inner step and
+// its partial sum's type (Step::Acc); rows past the end of a range are read as copies of its last
+// row (their sums are computed and dropped), so every step runs at its full block size.
 #ifndef VEIL_PIR_LATTICE_KERNELS_BLOCKED_H_
 #define VEIL_PIR_LATTICE_KERNELS_BLOCKED_H_
 
@@ -9,26 +10,45 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "pir/lattice/kernels.h"
 
 namespace veil::lattice::internal {
 
-// One 512-bit partial sum (a struct, so that a vector of them keeps the type's alignment).
+// The sum of `n` 32-bit lanes mod 2^32 (GCC's _mm512_reduce_add_epi32 adds in signed int, which
+// overflows: undefined behaviour that UBSan reports).
+inline uint32_t SumWords(const void* lanes, int n) {
+  uint32_t w[16];
+  std::memcpy(w, lanes, 4 * n);
+  uint32_t sum = 0;
+  for (int i = 0; i < n; ++i) sum += w[i];
+  return sum;
+}
+
+// One vector partial sum (a struct, so that a std::vector of them keeps the type's alignment),
+// its lanes' sum and sums[l] += its lanes: 16 lanes on AVX-512, 8 on AVX2.
+#ifdef __AVX512F__
 struct alignas(64) Lanes {
   __m512i v;
 };
-
-// The sum of the 16 lanes mod 2^32 (GCC's _mm512_reduce_add_epi32 adds in signed int, which
-// overflows: undefined behaviour that UBSan reports).
-inline uint32_t SumLanes(__m512i v) {
-  alignas(64) uint32_t w[16];
-  _mm512_store_si512(w, v);
-  uint32_t sum = 0;
-  for (uint32_t x : w) sum += x;
-  return sum;
+inline uint32_t SumLanes(__m512i v) { return SumWords(&v, 16); }
+inline void AddLanes(uint32_t* sums, __m512i v) {
+  _mm512_storeu_si512(sums, _mm512_add_epi32(_mm512_loadu_si512(sums), v));
 }
+#endif
+
+#ifdef __AVX2__
+struct alignas(32) Lanes8 {
+  __m256i v;
+};
+inline uint32_t SumLanes(__m256i v) { return SumWords(&v, 8); }
+inline void AddLanes(uint32_t* sums, __m256i v) {
+  __m256i* at = reinterpret_cast<__m256i*>(sums);
+  _mm256_storeu_si256(at, _mm256_add_epi32(_mm256_loadu_si256(at), v));
+}
+#endif
 
 // Pointers to rows r0 .. r0 + count - 1, repeating the last row of [.., row_end).
 template <int kCount>
@@ -60,12 +80,13 @@ inline void PrefetchRows(const int8_t* const* rows, uint64_t at) {
 template <class Step>
 void RowsProduct(const ByteMatrixView& db, int batch, uint64_t row_begin, uint64_t row_end,
                  uint32_t* out, uint64_t out_stride, const Step& step) {
-  std::vector<Lanes> partial(static_cast<size_t>(batch) * kRowsBlock);
+  using Acc = typename Step::Acc;
+  std::vector<Acc> partial(static_cast<size_t>(batch) * kRowsBlock);
   const uint64_t width = AlignedStride(db.cols);
   for (uint64_t r0 = row_begin; r0 < row_end; r0 += kRowsBlock) {
     const int8_t* rows[kRowsBlock];
     RowPointers(db, r0, row_end, rows);
-    std::fill(partial.begin(), partial.end(), Lanes{_mm512_setzero_si512()});
+    std::fill(partial.begin(), partial.end(), Acc{});
     for (uint64_t c0 = 0; c0 < width; c0 += kRowsChunkBytes) {
       const uint64_t len = std::min(kRowsChunkBytes, width - c0);
       for (int b = 0; b < batch; ++b) step(rows, b, c0, len, partial.data() + b * kRowsBlock);
@@ -119,11 +140,6 @@ void LanesProduct(const ByteMatrixView& db, const PreparedQueries& q, uint64_t r
       }
     }
   }
-}
-
-// sums[l] += lanes of v (16 words).
-inline void AddLanes(uint32_t* sums, __m512i v) {
-  _mm512_storeu_si512(sums, _mm512_add_epi32(_mm512_loadu_si512(sums), v));
 }
 
 }  // namespace veil::lattice::internal

@@ -19,6 +19,7 @@ __m512i CombinePlanes(const __m512i (&sum)[4]) {
 
 // Rows form: 64 columns of 4 rows against the 4 digit planes of one query, 16 accumulators.
 struct PlanesRowsStep {
+  using Acc = Lanes;
   const PreparedQueries& q;
   uint64_t width;  // of the prepared query rows and planes
 

@@ -40,7 +40,7 @@ ReadStream::ReadStream(int threads, uint64_t bytes)
 
 double ReadStream::Seconds() const {
   std::atomic<uint64_t> sink{0};
-  const bool avx512 = Has(ProductKernel::kInt32Rows);
+  const bool avx512 = internal::CpuHasAvx512();
   const uint64_t slice = buffer_.size() / threads_;
   return FastestParallel(threads_, 1, [&](int t) {
     const uint8_t* p = buffer_.data() + t * slice;
@@ -61,15 +61,18 @@ CpuCeilings MeasureCpuCeilings(int threads, uint64_t read_bytes) {
   CpuCeilings c;
   c.threads = threads;
   std::atomic<uint64_t> sink{0};
-  const bool avx512 = Has(ProductKernel::kInt32Rows);
   const ReadStream stream(threads, read_bytes);
   double fastest = stream.Seconds();
   for (int rep = 1; rep < 5; ++rep) fastest = std::min(fastest, stream.Seconds());
   c.mem_read_bytes_per_s = static_cast<double>(stream.bytes()) / fastest;
   constexpr uint64_t kIters = 1 << 22;  // 12 or 24 operations each: ~0.05 s
-  if (avx512) {
+  if (internal::CpuHasAvx512()) {
     c.int32_mac_per_s = 12.0 * 16 * kIters * threads / FastestParallel(threads, 3, [&](int) {
                           sink += internal::Int32MacLoop(kIters);
+                        });
+  } else if (Has(ProductKernel::kInt32Rows)) {
+    c.int32_mac_per_s = 6.0 * 8 * kIters * threads / FastestParallel(threads, 3, [&](int) {
+                          sink += internal::Int32MacLoopAvx2(kIters);
                         });
   }
   if (Has(ProductKernel::kPlanesRows)) {

@@ -13,7 +13,7 @@ struct CpuCeilings {
   int threads = 1;
   // Streaming 512-bit (portable: 64-bit) loads over a buffer far beyond the caches.
   double mem_read_bytes_per_s = 0;
-  // vpmulld + vpaddd on register operands, 16 lanes (0 without AVX-512).
+  // vpmulld + vpaddd on register operands, 16 lanes (8 on AVX2 without AVX-512; 0 without AVX2).
   double int32_mac_per_s = 0;
   // vpdpbusd on register operands: byte multiply-adds (0 without AVX-512 VNNI).
   double vnni_byte_mac_per_s = 0;
@@ -49,6 +49,8 @@ namespace internal {
 // The micro-kernels (kernels_avx512.cc, kernels_vnni.cc): `iters` iterations of 12 (int32) or
 // 24 (VNNI) independent operations; the result only defeats dead-code elimination.
 uint32_t Int32MacLoop(uint64_t iters);
+// Int32MacLoop at 8 lanes (kernels_avx2.cc): 6 operations an iteration.
+uint32_t Int32MacLoopAvx2(uint64_t iters);
 uint32_t VnniLoop(uint64_t iters);
 // XOR of all 64-bit words of [data, data + bytes), bytes a multiple of 256.
 uint64_t ReadAvx512(const uint8_t* data, uint64_t bytes);

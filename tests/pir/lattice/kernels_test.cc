@@ -24,8 +24,19 @@ uint32_t Expected(const ByteMatrixView& m, const std::vector<uint32_t>& q, int b
   return sum;
 }
 
+// The versions of the int32 forms this CPU runs: its own, and where it has AVX-512 the AVX2 one
+// too (internal::UseAvx2Int32ForTesting). Restores the CPU's own at scope exit.
+class Int32Versions {
+ public:
+  ~Int32Versions() { internal::UseAvx2Int32ForTesting(false); }
+  std::vector<bool> avx2_forced() const {
+    return internal::CpuHasAvx512() ? std::vector<bool>{false, true} : std::vector<bool>{false};
+  }
+};
+
 TEST(ProductKernelTest, EveryKernelEqualsTheDefinition) {
   std::mt19937_64 gen(testing::TestSeed("lattice_kernels_test"));
+  const Int32Versions versions;
   struct Case {
     uint64_t rows, cols;
     int batch;
@@ -47,22 +58,25 @@ TEST(ProductKernelTest, EveryKernelEqualsTheDefinition) {
     if (!q.empty()) q[0] = 0xffffffffu;
     if (q.size() > 1) q[1] = 0x80808080u;
     for (ProductKernel kernel : AvailableProductKernels()) {
-      for (int threads : {1, 3}) {
-        const uint64_t out_stride = c.rows + 5;
-        std::vector<uint32_t> out(c.batch * out_stride, 0xdeadbeef);
-        ASSERT_TRUE(
-            MultiplyBytes(m.view, q, c.batch, absl::MakeSpan(out), out_stride, threads, kernel)
-                .ok());
-        for (int b = 0; b < c.batch; ++b) {
-          for (uint64_t r = 0; r < c.rows; ++r) {
-            ASSERT_EQ(out[b * out_stride + r], Expected(m.view, q, b, r))
-                << ProductKernelName(kernel) << " rows " << c.rows << " cols " << c.cols
-                << " batch " << c.batch << " threads " << threads << " at (" << b << ", " << r
-                << ")";
-          }
-          // The gap between answers is not written.
-          for (uint64_t r = c.rows; r < out_stride && b + 1 < c.batch; ++r) {
-            ASSERT_EQ(out[b * out_stride + r], 0xdeadbeefu);
+      for (bool avx2 : versions.avx2_forced()) {
+        internal::UseAvx2Int32ForTesting(avx2);
+        for (int threads : {1, 3}) {
+          const uint64_t out_stride = c.rows + 5;
+          std::vector<uint32_t> out(c.batch * out_stride, 0xdeadbeef);
+          ASSERT_TRUE(
+              MultiplyBytes(m.view, q, c.batch, absl::MakeSpan(out), out_stride, threads, kernel)
+                  .ok());
+          for (int b = 0; b < c.batch; ++b) {
+            for (uint64_t r = 0; r < c.rows; ++r) {
+              ASSERT_EQ(out[b * out_stride + r], Expected(m.view, q, b, r))
+                  << ProductKernelName(kernel) << " rows " << c.rows << " cols " << c.cols
+                  << " batch " << c.batch << " threads " << threads << " avx2 forced " << avx2
+                  << " at (" << b << ", " << r << ")";
+            }
+            // The gap between answers is not written.
+            for (uint64_t r = c.rows; r < out_stride && b + 1 < c.batch; ++r) {
+              ASSERT_EQ(out[b * out_stride + r], 0xdeadbeefu);
+            }
           }
         }
       }
@@ -88,6 +102,51 @@ TEST(ProductKernelTest, ColumnSliceViewsMultiplyOnlyTheirColumns) {
       }
     }
   }
+}
+
+// The hint's product (db times the n columns of a row-major matrix), in every version of the
+// int32 lanes form this CPU runs, against the definition, on awkward shapes and column slices.
+TEST(ProductKernelTest, ByMatrixEqualsTheDefinition) {
+  std::mt19937_64 gen(testing::TestSeed("lattice_kernels_test"));
+  const Int32Versions versions;
+  struct Case {
+    uint64_t rows, cols, n;
+  };
+  for (const Case& c : {Case{1, 1, 32}, Case{5, 63, 32}, Case{49, 65, 64}, Case{30, 1030, 96},
+                        Case{7, 2100, 1280}}) {
+    const Matrix m(c.rows, c.cols, gen);
+    const uint64_t width = AlignedStride(c.cols);
+    std::vector<uint32_t> a(width * c.n, 0);
+    for (uint64_t i = 0; i < c.cols * c.n; ++i) a[i] = static_cast<uint32_t>(gen());
+    a[0] = 0xffffffffu;
+    for (bool avx2 : versions.avx2_forced()) {
+      internal::UseAvx2Int32ForTesting(avx2);
+      for (int threads : {1, 2}) {
+        const uint64_t out_stride = c.rows + 3;
+        std::vector<uint32_t> out(c.n * out_stride, 0xdeadbeef);
+        ASSERT_TRUE(
+            MultiplyBytesByMatrix(m.view, a, c.n, absl::MakeSpan(out), out_stride, threads).ok());
+        for (uint64_t k = 0; k < c.n; ++k) {
+          for (uint64_t r = 0; r < c.rows; ++r) {
+            uint32_t expected = 0;
+            for (uint64_t col = 0; col < c.cols; ++col) {
+              expected += static_cast<uint32_t>(static_cast<int32_t>(m.view.row(r)[col])) *
+                          a[col * c.n + k];
+            }
+            ASSERT_EQ(out[k * out_stride + r], expected)
+                << "rows " << c.rows << " cols " << c.cols << " n " << c.n << " threads " << threads
+                << " avx2 forced " << avx2 << " at (" << k << ", " << r << ")";
+          }
+        }
+      }
+    }
+  }
+  std::vector<uint32_t> out(32);
+  const Matrix m(1, 10, gen);
+  EXPECT_EQ(
+      MultiplyBytesByMatrix(m.view, std::vector<uint32_t>(64 * 31), 31, absl::MakeSpan(out), 1, 1)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ProductKernelTest, AutomaticChoiceIsAnAvailableKernel) {

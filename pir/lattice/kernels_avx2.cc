@@ -1,0 +1,107 @@
+// The 32-bit multiply-add kernels for CPUs with AVX2 but no AVX-512 (compiled with -mavx2): the
+// rows and lanes forms of kernels_avx512.cc at 8 lanes a vector, on the same prepared queries
+// (kernels.h), so that such a CPU neither answers nor computes a hint with the reference loop.
+#include <immintrin.h>
+
+#include "pir/lattice/kernels.h"
+#include "pir/lattice/kernels_blocked.h"
+#include "pir/lattice/roofline.h"
+
+namespace veil::lattice::internal {
+namespace {
+
+__m256i Widen8(const int8_t* bytes) {
+  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+}
+
+// Rows form: 8 bytes of each of 4 rows sign-extended (vpmovsxbd) times the same 8 query words.
+struct Int32RowsStep {
+  using Acc = Lanes8;
+  const PreparedQueries& q;
+  uint64_t width;  // of the prepared query rows
+
+  void operator()(const int8_t* const* rows, int b, uint64_t c0, uint64_t len, Lanes8* acc) const {
+    const uint32_t* words = q.words + b * width + c0;
+    __m256i sum[kRowsBlock];
+    for (int i = 0; i < kRowsBlock; ++i) sum[i] = _mm256_setzero_si256();
+    for (uint64_t c = 0; c < len; c += 8) {
+      if (c % 64 == 0) PrefetchRows(rows, c0 + c);
+      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(words + c));
+      for (int i = 0; i < kRowsBlock; ++i) {
+        sum[i] = _mm256_add_epi32(sum[i], _mm256_mullo_epi32(Widen8(rows[i] + c0 + c), qv));
+      }
+    }
+    for (int i = 0; i < kRowsBlock; ++i) acc[i].v = _mm256_add_epi32(acc[i].v, sum[i]);
+  }
+};
+
+// Lanes form: each element of 2 rows broadcast against 16 or 32 queries' words of its column
+// (2 or 4 vectors): 8 accumulators at most, within AVX2's 16 registers with the query words.
+struct Int32LanesStep {
+  static constexpr int kRows = 2;
+  static constexpr uint64_t kChunkCols = 1024;  // 128 KiB of transposed queries (L2)
+  const PreparedQueries& q;
+
+  template <int QB>
+  void Run(const int8_t* const* rows, uint64_t lane0, uint64_t c0, uint64_t c1,
+           uint32_t* sums) const {
+    constexpr int kVecs = 2 * QB;  // 8 lanes each
+    __m256i acc[kRows][kVecs];
+    for (int i = 0; i < kRows; ++i) {
+      for (int j = 0; j < kVecs; ++j) acc[i][j] = _mm256_setzero_si256();
+    }
+    for (uint64_t c = c0; c < c1; ++c) {
+      const uint32_t* words = q.words + (lane0 / 32) * q.group_stride + c * q.col_stride;
+      __m256i qv[kVecs];
+      for (int j = 0; j < kVecs; ++j) {
+        qv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(words + 8 * j));
+      }
+      for (int i = 0; i < kRows; ++i) {
+        const __m256i element = _mm256_set1_epi32(rows[i][c]);
+        for (int j = 0; j < kVecs; ++j) {
+          acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_mullo_epi32(qv[j], element));
+        }
+      }
+    }
+    for (int i = 0; i < kRows; ++i) {
+      for (int j = 0; j < kVecs; ++j) AddLanes(sums + i * 32 + 8 * j, acc[i][j]);
+    }
+  }
+};
+
+}  // namespace
+
+void Int32RowsAvx2(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
+                   uint64_t row_end, uint32_t* out, uint64_t out_stride) {
+  RowsProduct(db, q.batch, row_begin, row_end, out, out_stride,
+              Int32RowsStep{q, AlignedStride(db.cols)});
+}
+
+void Int32LanesAvx2(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
+                    uint64_t row_end, uint32_t* out, uint64_t out_stride) {
+  LanesProduct(db, q, row_begin, row_end, out, out_stride, Int32LanesStep{q});
+}
+
+uint32_t Int32MacLoopAvx2(uint64_t iters) {
+  // As Int32MacLoop (kernels_avx512.cc) at 8 lanes: 6 independent accumulators, their operands
+  // and the shared one hold 13 of the 16 registers (the chains wait only on vpaddd).
+  __m256i a = _mm256_set1_epi32(3), b0 = _mm256_set1_epi32(5);
+  __asm__ volatile("" : "+x"(b0));
+  __m256i acc[6], b[6];
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    acc[i] = _mm256_set1_epi32(i);
+    b[i] = _mm256_xor_si256(b0, _mm256_set1_epi32(i));
+  }
+  for (uint64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) acc[i] = _mm256_add_epi32(acc[i], _mm256_mullo_epi32(a, b[i]));
+    __asm__ volatile("" : "+x"(a));  // a new operand every iteration: nothing is hoisted
+  }
+  __m256i sum = acc[0];
+#pragma GCC unroll 6
+  for (int i = 1; i < 6; ++i) sum = _mm256_xor_si256(sum, acc[i]);
+  return SumLanes(sum);
+}
+
+}  // namespace veil::lattice::internal
