@@ -80,19 +80,29 @@ bool PlainDotProductUsesIfma(const Modulus& q) {
 }
 
 void TileDotProductReference(const TileDotProductArgs& a) {
+  // Each product is below 2^32 q < 2^94, so a 128-bit sum takes 2^30 terms with room to spare:
+  // one reduction per slot (per 2^30 terms), where the products were each reduced before.
+  constexpr size_t kTermsPerReduction = size_t{1} << 30;
   const Modulus& q = *a.q;
   for (size_t t = 0; t < a.tiles; ++t) {
     const uint32_t* plain = a.plain + t * a.terms * 8;
+    uint128_t sum[2][8] = {};
+    for (size_t r = 0; r < a.terms; ++r) {
+      if (r != 0 && r % kTermsPerReduction == 0) {
+        for (auto& half : sum) {
+          for (uint128_t& s : half) s = q.Reduce(s);
+        }
+      }
+      const uint32_t* p = plain + r * 8;
+      const uint64_t* k = a.keys + r * 16;
+      for (size_t l = 0; l < 8; ++l) {
+        sum[0][l] += static_cast<uint128_t>(p[l]) * k[l];
+        sum[1][l] += static_cast<uint128_t>(p[l]) * k[8 + l];
+      }
+    }
     uint64_t* out = a.out + t * a.out_stride;
     for (size_t h = 0; h < 2; ++h) {
-      for (size_t l = 0; l < 8; ++l) {
-        uint64_t sum = 0;
-        for (size_t r = 0; r < a.terms; ++r) {
-          sum = q.Add(sum, q.Reduce(static_cast<uint128_t>(plain[r * 8 + l]) *
-                                    a.keys[(r * 2 + h) * 8 + l]));
-        }
-        out[h * a.half_stride + l] = sum;
-      }
+      for (size_t l = 0; l < 8; ++l) out[h * a.half_stride + l] = q.Reduce(sum[h][l]);
     }
   }
 }
