@@ -52,8 +52,7 @@ void PlainDotProduct(const DotProductArgs32& args);
 //   out[t s + h][l] = sum_r plain[t][r][l] keys[r][1][l] mod q   (s = out_stride, h = half),
 // plain tiles x terms x 8 residues of 32 bits, keys terms x 2 x 8 (the two halves of 8 slots
 // side by side), every input below q; the outputs are overwritten. The reference sums each slot
-// in 128 bits and reduces once (it reduced every product before: 5 of 113 ms of an ExpPack(S)
-// query's sums at 2^20 on a CPU without AVX-512). The IFMA kernel (q of 21 to
+// in 128 bits and reduces once. The IFMA kernel (q of 21 to
 // 31 bits and terms <= 2^11) sums the low and high 52-bit halves over all terms, then reduces
 // once per slot; four tiles share each load of the keys. (Whole products from vpmuludq, one
 // multiply instead of two, with the sums folded every 32 terms, measured no faster: reading the
@@ -73,6 +72,10 @@ void TileDotProduct(const TileDotProductArgs& args);
 // Whether TileDotProduct uses the IFMA kernel for these arguments on this CPU.
 bool TileDotProductUsesIfma(const TileDotProductArgs& args);
 void TileDotProductIfma(const TileDotProductArgs& args);
+// Whether TileDotProduct uses the AVX2 kernel (no IFMA kernel for these arguments, q <= 2^32):
+// whole products from vpmuludq, folded into 32-bit halves (dot_product_avx2.cc).
+bool TileDotProductUsesAvx2(const TileDotProductArgs& args);
+void TileDotProductAvx2(const TileDotProductArgs& args);
 
 // Whether PlainDotProduct uses the IFMA kernel for modulus q on this CPU.
 bool PlainDotProductUsesIfma(const Modulus& q);

@@ -6,6 +6,7 @@ namespace veil::he {
 namespace {
 
 struct CpuFeatures {
+  bool avx2 = false;
   bool avx512 = false;  // F + DQ + BW + VL, with the OS saving the ZMM state
   bool ifma = false;
 };
@@ -14,6 +15,7 @@ struct CpuFeatures {
 CpuFeatures DetectCpu() {
   __builtin_cpu_init();
   CpuFeatures f;
+  f.avx2 = __builtin_cpu_supports("avx2");
   f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   f.ifma = f.avx512 && __builtin_cpu_supports("avx512ifma");
@@ -39,6 +41,8 @@ std::string_view NttKernelName(NttKernel kernel) {
       return "avx512-ifma52";
     case NttKernel::kAvx512U32:
       return "avx512-u32";
+    case NttKernel::kAvx2U32:
+      return "avx2-u32";
   }
   return "unknown";
 }
@@ -95,19 +99,22 @@ bool NttTables::Runs(NttKernel kernel) const {
     case NttKernel::kAvx512U64:
     case NttKernel::kAvx512Ifma:
     case NttKernel::kAvx512U32:
+    case NttKernel::kAvx2U32:
       break;
   }
-  if (n() < 2 * static_cast<size_t>(internal::Avx512Lanes(kernel))) return false;
+  if (n() < 2 * static_cast<size_t>(internal::VectorLanes(kernel))) return false;
   if (kernel == NttKernel::kAvx512U64) return Cpu().avx512;
   if (kernel == NttKernel::kAvx512Ifma) return Cpu().ifma && q_.bits() <= 50;
+  if (kernel == NttKernel::kAvx2U32) return Cpu().avx2 && q_.bits() <= 30;
   return Cpu().avx512 && q_.bits() <= 30;
 }
 
 std::vector<NttKernel> NttTables::Kernels() const {
-  // Ordered slowest to fastest: the narrower the lanes, the more butterflies per instruction.
+  // Ordered slowest to fastest: the narrower the lanes, the more butterflies per instruction
+  // (AVX2's 8 lanes before any AVX-512 kernel's 512-bit vectors).
   std::vector<NttKernel> kernels;
-  for (NttKernel k : {NttKernel::kReference, NttKernel::kScalar, NttKernel::kAvx512U64,
-                      NttKernel::kAvx512Ifma, NttKernel::kAvx512U32}) {
+  for (NttKernel k : {NttKernel::kReference, NttKernel::kScalar, NttKernel::kAvx2U32,
+                      NttKernel::kAvx512U64, NttKernel::kAvx512Ifma, NttKernel::kAvx512U32}) {
     if (Runs(k)) kernels.push_back(k);
   }
   return kernels;
@@ -120,6 +127,8 @@ void NttTables::Forward(uint64_t* a, NttKernel kernel) const {
       return internal::ForwardReference(*this, a);
     case NttKernel::kScalar:
       return internal::ForwardScalar(*this, a);
+    case NttKernel::kAvx2U32:
+      return internal::ForwardAvx2(*this, a);
     default:
       return internal::ForwardAvx512(*this, kernel, a);
   }
@@ -132,6 +141,8 @@ void NttTables::Inverse(uint64_t* a, NttKernel kernel) const {
       return internal::InverseReference(*this, a);
     case NttKernel::kScalar:
       return internal::InverseScalar(*this, a);
+    case NttKernel::kAvx2U32:
+      return internal::InverseAvx2(*this, a);
     default:
       return internal::InverseAvx512(*this, kernel, a);
   }
@@ -139,7 +150,8 @@ void NttTables::Inverse(uint64_t* a, NttKernel kernel) const {
 
 void NttTables::MultiplyAdd(uint64_t w, const uint64_t* b, uint64_t* acc, size_t count,
                             NttKernel kernel) const {
-  if (!Runs(kernel) || kernel == NttKernel::kReference || kernel == NttKernel::kScalar) {
+  if (!Runs(kernel) || kernel == NttKernel::kReference || kernel == NttKernel::kScalar ||
+      kernel == NttKernel::kAvx2U32) {
     internal::MultiplyAddScalar(*this, w, b, acc, count);
   } else {
     internal::MultiplyAddAvx512(*this, kernel, w, b, acc, count);

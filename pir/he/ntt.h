@@ -10,9 +10,11 @@
 //                 "Faster arithmetic for number-theoretic transforms", 2014, Alg. 4 and 3);
 //   kAvx512U64    the same on 8 x 64-bit lanes, the high product word built from 32-bit halves;
 //   kAvx512Ifma   8 x 52-bit lanes with IFMA (vpmadd52luq/huq), q < 2^50 (4q < 2^52);
-//   kAvx512U32    16 x 32-bit lanes, q < 2^30 (4q < 2^32).
-// The AVX-512 kernels run where the CPU has AVX-512F/DQ/BW (and IFMA for kAvx512Ifma), chosen at
-// run time like dpf/kernels.cc; N below two vectors of lanes falls back to kScalar.
+//   kAvx512U32    16 x 32-bit lanes, q < 2^30 (4q < 2^32);
+//   kAvx2U32      the same at 8 lanes, for CPUs with AVX2 but no AVX-512 (ntt_avx2.cc).
+// The AVX-512 kernels run where the CPU has AVX-512F/DQ/BW (and IFMA for kAvx512Ifma), kAvx2U32
+// where it has AVX2, chosen at run time like dpf/kernels.cc; N below two vectors of lanes falls
+// back to kScalar.
 #ifndef VEIL_PIR_HE_NTT_H_
 #define VEIL_PIR_HE_NTT_H_
 
@@ -36,6 +38,7 @@ enum class NttKernel : uint8_t {
   kAvx512U64 = 2,
   kAvx512Ifma = 3,
   kAvx512U32 = 4,
+  kAvx2U32 = 5,
 };
 
 std::string_view NttKernelName(NttKernel kernel);
@@ -59,7 +62,8 @@ class NttTables {
   void Inverse(uint64_t* a, NttKernel kernel) const;
 
   // acc[i] = acc[i] + w b[i] mod q for i < count (inputs below q, w below q), with the Shoup
-  // product of `kernel`'s lanes (kAvx512U32 uses the 64-bit lanes: the data are 64-bit words):
+  // product of `kernel`'s lanes (kAvx512U32 uses the 64-bit lanes: the data are 64-bit words;
+  // kAvx2U32 the scalar product):
   // the arithmetic of one butterfly, without its data movement. veil-bench he measures its rate
   // as the NTT's multiply-add roofline.
   void MultiplyAdd(uint64_t w, const uint64_t* b, uint64_t* acc, size_t count,
@@ -100,7 +104,7 @@ class NttTables {
 std::vector<uint64_t> NttByDefinition(const NttTables& tables, const std::vector<uint64_t>& a);
 
 namespace internal {
-// Kernel entry points (ntt_scalar.cc, ntt_reference.cc, ntt_avx512.cc).
+// Kernel entry points (ntt_scalar.cc, ntt_reference.cc, ntt_avx512.cc, ntt_avx2.cc).
 void ForwardReference(const NttTables& t, uint64_t* a);
 void InverseReference(const NttTables& t, uint64_t* a);
 void ForwardScalar(const NttTables& t, uint64_t* a);
@@ -111,8 +115,10 @@ void MultiplyAddAvx512(const NttTables& t, NttKernel kernel, uint64_t w, const u
                        uint64_t* acc, size_t count);
 void ForwardAvx512(const NttTables& t, NttKernel kernel, uint64_t* a);
 void InverseAvx512(const NttTables& t, NttKernel kernel, uint64_t* a);
-// Lanes of a vector for an AVX-512 kernel (the smallest N it handles is two vectors).
-constexpr int Avx512Lanes(NttKernel kernel) { return kernel == NttKernel::kAvx512U32 ? 16 : 8; }
+void ForwardAvx2(const NttTables& t, uint64_t* a);
+void InverseAvx2(const NttTables& t, uint64_t* a);
+// Lanes of a vector for a vector kernel (the smallest N it handles is two vectors).
+constexpr int VectorLanes(NttKernel kernel) { return kernel == NttKernel::kAvx512U32 ? 16 : 8; }
 }  // namespace internal
 
 }  // namespace veil::he

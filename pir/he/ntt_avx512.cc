@@ -8,12 +8,11 @@
 //   U32   16 x 32-bit lanes: the quotient from two vpmuludq (even and odd lanes), products mod
 //         2^32 with vpmulld; q < 2^30 so that 4q < 2^32. The data are narrowed to 32 bits for
 //         the transform and widened back.
-// Stages whose butterfly distance `half` is at least a vector use whole vectors; the last (first,
-// for the inverse) log2(lanes) stages gather the X and Y halves of two vectors with permutes,
-// and take each lane's root from consecutive table entries (roots[m + b / (2 half) + k / half]).
+// The stage loops are ntt_lanes.h's.
 #include <immintrin.h>
 
 #include "pir/he/ntt.h"
+#include "pir/he/ntt_lanes.h"
 #include "pir/he/scratch.h"
 
 namespace veil::he::internal {
@@ -22,6 +21,9 @@ namespace {
 using V = __m512i;
 
 struct U64Lanes {
+  using V = __m512i;
+  static V Load(const void* p) { return _mm512_loadu_si512(p); }
+  static void Store(void* p, V v) { _mm512_storeu_si512(p, v); }
   using Elem = uint64_t;
   static constexpr size_t kLanes = 8;
   explicit U64Lanes(uint64_t q) : q(_mm512_set1_epi64(q)) {}
@@ -87,6 +89,9 @@ struct IfmaLanes : U64Lanes {
 };
 
 struct U32Lanes {
+  using V = __m512i;
+  static V Load(const void* p) { return _mm512_loadu_si512(p); }
+  static void Store(void* p, V v) { _mm512_storeu_si512(p, v); }
   using Elem = uint32_t;
   static constexpr size_t kLanes = 16;
   explicit U32Lanes(uint64_t q) : q(_mm512_set1_epi32(static_cast<int32_t>(q))) {}
@@ -121,137 +126,6 @@ struct U32Lanes {
 
 V Load(const void* p) { return _mm512_loadu_si512(p); }
 void Store(void* p, V v) { _mm512_storeu_si512(p, v); }
-
-// Permutes of a small-distance stage over two vectors (positions 0 .. 2L-1): lane k of X is
-// position (k / half) * 2 half + k % half, of Y that plus half; `back0`/`back1` undo it; lane k
-// takes root k / half of the loaded roots.
-template <class L>
-struct StagePermutes {
-  explicit StagePermutes(size_t half) {
-    constexpr size_t kL = L::kLanes;
-    int x[kL], y[kL], b0[kL], b1[kL], r[kL];
-    for (size_t k = 0; k < kL; ++k) {
-      x[k] = static_cast<int>((k / half) * 2 * half + k % half);
-      y[k] = x[k] + static_cast<int>(half);
-      r[k] = static_cast<int>(k / half);
-    }
-    for (size_t p = 0; p < 2 * kL; ++p) {
-      const size_t lane = (p / (2 * half)) * half + p % half;
-      const int source = static_cast<int>(p % (2 * half) < half ? lane : kL + lane);
-      (p < kL ? b0[p] : b1[p - kL]) = source;
-    }
-    to_x = L::Index(x);
-    to_y = L::Index(y);
-    back0 = L::Index(b0);
-    back1 = L::Index(b1);
-    root = L::Index(r);
-  }
-  V to_x, to_y, back0, back1, root;
-};
-
-template <class L>
-void ForwardButterfly(const L& ops, V two_q, V w, V ws, V& x, V& y) {
-  const V u = L::ReduceOnce(x, two_q);
-  const V v = ops.MulShoupLazy(y, w, ws);
-  x = L::Add(u, v);
-  y = L::Add(L::Sub(u, v), two_q);
-}
-
-template <class L>
-void InverseButterfly(const L& ops, V two_q, V w, V ws, V& x, V& y) {
-  const V s = L::ReduceOnce(L::Add(x, y), two_q);
-  y = ops.MulShoupLazy(L::Add(L::Sub(x, y), two_q), w, ws);
-  x = s;
-}
-
-// One stage of distance half < L over the whole polynomial: groups of 2 half elements, root
-// table entries starting at roots + m.
-template <class L, bool kInverse>
-void SmallStage(const L& ops, V two_q, const typename L::Elem* roots,
-                const typename L::Elem* roots_shoup, size_t n, size_t m, size_t half,
-                typename L::Elem* a) {
-  constexpr size_t kL = L::kLanes;
-  const StagePermutes<L> p(half);
-  for (size_t b = 0; b < n; b += 2 * kL) {
-    const V v0 = Load(a + b), v1 = Load(a + b + kL);
-    V x = L::Permute2(v0, p.to_x, v1), y = L::Permute2(v0, p.to_y, v1);
-    const size_t first_root = m + b / (2 * half);
-    const V w = L::Permute(p.root, Load(roots + first_root));
-    const V ws = L::ShoupVector(L::Permute(p.root, Load(roots_shoup + first_root)));
-    if (kInverse) {
-      InverseButterfly(ops, two_q, w, ws, x, y);
-    } else {
-      ForwardButterfly(ops, two_q, w, ws, x, y);
-    }
-    Store(a + b, L::Permute2(x, p.back0, y));
-    Store(a + b + kL, L::Permute2(x, p.back1, y));
-  }
-}
-
-// One stage of distance half >= L: whole vectors, one broadcast root per group.
-template <class L, bool kInverse>
-void WideStage(const L& ops, V two_q, const typename L::Elem* roots,
-               const typename L::Elem* roots_shoup, size_t m, size_t half, typename L::Elem* a) {
-  for (size_t i = 0; i < m; ++i) {
-    const V w = L::Set1(roots[m + i]), ws = L::Set1(L::ShoupScalar(roots_shoup[m + i]));
-    typename L::Elem* x = a + 2 * i * half;
-    typename L::Elem* y = x + half;
-    for (size_t j = 0; j < half; j += L::kLanes) {
-      V u = Load(x + j), v = Load(y + j);
-      if (kInverse) {
-        InverseButterfly(ops, two_q, w, ws, u, v);
-      } else {
-        ForwardButterfly(ops, two_q, w, ws, u, v);
-      }
-      Store(x + j, u);
-      Store(y + j, v);
-    }
-  }
-}
-
-template <class L>
-void Forward(const NttTables& t, typename L::Elem* a) {
-  const uint64_t qv = t.modulus().value();
-  const L ops(qv);
-  const V q = L::Set1(static_cast<typename L::Elem>(qv));
-  const V two_q = L::Set1(static_cast<typename L::Elem>(2 * qv));
-  const auto* roots = L::Roots(t, false);
-  const auto* roots_shoup = L::RootsShoup(t, false);
-  const size_t n = t.n();
-  size_t m = 1, half = n / 2;
-  for (; half >= L::kLanes; m *= 2, half /= 2) {
-    WideStage<L, false>(ops, two_q, roots, roots_shoup, m, half, a);
-  }
-  for (; half >= 1; m *= 2, half /= 2) {
-    SmallStage<L, false>(ops, two_q, roots, roots_shoup, n, m, half, a);
-  }
-  for (size_t j = 0; j < n; j += L::kLanes) {
-    Store(a + j, L::ReduceOnce(L::ReduceOnce(Load(a + j), two_q), q));
-  }
-}
-
-template <class L>
-void Inverse(const NttTables& t, typename L::Elem* a) {
-  const uint64_t qv = t.modulus().value();
-  const L ops(qv);
-  const V q = L::Set1(static_cast<typename L::Elem>(qv));
-  const V two_q = L::Set1(static_cast<typename L::Elem>(2 * qv));
-  const auto* roots = L::Roots(t, true);
-  const auto* roots_shoup = L::RootsShoup(t, true);
-  const size_t n = t.n();
-  size_t m = n / 2, half = 1;
-  for (; half < L::kLanes; m /= 2, half *= 2) {
-    SmallStage<L, true>(ops, two_q, roots, roots_shoup, n, m, half, a);
-  }
-  for (; m >= 1; m /= 2, half *= 2) {
-    WideStage<L, true>(ops, two_q, roots, roots_shoup, m, half, a);
-  }
-  const V n_inv = L::Set1(static_cast<typename L::Elem>(t.n_inverse()));
-  const V n_inv_shoup = L::Set1(L::ShoupOfScalar(t.n_inverse(), qv));
-  for (size_t j = 0; j < n; j += L::kLanes) {
-    Store(a + j, L::ReduceOnce(ops.MulShoupLazy(Load(a + j), n_inv, n_inv_shoup), q));
-  }
-}
 
 // The 32-bit kernels work on a narrowed copy (values < q < 2^30), in a scratch buffer: no
 // std::vector here, whose members compiled for AVX-512 could be the copy every caller links to.

@@ -36,15 +36,19 @@ TEST(DotProduct, FastPathMatchesReference) {
           a.push_back(data[3 * i + 1].data());
           b.push_back(data[3 * i + 2].data());
         }
-        std::vector<uint64_t> r0(n), r1(n), f0(n), f1(n), naive(n, 0);
+        std::vector<uint64_t> r0(n), r1(n), f0(n), f1(n), naive(n, 0), naive1(n, 0);
         internal::PlainDotProductReference(
             {&q, terms, n, p.data(), a.data(), b.data(), r0.data(), r1.data()});
         internal::PlainDotProduct(
             {&q, terms, n, p.data(), a.data(), b.data(), f0.data(), f1.data()});
         for (size_t c = 0; c < n; ++c) {
-          for (size_t i = 0; i < terms; ++i) naive[c] = q.Add(naive[c], q.Mul(p[i][c], a[i][c]));
+          for (size_t i = 0; i < terms; ++i) {
+            naive[c] = q.Add(naive[c], q.Mul(p[i][c], a[i][c]));
+            naive1[c] = q.Add(naive1[c], q.Mul(p[i][c], b[i][c]));
+          }
         }
         ASSERT_EQ(r0, naive) << bits << " bits, " << terms << " terms";
+        ASSERT_EQ(r1, naive1) << bits << " bits, " << terms << " terms";
         ASSERT_EQ(f0, r0) << bits << " bits, " << terms << " terms, n " << n;
         ASSERT_EQ(f1, r1) << bits << " bits, " << terms << " terms, n " << n;
         // accumulate: out += the sums, from values below q.
@@ -78,8 +82,8 @@ TEST(DotProduct, FastPathMatchesReference) {
   }
 }
 
-// The tiled sums of the deferred packing (deferred_packing.h): the IFMA kernel equals the
-// reference and a naive sum, on both sides of its limits (q of 21 to 31 bits, 2^11 terms), with
+// The tiled sums of the deferred packing (deferred_packing.h): the IFMA and AVX2 kernels equal the
+// reference and a naive sum, on both sides of the IFMA limits (q of 21 to 31 bits, 2^11 terms), with
 // every input q - 1 (the largest sums) and runs of tiles that are not multiples of four; the
 // outputs' stride leaves the words between them alone.
 TEST(TileDotProduct, FastPathMatchesReference) {
@@ -126,6 +130,12 @@ TEST(TileDotProduct, FastPathMatchesReference) {
           }
           if (bits == 16 || bits == 32 || terms > 2048) {
             EXPECT_FALSE(internal::TileDotProductUsesIfma(args)) << what;
+          }
+          // Where no IFMA kernel serves, every modulus here (<= 32 bits) takes the AVX2 one.
+          if (!internal::TileDotProductUsesIfma(args)) {
+            EXPECT_EQ(internal::TileDotProductUsesAvx2(args),
+                      static_cast<bool>(__builtin_cpu_supports("avx2")))
+                << what;
           }
         }
       }

@@ -1,0 +1,166 @@
+// The NTT's vector stage loops, shared by the kernels of each instruction set (ntt_avx512.cc,
+// ntt_avx2.cc; each includes this header compiled for its own ISA, with lane types of its own in
+// an anonymous namespace, so that no instantiation is shared between them). A lane type L gives
+// V (its vector), Elem and kLanes, Load / Store, Set1, Add, Sub, ReduceOnce(a, m) = a or a - m
+// (whichever is below m), Permute2(a, idx, b) (lanes of the pair a | b), Permute(idx, a), Index,
+// the root tables (Roots, RootsShoup), ShoupScalar / ShoupVector / ShoupOfScalar and
+// MulShoupLazy(a, w, w_shoup) = a w mod q in [0, 2q).
+//
+// Stages whose butterfly distance `half` is at least a vector use whole vectors; the last (first,
+// for the inverse) log2(lanes) stages gather the X and Y halves of two vectors with permutes,
+// and take each lane's root from consecutive table entries (roots[m + b / (2 half) + k / half]).
+#ifndef VEIL_PIR_HE_NTT_LANES_H_
+#define VEIL_PIR_HE_NTT_LANES_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "pir/he/ntt.h"
+
+namespace veil::he::internal {
+namespace {
+
+// Permutes of a small-distance stage over two vectors (positions 0 .. 2L-1): lane k of X is
+// position (k / half) * 2 half + k % half, of Y that plus half; `back0`/`back1` undo it; lane k
+// takes root k / half of the loaded roots.
+template <class L>
+struct StagePermutes {
+  using V = typename L::V;
+  explicit StagePermutes(size_t half) {
+    constexpr size_t kL = L::kLanes;
+    int x[kL], y[kL], b0[kL], b1[kL], r[kL];
+    for (size_t k = 0; k < kL; ++k) {
+      x[k] = static_cast<int>((k / half) * 2 * half + k % half);
+      y[k] = x[k] + static_cast<int>(half);
+      r[k] = static_cast<int>(k / half);
+    }
+    for (size_t p = 0; p < 2 * kL; ++p) {
+      const size_t lane = (p / (2 * half)) * half + p % half;
+      const int source = static_cast<int>(p % (2 * half) < half ? lane : kL + lane);
+      (p < kL ? b0[p] : b1[p - kL]) = source;
+    }
+    to_x = L::Index(x);
+    to_y = L::Index(y);
+    back0 = L::Index(b0);
+    back1 = L::Index(b1);
+    root = L::Index(r);
+  }
+  V to_x, to_y, back0, back1, root;
+};
+
+template <class L>
+void ForwardButterfly(const L& ops, typename L::V two_q, typename L::V w, typename L::V ws,
+                      typename L::V& x, typename L::V& y) {
+  using V = typename L::V;
+  const V u = L::ReduceOnce(x, two_q);
+  const V v = ops.MulShoupLazy(y, w, ws);
+  x = L::Add(u, v);
+  y = L::Add(L::Sub(u, v), two_q);
+}
+
+template <class L>
+void InverseButterfly(const L& ops, typename L::V two_q, typename L::V w, typename L::V ws,
+                      typename L::V& x, typename L::V& y) {
+  using V = typename L::V;
+  const V s = L::ReduceOnce(L::Add(x, y), two_q);
+  y = ops.MulShoupLazy(L::Add(L::Sub(x, y), two_q), w, ws);
+  x = s;
+}
+
+// One stage of distance half < L over the whole polynomial: groups of 2 half elements, root
+// table entries starting at roots + m.
+template <class L, bool kInverse>
+void SmallStage(const L& ops, typename L::V two_q, const typename L::Elem* roots,
+                const typename L::Elem* roots_shoup, size_t n, size_t m, size_t half,
+                typename L::Elem* a) {
+  using V = typename L::V;
+  constexpr size_t kL = L::kLanes;
+  const StagePermutes<L> p(half);
+  for (size_t b = 0; b < n; b += 2 * kL) {
+    const V v0 = L::Load(a + b), v1 = L::Load(a + b + kL);
+    V x = L::Permute2(v0, p.to_x, v1), y = L::Permute2(v0, p.to_y, v1);
+    const size_t first_root = m + b / (2 * half);
+    const V w = L::Permute(p.root, L::Load(roots + first_root));
+    const V ws = L::ShoupVector(L::Permute(p.root, L::Load(roots_shoup + first_root)));
+    if (kInverse) {
+      InverseButterfly(ops, two_q, w, ws, x, y);
+    } else {
+      ForwardButterfly(ops, two_q, w, ws, x, y);
+    }
+    L::Store(a + b, L::Permute2(x, p.back0, y));
+    L::Store(a + b + kL, L::Permute2(x, p.back1, y));
+  }
+}
+
+// One stage of distance half >= L: whole vectors, one broadcast root per group.
+template <class L, bool kInverse>
+void WideStage(const L& ops, typename L::V two_q, const typename L::Elem* roots,
+               const typename L::Elem* roots_shoup, size_t m, size_t half, typename L::Elem* a) {
+  using V = typename L::V;
+  for (size_t i = 0; i < m; ++i) {
+    const V w = L::Set1(roots[m + i]), ws = L::Set1(L::ShoupScalar(roots_shoup[m + i]));
+    typename L::Elem* x = a + 2 * i * half;
+    typename L::Elem* y = x + half;
+    for (size_t j = 0; j < half; j += L::kLanes) {
+      V u = L::Load(x + j), v = L::Load(y + j);
+      if (kInverse) {
+        InverseButterfly(ops, two_q, w, ws, u, v);
+      } else {
+        ForwardButterfly(ops, two_q, w, ws, u, v);
+      }
+      L::Store(x + j, u);
+      L::Store(y + j, v);
+    }
+  }
+}
+
+template <class L>
+void Forward(const NttTables& t, typename L::Elem* a) {
+  using V = typename L::V;
+  const uint64_t qv = t.modulus().value();
+  const L ops(qv);
+  const V q = L::Set1(static_cast<typename L::Elem>(qv));
+  const V two_q = L::Set1(static_cast<typename L::Elem>(2 * qv));
+  const auto* roots = L::Roots(t, false);
+  const auto* roots_shoup = L::RootsShoup(t, false);
+  const size_t n = t.n();
+  size_t m = 1, half = n / 2;
+  for (; half >= L::kLanes; m *= 2, half /= 2) {
+    WideStage<L, false>(ops, two_q, roots, roots_shoup, m, half, a);
+  }
+  for (; half >= 1; m *= 2, half /= 2) {
+    SmallStage<L, false>(ops, two_q, roots, roots_shoup, n, m, half, a);
+  }
+  for (size_t j = 0; j < n; j += L::kLanes) {
+    L::Store(a + j, L::ReduceOnce(L::ReduceOnce(L::Load(a + j), two_q), q));
+  }
+}
+
+template <class L>
+void Inverse(const NttTables& t, typename L::Elem* a) {
+  using V = typename L::V;
+  const uint64_t qv = t.modulus().value();
+  const L ops(qv);
+  const V q = L::Set1(static_cast<typename L::Elem>(qv));
+  const V two_q = L::Set1(static_cast<typename L::Elem>(2 * qv));
+  const auto* roots = L::Roots(t, true);
+  const auto* roots_shoup = L::RootsShoup(t, true);
+  const size_t n = t.n();
+  size_t m = n / 2, half = 1;
+  for (; half < L::kLanes; m /= 2, half *= 2) {
+    SmallStage<L, true>(ops, two_q, roots, roots_shoup, n, m, half, a);
+  }
+  for (; m >= 1; m /= 2, half *= 2) {
+    WideStage<L, true>(ops, two_q, roots, roots_shoup, m, half, a);
+  }
+  const V n_inv = L::Set1(static_cast<typename L::Elem>(t.n_inverse()));
+  const V n_inv_shoup = L::Set1(L::ShoupOfScalar(t.n_inverse(), qv));
+  for (size_t j = 0; j < n; j += L::kLanes) {
+    L::Store(a + j, L::ReduceOnce(ops.MulShoupLazy(L::Load(a + j), n_inv, n_inv_shoup), q));
+  }
+}
+
+}  // namespace
+}  // namespace veil::he::internal
+
+#endif  // VEIL_PIR_HE_NTT_LANES_H_
