@@ -82,10 +82,10 @@ TEST(DotProduct, FastPathMatchesReference) {
   }
 }
 
-// The tiled sums of the deferred packing (deferred_packing.h): the IFMA and AVX2 kernels equal the
-// reference and a naive sum, on both sides of the IFMA limits (q of 21 to 31 bits, 2^11 terms), with
-// every input q - 1 (the largest sums) and runs of tiles that are not multiples of four; the
-// outputs' stride leaves the words between them alone.
+// The tiled sums of the deferred packing (deferred_packing.h): the IFMA and AVX2 kernels equal
+// the reference and a naive sum, on both sides of the IFMA limits (q of 21 to 31 bits, 2^11
+// terms), with every input q - 1 (the largest sums) and runs of tiles that are not multiples of
+// four; the outputs' stride leaves the words between them alone.
 TEST(TileDotProduct, FastPathMatchesReference) {
   std::mt19937_64 rng = Rng(33);
   for (int bits : {16, 21, 29, 31, 32}) {
