@@ -8,6 +8,14 @@ namespace veil::he::internal {
 
 namespace {
 
+bool CpuHasAvx2() {
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+  }();
+  return avx2;
+}
+
 // Slots a tile of the reference kernel sums at a time: its 128-bit sums stay in L1 while each
 // term's three rows stream through once. Going slot by slot over all terms instead reads 3 x terms
 // rows at once, N x 8 bytes apart, which alias in the same L1 sets (measured on an AMD EPYC
@@ -144,11 +152,7 @@ bool TileDotProductUsesIfma(const TileDotProductArgs& a) {
 }
 
 bool TileDotProductUsesAvx2(const TileDotProductArgs& a) {
-  static const bool avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
-  }();
-  return avx2 && !TileDotProductUsesIfma(a) && a.q->bits() <= 32;
+  return CpuHasAvx2() && !TileDotProductUsesIfma(a) && a.q->bits() <= 32;
 }
 
 void TileDotProduct(const TileDotProductArgs& a) {
@@ -173,6 +177,8 @@ void SubMulShoup(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* 
                  const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out) {
   if (PlainDotProductUsesIfma(q)) {
     SubMulShoupIfma(q, n, x, y, w, w_shoup, w_step, out);
+  } else if (CpuHasAvx2() && q.bits() <= 32) {
+    SubMulShoupAvx2(q, n, x, y, w, w_shoup, w_step, out);
   } else {
     SubMulShoupReference(q, n, x, y, w, w_shoup, w_step, out);
   }

@@ -11,7 +11,7 @@
 //
 // And the row kernel of key switching's ModDown and ExpPack's expansion, (x - y) w mod q, with
 // the same two paths (IFMA: Shoup's quotient from vpmadd52huq with w'' = w' >> 12, as the NTT's
-// IFMA butterflies).
+// IFMA butterflies) and, for q <= 2^32 without IFMA, AVX2 (dot_product_avx2.cc).
 #ifndef VEIL_PIR_HE_DOT_PRODUCT_H_
 #define VEIL_PIR_HE_DOT_PRODUCT_H_
 
@@ -92,6 +92,9 @@ void SubMulShoupReference(const Modulus& q, size_t n, const uint64_t* x, const u
                           const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out);
 // avx512 kernel; only after the CPU check (PlainDotProductUsesIfma(q)).
 void SubMulShoupIfma(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
+                     const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out);
+// q <= 2^32, on a CPU with AVX2 (dot_product_avx2.cc).
+void SubMulShoupAvx2(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
                      const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out);
 
 }  // namespace veil::he::internal

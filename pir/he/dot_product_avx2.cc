@@ -1,7 +1,10 @@
-// The tiled dot product (dot_product.h) for CPUs with AVX2 but no IFMA (compiled with -mavx2;
-// called only after the CPU check): whole products from vpmuludq (residues below q <= 2^32 fit
-// its 32-bit operands), summed in 64-bit lanes for as many terms as cannot overflow them, then
-// folded into separate sums of their low and high 32-bit halves; one reduction per slot.
+// dot_product.h's kernels for CPUs with AVX2 but no IFMA (compiled with -mavx2; called only after
+// the CPU check), for q <= 2^32, whose residues fit vpmuludq's 32-bit operands:
+//   the tiled dot product: whole products summed in 64-bit lanes for as many terms as cannot
+//   overflow them, then folded into separate sums of their low and high 32-bit halves; one
+//   reduction per slot;
+//   SubMulShoup: Shoup's product with 32-bit quotients (w' >> 32 = floor(w 2^32 / q)), as the
+//   NTT's 32-bit butterflies, on four 64-bit lanes.
 #include <immintrin.h>
 
 #include "pir/he/dot_product.h"
@@ -72,6 +75,37 @@ void TileDotProductAvx2(const TileDotProductArgs& a) {
         }
       }
     }
+  }
+}
+
+void SubMulShoupAvx2(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
+                     const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out) {
+  // d = x - y mod q < 2^32 and w'' = floor(w 2^32 / q): d w - floor(d w'' / 2^32) q is in
+  // [0, 2q), exact in 64-bit lanes (each product below 2^64), then reduced once.
+  const __m256i qv = _mm256_set1_epi64x(static_cast<int64_t>(q.value()));
+  const __m256i q_minus_1 = _mm256_set1_epi64x(static_cast<int64_t>(q.value() - 1));
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i w1 = _mm256_set1_epi64x(static_cast<int64_t>(w[0]));
+  const __m256i w1_32 = _mm256_set1_epi64x(static_cast<int64_t>(w_shoup[0] >> 32));
+  size_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    __m256i d = _mm256_sub_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c)),
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + c)));
+    d = _mm256_add_epi64(d, _mm256_and_si256(qv, _mm256_cmpgt_epi64(zero, d)));  // below 0: + q
+    const __m256i wv =
+        w_step == 0 ? w1 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c));
+    const __m256i w32 =
+        w_step == 0 ? w1_32
+                    : _mm256_srli_epi64(
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_shoup + c)), 32);
+    const __m256i quotient = _mm256_srli_epi64(_mm256_mul_epu32(d, w32), 32);
+    __m256i r = _mm256_sub_epi64(_mm256_mul_epu32(d, wv), _mm256_mul_epu32(quotient, qv));
+    r = _mm256_sub_epi64(r, _mm256_and_si256(qv, _mm256_cmpgt_epi64(r, q_minus_1)));  // r >= q
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), r);
+  }
+  if (c < n) {
+    SubMulShoupReference(q, n - c, x + c, y + c, w + c * w_step, w_shoup + c * w_step, w_step,
+                         out + c);
   }
 }
 

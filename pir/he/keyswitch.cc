@@ -15,12 +15,10 @@ namespace {
 
 // Digit row i lifted to prime q_j (q_i <= 2 q_j): the digit centered in (-q_i/2, q_i/2], plus q_j
 // if negative, branch-free (the digits are random: a branch would mispredict half the time).
-// Cloned for AVX-512, where the loop vectorizes (the build's baseline is SSE2, which lacks the
-// 64-bit compares).
-__attribute__((target_clones("avx512f", "default"))) void LiftCentered(const uint64_t* digit,
-                                                                       size_t n, uint64_t q_i,
-                                                                       uint64_t q_j,
-                                                                       uint64_t* out) {
+// Cloned for AVX-512 and AVX2, where the loop vectorizes (the build's baseline is SSE2, which lacks
+// the 64-bit compares).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void LiftCentered(
+    const uint64_t* digit, size_t n, uint64_t q_i, uint64_t q_j, uint64_t* out) {
   const uint64_t half = q_i / 2;
   for (size_t c = 0; c < n; ++c) {
     const int64_t y = static_cast<int64_t>(digit[c]) -

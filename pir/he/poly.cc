@@ -12,11 +12,10 @@ void InverseNtt(absl::Span<const NttTables> rows, uint64_t* p) {
   for (size_t j = 0; j < rows.size(); ++j) rows[j].Inverse(p + j * rows[j].n());
 }
 
-// Cloned for AVX-512, where the loop vectorizes (the baseline, SSE2, has no 64-bit compares).
-__attribute__((target_clones("avx512f", "default"))) void AddRows(absl::Span<const NttTables> rows,
-                                                                  const uint64_t* a,
-                                                                  const uint64_t* b,
-                                                                  uint64_t* out) {
+// Cloned for AVX-512 and AVX2, where the loop vectorizes (the baseline, SSE2, has no 64-bit
+// compares).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void AddRows(
+    absl::Span<const NttTables> rows, const uint64_t* a, const uint64_t* b, uint64_t* out) {
   for (size_t j = 0; j < rows.size(); ++j) {
     const uint64_t q = rows[j].modulus().value();
     const size_t n = rows[j].n(), base = j * n;
@@ -24,11 +23,10 @@ __attribute__((target_clones("avx512f", "default"))) void AddRows(absl::Span<con
   }
 }
 
-// Cloned for AVX-512, where the loop vectorizes (the baseline, SSE2, has no 64-bit compares).
-__attribute__((target_clones("avx512f", "default"))) void SubRows(absl::Span<const NttTables> rows,
-                                                                  const uint64_t* a,
-                                                                  const uint64_t* b,
-                                                                  uint64_t* out) {
+// Cloned for AVX-512 and AVX2, where the loop vectorizes (the baseline, SSE2, has no 64-bit
+// compares).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void SubRows(
+    absl::Span<const NttTables> rows, const uint64_t* a, const uint64_t* b, uint64_t* out) {
   for (size_t j = 0; j < rows.size(); ++j) {
     const uint64_t q = rows[j].modulus().value();
     const size_t n = rows[j].n(), base = j * n;

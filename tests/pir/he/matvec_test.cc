@@ -144,10 +144,11 @@ TEST(TileDotProduct, FastPathMatchesReference) {
 }
 
 // The row kernel of ModDown and the expansion, (x - y) w mod q, per-coefficient and constant w,
-// on both sides of the IFMA limit (q < 2^50), with the extremes and a tail past the vectors.
+// on both sides of the IFMA limit (q < 2^50) and the AVX2 one (q <= 2^32), with the extremes and
+// a tail past the vectors.
 TEST(SubMulShoup, FastPathMatchesReference) {
   std::mt19937_64 rng = Rng(32);
-  for (int bits : {16, 22, 29, 30, 44, 50, 60}) {
+  for (int bits : {16, 22, 29, 30, 31, 32, 33, 44, 50, 60}) {
     const Modulus q = *Modulus::Create((*GenerateNttPrimes(bits, 64, 1))[0]);
     for (size_t n : {size_t{1}, size_t{8}, size_t{9}, size_t{4099}}) {
       std::vector<uint64_t> x = RandomResidues(n, q.value(), rng);
