@@ -91,7 +91,7 @@ absl::Status MultiplyBytesByMatrix(const ByteMatrixView& db, absl::Span<const ui
 
 // out[j * out_stride + r] = sum_{k < n} rows[r * n + k] * vectors[j * n + k] (mod 2^32) for
 // r < count and j < nvectors: the client's products of A and of the hint with its secrets.
-// AVX-512 (vpmulld) where the CPU has it, plain C++ otherwise; the same bits either way.
+// AVX-512 (vpmulld) where the CPU has it, else AVX2, else plain C++; the same bits either way.
 void MultiplyWords(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,
                    uint64_t nvectors, uint32_t* out, uint64_t out_stride);
 
@@ -138,10 +138,13 @@ void Int32LanesAvx2(const ByteMatrixView&, const PreparedQueries&, uint64_t, uin
 // Whether this CPU (and its OS) runs AVX-512 F + BW: the AVX-512 forms, MultiplyWordsAvx512
 // and the roofline's AVX-512 micro-kernels.
 bool CpuHasAvx512();
-// Tests: the int32 forms in their AVX2 version even where AVX-512 is present (every CPU that
-// runs the int32 forms has AVX2), so that both versions are checked on such a CPU.
+// Tests: the int32 forms and MultiplyWords in their AVX2 version even where AVX-512 is present
+// (every CPU that runs the int32 forms has AVX2), so that both versions are checked on such a
+// CPU.
 void UseAvx2Int32ForTesting(bool avx2);
-// MultiplyWords on AVX-512; n a multiple of 16.
+// MultiplyWords on AVX-512, n a multiple of 16; on AVX2, n a multiple of 8.
+void MultiplyWordsAvx2(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,
+                       uint64_t nvectors, uint32_t* out, uint64_t out_stride);
 void MultiplyWordsAvx512(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,
                          uint64_t nvectors, uint32_t* out, uint64_t out_stride);
 

@@ -1,6 +1,7 @@
 // The 32-bit multiply-add kernels for CPUs with AVX2 but no AVX-512 (compiled with -mavx2): the
 // rows and lanes forms of kernels_avx512.cc at 8 lanes a vector, on the same prepared queries
-// (kernels.h), so that such a CPU neither answers nor computes a hint with the reference loop.
+// (kernels.h), so that such a CPU neither answers nor computes a hint with the reference loop,
+// and MultiplyWords (the client's products with A and the hint).
 #include <immintrin.h>
 
 #include "pir/lattice/kernels.h"
@@ -80,6 +81,36 @@ void Int32RowsAvx2(const ByteMatrixView& db, const PreparedQueries& q, uint64_t 
 void Int32LanesAvx2(const ByteMatrixView& db, const PreparedQueries& q, uint64_t row_begin,
                     uint64_t row_end, uint32_t* out, uint64_t out_stride) {
   LanesProduct(db, q, row_begin, row_end, out, out_stride, Int32LanesStep{q});
+}
+
+void MultiplyWordsAvx2(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,
+                       uint64_t nvectors, uint32_t* out, uint64_t out_stride) {
+  for (uint64_t r = 0; r < count; ++r) {
+    const uint32_t* row = rows + r * n;
+    for (uint64_t j = 0; j < nvectors; ++j) {
+      const uint32_t* v = vectors + j * n;
+      __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                        _mm256_setzero_si256()};
+      uint64_t k = 0;
+      for (; k + 32 <= n; k += 32) {
+        for (int u = 0; u < 4; ++u) {
+          acc[u] = _mm256_add_epi32(
+              acc[u], _mm256_mullo_epi32(
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k + 8 * u)),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + k + 8 * u))));
+        }
+      }
+      for (; k < n; k += 8) {
+        acc[0] = _mm256_add_epi32(
+            acc[0],
+            _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k)),
+                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + k))));
+      }
+      const __m256i sum =
+          _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
+      out[j * out_stride + r] = SumLanes(sum);
+    }
+  }
 }
 
 uint32_t Int32MacLoopAvx2(uint64_t iters) {

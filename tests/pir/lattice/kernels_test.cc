@@ -113,7 +113,7 @@ TEST(ProductKernelTest, ByMatrixEqualsTheDefinition) {
     uint64_t rows, cols, n;
   };
   for (const Case& c : {Case{1, 1, 32}, Case{5, 63, 32}, Case{49, 65, 64}, Case{30, 1030, 96},
-                        Case{7, 2100, 1280}}) {
+                        Case{7, 2100, 1280}, Case{4100, 65, 32}}) {
     const Matrix m(c.rows, c.cols, gen);
     const uint64_t width = AlignedStride(c.cols);
     std::vector<uint32_t> a(width * c.n, 0);
@@ -147,6 +147,35 @@ TEST(ProductKernelTest, ByMatrixEqualsTheDefinition) {
       MultiplyBytesByMatrix(m.view, std::vector<uint32_t>(64 * 31), 31, absl::MakeSpan(out), 1, 1)
           .code(),
       absl::StatusCode::kInvalidArgument);
+}
+
+// The client's products (MultiplyWords), in every version this CPU runs and on widths that take
+// the vector paths or not (multiples of 16 and 8, and neither), against the definition.
+TEST(ProductKernelTest, MultiplyWordsEqualsTheDefinition) {
+  std::mt19937_64 gen(testing::TestSeed("lattice_kernels_test"));
+  const Int32Versions versions;
+  for (uint64_t n : {uint64_t{1}, uint64_t{8}, uint64_t{24}, uint64_t{40}, uint64_t{1280}}) {
+    const uint64_t count = 5, nvectors = 3, out_stride = count + 2;
+    std::vector<uint32_t> rows(count * n), vectors(nvectors * n);
+    for (uint32_t& w : rows) w = static_cast<uint32_t>(gen());
+    for (uint32_t& w : vectors) w = static_cast<uint32_t>(gen());
+    rows[0] = vectors[0] = 0xffffffffu;
+    for (bool avx2 : versions.avx2_forced()) {
+      internal::UseAvx2Int32ForTesting(avx2);
+      std::vector<uint32_t> out(nvectors * out_stride, 0xdeadbeef);
+      MultiplyWords(rows.data(), count, n, vectors.data(), nvectors, out.data(), out_stride);
+      for (uint64_t j = 0; j < nvectors; ++j) {
+        for (uint64_t r = 0; r < count; ++r) {
+          uint32_t expected = 0;
+          for (uint64_t k = 0; k < n; ++k) expected += rows[r * n + k] * vectors[j * n + k];
+          ASSERT_EQ(out[j * out_stride + r], expected)
+              << "n " << n << " avx2 forced " << avx2 << " at (" << j << ", " << r << ")";
+        }
+        for (uint64_t r = count; r < out_stride; ++r)
+          ASSERT_EQ(out[j * out_stride + r], 0xdeadbeefu);
+      }
+    }
+  }
 }
 
 TEST(ProductKernelTest, AutomaticChoiceIsAnAvailableKernel) {
