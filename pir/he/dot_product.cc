@@ -96,6 +96,8 @@ template <typename Plain>
 void Dispatch(const DotProductArgsOf<Plain>& a) {
   if (PlainDotProductUsesIfma(*a.q)) {
     PlainDotProductIfma(a);
+  } else if (PlainDotProductUsesAvx2(*a.q, a.terms)) {
+    PlainDotProductAvx2(a);
   } else {
     PlainDotProductReference(a);
   }
@@ -117,6 +119,12 @@ bool PlainDotProductUsesIfma(const Modulus& q) {
            __builtin_cpu_supports("avx512ifma");
   }();
   return ifma && q.bits() <= 50;
+}
+
+bool PlainDotProductUsesAvx2(const Modulus& q, size_t terms) {
+  const uint64_t largest = q.value() - 1;
+  return CpuHasAvx2() && !PlainDotProductUsesIfma(q) && q.bits() <= 32 &&
+         terms <= ~uint64_t{0} / (largest * largest);
 }
 
 void TileDotProductReference(const TileDotProductArgs& a) {

@@ -82,6 +82,12 @@ bool PlainDotProductUsesIfma(const Modulus& q);
 // avx512 kernels (dot_product_avx512.cc); only after the CPU check.
 void PlainDotProductIfma(const DotProductArgs& args);
 void PlainDotProductIfma(const DotProductArgs32& args);
+// Whether PlainDotProduct uses the AVX2 kernel (dot_product_avx2.cc) for q and `terms`: no IFMA
+// kernel, q below 2^32 (residues fit vpmuludq's operands) and every sum of `terms` products
+// below 2^64.
+bool PlainDotProductUsesAvx2(const Modulus& q, size_t terms);
+void PlainDotProductAvx2(const DotProductArgs& args);
+void PlainDotProductAvx2(const DotProductArgs32& args);
 
 // out[c] = (x[c] - y[c]) w[c] mod q for c < n, with x, y, w below q and w_shoup[c] =
 // ShoupPrecompute(w[c], q); one w (w[0], w_shoup[0]) for every c when w_step is 0, else w_step

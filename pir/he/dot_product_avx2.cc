@@ -4,7 +4,9 @@
 //   overflow them, then folded into separate sums of their low and high 32-bit halves; one
 //   reduction per slot;
 //   SubMulShoup: Shoup's product with 32-bit quotients (w' >> 32 = floor(w 2^32 / q)), as the
-//   NTT's 32-bit butterflies, on four 64-bit lanes.
+//   NTT's 32-bit butterflies, on four 64-bit lanes;
+//   the plain dot product where every sum fits 64 bits (key switching's inner product): 64-bit sums
+//   of whole products, reduced as hi (2^32 mod q) + lo with two 32-bit Shoup products.
 #include <immintrin.h>
 
 #include "pir/he/dot_product.h"
@@ -77,6 +79,67 @@ void TileDotProductAvx2(const TileDotProductArgs& a) {
     }
   }
 }
+
+namespace {
+
+__m256i LoadWords(const uint64_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+__m256i LoadWords(const uint32_t* p) {
+  return _mm256_cvtepu32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// x w mod q in [0, 2q) for x < 2^32, w < q < 2^32, w32 = floor(w 2^32 / q), in 64-bit lanes.
+__m256i MulShoup32(__m256i x, __m256i w, __m256i w32, __m256i q) {
+  const __m256i quotient = _mm256_srli_epi64(_mm256_mul_epu32(x, w32), 32);
+  return _mm256_sub_epi64(_mm256_mul_epu32(x, w), _mm256_mul_epu32(quotient, q));
+}
+
+// x - m where x >= m (x and m below 2^63).
+__m256i SubIfAtLeast(__m256i x, __m256i m) {
+  const __m256i below = _mm256_cmpgt_epi64(m, x);
+  return _mm256_sub_epi64(x, _mm256_andnot_si256(below, m));
+}
+
+template <typename Plain>
+void PlainKernel(const DotProductArgsOf<Plain>& a) {
+  // Every sum fits 64 bits (PlainDotProductUsesAvx2): s = hi 2^32 + lo, and
+  // s mod q = (hi (2^32 mod q) + lo 1) mod q, two 32-bit Shoup products in [0, 2q) each.
+  const uint64_t qv = a.q->value();
+  const uint64_t c = (uint64_t{1} << 32) % qv;
+  const __m256i q = _mm256_set1_epi64x(static_cast<int64_t>(qv));
+  const __m256i two_q = _mm256_set1_epi64x(static_cast<int64_t>(2 * qv));
+  const __m256i cv = _mm256_set1_epi64x(static_cast<int64_t>(c));
+  const __m256i c32 = _mm256_set1_epi64x(static_cast<int64_t>((c << 32) / qv));
+  const __m256i one = _mm256_set1_epi64x(1);
+  const __m256i one32 = _mm256_set1_epi64x(static_cast<int64_t>((uint64_t{1} << 32) / qv));
+  const __m256i low32 = _mm256_set1_epi64x(0xffffffff);
+  const auto reduce = [&](__m256i s, const uint64_t* before) {
+    __m256i r = _mm256_add_epi64(MulShoup32(_mm256_srli_epi64(s, 32), cv, c32, q),
+                                 MulShoup32(_mm256_and_si256(s, low32), one, one32, q));
+    if (a.accumulate) r = _mm256_add_epi64(r, LoadWords(before));  // [0, 5q)
+    r = SubIfAtLeast(SubIfAtLeast(r, two_q), two_q);               // [0, 2q)
+    return SubIfAtLeast(r, q);
+  };
+  size_t c0 = 0;
+  for (; c0 + 4 <= a.n; c0 += 4) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (size_t i = 0; i < a.terms; ++i) {
+      const __m256i p = LoadWords(a.plain[i] + c0);
+      s0 = _mm256_add_epi64(s0, _mm256_mul_epu32(p, LoadWords(a.c0[i] + c0)));
+      s1 = _mm256_add_epi64(s1, _mm256_mul_epu32(p, LoadWords(a.c1[i] + c0)));
+    }
+    const __m256i r0 = reduce(s0, a.out0 + c0), r1 = reduce(s1, a.out1 + c0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.out0 + c0), r0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.out1 + c0), r1);
+  }
+  if (c0 < a.n) PlainDotProductReference(a, c0);
+}
+
+}  // namespace
+
+void PlainDotProductAvx2(const DotProductArgs& a) { PlainKernel(a); }
+void PlainDotProductAvx2(const DotProductArgs32& a) { PlainKernel(a); }
 
 void SubMulShoupAvx2(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
                      const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out) {

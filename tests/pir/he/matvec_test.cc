@@ -21,7 +21,7 @@ using testing::Rng;
 
 TEST(DotProduct, FastPathMatchesReference) {
   std::mt19937_64 rng = Rng(30);
-  for (int bits : {16, 20, 29, 30, 44, 49, 50, 60}) {
+  for (int bits : {16, 20, 29, 30, 32, 44, 49, 50, 60}) {
     const Modulus q = *Modulus::Create((*GenerateNttPrimes(bits, 64, 1))[0]);
     for (size_t terms : {size_t{1}, size_t{3}, size_t{7}, size_t{64}, size_t{2050}}) {
       for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{64}, size_t{300}}) {
@@ -62,6 +62,13 @@ TEST(DotProduct, FastPathMatchesReference) {
             {&q, terms, n, p.data(), a.data(), b.data(), acc0.data(), acc1.data(), true});
         ASSERT_EQ(acc0, want0) << bits << " bits, " << terms << " terms, n " << n << ", +=";
         ASSERT_EQ(acc1, want1) << bits << " bits, " << terms << " terms, n " << n << ", +=";
+        // The AVX2 kernel serves where no IFMA one does and the sums fit 64 bits (q <= 2^32).
+        const uint128_t largest_sum =
+            static_cast<uint128_t>(q.value() - 1) * (q.value() - 1) * terms;
+        EXPECT_EQ(internal::PlainDotProductUsesAvx2(q, terms),
+                  !internal::PlainDotProductUsesIfma(q) && bits <= 32 &&
+                      largest_sum <= ~uint64_t{0} && __builtin_cpu_supports("avx2"))
+            << bits << " bits, " << terms << " terms";
         if (bits > 32) continue;
         // The same plaintexts stored as 32-bit residues, through both kernels.
         std::vector<std::vector<uint32_t>> narrow;
