@@ -129,7 +129,7 @@ bool PlainDotProductUsesAvx2(const Modulus& q, size_t terms) {
 
 void TileDotProductReference(const TileDotProductArgs& a) {
   // Each product is below 2^32 q < 2^94, so a 128-bit sum takes 2^30 terms with room to spare:
-  // one reduction per slot (per 2^30 terms), where the products were each reduced before.
+  // one reduction per slot (per 2^30 terms).
   constexpr size_t kTermsPerReduction = size_t{1} << 30;
   const Modulus& q = *a.q;
   for (size_t t = 0; t < a.tiles; ++t) {

@@ -2,11 +2,13 @@
 //   out0[c] = sum_i plain[i][c] * c0[i][c] mod q,   out1[c] = sum_i plain[i][c] * c1[i][c] mod q,
 // the plaintext diagonals read once for both ciphertext halves, products summed lazily and
 // reduced once per slot. Inputs are residues below q.
-//   reference  128-bit sums, reduced every time they could overflow;
+//   reference  128-bit sums, reduced every time they could overflow (64-bit sums where every
+//              sum fits 64 bits);
 //   avx512     IFMA52 (q < 2^50): the low and high 52-bit halves of each product are summed in
 //              separate 64-bit lanes (2^11 terms cannot overflow them), then combined once;
 //              when the combined sum fits 64 bits with a quotient by q below 2^50 (key
-//              switching, packing), it is reduced in vectors with a double's quotient estimate.
+//              switching, packing), it is reduced in vectors with a double's quotient estimate;
+//   avx2       without IFMA, q <= 2^32 and every sum within 64 bits (dot_product_avx2.cc).
 // Bit-equal (fully reduced); tests/pir/he/matvec_test.cc compares them.
 //
 // And the row kernel of key switching's ModDown and ExpPack's expansion, (x - y) w mod q, with
@@ -43,7 +45,8 @@ using DotProductArgs32 = DotProductArgsOf<uint32_t>;
 // From slot `first` on (the slots before it are left alone).
 void PlainDotProductReference(const DotProductArgs& args, size_t first = 0);
 void PlainDotProductReference(const DotProductArgs32& args, size_t first = 0);
-// The fastest this CPU runs for args.q (IFMA where available and q < 2^50).
+// The fastest this CPU runs for args.q (IFMA where available and q < 2^50, else AVX2 where
+// PlainDotProductUsesAvx2).
 void PlainDotProduct(const DotProductArgs& args);
 void PlainDotProduct(const DotProductArgs32& args);
 // The same sums in a tiled layout (deferred_packing.h's folded matrix), which a core streams in

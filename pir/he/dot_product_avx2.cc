@@ -6,7 +6,7 @@
 //   SubMulShoup: Shoup's product with 32-bit quotients (w' >> 32 = floor(w 2^32 / q)), as the
 //   NTT's 32-bit butterflies, on four 64-bit lanes;
 //   the plain dot product where every sum fits 64 bits (key switching's inner product): 64-bit sums
-//   of whole products, reduced as hi (2^32 mod q) + lo with two 32-bit Shoup products.
+//   of whole products, reduced as hi (2^32 mod q) + lo by 32-bit Shoup products.
 #include <immintrin.h>
 
 #include "pir/he/dot_product.h"
@@ -95,6 +95,12 @@ __m256i MulShoup32(__m256i x, __m256i w, __m256i w32, __m256i q) {
   return _mm256_sub_epi64(_mm256_mul_epu32(x, w), _mm256_mul_epu32(quotient, q));
 }
 
+// x mod q in [0, 2q) for x < 2^32, one32 = floor(2^32 / q): Shoup's product with w = 1.
+__m256i Mod32(__m256i x, __m256i one32, __m256i q) {
+  return _mm256_sub_epi64(x,
+                          _mm256_mul_epu32(_mm256_srli_epi64(_mm256_mul_epu32(x, one32), 32), q));
+}
+
 // x - m where x >= m (x and m below 2^63).
 __m256i SubIfAtLeast(__m256i x, __m256i m) {
   const __m256i below = _mm256_cmpgt_epi64(m, x);
@@ -104,19 +110,19 @@ __m256i SubIfAtLeast(__m256i x, __m256i m) {
 template <typename Plain>
 void PlainKernel(const DotProductArgsOf<Plain>& a) {
   // Every sum fits 64 bits (PlainDotProductUsesAvx2): s = hi 2^32 + lo, and
-  // s mod q = (hi (2^32 mod q) + lo 1) mod q, two 32-bit Shoup products in [0, 2q) each.
+  // s mod q = (hi (2^32 mod q) + lo) mod q, a 32-bit Shoup product and a Shoup reduction, each in
+  // [0, 2q).
   const uint64_t qv = a.q->value();
   const uint64_t c = (uint64_t{1} << 32) % qv;
   const __m256i q = _mm256_set1_epi64x(static_cast<int64_t>(qv));
   const __m256i two_q = _mm256_set1_epi64x(static_cast<int64_t>(2 * qv));
   const __m256i cv = _mm256_set1_epi64x(static_cast<int64_t>(c));
   const __m256i c32 = _mm256_set1_epi64x(static_cast<int64_t>((c << 32) / qv));
-  const __m256i one = _mm256_set1_epi64x(1);
   const __m256i one32 = _mm256_set1_epi64x(static_cast<int64_t>((uint64_t{1} << 32) / qv));
   const __m256i low32 = _mm256_set1_epi64x(0xffffffff);
   const auto reduce = [&](__m256i s, const uint64_t* before) {
     __m256i r = _mm256_add_epi64(MulShoup32(_mm256_srli_epi64(s, 32), cv, c32, q),
-                                 MulShoup32(_mm256_and_si256(s, low32), one, one32, q));
+                                 Mod32(_mm256_and_si256(s, low32), one32, q));
     if (a.accumulate) r = _mm256_add_epi64(r, LoadWords(before));  // [0, 5q)
     r = SubIfAtLeast(SubIfAtLeast(r, two_q), two_q);               // [0, 2q)
     return SubIfAtLeast(r, q);

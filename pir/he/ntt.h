@@ -118,7 +118,9 @@ void InverseAvx512(const NttTables& t, NttKernel kernel, uint64_t* a);
 void ForwardAvx2(const NttTables& t, uint64_t* a);
 void InverseAvx2(const NttTables& t, uint64_t* a);
 // Lanes of a vector for a vector kernel (the smallest N it handles is two vectors).
-constexpr int VectorLanes(NttKernel kernel) { return kernel == NttKernel::kAvx512U32 ? 16 : 8; }
+constexpr int VectorLanes(NttKernel kernel) {
+  return kernel == NttKernel::kAvx512U32 ? 16 : 8;  // 8 x 64 bits, or kAvx2U32's 8 x 32
+}
 }  // namespace internal
 
 }  // namespace veil::he

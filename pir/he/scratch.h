@@ -31,7 +31,7 @@ enum class Scratch : int {
   kPackSums,         // pir/lattice's packing sums (one accumulator per worker, or virtual groups)
   kPackNodes,        // the deferred packing's expanded nodes, tiled
   kPackRotated,      // and its switched sums
-  kNarrowNtt,        // the 32-bit NTT kernels' narrowed copy (ntt_avx512.cc)
+  kNarrowNtt,        // the 32-bit NTT kernels' narrowed copy (ntt_avx512.cc, ntt_avx2.cc)
   kCount,
 };
 

@@ -37,8 +37,13 @@ CpuFeatures DetectCpu() {
   return f;
 }
 
-bool CpuRuns(ProductKernel kernel) {
+const CpuFeatures& Cpu() {
   static const CpuFeatures cpu = DetectCpu();
+  return cpu;
+}
+
+bool CpuRuns(ProductKernel kernel) {
+  const CpuFeatures& cpu = Cpu();
   switch (kernel) {
     case ProductKernel::kReference:
       return true;
@@ -54,11 +59,14 @@ bool CpuRuns(ProductKernel kernel) {
 
 std::atomic<bool> avx2_int32_for_testing{false};
 
+// AVX-512 for the int32 forms and MultiplyWords: where the CPU has it, unless a test asks for
+// AVX2 on a CPU that has both.
+bool UseAvx512() { return Cpu().avx512 && !(avx2_int32_for_testing.load() && Cpu().avx2); }
+
 // The int32 form for this CPU: AVX-512 where it has it, else AVX2 (CpuRuns checked first).
 internal::RowRangeKernel Int32Kernel(bool lanes) {
-  const bool avx512 = internal::CpuHasAvx512() && !avx2_int32_for_testing.load();
-  if (lanes) return avx512 ? internal::Int32Lanes : internal::Int32LanesAvx2;
-  return avx512 ? internal::Int32Rows : internal::Int32RowsAvx2;
+  if (lanes) return UseAvx512() ? internal::Int32Lanes : internal::Int32LanesAvx2;
+  return UseAvx512() ? internal::Int32Rows : internal::Int32RowsAvx2;
 }
 
 constexpr ProductKernel kAllKernels[] = {ProductKernel::kReference, ProductKernel::kInt32Rows,
@@ -158,10 +166,7 @@ ProductKernel MeasureFastest(int batch) {
 
 }  // namespace
 
-bool internal::CpuHasAvx512() {
-  static const bool avx512 = DetectCpu().avx512;
-  return avx512;
-}
+bool internal::CpuHasAvx512() { return Cpu().avx512; }
 
 void internal::UseAvx2Int32ForTesting(bool avx2) { avx2_int32_for_testing = avx2; }
 
@@ -243,9 +248,8 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
   }
   prepared.words = word_buffer.data();
   prepared.planes = plane_buffer.data();
-  internal::RowRangeKernel run = Int32Kernel(/*lanes=*/kernel == ProductKernel::kInt32Lanes);
-  if (kernel == ProductKernel::kPlanesRows) run = internal::PlanesRows;
-  if (kernel == ProductKernel::kPlanesLanes) run = internal::PlanesLanes;
+  const internal::RowRangeKernel run =
+      planes ? (lanes ? internal::PlanesLanes : internal::PlanesRows) : Int32Kernel(lanes);
   ForRowSlices(db.rows, threads, [&](uint64_t begin, uint64_t end) {
     if (begin < end) run(db, prepared, begin, end, out.data(), out_stride);
   });
@@ -303,11 +307,11 @@ absl::Status MultiplyBytesByMatrix(const ByteMatrixView& db, absl::Span<const ui
 
 void MultiplyWords(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,
                    uint64_t nvectors, uint32_t* out, uint64_t out_stride) {
-  if (n % 16 == 0 && internal::CpuHasAvx512() && !avx2_int32_for_testing.load()) {
+  if (n % 16 == 0 && UseAvx512()) {
     internal::MultiplyWordsAvx512(rows, count, n, vectors, nvectors, out, out_stride);
     return;
   }
-  if (n % 8 == 0 && CpuRuns(ProductKernel::kInt32Rows)) {
+  if (n % 8 == 0 && Cpu().avx2) {
     internal::MultiplyWordsAvx2(rows, count, n, vectors, nvectors, out, out_stride);
     return;
   }

@@ -138,9 +138,8 @@ void Int32LanesAvx2(const ByteMatrixView&, const PreparedQueries&, uint64_t, uin
 // Whether this CPU (and its OS) runs AVX-512 F + BW: the AVX-512 forms, MultiplyWordsAvx512
 // and the roofline's AVX-512 micro-kernels.
 bool CpuHasAvx512();
-// Tests: the int32 forms and MultiplyWords in their AVX2 version even where AVX-512 is present
-// (every CPU that runs the int32 forms has AVX2), so that both versions are checked on such a
-// CPU.
+// Tests: the int32 forms and MultiplyWords in their AVX2 version on a CPU with AVX-512 and AVX2,
+// so that both versions are checked there (no effect on a CPU without AVX2).
 void UseAvx2Int32ForTesting(bool avx2);
 // MultiplyWords on AVX-512, n a multiple of 16; on AVX2, n a multiple of 8.
 void MultiplyWordsAvx2(const uint32_t* rows, uint64_t count, uint64_t n, const uint32_t* vectors,

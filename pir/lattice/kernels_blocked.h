@@ -16,6 +16,9 @@
 #include "pir/lattice/kernels.h"
 
 namespace veil::lattice::internal {
+// Everything here in an anonymous namespace: each instruction-set file gets its own copies, so
+// that no function compiled for one set can be the copy another file links to.
+namespace {
 
 // The sum of `n` 32-bit lanes mod 2^32 (GCC's _mm512_reduce_add_epi32 adds in signed int, which
 // overflows: undefined behaviour that UBSan reports).
@@ -58,11 +61,11 @@ void RowPointers(const ByteMatrixView& db, uint64_t r0, uint64_t row_end,
 }
 
 // Rows form (small batches): rows in blocks of 4, columns in chunks of 2 KiB so that a block's
-// 8 KiB of database bytes stays in L1 while every query of the batch passes over it; one 512-bit
-// partial sum per (query, row) carried across chunks and reduced once at the end. The database
-// is read from memory once per batch.
-// step(rows, b, c0, len, acc) adds to acc[i] (i < 4) the 16-lane partial sums of
-// rows[i][c0, c0 + len) against query b; len is a multiple of 64.
+// 8 KiB of database bytes stays in L1 while every query of the batch passes over it; one vector
+// partial sum (Step::Acc) per (query, row) carried across chunks and reduced once at the end. The
+// database is read from memory once per batch.
+// step(rows, b, c0, len, acc) adds to acc[i] (i < 4) the partial sums of rows[i][c0, c0 + len)
+// against query b; len is a multiple of 64.
 inline constexpr int kRowsBlock = 4;
 inline constexpr uint64_t kRowsChunkBytes = 2048;
 // Software prefetch distance of the rows form: with four row streams and the queries' at once the
@@ -142,6 +145,7 @@ void LanesProduct(const ByteMatrixView& db, const PreparedQueries& q, uint64_t r
   }
 }
 
+}  // namespace
 }  // namespace veil::lattice::internal
 
 #endif  // VEIL_PIR_LATTICE_KERNELS_BLOCKED_H_

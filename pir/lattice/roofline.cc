@@ -65,7 +65,7 @@ CpuCeilings MeasureCpuCeilings(int threads, uint64_t read_bytes) {
   double fastest = stream.Seconds();
   for (int rep = 1; rep < 5; ++rep) fastest = std::min(fastest, stream.Seconds());
   c.mem_read_bytes_per_s = static_cast<double>(stream.bytes()) / fastest;
-  constexpr uint64_t kIters = 1 << 22;  // 12 or 24 operations each: ~0.05 s
+  constexpr uint64_t kIters = 1 << 22;  // 12, 6 (AVX2) or 24 operations each: ~0.05 s
   if (internal::CpuHasAvx512()) {
     c.int32_mac_per_s = 12.0 * 16 * kIters * threads / FastestParallel(threads, 3, [&](int) {
                           sink += internal::Int32MacLoop(kIters);

@@ -62,13 +62,32 @@ TEST(DotProduct, FastPathMatchesReference) {
             {&q, terms, n, p.data(), a.data(), b.data(), acc0.data(), acc1.data(), true});
         ASSERT_EQ(acc0, want0) << bits << " bits, " << terms << " terms, n " << n << ", +=";
         ASSERT_EQ(acc1, want1) << bits << " bits, " << terms << " terms, n " << n << ", +=";
-        // The AVX2 kernel serves where no IFMA one does and the sums fit 64 bits (q <= 2^32).
+        // The AVX2 kernel serves where no IFMA one does and the sums fit 64 bits (q <= 2^32);
+        // where it could serve, it is run directly too, so that an IFMA CPU checks it as well.
         const uint128_t largest_sum =
             static_cast<uint128_t>(q.value() - 1) * (q.value() - 1) * terms;
+        const bool avx2_fits = bits <= 32 && largest_sum <= ~uint64_t{0};
+        const bool avx2 = __builtin_cpu_supports("avx2");
         EXPECT_EQ(internal::PlainDotProductUsesAvx2(q, terms),
-                  !internal::PlainDotProductUsesIfma(q) && bits <= 32 &&
-                      largest_sum <= ~uint64_t{0} && __builtin_cpu_supports("avx2"))
+                  !internal::PlainDotProductUsesIfma(q) && avx2_fits && avx2)
             << bits << " bits, " << terms << " terms";
+        if (avx2_fits && avx2) {
+          std::vector<uint64_t> v0(n), v1(n);
+          internal::PlainDotProductAvx2(
+              {&q, terms, n, p.data(), a.data(), b.data(), v0.data(), v1.data()});
+          ASSERT_EQ(v0, r0) << bits << " bits, " << terms << " terms, n " << n << ", AVX2";
+          ASSERT_EQ(v1, r1) << bits << " bits, " << terms << " terms, n " << n << ", AVX2";
+          std::vector<uint64_t> w0 = RandomResidues(n, q.value(), rng), w1 = w0;
+          std::vector<uint64_t> sum0 = w0, sum1 = w1;
+          for (size_t c = 0; c < n; ++c) {
+            sum0[c] = q.Add(sum0[c], r0[c]);
+            sum1[c] = q.Add(sum1[c], r1[c]);
+          }
+          internal::PlainDotProductAvx2(
+              {&q, terms, n, p.data(), a.data(), b.data(), w0.data(), w1.data(), true});
+          ASSERT_EQ(w0, sum0) << bits << " bits, " << terms << " terms, n " << n << ", AVX2 +=";
+          ASSERT_EQ(w1, sum1) << bits << " bits, " << terms << " terms, n " << n << ", AVX2 +=";
+        }
         if (bits > 32) continue;
         // The same plaintexts stored as 32-bit residues, through both kernels.
         std::vector<std::vector<uint32_t>> narrow;
@@ -84,6 +103,12 @@ TEST(DotProduct, FastPathMatchesReference) {
         ASSERT_EQ(g1, r1) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit";
         ASSERT_EQ(h0, r0) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit";
         ASSERT_EQ(h1, r1) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit";
+        if (avx2_fits && avx2) {
+          internal::PlainDotProductAvx2(internal::DotProductArgs32{
+              &q, terms, n, p32.data(), a.data(), b.data(), h0.data(), h1.data()});
+          ASSERT_EQ(h0, r0) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit AVX2";
+          ASSERT_EQ(h1, r1) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit AVX2";
+        }
       }
     }
   }
@@ -138,11 +163,24 @@ TEST(TileDotProduct, FastPathMatchesReference) {
           if (bits == 16 || bits == 32 || terms > 2048) {
             EXPECT_FALSE(internal::TileDotProductUsesIfma(args)) << what;
           }
-          // Where no IFMA kernel serves, every modulus here (<= 32 bits) takes the AVX2 one.
+          // Where no IFMA kernel serves, every modulus here (<= 32 bits) takes the AVX2 one;
+          // it is run directly too, so that an IFMA CPU checks it as well.
           if (!internal::TileDotProductUsesIfma(args)) {
             EXPECT_EQ(internal::TileDotProductUsesAvx2(args),
                       static_cast<bool>(__builtin_cpu_supports("avx2")))
                 << what;
+          }
+          if (__builtin_cpu_supports("avx2")) {
+            std::vector<uint64_t> avx2 = naive;
+            for (size_t t = 0; t < tiles; ++t) {
+              for (size_t h = 0; h < 2; ++h) {
+                for (size_t l = 0; l < 8; ++l) avx2[t * kStride + h * kHalf + l] = 7;
+              }
+            }
+            internal::TileDotProductArgs direct = args;
+            direct.out = avx2.data();
+            internal::TileDotProductAvx2(direct);
+            ASSERT_EQ(avx2, naive) << what << ", AVX2";
           }
         }
       }
@@ -175,6 +213,12 @@ TEST(SubMulShoup, FastPathMatchesReference) {
         for (size_t c = 0; c < n; ++c) naive[c] = q.Mul(q.Sub(x[c], y[c]), w[c * step]);
         ASSERT_EQ(reference, naive) << bits << " bits, n " << n << ", step " << step;
         ASSERT_EQ(fast, reference) << bits << " bits, n " << n << ", step " << step;
+        if (bits <= 32 && __builtin_cpu_supports("avx2")) {  // the AVX2 kernel, on any such CPU
+          std::vector<uint64_t> avx2(n);
+          internal::SubMulShoupAvx2(q, n, x.data(), y.data(), w.data(), w_shoup.data(), step,
+                                    avx2.data());
+          ASSERT_EQ(avx2, reference) << bits << " bits, n " << n << ", step " << step << ", AVX2";
+        }
         std::vector<uint64_t> in_place = x;  // out aliasing x, then y
         internal::SubMulShoup(q, n, in_place.data(), y.data(), w.data(), w_shoup.data(), step,
                               in_place.data());

@@ -30,7 +30,9 @@ class Int32Versions {
  public:
   ~Int32Versions() { internal::UseAvx2Int32ForTesting(false); }
   std::vector<bool> avx2_forced() const {
-    return internal::CpuHasAvx512() ? std::vector<bool>{false, true} : std::vector<bool>{false};
+    return internal::CpuHasAvx512() && __builtin_cpu_supports("avx2")
+               ? std::vector<bool>{false, true}
+               : std::vector<bool>{false};
   }
 };
 
