@@ -22,46 +22,11 @@ bool CpuHasAvx2() {
 // without AVX-512, 2026-12-06: a 65,536 x 15 bfv-bag product 20% slower than 65,536 x 16).
 constexpr size_t kReferenceTile = 128;
 
-// The reference where every sum fits 64 bits (terms (q - 1)^2 + q < 2^64: key switching's few
-// terms over primes below 2^30): 64-bit sums and the inline 64-bit reduction.
-template <typename Plain>
-bool Kernel64(const DotProductArgsOf<Plain>& a, size_t first_slot) {
+// The reference's sums in `Sum` (uint64_t or uint128_t), reduced every `batch` terms.
+template <typename Sum, typename Plain>
+void SumSlots(const DotProductArgsOf<Plain>& a, size_t first_slot, size_t batch) {
   const Modulus& q = *a.q;
-  const uint128_t square = static_cast<uint128_t>(q.value() - 1) * (q.value() - 1);
-  if (a.terms > (~uint64_t{0} - q.value()) / square) return false;  // square >= 4 (q >= 3)
-  uint64_t s0[kReferenceTile], s1[kReferenceTile];
-  for (size_t tile = first_slot; tile < a.n; tile += kReferenceTile) {
-    const size_t len = std::min(kReferenceTile, a.n - tile);
-    for (size_t c = 0; c < len; ++c) {
-      s0[c] = a.accumulate ? a.out0[tile + c] : 0;
-      s1[c] = a.accumulate ? a.out1[tile + c] : 0;
-    }
-    for (size_t i = 0; i < a.terms; ++i) {
-      const Plain* plain = a.plain[i] + tile;
-      const uint64_t* x0 = a.c0[i] + tile;
-      const uint64_t* x1 = a.c1[i] + tile;
-      for (size_t c = 0; c < len; ++c) {
-        s0[c] += static_cast<uint64_t>(plain[c]) * x0[c];
-        s1[c] += static_cast<uint64_t>(plain[c]) * x1[c];
-      }
-    }
-    for (size_t c = 0; c < len; ++c) {
-      a.out0[tile + c] = q.Reduce(s0[c]);
-      a.out1[tile + c] = q.Reduce(s1[c]);
-    }
-  }
-  return true;
-}
-
-template <typename Plain>
-void ReferenceKernel(const DotProductArgsOf<Plain>& a, size_t first_slot) {
-  if (Kernel64(a, first_slot)) return;
-  const Modulus& q = *a.q;
-  const uint128_t square = static_cast<uint128_t>(q.value() - 1) * (q.value() - 1);
-  // Terms a 128-bit sum takes before it could overflow (at least 16 below 2^62).
-  const size_t batch = static_cast<size_t>(std::min<uint128_t>(
-      ~static_cast<uint128_t>(0) / std::max<uint128_t>(square, 1) - 1, 1 << 20));
-  uint128_t s0[kReferenceTile], s1[kReferenceTile];
+  Sum s0[kReferenceTile], s1[kReferenceTile];
   for (size_t tile = first_slot; tile < a.n; tile += kReferenceTile) {
     const size_t len = std::min(kReferenceTile, a.n - tile);
     for (size_t c = 0; c < len; ++c) {
@@ -80,8 +45,8 @@ void ReferenceKernel(const DotProductArgsOf<Plain>& a, size_t first_slot) {
         const uint64_t* x0 = a.c0[i] + tile;
         const uint64_t* x1 = a.c1[i] + tile;
         for (size_t c = 0; c < len; ++c) {
-          s0[c] += static_cast<uint128_t>(plain[c]) * x0[c];
-          s1[c] += static_cast<uint128_t>(plain[c]) * x1[c];
+          s0[c] += static_cast<Sum>(plain[c]) * x0[c];
+          s1[c] += static_cast<Sum>(plain[c]) * x1[c];
         }
       }
     }
@@ -90,6 +55,22 @@ void ReferenceKernel(const DotProductArgsOf<Plain>& a, size_t first_slot) {
       a.out1[tile + c] = q.Reduce(s1[c]);
     }
   }
+}
+
+template <typename Plain>
+void ReferenceKernel(const DotProductArgsOf<Plain>& a, size_t first_slot) {
+  const Modulus& q = *a.q;
+  const uint128_t square = static_cast<uint128_t>(q.value() - 1) * (q.value() - 1);  // >= 4
+  // Every sum within 64 bits (terms (q - 1)^2 + q < 2^64: key switching's few terms over primes
+  // below 2^30): 64-bit sums and the inline 64-bit reduction, once.
+  if (a.terms <= (~uint64_t{0} - q.value()) / square) {
+    SumSlots<uint64_t>(a, first_slot, std::max<size_t>(a.terms, 1));
+    return;
+  }
+  // Terms a 128-bit sum takes before it could overflow (at least 16 below 2^62).
+  const size_t batch =
+      static_cast<size_t>(std::min<uint128_t>(~static_cast<uint128_t>(0) / square - 1, 1 << 20));
+  SumSlots<uint128_t>(a, first_slot, batch);
 }
 
 template <typename Plain>

@@ -11,9 +11,8 @@
 namespace veil::he::internal {
 namespace {
 
-struct U32Lanes8 {
+struct U32Lanes8 : U32Tables {
   using V = __m256i;
-  using Elem = uint32_t;
   static constexpr size_t kLanes = 8;
   explicit U32Lanes8(uint64_t q) : q(_mm256_set1_epi32(static_cast<int32_t>(q))) {}
 
@@ -31,15 +30,7 @@ struct U32Lanes8 {
   }
   static V Permute(V idx, V a) { return _mm256_permutevar8x32_epi32(a, idx); }
   static V Index(const int* idx) { return Load(idx); }
-  static const Elem* Roots(const NttTables& t, bool inverse) {
-    return (inverse ? t.inverse_roots32() : t.roots32()).data();
-  }
-  static const Elem* RootsShoup(const NttTables& t, bool inverse) {
-    return (inverse ? t.inverse_roots_shoup32() : t.roots_shoup32()).data();
-  }
-  static Elem ShoupScalar(Elem w_shoup) { return w_shoup; }
   static V ShoupVector(V w_shoup) { return w_shoup; }
-  static Elem ShoupOfScalar(uint64_t w, uint64_t q) { return static_cast<Elem>((w << 32) / q); }
 
   // a * w mod q in [0, 2q) for a < 2^32: quotient = floor(a * w' / 2^32) lane by lane.
   V MulShoupLazy(V a, V w, V w_shoup) const {

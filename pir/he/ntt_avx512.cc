@@ -88,11 +88,10 @@ struct IfmaLanes : U64Lanes {
   V neg_q, mask52;
 };
 
-struct U32Lanes {
+struct U32Lanes : U32Tables {
   using V = __m512i;
   static V Load(const void* p) { return _mm512_loadu_si512(p); }
   static void Store(void* p, V v) { _mm512_storeu_si512(p, v); }
-  using Elem = uint32_t;
   static constexpr size_t kLanes = 16;
   explicit U32Lanes(uint64_t q) : q(_mm512_set1_epi32(static_cast<int32_t>(q))) {}
 
@@ -103,15 +102,7 @@ struct U32Lanes {
   static V Permute2(V a, V idx, V b) { return _mm512_permutex2var_epi32(a, idx, b); }
   static V Permute(V idx, V a) { return _mm512_permutexvar_epi32(idx, a); }
   static V Index(const int* idx) { return _mm512_loadu_si512(idx); }
-  static const Elem* Roots(const NttTables& t, bool inverse) {
-    return (inverse ? t.inverse_roots32() : t.roots32()).data();
-  }
-  static const Elem* RootsShoup(const NttTables& t, bool inverse) {
-    return (inverse ? t.inverse_roots_shoup32() : t.roots_shoup32()).data();
-  }
-  static Elem ShoupScalar(Elem w_shoup) { return w_shoup; }
   static V ShoupVector(V w_shoup) { return w_shoup; }
-  static Elem ShoupOfScalar(uint64_t w, uint64_t q) { return static_cast<Elem>((w << 32) / q); }
 
   // a * w mod q in [0, 2q) for a < 2^32: quotient = floor(a * w' / 2^32) lane by lane.
   V MulShoupLazy(V a, V w, V w_shoup) const {

@@ -20,6 +20,20 @@
 namespace veil::he::internal {
 namespace {
 
+// What the 32-bit lanes (q < 2^30) of every width share: the 32-bit root tables and their Shoup
+// companions floor(w 2^32 / q).
+struct U32Tables {
+  using Elem = uint32_t;
+  static const Elem* Roots(const NttTables& t, bool inverse) {
+    return (inverse ? t.inverse_roots32() : t.roots32()).data();
+  }
+  static const Elem* RootsShoup(const NttTables& t, bool inverse) {
+    return (inverse ? t.inverse_roots_shoup32() : t.roots_shoup32()).data();
+  }
+  static Elem ShoupScalar(Elem w_shoup) { return w_shoup; }
+  static Elem ShoupOfScalar(uint64_t w, uint64_t q) { return static_cast<Elem>((w << 32) / q); }
+};
+
 // Permutes of a small-distance stage over two vectors (positions 0 .. 2L-1): lane k of X is
 // position (k / half) * 2 half + k % half, of Y that plus half; `back0`/`back1` undo it; lane k
 // takes root k / half of the loaded roots.
