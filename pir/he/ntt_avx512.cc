@@ -20,10 +20,14 @@ namespace {
 
 using V = __m512i;
 
-struct U64Lanes {
+// The vector of every lane type here, and its unaligned load and store.
+struct Zmm {
   using V = __m512i;
   static V Load(const void* p) { return _mm512_loadu_si512(p); }
   static void Store(void* p, V v) { _mm512_storeu_si512(p, v); }
+};
+
+struct U64Lanes : Zmm {
   using Elem = uint64_t;
   static constexpr size_t kLanes = 8;
   explicit U64Lanes(uint64_t q) : q(_mm512_set1_epi64(q)) {}
@@ -88,10 +92,7 @@ struct IfmaLanes : U64Lanes {
   V neg_q, mask52;
 };
 
-struct U32Lanes : U32Tables {
-  using V = __m512i;
-  static V Load(const void* p) { return _mm512_loadu_si512(p); }
-  static void Store(void* p, V v) { _mm512_storeu_si512(p, v); }
+struct U32Lanes : Zmm, U32Tables {
   static constexpr size_t kLanes = 16;
   explicit U32Lanes(uint64_t q) : q(_mm512_set1_epi32(static_cast<int32_t>(q))) {}
 
@@ -115,9 +116,6 @@ struct U32Lanes : U32Tables {
   V q;
 };
 
-V Load(const void* p) { return _mm512_loadu_si512(p); }
-void Store(void* p, V v) { _mm512_storeu_si512(p, v); }
-
 // The 32-bit kernels work on a narrowed copy (values < q < 2^30), in a scratch buffer: no
 // std::vector here, whose members compiled for AVX-512 could be the copy every caller links to.
 template <bool kInverse>
@@ -125,7 +123,8 @@ void Run32(const NttTables& t, uint64_t* a) {
   const size_t n = t.n();
   uint32_t* narrow = reinterpret_cast<uint32_t*>(GetScratch(Scratch::kNarrowNtt, (n + 1) / 2));
   for (size_t j = 0; j < n; j += 8) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(narrow + j), _mm512_cvtepi64_epi32(Load(a + j)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(narrow + j),
+                        _mm512_cvtepi64_epi32(Zmm::Load(a + j)));
   }
   if (kInverse) {
     Inverse<U32Lanes>(t, narrow);
@@ -133,8 +132,8 @@ void Run32(const NttTables& t, uint64_t* a) {
     Forward<U32Lanes>(t, narrow);
   }
   for (size_t j = 0; j < n; j += 8) {
-    Store(a + j,
-          _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(narrow + j))));
+    Zmm::Store(a + j, _mm512_cvtepu32_epi64(
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(narrow + j))));
   }
 }
 
@@ -146,8 +145,8 @@ void MultiplyAdd(uint64_t qv, uint64_t w, const typename L::Elem* b, typename L:
   const V wv = L::Set1(static_cast<typename L::Elem>(w));
   const V ws = L::Set1(L::ShoupOfScalar(w, qv));
   for (size_t i = 0; i + L::kLanes <= count; i += L::kLanes) {
-    const V product = L::ReduceOnce(ops.MulShoupLazy(Load(b + i), wv, ws), q);
-    Store(acc + i, L::ReduceOnce(L::Add(Load(acc + i), product), q));
+    const V product = L::ReduceOnce(ops.MulShoupLazy(L::Load(b + i), wv, ws), q);
+    L::Store(acc + i, L::ReduceOnce(L::Add(L::Load(acc + i), product), q));
   }
 }
 
