@@ -51,17 +51,21 @@ TEST(DotProduct, FastPathMatchesReference) {
         ASSERT_EQ(r1, naive1) << bits << " bits, " << terms << " terms";
         ASSERT_EQ(f0, r0) << bits << " bits, " << terms << " terms, n " << n;
         ASSERT_EQ(f1, r1) << bits << " bits, " << terms << " terms, n " << n;
-        // accumulate: out += the sums, from values below q.
-        std::vector<uint64_t> acc0 = RandomResidues(n, q.value(), rng), acc1 = acc0;
-        std::vector<uint64_t> want0 = acc0, want1 = acc1;
-        for (size_t c = 0; c < n; ++c) {
-          want0[c] = q.Add(want0[c], r0[c]);
-          want1[c] = q.Add(want1[c], r1[c]);
-        }
-        internal::PlainDotProduct(
-            {&q, terms, n, p.data(), a.data(), b.data(), acc0.data(), acc1.data(), true});
-        ASSERT_EQ(acc0, want0) << bits << " bits, " << terms << " terms, n " << n << ", +=";
-        ASSERT_EQ(acc1, want1) << bits << " bits, " << terms << " terms, n " << n << ", +=";
+        // accumulate: out += the sums, from values below q, through `kernel`.
+        const auto check_accumulate = [&](auto kernel, const char* what) {
+          std::vector<uint64_t> acc0 = RandomResidues(n, q.value(), rng), acc1 = acc0;
+          std::vector<uint64_t> want0 = acc0, want1 = acc1;
+          for (size_t c = 0; c < n; ++c) {
+            want0[c] = q.Add(want0[c], r0[c]);
+            want1[c] = q.Add(want1[c], r1[c]);
+          }
+          kernel(internal::DotProductArgs{&q, terms, n, p.data(), a.data(), b.data(), acc0.data(),
+                                          acc1.data(), true});
+          ASSERT_EQ(acc0, want0) << bits << " bits, " << terms << " terms, n " << n << ", " << what;
+          ASSERT_EQ(acc1, want1) << bits << " bits, " << terms << " terms, n " << n << ", " << what;
+        };
+        check_accumulate([](const internal::DotProductArgs& x) { internal::PlainDotProduct(x); },
+                         "+=");
         // The AVX2 kernel serves where no IFMA one does and the sums fit 64 bits (q <= 2^32);
         // where it could serve, it is run directly too, so that an IFMA CPU checks it as well.
         const uint128_t largest_sum =
@@ -77,16 +81,9 @@ TEST(DotProduct, FastPathMatchesReference) {
               {&q, terms, n, p.data(), a.data(), b.data(), v0.data(), v1.data()});
           ASSERT_EQ(v0, r0) << bits << " bits, " << terms << " terms, n " << n << ", AVX2";
           ASSERT_EQ(v1, r1) << bits << " bits, " << terms << " terms, n " << n << ", AVX2";
-          std::vector<uint64_t> w0 = RandomResidues(n, q.value(), rng), w1 = w0;
-          std::vector<uint64_t> sum0 = w0, sum1 = w1;
-          for (size_t c = 0; c < n; ++c) {
-            sum0[c] = q.Add(sum0[c], r0[c]);
-            sum1[c] = q.Add(sum1[c], r1[c]);
-          }
-          internal::PlainDotProductAvx2(
-              {&q, terms, n, p.data(), a.data(), b.data(), w0.data(), w1.data(), true});
-          ASSERT_EQ(w0, sum0) << bits << " bits, " << terms << " terms, n " << n << ", AVX2 +=";
-          ASSERT_EQ(w1, sum1) << bits << " bits, " << terms << " terms, n " << n << ", AVX2 +=";
+          check_accumulate(
+              [](const internal::DotProductArgs& x) { internal::PlainDotProductAvx2(x); },
+              "AVX2 +=");
         }
         if (bits > 32) continue;
         // The same plaintexts stored as 32-bit residues, through both kernels.
