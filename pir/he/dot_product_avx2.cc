@@ -27,6 +27,54 @@ struct Halves {
   }
 };
 
+__m256i LoadWords(const uint64_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+__m256i LoadWords(const uint32_t* p) {
+  return _mm256_cvtepu32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// x w mod q in [0, 2q) for x < 2^32, w < q < 2^32, w32 = floor(w 2^32 / q), in 64-bit lanes.
+__m256i MulShoup32(__m256i x, __m256i w, __m256i w32, __m256i q) {
+  const __m256i quotient = _mm256_srli_epi64(_mm256_mul_epu32(x, w32), 32);
+  return _mm256_sub_epi64(_mm256_mul_epu32(x, w), _mm256_mul_epu32(quotient, q));
+}
+
+// x mod q in [0, 2q) for x < 2^32, one32 = floor(2^32 / q): Shoup's product with w = 1.
+__m256i Mod32(__m256i x, __m256i one32, __m256i q) {
+  return _mm256_sub_epi64(x,
+                          _mm256_mul_epu32(_mm256_srli_epi64(_mm256_mul_epu32(x, one32), 32), q));
+}
+
+// x - m where x >= m (x and m below 2^63).
+__m256i SubIfAtLeast(__m256i x, __m256i m) {
+  const __m256i below = _mm256_cmpgt_epi64(m, x);
+  return _mm256_sub_epi64(x, _mm256_andnot_si256(below, m));
+}
+
+// Constants for reducing 64-bit lanes modulo q < 2^32 with 32-bit Shoup products.
+struct Mod32Constants {
+  __m256i q, two_q, c, c32, one32;  // c = 2^32 mod q, c32 = floor(c 2^32 / q), one32 = 2^32 / q
+
+  explicit Mod32Constants(uint64_t qv) {
+    const uint64_t cv = (uint64_t{1} << 32) % qv;
+    q = _mm256_set1_epi64x(static_cast<int64_t>(qv));
+    two_q = _mm256_set1_epi64x(static_cast<int64_t>(2 * qv));
+    c = _mm256_set1_epi64x(static_cast<int64_t>(cv));
+    c32 = _mm256_set1_epi64x(static_cast<int64_t>((cv << 32) / qv));
+    one32 = _mm256_set1_epi64x(static_cast<int64_t>((uint64_t{1} << 32) / qv));
+  }
+
+  // s mod q in [0, 4q) for any 64-bit s = hi 2^32 + lo: hi (2^32 mod q) + lo, each in [0, 2q).
+  __m256i Partial(__m256i s) const {
+    const __m256i low32 = _mm256_set1_epi64x(0xffffffff);
+    return _mm256_add_epi64(MulShoup32(_mm256_srli_epi64(s, 32), c, c32, q),
+                            Mod32(_mm256_and_si256(s, low32), one32, q));
+  }
+  // x in [0, 4q) to [0, q).
+  __m256i Final(__m256i x) const { return SubIfAtLeast(SubIfAtLeast(x, two_q), q); }
+};
+
 }  // namespace
 
 void TileDotProductAvx2(const TileDotProductArgs& a) {
@@ -38,6 +86,8 @@ void TileDotProductAvx2(const TileDotProductArgs& a) {
   // that every caller links to.)
   const uint64_t fits = ~uint64_t{0} / (largest * largest);  // largest >= 2
   const size_t run = fits < 16 ? static_cast<size_t>(fits) : 16;
+  const Mod32Constants m(q.value());
+  const __m256i low32 = _mm256_set1_epi64x(0xffffffff);
   for (size_t t = 0; t < a.tiles; ++t) {
     const uint32_t* plain = a.plain + t * a.terms * 8;
     // Slots 0-3 and 4-7 of each half (keys[r][h][l]).
@@ -65,16 +115,19 @@ void TileDotProductAvx2(const TileDotProductArgs& a) {
         for (int v = 0; v < 2; ++v) folded[h][v].Fold(sum[h][v]);
       }
     }
+    // The slot's sum T = hi 2^32 + lo = H 2^32 + L with H = hi + (lo >> 32) (below 2^64: each
+    // half is below 2^32 times the folds) and L < 2^32; T mod q = (H mod q) (2^32 mod q) + L.
     uint64_t* out = a.out + t * a.out_stride;
     for (int h = 0; h < 2; ++h) {
       for (int v = 0; v < 2; ++v) {
-        alignas(32) uint64_t lo[4], hi[4];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(lo), folded[h][v].lo);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(hi), folded[h][v].hi);
-        for (int l = 0; l < 4; ++l) {
-          out[h * a.half_stride + 4 * v + l] =
-              q.Reduce((static_cast<uint128_t>(hi[l]) << 32) + lo[l]);
-        }
+        const __m256i high =
+            _mm256_add_epi64(folded[h][v].hi, _mm256_srli_epi64(folded[h][v].lo, 32));
+        const __m256i high_mod = m.Final(m.Partial(high));
+        const __m256i r =
+            _mm256_add_epi64(MulShoup32(high_mod, m.c, m.c32, m.q),
+                             Mod32(_mm256_and_si256(folded[h][v].lo, low32), m.one32, m.q));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + h * a.half_stride + 4 * v),
+                            m.Final(r));
       }
     }
   }
@@ -82,50 +135,17 @@ void TileDotProductAvx2(const TileDotProductArgs& a) {
 
 namespace {
 
-__m256i LoadWords(const uint64_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-__m256i LoadWords(const uint32_t* p) {
-  return _mm256_cvtepu32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// x w mod q in [0, 2q) for x < 2^32, w < q < 2^32, w32 = floor(w 2^32 / q), in 64-bit lanes.
-__m256i MulShoup32(__m256i x, __m256i w, __m256i w32, __m256i q) {
-  const __m256i quotient = _mm256_srli_epi64(_mm256_mul_epu32(x, w32), 32);
-  return _mm256_sub_epi64(_mm256_mul_epu32(x, w), _mm256_mul_epu32(quotient, q));
-}
-
-// x mod q in [0, 2q) for x < 2^32, one32 = floor(2^32 / q): Shoup's product with w = 1.
-__m256i Mod32(__m256i x, __m256i one32, __m256i q) {
-  return _mm256_sub_epi64(x,
-                          _mm256_mul_epu32(_mm256_srli_epi64(_mm256_mul_epu32(x, one32), 32), q));
-}
-
-// x - m where x >= m (x and m below 2^63).
-__m256i SubIfAtLeast(__m256i x, __m256i m) {
-  const __m256i below = _mm256_cmpgt_epi64(m, x);
-  return _mm256_sub_epi64(x, _mm256_andnot_si256(below, m));
-}
-
 template <typename Plain>
 void PlainKernel(const DotProductArgsOf<Plain>& a) {
   // Every sum fits 64 bits (PlainDotProductUsesAvx2): s = hi 2^32 + lo, and
   // s mod q = (hi (2^32 mod q) + lo) mod q, a 32-bit Shoup product and a Shoup reduction, each in
   // [0, 2q).
-  const uint64_t qv = a.q->value();
-  const uint64_t c = (uint64_t{1} << 32) % qv;
-  const __m256i q = _mm256_set1_epi64x(static_cast<int64_t>(qv));
-  const __m256i two_q = _mm256_set1_epi64x(static_cast<int64_t>(2 * qv));
-  const __m256i cv = _mm256_set1_epi64x(static_cast<int64_t>(c));
-  const __m256i c32 = _mm256_set1_epi64x(static_cast<int64_t>((c << 32) / qv));
-  const __m256i one32 = _mm256_set1_epi64x(static_cast<int64_t>((uint64_t{1} << 32) / qv));
-  const __m256i low32 = _mm256_set1_epi64x(0xffffffff);
+  const Mod32Constants m(a.q->value());
   const auto reduce = [&](__m256i s, const uint64_t* before) {
-    __m256i r = _mm256_add_epi64(MulShoup32(_mm256_srli_epi64(s, 32), cv, c32, q),
-                                 Mod32(_mm256_and_si256(s, low32), one32, q));
+    __m256i r = m.Partial(s);
     if (a.accumulate) r = _mm256_add_epi64(r, LoadWords(before));  // [0, 5q)
-    r = SubIfAtLeast(SubIfAtLeast(r, two_q), two_q);               // [0, 2q)
-    return SubIfAtLeast(r, q);
+    r = SubIfAtLeast(SubIfAtLeast(r, m.two_q), m.two_q);           // [0, 2q)
+    return SubIfAtLeast(r, m.q);
   };
   size_t c0 = 0;
   for (; c0 + 4 <= a.n; c0 += 4) {
