@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -63,10 +64,19 @@ std::atomic<bool> avx2_int32_for_testing{false};
 // AVX2 on a CPU that has both.
 bool UseAvx512() { return Cpu().avx512 && !(avx2_int32_for_testing.load() && Cpu().avx2); }
 
-// The int32 form for this CPU: AVX-512 where it has it, else AVX2 (CpuRuns checked first).
-internal::RowRangeKernel Int32Kernel(bool lanes) {
-  if (lanes) return UseAvx512() ? internal::Int32Lanes : internal::Int32LanesAvx2;
-  return UseAvx512() ? internal::Int32Rows : internal::Int32RowsAvx2;
+// The int32 form for this CPU: AVX-512 where it has it (avx512: UseAvx512()), else AVX2 (CpuRuns
+// checked first).
+internal::RowRangeKernel Int32Kernel(bool lanes, bool avx512) {
+  if (lanes) return avx512 ? internal::Int32Lanes : internal::Int32LanesAvx2;
+  return avx512 ? internal::Int32Rows : internal::Int32RowsAvx2;
+}
+
+// Word y as the AVX2 rows form reads it: y = h 2^16 + l, l = y's low half as a signed 16-bit
+// number, h the high half of y - l (mod 2^32); each stored as its 16 bits.
+void SplitWord(uint32_t y, uint16_t& l, uint16_t& h) {
+  l = static_cast<uint16_t>(y);
+  const uint32_t signed_l = static_cast<uint32_t>(static_cast<int32_t>(static_cast<int16_t>(l)));
+  h = static_cast<uint16_t>((y - signed_l) >> 16);
 }
 
 constexpr ProductKernel kAllKernels[] = {ProductKernel::kReference, ProductKernel::kInt32Rows,
@@ -221,6 +231,8 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
   }
   const bool lanes = kernel == ProductKernel::kInt32Lanes || kernel == ProductKernel::kPlanesLanes;
   const bool planes = kernel == ProductKernel::kPlanesRows || kernel == ProductKernel::kPlanesLanes;
+  const bool avx512 = UseAvx512();
+  const bool split = !lanes && !planes && !avx512;  // the AVX2 rows form's halves
   internal::PreparedQueries prepared;
   prepared.batch = batch;
   prepared.lanes = lanes ? (static_cast<uint64_t>(batch) + 15) / 16 * 16 : batch;
@@ -235,6 +247,15 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
     const uint64_t g = b / 32, l = b % 32;
     for (uint64_t c = 0; c < db.cols; ++c) {
       const uint32_t y = queries[b * db.cols + c];
+      if (split) {
+        // Words c16 .. c16 + 15 of the row hold their 16 low halves, then their 16 high halves.
+        uint16_t halves[2];
+        SplitWord(y, halves[0], halves[1]);
+        uint8_t* at = reinterpret_cast<uint8_t*>(word_buffer.data() + b * width + c / 16 * 16);
+        std::memcpy(at + 2 * (c % 16), &halves[0], 2);
+        std::memcpy(at + 32 + 2 * (c % 16), &halves[1], 2);
+        continue;
+      }
       if (!planes) {
         word_buffer[lanes ? g * prepared.group_stride + c * 32 + l : b * width + c] = y;
         continue;
@@ -249,7 +270,7 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
   prepared.words = word_buffer.data();
   prepared.planes = plane_buffer.data();
   const internal::RowRangeKernel run =
-      planes ? (lanes ? internal::PlanesLanes : internal::PlanesRows) : Int32Kernel(lanes);
+      planes ? (lanes ? internal::PlanesLanes : internal::PlanesRows) : Int32Kernel(lanes, avx512);
   ForRowSlices(db.rows, threads, [&](uint64_t begin, uint64_t end) {
     if (begin < end) run(db, prepared, begin, end, out.data(), out_stride);
   });
@@ -296,7 +317,7 @@ absl::Status MultiplyBytesByMatrix(const ByteMatrixView& db, absl::Span<const ui
   // 32 of A's columns (40 groups at n = 1280), so a run (2 MiB of a 1,024-column slice) stays in
   // the last-level cache for all of them, where a whole slice (24 MiB at 2^24 x 64 B) did not.
   constexpr uint64_t kRunRows = 2016;  // a multiple of the kernels' row blocks (24, 48)
-  const internal::RowRangeKernel run = Int32Kernel(/*lanes=*/true);
+  const internal::RowRangeKernel run = Int32Kernel(/*lanes=*/true, UseAvx512());
   ForRowSlices(db.rows, threads, [&](uint64_t begin, uint64_t end) {
     for (uint64_t first = begin; first < end; first += kRunRows) {
       run(db, prepared, first, std::min(end, first + kRunRows), out.data(), out_stride);

@@ -8,8 +8,10 @@
 //   int32-lanes   AVX-512F: lanes hold 16 queries (the query vectors transposed), each database
 //                 byte broadcast (vpmulld with a {1to16} memory operand) to 12 rows x 32 queries
 //                 of register accumulators. For large batches (the GEMM).
-//                 On a CPU with AVX2 but no AVX-512 both int32 forms run at 8 lanes a vector
-//                 (kernels_avx2.cc: 4 rows x 8 words; 2 rows x 16 or 32 queries): such a server
+//                 On a CPU with AVX2 but no AVX-512 (kernels_avx2.cc) the rows form takes 16
+//                 bytes of 4 rows sign-extended to 16 bits times 16 query words split into
+//                 signed 16-bit halves (vpmaddwd: y = h 2^16 + l, x y = x l + 2^16 x h mod 2^32),
+//                 and the lanes form runs at 8 lanes (2 rows x 16 or 32 queries): such a server
 //                 computes neither its answers nor its hint with the reference.
 //   planes-rows   AVX-512 VNNI (VIPIR's byte planes): each query word is four base-256 digits,
 //   planes-lanes  y = sum_p 2^(8p) byte_p(y), and the product is sum_p 2^(8p) (DB . plane_p): four
@@ -102,7 +104,10 @@ namespace internal {
 
 // Queries in the layout of one kernel (kernels.cc prepares them; zero beyond cols and batch), with
 // width = AlignedStride(cols) and lanes = batch rounded up to a multiple of 16:
-//   rows forms:   words[b * width + c] (int32), planes[(4 * b + p) * width + c] = byte p of word c
+//   rows forms:   words[b * width + c] (int32), planes[(4 * b + p) * width + c] = byte p of word c;
+//                 the AVX2 int32 form's words split: the 64 bytes of words [c16, c16 + 16) of
+//                 query b (c16 a multiple of 16) hold the 16 words' l, then their h, as 16-bit
+//                 numbers (y = h 2^16 + l, l the signed low half of y)
 //   int32-lanes:  word c of query b at words[(b / 32) * group_stride + c * col_stride + b % 32]
 //                 (prepared: group_stride = 32 * width, col_stride = 32, so that a group of 32
 //                 queries is contiguous; MultiplyBytesByMatrix: A's rows as they are)

@@ -41,11 +41,16 @@ ReadStream::ReadStream(int threads, uint64_t bytes)
 double ReadStream::Seconds() const {
   std::atomic<uint64_t> sink{0};
   const bool avx512 = internal::CpuHasAvx512();
+  const bool avx2 = Has(ProductKernel::kInt32Rows);  // AVX2 at least
   const uint64_t slice = buffer_.size() / threads_;
   return FastestParallel(threads_, 1, [&](int t) {
     const uint8_t* p = buffer_.data() + t * slice;
     if (avx512) {
       sink += internal::ReadAvx512(p, slice);
+      return;
+    }
+    if (avx2) {
+      sink += internal::ReadAvx2(p, slice);
       return;
     }
     uint64_t x[4] = {};

@@ -49,11 +49,14 @@ namespace internal {
 // The micro-kernels (kernels_avx512.cc, kernels_vnni.cc): `iters` iterations of 12 (int32) or
 // 24 (VNNI) independent operations; the result only defeats dead-code elimination.
 uint32_t Int32MacLoop(uint64_t iters);
-// Int32MacLoop at 8 lanes (kernels_avx2.cc): 6 operations an iteration.
+// The AVX2 rows form's multiply-add (kernels_avx2.cc: vpmaddwd, 8 words' multiply-adds each): 6
+// operations an iteration.
 uint32_t Int32MacLoopAvx2(uint64_t iters);
 uint32_t VnniLoop(uint64_t iters);
 // XOR of all 64-bit words of [data, data + bytes), bytes a multiple of 256.
 uint64_t ReadAvx512(const uint8_t* data, uint64_t bytes);
+// The same on AVX2 (kernels_avx2.cc), four 64 KiB segments at a time with software prefetch.
+uint64_t ReadAvx2(const uint8_t* data, uint64_t bytes);
 }  // namespace internal
 
 }  // namespace veil::lattice

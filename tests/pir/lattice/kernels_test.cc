@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "pir/lattice/roofline.h"
 #include "tests/pir/lattice/test_support.h"
 
 namespace veil::lattice {
@@ -59,6 +60,11 @@ TEST(ProductKernelTest, EveryKernelEqualsTheDefinition) {
     // Extreme words too: the digit split must carry correctly through 0x80 and 0xff bytes.
     if (!q.empty()) q[0] = 0xffffffffu;
     if (q.size() > 1) q[1] = 0x80808080u;
+    // And the AVX2 rows form's 16-bit halves at their signed limits (a low half of 2^15 and of
+    // 2^15 - 1: the high half then carries one or not).
+    if (q.size() > 2) q[2] = 0x00008000u;
+    if (q.size() > 3) q[3] = 0x7fff7fffu;
+    if (q.size() > 4) q[4] = 0xffff8000u;
     for (ProductKernel kernel : AvailableProductKernels()) {
       for (bool avx2 : versions.avx2_forced()) {
         internal::UseAvx2Int32ForTesting(avx2);
@@ -177,6 +183,26 @@ TEST(ProductKernelTest, MultiplyWordsEqualsTheDefinition) {
           ASSERT_EQ(out[j * out_stride + r], 0xdeadbeefu);
       }
     }
+  }
+}
+
+// The roofline's bandwidth reads (roofline.h) return the XOR of every 64-bit word they read, on
+// sizes with and without whole groups of the AVX2 read's four 64 KiB segments, so that a read that
+// skipped or repeated bytes would show.
+TEST(ProductKernelTest, BandwidthReadsReadEveryWord) {
+  std::mt19937_64 gen(testing::TestSeed("lattice_kernels_test"));
+  for (uint64_t bytes :
+       {uint64_t{256}, uint64_t{4} << 16, (uint64_t{4} << 16) + 768, (uint64_t{9} << 16) + 256}) {
+    std::vector<uint64_t> words(bytes / 8);
+    uint64_t expected = 0;
+    for (uint64_t& w : words) expected ^= (w = gen());
+    const auto* data = reinterpret_cast<const uint8_t*>(words.data());
+    if (__builtin_cpu_supports("avx2"))
+      EXPECT_EQ(internal::ReadAvx2(data, bytes), expected) << bytes;
+    if (internal::CpuHasAvx512()) EXPECT_EQ(internal::ReadAvx512(data, bytes), expected) << bytes;
+    // One word changed changes the result: every word is read.
+    words[words.size() / 2 + 3] ^= 1;
+    if (__builtin_cpu_supports("avx2")) EXPECT_EQ(internal::ReadAvx2(data, bytes), expected ^ 1);
   }
 }
 
