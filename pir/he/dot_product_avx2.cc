@@ -14,7 +14,9 @@
 namespace veil::he::internal {
 namespace {
 
-constexpr size_t kPrefetchWords = 128;  // 512 bytes of plaintext residues, as the IFMA kernel
+// 2 KiB of plaintext residues ahead: at 2^22 x 64 B on two Zen 2 vCPUs the tile pass took 7.3 ms
+// against 8.3 with the IFMA kernel's 512 bytes.
+constexpr size_t kPrefetchWords = 512;
 
 struct Halves {
   __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
