@@ -81,28 +81,37 @@ void InverseButterfly(const L& ops, typename L::V two_q, typename L::V w, typena
   x = s;
 }
 
+// A lane type whose own SmallStage<kInverse>(two_q, roots, roots_shoup, n, m, half, a) replaces
+// the generic one below (ntt_avx2.cc: in-lane shuffles).
+template <class L>
+concept OwnSmallStages = L::kOwnSmallStages;
+
 // One stage of distance half < L over the whole polynomial: groups of 2 half elements, root
 // table entries starting at roots + m.
 template <class L, bool kInverse>
 void SmallStage(const L& ops, typename L::V two_q, const typename L::Elem* roots,
                 const typename L::Elem* roots_shoup, size_t n, size_t m, size_t half,
                 typename L::Elem* a) {
-  using V = typename L::V;
-  constexpr size_t kL = L::kLanes;
-  const StagePermutes<L> p(half);
-  for (size_t b = 0; b < n; b += 2 * kL) {
-    const V v0 = L::Load(a + b), v1 = L::Load(a + b + kL);
-    V x = L::Permute2(v0, p.to_x, v1), y = L::Permute2(v0, p.to_y, v1);
-    const size_t first_root = m + b / (2 * half);
-    const V w = L::Permute(p.root, L::Load(roots + first_root));
-    const V ws = L::ShoupVector(L::Permute(p.root, L::Load(roots_shoup + first_root)));
-    if (kInverse) {
-      InverseButterfly(ops, two_q, w, ws, x, y);
-    } else {
-      ForwardButterfly(ops, two_q, w, ws, x, y);
+  if constexpr (OwnSmallStages<L>) {
+    ops.template SmallStage<kInverse>(two_q, roots, roots_shoup, n, m, half, a);
+  } else {
+    using V = typename L::V;
+    constexpr size_t kL = L::kLanes;
+    const StagePermutes<L> p(half);
+    for (size_t b = 0; b < n; b += 2 * kL) {
+      const V v0 = L::Load(a + b), v1 = L::Load(a + b + kL);
+      V x = L::Permute2(v0, p.to_x, v1), y = L::Permute2(v0, p.to_y, v1);
+      const size_t first_root = m + b / (2 * half);
+      const V w = L::Permute(p.root, L::Load(roots + first_root));
+      const V ws = L::ShoupVector(L::Permute(p.root, L::Load(roots_shoup + first_root)));
+      if (kInverse) {
+        InverseButterfly(ops, two_q, w, ws, x, y);
+      } else {
+        ForwardButterfly(ops, two_q, w, ws, x, y);
+      }
+      L::Store(a + b, L::Permute2(x, p.back0, y));
+      L::Store(a + b + kL, L::Permute2(x, p.back1, y));
     }
-    L::Store(a + b, L::Permute2(x, p.back0, y));
-    L::Store(a + b + kL, L::Permute2(x, p.back1, y));
   }
 }
 
