@@ -71,12 +71,36 @@ internal::RowRangeKernel Int32Kernel(bool lanes, bool avx512) {
   return avx512 ? internal::Int32Rows : internal::Int32RowsAvx2;
 }
 
-// Word y as the AVX2 rows form reads it: y = h 2^16 + l, l = y's low half as a signed 16-bit
-// number, h the high half of y - l (mod 2^32); each stored as its 16 bits.
+// Word y as the AVX2 forms read it: y = h 2^16 + l, l = y's low half as a signed 16-bit number,
+// h the high half of y - l (mod 2^32); each stored as its 16 bits.
 void SplitWord(uint32_t y, uint16_t& l, uint16_t& h) {
   l = static_cast<uint16_t>(y);
   const uint32_t signed_l = static_cast<uint32_t>(static_cast<int32_t>(static_cast<int16_t>(l)));
   h = static_cast<uint16_t>((y - signed_l) >> 16);
+}
+
+void Put16(uint32_t* words, uint64_t index16, uint16_t value) {
+  std::memcpy(reinterpret_cast<uint8_t*>(words) + 2 * index16, &value, 2);
+}
+
+// Word c of query b in the AVX2 rows form's split layout (kernels.h).
+void PutSplitRows(uint32_t y, uint64_t b, uint64_t c, uint64_t width, uint32_t* words) {
+  uint16_t l, h;
+  SplitWord(y, l, h);
+  const uint64_t at = 2 * (b * width + c / 16 * 16) + c % 16;
+  Put16(words, at, l);
+  Put16(words, at + 16, h);
+}
+
+// Word c of query b in the AVX2 lanes form's pair layout (kernels.h).
+void PutSplitLanes(uint32_t y, uint64_t b, uint64_t c, uint64_t width, uint32_t* words) {
+  uint16_t l, h;
+  SplitWord(y, l, h);
+  const uint64_t lane = b % 32;
+  const uint64_t at = 2 * ((b / 32 * (width / 2) + c / 2) * internal::kSplitLanesPairWords) +
+                      (lane / 8) * 16 + (lane % 8) * 2 + c % 2;
+  Put16(words, at, l);
+  Put16(words, at + 64, h);
 }
 
 constexpr ProductKernel kAllKernels[] = {ProductKernel::kReference, ProductKernel::kInt32Rows,
@@ -232,14 +256,14 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
   const bool lanes = kernel == ProductKernel::kInt32Lanes || kernel == ProductKernel::kPlanesLanes;
   const bool planes = kernel == ProductKernel::kPlanesRows || kernel == ProductKernel::kPlanesLanes;
   const bool avx512 = UseAvx512();
-  const bool split = !lanes && !planes && !avx512;  // the AVX2 rows form's halves
+  const bool split = !planes && !avx512;  // the AVX2 forms' halves
   internal::PreparedQueries prepared;
   prepared.batch = batch;
   prepared.lanes = lanes ? (static_cast<uint64_t>(batch) + 15) / 16 * 16 : batch;
   const uint64_t width = AlignedStride(db.cols);
   const uint64_t groups = (static_cast<uint64_t>(batch) + 31) / 32;
   prepared.group_stride = 32 * width;
-  prepared.col_stride = 32;
+  prepared.col_stride = split && lanes ? internal::kSplitLanesPairWords : 32;
   const uint64_t words = lanes ? groups * 32 * width : batch * width;
   std::vector<uint32_t> word_buffer(planes ? 0 : words, 0);
   std::vector<uint8_t> plane_buffer(planes ? 4 * words : 0, 0);
@@ -248,12 +272,7 @@ absl::Status MultiplyBytes(const ByteMatrixView& db, absl::Span<const uint32_t> 
     for (uint64_t c = 0; c < db.cols; ++c) {
       const uint32_t y = queries[b * db.cols + c];
       if (split) {
-        // Words c16 .. c16 + 15 of the row hold their 16 low halves, then their 16 high halves.
-        uint16_t halves[2];
-        SplitWord(y, halves[0], halves[1]);
-        uint8_t* at = reinterpret_cast<uint8_t*>(word_buffer.data() + b * width + c / 16 * 16);
-        std::memcpy(at + 2 * (c % 16), &halves[0], 2);
-        std::memcpy(at + 32 + 2 * (c % 16), &halves[1], 2);
+        (lanes ? PutSplitLanes : PutSplitRows)(y, b, c, width, word_buffer.data());
         continue;
       }
       if (!planes) {
@@ -313,11 +332,23 @@ absl::Status MultiplyBytesByMatrix(const ByteMatrixView& db, absl::Span<const ui
   prepared.group_stride = 32;
   prepared.col_stride = n;
   prepared.words = a.data();
+  // The AVX2 lanes form reads A's words split in pairs of columns (a copy of A's size).
+  const bool avx512 = UseAvx512();
+  std::vector<uint32_t> pairs;
+  if (!avx512) {
+    pairs.assign(a.size(), 0);
+    for (uint64_t c = 0; c < width; ++c) {
+      for (uint64_t k = 0; k < n; ++k) PutSplitLanes(a[c * n + k], k, c, width, pairs.data());
+    }
+    prepared.group_stride = 32 * width;
+    prepared.col_stride = internal::kSplitLanesPairWords;
+    prepared.words = pairs.data();
+  }
   // Each thread's rows in runs of kRunRows: the lanes form passes over its rows once per group of
   // 32 of A's columns (40 groups at n = 1280), so a run (2 MiB of a 1,024-column slice) stays in
   // the last-level cache for all of them, where a whole slice (24 MiB at 2^24 x 64 B) did not.
   constexpr uint64_t kRunRows = 2016;  // a multiple of the kernels' row blocks (24, 48)
-  const internal::RowRangeKernel run = Int32Kernel(/*lanes=*/true, UseAvx512());
+  const internal::RowRangeKernel run = Int32Kernel(/*lanes=*/true, avx512);
   ForRowSlices(db.rows, threads, [&](uint64_t begin, uint64_t end) {
     for (uint64_t first = begin; first < end; first += kRunRows) {
       run(db, prepared, first, std::min(end, first + kRunRows), out.data(), out_stride);

@@ -8,11 +8,12 @@
 //   int32-lanes   AVX-512F: lanes hold 16 queries (the query vectors transposed), each database
 //                 byte broadcast (vpmulld with a {1to16} memory operand) to 12 rows x 32 queries
 //                 of register accumulators. For large batches (the GEMM).
-//                 On a CPU with AVX2 but no AVX-512 (kernels_avx2.cc) the rows form takes 16
-//                 bytes of 4 rows sign-extended to 16 bits times 16 query words split into
-//                 signed 16-bit halves (vpmaddwd: y = h 2^16 + l, x y = x l + 2^16 x h mod 2^32),
-//                 and the lanes form runs at 8 lanes (2 rows x 16 or 32 queries): such a server
-//                 computes neither its answers nor its hint with the reference.
+//                 On a CPU with AVX2 but no AVX-512 (kernels_avx2.cc) both forms multiply in
+//                 16-bit halves (vpmaddwd: each query word y = h 2^16 + l with l, h signed 16-bit,
+//                 x y = x l + 2^16 x h mod 2^32): the rows form 16 bytes of 4 rows sign-extended
+//                 to 16 bits times 16 query words; the lanes form a row's pair of bytes broadcast
+//                 against 16 or 32 queries' halves of those two columns. Such a server computes
+//                 neither its answers nor its hint with the reference.
 //   planes-rows   AVX-512 VNNI (VIPIR's byte planes): each query word is four base-256 digits,
 //   planes-lanes  y = sum_p 2^(8p) byte_p(y), and the product is sum_p 2^(8p) (DB . plane_p): four
 //                 u8 x s8 products, vpdpbusd doing 64 byte multiply-adds (query digits unsigned,
@@ -108,11 +109,17 @@ namespace internal {
 //                 the AVX2 int32 form's words split: the 64 bytes of words [c16, c16 + 16) of
 //                 query b (c16 a multiple of 16) hold the 16 words' l, then their h, as 16-bit
 //                 numbers (y = h 2^16 + l, l the signed low half of y)
+//   AVX2 int32-lanes: for each group of 32 queries and pair of columns (c, c + 1), c even, a
+//                 block of kSplitLanesPairWords words (col_stride; group_stride = 32 width): the
+//                 16-bit l of query b's two words at 16-bit index (b % 32 / 8) 16 + (b % 8) 2 +
+//                 c % 2 (four vectors), then their h the same way (four more)
 //   int32-lanes:  word c of query b at words[(b / 32) * group_stride + c * col_stride + b % 32]
 //                 (prepared: group_stride = 32 * width, col_stride = 32, so that a group of 32
 //                 queries is contiguous; MultiplyBytesByMatrix: A's rows as they are)
 //   planes-lanes: byte p of word c of query b at
 //                 planes[(((b / 32) * 4 + p) * (width / 4) + c / 4) * 128 + (b % 32) * 4 + c % 4]
+inline constexpr uint64_t kSplitLanesPairWords = 64;
+
 struct PreparedQueries {
   int batch = 0;
   uint64_t lanes = 0;

@@ -1,7 +1,7 @@
 // The 32-bit multiply-add kernels for CPUs with AVX2 but no AVX-512 (compiled with -mavx2): the
-// rows form in 16-bit halves (vpmaddwd, on the split words of kernels.h), the lanes form of
-// kernels_avx512.cc at 8 lanes a vector, so that such a CPU neither answers nor computes a hint
-// with the reference loop, and MultiplyWords (the client's products with A and the hint).
+// rows and lanes forms in 16-bit halves (vpmaddwd, on the split words of kernels.h), so that such
+// a CPU neither answers nor computes a hint with the reference loop, and MultiplyWords (the
+// client's products with A and the hint).
 #include <immintrin.h>
 
 #include <cstring>
@@ -45,36 +45,36 @@ struct Int32RowsStep {
   }
 };
 
-// Lanes form: each element of 2 rows broadcast against 16 or 32 queries' words of its column
-// (2 or 4 vectors): 8 accumulators at most, within AVX2's 16 registers with the query words.
+// Lanes form: each pair of a row's elements (columns c, c + 1, sign-extended to 16 bits) broadcast
+// against 16 or 32 queries' halves of those columns (kernels.h's pair form; vpmaddwd sums the two
+// columns' products for a query in its 32-bit lane): 4 or 8 accumulators, the query halves read
+// from memory (the column chunk's 128 KiB stay in L2).
 struct Int32LanesStep {
-  static constexpr int kRows = 2;
-  static constexpr uint64_t kChunkCols = 1024;  // 128 KiB of transposed queries (L2)
+  static constexpr int kRows = 1;
+  static constexpr uint64_t kChunkCols = 1024;  // 128 KiB of prepared queries (L2)
   const PreparedQueries& q;
 
   template <int QB>
   void Run(const int8_t* const* rows, uint64_t lane0, uint64_t c0, uint64_t c1,
            uint32_t* sums) const {
-    constexpr int kVecs = 2 * QB;  // 8 lanes each
-    __m256i acc[kRows][kVecs];
-    for (int i = 0; i < kRows; ++i) {
-      for (int j = 0; j < kVecs; ++j) acc[i][j] = _mm256_setzero_si256();
-    }
-    for (uint64_t c = c0; c < c1; ++c) {
-      const uint32_t* words = q.words + (lane0 / 32) * q.group_stride + c * q.col_stride;
-      __m256i qv[kVecs];
+    constexpr int kVecs = 2 * QB;  // 8 queries each
+    __m256i low[kVecs], high[kVecs];
+    for (int j = 0; j < kVecs; ++j) low[j] = high[j] = _mm256_setzero_si256();
+    const int8_t* row = rows[0];
+    const uint32_t* group = q.words + (lane0 / 32) * q.group_stride;
+    for (uint64_t c = c0; c < c1; c += 2) {
+      const uint32_t pair = static_cast<uint16_t>(static_cast<int16_t>(row[c])) |
+                            (static_cast<uint32_t>(static_cast<int32_t>(row[c + 1])) << 16);
+      const __m256i x = _mm256_set1_epi32(static_cast<int32_t>(pair));
+      const __m256i* block = reinterpret_cast<const __m256i*>(group + c / 2 * q.col_stride);
       for (int j = 0; j < kVecs; ++j) {
-        qv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(words + 8 * j));
-      }
-      for (int i = 0; i < kRows; ++i) {
-        const __m256i element = _mm256_set1_epi32(rows[i][c]);
-        for (int j = 0; j < kVecs; ++j) {
-          acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_mullo_epi32(qv[j], element));
-        }
+        low[j] = _mm256_add_epi32(low[j], _mm256_madd_epi16(x, _mm256_loadu_si256(block + j)));
+        high[j] =
+            _mm256_add_epi32(high[j], _mm256_madd_epi16(x, _mm256_loadu_si256(block + 4 + j)));
       }
     }
-    for (int i = 0; i < kRows; ++i) {
-      for (int j = 0; j < kVecs; ++j) AddLanes(sums + i * 32 + 8 * j, acc[i][j]);
+    for (int j = 0; j < kVecs; ++j) {
+      AddLanes(sums + 8 * j, _mm256_add_epi32(low[j], _mm256_slli_epi32(high[j], 16)));
     }
   }
 };
@@ -156,8 +156,8 @@ uint64_t ReadAvx2(const uint8_t* data, uint64_t bytes) {
 uint32_t Int32MacLoopAvx2(uint64_t iters) {
   // The rows form's operation: vpmaddwd (16 byte x half-word products, 8 words' multiply-adds of
   // the two that a word takes) and vpaddd, 6 independent accumulators; their operands and the
-  // shared one hold 13 of the 16 registers (the chains wait only on vpaddd). The lanes form's
-  // vpmulld does half as many a cycle on Zen 2.
+  // shared one hold 13 of the 16 registers (the chains wait only on vpaddd). vpmulld does half as
+  // many a cycle on Zen 2.
   __m256i a = _mm256_set1_epi32(3), b0 = _mm256_set1_epi32(5);
   __asm__ volatile("" : "+x"(b0));
   __m256i acc[6], b[6];

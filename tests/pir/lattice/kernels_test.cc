@@ -127,6 +127,12 @@ TEST(ProductKernelTest, ByMatrixEqualsTheDefinition) {
     std::vector<uint32_t> a(width * c.n, 0);
     for (uint64_t i = 0; i < c.cols * c.n; ++i) a[i] = static_cast<uint32_t>(gen());
     a[0] = 0xffffffffu;
+    // The AVX2 lanes form's 16-bit halves at their signed limits, in both columns of a pair.
+    a[1] = 0x00008000u;
+    if (c.cols > 1) {
+      a[c.n] = 0xffff8000u;
+      a[c.n + 1] = 0x7fff7fffu;
+    }
     for (bool avx2 : versions.avx2_forced()) {
       internal::UseAvx2Int32ForTesting(avx2);
       for (int threads : {1, 2}) {
