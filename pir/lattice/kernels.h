@@ -103,6 +103,10 @@ ProductKernel FastestKernelForBatch(int batch);
 
 namespace internal {
 
+// Words of a column pair's block in the AVX2 lanes form's layout (below): 2 halves x 32 queries x
+// 2 columns of 16 bits.
+inline constexpr uint64_t kSplitLanesPairWords = 64;
+
 // Queries in the layout of one kernel (kernels.cc prepares them; zero beyond cols and batch), with
 // width = AlignedStride(cols) and lanes = batch rounded up to a multiple of 16:
 //   rows forms:   words[b * width + c] (int32), planes[(4 * b + p) * width + c] = byte p of word c;
@@ -118,8 +122,6 @@ namespace internal {
 //                 queries is contiguous; MultiplyBytesByMatrix: A's rows as they are)
 //   planes-lanes: byte p of word c of query b at
 //                 planes[(((b / 32) * 4 + p) * (width / 4) + c / 4) * 128 + (b % 32) * 4 + c % 4]
-inline constexpr uint64_t kSplitLanesPairWords = 64;
-
 struct PreparedQueries {
   int batch = 0;
   uint64_t lanes = 0;
