@@ -4,8 +4,6 @@
 // client's products with A and the hint).
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "pir/lattice/kernels.h"
 #include "pir/lattice/kernels_blocked.h"
 #include "pir/lattice/roofline.h"
@@ -143,14 +141,8 @@ uint64_t ReadAvx2(const uint8_t* data, uint64_t bytes) {
   for (; i < bytes; i += 32) {
     x[0] = _mm256_xor_si256(x[0], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i)));
   }
-  uint64_t w[4];
-  std::memcpy(w, &x[0], 32);
-  uint64_t out = w[0] ^ w[1] ^ w[2] ^ w[3];
-  for (int s = 1; s < 4; ++s) {
-    std::memcpy(w, &x[s], 32);
-    out ^= w[0] ^ w[1] ^ w[2] ^ w[3];
-  }
-  return out;
+  const __m256i all = _mm256_xor_si256(_mm256_xor_si256(x[0], x[1]), _mm256_xor_si256(x[2], x[3]));
+  return XorWords(&all, 4);
 }
 
 uint32_t Int32MacLoopAvx2(uint64_t iters) {

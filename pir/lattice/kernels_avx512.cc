@@ -140,7 +140,8 @@ uint64_t ReadAvx512(const uint8_t* data, uint64_t bytes) {
     for (int u = 0; u < 4; ++u)
       x[u] = _mm512_xor_si512(x[u], _mm512_loadu_si512(data + i + 64 * u));
   }
-  return SumLanes(_mm512_xor_si512(_mm512_xor_si512(x[0], x[1]), _mm512_xor_si512(x[2], x[3])));
+  const __m512i all = _mm512_xor_si512(_mm512_xor_si512(x[0], x[1]), _mm512_xor_si512(x[2], x[3]));
+  return XorWords(&all, 8);
 }
 
 }  // namespace veil::lattice::internal

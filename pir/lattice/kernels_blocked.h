@@ -30,6 +30,15 @@ inline uint32_t SumWords(const void* lanes, int n) {
   return sum;
 }
 
+// The XOR of the `n` 64-bit words at `lanes` (the bandwidth reads' result: roofline.h).
+inline uint64_t XorWords(const void* lanes, int n) {
+  uint64_t w[8];
+  std::memcpy(w, lanes, 8 * n);
+  uint64_t x = 0;
+  for (int i = 0; i < n; ++i) x ^= w[i];
+  return x;
+}
+
 // One vector partial sum (a struct, so that a std::vector of them keeps the type's alignment),
 // its lanes' sum and sums[l] += its lanes: 16 lanes on AVX-512, 8 on AVX2.
 #ifdef __AVX512F__
