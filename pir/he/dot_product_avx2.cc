@@ -67,11 +67,13 @@ struct Mod32Constants {
     one32 = _mm256_set1_epi64x(static_cast<int64_t>((uint64_t{1} << 32) / qv));
   }
 
-  // s mod q in [0, 4q) for any 64-bit s = hi 2^32 + lo: hi (2^32 mod q) + lo, each in [0, 2q).
+  // hi 2^32 + lo mod q in [0, 4q) for hi, lo < 2^32: hi (2^32 mod q) + lo, each in [0, 2q).
+  __m256i Partial(__m256i hi, __m256i lo) const {
+    return _mm256_add_epi64(MulShoup32(hi, c, c32, q), Mod32(lo, one32, q));
+  }
+  // The same for any 64-bit s.
   __m256i Partial(__m256i s) const {
-    const __m256i low32 = _mm256_set1_epi64x(0xffffffff);
-    return _mm256_add_epi64(MulShoup32(_mm256_srli_epi64(s, 32), c, c32, q),
-                            Mod32(_mm256_and_si256(s, low32), one32, q));
+    return Partial(_mm256_srli_epi64(s, 32), _mm256_and_si256(s, _mm256_set1_epi64x(0xffffffff)));
   }
   // x in [0, 4q) to [0, q).
   __m256i Final(__m256i x) const { return SubIfAtLeast(SubIfAtLeast(x, two_q), q); }
@@ -124,10 +126,8 @@ void TileDotProductAvx2(const TileDotProductArgs& a) {
       for (int v = 0; v < 2; ++v) {
         const __m256i high =
             _mm256_add_epi64(folded[h][v].hi, _mm256_srli_epi64(folded[h][v].lo, 32));
-        const __m256i high_mod = m.Final(m.Partial(high));
         const __m256i r =
-            _mm256_add_epi64(MulShoup32(high_mod, m.c, m.c32, m.q),
-                             Mod32(_mm256_and_si256(folded[h][v].lo, low32), m.one32, m.q));
+            m.Partial(m.Final(m.Partial(high)), _mm256_and_si256(folded[h][v].lo, low32));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + h * a.half_stride + 4 * v),
                             m.Final(r));
       }
