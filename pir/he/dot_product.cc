@@ -6,8 +6,6 @@
 
 namespace veil::he::internal {
 
-namespace {
-
 bool CpuHasAvx2() {
   static const bool avx2 = [] {
     __builtin_cpu_init();
@@ -15,6 +13,8 @@ bool CpuHasAvx2() {
   }();
   return avx2;
 }
+
+namespace {
 
 // Slots a tile of the reference kernel sums at a time: its 128-bit sums stay in L1 while each
 // term's three rows stream through once. Going slot by slot over all terms instead reads 3 x terms

@@ -72,6 +72,8 @@ struct TileDotProductArgs {
 };
 void TileDotProductReference(const TileDotProductArgs& args);
 void TileDotProduct(const TileDotProductArgs& args);
+// Whether this CPU runs AVX2 (the kernels of dot_product_avx2.cc and keyswitch.cc's AVX2 lift).
+bool CpuHasAvx2();
 // Whether TileDotProduct uses the IFMA kernel for these arguments on this CPU.
 bool TileDotProductUsesIfma(const TileDotProductArgs& args);
 void TileDotProductIfma(const TileDotProductArgs& args);

@@ -85,10 +85,9 @@ void LiftCenteredReduce(const uint64_t* digit, size_t n, uint64_t q_i, uint64_t 
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   }();
-  static const bool avx2 = __builtin_cpu_supports("avx2");
   if (avx512) {
     LiftCenteredReduceAvx512(digit, n, q_i, q_j, out);
-  } else if (avx2 && q_i <= (uint64_t{1} << 32)) {
+  } else if (CpuHasAvx2() && q_i <= (uint64_t{1} << 32)) {
     LiftCenteredReduceAvx2(digit, n, q_i, q_j, out);
   } else {
     LiftCenteredReduceBody(digit, n, q_i, q_j, out);
