@@ -142,7 +142,7 @@ absl::StatusOr<DeferredPacking> DeferredPacking::Create(const RingContext& ctx,
   const size_t words = ctx.k() * ctx.n(), tiles = ctx.n() / 8;
   const uint64_t virtual_groups = matrix.groups() << *deferred;
   const size_t roots = size_t{1} << (ExpansionLevels(matrix.lwe_n()) - *deferred);
-  std::vector<uint32_t> folded(virtual_groups * roots * words);
+  he::HugePageVector<uint32_t> folded(virtual_groups * roots * words);
   Fold(ctx, matrix, *deferred, threads,
        [&](uint64_t v, size_t r, size_t i, size_t c, uint32_t residue) {
          folded[((i * tiles + c / 8) * virtual_groups + v) * roots * 8 + r * 8 + c % 8] = residue;

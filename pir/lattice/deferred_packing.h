@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "pir/he/bfv.h"
+#include "pir/he/huge_pages.h"
 #include "pir/lattice/packing.h"
 #include "pir/lattice/rlwe.h"
 
@@ -83,7 +84,7 @@ class DeferredPacking {
 
  private:
   DeferredPacking(const RingContext& ctx, const PackingMatrix& matrix, uint32_t levels,
-                  std::vector<uint32_t> tiles)
+                  he::HugePageVector<uint32_t> tiles)
       : ctx_(&ctx), matrix_(&matrix), levels_(levels), tiles_(std::move(tiles)) {}
 
   // sigma_s and its key for s >= 1 (entry 0 unused).
@@ -109,7 +110,7 @@ class DeferredPacking {
   // W'_{r,s} of virtual group v = g 2^D + s, slot c of prime i, tiled so that the sums stream it
   // in order (he::internal::TileDotProduct): at ((i N / 8 + c / 8) V + v) R 8 + 8 r + c mod 8,
   // V = G 2^D virtual groups, R = 2^(L-D) roots.
-  std::vector<uint32_t> tiles_;
+  he::HugePageVector<uint32_t> tiles_;  // on huge pages: streamed per query
 };
 
 }  // namespace veil::lattice

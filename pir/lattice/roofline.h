@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "pir/he/huge_pages.h"
+
 namespace veil::lattice {
 
 struct CpuCeilings {
@@ -42,7 +44,7 @@ class ReadStream {
 
  private:
   int threads_;
-  std::vector<uint8_t> buffer_;
+  he::HugePageVector<uint8_t> buffer_;  // on huge pages where the kernel allows, as the database
 };
 
 namespace internal {

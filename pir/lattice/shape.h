@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "embedding/table.h"
+#include "pir/he/huge_pages.h"
 #include "pir/lattice/kernels.h"
 #include "pir/lattice/params.h"
 
@@ -126,7 +127,7 @@ class Database {
 
   Shape shape_;
   uint64_t stride_ = 0;
-  std::vector<int8_t> bytes_;
+  he::HugePageVector<int8_t> bytes_;  // on huge pages where the kernel allows (huge_pages.h)
 };
 
 }  // namespace veil::lattice
