@@ -114,13 +114,27 @@ TEST(DotProduct, FastPathMatchesReference) {
 // The tiled sums of the deferred packing (deferred_packing.h): the IFMA and AVX2 kernels equal
 // the reference and a naive sum, on both sides of the IFMA limits (q of 21 to 31 bits, 2^11
 // terms), with every input q - 1 (the largest sums) and runs of tiles that are not multiples of
-// four; the outputs' stride leaves the words between them alone.
+// four (the AVX2 kernel's streams take a quarter each, the last ones fewer); the outputs' stride
+// leaves the words between them alone, whether they are 32-byte aligned (the AVX2 kernel streams
+// them past the caches) or not.
 TEST(TileDotProduct, FastPathMatchesReference) {
   std::mt19937_64 rng = Rng(33);
+  // The outputs at `offset` words into a buffer whose start is 64-byte aligned.
+  struct Out {
+    Out(size_t words, size_t offset) : storage(words + offset + 8, 7) {
+      const uintptr_t start = reinterpret_cast<uintptr_t>(storage.data());
+      const size_t skip = ((64 - start % 64) % 64) / 8;
+      begin = storage.begin() + static_cast<ptrdiff_t>(skip + offset);
+      end = begin + static_cast<ptrdiff_t>(words);
+    }
+    std::vector<uint64_t> Words() const { return {begin, end}; }
+    std::vector<uint64_t> storage;
+    std::vector<uint64_t>::iterator begin, end;
+  };
   for (int bits : {16, 21, 29, 31, 32}) {
     const Modulus q = *Modulus::Create((*GenerateNttPrimes(bits, 64, 1))[0]);
     for (size_t terms : {size_t{1}, size_t{16}, size_t{128}, size_t{2048}, size_t{2049}}) {
-      for (size_t tiles : {size_t{1}, size_t{6}, size_t{9}}) {
+      for (size_t tiles : {size_t{1}, size_t{5}, size_t{6}, size_t{9}}) {
         for (bool largest : {false, true}) {
           std::vector<uint64_t> wide = RandomResidues(tiles * terms * 8, q.value(), rng);
           std::vector<uint64_t> keys = RandomResidues(terms * 16, q.value(), rng);
@@ -129,55 +143,57 @@ TEST(TileDotProduct, FastPathMatchesReference) {
             std::fill(keys.begin(), keys.end(), q.value() - 1);
           }
           const std::vector<uint32_t> plain(wide.begin(), wide.end());
-          constexpr size_t kHalf = 11, kStride = 27;  // 8 written at 0 and at 11 of every 27
-          std::vector<uint64_t> fast(tiles * kStride, 7), reference = fast, naive = fast;
-          const internal::TileDotProductArgs args{&q,          terms,       tiles,   plain.data(),
-                                                  keys.data(), fast.data(), kStride, kHalf};
-          internal::TileDotProduct(args);
-          internal::TileDotProductArgs ref = args;
-          ref.out = reference.data();
-          internal::TileDotProductReference(ref);
-          for (size_t t = 0; t < tiles; ++t) {
-            for (size_t h = 0; h < 2; ++h) {
-              for (size_t l = 0; l < 8; ++l) {
-                uint64_t sum = 0;
-                for (size_t r = 0; r < terms; ++r) {
-                  sum =
-                      q.Add(sum, q.Mul(plain[(t * terms + r) * 8 + l], keys[(r * 2 + h) * 8 + l]));
-                }
-                naive[t * kStride + h * kHalf + l] = sum;
-              }
-            }
-          }
-          const std::string what = std::to_string(bits) + " bits, " + std::to_string(terms) +
-                                   " terms, " + std::to_string(tiles) + " tiles" +
-                                   (largest ? ", largest" : "");
-          ASSERT_EQ(reference, naive) << what;
-          ASSERT_EQ(fast, reference) << what;
-          if (bits == 29 && terms <= 2048) {
-            EXPECT_EQ(internal::TileDotProductUsesIfma(args), internal::PlainDotProductUsesIfma(q));
-          }
-          if (bits == 16 || bits == 32 || terms > 2048) {
-            EXPECT_FALSE(internal::TileDotProductUsesIfma(args)) << what;
-          }
-          // Where no IFMA kernel serves, every modulus here (<= 32 bits) takes the AVX2 one;
-          // it is run directly too, so that an IFMA CPU checks it as well.
-          if (!internal::TileDotProductUsesIfma(args)) {
-            EXPECT_EQ(internal::TileDotProductUsesAvx2(args),
-                      static_cast<bool>(__builtin_cpu_supports("avx2")))
-                << what;
-          }
-          if (__builtin_cpu_supports("avx2")) {
-            std::vector<uint64_t> avx2 = naive;
+          // 8 written at 0 and at 11 of every 27 words from one word past alignment (some rows
+          // 32-byte aligned, some not); or at 0 and 16 of every 32, all aligned.
+          for (const bool aligned : {false, true}) {
+            const size_t half = aligned ? 16 : 11, stride = aligned ? 32 : 27;
+            Out fast(tiles * stride, aligned ? 0 : 1);
+            std::vector<uint64_t> reference(tiles * stride, 7), naive = reference;
+            const internal::TileDotProductArgs args{
+                &q, terms, tiles, plain.data(), keys.data(), &*fast.begin, stride, half};
+            internal::TileDotProduct(args);
+            internal::TileDotProductArgs ref = args;
+            ref.out = reference.data();
+            internal::TileDotProductReference(ref);
             for (size_t t = 0; t < tiles; ++t) {
               for (size_t h = 0; h < 2; ++h) {
-                for (size_t l = 0; l < 8; ++l) avx2[t * kStride + h * kHalf + l] = 7;
+                for (size_t l = 0; l < 8; ++l) {
+                  uint64_t sum = 0;
+                  for (size_t r = 0; r < terms; ++r) {
+                    sum = q.Add(sum,
+                                q.Mul(plain[(t * terms + r) * 8 + l], keys[(r * 2 + h) * 8 + l]));
+                  }
+                  naive[t * stride + h * half + l] = sum;
+                }
               }
             }
-            internal::TileDotProductArgs direct = args;
-            direct.out = avx2.data();
-            internal::TileDotProductAvx2(direct);
-            ASSERT_EQ(avx2, naive) << what << ", AVX2";
+            const std::string what = std::to_string(bits) + " bits, " + std::to_string(terms) +
+                                     " terms, " + std::to_string(tiles) + " tiles" +
+                                     (largest ? ", largest" : "") +
+                                     (aligned ? ", aligned" : ", mixed alignment");
+            ASSERT_EQ(reference, naive) << what;
+            ASSERT_EQ(fast.Words(), reference) << what;
+            if (bits == 29 && terms <= 2048) {
+              EXPECT_EQ(internal::TileDotProductUsesIfma(args),
+                        internal::PlainDotProductUsesIfma(q));
+            }
+            if (bits == 16 || bits == 32 || terms > 2048) {
+              EXPECT_FALSE(internal::TileDotProductUsesIfma(args)) << what;
+            }
+            // Where no IFMA kernel serves, every modulus here (<= 32 bits) takes the AVX2 one;
+            // it is run directly too, so that an IFMA CPU checks it as well.
+            if (!internal::TileDotProductUsesIfma(args)) {
+              EXPECT_EQ(internal::TileDotProductUsesAvx2(args),
+                        static_cast<bool>(__builtin_cpu_supports("avx2")))
+                  << what;
+            }
+            if (__builtin_cpu_supports("avx2")) {
+              Out avx2(tiles * stride, aligned ? 0 : 1);
+              internal::TileDotProductArgs direct = args;
+              direct.out = &*avx2.begin;
+              internal::TileDotProductAvx2(direct);
+              ASSERT_EQ(avx2.Words(), naive) << what << ", AVX2";
+            }
           }
         }
       }
