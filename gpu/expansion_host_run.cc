@@ -72,8 +72,7 @@ absl::StatusOr<ExpansionPlan> MakeExpansionPlan(const lattice::RingContext& ctx,
   const he::BfvContext& qp = *ctx.expansion();
   const size_t words = ctx.k() * ctx.n();
   const std::vector<uint32_t> elements = lattice::ExpansionElements(ctx, lwe_n);
-  const std::vector<std::vector<uint64_t>> monomials =
-      lattice::internal::InverseMonomials(ctx, plan.levels);
+  const std::vector<std::vector<uint64_t>>& monomials = ctx.inverse_monomials();
   for (uint32_t l = 0; l < plan.levels; ++l) {
     const std::vector<uint32_t>& perm = qp.GaloisPermutation(elements[l]);
     plan.perms.insert(plan.perms.end(), perm.begin(), perm.end());

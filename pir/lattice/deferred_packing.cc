@@ -25,7 +25,7 @@ std::vector<uint64_t> LeafCoefficients(const RingContext& ctx, uint32_t lwe_n, u
   const size_t n = ctx.n(), words = ctx.k() * n;
   const uint32_t levels = ExpansionLevels(lwe_n), top = levels - deferred;
   const size_t elements = size_t{1} << deferred;
-  const std::vector<std::vector<uint64_t>> monomials = internal::InverseMonomials(ctx, levels);
+  const std::vector<std::vector<uint64_t>>& monomials = ctx.inverse_monomials();
   std::vector<uint64_t> nodes(elements * words, 0);
   std::fill_n(nodes.begin(), words, 1);  // the constant 1 evaluates to 1 in every slot
   std::vector<uint64_t> rotated(words), shifted(words);

@@ -309,21 +309,6 @@ std::vector<uint8_t> EncryptForExpansion(const RingContext& ctx, const RlweSecre
   return wire;
 }
 
-// For each level l: the NTT form over Q of X^{-2^l} = -X^{N - 2^l}, then its Shoup factors.
-std::vector<std::vector<uint64_t>> InverseMonomials(const RingContext& ctx, uint32_t levels) {
-  const size_t n = ctx.n(), words = ctx.k() * n;
-  std::vector<std::vector<uint64_t>> out(levels);
-  for (uint32_t l = 0; l < levels; ++l) {
-    std::vector<uint64_t>& m = out[l];
-    m.assign(2 * words, 0);
-    for (size_t i = 0; i < ctx.k(); ++i)
-      m[i * n + n - (size_t{1} << l)] = ctx.base()[i].value() - 1;
-    he::internal::ForwardNtt(ctx.ntt(), m.data());
-    for (size_t r = 0; r < words; ++r) m[words + r] = ctx.base()[r / n].ShoupOf(m[r]);
-  }
-  return out;
-}
-
 absl::StatusOr<std::vector<const he::KeySwitchKey*>> ExpansionLevelKeys(const RingContext& ctx,
                                                                         const he::GaloisKeys& keys,
                                                                         uint32_t lwe_n) {
@@ -381,7 +366,7 @@ absl::Status ExpandLweSecret(const RingContext& ctx, const he::GaloisKeys& keys,
   const size_t words = ctx.k() * ctx.n();
   const std::vector<const he::KeySwitchKey*>& level_keys = *keys_of_levels;
   const uint32_t levels = ExpansionLevels(lwe_n);
-  const std::vector<std::vector<uint64_t>> monomials = internal::InverseMonomials(ctx, levels);
+  const std::vector<std::vector<uint64_t>>& monomials = ctx.inverse_monomials();
   // The top `split` levels run here; then each of their 2^split nodes (those with an index
   // below n) is a subtree for one worker. The split takes the fewest key switches one after
   // another: 2^s - 1 on top, then ceil(2^s / threads) subtrees of 2^(L - s) - 1 each (a small

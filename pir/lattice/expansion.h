@@ -178,14 +178,11 @@ std::vector<uint8_t> EncryptForExpansion(const RingContext& ctx, const RlweSecre
 
 // What ExpandLweSecret reads, for other implementations of it (gpu/expansion.h): per level l its
 // key (into `keys`; ExpansionLevelKeys) and X^{-2^l} in NTT form over Q, then its Shoup factors
-// (InverseMonomials, which need no keys). ExpansionLevelKeys returns CheckExpansion's errors and
+// (RingContext::inverse_monomials, which need no keys). ExpansionLevelKeys returns CheckExpansion's errors and
 // INVALID_ARGUMENT for keys lacking an element.
 absl::StatusOr<std::vector<const he::KeySwitchKey*>> ExpansionLevelKeys(const RingContext& ctx,
                                                                         const he::GaloisKeys& keys,
                                                                         uint32_t lwe_n);
-// For each level l < levels: X^{-2^l} = -X^{N - 2^l} in NTT form over Q (k x N residues), then
-// its Shoup factors.
-std::vector<std::vector<uint64_t>> InverseMonomials(const RingContext& ctx, uint32_t levels);
 // The root ciphertext of the wire form (c0 from the wire, c1 from its seed; NTT form over Q,
 // k x N residues each). INVALID_ARGUMENT for another size or a residue not below its prime.
 absl::StatusOr<std::vector<uint64_t>> SecretCiphertextRoot(const RingContext& ctx,

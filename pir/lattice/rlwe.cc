@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <cmath>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -110,12 +111,34 @@ std::string RingParams::SecuritySource() const {
                       " exceeds the standard's ", bound, " for N = 2^", log_n);
 }
 
+struct RingContext::Monomials {
+  std::once_flag once;
+  std::vector<std::vector<uint64_t>> inverse;
+};
+
+const std::vector<std::vector<uint64_t>>& RingContext::inverse_monomials() const {
+  std::call_once(monomials_->once, [this] {
+    const size_t n = this->n(), words = k() * n;
+    std::vector<std::vector<uint64_t>>& out = monomials_->inverse;
+    out.resize(params_.log_n);
+    for (uint32_t l = 0; l < params_.log_n; ++l) {
+      std::vector<uint64_t>& m = out[l];
+      m.assign(2 * words, 0);
+      for (size_t i = 0; i < k(); ++i) m[i * n + n - (size_t{1} << l)] = base_[i].value() - 1;
+      he::internal::ForwardNtt(ntt_, m.data());
+      for (size_t r = 0; r < words; ++r) m[words + r] = base_[r / n].ShoupOf(m[r]);
+    }
+  });
+  return monomials_->inverse;
+}
+
 absl::StatusOr<RingContext> RingContext::Create(const RingParams& params) {
   absl::StatusOr<RingParams> checked =
       RingParams::Create(params.log_n, params.primes, params.special);
   if (!checked.ok()) return checked.status();
   RingContext ctx;
   ctx.params_ = *std::move(checked);
+  ctx.monomials_ = std::make_shared<Monomials>();
   absl::StatusOr<he::RnsBase> base = he::RnsBase::Create(ctx.params_.primes);
   if (!base.ok()) return base.status();
   ctx.base_ = *std::move(base);

@@ -86,6 +86,11 @@ class RingContext {
   // context's (the same he::NttTables). Null without a special prime. (Its plaintext modulus is
   // a prime = 1 mod 2N that nothing here uses.)
   const std::shared_ptr<const he::BfvContext>& expansion() const { return expansion_; }
+  // For each l < log2 N, X^{-2^l} = -X^{N - 2^l} in NTT form over Q (k x N residues), then its
+  // Shoup factors: the expansion's steps' (expansion.h). Computed on first use (a 128-bit
+  // division per residue: about a millisecond, which every query once paid) and shared by
+  // copies; safe to call from several threads.
+  const std::vector<std::vector<uint64_t>>& inverse_monomials() const;
 
   // round(Q m / 2^32) mod primes[i].
   uint64_t EncodeWord(uint32_t m, size_t i) const;
@@ -110,6 +115,8 @@ class RingContext {
   uint64_t q_mod_word_ = 0;                    // Q mod 2^32
   std::vector<uint64_t> ratio_hi_, ratio_lo_;  // floor(2^128 / q_i) in two words
   uint64_t response_ratio_hi_ = 0, response_ratio_lo_ = 0;
+  struct Monomials;  // inverse_monomials(), once
+  std::shared_ptr<Monomials> monomials_;
 };
 
 // The ternary RLWE secret z, kept in NTT form over Q (row 0 is also its form modulo the
