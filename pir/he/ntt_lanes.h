@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "pir/he/ntt.h"
 
@@ -81,25 +82,46 @@ void InverseButterfly(const L& ops, typename L::V two_q, typename L::V w, typena
   x = s;
 }
 
-// A lane type whose own SmallStage<kInverse>(two_q, roots, roots_shoup, n, m, half, a) replaces
-// the generic one below (ntt_avx2.cc: in-lane shuffles).
+// A lane type whose own SmallStage<kInverse>(two_q, roots, roots_shoup, n, m, half, in, out)
+// replaces the generic one below (ntt_avx2.cc: in-lane shuffles).
 template <class L>
 concept OwnSmallStages = L::kOwnSmallStages;
 
+// A transform's input and output are words of type Word: L's Elem (in place), or wider words
+// that the first stage narrows as it loads them and the last pass widens as it stores them (a
+// lane type that takes them gives LoadNarrow and StoreWide), the stages between in a scratch of
+// Elems.
+template <class L, class Word>
+typename L::V LoadWord(const Word* p) {
+  if constexpr (std::is_same_v<Word, typename L::Elem>) {
+    return L::Load(p);
+  } else {
+    return L::LoadNarrow(p);
+  }
+}
+template <class L, class Word>
+void StoreWord(Word* p, typename L::V v) {
+  if constexpr (std::is_same_v<Word, typename L::Elem>) {
+    L::Store(p, v);
+  } else {
+    L::StoreWide(p, v);
+  }
+}
+
 // One stage of distance half < L over the whole polynomial: groups of 2 half elements, root
-// table entries starting at roots + m.
-template <class L, bool kInverse>
+// table entries starting at roots + m; from `in` (words) into `out` (which may be in).
+template <class L, bool kInverse, class Word = typename L::Elem>
 void SmallStage(const L& ops, typename L::V two_q, const typename L::Elem* roots,
                 const typename L::Elem* roots_shoup, size_t n, size_t m, size_t half,
-                typename L::Elem* a) {
+                const Word* in, typename L::Elem* out) {
   if constexpr (OwnSmallStages<L>) {
-    ops.template SmallStage<kInverse>(two_q, roots, roots_shoup, n, m, half, a);
+    ops.template SmallStage<kInverse>(two_q, roots, roots_shoup, n, m, half, in, out);
   } else {
     using V = typename L::V;
     constexpr size_t kL = L::kLanes;
     const StagePermutes<L> p(half);
     for (size_t b = 0; b < n; b += 2 * kL) {
-      const V v0 = L::Load(a + b), v1 = L::Load(a + b + kL);
+      const V v0 = LoadWord<L>(in + b), v1 = LoadWord<L>(in + b + kL);
       V x = L::Permute2(v0, p.to_x, v1), y = L::Permute2(v0, p.to_y, v1);
       const size_t first_root = m + b / (2 * half);
       const V w = L::Permute(p.root, L::Load(roots + first_root));
@@ -109,23 +131,27 @@ void SmallStage(const L& ops, typename L::V two_q, const typename L::Elem* roots
       } else {
         ForwardButterfly(ops, two_q, w, ws, x, y);
       }
-      L::Store(a + b, L::Permute2(x, p.back0, y));
-      L::Store(a + b + kL, L::Permute2(x, p.back1, y));
+      L::Store(out + b, L::Permute2(x, p.back0, y));
+      L::Store(out + b + kL, L::Permute2(x, p.back1, y));
     }
   }
 }
 
-// One stage of distance half >= L: whole vectors, one broadcast root per group.
-template <class L, bool kInverse>
+// One stage of distance half >= L: whole vectors, one broadcast root per group; from `in`
+// (words) into `out` (which may be in).
+template <class L, bool kInverse, class Word = typename L::Elem>
 void WideStage(const L& ops, typename L::V two_q, const typename L::Elem* roots,
-               const typename L::Elem* roots_shoup, size_t m, size_t half, typename L::Elem* a) {
+               const typename L::Elem* roots_shoup, size_t m, size_t half, const Word* in,
+               typename L::Elem* out) {
   using V = typename L::V;
   for (size_t i = 0; i < m; ++i) {
     const V w = L::Set1(roots[m + i]), ws = L::Set1(L::ShoupScalar(roots_shoup[m + i]));
-    typename L::Elem* x = a + 2 * i * half;
+    const Word* from_x = in + 2 * i * half;
+    const Word* from_y = from_x + half;
+    typename L::Elem* x = out + 2 * i * half;
     typename L::Elem* y = x + half;
     for (size_t j = 0; j < half; j += L::kLanes) {
-      V u = L::Load(x + j), v = L::Load(y + j);
+      V u = LoadWord<L>(from_x + j), v = LoadWord<L>(from_y + j);
       if (kInverse) {
         InverseButterfly(ops, two_q, w, ws, u, v);
       } else {
@@ -137,8 +163,10 @@ void WideStage(const L& ops, typename L::V two_q, const typename L::Elem* roots,
   }
 }
 
-template <class L>
-void Forward(const NttTables& t, typename L::Elem* a) {
+// The transforms of `a` (words: see LoadWord), through `work` (n Elems; a itself where Word is
+// Elem).
+template <class L, class Word = typename L::Elem>
+void Forward(const NttTables& t, Word* a, typename L::Elem* work) {
   using V = typename L::V;
   const uint64_t qv = t.modulus().value();
   const L ops(qv);
@@ -148,19 +176,21 @@ void Forward(const NttTables& t, typename L::Elem* a) {
   const auto* roots_shoup = L::RootsShoup(t, false);
   const size_t n = t.n();
   size_t m = 1, half = n / 2;
-  for (; half >= L::kLanes; m *= 2, half /= 2) {
-    WideStage<L, false>(ops, two_q, roots, roots_shoup, m, half, a);
+  // The first stage from the words (n >= 2 L: half >= L).
+  WideStage<L, false>(ops, two_q, roots, roots_shoup, m, half, a, work);
+  for (m *= 2, half /= 2; half >= L::kLanes; m *= 2, half /= 2) {
+    WideStage<L, false>(ops, two_q, roots, roots_shoup, m, half, work, work);
   }
   for (; half >= 1; m *= 2, half /= 2) {
-    SmallStage<L, false>(ops, two_q, roots, roots_shoup, n, m, half, a);
+    SmallStage<L, false>(ops, two_q, roots, roots_shoup, n, m, half, work, work);
   }
   for (size_t j = 0; j < n; j += L::kLanes) {
-    L::Store(a + j, L::ReduceOnce(L::ReduceOnce(L::Load(a + j), two_q), q));
+    StoreWord<L>(a + j, L::ReduceOnce(L::ReduceOnce(L::Load(work + j), two_q), q));
   }
 }
 
-template <class L>
-void Inverse(const NttTables& t, typename L::Elem* a) {
+template <class L, class Word = typename L::Elem>
+void Inverse(const NttTables& t, Word* a, typename L::Elem* work) {
   using V = typename L::V;
   const uint64_t qv = t.modulus().value();
   const L ops(qv);
@@ -170,17 +200,30 @@ void Inverse(const NttTables& t, typename L::Elem* a) {
   const auto* roots_shoup = L::RootsShoup(t, true);
   const size_t n = t.n();
   size_t m = n / 2, half = 1;
-  for (; half < L::kLanes; m /= 2, half *= 2) {
-    SmallStage<L, true>(ops, two_q, roots, roots_shoup, n, m, half, a);
+  // The first stage from the words (half 1 < L).
+  SmallStage<L, true>(ops, two_q, roots, roots_shoup, n, m, half, a, work);
+  for (m /= 2, half *= 2; half < L::kLanes; m /= 2, half *= 2) {
+    SmallStage<L, true>(ops, two_q, roots, roots_shoup, n, m, half, work, work);
   }
   for (; m >= 1; m /= 2, half *= 2) {
-    WideStage<L, true>(ops, two_q, roots, roots_shoup, m, half, a);
+    WideStage<L, true>(ops, two_q, roots, roots_shoup, m, half, work, work);
   }
   const V n_inv = L::Set1(static_cast<typename L::Elem>(t.n_inverse()));
   const V n_inv_shoup = L::Set1(L::ShoupOfScalar(t.n_inverse(), qv));
   for (size_t j = 0; j < n; j += L::kLanes) {
-    L::Store(a + j, L::ReduceOnce(ops.MulShoupLazy(L::Load(a + j), n_inv, n_inv_shoup), q));
+    StoreWord<L>(a + j,
+                 L::ReduceOnce(ops.MulShoupLazy(L::Load(work + j), n_inv, n_inv_shoup), q));
   }
+}
+
+// In place.
+template <class L>
+void Forward(const NttTables& t, typename L::Elem* a) {
+  Forward<L>(t, a, a);
+}
+template <class L>
+void Inverse(const NttTables& t, typename L::Elem* a) {
+  Inverse<L>(t, a, a);
 }
 
 }  // namespace
