@@ -1,8 +1,9 @@
 #include "pir/lattice/deferred_packing.h"
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -198,6 +199,20 @@ uint64_t DeferredPacking::virtual_sum_words() const {
   return (matrix_->groups() << levels_) * 2 * ctx_->k() * ctx_->n();
 }
 
+namespace {
+
+// 64 bytes from `from` to `to` (16-byte aligned), past the caches: the nodes (25 MB at 2^24 x
+// 64 B) are read once, by the tile pass, so reading their lines for ownership first is wasted
+// (the sums at 2^24 x 64 B on two Zen 2 vCPUs: 31.9-32.9 -> 30.9-31.3 ms).
+void StreamLine(uint64_t* to, const uint64_t* from) {
+  for (int k = 0; k < 4; ++k) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(to) + k,
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(from) + k));
+  }
+}
+
+}  // namespace
+
 absl::Status DeferredPacking::ExpandNodes(const he::GaloisKeys& keys,
                                           absl::Span<const uint8_t> ciphertext, int threads,
                                           uint64_t* nodes) const {
@@ -224,10 +239,11 @@ absl::Status DeferredPacking::ExpandNodes(const he::GaloisKeys& keys,
         for (size_t t = 0; t < words / 8; ++t) {
           uint64_t* tile = nodes + t * roots * 16;
           for (uint32_t j = 0; j < count; ++j) {
-            std::memcpy(tile + index[j] * 16, beta + j * words + 8 * t, 64);
-            std::memcpy(tile + index[j] * 16 + 8, alpha + j * words + 8 * t, 64);
+            StreamLine(tile + index[j] * 16, beta + j * words + 8 * t);
+            StreamLine(tile + index[j] * 16 + 8, alpha + j * words + 8 * t);
           }
         }
+        _mm_sfence();
       });
   if (!expanded.ok()) return expanded;
   if (bad_index || std::count(seen.begin(), seen.end(), 0) != 0) {
