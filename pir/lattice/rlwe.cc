@@ -121,7 +121,7 @@ const std::vector<std::vector<uint64_t>>& RingContext::inverse_monomials() const
     const size_t n = this->n(), words = k() * n;
     std::vector<std::vector<uint64_t>>& out = monomials_->inverse;
     out.resize(params_.log_n);
-    for (uint32_t l = 0; l < params_.log_n; ++l) {
+    for (int l = 0; l < params_.log_n; ++l) {
       std::vector<uint64_t>& m = out[l];
       m.assign(2 * words, 0);
       for (size_t i = 0; i < k(); ++i) m[i * n + n - (size_t{1} << l)] = base_[i].value() - 1;
