@@ -1,7 +1,8 @@
 // The 32-bit NTT kernel for CPUs with AVX2 but no AVX-512 (compiled with -mavx2; called only
 // after the CPU check in ntt.cc): ntt_avx512.cc's U32 lanes at 8 lanes a vector, q < 2^30 so
-// that 4q < 2^32, in a 32-bit scratch that the first stage fills and the last pass empties. AVX2 has no two-source permute: the small
-// stages shuffle within 128-bit lanes instead (U32Lanes8::SmallStage).
+// that 4q < 2^32, in a 32-bit scratch that the first stage fills and the last pass empties.
+// AVX2 has no two-source permute: the small stages shuffle within 128-bit lanes instead
+// (U32Lanes8::SmallStage).
 #include <immintrin.h>
 
 #include "pir/he/ntt.h"

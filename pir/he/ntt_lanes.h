@@ -211,8 +211,7 @@ void Inverse(const NttTables& t, Word* a, typename L::Elem* work) {
   const V n_inv = L::Set1(static_cast<typename L::Elem>(t.n_inverse()));
   const V n_inv_shoup = L::Set1(L::ShoupOfScalar(t.n_inverse(), qv));
   for (size_t j = 0; j < n; j += L::kLanes) {
-    StoreWord<L>(a + j,
-                 L::ReduceOnce(ops.MulShoupLazy(L::Load(work + j), n_inv, n_inv_shoup), q));
+    StoreWord<L>(a + j, L::ReduceOnce(ops.MulShoupLazy(L::Load(work + j), n_inv, n_inv_shoup), q));
   }
 }
 

@@ -149,8 +149,8 @@ TEST(TileDotProduct, FastPathMatchesReference) {
             const size_t half = aligned ? 16 : 11, stride = aligned ? 32 : 27;
             Out fast(tiles * stride, aligned ? 0 : 1);
             std::vector<uint64_t> reference(tiles * stride, 7), naive = reference;
-            const internal::TileDotProductArgs args{
-                &q, terms, tiles, plain.data(), keys.data(), &*fast.begin, stride, half};
+            const internal::TileDotProductArgs args{&q,          terms,        tiles,  plain.data(),
+                                                    keys.data(), &*fast.begin, stride, half};
             internal::TileDotProduct(args);
             internal::TileDotProductArgs ref = args;
             ref.out = reference.data();
