@@ -15,7 +15,7 @@ size_t Rounded(size_t bytes) {
 }  // namespace
 
 void* AllocateHugePages(size_t bytes) {
-  if (bytes < kHugePageBytes) return ::operator new(bytes);
+  if (!kMapsHugePages || bytes < kHugePageBytes) return ::operator new(bytes);
   // Map one huge page more than needed and trim the ends, so that the buffer starts on a 2 MiB
   // boundary (the kernel backs only whole aligned 2 MiB ranges with a huge page).
   const size_t size = Rounded(bytes);
@@ -34,7 +34,7 @@ void* AllocateHugePages(size_t bytes) {
 
 void FreeHugePages(void* p, size_t bytes) {
   if (p == nullptr) return;
-  if (bytes < kHugePageBytes) {
+  if (!kMapsHugePages || bytes < kHugePageBytes) {
     ::operator delete(p);
     return;
   }

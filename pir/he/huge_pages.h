@@ -13,8 +13,21 @@
 namespace veil::he {
 namespace internal {
 // Buffers of at least kHugePageBytes come from their own mapping, aligned to 2 MiB and advised
-// MADV_HUGEPAGE; smaller ones from operator new. Throws std::bad_alloc when out of memory.
+// MADV_HUGEPAGE; smaller ones from operator new. Throws std::bad_alloc when out of memory. Under
+// AddressSanitizer every buffer comes from operator new, so that its checks (redzones, use after
+// free) cover the large ones too.
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kMapsHugePages = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kMapsHugePages = false;
+#else
+inline constexpr bool kMapsHugePages = true;
+#endif
+#else
+inline constexpr bool kMapsHugePages = true;
+#endif
 void* AllocateHugePages(size_t bytes);
 void FreeHugePages(void* p, size_t bytes);
 }  // namespace internal
