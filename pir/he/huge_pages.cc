@@ -23,7 +23,7 @@ void* AllocateHugePages(size_t bytes) {
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapping == MAP_FAILED) throw std::bad_alloc();
   const uintptr_t start = reinterpret_cast<uintptr_t>(mapping);
-  const uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const uintptr_t aligned = Rounded(start);
   if (aligned > start) munmap(mapping, aligned - start);
   const uintptr_t end = start + size + kHugePageBytes;
   if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));

@@ -178,8 +178,8 @@ std::vector<uint8_t> EncryptForExpansion(const RingContext& ctx, const RlweSecre
 
 // What ExpandLweSecret reads, for other implementations of it (gpu/expansion.h): per level l its
 // key (into `keys`; ExpansionLevelKeys) and X^{-2^l} in NTT form over Q, then its Shoup factors
-// (RingContext::inverse_monomials, which need no keys). ExpansionLevelKeys returns CheckExpansion's errors and
-// INVALID_ARGUMENT for keys lacking an element.
+// (RingContext::inverse_monomials, which need no keys). ExpansionLevelKeys returns
+// CheckExpansion's errors and INVALID_ARGUMENT for keys lacking an element.
 absl::StatusOr<std::vector<const he::KeySwitchKey*>> ExpansionLevelKeys(const RingContext& ctx,
                                                                         const he::GaloisKeys& keys,
                                                                         uint32_t lwe_n);
