@@ -82,8 +82,10 @@ void InverseButterfly(const L& ops, typename L::V two_q, typename L::V w, typena
   x = s;
 }
 
-// A lane type whose own SmallStage<kInverse>(two_q, roots, roots_shoup, n, m, half, in, out)
-// replaces the generic one below (ntt_avx2.cc: in-lane shuffles).
+// A lane type that runs the small stages itself, all of them in one pass (ntt_avx2.cc: in
+// registers, with in-lane shuffles): ForwardSmallStages(two_q, q, roots, roots_shoup, n, work,
+// out) with the forward's final pass into out, InverseSmallStages(two_q, roots, roots_shoup, n,
+// in, work) from the inverse's words.
 template <class L>
 concept OwnSmallStages = L::kOwnSmallStages;
 
@@ -114,26 +116,22 @@ template <class L, bool kInverse, class Word = typename L::Elem>
 void SmallStage(const L& ops, typename L::V two_q, const typename L::Elem* roots,
                 const typename L::Elem* roots_shoup, size_t n, size_t m, size_t half,
                 const Word* in, typename L::Elem* out) {
-  if constexpr (OwnSmallStages<L>) {
-    ops.template SmallStage<kInverse>(two_q, roots, roots_shoup, n, m, half, in, out);
-  } else {
-    using V = typename L::V;
-    constexpr size_t kL = L::kLanes;
-    const StagePermutes<L> p(half);
-    for (size_t b = 0; b < n; b += 2 * kL) {
-      const V v0 = LoadWord<L>(in + b), v1 = LoadWord<L>(in + b + kL);
-      V x = L::Permute2(v0, p.to_x, v1), y = L::Permute2(v0, p.to_y, v1);
-      const size_t first_root = m + b / (2 * half);
-      const V w = L::Permute(p.root, L::Load(roots + first_root));
-      const V ws = L::ShoupVector(L::Permute(p.root, L::Load(roots_shoup + first_root)));
-      if (kInverse) {
-        InverseButterfly(ops, two_q, w, ws, x, y);
-      } else {
-        ForwardButterfly(ops, two_q, w, ws, x, y);
-      }
-      L::Store(out + b, L::Permute2(x, p.back0, y));
-      L::Store(out + b + kL, L::Permute2(x, p.back1, y));
+  using V = typename L::V;
+  constexpr size_t kL = L::kLanes;
+  const StagePermutes<L> p(half);
+  for (size_t b = 0; b < n; b += 2 * kL) {
+    const V v0 = LoadWord<L>(in + b), v1 = LoadWord<L>(in + b + kL);
+    V x = L::Permute2(v0, p.to_x, v1), y = L::Permute2(v0, p.to_y, v1);
+    const size_t first_root = m + b / (2 * half);
+    const V w = L::Permute(p.root, L::Load(roots + first_root));
+    const V ws = L::ShoupVector(L::Permute(p.root, L::Load(roots_shoup + first_root)));
+    if (kInverse) {
+      InverseButterfly(ops, two_q, w, ws, x, y);
+    } else {
+      ForwardButterfly(ops, two_q, w, ws, x, y);
     }
+    L::Store(out + b, L::Permute2(x, p.back0, y));
+    L::Store(out + b + kL, L::Permute2(x, p.back1, y));
   }
 }
 
@@ -181,11 +179,15 @@ void Forward(const NttTables& t, Word* a, typename L::Elem* work) {
   for (m *= 2, half /= 2; half >= L::kLanes; m *= 2, half /= 2) {
     WideStage<L, false>(ops, two_q, roots, roots_shoup, m, half, work, work);
   }
-  for (; half >= 1; m *= 2, half /= 2) {
-    SmallStage<L, false>(ops, two_q, roots, roots_shoup, n, m, half, work, work);
-  }
-  for (size_t j = 0; j < n; j += L::kLanes) {
-    StoreWord<L>(a + j, L::ReduceOnce(L::ReduceOnce(L::Load(work + j), two_q), q));
+  if constexpr (OwnSmallStages<L>) {
+    ops.ForwardSmallStages(two_q, q, roots, roots_shoup, n, work, a);
+  } else {
+    for (; half >= 1; m *= 2, half /= 2) {
+      SmallStage<L, false>(ops, two_q, roots, roots_shoup, n, m, half, work, work);
+    }
+    for (size_t j = 0; j < n; j += L::kLanes) {
+      StoreWord<L>(a + j, L::ReduceOnce(L::ReduceOnce(L::Load(work + j), two_q), q));
+    }
   }
 }
 
@@ -199,11 +201,15 @@ void Inverse(const NttTables& t, Word* a, typename L::Elem* work) {
   const auto* roots = L::Roots(t, true);
   const auto* roots_shoup = L::RootsShoup(t, true);
   const size_t n = t.n();
-  size_t m = n / 2, half = 1;
-  // The first stage from the words (half 1 < L).
-  SmallStage<L, true>(ops, two_q, roots, roots_shoup, n, m, half, a, work);
-  for (m /= 2, half *= 2; half < L::kLanes; m /= 2, half *= 2) {
-    SmallStage<L, true>(ops, two_q, roots, roots_shoup, n, m, half, work, work);
+  size_t m = n / (2 * L::kLanes), half = L::kLanes;
+  if constexpr (OwnSmallStages<L>) {
+    ops.InverseSmallStages(two_q, roots, roots_shoup, n, a, work);
+  } else {
+    // The first stage from the words (half 1 < L).
+    SmallStage<L, true>(ops, two_q, roots, roots_shoup, n, n / 2, 1, a, work);
+    for (size_t h = 2; h < L::kLanes; h *= 2) {
+      SmallStage<L, true>(ops, two_q, roots, roots_shoup, n, n / (2 * h), h, work, work);
+    }
   }
   for (; m >= 1; m /= 2, half *= 2) {
     WideStage<L, true>(ops, two_q, roots, roots_shoup, m, half, work, work);
