@@ -77,9 +77,12 @@ void GaloisKeyCache::OnChange(std::function<void(const KeyCacheCounts&)> observe
 }
 
 uint64_t GaloisKeyCache::ParsedBytes(const he::GaloisKeys& keys) {
-  uint64_t words = 0;
-  for (const auto& [element, key] : keys.keys) words += key.b.size() + key.a.size();
-  return words * sizeof(uint64_t);
+  uint64_t bytes = 0;
+  for (const auto& [element, key] : keys.keys) {
+    bytes += (key.b.size() + key.a.size()) * sizeof(uint64_t) +
+             (key.b32.size() + key.a32.size()) * sizeof(uint32_t);
+  }
+  return bytes;
 }
 
 GaloisKeyCache::Session GaloisKeyCache::Open() {

@@ -128,6 +128,11 @@ absl::Status CheckKeySwitchKey(const BfvContext& ctx, const KeySwitchKey& key, c
     return absl::InvalidArgumentError(absl::StrCat(what, " has ", key.b.size(), " + ", key.a.size(),
                                                    " residues, expected ", words, " each"));
   }
+  if (!key.b32.empty() && (key.b32.size() != words || key.a32.size() != words)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, "'s 32-bit form has ", key.b32.size(),
+                                                   " + ", key.a32.size(), " residues, expected ",
+                                                   words, " each"));
+  }
   return absl::OkStatus();
 }
 

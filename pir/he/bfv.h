@@ -59,6 +59,9 @@ struct PublicKey {
 struct KeySwitchKey {
   Seed seed{};
   std::vector<uint64_t> b, a;
+  // b and a as 32-bit residues where internal::NarrowKeySwitchKey (keyswitch.h) made them, which
+  // key switching's inner product then reads instead (half the bytes); else empty.
+  std::vector<uint32_t> b32, a32;
 };
 
 // Switches s^2 to s.

@@ -23,8 +23,8 @@ namespace {
 constexpr size_t kReferenceTile = 128;
 
 // The reference's sums in `Sum` (uint64_t or uint128_t), reduced every `batch` terms.
-template <typename Sum, typename Plain>
-void SumSlots(const DotProductArgsOf<Plain>& a, size_t first_slot, size_t batch) {
+template <typename Sum, typename Plain, typename Cipher>
+void SumSlots(const DotProductArgsOf<Plain, Cipher>& a, size_t first_slot, size_t batch) {
   const Modulus& q = *a.q;
   Sum s0[kReferenceTile], s1[kReferenceTile];
   for (size_t tile = first_slot; tile < a.n; tile += kReferenceTile) {
@@ -42,8 +42,8 @@ void SumSlots(const DotProductArgsOf<Plain>& a, size_t first_slot, size_t batch)
       }
       for (size_t i = first; i < std::min(a.terms, first + batch); ++i) {
         const Plain* plain = a.plain[i] + tile;
-        const uint64_t* x0 = a.c0[i] + tile;
-        const uint64_t* x1 = a.c1[i] + tile;
+        const Cipher* x0 = a.c0[i] + tile;
+        const Cipher* x1 = a.c1[i] + tile;
         for (size_t c = 0; c < len; ++c) {
           s0[c] += static_cast<Sum>(plain[c]) * x0[c];
           s1[c] += static_cast<Sum>(plain[c]) * x1[c];
@@ -57,8 +57,8 @@ void SumSlots(const DotProductArgsOf<Plain>& a, size_t first_slot, size_t batch)
   }
 }
 
-template <typename Plain>
-void ReferenceKernel(const DotProductArgsOf<Plain>& a, size_t first_slot) {
+template <typename Plain, typename Cipher>
+void ReferenceKernel(const DotProductArgsOf<Plain, Cipher>& a, size_t first_slot) {
   const Modulus& q = *a.q;
   const uint128_t square = static_cast<uint128_t>(q.value() - 1) * (q.value() - 1);  // >= 4
   // Every sum within 64 bits (terms (q - 1)^2 + q < 2^64: key switching's few terms over primes
@@ -90,8 +90,18 @@ void PlainDotProductReference(const DotProductArgs& a, size_t first) { Reference
 void PlainDotProductReference(const DotProductArgs32& a, size_t first) {
   ReferenceKernel(a, first);
 }
+void PlainDotProductReference(const DotProductArgsNarrowKeys& a, size_t first) {
+  ReferenceKernel(a, first);
+}
 void PlainDotProduct(const DotProductArgs& a) { Dispatch(a); }
 void PlainDotProduct(const DotProductArgs32& a) { Dispatch(a); }
+void PlainDotProduct(const DotProductArgsNarrowKeys& a) {
+  if (PlainDotProductUsesAvx2(*a.q, a.terms)) {
+    PlainDotProductAvx2(a);
+  } else {
+    PlainDotProductReference(a);
+  }
+}
 
 bool PlainDotProductUsesIfma(const Modulus& q) {
   static const bool ifma = [] {

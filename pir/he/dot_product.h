@@ -25,15 +25,16 @@
 namespace veil::he::internal {
 
 // Plaintexts of 64-bit residues, or of 32-bit ones (primes below 2^32: half the bytes to stream,
-// as ExpPack's packing matrix).
-template <typename Plain>
+// as ExpPack's packing matrix); the ciphertext halves likewise (key switching's keys, narrowed:
+// NarrowKeySwitchKey in keyswitch.h).
+template <typename Plain, typename Cipher = uint64_t>
 struct DotProductArgsOf {
   const Modulus* q;
   size_t terms;
   size_t n;
   const Plain* const* plain;
-  const uint64_t* const* c0;
-  const uint64_t* const* c1;
+  const Cipher* const* c0;
+  const Cipher* const* c1;
   uint64_t* out0;
   uint64_t* out1;
   // out += the sums (out below q) rather than out = the sums.
@@ -41,14 +42,17 @@ struct DotProductArgsOf {
 };
 using DotProductArgs = DotProductArgsOf<uint64_t>;
 using DotProductArgs32 = DotProductArgsOf<uint32_t>;
+using DotProductArgsNarrowKeys = DotProductArgsOf<uint64_t, uint32_t>;
 
 // From slot `first` on (the slots before it are left alone).
 void PlainDotProductReference(const DotProductArgs& args, size_t first = 0);
 void PlainDotProductReference(const DotProductArgs32& args, size_t first = 0);
+void PlainDotProductReference(const DotProductArgsNarrowKeys& args, size_t first = 0);
 // The fastest this CPU runs for args.q (IFMA where available and q < 2^50, else AVX2 where
-// PlainDotProductUsesAvx2).
+// PlainDotProductUsesAvx2; narrowed keys have the AVX2 kernel alone, else the reference).
 void PlainDotProduct(const DotProductArgs& args);
 void PlainDotProduct(const DotProductArgs32& args);
+void PlainDotProduct(const DotProductArgsNarrowKeys& args);
 // The same sums in a tiled layout (deferred_packing.h's folded matrix), which a core streams in
 // order: for each of `tiles` tiles of 8 slots,
 //   out[t s][l] = sum_r plain[t][r][l] keys[r][0][l] mod q,
@@ -93,6 +97,7 @@ void PlainDotProductIfma(const DotProductArgs32& args);
 bool PlainDotProductUsesAvx2(const Modulus& q, size_t terms);
 void PlainDotProductAvx2(const DotProductArgs& args);
 void PlainDotProductAvx2(const DotProductArgs32& args);
+void PlainDotProductAvx2(const DotProductArgsNarrowKeys& args);
 
 // out[c] = (x[c] - y[c]) w[c] mod q for c < n, with x, y, w below q and w_shoup[c] =
 // ShoupPrecompute(w[c], q); one w (w[0], w_shoup[0]) for every c when w_step is 0, else w_step

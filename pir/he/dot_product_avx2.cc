@@ -154,8 +154,8 @@ void TileDotProductAvx2(const TileDotProductArgs& a) {
 
 namespace {
 
-template <typename Plain>
-void PlainKernel(const DotProductArgsOf<Plain>& a) {
+template <typename Plain, typename Cipher>
+void PlainKernel(const DotProductArgsOf<Plain, Cipher>& a) {
   // Every sum fits 64 bits (PlainDotProductUsesAvx2): s = hi 2^32 + lo, and
   // s mod q = (hi (2^32 mod q) + lo) mod q, a 32-bit Shoup product and a Shoup reduction, each in
   // [0, 2q).
@@ -185,6 +185,7 @@ void PlainKernel(const DotProductArgsOf<Plain>& a) {
 
 void PlainDotProductAvx2(const DotProductArgs& a) { PlainKernel(a); }
 void PlainDotProductAvx2(const DotProductArgs32& a) { PlainKernel(a); }
+void PlainDotProductAvx2(const DotProductArgsNarrowKeys& a) { PlainKernel(a); }
 
 void SubMulShoupAvx2(const Modulus& q, size_t n, const uint64_t* x, const uint64_t* y,
                      const uint64_t* w, const uint64_t* w_shoup, size_t w_step, uint64_t* out) {

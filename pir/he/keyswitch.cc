@@ -160,20 +160,43 @@ uint64_t* DecomposeToScratch(const BfvContext& ctx, const uint64_t* d, const uin
   return digits;
 }
 
-void KeySwitchInnerProduct(const BfvContext& ctx, const uint64_t* digits, const KeySwitchKey& key,
-                           uint64_t* out0, uint64_t* out1) {
+namespace {
+
+template <typename Word>
+void InnerProduct(const BfvContext& ctx, const uint64_t* digits, const Word* key_b,
+                  const Word* key_a, uint64_t* out0, uint64_t* out1) {
   const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1;
-  std::vector<const uint64_t*> d(k), b(k), a(k);
+  std::vector<const uint64_t*> d(k);
+  std::vector<const Word*> b(k), a(k);
   for (size_t j = 0; j < rows; ++j) {
     for (size_t i = 0; i < k; ++i) {
       const size_t row = (i * rows + j) * n;
       d[i] = digits + row;
-      b[i] = key.b.data() + row;
-      a[i] = key.a.data() + row;
+      b[i] = key_b + row;
+      a[i] = key_a + row;
     }
-    PlainDotProduct(
-        {&ctx.modulus(j), k, n, d.data(), b.data(), a.data(), out0 + j * n, out1 + j * n});
+    PlainDotProduct(DotProductArgsOf<uint64_t, Word>{&ctx.modulus(j), k, n, d.data(), b.data(),
+                                                     a.data(), out0 + j * n, out1 + j * n});
   }
+}
+
+}  // namespace
+
+void KeySwitchInnerProduct(const BfvContext& ctx, const uint64_t* digits, const KeySwitchKey& key,
+                           uint64_t* out0, uint64_t* out1) {
+  if (!key.b32.empty()) {
+    InnerProduct(ctx, digits, key.b32.data(), key.a32.data(), out0, out1);
+  } else {
+    InnerProduct(ctx, digits, key.b.data(), key.a.data(), out0, out1);
+  }
+}
+
+void NarrowKeySwitchKey(const BfvContext& ctx, KeySwitchKey& key) {
+  for (size_t j = 0; j <= ctx.q_size(); ++j) {
+    if (!PlainDotProductUsesAvx2(ctx.modulus(j), ctx.q_size())) return;
+  }
+  key.b32.assign(key.b.begin(), key.b.end());  // residues below 2^32
+  key.a32.assign(key.a.begin(), key.a.end());
 }
 
 void ModDown(const BfvContext& ctx, uint64_t* c, bool to_ntt, uint64_t* out) {

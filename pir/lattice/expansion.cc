@@ -266,6 +266,7 @@ absl::StatusOr<he::GaloisKeys> ParseExpansionKeys(const RingContext& ctx, uint32
         " elements N / 2^l + 1 (l < ", ExpansionLevels(lwe_n),
         ") and the deferred levels' products; these hold ", keys->keys.size(), " other keys"));
   }
+  for (auto& [element, key] : keys->keys) he::internal::NarrowKeySwitchKey(*ctx.expansion(), key);
   return keys;
 }
 

@@ -71,7 +71,8 @@ absl::StatusOr<std::vector<uint8_t>> MakeExpansionKeys(const RingContext& ctx,
                                                        const he::SecretKey& key, uint32_t lwe_n);
 uint64_t ExpansionKeyBytes(const RingContext& ctx, uint32_t lwe_n);
 // he::ParseGaloisKeys' errors, and INVALID_ARGUMENT unless the keys are of exactly the elements
-// ExpansionElements names.
+// ExpansionElements names. The keys come narrowed where this CPU's key switching reads them so
+// (he::internal::NarrowKeySwitchKey).
 absl::StatusOr<he::GaloisKeys> ParseExpansionKeys(const RingContext& ctx, uint32_t lwe_n,
                                                   absl::Span<const uint8_t> bytes);
 

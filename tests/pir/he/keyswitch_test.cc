@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "pir/he/dot_product.h"
 #include "pir/he/modarith.h"
 #include "pir/he/poly.h"
 #include "tests/pir/he/test_support.h"
@@ -154,6 +156,57 @@ TEST(KeySwitchRotations, SummedBeforeOneModDown) {
   const GaloisKeys gk = *GenerateGaloisKeys(*ctx, GenerateSecretKey(*ctx), elements);
   ExpectRotationsSummedBeforeModDown(*ctx, gk, {9}, rng);
   ExpectRotationsSummedBeforeModDown(*ctx, gk, elements, rng);
+}
+
+// A key narrowed to 32-bit residues (NarrowKeySwitchKey) switches bit for bit as the 64-bit one,
+// over the lattice ring's primes (all below 2^32); where this CPU's kernel reads no such keys,
+// or a prime is above 2^32 (BFV's standard primes), the key is left alone. A narrowed key of
+// another size is refused.
+TEST(KeySwitchKeys, NarrowedKeysSwitchAsTheWideOnes) {
+  std::mt19937_64 rng = Rng(43);
+  const auto ctx = SpecialPrimeFarBelowContext();
+  const size_t n = ctx->n(), k = ctx->q_size(), qp_words = (k + 1) * n;
+  const GaloisKeys gk = *GenerateGaloisKeys(*ctx, GenerateSecretKey(*ctx), {3});
+  const KeySwitchKey& wide = gk.keys.at(3);
+  KeySwitchKey narrow = wide;
+  internal::NarrowKeySwitchKey(*ctx, narrow);
+  const bool reads_narrow = internal::PlainDotProductUsesAvx2(ctx->modulus(0), k);
+  ASSERT_EQ(narrow.b32.empty(), !reads_narrow);
+  ASSERT_TRUE(CheckKeySwitchKey(*ctx, narrow, "key").ok());
+  if (reads_narrow) {
+    ASSERT_EQ(narrow.b32.size(), wide.b.size());
+    for (size_t w = 0; w < wide.b.size(); ++w) {
+      ASSERT_EQ(narrow.b32[w], wide.b[w]);
+      ASSERT_EQ(narrow.a32[w], wide.a[w]);
+    }
+  }
+  std::vector<uint64_t> d(k * n);
+  for (size_t i = 0; i < k; ++i) {
+    const std::vector<uint64_t> row = RandomResidues(n, ctx->modulus(i).value(), rng);
+    std::copy(row.begin(), row.end(), d.begin() + i * n);
+  }
+  std::vector<uint64_t> digits(k * qp_words);
+  internal::DecomposeForKeySwitch(*ctx, d.data(), nullptr, digits.data());
+  std::vector<uint64_t> w0(qp_words), w1(qp_words), n0(qp_words), n1(qp_words);
+  internal::KeySwitchInnerProduct(*ctx, digits.data(), wide, w0.data(), w1.data());
+  internal::KeySwitchInnerProduct(*ctx, digits.data(), narrow, n0.data(), n1.data());
+  EXPECT_EQ(n0, w0);
+  EXPECT_EQ(n1, w1);
+
+  const auto standard = BfvContext::Create(*BfvParams::Standard(12, 20));
+  ASSERT_TRUE(standard.ok());
+  KeySwitchKey big =
+      (*GenerateGaloisKeys(**standard, GenerateSecretKey(**standard), {3})).keys.at(3);
+  internal::NarrowKeySwitchKey(**standard, big);
+  EXPECT_TRUE(big.b32.empty());
+
+  narrow.b32.pop_back();
+  narrow.a32.pop_back();
+  const absl::Status bad = CheckKeySwitchKey(*ctx, narrow, "key");
+  if (reads_narrow) {
+    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.message().find("32-bit form"), std::string::npos) << bad;
+  }
 }
 
 }  // namespace

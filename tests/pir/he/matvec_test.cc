@@ -106,6 +106,33 @@ TEST(DotProduct, FastPathMatchesReference) {
           ASSERT_EQ(h0, r0) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit AVX2";
           ASSERT_EQ(h1, r1) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit AVX2";
         }
+        // The ciphertext halves as 32-bit residues (narrowed keys), the plaintexts 64-bit.
+        std::vector<std::vector<uint32_t>> a_narrow, b_narrow;
+        std::vector<const uint32_t*> a32, b32;
+        for (size_t i = 0; i < terms; ++i) {
+          a_narrow.emplace_back(a[i], a[i] + n);
+          b_narrow.emplace_back(b[i], b[i] + n);
+        }
+        for (size_t i = 0; i < terms; ++i) {
+          a32.push_back(a_narrow[i].data());
+          b32.push_back(b_narrow[i].data());
+        }
+        const internal::DotProductArgsNarrowKeys keys32{
+            &q, terms, n, p.data(), a32.data(), b32.data(), g0.data(), g1.data()};
+        internal::PlainDotProduct(keys32);
+        ASSERT_EQ(g0, r0) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit keys";
+        ASSERT_EQ(g1, r1) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit keys";
+        internal::PlainDotProductReference(
+            {&q, terms, n, p.data(), a32.data(), b32.data(), h0.data(), h1.data()});
+        ASSERT_EQ(h0, r0) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit keys";
+        ASSERT_EQ(h1, r1) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit keys";
+        if (avx2_fits && avx2) {
+          std::fill(h0.begin(), h0.end(), 0);
+          internal::PlainDotProductAvx2(
+              {&q, terms, n, p.data(), a32.data(), b32.data(), h0.data(), h1.data()});
+          ASSERT_EQ(h0, r0) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit keys";
+          ASSERT_EQ(h1, r1) << bits << " bits, " << terms << " terms, n " << n << ", 32-bit keys";
+        }
       }
     }
   }
