@@ -58,12 +58,13 @@ struct U32Lanes8 : U32Tables {
   //   inverse  half 1: X = e0 e4 e8 e12 | e2 e6 e10 e14 (Y: e + 1);   r0 r2 r4 r6 | r1 r3 r5 r7
   //            half 2: X = e0 e4 e8 e12 | e1 e5 e9 e13 (Y: e + 2);    r0 r1 r2 r3 | r0 r1 r2 r3
   //            half 4: X = e0 e8 e2 e10 | e1 e9 e3 e11 (Y: e + 4);    r0 r1 r0 r1 | r0 r1 r0 r1
-  // N = 4,096 on Zen 3: 6.2 -> ? us forward, 6.2 -> ? inverse (the three separate stages took
-  // 9.2 to 11.8 cycles a vector against the wide stages' 6.8).
+  // N = 4,096 on a 2-vCPU AMD EPYC (family 25, AVX2 only): 6.17 -> 5.69 us forward, 6.28 ->
+  // 5.73 inverse, against a pass a stage (whose small stages took 9.2 to 11.8 cycles a vector,
+  // the wide ones 6.8).
   static constexpr bool kOwnSmallStages = true;
   // Blocks a loop takes at once: the three stages of one block are a chain of dependent
-  // multiplies longer than the core's window holds several blocks of (one: 6.2 us forward at
-  // N = 4,096 on this machine against 5.5 with four).
+  // multiplies longer than the core's window holds several blocks of (one at a time: 6.4 us
+  // forward at N = 4,096, slower than a pass a stage; two 5.8; four 5.5; eight no faster).
   static constexpr size_t kBlocks = 4;
 
   template <int kImm>
