@@ -139,8 +139,8 @@ class PackedSimpleServer final : public PackedServer {
   // sized. Returns ExpandHybridSelection's errors, INVALID_ARGUMENT for a selection
   // lwe-exppack-s does not take.
   absl::Status Selection(const PackedRequest& request, PackSums& out, int threads) const;
-  // Its packed ciphertexts with the answer's b-parts, (the hybrid) narrowed to the window on
-  // `threads` threads, switched.
+  // Its packed ciphertexts with the answer's b-parts, (the hybrid) narrowed to the window,
+  // switched: each step on `threads` threads (the switches where the CPU's engine runs them).
   absl::StatusOr<std::vector<SwitchedCiphertext>> Finish(absl::Span<const uint32_t> answer,
                                                          const PackSums& sums, int threads) const;
 

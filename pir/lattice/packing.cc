@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "pir/he/dot_product.h"
+#include "pir/he/parallel.h"
 #include "pir/he/poly.h"
 #include "pir/lattice/params.h"
 
@@ -241,7 +242,8 @@ uint64_t PackingSumWords(const RingContext& ctx, const PackingMatrix& matrix) {
 absl::StatusOr<std::vector<RlweCiphertext>> PackedCiphertexts(const RingContext& ctx,
                                                               const PackingMatrix& matrix,
                                                               absl::Span<const uint64_t> sums,
-                                                              absl::Span<const uint32_t> b) {
+                                                              absl::Span<const uint32_t> b,
+                                                              int threads) {
   const size_t n = ctx.n(), stride = ctx.k() * n;
   if (b.size() != matrix.rows() || sums.size() != PackingSumWords(ctx, matrix)) {
     return absl::InvalidArgumentError(
@@ -249,12 +251,12 @@ absl::StatusOr<std::vector<RlweCiphertext>> PackedCiphertexts(const RingContext&
                      b.size(), ", and ", PackingSumWords(ctx, matrix), " sums, got ", sums.size()));
   }
   // (B - sum A_j beta_j, -sum A_j alpha_j).
-  std::vector<RlweCiphertext> out;
-  for (uint64_t g = 0; g < matrix.groups(); ++g) {
+  std::vector<RlweCiphertext> out(matrix.groups());
+  he::internal::ParallelFor(threads, out.size(), [&](size_t g) {
     const uint64_t first = g * n, count = std::min<uint64_t>(n, matrix.rows() - first);
     const uint64_t* sum0 = sums.data() + g * 2 * stride;
-    out.push_back(PackedCiphertext(ctx, b.subspan(first, count), sum0, sum0 + stride));
-  }
+    out[g] = PackedCiphertext(ctx, b.subspan(first, count), sum0, sum0 + stride);
+  });
   return out;
 }
 

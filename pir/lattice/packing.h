@@ -150,12 +150,14 @@ uint64_t PackingSumWords(const RingContext& ctx, const PackingMatrix& matrix);
 
 // One RLWE ciphertext per group of the matrix (NTT form over Q) from complete packing sums
 // (PackingSumWords) and the b-parts b (rows words): coefficient i of group g decrypts to
-// b_{gN+i} - <a_{gN+i}, s> mod 2^32 (zero past the last row). Returns INVALID_ARGUMENT if
-// b.size() != matrix.rows() or sums.size() != PackingSumWords.
+// b_{gN+i} - <a_{gN+i}, s> mod 2^32 (zero past the last row); the groups on up to `threads`
+// threads. Returns INVALID_ARGUMENT if b.size() != matrix.rows() or sums.size() !=
+// PackingSumWords.
 absl::StatusOr<std::vector<RlweCiphertext>> PackedCiphertexts(const RingContext& ctx,
                                                               const PackingMatrix& matrix,
                                                               absl::Span<const uint64_t> sums,
-                                                              absl::Span<const uint32_t> b);
+                                                              absl::Span<const uint32_t> b,
+                                                              int threads = 1);
 
 // PackAccumulator::Finish for the wire keys, taken kPackKeysPerBlock at a time (alpha expanded,
 // beta widened). Returns INVALID_ARGUMENT if b.size() != matrix.rows() or the keys are for

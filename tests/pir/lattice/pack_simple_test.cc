@@ -91,9 +91,11 @@ TEST(PackedSimpleTest, ABatchOfSessionsSharesOneProductAndFailsOnlyItsBadRequest
   EXPECT_THAT(responses[3].status().message(), HasSubstr("a query of 5 words"));
 }
 
-TEST(PackedSimpleTest, AQueryAloneAnswersAlongsideTheProductAsOnOneThread) {
-  // On two threads one query's sums run alongside the product (a thread each): the same bytes
-  // as on one thread, one after the other; a malformed request beside it fails alone.
+// On two threads one query's sums run alongside the product (a thread each) and its packed
+// groups are encoded and switched a group per thread: the same bytes as on one thread, one after
+// the other; a malformed request beside it fails alone. With VIPIR's ring (two groups) and with
+// the small ring (five).
+void ExpectOneQueryOnTwoThreadsAsOnOne(const RingParams& ring, uint64_t expect_groups) {
   std::mt19937_64 gen(testing::TestSeed("pir_lattice_test") + 203);
   const uint64_t rows = 5000;
   const std::vector<uint8_t> records = testing::RandomRecords(rows, 24, gen);
@@ -101,13 +103,15 @@ TEST(PackedSimpleTest, AQueryAloneAnswersAlongsideTheProductAsOnOneThread) {
   for (int t = 0; t < 2; ++t) {
     LweServerOptions options;
     options.threads = t + 1;
+    options.shape.records_per_column = 200;  // D1 = 4,800 rows
     auto server = PackedSimpleServer::Create(
-        *LweServer::FromRecords(records, rows, 24, testing::DigestOf(25), options));
+        *LweServer::FromRecords(records, rows, 24, testing::DigestOf(25), options), ring);
     ASSERT_TRUE(server.ok()) << server.status();
     servers[t] = *std::move(server);
   }
   ASSERT_EQ(servers[1]->threads(), 2);
-  auto client = PackedSimpleClient::Create(servers[0]->config());
+  ASSERT_EQ(servers[1]->matrix().groups(), expect_groups);
+  auto client = PackedSimpleClient::Create(servers[0]->config(), ring);
   ASSERT_TRUE(client.ok()) << client.status();
   const he::GaloisKeys keys = *servers[0]->ParseKeys((*client)->expansion_keys());
   const SumsSchedule schedules[] = {SumsSchedule::kAlongsideProduct, SumsSchedule::kAfterProduct,
@@ -130,6 +134,11 @@ TEST(PackedSimpleTest, AQueryAloneAnswersAlongsideTheProductAsOnOneThread) {
               std::vector<uint8_t>(records.begin() + row * 24, records.begin() + (row + 1) * 24))
         << "row " << row;
   }
+}
+
+TEST(PackedSimpleTest, AQueryAloneAnswersOnTwoThreadsAsOnOne) {
+  ExpectOneQueryOnTwoThreadsAsOnOne(RingParams::Default(), 2);
+  ExpectOneQueryOnTwoThreadsAsOnOne(testing::SmallRing(), 5);
 }
 
 TEST(PackedSimpleTest, TheAdaptiveScheduleTriesBothThenKeepsTheFaster) {
