@@ -97,29 +97,44 @@ struct U32Lanes8 : U32Tables {
     return _mm_loadu_si128(static_cast<const __m128i*>(static_cast<const void*>(r)));
   }
 
+  // Each small stage's roots (distance h: r_h, with their Shoup factors s_h) from the first of
+  // the polynomial's first block.
+  struct SmallRoots {
+    SmallRoots(const Elem* roots, const Elem* shoup, size_t n)
+        : r1(roots + n / 2),
+          s1(shoup + n / 2),
+          r2(roots + n / 4),
+          s2(shoup + n / 4),
+          r4(roots + n / 8),
+          s4(shoup + n / 8) {}
+    const Elem *r1, *s1, *r2, *s2, *r4, *s4;
+  };
+
   // The forward's small stages over work (values < 4q from the wide stages), reduced below q and
   // stored into out (words), kBlocks blocks at a time.
   void ForwardSmallStages(V two_q, V q, const Elem* roots, const Elem* roots_shoup, size_t n,
                           const Elem* work, uint64_t* out) const {
+    const SmallRoots r(roots, roots_shoup, n);
+    EachBlocks(n,
+               [&]<size_t kCount>(size_t b) { ForwardBlocks<kCount>(two_q, q, r, b, work, out); });
+  }
+  // f.operator()<kCount>(b) for the blocks of n elements, kBlocks at a time, then one at a time.
+  template <class F>
+  static void EachBlocks(size_t n, const F& f) {
     size_t b = 0;
-    for (; b + 16 * kBlocks <= n; b += 16 * kBlocks) {
-      ForwardBlocks<kBlocks>(two_q, q, roots, roots_shoup, n, b, work, out);
-    }
-    for (; b < n; b += 16) ForwardBlocks<1>(two_q, q, roots, roots_shoup, n, b, work, out);
+    for (; b + 16 * kBlocks <= n; b += 16 * kBlocks) f.template operator()<kBlocks>(b);
+    for (; b < n; b += 16) f.template operator()<1>(b);
   }
   template <size_t kCount>
-  void ForwardBlocks(V two_q, V q, const Elem* roots, const Elem* roots_shoup, size_t n, size_t b0,
-                     const Elem* work, uint64_t* out) const {
-    const Elem *r4 = roots + n / 8, *s4 = roots_shoup + n / 8;
-    const Elem *r2 = roots + n / 4, *s2 = roots_shoup + n / 4;
-    const Elem *r1 = roots + n / 2, *s1 = roots_shoup + n / 2;
+  void ForwardBlocks(V two_q, V q, const SmallRoots& r, size_t b0, const Elem* work,
+                     uint64_t* out) const {
     V x[kCount], y[kCount];
     for (size_t k = 0; k < kCount; ++k) {
       const size_t b = b0 + 16 * k;
       const V v0 = Load(work + b), v1 = Load(work + b + 8);
       x[k] = _mm256_permute2x128_si256(v0, v1, 0x20);
       y[k] = _mm256_permute2x128_si256(v0, v1, 0x31);
-      ForwardButterfly(*this, two_q, Roots4Forward(r4 + b / 8), Roots4Forward(s4 + b / 8), x[k],
+      ForwardButterfly(*this, two_q, Roots4Forward(r.r4 + b / 8), Roots4Forward(r.s4 + b / 8), x[k],
                        y[k]);
     }
     for (size_t k = 0; k < kCount; ++k) {
@@ -127,7 +142,7 @@ struct U32Lanes8 : U32Tables {
       const V x2 = _mm256_unpacklo_epi64(x[k], y[k]), y2 = _mm256_unpackhi_epi64(x[k], y[k]);
       x[k] = x2;
       y[k] = y2;
-      ForwardButterfly(*this, two_q, Roots2Forward(r2 + b / 4), Roots2Forward(s2 + b / 4), x[k],
+      ForwardButterfly(*this, two_q, Roots2Forward(r.r2 + b / 4), Roots2Forward(r.s2 + b / 4), x[k],
                        y[k]);
     }
     for (size_t k = 0; k < kCount; ++k) {
@@ -135,7 +150,7 @@ struct U32Lanes8 : U32Tables {
       const V x1 = ShufflePs<0x88>(x[k], y[k]), y1 = ShufflePs<0xDD>(x[k], y[k]);
       x[k] = x1;
       y[k] = y1;
-      ForwardButterfly(*this, two_q, Roots1Forward(r1 + b / 2), Roots1Forward(s1 + b / 2), x[k],
+      ForwardButterfly(*this, two_q, Roots1Forward(r.r1 + b / 2), Roots1Forward(r.s1 + b / 2), x[k],
                        y[k]);
     }
     for (size_t k = 0; k < kCount; ++k) {
@@ -156,18 +171,12 @@ struct U32Lanes8 : U32Tables {
   // blocks at a time.
   void InverseSmallStages(V two_q, const Elem* roots, const Elem* roots_shoup, size_t n,
                           const uint64_t* in, Elem* work) const {
-    size_t b = 0;
-    for (; b + 16 * kBlocks <= n; b += 16 * kBlocks) {
-      InverseBlocks<kBlocks>(two_q, roots, roots_shoup, n, b, in, work);
-    }
-    for (; b < n; b += 16) InverseBlocks<1>(two_q, roots, roots_shoup, n, b, in, work);
+    const SmallRoots r(roots, roots_shoup, n);
+    EachBlocks(n, [&]<size_t kCount>(size_t b) { InverseBlocks<kCount>(two_q, r, b, in, work); });
   }
   template <size_t kCount>
-  void InverseBlocks(V two_q, const Elem* roots, const Elem* roots_shoup, size_t n, size_t b0,
-                     const uint64_t* in, Elem* work) const {
-    const Elem *r1 = roots + n / 2, *s1 = roots_shoup + n / 2;
-    const Elem *r2 = roots + n / 4, *s2 = roots_shoup + n / 4;
-    const Elem *r4 = roots + n / 8, *s4 = roots_shoup + n / 8;
+  void InverseBlocks(V two_q, const SmallRoots& r, size_t b0, const uint64_t* in,
+                     Elem* work) const {
     V x[kCount], y[kCount];
     for (size_t k = 0; k < kCount; ++k) {
       const size_t b = b0 + 16 * k;
@@ -177,15 +186,15 @@ struct U32Lanes8 : U32Tables {
       const V high = ShufflePs<0x88>(Load(in + b + 8), Load(in + b + 12));
       x[k] = ShufflePs<0x88>(low, high);
       y[k] = ShufflePs<0xDD>(low, high);
-      InverseButterfly(*this, two_q, Roots1Inverse(r1 + b / 2), Roots1Inverse(s1 + b / 2), x[k],
+      InverseButterfly(*this, two_q, Roots1Inverse(r.r1 + b / 2), Roots1Inverse(r.s1 + b / 2), x[k],
                        y[k]);
     }
     for (size_t k = 0; k < kCount; ++k) {
       const size_t b = b0 + 16 * k;
       const V x2 = _mm256_permute2x128_si256(x[k], y[k], 0x20);
       const V y2 = _mm256_permute2x128_si256(x[k], y[k], 0x31);
-      const V w = _mm256_broadcastsi128_si256(Load128(r2 + b / 4));
-      const V ws = _mm256_broadcastsi128_si256(Load128(s2 + b / 4));
+      const V w = _mm256_broadcastsi128_si256(Load128(r.r2 + b / 4));
+      const V ws = _mm256_broadcastsi128_si256(Load128(r.s2 + b / 4));
       x[k] = x2;
       y[k] = y2;
       InverseButterfly(*this, two_q, w, ws, x[k], y[k]);
@@ -195,8 +204,8 @@ struct U32Lanes8 : U32Tables {
       const V x4 = ShufflePs<0x88>(x[k], y[k]), y4 = ShufflePs<0xDD>(x[k], y[k]);
       x[k] = x4;
       y[k] = y4;
-      InverseButterfly(*this, two_q, _mm256_set1_epi64x(Load64(r4 + b / 8)),
-                       _mm256_set1_epi64x(Load64(s4 + b / 8)), x[k], y[k]);
+      InverseButterfly(*this, two_q, _mm256_set1_epi64x(Load64(r.r4 + b / 8)),
+                       _mm256_set1_epi64x(Load64(r.s4 + b / 8)), x[k], y[k]);
     }
     for (size_t k = 0; k < kCount; ++k) {
       const size_t b = b0 + 16 * k;
