@@ -47,11 +47,11 @@ struct U32Lanes8 : U32Tables {
 
   // The three small stages (half 4, 2, 1) of a block of 16 elements (two vectors, e0 .. e15)
   // in registers, one pass over the polynomial instead of three: the forward's with its final
-  // reduction and store of the words, the inverse's from its load of the words. Where the
-  // generic loop's Permute2 takes two vpermd a vector (two cycles each on Zen 2), the block's
-  // halves are formed by shuffles, in-lane where they can be, that also bring each stage's
-  // pairs from the last stage's X and Y (lanes listed low to high, | between the 128-bit
-  // halves; the roots r_g of the block's groups at each stage):
+  // reduction and store of the words, the inverse's from its load of the words. Instead of the
+  // generic loop's Permute2 (two vpermd a vector), the block's halves are formed by shuffles,
+  // in-lane where they can be, that also bring each stage's pairs from the last stage's X and
+  // Y (lanes listed low to high, | between the 128-bit halves; the roots r_g of the block's
+  // groups at each stage):
   //   forward  half 4: X = e0-3 | e8-11, Y = e4-7 | e12-15;          roots r0 x 4 | r1 x 4
   //            half 2: X = e0 e1 e4 e5 | e8 e9 e12 e13 (Y: e + 2);     r0 r0 r1 r1 | r2 r2 r3 r3
   //            half 1: X = e0 e4 e2 e6 | e8 e12 e10 e14 (Y: e + 1);    r0 r2 r1 r3 | r4 r6 r5 r7
