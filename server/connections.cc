@@ -262,14 +262,16 @@ struct Listener::Entry : Slot {
   // Counts its connection closed for `reason` (when it is closed other than by Listener::Close).
   void CountClosed(const char* reason) { listener.stats_.RecordClosedConnection(reason); }
   static constexpr int kStuckCallTimeouts = 10;
-  // Whether the connection is busy: the server working on its calls (calls in flight, no reply
-  // waiting to be written, and traffic within kStuckCallTimeouts idle timeouts: a call unanswered
-  // for that long is taken as stuck, however it got so), or the client reading its replies (one
-  // waits to be written, and a piece of it went out within kSendStall). A client that does not
-  // read its replies is neither.
+  // Whether the connection is busy: the client reading its replies (a piece of one went out
+  // within kSendStall: the last pieces may still sit in the sockets' buffers, megabytes on a
+  // host with large ones, however long the client takes to read them), or the server working
+  // on its calls (calls in flight, no reply waiting to be written, and traffic within
+  // kStuckCallTimeouts idle timeouts: a call unanswered for that long is taken as stuck,
+  // however it got so). A client that does not read its replies is neither.
   bool Busy(absl::Time now) {
+    if (now - last_sent < kSendStall) return true;
     const bool replying = network.get() != nullptr && network->getCurrentQueueCount() > 0;
-    if (replying) return now - last_sent < kSendStall;
+    if (replying) return false;
     return *calls > 0 && now - last_activity < kStuckCallTimeouts * listener.limits_.idle_timeout;
   }
   // GuardedStream writes replies in pieces of kSendPiece, so that a client reading one steadily
