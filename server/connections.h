@@ -22,8 +22,9 @@
 // - A connection with no traffic for idle_timeout is closed, unless it is busy: the server
 //   working on its calls (calls in flight and no reply waiting to be written, for at most ten idle
 //   timeouts: a call unanswered for longer is taken as stuck), or the client reading its replies
-//   (they are written 64 KiB at a time, and one went out within the last second: a client that
-//   does not read its replies is closed, one reading them at 64 KiB/s or more is not); so is one
+//   (they are written 64 KiB at a time, and one went out within the last second, the last one
+//   included, whose tail may still sit in the sockets' buffers: a client that does not read its
+//   replies is closed, one reading them at 64 KiB/s or more is not); so is one
 //   whose message does not arrive whole within read_timeout of its first byte. Calls in flight
 //   are counted where the RPC system dispatches them to the connection's service, until their
 //   promises settle; messages it does not dispatch count as no call.
