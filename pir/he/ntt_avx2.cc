@@ -88,6 +88,12 @@ struct U32Lanes8 : U32Tables {
   static V Roots1Inverse(const Elem* r) {  // r0 r2 r4 r6 | r1 r3 r5 r7
     return _mm256_permute4x64_epi64(_mm256_shuffle_epi32(Load(r), 0xD8), 0xD8);
   }
+  static V Roots2Inverse(const Elem* r) {  // r0 r1 r2 r3 | r0 r1 r2 r3
+    return _mm256_broadcastsi128_si256(Load128(r));
+  }
+  static V Roots4Inverse(const Elem* r) {  // r0 r1 r0 r1 | r0 r1 r0 r1
+    return _mm256_set1_epi64x(Load64(r));
+  }
   static int64_t Load64(const Elem* r) {
     int64_t v;
     std::memcpy(&v, r, sizeof v);
@@ -125,34 +131,50 @@ struct U32Lanes8 : U32Tables {
     for (; b + 16 * kBlocks <= n; b += 16 * kBlocks) f.template operator()<kBlocks>(b);
     for (; b < n; b += 16) f.template operator()<1>(b);
   }
+  // The block pairs' halves (x, y) rearranged for the next stage.
+  static void Halves128(V& x, V& y) {  // 128-bit halves: (x low, y low), (x high, y high)
+    const V a = _mm256_permute2x128_si256(x, y, 0x20), b = _mm256_permute2x128_si256(x, y, 0x31);
+    x = a;
+    y = b;
+  }
+  static void Pairs64(V& x, V& y) {  // low / high 64-bit pairs of each 128-bit half
+    const V a = _mm256_unpacklo_epi64(x, y), b = _mm256_unpackhi_epi64(x, y);
+    x = a;
+    y = b;
+  }
+  static void EvenOdd32(V& x, V& y) {  // elements 0, 2 / 1, 3 of each 128-bit half
+    const V a = ShufflePs<0x88>(x, y), b = ShufflePs<0xDD>(x, y);
+    x = a;
+    y = b;
+  }
+  // One small stage over kCount blocks from b0: `rearrange` each block's halves, then the
+  // butterflies with `lanes` of the roots w (Shoup factors ws) from entry b / per on (both
+  // template arguments, so that they inline).
+  template <bool kInverse, auto rearrange, auto lanes, size_t kCount>
+  void Stage(V two_q, V (&x)[kCount], V (&y)[kCount], size_t b0, const Elem* w, const Elem* ws,
+             size_t per) const {
+    for (size_t k = 0; k < kCount; ++k) {
+      const size_t b = b0 + 16 * k;
+      rearrange(x[k], y[k]);
+      if constexpr (kInverse) {
+        InverseButterfly(*this, two_q, lanes(w + b / per), lanes(ws + b / per), x[k], y[k]);
+      } else {
+        ForwardButterfly(*this, two_q, lanes(w + b / per), lanes(ws + b / per), x[k], y[k]);
+      }
+    }
+  }
+
   template <size_t kCount>
   void ForwardBlocks(V two_q, V q, const SmallRoots& r, size_t b0, const Elem* work,
                      uint64_t* out) const {
     V x[kCount], y[kCount];
     for (size_t k = 0; k < kCount; ++k) {
-      const size_t b = b0 + 16 * k;
-      const V v0 = Load(work + b), v1 = Load(work + b + 8);
-      x[k] = _mm256_permute2x128_si256(v0, v1, 0x20);
-      y[k] = _mm256_permute2x128_si256(v0, v1, 0x31);
-      ForwardButterfly(*this, two_q, Roots4Forward(r.r4 + b / 8), Roots4Forward(r.s4 + b / 8), x[k],
-                       y[k]);
+      x[k] = Load(work + b0 + 16 * k);
+      y[k] = Load(work + b0 + 16 * k + 8);
     }
-    for (size_t k = 0; k < kCount; ++k) {
-      const size_t b = b0 + 16 * k;
-      const V x2 = _mm256_unpacklo_epi64(x[k], y[k]), y2 = _mm256_unpackhi_epi64(x[k], y[k]);
-      x[k] = x2;
-      y[k] = y2;
-      ForwardButterfly(*this, two_q, Roots2Forward(r.r2 + b / 4), Roots2Forward(r.s2 + b / 4), x[k],
-                       y[k]);
-    }
-    for (size_t k = 0; k < kCount; ++k) {
-      const size_t b = b0 + 16 * k;
-      const V x1 = ShufflePs<0x88>(x[k], y[k]), y1 = ShufflePs<0xDD>(x[k], y[k]);
-      x[k] = x1;
-      y[k] = y1;
-      ForwardButterfly(*this, two_q, Roots1Forward(r.r1 + b / 2), Roots1Forward(r.s1 + b / 2), x[k],
-                       y[k]);
-    }
+    Stage<false, Halves128, Roots4Forward>(two_q, x, y, b0, r.r4, r.s4, 8);
+    Stage<false, Pairs64, Roots2Forward>(two_q, x, y, b0, r.r2, r.s2, 4);
+    Stage<false, EvenOdd32, Roots1Forward>(two_q, x, y, b0, r.r1, r.s1, 2);
     for (size_t k = 0; k < kCount; ++k) {
       const size_t b = b0 + 16 * k;
       const V x1 = ReduceOnce(ReduceOnce(x[k], two_q), q);
@@ -182,38 +204,17 @@ struct U32Lanes8 : U32Tables {
       const size_t b = b0 + 16 * k;
       // The block's words narrowed, as e0 e1 e4 e5 | e2 e3 e6 e7 and e8 e9 e12 e13 | e10 e11 e14
       // e15 (in-lane shuffles alone).
-      const V low = ShufflePs<0x88>(Load(in + b), Load(in + b + 4));
-      const V high = ShufflePs<0x88>(Load(in + b + 8), Load(in + b + 12));
-      x[k] = ShufflePs<0x88>(low, high);
-      y[k] = ShufflePs<0xDD>(low, high);
-      InverseButterfly(*this, two_q, Roots1Inverse(r.r1 + b / 2), Roots1Inverse(r.s1 + b / 2), x[k],
-                       y[k]);
+      x[k] = ShufflePs<0x88>(Load(in + b), Load(in + b + 4));
+      y[k] = ShufflePs<0x88>(Load(in + b + 8), Load(in + b + 12));
     }
+    Stage<true, EvenOdd32, Roots1Inverse>(two_q, x, y, b0, r.r1, r.s1, 2);
+    Stage<true, Halves128, Roots2Inverse>(two_q, x, y, b0, r.r2, r.s2, 4);
+    Stage<true, EvenOdd32, Roots4Inverse>(two_q, x, y, b0, r.r4, r.s4, 8);
     for (size_t k = 0; k < kCount; ++k) {
-      const size_t b = b0 + 16 * k;
-      const V x2 = _mm256_permute2x128_si256(x[k], y[k], 0x20);
-      const V y2 = _mm256_permute2x128_si256(x[k], y[k], 0x31);
-      const V w = _mm256_broadcastsi128_si256(Load128(r.r2 + b / 4));
-      const V ws = _mm256_broadcastsi128_si256(Load128(r.s2 + b / 4));
-      x[k] = x2;
-      y[k] = y2;
-      InverseButterfly(*this, two_q, w, ws, x[k], y[k]);
-    }
-    for (size_t k = 0; k < kCount; ++k) {
-      const size_t b = b0 + 16 * k;
-      const V x4 = ShufflePs<0x88>(x[k], y[k]), y4 = ShufflePs<0xDD>(x[k], y[k]);
-      x[k] = x4;
-      y[k] = y4;
-      InverseButterfly(*this, two_q, _mm256_set1_epi64x(Load64(r.r4 + b / 8)),
-                       _mm256_set1_epi64x(Load64(r.s4 + b / 8)), x[k], y[k]);
-    }
-    for (size_t k = 0; k < kCount; ++k) {
-      const size_t b = b0 + 16 * k;
-      const V front = _mm256_permute2x128_si256(x[k], y[k], 0x20);
-      const V back = _mm256_permute2x128_si256(x[k], y[k], 0x31);
-      const V lo = _mm256_unpacklo_epi32(front, back), hi = _mm256_unpackhi_epi32(front, back);
-      Store(work + b, _mm256_unpacklo_epi64(lo, hi));
-      Store(work + b + 8, _mm256_unpackhi_epi64(lo, hi));
+      Halves128(x[k], y[k]);
+      const V lo = _mm256_unpacklo_epi32(x[k], y[k]), hi = _mm256_unpackhi_epi32(x[k], y[k]);
+      Store(work + b0 + 16 * k, _mm256_unpacklo_epi64(lo, hi));
+      Store(work + b0 + 16 * k + 8, _mm256_unpackhi_epi64(lo, hi));
     }
   }
 
