@@ -110,7 +110,7 @@ void GpuPackingEngine::SumsChunk(absl::Span<const std::shared_ptr<const he::Galo
 }
 
 absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> GpuPackingEngine::Switch(
-    absl::Span<const lattice::RlweCiphertext> packed) const {
+    absl::Span<const lattice::RlweCiphertext> packed, int /*threads*/) const {
   return switch_->Switch(packed);
 }
 

@@ -148,7 +148,7 @@ void HostRunPackingEngine::SumsChunk(absl::Span<const std::shared_ptr<const he::
 }
 
 absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> HostRunPackingEngine::Switch(
-    absl::Span<const lattice::RlweCiphertext> packed) const {
+    absl::Span<const lattice::RlweCiphertext> packed, int /*threads*/) const {
   return HostRunSwitchResponse(ctx_, packed);
 }
 

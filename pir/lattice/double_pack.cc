@@ -184,7 +184,8 @@ absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
     packed[h] =
         PackedCiphertext(ctx, absl::MakeConstSpan(b).subspan(h * n, n), sum0.data(), sum1.data());
   });
-  absl::StatusOr<std::vector<SwitchedCiphertext>> switched = packing_engine().Switch(packed);
+  absl::StatusOr<std::vector<SwitchedCiphertext>> switched =
+      packing_engine().Switch(packed, threads);
   if (!switched.ok()) return switched.status();
   return SerializeResponse(*switched);
 }

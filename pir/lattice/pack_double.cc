@@ -138,7 +138,8 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> PackedDoubleServer::AnswerBatc
         failed[t] = packed.status();
         return;
       }
-      absl::StatusOr<std::vector<SwitchedCiphertext>> switched = packing_engine().Switch(*packed);
+      absl::StatusOr<std::vector<SwitchedCiphertext>> switched =
+          packing_engine().Switch(*packed, 1);
       if (!switched.ok()) {
         failed[t] = switched.status();
         return;

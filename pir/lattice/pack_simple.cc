@@ -263,20 +263,7 @@ absl::StatusOr<std::vector<SwitchedCiphertext>> PackedSimpleServer::Finish(
         SelectWindow(ring_, HybridWindowFor(ring_, server_->shape()), *packed, sums.bits, threads);
     if (!packed.ok()) return packed.status();
   }
-  if (threads == 1 || packed->size() == 1 || server_->database_product().name() != "cpu") {
-    return packing_engine().Switch(*packed);
-  }
-  // The CPU engine's switches, a ciphertext per worker (a device's engine takes them at once).
-  std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> each(packed->size());
-  he::internal::ParallelFor(threads, packed->size(), [&](size_t g) {
-    each[g] = packing_engine().Switch(absl::MakeConstSpan(*packed).subspan(g, 1));
-  });
-  std::vector<SwitchedCiphertext> out;
-  for (absl::StatusOr<std::vector<SwitchedCiphertext>>& one : each) {
-    if (!one.ok()) return one.status();
-    for (SwitchedCiphertext& ct : *one) out.push_back(std::move(ct));
-  }
-  return out;
+  return packing_engine().Switch(*packed, threads);
 }
 
 absl::StatusOr<std::unique_ptr<PackedSimpleClient>> PackedSimpleClient::Create(

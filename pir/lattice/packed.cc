@@ -143,11 +143,13 @@ std::vector<absl::Status> CpuPackingEngine::SumsBatch(
 }
 
 absl::StatusOr<std::vector<SwitchedCiphertext>> CpuPackingEngine::Switch(
-    absl::Span<const RlweCiphertext> packed) const {
+    absl::Span<const RlweCiphertext> packed, int threads) const {
+  std::vector<absl::StatusOr<SwitchedCiphertext>> each(packed.size());
+  he::internal::ParallelFor(threads, packed.size(),
+                            [&](size_t g) { each[g] = ModSwitch(ctx_, packed[g]); });
   std::vector<SwitchedCiphertext> out;
   out.reserve(packed.size());
-  for (const RlweCiphertext& ct : packed) {
-    absl::StatusOr<SwitchedCiphertext> one = ModSwitch(ctx_, ct);
+  for (absl::StatusOr<SwitchedCiphertext>& one : each) {
     if (!one.ok()) return one.status();
     out.push_back(*std::move(one));
   }

@@ -68,11 +68,12 @@ class PackingEngine {
       absl::Span<const std::shared_ptr<const he::GaloisKeys>> keys,
       absl::Span<const absl::Span<const uint8_t>> ciphertexts,
       absl::Span<const absl::Span<uint64_t>> sums, int threads) const;
-  // SwitchResponse of packed ciphertexts of this ring. Returns INVALID_ARGUMENT for a ciphertext
-  // of the wrong size (a device's engine also for a residue not below its prime) and a device's
-  // errors.
+  // SwitchResponse of packed ciphertexts of this ring, on up to `threads` CPU threads (the CPU's
+  // engine a ciphertext per worker; a device's takes them at once). Returns INVALID_ARGUMENT for
+  // a ciphertext of the wrong size (a device's engine also for a residue not below its prime)
+  // and a device's errors.
   virtual absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(
-      absl::Span<const RlweCiphertext> packed) const = 0;
+      absl::Span<const RlweCiphertext> packed, int threads) const = 0;
 };
 
 namespace internal {
@@ -106,8 +107,8 @@ class CpuPackingEngine final : public PackingEngine {
                                       absl::Span<const absl::Span<const uint8_t>> ciphertexts,
                                       absl::Span<const absl::Span<uint64_t>> sums,
                                       int threads) const override;
-  absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(
-      absl::Span<const RlweCiphertext> packed) const override;
+  absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(absl::Span<const RlweCiphertext> packed,
+                                                         int threads) const override;
 
  private:
   const RingContext& ctx_;

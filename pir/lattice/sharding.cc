@@ -181,12 +181,13 @@ std::vector<absl::Status> GroupShardedPackingEngine::SumsBatch(
 }
 
 absl::StatusOr<std::vector<SwitchedCiphertext>> GroupShardedPackingEngine::Switch(
-    absl::Span<const RlweCiphertext> packed) const {
+    absl::Span<const RlweCiphertext> packed, int threads) const {
   if (packed.empty()) return std::vector<SwitchedCiphertext>();
+  const int each = std::max(1, threads / static_cast<int>(shards_.size()));
   const std::vector<RowRange> parts = SplitRows(packed.size(), shards_.size(), 1);
   std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> done(parts.size());
   he::internal::ParallelFor(static_cast<int>(parts.size()), parts.size(), [&](size_t i) {
-    done[i] = shards_[i].engine->Switch(packed.subspan(parts[i].first, parts[i].count));
+    done[i] = shards_[i].engine->Switch(packed.subspan(parts[i].first, parts[i].count), each);
   });
   std::vector<SwitchedCiphertext> out;
   out.reserve(packed.size());

@@ -97,8 +97,8 @@ class GroupShardedPackingEngine final : public PackingEngine {
                                       int threads) const override;
   // The ciphertexts split evenly among the shards (the switch needs no matrix), concurrently.
   // Returns the first failing shard's error.
-  absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(
-      absl::Span<const RlweCiphertext> packed) const override;
+  absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(absl::Span<const RlweCiphertext> packed,
+                                                         int threads) const override;
 
  private:
   GroupShardedPackingEngine(uint64_t group_words, uint64_t groups, std::vector<Shard> shards)

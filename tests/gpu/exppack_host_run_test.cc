@@ -447,9 +447,9 @@ TEST(ExpPackHostRun, RefusesBadInput) {
   lattice::RlweCiphertext bad;
   bad.c0.assign(ctx.k() * ctx.n(), 1);
   bad.c1.assign(ctx.k() * ctx.n() - 1, 1);
-  EXPECT_FALSE((*host)->Switch({&bad, 1}).ok());
+  EXPECT_FALSE((*host)->Switch({&bad, 1}, 1).ok());
   // The CPU engine refuses the same.
-  EXPECT_FALSE(lattice::CpuPackingEngine(ctx, matrix, 0).Switch({&bad, 1}).ok());
+  EXPECT_FALSE(lattice::CpuPackingEngine(ctx, matrix, 0).Switch({&bad, 1}, 1).ok());
   const lattice::CpuPackingEngine cpu(ctx, matrix, /*deferred_levels=*/0);
   EXPECT_THAT(cpu.Sums(nullptr, ct, 1, absl::MakeSpan(sums)).message(), HasSubstr("no keys"));
   EXPECT_THAT(cpu.Sums(lattice::BorrowKeys(small.keys), ct, 1, absl::MakeSpan(sums)).message(),

@@ -51,7 +51,7 @@ std::vector<uint32_t> PackAndUnpack(const RingContext& ctx, const LweBatch& lwe,
   const absl::Status s = engine.Sums(BorrowKeys(session.keys), ct, threads, absl::MakeSpan(sums));
   EXPECT_TRUE(s.ok()) << s;
   const std::vector<RlweCiphertext> packed = *PackedCiphertexts(ctx, matrix, sums, lwe.b);
-  return *UnpackPhases(ctx, session.z, *engine.Switch(packed), rows);
+  return *UnpackPhases(ctx, session.z, *engine.Switch(packed, 1), rows);
 }
 
 TEST(DeferredPackingTest, AwkwardShapesDecryptEveryPhase) {
