@@ -103,6 +103,8 @@ class GpuPackingEngine final : public internal::ChunkedPackingEngine {
   // GpuResponseSwitch's: the inverse NTT fused with the switch, on the same device.
   absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> Switch(
       absl::Span<const lattice::RlweCiphertext> packed, int threads) const override;
+  // The keys' 64-bit words go to the device.
+  bool host_switching() const override { return false; }
 
   uint32_t deferred_levels() const { return deferred_ ? levels_ : 0; }
   size_t cached_sessions() const { return sessions_.size(); }
@@ -158,6 +160,8 @@ class HostRunPackingEngine final : public internal::ChunkedPackingEngine {
   // HostRunSwitchResponse.
   absl::StatusOr<std::vector<lattice::SwitchedCiphertext>> Switch(
       absl::Span<const lattice::RlweCiphertext> packed, int threads) const override;
+  // The keys' 64-bit words go to the device.
+  bool host_switching() const override { return false; }
 
   uint32_t deferred_levels() const { return deferred_ ? deferred_->levels : 0; }
   // The session cache's state: entries held, and key sets made (uploads, on a device).

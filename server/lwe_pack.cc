@@ -357,26 +357,36 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, c
   table->selection_bytes = table->server->selection_bytes();
   table->response_bytes = table->server->response_bytes();
   // The parsed size of a session's keys, which GaloisKeyCache charges, measured on keys made
-  // once here (the throwaway secret is wiped with the key).
+  // once here (the throwaway secret is wiped with the key): with the 32-bit copies this CPU's key
+  // switching reads (the CPU's engine, parsing before any other is set), and without them.
+  uint64_t host_key_bytes = 0, wide_key_bytes = 0;
   {
     const he::SecretKey key = he::GenerateSecretKey(*ctx.expansion());
     auto bytes = table->server->MakeKeys(key);
     if (!bytes.ok()) return bytes.status();
     auto keys = table->server->ParseKeys(*bytes);
     if (!keys.ok()) return keys.status();
-    table->parsed_key_bytes = GaloisKeyCache::ParsedBytes(*keys);
+    host_key_bytes = GaloisKeyCache::ParsedBytes(*keys);
+    for (auto& [element, parsed] : keys->keys) {
+      parsed.b32 = std::vector<uint32_t>();
+      parsed.a32 = std::vector<uint32_t>();
+    }
+    wide_key_bytes = GaloisKeyCache::ParsedBytes(*keys);
   }
   // The expansions, packing sums and switches run where --backend says, as the product does; a
-  // device keeps the keys of as many sessions as the key memory holds (at most 256, 2 GB).
+  // device keeps the keys (their 64-bit words) of as many sessions as the key memory holds (at
+  // most 256, 2 GB).
   {
     const uint64_t held =
-        env.options.limits.max_galois_key_bytes / std::max<uint64_t>(1, table->parsed_key_bytes);
+        env.options.limits.max_galois_key_bytes / std::max<uint64_t>(1, wide_key_bytes);
     auto engine = CreatePackingEngine(env.options.backend, ctx, table->server->matrix(),
                                       std::clamp<uint64_t>(held, 1, 256), env.options.gpus);
     if (!engine.ok()) return engine.status();
     if (*engine != nullptr) table->server->set_packing_engine(*std::move(engine));
     table->server->packing_engine().Prepare();  // the CPU's folded matrix, before any lookup
   }
+  // Parsed from now on without the copies where nothing switches on the CPU with them.
+  table->parsed_key_bytes = table->server->host_switching() ? host_key_bytes : wide_key_bytes;
   table->limits = env.options.limits;
   table->max_chunk_bytes = table->limits.max_message_bytes - kEnvelopeBytes;
   // Queues in queries, bounded like bfv-bag's query ciphertexts; passes as above.

@@ -83,6 +83,8 @@ class DoublePackedServer final : public PackedServer {
   void set_packing_engine(std::unique_ptr<PackingEngine> engine) override {
     first_->set_packing_engine(std::move(engine));
   }
+  // The sums W_t switch on the CPU whatever the first level's engine.
+  bool host_switching() const override { return true; }
 
   // The first level for every request (one SimplePIR product), then each query's second fold,
   // expansion and packing, the queries spread over the threads.

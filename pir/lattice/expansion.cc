@@ -253,7 +253,8 @@ uint64_t ExpansionKeyBytes(const RingContext& ctx, uint32_t lwe_n) {
 }
 
 absl::StatusOr<he::GaloisKeys> ParseExpansionKeys(const RingContext& ctx, uint32_t lwe_n,
-                                                  absl::Span<const uint8_t> bytes) {
+                                                  absl::Span<const uint8_t> bytes,
+                                                  bool host_switching) {
   if (absl::Status s = CheckExpansion(ctx, lwe_n); !s.ok()) return s;
   absl::StatusOr<he::GaloisKeys> keys = he::ParseGaloisKeys(*ctx.expansion(), bytes);
   if (!keys.ok()) return keys.status();
@@ -266,7 +267,9 @@ absl::StatusOr<he::GaloisKeys> ParseExpansionKeys(const RingContext& ctx, uint32
         " elements N / 2^l + 1 (l < ", ExpansionLevels(lwe_n),
         ") and the deferred levels' products; these hold ", keys->keys.size(), " other keys"));
   }
-  for (auto& [element, key] : keys->keys) he::internal::NarrowKeySwitchKey(*ctx.expansion(), key);
+  if (host_switching) {
+    for (auto& [element, key] : keys->keys) he::internal::NarrowKeySwitchKey(*ctx.expansion(), key);
+  }
   return keys;
 }
 

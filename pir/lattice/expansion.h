@@ -71,10 +71,12 @@ absl::StatusOr<std::vector<uint8_t>> MakeExpansionKeys(const RingContext& ctx,
                                                        const he::SecretKey& key, uint32_t lwe_n);
 uint64_t ExpansionKeyBytes(const RingContext& ctx, uint32_t lwe_n);
 // he::ParseGaloisKeys' errors, and INVALID_ARGUMENT unless the keys are of exactly the elements
-// ExpansionElements names. The keys come narrowed where this CPU's key switching reads them so
-// (he::internal::NarrowKeySwitchKey).
+// ExpansionElements names. With `host_switching` the keys come narrowed where this CPU's key
+// switching reads them so (he::internal::NarrowKeySwitchKey); a device's engine reads the 64-bit
+// words alone.
 absl::StatusOr<he::GaloisKeys> ParseExpansionKeys(const RingContext& ctx, uint32_t lwe_n,
-                                                  absl::Span<const uint8_t> bytes);
+                                                  absl::Span<const uint8_t> bytes,
+                                                  bool host_switching = true);
 
 // One query's ciphertext of the LWE secret (lwe_n words, wiped by the caller): the 32-byte seed
 // of c1, then c0 in NTT form as little-endian 32-bit residues. Constant time in the secret.

@@ -163,7 +163,7 @@ absl::StatusOr<std::vector<uint8_t>> PackedServer::MakeKeys(const he::SecretKey&
 }
 
 absl::StatusOr<he::GaloisKeys> PackedServer::ParseKeys(absl::Span<const uint8_t> bytes) const {
-  return ParseExpansionKeys(ring(), kLweDimension, bytes);
+  return ParseExpansionKeys(ring(), kLweDimension, bytes, host_switching());
 }
 
 absl::StatusOr<std::vector<uint8_t>> PackedServer::Answer(

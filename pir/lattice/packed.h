@@ -74,6 +74,10 @@ class PackingEngine {
   // and a device's errors.
   virtual absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(
       absl::Span<const RlweCiphertext> packed, int threads) const = 0;
+  // Whether Sums key-switches on this CPU with the session's parsed keys (so that they are
+  // parsed with the 32-bit copies its key switching reads: ParseExpansionKeys); a device's engine
+  // reads only their 64-bit words.
+  virtual bool host_switching() const { return true; }
 };
 
 namespace internal {
@@ -183,7 +187,12 @@ class PackedServer {
   // to them (lwe-hybrid: HybridKeyBytes, hybrid.h).
   virtual uint64_t key_bytes() const;
   virtual absl::StatusOr<std::vector<uint8_t>> MakeKeys(const he::SecretKey& key) const;
+  // Parsed for this CPU's key switching where the server's uses the keys on the CPU
+  // (host_switching()).
   virtual absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const;
+  // Whether the server key-switches with a session's keys on the CPU: its engine's
+  // host_switching(), or a CPU step of the protocol (double packing's sums W_t).
+  virtual bool host_switching() const { return packing_engine().host_switching(); }
 
   // Where the expansions, packing sums and switches run: CpuPackingEngine unless replaced by an
   // engine made for this server's ring() and matrix() (double packing's second fold and its

@@ -198,4 +198,11 @@ absl::StatusOr<std::vector<SwitchedCiphertext>> GroupShardedPackingEngine::Switc
   return out;
 }
 
+bool GroupShardedPackingEngine::host_switching() const {
+  for (const Shard& shard : shards_) {
+    if (shard.engine->host_switching()) return true;
+  }
+  return false;
+}
+
 }  // namespace veil::lattice

@@ -99,6 +99,8 @@ class GroupShardedPackingEngine final : public PackingEngine {
   // Returns the first failing shard's error.
   absl::StatusOr<std::vector<SwitchedCiphertext>> Switch(absl::Span<const RlweCiphertext> packed,
                                                          int threads) const override;
+  // Any shard's.
+  bool host_switching() const override;
 
  private:
   GroupShardedPackingEngine(uint64_t group_words, uint64_t groups, std::vector<Shard> shards)

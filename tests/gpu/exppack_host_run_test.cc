@@ -16,6 +16,7 @@
 #include "gpu/exppack.h"
 #include "gpu/internal/key_cache.h"
 #include "gtest/gtest.h"
+#include "pir/he/keyswitch.h"
 #include "pir/lattice/double_pack.h"
 #include "pir/lattice/pack_simple.h"
 #include "pir/lattice/sharding.h"
@@ -176,6 +177,14 @@ TEST(ExpPackHostRun, GroupShardsDeferAsTheWholeMatrix) {
   EXPECT_THAT(status[2].message(), HasSubstr("ciphertext"));
   EXPECT_THAT((*sharded)->SumsBatch(batch_keys, cts, absl::MakeSpan(sums).first(2), 2)[0].message(),
               HasSubstr("a batch of 3 keys"));
+  // Device shards alone never switch on the CPU; one CPU shard among them does.
+  EXPECT_FALSE((*sharded)->host_switching());
+  std::vector<lattice::GroupShardedPackingEngine::Shard> mixed;
+  mixed.push_back({ranges[0], std::make_unique<lattice::CpuPackingEngine>(ctx, parts[0], levels)});
+  mixed.push_back({ranges[1], *HostRunPackingEngine::Create(ctx, parts[1], 64, levels)});
+  auto both = lattice::GroupShardedPackingEngine::Create(ctx, matrix.groups(), std::move(mixed));
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_TRUE((*both)->host_switching());
 }
 
 TEST(ExpPackHostRun, DeferredSwitchesRefuseBadArguments) {
@@ -273,6 +282,20 @@ TEST(ExpPackHostRun, PackedServersAnswerAsOnTheCpu) {
   ASSERT_TRUE(client.ok()) << client.status();
   const auto keys =
       std::make_shared<const he::GaloisKeys>(*(*gpu)->ParseKeys((*client)->expansion_keys()));
+  // The device reads the keys' 64-bit words alone: the server parses them without the 32-bit
+  // copies the CPU's key switching may read, which the CPU's server makes where this CPU reads
+  // them (the CPU server below answers from the keys without them all the same).
+  EXPECT_FALSE((*gpu)->host_switching());
+  EXPECT_TRUE((*cpu)->host_switching());
+  const he::GaloisKeys host_keys = *(*cpu)->ParseKeys((*client)->expansion_keys());
+  ASSERT_EQ(host_keys.keys.size(), keys->keys.size());
+  for (const auto& [element, key] : keys->keys) {
+    EXPECT_TRUE(key.b32.empty() && key.a32.empty()) << element;
+    he::KeySwitchKey narrowed = key;
+    he::internal::NarrowKeySwitchKey(*(*cpu)->ring().expansion(), narrowed);
+    EXPECT_EQ(host_keys.keys.at(element).b32, narrowed.b32) << element;
+    EXPECT_EQ(host_keys.keys.at(element).a32, narrowed.a32) << element;
+  }
   std::vector<lattice::PackedQuery> queries;
   std::vector<lattice::PackedRequest> requests;
   for (const uint64_t row : {uint64_t{0}, rows - 1, gen() % rows}) {
@@ -303,9 +326,14 @@ TEST(ExpPackHostRun, PackedServersAnswerAsOnTheCpu) {
   ASSERT_TRUE(second.ok());
   (*twice)->set_packing_engine(*std::move(second));
   EXPECT_EQ((*twice)->packing_engine().name(), "gpu-host-run");
+  // Its sums W_t switch on the CPU: the keys keep their copies.
+  EXPECT_TRUE((*twice)->host_switching());
   auto twice_client = lattice::DoublePackedClient::Create((*twice)->config(), ring);
   ASSERT_TRUE(twice_client.ok()) << twice_client.status();
   const he::GaloisKeys twice_keys = *(*twice)->ParseKeys((*twice_client)->expansion_keys());
+  for (const auto& [element, key] : twice_keys.keys) {
+    EXPECT_EQ(key.b32.size(), host_keys.keys.at(element).b32.size()) << element;
+  }
   const lattice::PackedQuery q = *(*twice_client)->MakeQuery(rows / 2);
   const auto response = (*twice)->Answer(q.query, q.ciphertext, twice_keys);
   ASSERT_TRUE(response.ok()) << response.status();
