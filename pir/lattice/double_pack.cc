@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -135,22 +136,48 @@ std::vector<absl::StatusOr<std::vector<uint8_t>>> DoublePackedServer::AnswerBatc
     first.push_back({q.query.first(d0), q.ciphertext.first(ct_bytes), q.keys, {}});
   }
   if (good.empty()) return out;
-  std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> switched =
-      first_->SwitchedBatch(first);
   // One query's second level per worker at a time (one query alone gets every thread).
   const int threads = good.size() == 1 ? first_->threads() : 1;
+  std::vector<absl::StatusOr<std::vector<uint64_t>>> sums(good.size());
+  const auto second_sums = [&] {
+    he::internal::ParallelFor(first_->threads(), good.size(), [&](size_t i) {
+      const PackedRequest& q = requests[good[i]];
+      sums[i] = SecondSums(q.ciphertext.subspan(ct_bytes), *q.keys, threads);
+    });
+  };
+  std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> switched;
+  if (packing_engine().host_switching()) {
+    switched = first_->SwitchedBatch(first);
+    second_sums();
+  } else {
+    std::thread beside(second_sums);
+    switched = first_->SwitchedBatch(first);
+    beside.join();
+  }
   he::internal::ParallelFor(first_->threads(), good.size(), [&](size_t i) {
     const PackedRequest& q = requests[good[i]];
-    out[good[i]] = switched[i].ok() ? Second(*switched[i], q.query.subspan(d0),
-                                             q.ciphertext.subspan(ct_bytes), *q.keys, threads)
-                                    : absl::StatusOr<std::vector<uint8_t>>(switched[i].status());
+    if (!switched[i].ok()) {
+      out[good[i]] = switched[i].status();
+    } else if (!sums[i].ok()) {
+      out[good[i]] = sums[i].status();
+    } else {
+      out[good[i]] = Second(*switched[i], q.query.subspan(d0), *sums[i], threads);
+    }
   });
   return out;
 }
 
+absl::StatusOr<std::vector<uint64_t>> DoublePackedServer::SecondSums(
+    absl::Span<const uint8_t> ciphertext, const he::GaloisKeys& keys, int threads) const {
+  // W_t = sum_j A2[t, j] K_j (both halves) as T(A2_t(X) c).
+  std::vector<uint64_t> sums(second_.columns * 2 * ring().k() * ring().n());
+  if (absl::Status s = w_.Sums(keys, ciphertext, threads, absl::MakeSpan(sums)); !s.ok()) return s;
+  return sums;
+}
+
 absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
     absl::Span<const SwitchedCiphertext> first, absl::Span<const uint32_t> query,
-    absl::Span<const uint8_t> ciphertext, const he::GaloisKeys& keys, int threads) const {
+    absl::Span<const uint64_t> sums, int threads) const {
   const RingContext& ctx = ring();
   const uint64_t n = ctx.n(), k = ctx.k(), stride = k * n, columns = second_.columns;
   const uint64_t rows = second_.rows, groups = rows / n;
@@ -161,9 +188,6 @@ absl::StatusOr<std::vector<uint8_t>> DoublePackedServer::Second(
     const int8_t* column = m2.data() + t * 2 * kDigits * n;
     for (uint64_t r = 0; r < rows; ++r) b[r] += static_cast<uint32_t>(column[r]) * query[t];
   }
-  // W_t = sum_j A2[t, j] K_j (both halves) as T(A2_t(X) c).
-  std::vector<uint64_t> sums(columns * 2 * stride);
-  if (absl::Status s = w_.Sums(keys, ciphertext, threads, absl::MakeSpan(sums)); !s.ok()) return s;
   // Per output group, on the threads: (B - sum_t M2_t W_t.beta, -sum_t M2_t W_t.alpha).
   std::vector<RlweCiphertext> packed(groups);
   he::internal::ParallelFor(threads, groups, [&](size_t h) {

@@ -86,8 +86,10 @@ class DoublePackedServer final : public PackedServer {
   // The sums W_t switch on the CPU whatever the first level's engine.
   bool host_switching() const override { return true; }
 
-  // The first level for every request (one SimplePIR product), then each query's second fold,
-  // expansion and packing, the queries spread over the threads.
+  // The first level for every request (one SimplePIR product), then each query's second fold
+  // and packing, the queries spread over the threads. The sums W_t need nothing of the first
+  // level: where a device's engine runs it (the CPU idle meanwhile), they are made beside it on
+  // the server's threads, else after it.
   std::vector<absl::StatusOr<std::vector<uint8_t>>> AnswerBatch(
       absl::Span<const PackedRequest> requests) const override;
 
@@ -96,11 +98,14 @@ class DoublePackedServer final : public PackedServer {
                      TracePacking w)
       : first_(std::move(first)), second_(second), w_(std::move(w)) {}
 
-  // The second fold, sums W_t (on `threads` workers) and packing of one query.
+  // The sums W_t of one query's second ciphertext (on `threads` workers): TracePacking::Sums'
+  // errors.
+  absl::StatusOr<std::vector<uint64_t>> SecondSums(absl::Span<const uint8_t> ciphertext,
+                                                   const he::GaloisKeys& keys, int threads) const;
+  // The second fold and packing of one query with its sums W_t (on `threads` workers).
   absl::StatusOr<std::vector<uint8_t>> Second(absl::Span<const SwitchedCiphertext> first,
                                               absl::Span<const uint32_t> query,
-                                              absl::Span<const uint8_t> ciphertext,
-                                              const he::GaloisKeys& keys, int threads) const;
+                                              absl::Span<const uint64_t> sums, int threads) const;
 
   std::unique_ptr<PackedSimpleServer> first_;
   DoublePackShape second_;

@@ -330,17 +330,40 @@ TEST(ExpPackHostRun, PackedServersAnswerAsOnTheCpu) {
   EXPECT_TRUE((*twice)->host_switching());
   auto twice_client = lattice::DoublePackedClient::Create((*twice)->config(), ring);
   ASSERT_TRUE(twice_client.ok()) << twice_client.status();
-  const he::GaloisKeys twice_keys = *(*twice)->ParseKeys((*twice_client)->expansion_keys());
-  for (const auto& [element, key] : twice_keys.keys) {
+  const auto twice_keys = std::make_shared<const he::GaloisKeys>(
+      *(*twice)->ParseKeys((*twice_client)->expansion_keys()));
+  for (const auto& [element, key] : twice_keys->keys) {
     EXPECT_EQ(key.b32.size(), host_keys.keys.at(element).b32.size()) << element;
   }
-  const lattice::PackedQuery q = *(*twice_client)->MakeQuery(rows / 2);
-  const auto response = (*twice)->Answer(q.query, q.ciphertext, twice_keys);
-  ASSERT_TRUE(response.ok()) << response.status();
-  std::vector<uint8_t> record(record_bytes);
-  ASSERT_TRUE((*twice_client)->Decode(q, *response, absl::MakeSpan(record)).ok());
-  EXPECT_EQ(record, std::vector<uint8_t>(records.begin() + rows / 2 * record_bytes,
-                                         records.begin() + (rows / 2 + 1) * record_bytes));
+  // Its sums W_t are made beside the device's first level: the CPU server's bytes, a query whose
+  // second ciphertext is bad failing alone.
+  auto twice_cpu = lattice::DoublePackedServer::Create(make_lwe(), ring);
+  ASSERT_TRUE(twice_cpu.ok()) << twice_cpu.status();
+  std::vector<lattice::PackedQuery> doubled;
+  for (const uint64_t row : {rows / 2, uint64_t{1}, rows - 2}) {
+    doubled.push_back(*(*twice_client)->MakeQuery(row));
+  }
+  std::vector<uint8_t> bad_second = doubled[1].ciphertext;
+  const uint64_t ct_bytes = lattice::SecretCiphertextBytes((*twice)->ring());
+  std::fill(bad_second.begin() + ct_bytes + 32, bad_second.begin() + ct_bytes + 36, 0xff);
+  const std::vector<lattice::PackedRequest> twice_requests{
+      {doubled[0].query, doubled[0].ciphertext, twice_keys, {}},
+      {doubled[1].query, bad_second, twice_keys, {}},
+      {doubled[2].query, doubled[2].ciphertext, twice_keys, {}}};
+  const auto twice_want = (*twice_cpu)->AnswerBatch(twice_requests);
+  const auto twice_got = (*twice)->AnswerBatch(twice_requests);
+  ASSERT_EQ(twice_got.size(), 3u);
+  EXPECT_THAT(twice_got[1].status().message(), HasSubstr("is not below its prime"));
+  EXPECT_EQ(twice_got[1].status(), twice_want[1].status());
+  for (size_t i : {0, 2}) {
+    ASSERT_TRUE(twice_got[i].ok()) << twice_got[i].status();
+    EXPECT_EQ(*twice_got[i], *twice_want[i]) << "query " << i;
+    std::vector<uint8_t> record(record_bytes);
+    ASSERT_TRUE((*twice_client)->Decode(doubled[i], *twice_got[i], absl::MakeSpan(record)).ok());
+    const uint64_t row = doubled[i].row();
+    EXPECT_EQ(record, std::vector<uint8_t>(records.begin() + row * record_bytes,
+                                           records.begin() + (row + 1) * record_bytes));
+  }
 }
 
 TEST(ExpPackHostRun, KeysAreMadeOncePerLiveSessionAndNeverConfused) {
