@@ -29,7 +29,7 @@ struct ServerOptions {
   uint64_t lwe_records_per_column = 0;
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free one
   std::string backend = "auto";        // cpu | gpu | auto
-  int threads = 1;                     // CPU backend threads
+  int threads = 1;                     // CPU threads answering (veil-server: 0, one per core)
   std::string gpus = "all";            // GPU backend: "all" or a device list ("0,1"); the table
                                        // is split by rows across them (NCCL combines)
   // TLS (rpc/tls.h): the certificate (chain) and private key, PEM files; both or neither. With

@@ -1,6 +1,6 @@
 // veil-server: one party of the two-server PIR service (--protocol=dpf2), or a single bfv-bag or
 // LWE (lwe-simple, lwe-double, lwe-exppack-s, lwe-exppack-d, lwe-hybrid, lwe-double-pack) server.
-//   veil-server --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto --threads=1
+//   veil-server --party=0 --table=t.veil --listen=127.0.0.1:0 --backend=auto [--threads=N]
 //               [--tls-cert=server.pem --tls-key=server.key | --insecure-plaintext]
 //   veil-server --protocol=bfv-bag --table=fixed.veil [--bfv-log-n=13]
 //   veil-server --protocol=lwe-simple|lwe-double --table=t.veil [--lwe-hint-file=PATH]
@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -67,7 +68,7 @@ ABSL_FLAG(uint64_t, lwe_records_per_column, 0,
           "lwe-hybrid and lwe-double-pack then narrow); 0 lets the protocol choose the cheapest");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "HOST:PORT to listen on; port 0 picks a free port");
 ABSL_FLAG(std::string, backend, "auto", "cpu, gpu, or auto (gpu when built and present)");
-ABSL_FLAG(int, threads, 1, "CPU backend threads");
+ABSL_FLAG(int, threads, 0, "CPU threads that answer queries (0: one per core)");
 ABSL_FLAG(std::string, gpus, "all",
           "GPU backend: the devices that hold the table, all or a list such as 0,1 (the table is "
           "split by rows across them and the partial answers are combined with NCCL)");
@@ -240,6 +241,13 @@ int main(int argc, char** argv) {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.backend = absl::GetFlag(FLAGS_backend);
   options.threads = absl::GetFlag(FLAGS_threads);
+  if (options.threads < 0) {
+    std::fprintf(stderr, "veil-server: --threads must not be negative (0: one per core)\n");
+    return 1;
+  }
+  if (options.threads == 0) {
+    options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
   options.gpus = absl::GetFlag(FLAGS_gpus);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);

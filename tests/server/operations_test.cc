@@ -3,6 +3,7 @@
 #include <capnp/ez-rpc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -163,6 +164,26 @@ TEST(MetricsTest, BadAddressesAreRefused) {
     EXPECT_TRUE(absl::IsUnavailable(server.status())) << server.status();
     EXPECT_THAT(ReadFile(log), HasSubstr(c.error)) << c.flag;
   }
+}
+
+// --threads=0 (veil-server's default) answers on one thread per core, which the log's serving
+// line says; a negative count is refused.
+TEST(ThreadsTest, ZeroMeansOnePerCoreAndANegativeCountIsRefused) {
+  auto table = testing::WriteRandomTable("t.veil", embedding::RowFormat::kFp32, 16, 4, 1);
+  ASSERT_TRUE(table.ok()) << table.status();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string log = testing::TempPath("threads.log");
+  auto server = tools::ServerProcess::Start(ServerOptions(*table, 0, {"--threads=0"}, log));
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->Stop().ok());
+  EXPECT_THAT(ReadFile(log),
+              HasSubstr(absl::StrCat(", ", cores, " CPU thread", cores == 1 ? "" : "s", "\"")));
+  const std::string refused_log = testing::TempPath("threads_refused.log");
+  auto refused =
+      tools::ServerProcess::Start(ServerOptions(*table, 0, {"--threads=-1"}, refused_log));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  EXPECT_THAT(ReadFile(refused_log), HasSubstr("--threads must not be negative"));
 }
 
 // Every line a real server writes is one key=value event (log pipelines parse them).
