@@ -48,6 +48,7 @@ class LweGpuProduct : public lattice::DatabaseProduct {
   ~LweGpuProduct() override;
 
   std::string name() const override { return "gpu"; }
+  bool on_host() const override { return false; }
   // out[b * rows + r] = sum_c db[r][c] * queries[b * cols + c] (mod 2^32), with kAuto.
   absl::Status Multiply(absl::Span<const uint32_t> queries, int batch,
                         absl::Span<uint32_t> out) const override;

@@ -244,6 +244,8 @@ absl::StatusOr<std::vector<uint8_t>> GaloisKeyCache::Install(
   entry.keys = std::move(keys);
   entry.last_use = ++clock_;
   ++counts_.installs;
+  // Keys parsed larger than the room reserved for them push idle sessions out, not the bound.
+  if (charged_ > max_bytes_) MakeRoom(session, 0).IgnoreError();
   if (resume_for_ <= absl::ZeroDuration()) return std::vector<uint8_t>();
   return NewToken(session, entry);
 }

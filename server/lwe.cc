@@ -344,7 +344,7 @@ absl::StatusOr<PreparedLweServer> PrepareLweServer(lattice::Protocol protocol,
   if (*product != nullptr) prepared.server->SetDatabaseProduct(*std::move(product));
   // The product picks its kernel per power-of-two batch size by measuring it the first time;
   // measure every size this server can batch now, so that no client's first query pays for it.
-  if (prepared.server->database_product().name() == "cpu") {
+  if (prepared.server->database_product().on_host()) {
     const absl::Time kernels_start = absl::Now();
     const uint32_t largest = std::min(o.limits.max_batch_keys, max_batch);
     std::string kernels;

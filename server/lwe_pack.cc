@@ -356,17 +356,19 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, c
   table->ciphertext_bytes = table->server->ciphertexts() * lattice::SecretCiphertextBytes(ctx);
   table->selection_bytes = table->server->selection_bytes();
   table->response_bytes = table->server->response_bytes();
-  // The parsed size of a session's keys, which GaloisKeyCache charges, measured on keys made
-  // once here (the throwaway secret is wiped with the key): with the 32-bit copies this CPU's key
-  // switching reads (the CPU's engine, parsing before any other is set), and without them.
-  uint64_t host_key_bytes = 0, wide_key_bytes = 0;
+  // A session's keys, made once here (the throwaway secret is wiped with the key), to size them
+  // parsed: a device keeps their 64-bit words, and GaloisKeyCache charges them as parsed once the
+  // engine is chosen (ParseKeys then leaves out the 32-bit copies that only key switching on this
+  // CPU reads).
+  std::vector<uint8_t> sample_keys;
+  uint64_t wide_key_bytes = 0;
   {
     const he::SecretKey key = he::GenerateSecretKey(*ctx.expansion());
     auto bytes = table->server->MakeKeys(key);
     if (!bytes.ok()) return bytes.status();
-    auto keys = table->server->ParseKeys(*bytes);
+    sample_keys = *std::move(bytes);
+    auto keys = table->server->ParseKeys(sample_keys);
     if (!keys.ok()) return keys.status();
-    host_key_bytes = GaloisKeyCache::ParsedBytes(*keys);
     for (auto& [element, parsed] : keys->keys) {
       parsed.b32 = std::vector<uint32_t>();
       parsed.a32 = std::vector<uint32_t>();
@@ -374,8 +376,7 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, c
     wide_key_bytes = GaloisKeyCache::ParsedBytes(*keys);
   }
   // The expansions, packing sums and switches run where --backend says, as the product does; a
-  // device keeps the keys (their 64-bit words) of as many sessions as the key memory holds (at
-  // most 256, 2 GB).
+  // device keeps the keys of as many sessions as the key memory holds (at most 256, 2 GB).
   {
     const uint64_t held =
         env.options.limits.max_galois_key_bytes / std::max<uint64_t>(1, wide_key_bytes);
@@ -385,8 +386,11 @@ absl::StatusOr<std::unique_ptr<Protocol>> CreatePacked(const ProtocolEnv& env, c
     if (*engine != nullptr) table->server->set_packing_engine(*std::move(engine));
     table->server->packing_engine().Prepare();  // the CPU's folded matrix, before any lookup
   }
-  // Parsed from now on without the copies where nothing switches on the CPU with them.
-  table->parsed_key_bytes = table->server->host_switching() ? host_key_bytes : wide_key_bytes;
+  {
+    auto keys = table->server->ParseKeys(sample_keys);
+    if (!keys.ok()) return keys.status();
+    table->parsed_key_bytes = GaloisKeyCache::ParsedBytes(*keys);
+  }
   table->limits = env.options.limits;
   table->max_chunk_bytes = table->limits.max_message_bytes - kEnvelopeBytes;
   // Queues in queries, bounded like bfv-bag's query ciphertexts; passes as above.

@@ -166,7 +166,7 @@ std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> PackedSimpleServer:
   absl::Status product;
   // A query alone may run its sums beside the CPU's product (SumsSchedule).
   const bool may_overlap = good.size() == 1 && threads > 1 &&
-                           server_->database_product().name() == "cpu" &&
+                           server_->database_product().on_host() &&
                            schedule_ != SumsSchedule::kAfterProduct;
   const SumsSchedule schedule = !may_overlap                           ? SumsSchedule::kAfterProduct
                                 : schedule_ == SumsSchedule::kAdaptive ? choice_.Next()
@@ -176,13 +176,21 @@ std::vector<absl::StatusOr<std::vector<SwitchedCiphertext>>> PackedSimpleServer:
     const int product_threads = threads / 2;
     std::thread alongside(
         [&] { product = server_->Answer(queries, 1, absl::MakeSpan(answers), product_threads); });
-    sums = Sums(requests, good, threads - product_threads);
+    const int sums_threads = threads - product_threads;
+    sums = Sums(requests, good, Selections(requests, good, sums_threads), sums_threads);
     alongside.join();
+  } else if (protocol_ == PackedProtocol::kHybrid && !server_->database_product().on_host()) {
+    // The selections' expansions (on the CPU) while a device multiplies.
+    Selected selected;
+    std::thread beside([&] { selected = Selections(requests, good, threads); });
+    product = server_->Answer(queries, static_cast<int>(good.size()), absl::MakeSpan(answers));
+    beside.join();
+    if (product.ok()) sums = Sums(requests, good, std::move(selected), threads);
   } else {
     // A batch's queries each expanded on one worker alone, the folded matrix streamed once for
     // several (PackingEngine::SumsBatch).
     product = server_->Answer(queries, static_cast<int>(good.size()), absl::MakeSpan(answers));
-    if (product.ok()) sums = Sums(requests, good, threads);
+    if (product.ok()) sums = Sums(requests, good, Selections(requests, good, threads), threads);
   }
   if (may_overlap && schedule_ == SumsSchedule::kAdaptive && product.ok() && sums[0].ok()) {
     choice_.Record(schedule,
@@ -219,14 +227,21 @@ absl::Status PackedSimpleServer::Selection(const PackedRequest& request, PackSum
   return absl::OkStatus();
 }
 
-std::vector<absl::StatusOr<PackedSimpleServer::PackSums>> PackedSimpleServer::Sums(
+PackedSimpleServer::Selected PackedSimpleServer::Selections(
     absl::Span<const PackedRequest> requests, absl::Span<const size_t> which, int threads) const {
-  std::vector<PackSums> made(which.size());
-  std::vector<absl::Status> status(which.size());
+  Selected out{std::vector<PackSums>(which.size()), std::vector<absl::Status>(which.size())};
   const int each = std::max(1, threads / static_cast<int>(which.size()));
   he::internal::ParallelFor(threads, which.size(), [&](size_t i) {
-    status[i] = Selection(requests[which[i]], made[i], each);
+    out.status[i] = Selection(requests[which[i]], out.made[i], each);
   });
+  return out;
+}
+
+std::vector<absl::StatusOr<PackedSimpleServer::PackSums>> PackedSimpleServer::Sums(
+    absl::Span<const PackedRequest> requests, absl::Span<const size_t> which, Selected selected,
+    int threads) const {
+  std::vector<PackSums>& made = selected.made;
+  std::vector<absl::Status>& status = selected.status;
   std::vector<size_t> ready;
   std::vector<std::shared_ptr<const he::GaloisKeys>> keys;
   std::vector<absl::Span<const uint8_t>> ciphertexts;

@@ -102,6 +102,10 @@ class PackedSimpleServer final : public PackedServer {
   uint64_t key_bytes() const override;
   absl::StatusOr<std::vector<uint8_t>> MakeKeys(const he::SecretKey& key) const override;
   absl::StatusOr<he::GaloisKeys> ParseKeys(absl::Span<const uint8_t> bytes) const override;
+  // The hybrid's selection is expanded on the CPU whatever the engine.
+  bool host_switching() const override {
+    return protocol_ == PackedProtocol::kHybrid || PackedServer::host_switching();
+  }
   PackedProtocol protocol() const { return protocol_; }
   int threads() const { return server_->threads(); }
   // kAdaptive by default; alongside needs two threads or more and the CPU's product (else the
@@ -130,11 +134,19 @@ class PackedSimpleServer final : public PackedServer {
     std::vector<uint64_t> sums;
     std::vector<he::QRgswCiphertext> bits;
   };
-  // Those of requests[r] for r in `which`: their selections spread over `threads` workers (one
-  // request alone: on all of them), then the engine's SumsBatch (one request alone: its Sums on
-  // all `threads`); each fails alone.
+  // The selections of requests[r] for r in `which` (Selection's), spread over `threads` workers
+  // (one request alone: on all of them).
+  struct Selected {
+    std::vector<PackSums> made;
+    std::vector<absl::Status> status;
+  };
+  Selected Selections(absl::Span<const PackedRequest> requests, absl::Span<const size_t> which,
+                      int threads) const;
+  // Their sums once selected: the engine's SumsBatch (one request alone: its Sums on all
+  // `threads`); each fails alone.
   std::vector<absl::StatusOr<PackSums>> Sums(absl::Span<const PackedRequest> requests,
-                                             absl::Span<const size_t> which, int threads) const;
+                                             absl::Span<const size_t> which, Selected selected,
+                                             int threads) const;
   // A request's selection's bits (lwe-hybrid) into `out`, on `threads` threads, and its sums
   // sized. Returns ExpandHybridSelection's errors, INVALID_ARGUMENT for a selection
   // lwe-exppack-s does not take.

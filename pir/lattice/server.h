@@ -45,6 +45,8 @@ class DatabaseProduct {
  public:
   virtual ~DatabaseProduct() = default;
   virtual std::string name() const = 0;
+  // Whether Multiply's work is the CPU's (a device's product leaves the CPU free meanwhile).
+  virtual bool on_host() const { return true; }
   virtual absl::Status Multiply(absl::Span<const uint32_t> queries, int batch,
                                 absl::Span<uint32_t> out) const = 0;
   // Multiply on at most `threads` of the CPU's threads, for a caller running other work

@@ -71,6 +71,13 @@ std::string RowShardedProduct::name() const {
   return absl::StrCat(shards_[0].product->name(), " x ", shards_.size());
 }
 
+bool RowShardedProduct::on_host() const {
+  for (const Shard& shard : shards_) {
+    if (shard.product->on_host()) return true;
+  }
+  return false;
+}
+
 absl::Status RowShardedProduct::Multiply(absl::Span<const uint32_t> queries, int batch,
                                          absl::Span<uint32_t> out) const {
   if (batch < 1 || out.size() != static_cast<uint64_t>(batch) * rows_ ||

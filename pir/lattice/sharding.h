@@ -51,6 +51,8 @@ class RowShardedProduct final : public DatabaseProduct {
 
   // The shards' product name and their count: "gpu x 2".
   std::string name() const override;
+  // Any shard's.
+  bool on_host() const override;
   // Every shard's rows for the whole batch, the shards concurrently (one thread each), written
   // into out[b * rows + r]. Returns INVALID_ARGUMENT for spans of the wrong size, else the first
   // failing shard's error.

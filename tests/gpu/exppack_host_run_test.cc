@@ -326,8 +326,14 @@ TEST(ExpPackHostRun, PackedServersAnswerAsOnTheCpu) {
   ASSERT_TRUE(second.ok());
   (*twice)->set_packing_engine(*std::move(second));
   EXPECT_EQ((*twice)->packing_engine().name(), "gpu-host-run");
-  // Its sums W_t switch on the CPU: the keys keep their copies.
+  // Its sums W_t switch on the CPU: the keys keep their copies. So does the hybrid's selection.
   EXPECT_TRUE((*twice)->host_switching());
+  auto hybrid =
+      lattice::PackedSimpleServer::Create(make_lwe(), ring, lattice::PackedProtocol::kHybrid);
+  ASSERT_TRUE(hybrid.ok()) << hybrid.status();
+  (*hybrid)->set_packing_engine(
+      *HostRunPackingEngine::Create((*hybrid)->ring(), (*hybrid)->matrix()));
+  EXPECT_TRUE((*hybrid)->host_switching());
   auto twice_client = lattice::DoublePackedClient::Create((*twice)->config(), ring);
   ASSERT_TRUE(twice_client.ok()) << twice_client.status();
   const auto twice_keys = std::make_shared<const he::GaloisKeys>(

@@ -90,6 +90,23 @@ TEST(GaloisKeyCache, EvictsTheLeastRecentlyUsedIdleSession) {
   EXPECT_LE(cache.charged_bytes(), 2 * kSession);
 }
 
+// Keys parsed larger than the session's reserved room (kParsed) still keep the bound: idle
+// sessions make the difference.
+TEST(GaloisKeyCache, KeysLargerThanReservedPushIdleSessionsOut) {
+  GaloisKeyCache cache(kParsed + kSession, kWire, kParsed);
+  const auto a = cache.Open(), b = cache.Open();
+  Install(cache, a);
+  ASSERT_TRUE(cache.Append(b, 0, std::vector<uint8_t>(kWire)).ok());
+  EXPECT_EQ(cache.charged_bytes(), kParsed + kSession);
+  auto larger = std::make_shared<he::GaloisKeys>(*FakeKeys());
+  larger->keys[5] = larger->keys[3];
+  ASSERT_TRUE(cache.Install(b, larger).ok());
+  EXPECT_EQ(cache.charged_bytes(), 2 * kParsed);  // b's keys alone
+  EXPECT_EQ(cache.evictions(), 1u);
+  EXPECT_EQ(cache.Acquire(a).status().code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(cache.Acquire(b).ok());
+}
+
 TEST(GaloisKeyCache, KeysInUseAreNeverEvicted) {
   GaloisKeyCache cache(kSession, kWire, kParsed);
   const auto a = cache.Open(), b = cache.Open();

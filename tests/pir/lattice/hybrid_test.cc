@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "pir/he/serialization.h"
 #include "pir/lattice/expansion.h"
 #include "pir/lattice/pack_simple.h"
+#include "pir/lattice/sharding.h"
 #include "tests/pir/lattice/test_support.h"
 
 namespace veil::lattice {
@@ -216,6 +218,61 @@ TEST(HybridTest, BadSelectionsFailTheirRequestOnly) {
       (*plain)->Answer(good.query, good.ciphertext, f.keys, good.selection).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(refused.message(), "lwe-exppack-s takes no selection");
+}
+
+// The CPU's product reporting itself off the host, as a device's does.
+class OffHostProduct final : public DatabaseProduct {
+ public:
+  explicit OffHostProduct(std::unique_ptr<DatabaseProduct> cpu) : cpu_(std::move(cpu)) {}
+  std::string name() const override { return "off-host"; }
+  bool on_host() const override { return false; }
+  absl::Status Multiply(absl::Span<const uint32_t> queries, int batch,
+                        absl::Span<uint32_t> out) const override {
+    return cpu_->Multiply(queries, batch, out);
+  }
+
+ private:
+  std::unique_ptr<DatabaseProduct> cpu_;
+};
+
+// With a product off the host the selections are expanded beside it instead of after it: the
+// same bytes, a bad selection failing its request alone.
+TEST(HybridTest, SelectionsBesideAProductOffTheHostAnswerAsAfterIt) {
+  HybridFixture f(900, 100, 50, 303, /*threads=*/2);
+  LweServerOptions options;
+  options.shape.records_per_column = 50;
+  options.threads = 2;
+  auto lwe = LweServer::FromRecords(f.records, 900, 100, testing::DigestOf(303), options);
+  ASSERT_TRUE(lwe.ok()) << lwe.status();
+  (*lwe)->SetDatabaseProduct(
+      std::make_unique<OffHostProduct>(MakeCpuProduct((*lwe)->database().view(), 2)));
+  ASSERT_FALSE((*lwe)->database_product().on_host());
+  auto off =
+      PackedSimpleServer::Create(*std::move(lwe), testing::SmallRing(), PackedProtocol::kHybrid);
+  ASSERT_TRUE(off.ok()) << off.status();
+  const uint64_t d0 = f.server->config().shape.d0;
+  const std::vector<uint64_t> rows = {10 * d0 + 3, 1, 49 * d0 + 5};
+  std::vector<PackedQuery> queries;
+  for (uint64_t row : rows) queries.push_back(*f.client->MakeQuery(row));
+  std::vector<uint8_t> above = queries[1].selection;
+  for (size_t i = 32; i < 36; ++i) above[i] = 0xff;
+  const std::vector<PackedRequest> requests = {
+      {queries[0].query, queries[0].ciphertext, BorrowKeys(f.keys), queries[0].selection},
+      {queries[1].query, queries[1].ciphertext, BorrowKeys(f.keys), above},
+      {queries[2].query, queries[2].ciphertext, BorrowKeys(f.keys), queries[2].selection},
+  };
+  const auto want = f.server->AnswerBatch(requests);
+  const auto got = (*off)->AnswerBatch(requests);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_THAT(got[1].status().message(), HasSubstr("not below"));
+  EXPECT_EQ(got[1].status(), want[1].status());
+  for (size_t i : {0, 2}) {
+    ASSERT_TRUE(got[i].ok()) << got[i].status();
+    EXPECT_EQ(*got[i], *want[i]) << "request " << i;
+    std::vector<uint8_t> record(100);
+    ASSERT_TRUE(f.client->Decode(rows[i], *got[i], absl::MakeSpan(record)).ok());
+    EXPECT_EQ(record, f.Record(rows[i])) << "row " << rows[i];
+  }
 }
 
 TEST(HybridTest, ASelectionPreparedAheadSelectsTheWindowItIsGivenLater) {
