@@ -161,7 +161,7 @@ kj::Promise<void> BagService::config(ConfigContext context) {
 
 kj::Promise<void> BagService::uploadGaloisKeys(UploadGaloisKeysContext context) {
   return ServeKeyUpload<KeysWork>(
-      context, cache_, session_, scheduler_, limits_, table_.sizes.galois_key_bytes,
+      context, this, cache_, session_, scheduler_, limits_, table_.sizes.galois_key_bytes,
       [this](const absl::Status& status) { Reject(status, "uploadGaloisKeys"); });
 }
 
@@ -192,7 +192,7 @@ kj::Promise<void> BagService::answer(AnswerContext context) {
   queued_ += blocks;
   // A client gone (or cancelling) drops its call: the scheduler then drops the query unanswered.
   context.allowCancellation();
-  return scheduler_.Submit(std::move(work))
+  return scheduler_.Submit(std::move(work), this)
       .attach(kj::defer([this, blocks] { queued_ -= blocks; }))
       .then([this, context, arrival](absl::StatusOr<std::unique_ptr<AnswerWork>> done) mutable {
         if (!done.ok()) Reject(done.status(), "answer");

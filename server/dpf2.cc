@@ -94,7 +94,7 @@ kj::Promise<absl::StatusOr<KeyBatcher::Shares>> Dpf2Service::Submit(
   queued_keys_ += count;
   ++calls_;
   // Released when the answer comes or the call is cancelled.
-  return batcher_.Submit(BackendOf(std::move(served)), std::move(keys), std::move(ranges))
+  return batcher_.Submit(BackendOf(std::move(served)), std::move(keys), std::move(ranges), this)
       .attach(kj::defer([this, count] {
         queued_keys_ -= count;
         --calls_;

@@ -39,12 +39,12 @@ KeyBatcher::KeyBatcher(const ServerLimits& limits, ServerStats& stats)
 
 kj::Promise<absl::StatusOr<KeyBatcher::Shares>> KeyBatcher::Submit(
     std::shared_ptr<pir::Backend> backend, std::vector<dpf::DpfKey> keys,
-    std::vector<pir::RowRange> ranges) {
+    std::vector<pir::RowRange> ranges, const void* owner) {
   auto call = std::make_unique<KeyCall>();
   call->backend = std::move(backend);
   call->keys = std::move(keys);
   call->ranges = std::move(ranges);
-  return scheduler_.Submit(std::move(call))
+  return scheduler_.Submit(std::move(call), owner)
       .then([](absl::StatusOr<std::unique_ptr<KeyCall>> done) -> absl::StatusOr<Shares> {
         if (!done.ok()) return done.status();
         return std::move((*done)->shares);

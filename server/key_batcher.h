@@ -32,11 +32,13 @@ class KeyBatcher {
 
   // Event-loop thread. Queues validated keys (server/request.h) for `backend` (the table version
   // the call asked for, kept alive until the call is answered) and their row ranges (empty: the
-  // whole table; else one validated range per key). Resolves with this call's shares, or the
-  // scheduler's or backend's error for it.
+  // whole table; else one validated range per key), of connection `owner`
+  // (BatchScheduler::Submit). Resolves with this call's shares, or the scheduler's or backend's
+  // error for it.
   kj::Promise<absl::StatusOr<Shares>> Submit(std::shared_ptr<pir::Backend> backend,
                                              std::vector<dpf::DpfKey> keys,
-                                             std::vector<pir::RowRange> ranges = {});
+                                             std::vector<pir::RowRange> ranges = {},
+                                             const void* owner = nullptr);
 
   // Event-loop thread: see BatchScheduler::Stop.
   void Stop(kj::WaitScope& wait_scope, kj::Timer& timer) { scheduler_.Stop(wait_scope, timer); }

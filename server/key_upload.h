@@ -24,9 +24,10 @@
 namespace veil::server {
 
 // `reject` throws the call's error reply (ServiceBase::Reject); it is called on the loop thread,
-// also from the continuation, so it must outlive the call (a service's member).
+// also from the continuation, so it must outlive the call (a service's member). `owner` is the
+// connection (BatchScheduler::Submit).
 template <typename KeysWork, typename Context, typename Reject>
-kj::Promise<void> ServeKeyUpload(Context context, GaloisKeyCache& cache,
+kj::Promise<void> ServeKeyUpload(Context context, const void* owner, GaloisKeyCache& cache,
                                  GaloisKeyCache::Session session, BatchScheduler& scheduler,
                                  const ServerLimits& limits, uint64_t key_bytes, Reject reject) {
   auto params = context.getParams();
@@ -42,7 +43,7 @@ kj::Promise<void> ServeKeyUpload(Context context, GaloisKeyCache& cache,
     return kj::READY_NOW;
   }
   context.releaseParams();
-  return scheduler.Submit(std::make_unique<KeysWork>(std::move(**appended)))
+  return scheduler.Submit(std::make_unique<KeysWork>(std::move(**appended)), owner)
       .then([&cache, session, key_bytes, reject,
              context](absl::StatusOr<std::unique_ptr<KeysWork>> done) mutable {
         absl::StatusOr<std::vector<uint8_t>> token =

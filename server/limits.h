@@ -20,10 +20,12 @@ struct ServerLimits {
   // Size of one call's parameters as the server measures them (an error reply above this).
   uint64_t max_message_bytes = uint64_t{1} << 20;
   // Keys waiting for the backend across all connections; calls beyond it get RESOURCE_EXHAUSTED
-  // instead of growing the queue without bound.
+  // instead of growing the queue without bound, unless they push out the newest calls of a
+  // connection holding more of the queue than theirs would (BatchScheduler::Submit), so that
+  // clients who fill it through several connections cannot keep another connection out.
   uint32_t max_queued_keys = 16384;
-  // Keys one connection may have waiting, so that a single client cannot fill the whole queue and
-  // starve the others (RESOURCE_EXHAUSTED for that connection's further calls).
+  // Keys one connection may have waiting, so that a single connection cannot fill the whole queue
+  // (RESOURCE_EXHAUSTED for that connection's further calls).
   uint32_t max_queued_keys_per_connection = 4096;
   // Keys handed to the backend in one table pass, and how long the oldest waiting key may wait for
   // more to join it (the scheduler also never waits longer than 1/8 of the previous pass, so that

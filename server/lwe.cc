@@ -176,7 +176,7 @@ kj::Promise<void> LweService::answer(AnswerContext context) {
   ++calls_;
   // A client gone (or cancelling) drops its call: the scheduler then drops the queries unanswered.
   context.allowCancellation();
-  return scheduler_.Submit(std::make_unique<QueriesWork>(std::move(queries), n))
+  return scheduler_.Submit(std::make_unique<QueriesWork>(std::move(queries), n), this)
       .attach(kj::defer([this, n] {
         queued_ -= n;
         --calls_;

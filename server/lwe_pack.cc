@@ -156,7 +156,7 @@ kj::Promise<void> PackService::config(ConfigContext context) {
 
 kj::Promise<void> PackService::uploadGaloisKeys(UploadGaloisKeysContext context) {
   return ServeKeyUpload<KeysWork>(
-      context, cache_, session_, scheduler_, table_.limits, table_.key_bytes,
+      context, this, cache_, session_, scheduler_, table_.limits, table_.key_bytes,
       [this](const absl::Status& status) { Reject(status, "uploadGaloisKeys"); });
 }
 
@@ -199,7 +199,7 @@ kj::Promise<void> PackService::answer(AnswerContext context) {
   ++queued_;
   // A client gone (or cancelling) drops its call: the scheduler then drops the query unanswered.
   context.allowCancellation();
-  return scheduler_.Submit(std::move(work))
+  return scheduler_.Submit(std::move(work), this)
       .attach(kj::defer([this] { --queued_; }))
       .then([this, context, arrival](absl::StatusOr<std::unique_ptr<AnswerWork>> done) mutable {
         if (!done.ok()) Reject(done.status(), "answer");

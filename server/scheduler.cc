@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -27,8 +28,17 @@ BatchScheduler::~BatchScheduler() {
 }
 
 kj::Promise<absl::StatusOr<std::unique_ptr<BatchItem>>> BatchScheduler::SubmitItem(
-    std::unique_ptr<BatchItem> item) {
+    std::unique_ptr<BatchItem> item, const void* owner) {
   using Result = absl::StatusOr<std::unique_ptr<BatchItem>>;
+  // Jobs pushed out for this item: answered after the lock, on this (the loop) thread.
+  std::vector<Job> pushed;
+  const auto answer_pushed = kj::defer([&pushed] {
+    for (Job& job : pushed) {
+      job.fulfiller->fulfill(Result(absl::ResourceExhaustedError(
+          "server busy: this call was pushed out of the full queue by a connection holding less "
+          "of it than this one; retry later")));
+    }
+  });
   std::vector<Job> gone;  // destroyed after the lock, on this (the loop) thread
   absl::MutexLock lock(&mu_);
   if (stopping_) return Result(absl::UnavailableError("the server is shutting down"));
@@ -36,6 +46,7 @@ kj::Promise<absl::StatusOr<std::unique_ptr<BatchItem>>> BatchScheduler::SubmitIt
   // Calls cancelled since they were queued (their clients gone) make room before a refusal: a
   // client that queues its share, cancels and queues again holds no more than its share.
   if (queued_cost_ + cost > limits_.max_queued_keys) DropAbandoned(gone);
+  if (queued_cost_ + cost > limits_.max_queued_keys) PushOut(owner, cost, pushed);
   if (queued_cost_ + cost > limits_.max_queued_keys) {
     return Result(absl::ResourceExhaustedError(
         absl::StrCat("server busy: ", queued_cost_, " ", unit_, " already queued (limit ",
@@ -45,7 +56,7 @@ kj::Promise<absl::StatusOr<std::unique_ptr<BatchItem>>> BatchScheduler::SubmitIt
   queued_cost_ += cost;
   stats_.SetQueuedKeys(static_cast<uint32_t>(queued_cost_));
   auto abandoned = std::make_shared<std::atomic<bool>>(false);
-  queue_.push_back(Job{std::move(item), absl::Now(), kj::mv(paf.fulfiller), abandoned});
+  queue_.push_back(Job{std::move(item), owner, absl::Now(), kj::mv(paf.fulfiller), abandoned});
   return paf.promise.attach(kj::defer([abandoned] { abandoned->store(true); }));
 }
 
@@ -63,6 +74,47 @@ void BatchScheduler::Stop(kj::WaitScope& wait_scope, kj::Timer& timer) {
     timer.afterDelay(1 * kj::MILLISECONDS).wait(wait_scope);
   }
   if (worker_.joinable()) worker_.join();
+}
+
+void BatchScheduler::PushOut(const void* owner, size_t cost, std::vector<Job>& into) {
+  if (owner == nullptr) return;
+  std::map<const void*, uint64_t> held;  // queued cost by owner
+  for (const Job& job : queue_) {
+    if (job.owner != nullptr) held[job.owner] += job.item->cost();
+  }
+  const uint64_t mine = held[owner] + cost;
+  // The plan first (queue positions, newest of the heaviest owner each time), taken only if it
+  // makes room.
+  std::vector<size_t> out;
+  uint64_t freed = 0;
+  while (queued_cost_ - freed + cost > limits_.max_queued_keys) {
+    auto heaviest = held.end();
+    for (auto it = held.begin(); it != held.end(); ++it) {
+      if (it->first != owner && it->second > mine &&
+          (heaviest == held.end() || it->second > heaviest->second)) {
+        heaviest = it;
+      }
+    }
+    if (heaviest == held.end()) return;
+    size_t newest = queue_.size();
+    for (size_t i = queue_.size(); i-- > 0;) {
+      if (queue_[i].owner == heaviest->first && std::find(out.begin(), out.end(), i) == out.end()) {
+        newest = i;
+        break;
+      }
+    }
+    const uint64_t job_cost = queue_[newest].item->cost();
+    heaviest->second -= job_cost;
+    freed += job_cost;
+    out.push_back(newest);
+  }
+  std::sort(out.rbegin(), out.rend());  // erased from the back, positions stay valid
+  for (size_t i : out) {
+    into.push_back(std::move(queue_[i]));
+    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  queued_cost_ -= freed;
+  stats_.SetQueuedKeys(static_cast<uint32_t>(queued_cost_));
 }
 
 void BatchScheduler::DropAbandoned(std::vector<Job>& into) {

@@ -54,12 +54,18 @@ class BatchScheduler {
   BatchScheduler(const BatchScheduler&) = delete;
   BatchScheduler& operator=(const BatchScheduler&) = delete;
 
-  // Event-loop thread. Queues a validated item; the promise resolves on the loop thread with the
-  // item and its results, or RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE when stopping,
-  // or the pass's error for it.
+  // Event-loop thread. Queues a validated item of `owner` (its connection; null: none); the
+  // promise resolves on the loop thread with the item and its results, or RESOURCE_EXHAUSTED when
+  // the queue is full, UNAVAILABLE when stopping, or the pass's error for it.
+  //
+  // A full queue is shared fairly between owners: an item that does not fit pushes out the newest
+  // items of the owners that hold more queued cost than its own owner would with it (the heaviest
+  // first; they fail with RESOURCE_EXHAUSTED), where that makes room; else it is refused. So a
+  // client whose connections fill the queue delays the others' calls, but cannot keep them out.
   template <typename Item>
-  kj::Promise<absl::StatusOr<std::unique_ptr<Item>>> Submit(std::unique_ptr<Item> item) {
-    return SubmitItem(std::move(item))
+  kj::Promise<absl::StatusOr<std::unique_ptr<Item>>> Submit(std::unique_ptr<Item> item,
+                                                            const void* owner = nullptr) {
+    return SubmitItem(std::move(item), owner)
         .then([](absl::StatusOr<std::unique_ptr<BatchItem>> done)
                   -> absl::StatusOr<std::unique_ptr<Item>> {
           if (!done.ok()) return done.status();
@@ -74,6 +80,7 @@ class BatchScheduler {
  private:
   struct Job {
     std::unique_ptr<BatchItem> item;
+    const void* owner;
     absl::Time arrival;
     kj::Own<kj::PromiseFulfiller<absl::StatusOr<std::unique_ptr<BatchItem>>>> fulfiller;  // loop
     // Set on the loop thread when the call's promise goes (its client gone, or it was answered):
@@ -82,7 +89,11 @@ class BatchScheduler {
   };
 
   kj::Promise<absl::StatusOr<std::unique_ptr<BatchItem>>> SubmitItem(
-      std::unique_ptr<BatchItem> item);
+      std::unique_ptr<BatchItem> item, const void* owner);
+  // Moves into `into` the queued jobs that an item of `owner` costing `cost` pushes out (see
+  // Submit), out of the queue's cost; none unless they make room for it.
+  void PushOut(const void* owner, size_t cost, std::vector<Job>& into)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop();
   // Moves the queued jobs whose calls were abandoned into `into` (their fulfillers must die on the
   // loop thread), out of the queue's cost.

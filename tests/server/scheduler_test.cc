@@ -14,6 +14,7 @@ namespace veil::server {
 namespace {
 
 using ::testing::Each;
+using ::testing::HasSubstr;
 using ::testing::Le;
 
 constexpr uint32_t kRowWords = 3;
@@ -205,6 +206,56 @@ TEST(KeyBatcherTest, FullQueueIsRefusedAndStopFailsQueuedCalls) {
   EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
   auto late = scheduler.Submit(backend, MakeKeys(1, 4)).wait(io.waitScope);
   EXPECT_TRUE(absl::IsUnavailable(late.status()));
+}
+
+// A connection that fills the queue cannot keep another out: the newcomer's call pushes out the
+// newest calls of the connection holding the most (which fail RESOURCE_EXHAUSTED), while a call
+// that would leave its own connection holding as much as the heaviest is refused instead. The
+// pushed-out calls never run; the others are answered.
+TEST(KeyBatcherTest, AFullQueueIsSharedBetweenConnections) {
+  ServerLimits limits;
+  limits.max_queued_keys = 6;
+  limits.max_batch_keys = 2;
+  HeldScheduler held(limits);
+  auto& [io, backend, gate, stats, scheduler] = held;
+  int hog = 0, other = 0, late = 0;  // their addresses name three connections
+  auto running = held.SubmitHeld(MakeKeys(2, 1));
+  std::vector<std::vector<dpf::DpfKey>> hog_keys;
+  std::vector<kj::Promise<absl::StatusOr<KeyBatcher::Shares>>> hog_calls;
+  for (int c = 0; c < 3; ++c) {  // 6 keys: the queue is full
+    hog_keys.push_back(MakeKeys(2, 10 + c));
+    hog_calls.push_back(scheduler.Submit(backend, hog_keys.back(), {}, &hog));
+  }
+  // More of the hog's own is refused, and so is an anonymous call (no connection to weigh).
+  auto refused = scheduler.Submit(backend, MakeKeys(1, 20), {}, &hog).wait(io.waitScope);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  auto anonymous = scheduler.Submit(backend, MakeKeys(1, 21)).wait(io.waitScope);
+  EXPECT_TRUE(absl::IsResourceExhausted(anonymous.status())) << anonymous.status();
+  // Another connection's 3 keys push out the hog's two newest calls (4 keys).
+  const std::vector<dpf::DpfKey> other_keys = MakeKeys(3, 30);
+  auto other_call = scheduler.Submit(backend, other_keys, {}, &other);
+  for (int c : {1, 2}) {
+    auto pushed = hog_calls[c].wait(io.waitScope);
+    EXPECT_TRUE(absl::IsResourceExhausted(pushed.status())) << pushed.status();
+    EXPECT_THAT(pushed.status().message(), HasSubstr("pushed out of the full queue")) << c;
+  }
+  // Queued now: the hog's 2 and the other's 3. A third connection's 3 keys would leave it
+  // holding 3, as much as the heaviest: refused, nothing pushed out.
+  auto third = scheduler.Submit(backend, MakeKeys(3, 40), {}, &late).wait(io.waitScope);
+  EXPECT_TRUE(absl::IsResourceExhausted(third.status())) << third.status();
+  EXPECT_THAT(third.status().message(), HasSubstr("already queued"));
+  gate.Notify();
+  EXPECT_TRUE(running.wait(io.waitScope).ok());
+  auto first = hog_calls[0].wait(io.waitScope);
+  auto answered = other_call.wait(io.waitScope);
+  scheduler.Stop(io.waitScope, io.provider->getTimer());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, Expected(hog_keys[0]));
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_EQ(*answered, Expected(other_keys));
+  size_t total = 0;
+  for (size_t b : backend->batches) total += b;
+  EXPECT_EQ(total, 2u + 2u + 3u);  // the pushed-out keys never ran
 }
 
 // The CPU backend, whose first pass waits for `gate` (so that later calls queue up together).
