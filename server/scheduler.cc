@@ -103,6 +103,7 @@ void BatchScheduler::PushOut(const void* owner, size_t cost, std::vector<Job>& i
         break;
       }
     }
+    if (newest == queue_.size()) return;  // (held counts only jobs not yet planned)
     const uint64_t job_cost = queue_[newest].item->cost();
     heaviest->second -= job_cost;
     freed += job_cost;
