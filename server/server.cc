@@ -190,13 +190,12 @@ absl::Status RunServer(const ServerOptions& options) {
           Log("sighup_failed", absl::StrCat("SIGHUP handling failed: ", e.getDescription().cStr()));
         });
     Log("serving",
-        absl::StrFormat("%s on %s port %d %s, %s, %d CPU thread%s", serving, options.listen,
-                        receiver->getPort(),
+        absl::StrFormat("%s on %s port %d %s, %s", serving, options.listen, receiver->getPort(),
                         tls != nullptr
                             ? absl::StrCat("over TLS (certificate ", options.tls_cert_path, ")")
                         : loopback ? std::string("in plaintext (loopback only)")
                                    : std::string("in PLAINTEXT"),
-                        (*protocol)->Describe(), options.threads, options.threads == 1 ? "" : "s"));
+                        (*protocol)->Describe()));
     // After the log line, so that whoever waits for the port finds the server's log written.
     std::printf("%u\n", receiver->getPort());
     std::fflush(stdout);
