@@ -1,5 +1,7 @@
 #include "pir/he/ntt.h"
 
+#include <bit>
+
 #include "absl/strings/str_cat.h"
 
 namespace veil::he {
@@ -7,6 +9,7 @@ namespace {
 
 struct CpuFeatures {
   bool avx2 = false;
+  bool fma = false;
   bool avx512 = false;  // F + DQ + BW + VL, with the OS saving the ZMM state
   bool ifma = false;
 };
@@ -16,6 +19,7 @@ CpuFeatures DetectCpu() {
   __builtin_cpu_init();
   CpuFeatures f;
   f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
   f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   f.ifma = f.avx512 && __builtin_cpu_supports("avx512ifma");
@@ -43,6 +47,8 @@ std::string_view NttKernelName(NttKernel kernel) {
       return "avx512-u32";
     case NttKernel::kAvx2U32:
       return "avx2-u32";
+    case NttKernel::kAvx2F64:
+      return "avx2-f64";
   }
   return "unknown";
 }
@@ -87,6 +93,12 @@ absl::StatusOr<NttTables> NttTables::Create(int log_n, const Modulus& q) {
       t.inv_roots_shoup32_.push_back(static_cast<uint32_t>((t.inv_roots_[j] << 32) / q.value()));
     }
   }
+  if (t.Runs(NttKernel::kAvx2F64)) {
+    for (size_t j = 0; j < n; ++j) {
+      t.roots_over_q_.push_back(internal::RootOverQBits(t.roots_[j], q.value()));
+      t.inv_roots_over_q_.push_back(internal::RootOverQBits(t.inv_roots_[j], q.value()));
+    }
+  }
   t.best_ = t.Kernels().back();
   return t;
 }
@@ -100,9 +112,11 @@ bool NttTables::Runs(NttKernel kernel) const {
     case NttKernel::kAvx512Ifma:
     case NttKernel::kAvx512U32:
     case NttKernel::kAvx2U32:
+    case NttKernel::kAvx2F64:
       break;
   }
   if (n() < 2 * static_cast<size_t>(internal::VectorLanes(kernel))) return false;
+  if (kernel == NttKernel::kAvx2F64) return Cpu().avx2 && Cpu().fma && q_.bits() <= 50;
   if (kernel == NttKernel::kAvx512U64) return Cpu().avx512;
   if (kernel == NttKernel::kAvx512Ifma) return Cpu().ifma && q_.bits() <= 50;
   if (kernel == NttKernel::kAvx2U32) return Cpu().avx2 && q_.bits() <= 30;
@@ -111,10 +125,11 @@ bool NttTables::Runs(NttKernel kernel) const {
 
 std::vector<NttKernel> NttTables::Kernels() const {
   // Ordered slowest to fastest: the narrower the lanes, the more butterflies per instruction
-  // (AVX2's 8 lanes before any AVX-512 kernel's 512-bit vectors).
+  // (AVX2's 4 or 8 lanes before any AVX-512 kernel's 512-bit vectors).
   std::vector<NttKernel> kernels;
-  for (NttKernel k : {NttKernel::kReference, NttKernel::kScalar, NttKernel::kAvx2U32,
-                      NttKernel::kAvx512U64, NttKernel::kAvx512Ifma, NttKernel::kAvx512U32}) {
+  for (NttKernel k :
+       {NttKernel::kReference, NttKernel::kScalar, NttKernel::kAvx2F64, NttKernel::kAvx2U32,
+        NttKernel::kAvx512U64, NttKernel::kAvx512Ifma, NttKernel::kAvx512U32}) {
     if (Runs(k)) kernels.push_back(k);
   }
   return kernels;
@@ -129,6 +144,8 @@ void NttTables::Forward(uint64_t* a, NttKernel kernel) const {
       return internal::ForwardScalar(*this, a);
     case NttKernel::kAvx2U32:
       return internal::ForwardAvx2(*this, a);
+    case NttKernel::kAvx2F64:
+      return internal::ForwardAvx2F64(*this, a);
     default:
       return internal::ForwardAvx512(*this, kernel, a);
   }
@@ -143,6 +160,8 @@ void NttTables::Inverse(uint64_t* a, NttKernel kernel) const {
       return internal::InverseScalar(*this, a);
     case NttKernel::kAvx2U32:
       return internal::InverseAvx2(*this, a);
+    case NttKernel::kAvx2F64:
+      return internal::InverseAvx2F64(*this, a);
     default:
       return internal::InverseAvx512(*this, kernel, a);
   }
@@ -151,7 +170,7 @@ void NttTables::Inverse(uint64_t* a, NttKernel kernel) const {
 void NttTables::MultiplyAdd(uint64_t w, const uint64_t* b, uint64_t* acc, size_t count,
                             NttKernel kernel) const {
   if (!Runs(kernel) || kernel == NttKernel::kReference || kernel == NttKernel::kScalar ||
-      kernel == NttKernel::kAvx2U32) {
+      kernel == NttKernel::kAvx2U32 || kernel == NttKernel::kAvx2F64) {
     internal::MultiplyAddScalar(*this, w, b, acc, count);
   } else {
     internal::MultiplyAddAvx512(*this, kernel, w, b, acc, count);
@@ -176,6 +195,10 @@ std::vector<uint64_t> NttByDefinition(const NttTables& tables, const std::vector
 }
 
 namespace internal {
+
+uint64_t RootOverQBits(uint64_t w, uint64_t q) {
+  return std::bit_cast<uint64_t>(static_cast<double>(w) / static_cast<double>(q));
+}
 
 void ForwardReference(const NttTables& t, uint64_t* a) {
   const Modulus& q = t.modulus();

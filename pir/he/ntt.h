@@ -11,10 +11,13 @@
 //   kAvx512U64    the same on 8 x 64-bit lanes, the high product word built from 32-bit halves;
 //   kAvx512Ifma   8 x 52-bit lanes with IFMA (vpmadd52luq/huq), q < 2^50 (4q < 2^52);
 //   kAvx512U32    16 x 32-bit lanes, q < 2^30 (4q < 2^32);
-//   kAvx2U32      the same at 8 lanes, for CPUs with AVX2 but no AVX-512 (ntt_avx2.cc).
+//   kAvx2U32      the same at 8 lanes, for CPUs with AVX2 but no AVX-512 (ntt_avx2.cc);
+//   kAvx2F64      4 x 64-bit lanes, the Shoup quotient and remainder from double-precision FMAs,
+//                 q < 2^50 (4q < 2^52, exact in doubles): AVX2 has no 64-bit multiply
+//                 (ntt_avx2_f64.cc).
 // The AVX-512 kernels run where the CPU has AVX-512F/DQ/BW (and IFMA for kAvx512Ifma), kAvx2U32
-// where it has AVX2, chosen at run time like dpf/kernels.cc; N below two vectors of lanes falls
-// back to kScalar.
+// where it has AVX2, kAvx2F64 where it has AVX2 and FMA, chosen at run time like dpf/kernels.cc;
+// N below two vectors of lanes falls back to kScalar.
 #ifndef VEIL_PIR_HE_NTT_H_
 #define VEIL_PIR_HE_NTT_H_
 
@@ -39,6 +42,7 @@ enum class NttKernel : uint8_t {
   kAvx512Ifma = 3,
   kAvx512U32 = 4,
   kAvx2U32 = 5,
+  kAvx2F64 = 6,
 };
 
 std::string_view NttKernelName(NttKernel kernel);
@@ -63,7 +67,7 @@ class NttTables {
 
   // acc[i] = acc[i] + w b[i] mod q for i < count (inputs below q, w below q), with the Shoup
   // product of `kernel`'s lanes (kAvx512U32 uses the 64-bit lanes: the data are 64-bit words;
-  // kAvx2U32 the scalar product):
+  // the AVX2 kernels the scalar product):
   // the arithmetic of one butterfly, without its data movement. veil-bench he measures its rate
   // as the NTT's multiply-add roofline.
   void MultiplyAdd(uint64_t w, const uint64_t* b, uint64_t* acc, size_t count,
@@ -86,6 +90,10 @@ class NttTables {
   const std::vector<uint32_t>& roots_shoup32() const { return roots_shoup32_; }
   const std::vector<uint32_t>& inverse_roots32() const { return inv_roots32_; }
   const std::vector<uint32_t>& inverse_roots_shoup32() const { return inv_roots_shoup32_; }
+  // kAvx2F64's companions: the bits of the doubles fl(w / q) (internal::RootOverQBits), where
+  // that kernel runs; empty otherwise.
+  const std::vector<uint64_t>& roots_over_q() const { return roots_over_q_; }
+  const std::vector<uint64_t>& inverse_roots_over_q() const { return inv_roots_over_q_; }
 
  private:
   bool Runs(NttKernel kernel) const;
@@ -97,6 +105,7 @@ class NttTables {
   std::vector<uint64_t> roots_, roots_shoup_, inv_roots_, inv_roots_shoup_;
   uint64_t n_inv_ = 0, n_inv_shoup_ = 0;
   std::vector<uint32_t> roots32_, roots_shoup32_, inv_roots32_, inv_roots_shoup32_;
+  std::vector<uint64_t> roots_over_q_, inv_roots_over_q_;
 };
 
 // The definition itself, O(N^2): X[k] = sum_i a_i psi^((2 bitrev(k) + 1) i). For tests of the
@@ -117,9 +126,14 @@ void ForwardAvx512(const NttTables& t, NttKernel kernel, uint64_t* a);
 void InverseAvx512(const NttTables& t, NttKernel kernel, uint64_t* a);
 void ForwardAvx2(const NttTables& t, uint64_t* a);
 void InverseAvx2(const NttTables& t, uint64_t* a);
+void ForwardAvx2F64(const NttTables& t, uint64_t* a);
+void InverseAvx2F64(const NttTables& t, uint64_t* a);
+// The bits of the double nearest w / q (w < q < 2^53), kAvx2F64's Shoup companion.
+uint64_t RootOverQBits(uint64_t w, uint64_t q);
 // Lanes of a vector for a vector kernel (the smallest N it handles is two vectors).
 constexpr int VectorLanes(NttKernel kernel) {
-  return kernel == NttKernel::kAvx512U32 ? 16 : 8;  // 8 x 64 bits, or kAvx2U32's 8 x 32
+  // 8 x 64 bits (AVX-512), kAvx2U32's 8 x 32, kAvx2F64's 4 x 64.
+  return kernel == NttKernel::kAvx512U32 ? 16 : kernel == NttKernel::kAvx2F64 ? 4 : 8;
 }
 }  // namespace internal
 
