@@ -1,7 +1,5 @@
 #include "pir/he/ntt.h"
 
-#include <bit>
-
 #include "absl/strings/str_cat.h"
 
 namespace veil::he {
@@ -94,9 +92,12 @@ absl::StatusOr<NttTables> NttTables::Create(int log_n, const Modulus& q) {
     }
   }
   if (t.Runs(NttKernel::kAvx2F64)) {
+    const double qd = static_cast<double>(q.value());  // exact below 2^53, as are the roots
     for (size_t j = 0; j < n; ++j) {
-      t.roots_over_q_.push_back(internal::RootOverQBits(t.roots_[j], q.value()));
-      t.inv_roots_over_q_.push_back(internal::RootOverQBits(t.inv_roots_[j], q.value()));
+      t.roots_f64_.push_back(static_cast<double>(t.roots_[j]));
+      t.roots_over_q_.push_back(static_cast<double>(t.roots_[j]) / qd);
+      t.inv_roots_f64_.push_back(static_cast<double>(t.inv_roots_[j]));
+      t.inv_roots_over_q_.push_back(static_cast<double>(t.inv_roots_[j]) / qd);
     }
   }
   t.best_ = t.Kernels().back();
@@ -195,10 +196,6 @@ std::vector<uint64_t> NttByDefinition(const NttTables& tables, const std::vector
 }
 
 namespace internal {
-
-uint64_t RootOverQBits(uint64_t w, uint64_t q) {
-  return std::bit_cast<uint64_t>(static_cast<double>(w) / static_cast<double>(q));
-}
 
 void ForwardReference(const NttTables& t, uint64_t* a) {
   const Modulus& q = t.modulus();

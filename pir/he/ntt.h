@@ -90,10 +90,12 @@ class NttTables {
   const std::vector<uint32_t>& roots_shoup32() const { return roots_shoup32_; }
   const std::vector<uint32_t>& inverse_roots32() const { return inv_roots32_; }
   const std::vector<uint32_t>& inverse_roots_shoup32() const { return inv_roots_shoup32_; }
-  // kAvx2F64's companions: the bits of the doubles fl(w / q) (internal::RootOverQBits), where
-  // that kernel runs; empty otherwise.
-  const std::vector<uint64_t>& roots_over_q() const { return roots_over_q_; }
-  const std::vector<uint64_t>& inverse_roots_over_q() const { return inv_roots_over_q_; }
+  // kAvx2F64's: the roots as doubles and fl(w / q) for each, where that kernel runs; empty
+  // otherwise.
+  const std::vector<double>& roots_f64() const { return roots_f64_; }
+  const std::vector<double>& roots_over_q() const { return roots_over_q_; }
+  const std::vector<double>& inverse_roots_f64() const { return inv_roots_f64_; }
+  const std::vector<double>& inverse_roots_over_q() const { return inv_roots_over_q_; }
 
  private:
   bool Runs(NttKernel kernel) const;
@@ -105,7 +107,7 @@ class NttTables {
   std::vector<uint64_t> roots_, roots_shoup_, inv_roots_, inv_roots_shoup_;
   uint64_t n_inv_ = 0, n_inv_shoup_ = 0;
   std::vector<uint32_t> roots32_, roots_shoup32_, inv_roots32_, inv_roots_shoup32_;
-  std::vector<uint64_t> roots_over_q_, inv_roots_over_q_;
+  std::vector<double> roots_f64_, roots_over_q_, inv_roots_f64_, inv_roots_over_q_;
 };
 
 // The definition itself, O(N^2): X[k] = sum_i a_i psi^((2 bitrev(k) + 1) i). For tests of the
@@ -128,8 +130,6 @@ void ForwardAvx2(const NttTables& t, uint64_t* a);
 void InverseAvx2(const NttTables& t, uint64_t* a);
 void ForwardAvx2F64(const NttTables& t, uint64_t* a);
 void InverseAvx2F64(const NttTables& t, uint64_t* a);
-// The bits of the double nearest w / q (w < q < 2^53), kAvx2F64's Shoup companion.
-uint64_t RootOverQBits(uint64_t w, uint64_t q);
 // Lanes of a vector for a vector kernel (the smallest N it handles is two vectors).
 constexpr int VectorLanes(NttKernel kernel) {
   // 8 x 64 bits (AVX-512), kAvx2U32's 8 x 32, kAvx2F64's 4 x 64.
