@@ -1,6 +1,7 @@
 #include "pir/he/dot_product.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "pir/he/modarith_hd.h"
 
@@ -75,6 +76,9 @@ void ReferenceKernel(const DotProductArgsOf<Plain, Cipher>& a, size_t first_slot
 
 template <typename Plain>
 void Dispatch(const DotProductArgsOf<Plain>& a) {
+  if constexpr (std::is_same_v<Plain, uint64_t>) {  // neither IFMA nor 64-bit sums serve
+    if (PlainDotProductUsesAvx2F64(*a.q, a.terms)) return PlainDotProductAvx2F64(a);
+  }
   if (PlainDotProductUsesIfma(*a.q)) {
     PlainDotProductIfma(a);
   } else if (PlainDotProductUsesAvx2(*a.q, a.terms)) {
@@ -116,6 +120,15 @@ bool PlainDotProductUsesAvx2(const Modulus& q, size_t terms) {
   const uint64_t largest = q.value() - 1;
   return CpuHasAvx2() && !PlainDotProductUsesIfma(q) && q.bits() <= 32 &&
          terms <= ~uint64_t{0} / (largest * largest);
+}
+
+bool PlainDotProductUsesAvx2F64(const Modulus& q, size_t terms) {
+  static const bool fma = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma");
+  }();
+  return CpuHasAvx2() && fma && !PlainDotProductUsesIfma(q) && !PlainDotProductUsesAvx2(q, terms) &&
+         q.bits() <= 50;
 }
 
 void TileDotProductReference(const TileDotProductArgs& a) {

@@ -96,6 +96,11 @@ void PlainDotProductIfma(const DotProductArgs32& args);
 // below 2^64.
 bool PlainDotProductUsesAvx2(const Modulus& q, size_t terms);
 void PlainDotProductAvx2(const DotProductArgs& args);
+// Whether PlainDotProduct uses the AVX2 + FMA kernel (dot_product_avx2_f64.cc: each product
+// from double-precision FMAs, 64-bit sums of 2,048 terms at a time) for 64-bit residues: no IFMA
+// kernel, no AVX2 kernel whose sums fit 64 bits, q below 2^50 (BFV's primes).
+bool PlainDotProductUsesAvx2F64(const Modulus& q, size_t terms);
+void PlainDotProductAvx2F64(const DotProductArgs& args);
 void PlainDotProductAvx2(const DotProductArgs32& args);
 void PlainDotProductAvx2(const DotProductArgsNarrowKeys& args);
 

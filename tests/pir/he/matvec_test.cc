@@ -1,6 +1,6 @@
-// The baby-step giant-step matrix-vector product: the IFMA dot-product and row kernels against
-// their references bit for bit, plans (rotation counts g + b instead of g b; every row's
-// windows tiling its lane), and decrypt(M x) = M x for random matrices of several shapes
+// The baby-step giant-step matrix-vector product: the IFMA, AVX2 and AVX2 + FMA dot-product and
+// row kernels against their references bit for bit, plans (rotation counts g + b instead of g b;
+// every row's windows tiling its lane), and decrypt(M x) = M x for random matrices of several shapes
 // (square, wide, tall, one row, one column, odd sizes, several input blocks) on random vectors.
 #include "pir/he/matvec.h"
 
@@ -21,7 +21,7 @@ using testing::Rng;
 
 TEST(DotProduct, FastPathMatchesReference) {
   std::mt19937_64 rng = Rng(30);
-  for (int bits : {16, 20, 29, 30, 32, 44, 49, 50, 60}) {
+  for (int bits : {16, 20, 29, 30, 32, 36, 44, 49, 50, 60}) {
     const Modulus q = *Modulus::Create((*GenerateNttPrimes(bits, 64, 1))[0]);
     for (size_t terms : {size_t{1}, size_t{3}, size_t{7}, size_t{64}, size_t{2050}}) {
       for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{64}, size_t{300}}) {
@@ -84,6 +84,23 @@ TEST(DotProduct, FastPathMatchesReference) {
           check_accumulate(
               [](const internal::DotProductArgs& x) { internal::PlainDotProductAvx2(x); },
               "AVX2 +=");
+        }
+        // The AVX2 + FMA kernel serves primes up to 50 bits where neither serves (many terms, or
+        // q above 2^32); run directly wherever it could, so that an AVX-512 CPU checks it too.
+        const bool f64 = avx2 && __builtin_cpu_supports("fma") && bits <= 50;
+        EXPECT_EQ(internal::PlainDotProductUsesAvx2F64(q, terms),
+                  f64 && !internal::PlainDotProductUsesIfma(q) &&
+                      !internal::PlainDotProductUsesAvx2(q, terms))
+            << bits << " bits, " << terms << " terms";
+        if (f64) {
+          std::vector<uint64_t> v0(n), v1(n);
+          internal::PlainDotProductAvx2F64(
+              {&q, terms, n, p.data(), a.data(), b.data(), v0.data(), v1.data()});
+          ASSERT_EQ(v0, r0) << bits << " bits, " << terms << " terms, n " << n << ", AVX2 FMA";
+          ASSERT_EQ(v1, r1) << bits << " bits, " << terms << " terms, n " << n << ", AVX2 FMA";
+          check_accumulate(
+              [](const internal::DotProductArgs& x) { internal::PlainDotProductAvx2F64(x); },
+              "AVX2 FMA +=");
         }
         if (bits > 32) continue;
         // The same plaintexts stored as 32-bit residues, through both kernels.
