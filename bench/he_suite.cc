@@ -12,9 +12,10 @@
 //   bsgs_matvec   EncodedMatrix::Multiply of a --matvec-rows x --matvec-cols matrix on
 //                 --matvec-threads threads (default 2);
 //   bfv_bag       one bfv-bag lookup: server_ms (compress_ms of it compressing the answer),
-//                 parse_ms (the server reading the query, its c_0 rounded), client_query_ms
-//                 (encrypting and serializing it), client_decode_ms, bytes up / down, Galois key
-//                 bytes, errors (0 if the decoded pooled sum equals the plaintext one).
+//                 parse_ms (the server reading the query, its c_0 rounded, on the threads),
+//                 client_query_ms (encrypting and serializing it), client_decode_ms, bytes up /
+//                 down, Galois key bytes, errors (0 if the decoded pooled sum equals the
+//                 plaintext one).
 // --backend=gpu runs he-gpu (the GPU NTT) where veil is built with CUDA.
 #include <malloc.h>
 
@@ -233,7 +234,8 @@ void BagLine(int log_n, size_t rows, size_t dim, size_t bag, int threads) {
   sent.round_bits = kBagQueryRoundBits;
   const std::vector<uint8_t> up = *SerializeBagQuery(*ctx, sent);
   const double parse_ms =
-      1e3 * MedianSeconds([&] { (void)*ParseBagQuery(*ctx, up, sent.blocks.size()); }, 1, 7, 2.0);
+      1e3 * MedianSeconds([&] { (void)*ParseBagQuery(*ctx, up, sent.blocks.size(), threads); }, 1,
+                          7, 2.0);
   const BagQuery query = *ParseBagQuery(*ctx, up, sent.blocks.size());
   CompressedCiphertext answer;
   const double ms =

@@ -47,7 +47,8 @@ class AnswerWork final : public BagWork {
   size_t cost() const override { return blocks_; }
 
   absl::Status Run(const BagTable& table) override {
-    absl::StatusOr<he::BagQuery> query = he::ParseBagQuery(*table.ctx, query_, blocks_);
+    absl::StatusOr<he::BagQuery> query =
+        he::ParseBagQuery(*table.ctx, query_, blocks_, table.threads);
     query_ = std::vector<uint8_t>();
     if (!query.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("query: ", query.status().message()));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "pir/he/encoder.h"
+#include "pir/he/parallel.h"
 #include "pir/he/serialization.h"
 
 namespace veil::he {
@@ -86,7 +87,7 @@ absl::StatusOr<std::vector<uint8_t>> SerializeBagQuery(const BfvContext& ctx, co
 }
 
 absl::StatusOr<BagQuery> ParseBagQuery(const BfvContext& ctx, absl::Span<const uint8_t> bytes,
-                                       size_t max_blocks) {
+                                       size_t max_blocks, int threads) {
   if (bytes.size() < 8 || !std::equal(kQueryMagic, kQueryMagic + 3, bytes.begin()) ||
       bytes[3] != kBagVersion) {
     return absl::InvalidArgumentError("not a version 1 bag query");
@@ -96,26 +97,34 @@ absl::StatusOr<BagQuery> ParseBagQuery(const BfvContext& ctx, absl::Span<const u
     return absl::InvalidArgumentError(
         absl::StrCat("bag query with ", count, " blocks, 1 to ", max_blocks, " allowed"));
   }
-  BagQuery q;
+  // The blocks' spans up to the first truncated one, parsed on the threads, then checked in
+  // order: the first error is the one a block-by-block reading would meet.
+  std::vector<absl::Span<const uint8_t>> spans;
   size_t at = 8;
-  for (uint64_t i = 0; i < count; ++i) {
-    if (bytes.size() - at < 4) return absl::InvalidArgumentError("truncated bag query");
-    const uint64_t len = GetLe(bytes, at, 4);
-    at += 4;
-    if (bytes.size() - at < len) return absl::InvalidArgumentError("truncated bag query");
-    const absl::Span<const uint8_t> block = bytes.subspan(at, len);
-    absl::StatusOr<Ciphertext> ct = ParseCiphertext(ctx, block);
-    if (!ct.ok()) return ct.status();
-    const int round_bits = SerializedRoundBits(block);
+  bool truncated = false;
+  for (uint64_t i = 0; i < count && !truncated; ++i) {
+    truncated = bytes.size() - at < 4 || bytes.size() - at - 4 < GetLe(bytes, at, 4);
+    if (!truncated) {
+      spans.push_back(bytes.subspan(at + 4, GetLe(bytes, at, 4)));
+      at += 4 + spans.back().size();
+    }
+  }
+  std::vector<absl::StatusOr<Ciphertext>> parsed(spans.size(), absl::UnknownError(""));
+  internal::ParallelFor(threads, spans.size(),
+                        [&](size_t i) { parsed[i] = ParseCiphertext(ctx, spans[i]); });
+  BagQuery q;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    if (!parsed[i].ok()) return parsed[i].status();
+    const int round_bits = SerializedRoundBits(spans[i]);
     if (i == 0) {
       q.round_bits = round_bits;
     } else if (round_bits != q.round_bits) {
       return absl::InvalidArgumentError(
           absl::StrCat("bag query blocks rounded by ", q.round_bits, " and ", round_bits, " bits"));
     }
-    q.blocks.push_back(*std::move(ct));
-    at += len;
+    q.blocks.push_back(*std::move(parsed[i]));
   }
+  if (truncated) return absl::InvalidArgumentError("truncated bag query");
   if (at != bytes.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat(bytes.size() - at, " bytes after the end of the bag query"));

@@ -91,9 +91,10 @@ inline constexpr int kBagQueryRoundBits = 32;
 // before 2026-12-06 read only those).
 absl::StatusOr<std::vector<uint8_t>> SerializeBagQuery(const BfvContext& ctx, const BagQuery& q);
 // INVALID_ARGUMENT for malformed bytes (as ParseCiphertext), more than max_blocks blocks, or
-// blocks rounded by different bits.
+// blocks rounded by different bits. The blocks are parsed on up to `threads` threads (the same
+// result and the same first error on any number).
 absl::StatusOr<BagQuery> ParseBagQuery(const BfvContext& ctx, absl::Span<const uint8_t> bytes,
-                                       size_t max_blocks);
+                                       size_t max_blocks, int threads = 1);
 
 // Bytes of one lookup and of the session's keys.
 struct BagSizes {

@@ -180,6 +180,24 @@ TEST(Bag, RejectsBadInput) {
   EXPECT_EQ(ParseBagQuery(*ctx, mixed, 4).status().message(),
             "bag query blocks rounded by 30 and 31 bits");
 
+  // Blocks parsed on several threads: the same query, and the same first error, as in order.
+  BagQuery five = *client->Query({0}, {1});
+  five.blocks.assign(5, five.blocks[0]);
+  std::vector<uint8_t> five_bytes = *SerializeBagQuery(*ctx, five);
+  const BagQuery serial = *ParseBagQuery(*ctx, five_bytes, 5, 1);
+  const BagQuery threaded = *ParseBagQuery(*ctx, five_bytes, 5, 3);
+  ASSERT_EQ(threaded.blocks.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(threaded.blocks[i].data, serial.blocks[i].data);
+  const size_t block_bytes = (five_bytes.size() - 8) / 5;  // 4 of length, then the ciphertext
+  // Block 2's first residues all ones (out of range), block 4 cut short.
+  std::fill_n(five_bytes.begin() + 8 + 2 * block_bytes + 4 + 24, 16, 0xff);
+  five_bytes.resize(five_bytes.size() - 1);
+  const absl::Status first = ParseBagQuery(*ctx, five_bytes, 5, 1).status();
+  EXPECT_NE(std::string(first.message()).find("is not below"), std::string::npos) << first;
+  EXPECT_EQ(ParseBagQuery(*ctx, five_bytes, 5, 3).status(), first);
+  std::fill_n(five_bytes.begin() + 8 + 2 * block_bytes + 4 + 24, 16, 0);
+  EXPECT_EQ(ParseBagQuery(*ctx, five_bytes, 5, 3).status().message(), "truncated bag query");
+
   // An answer whose budget was spent is reported, not decoded into wrong numbers: a ciphertext
   // under the client's key multiplied by a large scalar, as a server with too little modulus
   // would leave it.
