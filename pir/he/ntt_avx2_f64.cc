@@ -1,9 +1,10 @@
-// The NTT kernel for primes of 31 to 50 bits on CPUs with AVX2 and FMA but no AVX-512
-// (compiled with -mavx2 -mfma; called only after the CPU check in ntt.cc): Harvey's lazy
-// butterflies on four 64-bit lanes, whose Shoup products come from double-precision FMAs, since
-// AVX2 has no 64 x 64-bit multiply. For a < 2^52 (lazy values below 4q, q < 2^50) and w < q:
-//   t = a (w/q) in doubles (w/q from the table, correctly rounded): |t - a w / q| < 1, so
-//     e = floor(t) is floor(a w / q) - 1, itself or + 1;
+// The NTT kernel for primes of up to 50 bits on CPUs with AVX2 and FMA (compiled with -mavx2
+// -mfma; called only after the CPU check in ntt.cc), for those above 30 bits, which avx2-u32
+// cannot take (BFV's): Harvey's lazy butterflies on four lanes of doubles, whose Shoup products
+// come from FMAs, since AVX2 has no 64 x 64-bit multiply. For a < 2^52 (lazy values below 4q,
+// q < 2^50) and w < q:
+//   t = a fl(w/q) in doubles: |t - a w / q| < 1 (t < 2^52: each of the two roundings moves it
+//     by at most half a unit), so e = floor(t) is floor(a w / q) - 1, itself or + 1;
 //   h = fl(e q), l = e q - h and u = a w - h, both exact by FMA (each an integer below 2^51);
 //   r = u - l = a w - e q, exact, in [-q, 2q); plus q where negative: a w mod q in [0, 2q).
 // The transform runs on doubles (integers below 2^52, exact; sums and differences too): the first
@@ -31,12 +32,12 @@ struct F64Lanes4 {
   // Words below 2^52 to doubles and back, exactly: 2^52 + x has x as its mantissa.
   static V LoadNarrow(const uint64_t* p) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(x, kTwo52Bits())), kTwo52());
+    return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(x, Two52Bits())), Two52());
   }
   static void StoreWide(uint64_t* p, V v) {
     _mm256_storeu_si256(
         reinterpret_cast<__m256i*>(p),
-        _mm256_xor_si256(_mm256_castpd_si256(_mm256_add_pd(v, kTwo52())), kTwo52Bits()));
+        _mm256_xor_si256(_mm256_castpd_si256(_mm256_add_pd(v, Two52())), Two52Bits()));
   }
   static V Set1(Elem x) { return _mm256_set1_pd(x); }
   static V Add(V a, V b) { return _mm256_add_pd(a, b); }
@@ -87,8 +88,8 @@ struct F64Lanes4 {
     return _mm256_add_pd(r, _mm256_and_pd(_mm256_cmp_pd(r, _mm256_setzero_pd(), _CMP_LT_OQ), q));
   }
 
-  static V kTwo52() { return _mm256_set1_pd(4503599627370496.0); }
-  static __m256i kTwo52Bits() { return _mm256_set1_epi64x(0x4330000000000000); }
+  static V Two52() { return _mm256_set1_pd(4503599627370496.0); }
+  static __m256i Two52Bits() { return _mm256_set1_epi64x(0x4330000000000000); }
 
   V q;
 };
