@@ -49,7 +49,8 @@ void PlainDotProductReference(const DotProductArgs& args, size_t first = 0);
 void PlainDotProductReference(const DotProductArgs32& args, size_t first = 0);
 void PlainDotProductReference(const DotProductArgsNarrowKeys& args, size_t first = 0);
 // The fastest this CPU runs for args.q (IFMA where available and q < 2^50, else AVX2 where
-// PlainDotProductUsesAvx2; narrowed keys have the AVX2 kernel alone, else the reference).
+// PlainDotProductUsesAvx2, else AVX2 + FMA for 64-bit residues where PlainDotProductUsesAvx2F64;
+// narrowed keys have the AVX2 kernel alone, else the reference).
 void PlainDotProduct(const DotProductArgs& args);
 void PlainDotProduct(const DotProductArgs32& args);
 void PlainDotProduct(const DotProductArgsNarrowKeys& args);
@@ -96,13 +97,13 @@ void PlainDotProductIfma(const DotProductArgs32& args);
 // below 2^64.
 bool PlainDotProductUsesAvx2(const Modulus& q, size_t terms);
 void PlainDotProductAvx2(const DotProductArgs& args);
+void PlainDotProductAvx2(const DotProductArgs32& args);
+void PlainDotProductAvx2(const DotProductArgsNarrowKeys& args);
 // Whether PlainDotProduct uses the AVX2 + FMA kernel (dot_product_avx2_f64.cc: each product
 // from double-precision FMAs, 64-bit sums of 2,048 terms at a time) for 64-bit residues: no IFMA
 // kernel, no AVX2 kernel whose sums fit 64 bits, q below 2^50 (BFV's primes).
 bool PlainDotProductUsesAvx2F64(const Modulus& q, size_t terms);
 void PlainDotProductAvx2F64(const DotProductArgs& args);
-void PlainDotProductAvx2(const DotProductArgs32& args);
-void PlainDotProductAvx2(const DotProductArgsNarrowKeys& args);
 
 // out[c] = (x[c] - y[c]) w[c] mod q for c < n, with x, y, w below q and w_shoup[c] =
 // ShoupPrecompute(w[c], q); one w (w[0], w_shoup[0]) for every c when w_step is 0, else w_step
