@@ -31,15 +31,21 @@ absl::Status CheckPlaintext(const BfvContext& ctx, const Plaintext& m) {
 
 // c0 += round(Q m / t) (k rows, coefficient form).
 void AddScaledMessage(const BfvContext& ctx, const Plaintext& m, uint64_t* c0) {
-  const size_t n = ctx.n();
-  const uint64_t t = ctx.params().t, half = (t + 1) / 2;
+  // round(Q m / t) = floor(Q / t) m + round((Q mod t) m / t) in each q_j, with no branch or
+  // division instruction on the (secret) message: Shoup's products by floor(Q / t) mod q_j and a
+  // constant-time division by t.
+  const size_t n = ctx.n(), k = ctx.q_size();
+  const uint64_t half = (ctx.params().t + 1) / 2;
+  const Modulus& t = ctx.plain_modulus();
   const internal::EncodeConstants& e = ctx.encode();
+  std::vector<uint64_t> shoup(k);
+  for (size_t j = 0; j < k; ++j) shoup[j] = ctx.modulus(j).ShoupOf(e.q_div_t[j]);
   for (size_t c = 0; c < n; ++c) {
-    const uint64_t fix =
-        static_cast<uint64_t>((static_cast<uint128_t>(e.q_mod_t) * m.coeffs[c] + half) / t);
-    for (size_t j = 0; j < ctx.q_size(); ++j) {
+    const uint64_t fix = t.Divide(static_cast<uint128_t>(e.q_mod_t) * m.coeffs[c] + half);
+    for (size_t j = 0; j < k; ++j) {
       const Modulus& q = ctx.modulus(j);
-      const uint64_t v = q.Reduce(static_cast<uint128_t>(e.q_div_t[j]) * m.coeffs[c] + fix);
+      const uint64_t v =
+          q.Add(MulShoup(m.coeffs[c], e.q_div_t[j], shoup[j], q.value()), q.Reduce(fix));
       c0[j * n + c] = q.Add(c0[j * n + c], v);
     }
   }

@@ -24,21 +24,6 @@ absl::StatusOr<Modulus> Modulus::Create(uint64_t q) {
   return m;
 }
 
-uint64_t Modulus::Reduce(uint128_t x) const {
-  // Barrett: floor(x * ratio / 2^128) underestimates floor(x / q) by at most 2 units of q; the
-  // product's lowest word only feeds a carry, which the final conditional subtraction absorbs.
-  const uint64_t x_lo = static_cast<uint64_t>(x), x_hi = static_cast<uint64_t>(x >> 64);
-  const uint128_t lo_lo = static_cast<uint128_t>(x_lo) * ratio_lo_;
-  const uint128_t lo_hi = static_cast<uint128_t>(x_lo) * ratio_hi_;
-  const uint128_t hi_lo = static_cast<uint128_t>(x_hi) * ratio_lo_;
-  const uint128_t mid = (lo_lo >> 64) + static_cast<uint64_t>(lo_hi) + static_cast<uint64_t>(hi_lo);
-  const uint64_t quotient = x_hi * ratio_hi_ + static_cast<uint64_t>(lo_hi >> 64) +
-                            static_cast<uint64_t>(hi_lo >> 64) + static_cast<uint64_t>(mid >> 64);
-  uint64_t r = x_lo - quotient * q_;
-  while (r >= q_) r -= q_;
-  return r;
-}
-
 uint64_t Modulus::Pow(uint64_t base, uint64_t exp) const {
   uint64_t result = 1 % q_, b = Reduce(base);
   while (exp) {

@@ -27,11 +27,16 @@ void WriteSigned(absl::Span<const Modulus> moduli, size_t n, const int64_t* v, u
 }
 
 // Fills v with n secret signed values, each made by f from 8 random bytes; wipes what it drew.
+// The bytes are ChaCha20's stream under a fresh 32-byte seed from the system (libsodium's
+// randombytes_buf_deterministic): one system call instead of one per 256 bytes.
 template <class F>
 void SampleSigned(absl::Span<const Modulus> moduli, size_t n, uint64_t* out, F f) {
   std::vector<uint64_t> random(n);
   std::vector<int64_t> v(n);
-  randombytes_buf(random.data(), n * sizeof(uint64_t));
+  unsigned char seed[randombytes_SEEDBYTES];
+  randombytes_buf(seed, sizeof(seed));
+  randombytes_buf_deterministic(random.data(), n * sizeof(uint64_t), seed);
+  sodium_memzero(seed, sizeof(seed));
   for (size_t c = 0; c < n; ++c) v[c] = f(random[c]);
   WriteSigned(moduli, n, v.data(), out);
   sodium_memzero(random.data(), n * sizeof(uint64_t));
@@ -51,8 +56,8 @@ void ExpandUniform(const Seed& seed, uint32_t domain, absl::Span<const Modulus> 
   constexpr size_t kChunkWords = 512;  // 4 KiB = 64 ChaCha20 blocks
   std::vector<uint64_t> chunk(kChunkWords);
   for (size_t j = 0; j < moduli.size(); ++j) {
-    const uint64_t q = moduli[j].value();
-    const uint64_t limit = (~uint64_t{0} / q) * q;  // accept x < limit: x mod q is uniform
+    const Modulus& m = moduli[j];
+    const uint64_t limit = (~uint64_t{0} / m.value()) * m.value();  // x < limit: x mod q uniform
     uint8_t nonce[crypto_stream_chacha20_ietf_NONCEBYTES] = {};
     for (int b = 0; b < 4; ++b) {
       nonce[b] = static_cast<uint8_t>(domain >> (8 * b));
@@ -67,7 +72,7 @@ void ExpandUniform(const Seed& seed, uint32_t domain, absl::Span<const Modulus> 
                                          kChunkWords * 8, nonce, block, seed.data());
       block += kChunkWords * 8 / 64;
       for (size_t w = 0; w < kChunkWords && c < n; ++w) {
-        if (chunk[w] < limit) out[j * n + c++] = chunk[w] % q;
+        if (chunk[w] < limit) out[j * n + c++] = m.Reduce(chunk[w]);
       }
     }
   }

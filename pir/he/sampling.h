@@ -5,8 +5,9 @@
 //   SampleTernary  secret-like polynomials, coefficients uniform in {-1, 0, 1};
 //   SampleError    centered binomial CBD(21): the difference of two 21-bit popcounts, variance
 //                  10.5 (sigma 3.24, the HE standard's 3.2; SEAL samples errors the same way).
-// Secret samples draw from libsodium's randombytes_buf and are constant time: no branch or
-// table index depends on a sampled value (popcounts are bit-sliced, signs become masks).
+// Secret samples draw from ChaCha20 under a fresh system seed (libsodium) and are constant time:
+// no branch or table index depends on a sampled value (popcounts are bit-sliced, signs become
+// masks).
 #ifndef VEIL_PIR_HE_SAMPLING_H_
 #define VEIL_PIR_HE_SAMPLING_H_
 

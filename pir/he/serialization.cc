@@ -3,12 +3,17 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "pir/he/poly.h"
 
 namespace veil::he {
 namespace {
+
+// The packed residues are little-endian bit strings, read and written a word at a time.
+static_assert(std::endian::native == std::endian::little);
 
 // Bits of row j's residues: the QP moduli's sizes, less `drop` in row 0 (a rounded c_0).
 int RowBits(const BfvContext& ctx, size_t j, int drop) {
@@ -55,14 +60,16 @@ std::vector<uint64_t> ToMixedRadix(const BfvContext& ctx, const uint64_t* p) {
   return x;
 }
 
-// The residues of x_0 + q_0 (x_1 + q_1 (x_2 + ...)) (any x_j below 2^64) into p.
+// The residues of x_0 + q_0 (x_1 + q_1 (x_2 + ...)) (x_j below q_j) into p: modulo q_i the
+// digits past x_i vanish (their weights are multiples of q_i), so row i is Horner's rule over
+// x_i, ..., x_0.
 void FromMixedRadix(const BfvContext& ctx, const std::vector<uint64_t>& x, uint64_t* p) {
   const size_t k = ctx.q_size(), n = ctx.n();
   for (size_t i = 0; i < k; ++i) {
     const Modulus& m = ctx.modulus(i);
     uint64_t* acc = p + i * n;
-    for (size_t c = 0; c < n; ++c) acc[c] = m.Reduce(x[(k - 1) * n + c]);
-    for (size_t j = k - 1; j-- > 0;) {
+    std::copy_n(x.data() + i * n, n, acc);
+    for (size_t j = i; j-- > 0;) {
       const uint64_t w = m.Reduce(ctx.modulus(j).value());
       const uint64_t w_shoup = m.ShoupOf(w);
       const uint64_t* xj = x.data() + j * n;
@@ -91,8 +98,11 @@ class Writer {
     U8(static_cast<uint8_t>(kind));
     U64(ctx.id());
   }
-  // rows residue rows of N, bit-packed (row 0 at `drop` bits fewer).
+  // rows residue rows of N, bit-packed (row 0 at `drop` bits fewer), 64 bits stored at a time.
   void Poly(const BfvContext& ctx, const uint64_t* p, size_t rows, int drop = 0) {
+    const size_t start = out_.size(), size = PolyBytes(ctx, rows, drop);
+    out_.resize(start + size + sizeof(uint64_t));  // room for the last whole word
+    uint8_t* to = out_.data() + start;
     uint128_t acc = 0;
     int filled = 0;
     for (size_t j = 0; j < rows; ++j) {
@@ -100,14 +110,17 @@ class Writer {
       for (size_t c = 0; c < ctx.n(); ++c) {
         acc |= static_cast<uint128_t>(p[j * ctx.n() + c]) << filled;
         filled += bits;
-        while (filled >= 8) {
-          out_.push_back(static_cast<uint8_t>(acc));
-          acc >>= 8;
-          filled -= 8;
+        if (filled >= 64) {
+          const uint64_t word = static_cast<uint64_t>(acc);
+          std::memcpy(to, &word, sizeof(word));
+          to += sizeof(word);
+          acc >>= 64;
+          filled -= 64;
         }
       }
     }
-    if (filled > 0) out_.push_back(static_cast<uint8_t>(acc));
+    for (; filled > 0; filled -= 8, acc >>= 8) *to++ = static_cast<uint8_t>(acc);
+    out_.resize(start + size);
   }
   // Values below 2^bits (bits <= 120), bit-packed, padded to a whole byte.
   void Wide(absl::Span<const uint128_t> values, int bits) {
@@ -173,24 +186,30 @@ class Reader {
     return ctx.CheckId(U64(), "serialized object");
   }
   // As Writer::Poly packs them; each residue below q_j (row 0 of `drop` bits fewer: at most
-  // (q_0 - 1) >> drop).
+  // (q_0 - 1) >> drop). Each residue from the 16 bytes at its first bit where they are in the
+  // polynomial, else byte by byte.
   absl::Status Poly(const BfvContext& ctx, uint64_t* p, size_t rows, const char* what,
                     int drop = 0) {
-    if (absl::Status s = Need(PolyBytes(ctx, rows, drop), what); !s.ok()) return s;
-    uint128_t acc = 0;
-    int filled = 0;
+    const size_t size = PolyBytes(ctx, rows, drop);
+    if (absl::Status s = Need(size, what); !s.ok()) return s;
+    const uint8_t* from = in_.data() + pos_;
+    uint64_t bit = 0;
     for (size_t j = 0; j < rows; ++j) {
       const int bits = RowBits(ctx, j, drop);
+      const uint64_t mask = (uint64_t{1} << bits) - 1;
       const uint64_t q =
           j == 0 ? ((ctx.modulus(0).value() - 1) >> drop) + 1 : ctx.modulus(j).value();
-      for (size_t c = 0; c < ctx.n(); ++c) {
-        while (filled < bits) {
-          acc |= static_cast<uint128_t>(in_[pos_++]) << filled;
-          filled += 8;
+      for (size_t c = 0; c < ctx.n(); ++c, bit += bits) {
+        const size_t byte = bit / 8;
+        uint128_t window = 0;
+        if (byte + 16 <= size) {
+          std::memcpy(&window, from + byte, sizeof(window));
+        } else {
+          for (size_t b = byte; b < size && b < byte + 16; ++b) {
+            window |= static_cast<uint128_t>(from[b]) << (8 * (b - byte));
+          }
         }
-        const uint64_t v = static_cast<uint64_t>(acc) & ((uint64_t{1} << bits) - 1);
-        acc >>= bits;
-        filled -= bits;
+        const uint64_t v = static_cast<uint64_t>(window >> (bit % 8)) & mask;
         if (v >= q) {
           return absl::InvalidArgumentError(
               absl::StrCat(what, ": residue ", v, " in row ", j, " is not below ", q));
@@ -198,6 +217,7 @@ class Reader {
         p[j * ctx.n() + c] = v;
       }
     }
+    pos_ += size;
     return absl::OkStatus();
   }
   // count values of `bits` bits as Writer::Wide packs them; the padding must be zero.

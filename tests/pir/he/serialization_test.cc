@@ -51,6 +51,49 @@ TEST_F(Serialization, CiphertextsRoundTripSeededAndFull) {
   EXPECT_EQ(ParseCiphertext(ctx(), *SerializeCiphertext(ctx(), three))->data, three.data);
 }
 
+// The wire format itself, read here one bit at a time: after the header, the size and the flags,
+// each polynomial's residues row by row, bits(q_j) bits each, least significant bit first, padded
+// with zero bits to a whole byte; and a residue not below its prime is refused wherever it is.
+TEST_F(Serialization, PolynomialsArePackedLeastSignificantBitFirst) {
+  const Ciphertext seeded = *EncryptSymmetric(ctx(), sk_, m_);
+  const Ciphertext three = *Multiply(ctx(), seeded, seeded);
+  const std::vector<uint8_t> bytes = *SerializeCiphertext(ctx(), three);
+  const size_t n = ctx().n(), k = ctx().q_size();
+  size_t bit = 8 * (kHeHeaderBytes + 2);
+  const auto read = [&](int bits) {
+    uint64_t v = 0;
+    for (int b = 0; b < bits; ++b, ++bit) v |= uint64_t{(bytes[bit / 8] >> (bit % 8)) & 1u} << b;
+    return v;
+  };
+  for (size_t i = 0; i < 3; ++i) {
+    for (size_t j = 0; j < k; ++j) {
+      for (size_t c = 0; c < n; ++c) {
+        ASSERT_EQ(read(ctx().modulus(j).bits()), three.data[(i * k + j) * n + c])
+            << "polynomial " << i << " row " << j << " slot " << c;
+      }
+    }
+    ASSERT_EQ(read((8 - bit % 8) % 8), 0u) << "padding of polynomial " << i;
+  }
+  EXPECT_EQ(bit, 8 * bytes.size());
+  // q_1 itself in the first, a middle and the last slot of the last polynomial's second row.
+  ASSERT_EQ(k, 2u);
+  const uint64_t q1 = ctx().modulus(1).value();
+  const int bits0 = ctx().modulus(0).bits(), bits1 = ctx().modulus(1).bits();
+  for (const size_t c : {size_t{0}, n / 2 + 1, n - 1}) {
+    std::vector<uint8_t> bad = bytes;
+    size_t at = 8 * (kHeHeaderBytes + 2) + 2 * (bits0 + bits1) * n + bits0 * n + bits1 * c;
+    for (int b = 0; b < bits1; ++b, ++at) {
+      bad[at / 8] =
+          static_cast<uint8_t>((bad[at / 8] & ~(1u << (at % 8))) | (((q1 >> b) & 1u) << (at % 8)));
+    }
+    const absl::StatusOr<Ciphertext> parsed = ParseCiphertext(ctx(), bad);
+    ASSERT_FALSE(parsed.ok()) << "slot " << c;
+    EXPECT_NE(parsed.status().message().find(absl::StrCat("residue ", q1, " in row 1")),
+              std::string::npos)
+        << parsed.status();
+  }
+}
+
 TEST_F(Serialization, KeysRoundTripAndStillWork) {
   const PublicKey pk =
       *ParsePublicKey(ctx(), *SerializePublicKey(ctx(), *GeneratePublicKey(ctx(), sk_)));
