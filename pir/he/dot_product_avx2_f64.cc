@@ -14,6 +14,7 @@
 #include <immintrin.h>
 
 #include "pir/he/dot_product.h"
+#include "pir/he/f64_avx2.h"
 
 namespace veil::he::internal {
 namespace {
@@ -28,37 +29,14 @@ struct F64Mod {
   explicit F64Mod(uint64_t qv)
       : q(_mm256_set1_pd(static_cast<double>(qv))),
         inverse(_mm256_set1_pd(1.0 / static_cast<double>(qv))),
-        two52(_mm256_set1_pd(4503599627370496.0)),
-        two52_bits(_mm256_set1_epi64x(0x4330000000000000)),
         magic(_mm256_set1_pd(6755399441055744.0)) {}
 
-  // Integers below 2^52 to doubles and back.
-  __m256d ToDouble(__m256i a) const {
-    return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(a, two52_bits)), two52);
-  }
-  __m256i ToInt(__m256d x) const {
-    return _mm256_xor_si256(_mm256_castpd_si256(_mm256_add_pd(x, two52)), two52_bits);
-  }
   // p x - e q in [-q, 2q) for p, x < q (p_over_q = fl(p fl(1/q))).
   __m256d Product(__m256d p, __m256d p_over_q, __m256d x) const {
-    const __m256d e = _mm256_floor_pd(_mm256_mul_pd(p_over_q, x));
-    const __m256d h = _mm256_mul_pd(e, q);
-    const __m256d l = _mm256_fmsub_pd(e, q, h);
-    const __m256d u = _mm256_fmsub_pd(p, x, h);
-    return _mm256_sub_pd(u, l);
-  }
-  // r in [-q, 2q) to [0, 2q).
-  __m256d Lift(__m256d r) const {
-    return _mm256_add_pd(r, _mm256_and_pd(_mm256_cmp_pd(r, _mm256_setzero_pd(), _CMP_LT_OQ), q));
-  }
-  // x in [0, 2q) to [0, q).
-  __m256d ReduceOnce(__m256d x) const {
-    return _mm256_sub_pd(x, _mm256_and_pd(_mm256_cmp_pd(x, q, _CMP_GE_OQ), q));
+    return ProductF64(x, p, p_over_q, q);
   }
 
-  __m256d q, inverse, two52;
-  __m256i two52_bits;
-  __m256d magic;
+  __m256d q, inverse, magic;
 };
 
 // A run's sums (the bits of `terms` products plus the magic each) to [0, q): s = sum - terms
@@ -67,13 +45,13 @@ __m256d FoldRun(const F64Mod& m, __m256i bits, size_t terms, uint64_t q, __m256d
   // terms (q - magic) modulo 2^64 (unsigned: the product wraps, as the sums did).
   const uint64_t offset = static_cast<uint64_t>(terms) * (q - kMagicBits);
   const __m256i s = _mm256_add_epi64(bits, _mm256_set1_epi64x(static_cast<int64_t>(offset)));
-  const __m256d hi = m.ToDouble(_mm256_srli_epi64(s, 32));
-  const __m256d lo = m.ToDouble(_mm256_and_si256(s, _mm256_set1_epi64x(0xffffffff)));
+  const __m256d hi = WordsToDoubles(_mm256_srli_epi64(s, 32));
+  const __m256d lo = WordsToDoubles(_mm256_and_si256(s, _mm256_set1_epi64x(0xffffffff)));
   const __m256d one = _mm256_set1_pd(1.0);
-  const __m256d r = _mm256_add_pd(m.Lift(m.Product(hi, _mm256_mul_pd(hi, m.inverse), c)),
-                                  m.Lift(m.Product(lo, _mm256_mul_pd(lo, m.inverse), one)));
-  const __m256d two_q = _mm256_add_pd(m.q, m.q);  // r in [0, 4q)
-  return m.ReduceOnce(_mm256_sub_pd(r, _mm256_and_pd(_mm256_cmp_pd(r, two_q, _CMP_GE_OQ), two_q)));
+  const __m256d r = _mm256_add_pd(
+      AddIfNegative(m.Product(hi, _mm256_mul_pd(hi, m.inverse), c), m.q),
+      AddIfNegative(m.Product(lo, _mm256_mul_pd(lo, m.inverse), one), m.q));  // [0, 4q)
+  return SubIfAtLeast(SubIfAtLeast(r, _mm256_add_pd(m.q, m.q)), m.q);
 }
 
 }  // namespace
@@ -90,8 +68,8 @@ void PlainDotProductAvx2F64(const DotProductArgs& a) {
   size_t tile = 0;
   for (; tile + kTile <= a.n; tile += kTile) {
     for (size_t v = 0; v < kTile / 4; ++v) {
-      out0[v] = a.accumulate ? m.ToDouble(load(a.out0 + tile + 4 * v)) : _mm256_setzero_pd();
-      out1[v] = a.accumulate ? m.ToDouble(load(a.out1 + tile + 4 * v)) : _mm256_setzero_pd();
+      out0[v] = a.accumulate ? WordsToDoubles(load(a.out0 + tile + 4 * v)) : _mm256_setzero_pd();
+      out1[v] = a.accumulate ? WordsToDoubles(load(a.out1 + tile + 4 * v)) : _mm256_setzero_pd();
     }
     for (size_t first = 0; first < a.terms; first += kRun) {
       const size_t last = first + kRun < a.terms ? first + kRun : a.terms;
@@ -101,22 +79,24 @@ void PlainDotProductAvx2F64(const DotProductArgs& a) {
         const uint64_t* x0 = a.c0[i] + tile;
         const uint64_t* x1 = a.c1[i] + tile;
         for (size_t v = 0; v < kTile / 4; ++v) {
-          const __m256d p = m.ToDouble(load(plain + 4 * v));
+          const __m256d p = WordsToDoubles(load(plain + 4 * v));
           const __m256d p_over_q = _mm256_mul_pd(p, m.inverse);
-          const __m256d r0 = m.Product(p, p_over_q, m.ToDouble(load(x0 + 4 * v)));
-          const __m256d r1 = m.Product(p, p_over_q, m.ToDouble(load(x1 + 4 * v)));
+          const __m256d r0 = m.Product(p, p_over_q, WordsToDoubles(load(x0 + 4 * v)));
+          const __m256d r1 = m.Product(p, p_over_q, WordsToDoubles(load(x1 + 4 * v)));
           s0[v] = _mm256_add_epi64(s0[v], _mm256_castpd_si256(_mm256_add_pd(r0, m.magic)));
           s1[v] = _mm256_add_epi64(s1[v], _mm256_castpd_si256(_mm256_add_pd(r1, m.magic)));
         }
       }
       for (size_t v = 0; v < kTile / 4; ++v) {
-        out0[v] = m.ReduceOnce(_mm256_add_pd(out0[v], FoldRun(m, s0[v], last - first, qv, c)));
-        out1[v] = m.ReduceOnce(_mm256_add_pd(out1[v], FoldRun(m, s1[v], last - first, qv, c)));
+        out0[v] = SubIfAtLeast(_mm256_add_pd(out0[v], FoldRun(m, s0[v], last - first, qv, c)), m.q);
+        out1[v] = SubIfAtLeast(_mm256_add_pd(out1[v], FoldRun(m, s1[v], last - first, qv, c)), m.q);
       }
     }
     for (size_t v = 0; v < kTile / 4; ++v) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.out0 + tile + 4 * v), m.ToInt(out0[v]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.out1 + tile + 4 * v), m.ToInt(out1[v]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.out0 + tile + 4 * v),
+                          DoublesToWords(out0[v]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.out1 + tile + 4 * v),
+                          DoublesToWords(out1[v]));
     }
   }
   if (tile < a.n) PlainDotProductReference(a, tile);

@@ -13,6 +13,7 @@
 // (distances 2 and 1) gather their pairs with vpermps.
 #include <immintrin.h>
 
+#include "pir/he/f64_avx2.h"
 #include "pir/he/ntt.h"
 #include "pir/he/ntt_lanes.h"
 #include "pir/he/scratch.h"
@@ -29,22 +30,17 @@ struct F64Lanes4 {
 
   static V Load(const void* p) { return _mm256_loadu_pd(static_cast<const double*>(p)); }
   static void Store(void* p, V v) { _mm256_storeu_pd(static_cast<double*>(p), v); }
-  // Words below 2^52 to doubles and back, exactly: 2^52 + x has x as its mantissa.
+  // Words below 2^52 to doubles and back, exactly.
   static V LoadNarrow(const uint64_t* p) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(x, Two52Bits())), Two52());
+    return WordsToDoubles(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
   static void StoreWide(uint64_t* p, V v) {
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(p),
-        _mm256_xor_si256(_mm256_castpd_si256(_mm256_add_pd(v, Two52())), Two52Bits()));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), DoublesToWords(v));
   }
   static V Set1(Elem x) { return _mm256_set1_pd(x); }
   static V Add(V a, V b) { return _mm256_add_pd(a, b); }
   static V Sub(V a, V b) { return _mm256_sub_pd(a, b); }
-  static V ReduceOnce(V a, V m) {
-    return _mm256_sub_pd(a, _mm256_and_pd(_mm256_cmp_pd(a, m, _CMP_GE_OQ), m));
-  }
+  static V ReduceOnce(V a, V m) { return SubIfAtLeast(a, m); }
   // Two 32-bit indices per 64-bit lane (2 s, 2 s + 1 of source lane s mod 4), bit 3 set where
   // the lane comes from the second vector (vpermps reads the low three bits only).
   static V Index(const int* idx) {
@@ -80,16 +76,8 @@ struct F64Lanes4 {
 
   // a * w mod q in [0, 2q) for integers a < 2^52, w < q < 2^50, w_over_q = fl(w / q).
   V MulShoupLazy(V a, V w, V w_over_q) const {
-    const V e = _mm256_floor_pd(_mm256_mul_pd(a, w_over_q));
-    const V h = _mm256_mul_pd(e, q);
-    const V l = _mm256_fmsub_pd(e, q, h);
-    const V u = _mm256_fmsub_pd(a, w, h);
-    const V r = _mm256_sub_pd(u, l);
-    return _mm256_add_pd(r, _mm256_and_pd(_mm256_cmp_pd(r, _mm256_setzero_pd(), _CMP_LT_OQ), q));
+    return AddIfNegative(ProductF64(a, w, w_over_q, q), q);
   }
-
-  static V Two52() { return _mm256_set1_pd(4503599627370496.0); }
-  static __m256i Two52Bits() { return _mm256_set1_epi64x(0x4330000000000000); }
 
   V q;
 };
