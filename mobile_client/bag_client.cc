@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -141,6 +142,9 @@ kj::Promise<absl::Status> ReadConfig(rpc::VeilServer::Client server, ServerConfi
 
 BagClient::BagClient(BagClientOptions options, std::unique_ptr<Transport> transport)
     : options_(std::move(options)),
+      threads_(options_.threads > 0
+                   ? options_.threads
+                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
       latch_(options_.failure_latch_file),
       transport_(std::move(transport)),
       keys_(KeyUploads::Of<rpc::BagServer>()) {}
@@ -161,6 +165,10 @@ BagClient::~BagClient() {
 absl::StatusOr<std::unique_ptr<BagClient>> BagClient::Connect(const BagClientOptions& options) {
   if (sodium_init() < 0) return absl::InternalError("libsodium failed to initialise");
   if (options.server.empty()) return absl::InvalidArgumentError("no server address");
+  if (options.threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("threads must be 0 (the machine's cores) or more, not ", options.threads));
+  }
   if (absl::Status s = FailureLatch(options.failure_latch_file).Check(); !s.ok()) return s;
   auto row_key = ReadOptionalRowKey(options.row_key_file);
   if (!row_key.ok()) return row_key.status();
@@ -352,13 +360,13 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
     const size_t last = std::min(bags.size(), first + per_wave);
     std::vector<std::vector<uint8_t>> queries;
     for (size_t b = first; b < last; ++b) {
-      auto query = he_->Query(bags[b].rows, bags[b].weights);
+      auto query = he_->Query(bags[b].rows, bags[b].weights, threads_);
       if (!query.ok()) {
         return absl::Status(query.status().code(),
                             absl::StrCat("bag ", b, ": ", query.status().message()));
       }
       query->round_bits = table_.query_round_bits;
-      auto bytes = he::SerializeBagQuery(*ctx_, *query);
+      auto bytes = he::SerializeBagQuery(*ctx_, *query, threads_);
       if (!bytes.ok()) return bytes.status();
       queries.push_back(*std::move(bytes));
     }

@@ -91,6 +91,8 @@ struct BagClientOptions {
   // decoding) writes it, and while it exists no client given it makes lookups. Without it the
   // stop below is this client object's only.
   std::string failure_latch_file;
+  // Threads that encrypt and serialize a lookup's queries (0: as many as the machine has cores).
+  int threads = 0;
 };
 
 // The table the server serves, and the session's sizes.
@@ -188,6 +190,7 @@ class BagClient {
                         absl::Span<int64_t> sums) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const BagClientOptions options_;
+  const int threads_;  // options_.threads, 0 resolved to the machine's cores
   const FailureLatch latch_;
   std::unique_ptr<Transport> transport_;
   BagTableInfo table_;

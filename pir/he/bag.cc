@@ -73,13 +73,22 @@ absl::StatusOr<BagTableInfo> ParseBagTableInfo(absl::Span<const uint8_t> bytes) 
   return info;
 }
 
-absl::StatusOr<std::vector<uint8_t>> SerializeBagQuery(const BfvContext& ctx, const BagQuery& q) {
+absl::StatusOr<std::vector<uint8_t>> SerializeBagQuery(const BfvContext& ctx, const BagQuery& q,
+                                                       int threads) {
+  std::vector<absl::StatusOr<std::vector<uint8_t>>> blocks(q.blocks.size(), absl::UnknownError(""));
+  internal::ParallelFor(threads, q.blocks.size(), [&](size_t i) {
+    blocks[i] = SerializeCiphertext(ctx, q.blocks[i], q.round_bits);
+  });
+  size_t size = 8;
+  for (const absl::StatusOr<std::vector<uint8_t>>& bytes : blocks) {
+    if (!bytes.ok()) return bytes.status();
+    size += 4 + bytes->size();
+  }
   std::vector<uint8_t> out(kQueryMagic, kQueryMagic + 3);
+  out.reserve(size);
   out.push_back(kBagVersion);
   PutLe(out, q.blocks.size(), 4);
-  for (const Ciphertext& ct : q.blocks) {
-    absl::StatusOr<std::vector<uint8_t>> bytes = SerializeCiphertext(ctx, ct, q.round_bits);
-    if (!bytes.ok()) return bytes.status();
+  for (const absl::StatusOr<std::vector<uint8_t>>& bytes : blocks) {
     PutLe(out, bytes->size(), 4);
     out.insert(out.end(), bytes->begin(), bytes->end());
   }
@@ -205,7 +214,7 @@ void WipeWords(std::vector<uint64_t>& words) {
 }  // namespace
 
 absl::StatusOr<BagQuery> BagClient::Query(absl::Span<const uint64_t> rows,
-                                          absl::Span<const int64_t> weights) const {
+                                          absl::Span<const int64_t> weights, int threads) const {
   if (rows.size() != weights.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat(rows.size(), " rows but ", weights.size(), " weights"));
@@ -241,25 +250,24 @@ absl::StatusOr<BagQuery> BagClient::Query(absl::Span<const uint64_t> rows,
   }
   absl::StatusOr<std::vector<std::vector<uint64_t>>> packed = plan_.PackInput(w);
   if (!packed.ok()) return packed.status();
-  BagQuery q;
-  absl::Status status = absl::OkStatus();
-  for (std::vector<uint64_t>& slots : *packed) {
-    absl::StatusOr<Plaintext> m =
-        status.ok() ? EncodeSlots(*ctx_, slots) : absl::StatusOr<Plaintext>(status);
+  // Each block encoded and encrypted on one of the threads, its slots and plaintext wiped there.
+  std::vector<absl::StatusOr<Ciphertext>> blocks(packed->size(), absl::UnknownError(""));
+  internal::ParallelFor(threads, packed->size(), [&](size_t i) {
+    std::vector<uint64_t>& slots = (*packed)[i];
+    absl::StatusOr<Plaintext> m = EncodeSlots(*ctx_, slots);
     WipeWords(slots);
     if (!m.ok()) {
-      status = m.status();
-      continue;
+      blocks[i] = m.status();
+      return;
     }
-    absl::StatusOr<Ciphertext> ct = EncryptSymmetric(*ctx_, sk_, *m);
+    blocks[i] = EncryptSymmetric(*ctx_, sk_, *m);
     WipeWords(m->coeffs);
-    if (!ct.ok()) {
-      status = ct.status();
-      continue;
-    }
+  });
+  BagQuery q;
+  for (absl::StatusOr<Ciphertext>& ct : blocks) {
+    if (!ct.ok()) return ct.status();
     q.blocks.push_back(*std::move(ct));
   }
-  if (!status.ok()) return status;
   return q;
 }
 

@@ -88,8 +88,9 @@ inline constexpr int kBagQueryRoundBits = 32;
 
 // 'V' 'B' 'Q' version(1), count (4 bytes), then per block its length (4 bytes) and its
 // serialized ciphertext (serialization.h), c_0 rounded by q.round_bits (0: exact; servers from
-// before 2026-12-06 read only those).
-absl::StatusOr<std::vector<uint8_t>> SerializeBagQuery(const BfvContext& ctx, const BagQuery& q);
+// before 2026-12-06 read only those). The blocks are serialized on up to `threads` threads.
+absl::StatusOr<std::vector<uint8_t>> SerializeBagQuery(const BfvContext& ctx, const BagQuery& q,
+                                                       int threads = 1);
 // INVALID_ARGUMENT for malformed bytes (as ParseCiphertext), more than max_blocks blocks, or
 // blocks rounded by different bits. The blocks are parsed on up to `threads` threads (the same
 // result and the same first error on any number).
@@ -145,9 +146,10 @@ class BagClient {
   absl::StatusOr<GaloisKeys> MakeGaloisKeys() const;
   // A bag: rows (each below info.rows, no repeats) and their weights. Returns INVALID_ARGUMENT for
   // a row out of range or repeated, lengths that differ, or weights too large for an exact sum
-  // (sum |w| max|T| > (t - 1) / 2).
-  absl::StatusOr<BagQuery> Query(absl::Span<const uint64_t> rows,
-                                 absl::Span<const int64_t> weights) const;
+  // (sum |w| max|T| > (t - 1) / 2). The blocks are encoded and encrypted on up to `threads`
+  // threads.
+  absl::StatusOr<BagQuery> Query(absl::Span<const uint64_t> rows, absl::Span<const int64_t> weights,
+                                 int threads = 1) const;
   // The pooled sum sum_r w_r T[r][.] (dim values). INVALID_ARGUMENT for a ciphertext of other
   // parameters or bits; DATA_LOSS if its noise budget is exhausted (the result would be wrong).
   absl::StatusOr<std::vector<int64_t>> Decode(const CompressedCiphertext& answer) const;

@@ -240,6 +240,16 @@ TEST_F(BagClientTest, BadArgumentsAreClearErrorsAndTheClientKeepsWorking) {
   auto sums = c.LookupPooledSums(two, one_bag, {});
   ASSERT_TRUE(sums.ok()) << sums.status();
   EXPECT_EQ(*sums, PlainSums(*table_, two, one_bag, {}));
+  // A negative thread count is refused at connect; one thread gives the same sums.
+  BagClientOptions negative = Options(**server);
+  negative.threads = -1;
+  EXPECT_EQ(BagClient::Connect(negative).status().message(),
+            "threads must be 0 (the machine's cores) or more, not -1");
+  BagClientOptions one_thread = Options(**server);
+  one_thread.threads = 1;
+  auto serial = BagClient::Connect(one_thread);
+  ASSERT_TRUE(serial.ok()) << serial.status();
+  EXPECT_EQ(*(*serial)->LookupPooledSums(two, one_bag, {}), *sums);
 }
 
 TEST_F(BagClientTest, ClientsRefuseServersOfTheOtherProtocol) {

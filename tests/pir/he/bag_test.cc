@@ -57,11 +57,14 @@ TEST(Bag, AnswerIsThePooledSumExactly) {
       rows.push_back(r);
       weights.push_back(static_cast<int64_t>(rng() % 131072) - 65536);  // 16.16 in [-1, 1)
     }
-    // Queries go up with c_0 rounded (as to servers that read them), or exact.
+    // Queries go up with c_0 rounded (as to servers that read them), or exact; encrypted and
+    // serialized on 2 or 3 threads (the bytes those of one thread).
     const int round_bits = c.rows % 2 == 0 ? kBagQueryRoundBits : 0;
-    BagQuery query = *client->Query(rows, weights);
+    const int threads = 2 + static_cast<int>(c.rows % 2);
+    BagQuery query = *client->Query(rows, weights, threads);
     query.round_bits = round_bits;
-    const std::vector<uint8_t> up = *SerializeBagQuery(*ctx, query);
+    const std::vector<uint8_t> up = *SerializeBagQuery(*ctx, query, threads);
+    EXPECT_EQ(up, *SerializeBagQuery(*ctx, query));
     EXPECT_EQ(up.size(), client->Sizes(round_bits).query_bytes);
     const CompressedCiphertext answer = *server->Answer(*ParseBagQuery(*ctx, up, 16), gk, 2);
     const std::vector<uint8_t> down = *SerializeCompressedCiphertext(*ctx, answer);
