@@ -44,11 +44,12 @@ absl::Status BabySteps(const BfvContext& ctx, const Ciphertext& x, size_t b, con
     elements[j] = *g;
     keys[j] = *key;
   }
-  const uint64_t* digits = internal::DecomposeToScratch(ctx, x.poly(1, words));
   uint64_t* c0 = BabyHalf(out, words, b, 0, 0, 0);
   std::copy_n(x.data.data(), 2 * words, c0);  // both halves of step 0
   internal::ForwardNtt(ctx.q_ntt(), c0);
   internal::ForwardNtt(ctx.q_ntt(), c0 + words);
+  if (b == 1) return absl::OkStatus();  // no rotation: nothing to decompose
+  const uint64_t* digits = internal::DecomposeToScratch(ctx, x.poly(1, words));
   internal::ParallelFor(threads, b - 1, [&](size_t index) {
     const size_t j = index + 1;
     uint64_t* r0 = BabyHalf(out, words, b, 0, j, 0);
@@ -239,8 +240,14 @@ absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>
   // MiB that would otherwise be allocated and faulted in on every product.
   uint64_t* baby = internal::GetScratch(internal::Scratch::kBabySteps, blocks * b * 2 * words);
   uint64_t* inner = internal::GetScratch(internal::Scratch::kGiantSteps, g * 2 * words);
-  for (size_t blk = 0; blk < blocks; ++blk) {
-    absl::Status s = BabySteps(ctx, x[blk], b, gk, threads, BabyHalf(baby, words, b, blk, 0, 0));
+  // The blocks' baby steps on the threads (each block's rotations on them too where there are
+  // fewer blocks than threads); the first failure in block order.
+  std::vector<absl::Status> baby_status(blocks);
+  internal::ParallelFor(threads, blocks, [&](size_t blk) {
+    baby_status[blk] = BabySteps(ctx, x[blk], b, gk, blocks >= size_t(threads) ? 1 : threads,
+                                 BabyHalf(baby, words, b, blk, 0, 0));
+  });
+  for (const absl::Status& s : baby_status) {
     if (!s.ok()) return s;
   }
   // inner_k for every giant step, slice by slice of slots so that the baby steps' slices are
