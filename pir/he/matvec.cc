@@ -22,6 +22,7 @@ size_t NextPowerOfTwo(size_t x) {
 
 // Slots handled per pass of the giant-step products: the baby steps' slices stay in L2.
 constexpr size_t kSlotChunk = 512;
+static_assert(kSlotChunk % EncodedMatrix::kPlainTile == 0);
 
 // Baby steps live in one buffer: step (block, j), half h at ((block * b + j) * 2 + h) * words.
 uint64_t* BabyHalf(uint64_t* baby, size_t words, size_t b, size_t block, size_t j, size_t h) {
@@ -220,14 +221,22 @@ absl::StatusOr<EncodedMatrix> EncodedMatrix::Create(std::shared_ptr<const BfvCon
       }
     }
     ctx->plain_ntt().Inverse(coeffs);
-    internal::LiftForMultiply(*ctx, coeffs, m.plain_.get() + index * words);
+    uint64_t* lifted = internal::GetScratch(internal::Scratch::kOut0, words);
+    internal::LiftForMultiply(*ctx, coeffs, lifted);
+    const size_t term = block * b + j;
+    for (size_t row = 0; row < ctx->q_size(); ++row) {
+      for (size_t tile = 0; tile < ctx->n() / kPlainTile; ++tile) {
+        std::copy_n(lifted + row * ctx->n() + tile * kPlainTile, kPlainTile,
+                    m.PlainTile(row, tile, k) + term * kPlainTile);
+      }
+    }
   });
   return m;
 }
 
-const uint64_t* EncodedMatrix::Plain(size_t block, size_t k, size_t j) const {
-  const size_t words = ctx_->q_size() * ctx_->n();
-  return plain_.get() + ((block * plan_.giant() + k) * plan_.baby() + j) * words;
+uint64_t* EncodedMatrix::PlainTile(size_t row, size_t tile, size_t k) const {
+  const size_t tiles = ctx_->n() / kPlainTile, terms = plan_.blocks() * plan_.baby();
+  return plain_.get() + ((row * tiles + tile) * plan_.giant() + k) * terms * kPlainTile;
 }
 
 absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>& x,
@@ -251,25 +260,26 @@ absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>
     if (!s.ok()) return s;
   }
   // inner_k for every giant step, slice by slice of slots so that the baby steps' slices are
-  // read from cache by all g giant steps.
-  const size_t chunks = (n + kSlotChunk - 1) / kSlotChunk;
+  // read from cache by all g giant steps, a tile of slots at a time: every term's plaintext tile
+  // follows the last one's (PlainTile).
+  const size_t terms = blocks * b, chunks = (n + kSlotChunk - 1) / kSlotChunk;
   internal::ParallelFor(threads, k_rows * chunks, [&](size_t task) {
     const size_t row = task / chunks, first = task % chunks * kSlotChunk;
-    const size_t len = std::min(kSlotChunk, n - first), offset = row * n + first;
-    std::vector<const uint64_t*> plain(blocks * b), c0(blocks * b), c1(blocks * b);
-    for (size_t blk = 0; blk < blocks; ++blk) {
-      for (size_t j = 0; j < b; ++j) {
-        c0[blk * b + j] = BabyHalf(baby, words, b, blk, j, 0) + offset;
-        c1[blk * b + j] = BabyHalf(baby, words, b, blk, j, 1) + offset;
+    const size_t last = std::min(n, first + kSlotChunk);
+    std::vector<const uint64_t*> plain(terms), c0(terms), c1(terms);
+    for (size_t tile = first / kPlainTile; tile * kPlainTile < last; ++tile) {
+      const size_t offset = row * n + tile * kPlainTile;
+      for (size_t term = 0; term < terms; ++term) {
+        c0[term] = BabyHalf(baby, words, 1, term, 0, 0) + offset;
+        c1[term] = BabyHalf(baby, words, 1, term, 0, 1) + offset;
       }
-    }
-    for (size_t k = 0; k < g; ++k) {
-      for (size_t blk = 0; blk < blocks; ++blk) {
-        for (size_t j = 0; j < b; ++j) plain[blk * b + j] = Plain(blk, k, j) + offset;
+      for (size_t k = 0; k < g; ++k) {
+        const uint64_t* tiles = PlainTile(row, tile, k);
+        for (size_t term = 0; term < terms; ++term) plain[term] = tiles + term * kPlainTile;
+        uint64_t* out = inner + 2 * k * words + offset;
+        internal::PlainDotProduct({&ctx.modulus(row), terms, kPlainTile, plain.data(), c0.data(),
+                                   c1.data(), out, out + words});
       }
-      uint64_t* out = inner + 2 * k * words + offset;
-      internal::PlainDotProduct({&ctx.modulus(row), blocks * b, len, plain.data(), c0.data(),
-                                 c1.data(), out, out + words});
     }
   });
   // y = sum_k rot_{kb}(inner_k), each rotation added as soon as it is made.

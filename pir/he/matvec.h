@@ -83,6 +83,9 @@ class MatVecPlan {
 // M encoded for one plan: the pre-rotated diagonals as prepared plaintexts.
 class EncodedMatrix {
  public:
+  // Slots of a plaintext tile (PlainTile), a multiple of the dot product's (dot_product.h).
+  static constexpr size_t kPlainTile = 64;
+
   // matrix: rows x cols values mod t, row-major. Returns INVALID_ARGUMENT for another size or a
   // value not below t, or a context that is not the plan's. Encodes on `threads` threads.
   static absl::StatusOr<EncodedMatrix> Create(std::shared_ptr<const BfvContext> ctx,
@@ -102,8 +105,10 @@ class EncodedMatrix {
  private:
   EncodedMatrix(std::shared_ptr<const BfvContext> ctx, MatVecPlan plan)
       : ctx_(std::move(ctx)), plan_(plan) {}
-  // Plaintext (block, giant k, baby j): k x N residues.
-  const uint64_t* Plain(size_t block, size_t k, size_t j) const;
+  // The plaintexts of giant step k, residue row `row`, slots [tile, tile + 1) x kPlainTile: the
+  // blocks' b baby steps' (term block b + j) kPlainTile residues one after the other, so that the
+  // product reads them as one stream (rather than blocks b streams 8 k N bytes apart).
+  uint64_t* PlainTile(size_t row, size_t tile, size_t k) const;
 
   std::shared_ptr<const BfvContext> ctx_;
   MatVecPlan plan_;
