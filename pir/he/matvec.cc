@@ -223,11 +223,11 @@ absl::StatusOr<EncodedMatrix> EncodedMatrix::Create(std::shared_ptr<const BfvCon
     ctx->plain_ntt().Inverse(coeffs);
     uint64_t* lifted = internal::GetScratch(internal::Scratch::kOut0, words);
     internal::LiftForMultiply(*ctx, coeffs, lifted);
-    const size_t term = block * b + j;
+    const size_t term = block * b + j, slots = m.tile_slots();
     for (size_t row = 0; row < ctx->q_size(); ++row) {
-      for (size_t tile = 0; tile < ctx->n() / kPlainTile; ++tile) {
-        std::copy_n(lifted + row * ctx->n() + tile * kPlainTile, kPlainTile,
-                    m.PlainTile(row, tile, k) + term * kPlainTile);
+      for (size_t tile = 0; tile < ctx->n() / slots; ++tile) {
+        std::copy_n(lifted + row * ctx->n() + tile * slots, slots,
+                    m.PlainTile(row, tile, k) + term * slots);
       }
     }
   });
@@ -235,8 +235,8 @@ absl::StatusOr<EncodedMatrix> EncodedMatrix::Create(std::shared_ptr<const BfvCon
 }
 
 uint64_t* EncodedMatrix::PlainTile(size_t row, size_t tile, size_t k) const {
-  const size_t tiles = ctx_->n() / kPlainTile, terms = plan_.blocks() * plan_.baby();
-  return plain_.get() + ((row * tiles + tile) * plan_.giant() + k) * terms * kPlainTile;
+  const size_t slots = tile_slots(), terms = plan_.blocks() * plan_.baby();
+  return plain_.get() + ((row * (ctx_->n() / slots) + tile) * plan_.giant() + k) * terms * slots;
 }
 
 absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>& x,
@@ -262,22 +262,22 @@ absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>
   // inner_k for every giant step, slice by slice of slots so that the baby steps' slices are
   // read from cache by all g giant steps, a tile of slots at a time: every term's plaintext tile
   // follows the last one's (PlainTile).
-  const size_t terms = blocks * b, chunks = (n + kSlotChunk - 1) / kSlotChunk;
+  const size_t terms = blocks * b, slots = tile_slots(), chunks = (n + kSlotChunk - 1) / kSlotChunk;
   internal::ParallelFor(threads, k_rows * chunks, [&](size_t task) {
     const size_t row = task / chunks, first = task % chunks * kSlotChunk;
     const size_t last = std::min(n, first + kSlotChunk);
     std::vector<const uint64_t*> plain(terms), c0(terms), c1(terms);
-    for (size_t tile = first / kPlainTile; tile * kPlainTile < last; ++tile) {
-      const size_t offset = row * n + tile * kPlainTile;
+    for (size_t tile = first / slots; tile * slots < last; ++tile) {
+      const size_t offset = row * n + tile * slots;
       for (size_t term = 0; term < terms; ++term) {
         c0[term] = BabyHalf(baby, words, 1, term, 0, 0) + offset;
         c1[term] = BabyHalf(baby, words, 1, term, 0, 1) + offset;
       }
       for (size_t k = 0; k < g; ++k) {
         const uint64_t* tiles = PlainTile(row, tile, k);
-        for (size_t term = 0; term < terms; ++term) plain[term] = tiles + term * kPlainTile;
+        for (size_t term = 0; term < terms; ++term) plain[term] = tiles + term * slots;
         uint64_t* out = inner + 2 * k * words + offset;
-        internal::PlainDotProduct({&ctx.modulus(row), terms, kPlainTile, plain.data(), c0.data(),
+        internal::PlainDotProduct({&ctx.modulus(row), terms, slots, plain.data(), c0.data(),
                                    c1.data(), out, out + words});
       }
     }

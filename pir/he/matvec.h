@@ -31,6 +31,7 @@
 #ifndef VEIL_PIR_HE_MATVEC_H_
 #define VEIL_PIR_HE_MATVEC_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -105,9 +106,11 @@ class EncodedMatrix {
  private:
   EncodedMatrix(std::shared_ptr<const BfvContext> ctx, MatVecPlan plan)
       : ctx_(std::move(ctx)), plan_(plan) {}
-  // The plaintexts of giant step k, residue row `row`, slots [tile, tile + 1) x kPlainTile: the
-  // blocks' b baby steps' (term block b + j) kPlainTile residues one after the other, so that the
-  // product reads them as one stream (rather than blocks b streams 8 k N bytes apart).
+  // Slots of a tile: kPlainTile, or N where it is smaller (both powers of two).
+  size_t tile_slots() const { return std::min<size_t>(kPlainTile, ctx_->n()); }
+  // The plaintexts of giant step k, residue row `row`, slots [tile, tile + 1) x tile_slots(): the
+  // blocks' b baby steps' (term block b + j) residues one after the other, so that the product
+  // reads them as one stream (rather than blocks b streams 8 k N bytes apart).
   uint64_t* PlainTile(size_t row, size_t tile, size_t k) const;
 
   std::shared_ptr<const BfvContext> ctx_;

@@ -1,7 +1,8 @@
 // The baby-step giant-step matrix-vector product: the IFMA, AVX2 and AVX2 + FMA dot-product and
 // row kernels against their references bit for bit, plans (rotation counts g + b instead of g b;
-// every row's windows tiling its lane), and decrypt(M x) = M x for random matrices of several shapes
-// (square, wide, tall, one row, one column, odd sizes, several input blocks) on random vectors.
+// every row's windows tiling its lane), and decrypt(M x) = M x for random matrices of several
+// shapes (square, wide, tall, one row, one column, odd sizes, several input blocks) on random
+// vectors.
 #include "pir/he/matvec.h"
 
 #include <cstdint>
@@ -375,6 +376,36 @@ TEST(MatVec, EqualsThePlainProduct) {
     const std::vector<uint64_t> slots = *DecodeSlots(*ctx, *Decrypt(*ctx, sk, y));
     EXPECT_EQ(plan.UnpackOutput(slots),
               MatVecPlain(ctx->plain_modulus(), s.rows, s.cols, matrix, x));
+  }
+}
+
+// Rings smaller than the encoded matrix's 64-slot tiles (N = 16 and 32: tiles of N slots), with
+// several blocks and baby steps.
+TEST(MatVec, EqualsThePlainProductOnSmallRings) {
+  std::mt19937_64 rng = Rng(32);
+  for (const int log_n : {4, 5}) {
+    SCOPED_TRACE(::testing::Message() << "N = " << (1 << log_n));
+    const uint64_t two_n = uint64_t{2} << log_n;
+    const std::vector<uint64_t> q = *GenerateNttPrimes(50, two_n, 3);
+    const uint64_t t = (*GenerateNttPrimes(20, two_n, 1))[0];
+    const auto ctx = *BfvContext::Create(*BfvParams::Create(log_n, {q[0], q[1]}, q[2], t));
+    const SecretKey sk = GenerateSecretKey(*ctx);
+    for (const Shape& s : std::vector<Shape>{{3, 40}, {8, 8}, {1, 100}}) {
+      SCOPED_TRACE(::testing::Message() << s.rows << " x " << s.cols);
+      const MatVecPlan plan = *MatVecPlan::Create(*ctx, s.rows, s.cols);
+      const std::vector<uint64_t> matrix = RandomResidues(s.rows * s.cols, t, rng);
+      const std::vector<uint64_t> x = RandomResidues(s.cols, t, rng);
+      const EncodedMatrix encoded = *EncodedMatrix::Create(ctx, plan, matrix, 2);
+      const GaloisKeys gk = *GenerateGaloisKeys(*ctx, sk, plan.GaloisElements());
+      std::vector<Ciphertext> inputs;
+      const std::vector<std::vector<uint64_t>> packed = *plan.PackInput(x);
+      for (const std::vector<uint64_t>& slots : packed) {
+        inputs.push_back(*EncryptSymmetric(*ctx, sk, *EncodeSlots(*ctx, slots)));
+      }
+      const Ciphertext y = *encoded.Multiply(inputs, gk, 2);
+      EXPECT_EQ(plan.UnpackOutput(*DecodeSlots(*ctx, *Decrypt(*ctx, sk, y))),
+                MatVecPlain(ctx->plain_modulus(), s.rows, s.cols, matrix, x));
+    }
   }
 }
 
