@@ -29,32 +29,15 @@ class Modulus {
     return r >= q_ ? r - q_ : r;
   }
   uint64_t Reduce(uint128_t x) const {
-    // Barrett: floor(x * ratio / 2^128) underestimates floor(x / q) by at most 2 units of q; the
-    // product's lowest word only feeds a carry, which the final conditional subtraction absorbs.
-    const uint64_t x_lo = static_cast<uint64_t>(x), x_hi = static_cast<uint64_t>(x >> 64);
-    const uint128_t lo_lo = static_cast<uint128_t>(x_lo) * ratio_lo_;
-    const uint128_t lo_hi = static_cast<uint128_t>(x_lo) * ratio_hi_;
-    const uint128_t hi_lo = static_cast<uint128_t>(x_hi) * ratio_lo_;
-    const uint128_t mid =
-        (lo_lo >> 64) + static_cast<uint64_t>(lo_hi) + static_cast<uint64_t>(hi_lo);
-    const uint64_t quotient = x_hi * ratio_hi_ + static_cast<uint64_t>(lo_hi >> 64) +
-                              static_cast<uint64_t>(hi_lo >> 64) + static_cast<uint64_t>(mid >> 64);
-    uint64_t r = x_lo - quotient * q_;
+    uint64_t r = static_cast<uint64_t>(x) - BarrettQuotient(x) * q_;
     while (r >= q_) r -= q_;
     return r;
   }
   // floor(x / q) for x < q 2^64 with no division instruction and no branch on x (constant time
   // for secret x): the Barrett estimate of Reduce, at most 2 below, raised by masks.
   uint64_t Divide(uint128_t x) const {
-    const uint64_t x_lo = static_cast<uint64_t>(x), x_hi = static_cast<uint64_t>(x >> 64);
-    const uint128_t lo_lo = static_cast<uint128_t>(x_lo) * ratio_lo_;
-    const uint128_t lo_hi = static_cast<uint128_t>(x_lo) * ratio_hi_;
-    const uint128_t hi_lo = static_cast<uint128_t>(x_hi) * ratio_lo_;
-    const uint128_t mid =
-        (lo_lo >> 64) + static_cast<uint64_t>(lo_hi) + static_cast<uint64_t>(hi_lo);
-    uint64_t quotient = x_hi * ratio_hi_ + static_cast<uint64_t>(lo_hi >> 64) +
-                        static_cast<uint64_t>(hi_lo >> 64) + static_cast<uint64_t>(mid >> 64);
-    uint64_t r = x_lo - quotient * q_;  // below 3q
+    uint64_t quotient = BarrettQuotient(x);
+    uint64_t r = static_cast<uint64_t>(x) - quotient * q_;  // below 3q
     for (int i = 0; i < 2; ++i) {
       const uint64_t above = 0 - static_cast<uint64_t>(r >= q_);
       quotient -= above;  // + 1 where r >= q
@@ -91,6 +74,19 @@ class Modulus {
   bool operator==(const Modulus& o) const { return q_ == o.q_; }
 
  private:
+  // floor(x ratio / 2^128), which underestimates floor(x / q) by at most 2; the product's lowest
+  // word only feeds a carry, which the callers' corrections absorb.
+  uint64_t BarrettQuotient(uint128_t x) const {
+    const uint64_t x_lo = static_cast<uint64_t>(x), x_hi = static_cast<uint64_t>(x >> 64);
+    const uint128_t lo_lo = static_cast<uint128_t>(x_lo) * ratio_lo_;
+    const uint128_t lo_hi = static_cast<uint128_t>(x_lo) * ratio_hi_;
+    const uint128_t hi_lo = static_cast<uint128_t>(x_hi) * ratio_lo_;
+    const uint128_t mid =
+        (lo_lo >> 64) + static_cast<uint64_t>(lo_hi) + static_cast<uint64_t>(hi_lo);
+    return x_hi * ratio_hi_ + static_cast<uint64_t>(lo_hi >> 64) +
+           static_cast<uint64_t>(hi_lo >> 64) + static_cast<uint64_t>(mid >> 64);
+  }
+
   uint64_t q_ = 0;
   int bits_ = 0;
   uint64_t ratio_hi_ = 0;  // floor(2^128 / q) = ratio_hi * 2^64 + ratio_lo
