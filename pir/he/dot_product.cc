@@ -122,13 +122,17 @@ bool PlainDotProductUsesAvx2(const Modulus& q, size_t terms) {
          terms <= ~uint64_t{0} / (largest * largest);
 }
 
-bool PlainDotProductUsesAvx2F64(const Modulus& q, size_t terms) {
+bool RowProductUsesAvx2F64(const Modulus& q) {
   static const bool fma = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("fma");
   }();
-  return CpuHasAvx2() && fma && !PlainDotProductUsesIfma(q) && !PlainDotProductUsesAvx2(q, terms) &&
-         q.bits() <= 50;
+  return CpuHasAvx2() && fma && q.bits() <= 50;
+}
+
+bool PlainDotProductUsesAvx2F64(const Modulus& q, size_t terms) {
+  return RowProductUsesAvx2F64(q) && !PlainDotProductUsesIfma(q) &&
+         !PlainDotProductUsesAvx2(q, terms);
 }
 
 void TileDotProductReference(const TileDotProductArgs& a) {

@@ -104,6 +104,13 @@ void PlainDotProductAvx2(const DotProductArgsNarrowKeys& args);
 // kernel, no AVX2 kernel whose sums fit 64 bits, q below 2^50 (BFV's primes).
 bool PlainDotProductUsesAvx2F64(const Modulus& q, size_t terms);
 void PlainDotProductAvx2F64(const DotProductArgs& args);
+// Whether this CPU has AVX2 and FMA, and q is at most 50 bits: MultiplyRows' (poly.h) products
+// from FMAs then (RowProductAvx2F64).
+bool RowProductUsesAvx2F64(const Modulus& q);
+// out[c] = a[c] b[c] mod q for c below n rounded down to a multiple of 4, which it returns;
+// every input below q (out may alias a or b).
+size_t RowProductAvx2F64(const Modulus& q, size_t n, const uint64_t* a, const uint64_t* b,
+                         uint64_t* out);
 
 // out[c] = (x[c] - y[c]) w[c] mod q for c < n, with x, y, w below q and w_shoup[c] =
 // ShoupPrecompute(w[c], q); one w (w[0], w_shoup[0]) for every c when w_step is 0, else w_step

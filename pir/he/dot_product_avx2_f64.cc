@@ -102,4 +102,19 @@ void PlainDotProductAvx2F64(const DotProductArgs& a) {
   if (tile < a.n) PlainDotProductReference(a, tile);
 }
 
+size_t RowProductAvx2F64(const Modulus& q, size_t n, const uint64_t* a, const uint64_t* b,
+                         uint64_t* out) {
+  const F64Mod m(q.value());
+  const auto load = [](const uint64_t* p) {
+    return WordsToDoubles(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  };
+  size_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    const __m256d x = load(a + c), y = load(b + c);
+    const __m256d r = AddIfNegative(m.Product(y, _mm256_mul_pd(y, m.inverse), x), m.q);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), DoublesToWords(SubIfAtLeast(r, m.q)));
+  }
+  return c;  // the caller takes the rest (no Modulus arithmetic compiled for AVX2 here)
+}
+
 }  // namespace veil::he::internal

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "pir/he/dot_product.h"
+
 namespace veil::he::internal {
 
 void ForwardNtt(absl::Span<const NttTables> rows, uint64_t* p) {
@@ -47,7 +49,9 @@ void MultiplyRows(absl::Span<const NttTables> rows, const uint64_t* a, const uin
   for (size_t j = 0; j < rows.size(); ++j) {
     const Modulus& q = rows[j].modulus();
     const size_t n = rows[j].n(), base = j * n;
-    for (size_t c = 0; c < n; ++c) out[base + c] = q.Mul(a[base + c], b[base + c]);
+    const size_t done =
+        RowProductUsesAvx2F64(q) ? RowProductAvx2F64(q, n, a + base, b + base, out + base) : 0;
+    for (size_t c = done; c < n; ++c) out[base + c] = q.Mul(a[base + c], b[base + c]);
   }
 }
 

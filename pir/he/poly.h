@@ -14,7 +14,8 @@ namespace veil::he::internal {
 
 void ForwardNtt(absl::Span<const NttTables> rows, uint64_t* p);
 void InverseNtt(absl::Span<const NttTables> rows, uint64_t* p);
-// out = a + b, a - b, -a, a * b (pointwise), acc += a * b; out may alias a or b.
+// out = a + b, a - b, -a, a * b (pointwise), acc += a * b; out may alias a or b; every input
+// residue below its prime. The products are dot_product.h's AVX2 + FMA kernel's where it runs.
 void AddRows(absl::Span<const NttTables> rows, const uint64_t* a, const uint64_t* b, uint64_t* out);
 void SubRows(absl::Span<const NttTables> rows, const uint64_t* a, const uint64_t* b, uint64_t* out);
 void NegateRows(absl::Span<const NttTables> rows, const uint64_t* a, uint64_t* out);

@@ -5,6 +5,7 @@
 // vectors.
 #include "pir/he/matvec.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -20,6 +21,35 @@ namespace {
 
 using testing::RandomResidues;
 using testing::Rng;
+
+// MultiplyRows' products (the AVX2 + FMA kernel where this CPU has it, for primes up to 50 bits)
+// against 128-bit arithmetic: random residues and the largest, every length's tail, in place.
+TEST(RowProduct, EqualsPlainArithmetic) {
+  std::mt19937_64 rng = Rng(33);
+  for (int bits : {2, 17, 29, 30, 36, 43, 44, 49, 50, 51, 60}) {
+    const uint64_t two_n = uint64_t{1} << std::min(bits - 1, 14);
+    const Modulus q = *Modulus::Create((*GenerateNttPrimes(bits, two_n, 1))[0]);
+    SCOPED_TRACE(::testing::Message() << q.value() << " (" << bits << " bits), AVX2 + FMA "
+                                      << internal::RowProductUsesAvx2F64(q));
+    for (size_t n : {size_t{1}, size_t{4}, size_t{7}, size_t{64}, size_t{8192}}) {
+      std::vector<uint64_t> a = RandomResidues(n, q.value(), rng);
+      std::vector<uint64_t> b = RandomResidues(n, q.value(), rng);
+      a[0] = b[0] = q.value() - 1;
+      a[n - 1] = q.value() - 1;
+      b[n / 2] = 0;
+      std::vector<uint64_t> want(n), got = a;  // in place: out is a
+      for (size_t c = 0; c < n; ++c) {
+        want[c] = static_cast<uint64_t>(static_cast<uint128_t>(a[c]) * b[c] % q.value());
+      }
+      const size_t done = internal::RowProductUsesAvx2F64(q)
+                              ? internal::RowProductAvx2F64(q, n, got.data(), b.data(), got.data())
+                              : 0;
+      EXPECT_EQ(done, internal::RowProductUsesAvx2F64(q) ? n / 4 * 4 : 0);
+      for (size_t c = done; c < n; ++c) got[c] = q.Mul(a[c], b[c]);
+      ASSERT_EQ(got, want) << n;
+    }
+  }
+}
 
 TEST(DotProduct, FastPathMatchesReference) {
   std::mt19937_64 rng = Rng(30);
