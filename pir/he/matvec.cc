@@ -270,8 +270,8 @@ absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>
     for (size_t tile = first / slots; tile * slots < last; ++tile) {
       const size_t offset = row * n + tile * slots;
       for (size_t term = 0; term < terms; ++term) {
-        c0[term] = BabyHalf(baby, words, 1, term, 0, 0) + offset;
-        c1[term] = BabyHalf(baby, words, 1, term, 0, 1) + offset;
+        c0[term] = BabyHalf(baby, words, b, term / b, term % b, 0) + offset;
+        c1[term] = BabyHalf(baby, words, b, term / b, term % b, 1) + offset;
       }
       for (size_t k = 0; k < g; ++k) {
         const uint64_t* tiles = PlainTile(row, tile, k);
