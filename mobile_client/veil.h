@@ -24,7 +24,7 @@ extern "C" {
  * fields; 3: layout lookups; 4: struct_size first in every options struct, row authentication
  * keys; 5: veil_lwe_client; 6: min_epoch in the client options; 7: veil_lwe_prepare_queries;
  * 8: row_key_file and min_epoch in veil_bag_client_options; 9: failure_latch_file in every
- * options struct).
+ * options struct; 10: threads in veil_bag_client_options).
  * Every options struct starts with struct_size, which the caller sets to the sizeof the struct it
  * was compiled with: a library refuses (VEIL_ERR_INVALID_ARGUMENT) a size it does not know, so an
  * app built against another veil.h is detected instead of misread. Check veil_abi_version() ==
@@ -34,7 +34,7 @@ extern "C" {
  * with VEIL_ERR_INVALID_ARGUMENT (handles are opaque tokens the library tracks, never reused, so
  * a closed one never names a later handle's object); closing twice is harmless. Using a handle
  * while another thread closes it is not detected. */
-#define VEIL_ABI_VERSION 9
+#define VEIL_ABI_VERSION 10
 
 /* Return codes: the negated absl::StatusCode values. */
 #define VEIL_OK 0
@@ -264,6 +264,9 @@ typedef struct veil_bag_client_options {
   /* Version 9: as in veil_client_options; every failed answer (its tag, its decryption or its
    * decoding) writes it. Without it the client stops alone after a failed answer. NULL: none. */
   const char* failure_latch_file;
+  /* Version 10: the threads that encrypt and serialize a lookup's queries (at 2^20 rows a bag's
+   * query takes a core ~0.17 s). 0: as many as the device has cores; negative is refused. */
+  int32_t threads;
 } veil_bag_client_options;
 
 typedef struct veil_bag_table_info {

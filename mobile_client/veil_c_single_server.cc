@@ -81,6 +81,7 @@ int veil_bag_client_connect(const veil_bag_client_options* options, veil_bag_cli
     if (options->row_key_file != nullptr) o.row_key_file = options->row_key_file;
     o.min_epoch = options->min_epoch;
     if (options->failure_latch_file != nullptr) o.failure_latch_file = options->failure_latch_file;
+    o.threads = options->threads;
     auto client = veil::client::BagClient::Connect(o);
     if (!client.ok()) return Fail(client.status());
     *out_client = Register(new veil_bag_client{*std::move(client)});

@@ -163,7 +163,7 @@ std::shared_ptr<client::BagClient> ConnectBag(const std::string& server,
                                               const std::string& tls_name, double timeout_s,
                                               bool allow_plaintext, const std::string& row_key_file,
                                               uint64_t min_epoch,
-                                              const std::string& failure_latch_file) {
+                                              const std::string& failure_latch_file, int threads) {
   client::BagClientOptions options;
   options.server = server;
   options.tls_trusted_certs = tls_certs;
@@ -173,6 +173,7 @@ std::shared_ptr<client::BagClient> ConnectBag(const std::string& server,
   options.row_key_file = row_key_file;
   options.min_epoch = min_epoch;
   options.failure_latch_file = failure_latch_file;
+  options.threads = threads;
   py::gil_scoped_release release;
   return std::shared_ptr<client::BagClient>(ValueOrThrow(client::BagClient::Connect(options)));
 }
@@ -343,7 +344,7 @@ void RegisterClient(py::module_& m) {
   py::class_<BagClient, std::shared_ptr<BagClient>>(m, "BagClient")
       .def(py::init(&ConnectBag), py::arg("server"), py::arg("tls_certs"), py::arg("tls_name"),
            py::arg("timeout_s"), py::arg("allow_plaintext"), py::arg("row_key_file"),
-           py::arg("min_epoch"), py::arg("failure_latch_file"))
+           py::arg("min_epoch"), py::arg("failure_latch_file"), py::arg("threads"))
       .def("table", [](const BagClient& c) { return BagTableDict(c.table()); })
       .def("lookup_pooled", &LookupPooled<BagClient, int64_t>)
       .def("lookup_pooled_sums",

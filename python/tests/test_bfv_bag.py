@@ -51,6 +51,10 @@ def test_pooled_sums_are_exact(bag_server):
     call = client.last_call()
     assert call["lookups"] == 3 and call["bytes_up"] >= 3 * table["query_bytes"]
     assert client.stats()["keys"] >= 3
+    # The same sums with the queries encrypted on one thread and on three.
+    for threads in (1, 3):
+        assert torch.equal(server.client(row_key=key, threads=threads)
+                           .lookup_pooled_sums(bags, weights), expected)
 
 
 def test_what_bfv_bag_does_not_do_and_bad_arguments_are_clear_errors(bag_server):
@@ -76,6 +80,10 @@ def test_what_bfv_bag_does_not_do_and_bad_arguments_are_clear_errors(bag_server)
         veil.Client(("127.0.0.1:1", "127.0.0.1:2"), protocol="bfv-bag")
     with pytest.raises(veil.InvalidArgumentError, match="hint"):
         veil.Client(server.addresses[0], protocol="bfv-bag", hint_cache="hints")
+    with pytest.raises(veil.InvalidArgumentError, match="threads must be 0"):
+        server.client(row_key=key, threads=-1)
+    with pytest.raises(veil.InvalidArgumentError, match="bfv-bag only, not of dpf2"):
+        veil.Client(("127.0.0.1:1", "127.0.0.1:2"), threads=2)
     # The client still works after all of these.
     assert client.lookup_pooled_sums([[2]]).shape == (1, DIM)
     # A tagged table needs its row key; the other protocols have no exact sums.

@@ -82,6 +82,8 @@ class Client:
     the session's Galois keys (``table["key_bytes"]``, megabytes), and the timeout defaults to
     30 s instead of 5. With a ``row_key`` every sum is checked against the table's linear tags
     (``--row-tag-kind=4``); after an answer fails, the client refuses further lookups.
+    ``threads`` (bfv-bag only) is how many threads encrypt a lookup's queries: 0, the default, is
+    every core.
 
     Both servers must serve the same table (digest and epoch), checked at connection and on
     every answer. With ``tls_certs`` (a PEM file of the certificates to trust) every connection
@@ -126,9 +128,14 @@ class Client:
         hint_cache: Optional[str] = None,
         min_epoch: int = 0,
         failure_latch: Optional[str] = None,
+        threads: int = 0,
     ) -> None:
         self._native = None
         self.protocol = protocol
+        if threads != 0 and protocol != "bfv-bag":
+            raise InvalidArgumentError(
+                StatusCode.INVALID_ARGUMENT,
+                f"threads is an option of bfv-bag only, not of {protocol}")
         if timeout is None:
             timeout = 30.0 if protocol == "bfv-bag" else 5.0
         latch = os.fspath(failure_latch) if failure_latch is not None else ""
@@ -147,7 +154,8 @@ class Client:
                                                "bfv-bag has no hint: hint_cache is not an option")
                 self._native = _veil.BagClient(
                     str(servers), str(tls_certs or ""), name, float(timeout),
-                    bool(allow_plaintext), str(row_key or ""), int(min_epoch), latch)
+                    bool(allow_plaintext), str(row_key or ""), int(min_epoch), latch,
+                    int(threads))
             else:
                 self._native = _veil.LweClient(
                     str(servers), protocol, str(tls_certs or ""), name, float(timeout),
