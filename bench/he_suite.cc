@@ -231,13 +231,11 @@ void BagLine(int log_n, size_t rows, size_t dim, size_t bag, int threads) {
     weights.push_back(65536);  // 1.0 in 16.16
   }
   // The query as a client sends it (c_0 rounded) and as the server reads it.
-  BagQuery sent = *client->Query(bag_rows, weights);
-  sent.round_bits = kBagQueryRoundBits;
-  const std::vector<uint8_t> up = *SerializeBagQuery(*ctx, sent);
+  const std::vector<uint8_t> up = *client->SerializedQuery(bag_rows, weights, kBagQueryRoundBits);
+  const size_t blocks = server->plan().blocks();
   const double parse_ms =
-      1e3 * MedianSeconds([&] { (void)*ParseBagQuery(*ctx, up, sent.blocks.size(), threads); }, 1,
-                          7, 2.0);
-  const BagQuery query = *ParseBagQuery(*ctx, up, sent.blocks.size());
+      1e3 * MedianSeconds([&] { (void)*ParseBagQuery(*ctx, up, blocks, threads); }, 1, 7, 2.0);
+  const BagQuery query = *ParseBagQuery(*ctx, up, blocks);
   CompressedCiphertext answer;
   const double ms =
       1e3 * MedianSeconds([&] { answer = *server->Answer(query, gk, threads); }, 1, 7, 5.0);
@@ -251,9 +249,8 @@ void BagLine(int log_n, size_t rows, size_t dim, size_t bag, int threads) {
   const auto query_on = [&](int query_threads) {
     return 1e3 * MedianSeconds(
                      [&] {
-                       BagQuery q = *client->Query(bag_rows, weights, query_threads);
-                       q.round_bits = kBagQueryRoundBits;
-                       (void)*SerializeBagQuery(*ctx, q, query_threads);
+                       (void)*client->SerializedQuery(bag_rows, weights, kBagQueryRoundBits,
+                                                      query_threads);
                      },
                      1, 7, 5.0);
   };

@@ -360,15 +360,13 @@ absl::StatusOr<std::vector<int64_t>> BagClient::LookupPooledSums(
     const size_t last = std::min(bags.size(), first + per_wave);
     std::vector<std::vector<uint8_t>> queries;
     for (size_t b = first; b < last; ++b) {
-      auto query = he_->Query(bags[b].rows, bags[b].weights, threads_);
+      auto query =
+          he_->SerializedQuery(bags[b].rows, bags[b].weights, table_.query_round_bits, threads_);
       if (!query.ok()) {
         return absl::Status(query.status().code(),
                             absl::StrCat("bag ", b, ": ", query.status().message()));
       }
-      query->round_bits = table_.query_round_bits;
-      auto bytes = he::SerializeBagQuery(*ctx_, *query, threads_);
-      if (!bytes.ok()) return bytes.status();
-      queries.push_back(*std::move(bytes));
+      queries.push_back(*std::move(query));
     }
     absl::Span<int64_t> out = absl::MakeSpan(sums).subspan(first * columns_);
     absl::Status status = SendWave(queries, deadline, out);

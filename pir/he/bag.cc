@@ -213,8 +213,8 @@ void WipeWords(std::vector<uint64_t>& words) {
 
 }  // namespace
 
-absl::StatusOr<BagQuery> BagClient::Query(absl::Span<const uint64_t> rows,
-                                          absl::Span<const int64_t> weights, int threads) const {
+absl::StatusOr<std::vector<std::vector<uint64_t>>> BagClient::Slots(
+    absl::Span<const uint64_t> rows, absl::Span<const int64_t> weights) const {
   if (rows.size() != weights.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat(rows.size(), " rows but ", weights.size(), " weights"));
@@ -248,27 +248,72 @@ absl::StatusOr<BagQuery> BagClient::Query(absl::Span<const uint64_t> rows,
     }
     w[rows[i]] = ToResidue(weights[i], t);
   }
-  absl::StatusOr<std::vector<std::vector<uint64_t>>> packed = plan_.PackInput(w);
+  return plan_.PackInput(w);
+}
+
+absl::StatusOr<Ciphertext> BagClient::EncryptBlock(std::vector<uint64_t>& slots) const {
+  absl::StatusOr<Plaintext> m = EncodeSlots(*ctx_, slots);
+  WipeWords(slots);
+  if (!m.ok()) return m.status();
+  absl::StatusOr<Ciphertext> ct = EncryptSymmetric(*ctx_, sk_, *m);
+  WipeWords(m->coeffs);
+  return ct;
+}
+
+absl::StatusOr<BagQuery> BagClient::Query(absl::Span<const uint64_t> rows,
+                                          absl::Span<const int64_t> weights, int threads) const {
+  absl::StatusOr<std::vector<std::vector<uint64_t>>> packed = Slots(rows, weights);
   if (!packed.ok()) return packed.status();
   // Each block encoded and encrypted on one of the threads, its slots and plaintext wiped there.
   std::vector<absl::StatusOr<Ciphertext>> blocks(packed->size(), absl::UnknownError(""));
-  internal::ParallelFor(threads, packed->size(), [&](size_t i) {
-    std::vector<uint64_t>& slots = (*packed)[i];
-    absl::StatusOr<Plaintext> m = EncodeSlots(*ctx_, slots);
-    WipeWords(slots);
-    if (!m.ok()) {
-      blocks[i] = m.status();
-      return;
-    }
-    blocks[i] = EncryptSymmetric(*ctx_, sk_, *m);
-    WipeWords(m->coeffs);
-  });
+  internal::ParallelFor(threads, packed->size(),
+                        [&](size_t i) { blocks[i] = EncryptBlock((*packed)[i]); });
   BagQuery q;
   for (absl::StatusOr<Ciphertext>& ct : blocks) {
     if (!ct.ok()) return ct.status();
     q.blocks.push_back(*std::move(ct));
   }
   return q;
+}
+
+absl::StatusOr<std::vector<uint8_t>> BagClient::SerializedQuery(absl::Span<const uint64_t> rows,
+                                                                absl::Span<const int64_t> weights,
+                                                                int round_bits,
+                                                                int threads) const {
+  if (round_bits < 0 || round_bits >= ctx_->modulus(0).bits()) {
+    return absl::InvalidArgumentError(absl::StrCat("c_0 rounded by ", round_bits, " bits (0 to ",
+                                                   ctx_->modulus(0).bits() - 1, ")"));
+  }
+  absl::StatusOr<std::vector<std::vector<uint64_t>>> packed = Slots(rows, weights);
+  if (!packed.ok()) return packed.status();
+  const size_t count = packed->size();
+  const size_t block_bytes = CiphertextBytes(*ctx_, 2, /*seeded=*/true, round_bits);
+  std::vector<uint8_t> out(kQueryMagic, kQueryMagic + 3);
+  out.push_back(kBagVersion);
+  PutLe(out, count, 4);
+  out.resize(out.size() + count * (4 + block_bytes));
+  // Each block encrypted, serialized into its place and dropped on one of the threads.
+  std::vector<absl::Status> status(count);
+  internal::ParallelFor(threads, count, [&](size_t i) {
+    absl::StatusOr<Ciphertext> ct = EncryptBlock((*packed)[i]);
+    if (!ct.ok()) {
+      status[i] = ct.status();
+      return;
+    }
+    absl::StatusOr<std::vector<uint8_t>> bytes = SerializeCiphertext(*ctx_, *ct, round_bits);
+    if (!bytes.ok() || bytes->size() != block_bytes) {
+      status[i] = bytes.ok() ? absl::InternalError("a query block of an unexpected size")
+                             : bytes.status();
+      return;
+    }
+    uint8_t* at = out.data() + 8 + i * (4 + block_bytes);
+    for (int b = 0; b < 4; ++b) at[b] = static_cast<uint8_t>(block_bytes >> (8 * b));
+    std::copy(bytes->begin(), bytes->end(), at + 4);
+  });
+  for (const absl::Status& s : status) {
+    if (!s.ok()) return s;
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<int64_t>> BagClient::Decode(const CompressedCiphertext& answer) const {

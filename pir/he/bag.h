@@ -150,6 +150,13 @@ class BagClient {
   // threads.
   absl::StatusOr<BagQuery> Query(absl::Span<const uint64_t> rows, absl::Span<const int64_t> weights,
                                  int threads = 1) const;
+  // The same query serialized as SerializeBagQuery would with round_bits (0 to bits(q_0) - 1,
+  // else INVALID_ARGUMENT), each block serialized on its thread as soon as it is encrypted and
+  // dropped: the lookup holds the message and a block per thread, not every block's ciphertext
+  // (at 2^20 rows 18.6 MB instead of 64 MiB more).
+  absl::StatusOr<std::vector<uint8_t>> SerializedQuery(absl::Span<const uint64_t> rows,
+                                                       absl::Span<const int64_t> weights,
+                                                       int round_bits, int threads = 1) const;
   // The pooled sum sum_r w_r T[r][.] (dim values). INVALID_ARGUMENT for a ciphertext of other
   // parameters or bits; DATA_LOSS if its noise budget is exhausted (the result would be wrong).
   absl::StatusOr<std::vector<int64_t>> Decode(const CompressedCiphertext& answer) const;
@@ -157,6 +164,12 @@ class BagClient {
  private:
   BagClient(std::shared_ptr<const BfvContext> ctx, BagTableInfo info, MatVecPlan plan)
       : ctx_(std::move(ctx)), info_(info), plan_(plan), sk_(GenerateSecretKey(*ctx_)) {}
+
+  // The bag's weights checked and packed into the blocks' slots (plan_.PackInput).
+  absl::StatusOr<std::vector<std::vector<uint64_t>>> Slots(absl::Span<const uint64_t> rows,
+                                                           absl::Span<const int64_t> weights) const;
+  // One block's slots encoded and encrypted; the slots and the plaintext wiped.
+  absl::StatusOr<Ciphertext> EncryptBlock(std::vector<uint64_t>& slots) const;
 
   std::shared_ptr<const BfvContext> ctx_;
   BagTableInfo info_;

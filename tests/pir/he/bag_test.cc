@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "pir/he/encoder.h"
 #include "pir/he/matvec.h"
@@ -71,6 +72,14 @@ TEST(Bag, AnswerIsThePooledSumExactly) {
     EXPECT_EQ(down.size(), client->Sizes().answer_bytes);
     EXPECT_EQ(down.size(), 142350u);
     EXPECT_EQ(*client->Decode(*ParseCompressedCiphertext(*ctx, down)),
+              PlainPooledSum(table, c.dim, rows, weights));
+    // The client's path: each block serialized as soon as it is encrypted, the same format.
+    const std::vector<uint8_t> streamed =
+        *client->SerializedQuery(rows, weights, round_bits, threads);
+    EXPECT_EQ(streamed.size(), up.size());
+    const BagQuery parsed = *ParseBagQuery(*ctx, streamed, 16);
+    EXPECT_EQ(parsed.round_bits, round_bits);
+    EXPECT_EQ(*client->Decode(*server->Answer(parsed, gk, 2)),
               PlainPooledSum(table, c.dim, rows, weights));
     // The product leaves 38 to 40 bits, the compression's rounding at most 1/16 of the margin
     // (bag.h): the budget is what the rounding leaves, at least 4 bits.
@@ -155,6 +164,14 @@ TEST(Bag, RejectsBadInput) {
   EXPECT_EQ(client->Query({3}, {1}).status().message(), "bag row 3 is outside the table");
   EXPECT_EQ(client->Query({1, 1}, {1, 1}).status().message(), "bag row 1 repeats");
   EXPECT_EQ(client->Query({1}, {1, 2}).status().message(), "1 rows but 2 weights");
+  EXPECT_EQ(client->SerializedQuery({1, 1}, {1, 1}, 0).status().message(), "bag row 1 repeats");
+  const int q0_bits = ctx->modulus(0).bits();
+  EXPECT_EQ(client->SerializedQuery({1}, {1}, -1).status().message(),
+            absl::StrCat("c_0 rounded by -1 bits (0 to ", q0_bits - 1, ")"));
+  EXPECT_EQ(client->SerializedQuery({1}, {1}, q0_bits).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBagQuery(*ctx, *client->SerializedQuery({1}, {1}, q0_bits - 1), 1)->round_bits,
+            q0_bits - 1);
 
   std::vector<uint8_t> info = SerializeBagTableInfo(server->info());
   EXPECT_EQ(info.size(), 36u);
