@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "pir/he/multiword.h"
 #include "pir/he/poly.h"
+#include "pir/he/scratch.h"
 
 namespace veil::he {
 namespace {
@@ -53,6 +54,7 @@ void AddScaledMessage(const BfvContext& ctx, const Plaintext& m, uint64_t* c0) {
 
 // [c_0 + c_1 s (+ c_2 s^2)]_Q in coefficient form, k rows (wiped by the caller).
 std::vector<uint64_t> Phase(const BfvContext& ctx, const SecretKey& sk, const Ciphertext& ct) {
+  internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   const size_t words = ctx.q_size() * ctx.n();
   std::vector<uint64_t> acc(words, 0), tmp(words), s_power(sk.ntt.begin(), sk.ntt.begin() + words);
   for (size_t i = ct.size; i-- > 1;) {  // Horner: ((c_2) s + c_1) s + c_0
@@ -143,6 +145,7 @@ absl::Status CheckKeySwitchKey(const BfvContext& ctx, const KeySwitchKey& key, c
 }
 
 absl::StatusOr<Ciphertext> Encrypt(const BfvContext& ctx, const PublicKey& pk, const Plaintext& m) {
+  internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   if (absl::Status s = ctx.CheckId(pk.params_id, "public key"); !s.ok()) return s;
   const size_t n = ctx.n(), words = ctx.q_size() * n;
   if (pk.p0.size() != words || pk.p1.size() != words) {
@@ -169,6 +172,7 @@ absl::StatusOr<Ciphertext> Encrypt(const BfvContext& ctx, const PublicKey& pk, c
 
 absl::StatusOr<Ciphertext> EncryptSymmetric(const BfvContext& ctx, const SecretKey& sk,
                                             const Plaintext& m) {
+  internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   if (absl::Status s = CheckSecretKey(ctx, sk); !s.ok()) return s;
   if (absl::Status s = CheckPlaintext(ctx, m); !s.ok()) return s;
   const size_t n = ctx.n(), words = ctx.q_size() * n;

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "pir/he/bfv.h"
 #include "pir/he/poly.h"
+#include "pir/he/scratch.h"
 
 namespace veil::he {
 namespace {
@@ -23,6 +24,7 @@ struct WipedWords {
 
 KeySwitchKey internal::MakeKeySwitchKey(const BfvContext& ctx, const uint64_t* under,
                                         const uint64_t* from) {
+  internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   const size_t n = ctx.n(), k = ctx.q_size(), rows = k + 1, words = rows * n;
   KeySwitchKey key;
   key.seed = RandomSeed();
@@ -97,6 +99,7 @@ SecretKey& SecretKey::operator=(SecretKey&& other) noexcept {
 }
 
 SecretKey GenerateSecretKey(const BfvContext& ctx) {
+  internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   SecretKey sk;
   sk.params_id = ctx.id();
   sk.ntt.resize((ctx.q_size() + 1) * ctx.n());
@@ -106,6 +109,7 @@ SecretKey GenerateSecretKey(const BfvContext& ctx) {
 }
 
 absl::StatusOr<PublicKey> GeneratePublicKey(const BfvContext& ctx, const SecretKey& sk) {
+  internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   if (absl::Status s = CheckSecretKey(ctx, sk); !s.ok()) return s;
   const size_t n = ctx.n(), words = ctx.q_size() * n;
   PublicKey pk;

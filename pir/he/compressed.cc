@@ -9,6 +9,7 @@
 #include "pir/he/modarith_hd.h"
 #include "pir/he/poly.h"
 #include "pir/he/rns.h"
+#include "pir/he/scratch.h"
 
 namespace veil::he {
 
@@ -108,6 +109,7 @@ absl::StatusOr<CompressedCiphertext> Compress(const BfvContext& ctx, const Ciphe
 
 absl::StatusOr<CompressedDecryption> DecryptCompressed(const BfvContext& ctx, const SecretKey& sk,
                                                        const CompressedCiphertext& ct) {
+  internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   if (absl::Status s = CheckSecretKey(ctx, sk); !s.ok()) return s;
   if (absl::Status s = CheckCompressedCiphertext(ctx, ct); !s.ok()) return s;
   const size_t n = ctx.n();

@@ -28,9 +28,12 @@ class Modulus {
     const uint64_t r = x - MulHi64(x, ratio_hi_) * q_;
     return r >= q_ ? r - q_ : r;
   }
+  // For any x, with no branch on it (constant time for secret x): the estimate is at most 2
+  // below, so r < 3q < 2^64 and two masked subtractions finish it.
   uint64_t Reduce(uint128_t x) const {
     uint64_t r = static_cast<uint64_t>(x) - BarrettQuotient(x) * q_;
-    while (r >= q_) r -= q_;
+    r -= q_ & (0 - static_cast<uint64_t>(r >= q_));
+    r -= q_ & (0 - static_cast<uint64_t>(r >= q_));
     return r;
   }
   // floor(x / q) for x < q 2^64 with no division instruction and no branch on x (constant time

@@ -39,6 +39,22 @@ enum class Scratch : int {
 // the thread's next GetScratch for the same use.
 uint64_t* GetScratch(Scratch use, size_t words);
 
+// Zeroes all of this thread's buffer for `use` (nothing if it has none).
+void WipeScratch(Scratch use);
+
+// Wipes this thread's kNarrowNtt buffer when it goes out of scope. The narrowed and
+// floating-point NTT kernels (ntt_avx2.cc, ntt_avx2_f64.cc, ntt_avx512.cc) leave their last
+// transform there (an inverse one's output times n), so every function that transforms secret
+// data on its thread (keys, encryption's a s, decryption's phase, a client's messages) declares
+// one; a function that hands such transforms to other threads declares one in each.
+class SecretNttScope {
+ public:
+  SecretNttScope() = default;
+  SecretNttScope(const SecretNttScope&) = delete;
+  SecretNttScope& operator=(const SecretNttScope&) = delete;
+  ~SecretNttScope() { WipeScratch(Scratch::kNarrowNtt); }
+};
+
 }  // namespace veil::he::internal
 
 #endif  // VEIL_PIR_HE_SCRATCH_H_

@@ -100,8 +100,10 @@ class Writer {
   }
   // rows residue rows of N, bit-packed (row 0 at `drop` bits fewer), 64 bits stored at a time.
   void Poly(const BfvContext& ctx, const uint64_t* p, size_t rows, int drop = 0) {
-    const size_t start = out_.size(), size = PolyBytes(ctx, rows, drop);
-    out_.resize(start + size + sizeof(uint64_t));  // room for the last whole word
+    // Whole words cover at most the residues' bits, and the tail's bytes the rest: exactly
+    // PolyBytes, so a caller's exact reserve holds.
+    const size_t start = out_.size();
+    out_.resize(start + PolyBytes(ctx, rows, drop));
     uint8_t* to = out_.data() + start;
     uint128_t acc = 0;
     int filled = 0;
@@ -120,7 +122,6 @@ class Writer {
       }
     }
     for (; filled > 0; filled -= 8, acc >>= 8) *to++ = static_cast<uint8_t>(acc);
-    out_.resize(start + size);
   }
   // Values below 2^bits (bits <= 120), bit-packed, padded to a whole byte.
   void Wide(absl::Span<const uint128_t> values, int bits) {
@@ -216,6 +217,10 @@ class Reader {
         }
         p[j * ctx.n() + c] = v;
       }
+    }
+    // The last byte's bits past the residues are zero: one encoding per polynomial.
+    if (bit % 8 != 0 && (from[size - 1] >> (bit % 8)) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": nonzero padding bits"));
     }
     pos_ += size;
     return absl::OkStatus();

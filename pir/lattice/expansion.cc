@@ -297,6 +297,7 @@ namespace internal {
 
 std::vector<uint8_t> EncryptForExpansion(const RingContext& ctx, const RlweSecret& z,
                                          absl::Span<uint64_t> message) {
+  he::internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   const size_t n = ctx.n(), words = ctx.k() * n;
   std::vector<uint64_t> a(words), c0(words);
   he::internal::ForwardNtt(ctx.ntt(), message.data());

@@ -99,6 +99,7 @@ absl::StatusOr<std::vector<uint8_t>> PrepareHybridSelection(const RingContext& r
 
 absl::Status AddHybridSelection(const RingContext& ring, const HybridWindow& window, uint64_t start,
                                 absl::Span<uint8_t> selection) {
+  he::internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   if (absl::Status s = CheckSelectionBits(ring, window); !s.ok()) return s;
   const uint64_t expected = window.bits == 0 ? 0 : SecretCiphertextBytes(ring);
   if (start >= window.starts || selection.size() != expected) {

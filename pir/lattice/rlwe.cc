@@ -10,6 +10,7 @@
 #include "pir/he/modarith.h"
 #include "pir/he/poly.h"
 #include "pir/he/sampling.h"
+#include "pir/he/scratch.h"
 
 namespace veil::lattice {
 namespace {
@@ -212,6 +213,7 @@ RlweSecret RlweSecret::FromKey(const RingContext& ctx, const he::SecretKey& key)
 }
 
 RlweSecret RlweSecret::Generate(const RingContext& ctx) {
+  he::internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   std::vector<uint64_t> z(ctx.k() * ctx.n());
   he::SampleTernary(ctx.base().moduli(), ctx.n(), z.data());
   he::internal::ForwardNtt(ctx.ntt(), z.data());
@@ -234,6 +236,7 @@ RlweSecret& RlweSecret::operator=(RlweSecret&& other) noexcept {
 
 void EncryptWithMask(const RingContext& ctx, const RlweSecret& secret, const uint64_t* message,
                      const uint64_t* a, uint64_t* c0) {
+  he::internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   const absl::Span<const he::NttTables> rows = ctx.ntt();
   he::SampleError(ctx.base().moduli(), ctx.n(), c0);
   he::internal::ForwardNtt(rows, c0);
@@ -246,6 +249,7 @@ void EncryptWithMask(const RingContext& ctx, const RlweSecret& secret, const uin
 
 absl::StatusOr<RlweCiphertext> EncryptWords(const RingContext& ctx, const RlweSecret& secret,
                                             absl::Span<const uint32_t> words) {
+  he::internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   const size_t n = ctx.n();
   if (words.size() > n) {
     return absl::InvalidArgumentError(
@@ -267,6 +271,7 @@ absl::StatusOr<RlweCiphertext> EncryptWords(const RingContext& ctx, const RlweSe
 
 absl::StatusOr<std::vector<uint32_t>> DecryptWords(const RingContext& ctx, const RlweSecret& secret,
                                                    const RlweCiphertext& ct) {
+  he::internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   const size_t n = ctx.n();
   if (absl::Status s = CheckSize(ctx, ct.c0.size(), ct.c1.size(), ctx.k() * n, "ciphertext");
       !s.ok()) {
@@ -305,6 +310,7 @@ absl::StatusOr<SwitchedCiphertext> ModSwitch(const RingContext& ctx, const RlweC
 absl::StatusOr<std::vector<uint32_t>> DecryptSwitched(const RingContext& ctx,
                                                       const RlweSecret& secret,
                                                       const SwitchedCiphertext& ct) {
+  he::internal::SecretNttScope wipe_ntt_scratch;  // a transform of secret data
   const size_t n = ctx.n();
   if (absl::Status s = CheckSize(ctx, ct.c0.size(), ct.c1.size(), n, "switched ciphertext");
       !s.ok()) {

@@ -236,5 +236,28 @@ TEST_F(Serialization, RejectsMalformedBytes) {
             std::string::npos);
 }
 
+// The bits past a polynomial's last residue must be zero (one encoding per ciphertext). Rings of
+// N >= 8 fill whole bytes; at N = 4 with c_0 rounded by one bit its rows take 4 x (29 + 30 + 30)
+// = 356 bits, 4 of them padding.
+TEST(SerializationPadding, NonzeroPaddingBitsAreRefused) {
+  constexpr int kLogN = 2;
+  const std::vector<uint64_t> primes = *GenerateNttPrimes(30, uint64_t{2} << kLogN, 4);
+  const std::vector<uint64_t> t = *GenerateNttPrimes(17, uint64_t{2} << kLogN, 1);
+  const std::shared_ptr<const BfvContext> ctx = *BfvContext::Create(
+      *BfvParams::Create(kLogN, {primes[0], primes[1], primes[2]}, primes[3], t[0]));
+  const SecretKey sk = GenerateSecretKey(*ctx);
+  const Ciphertext ct = *EncryptSymmetric(*ctx, sk, Plaintext{ctx->id(), {1, 2, 3, 4}});
+  const std::vector<uint8_t> bytes = *SerializeCiphertext(*ctx, ct, 1);
+  ASSERT_TRUE(ParseCiphertext(*ctx, bytes).ok());
+  const size_t last = bytes.size() - sizeof(Seed) - 1;  // c_0's last byte, then c_1's seed
+  ASSERT_EQ(bytes[last] >> 4, 0);
+  for (int b = 4; b < 8; ++b) {
+    std::vector<uint8_t> bad = bytes;
+    bad[last] ^= static_cast<uint8_t>(1u << b);
+    EXPECT_EQ(ParseCiphertext(*ctx, bad).status().message(),
+              "ciphertext c_0: nonzero padding bits");
+  }
+}
+
 }  // namespace
 }  // namespace veil::he

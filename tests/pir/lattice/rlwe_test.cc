@@ -1,12 +1,16 @@
 #include "pir/lattice/rlwe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pir/he/scratch.h"
+#include "pir/lattice/expansion.h"
 #include "tests/pir/lattice/test_support.h"
 
 namespace veil::lattice {
@@ -160,6 +164,35 @@ TEST(RlweTest, SwitchedCiphertextBytesAreEightNAndRoundTrip) {
   const absl::StatusOr<SwitchedCiphertext> bad = ParseSwitched(ctx, bytes);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("residue 2 is not below 536813569"));
+}
+
+// The 32-bit NTT kernels keep a narrowed copy of their input in this thread's scratch (after an
+// inverse transform, its output times N): every transform of the secret, of a message or of a
+// decryption's phase is wiped from it before the function returns (tests/pir/he/
+// ntt_scratch_wipe_test.cc has the BFV side and the control).
+TEST(RlweTest, SecretTransformsWipeTheNttScratch) {
+  const RingContext ctx = DefaultContext();
+  const size_t n = ctx.n();
+  const auto leaves_zero = [n](const auto& fn) {
+    using he::internal::GetScratch;
+    using he::internal::Scratch;
+    std::fill_n(GetScratch(Scratch::kNarrowNtt, n), n, 0xa5a5a5a5a5a5a5a5);
+    fn();
+    const uint64_t* s = GetScratch(Scratch::kNarrowNtt, n);
+    return std::all_of(s, s + n, [](uint64_t w) { return w == 0; });
+  };
+  std::optional<RlweSecret> secret;
+  EXPECT_TRUE(leaves_zero([&] { secret.emplace(RlweSecret::Generate(ctx)); }));
+  const std::vector<uint32_t> words = {7, 1u << 31, 12345};
+  RlweCiphertext ct;
+  EXPECT_TRUE(leaves_zero([&] { ct = *EncryptWords(ctx, *secret, words); }));
+  EXPECT_TRUE(leaves_zero([&] {
+    EXPECT_TRUE(std::equal(words.begin(), words.end(), DecryptWords(ctx, *secret, ct)->begin()));
+  }));
+  const SwitchedCiphertext switched = *ModSwitch(ctx, ct);
+  EXPECT_TRUE(leaves_zero([&] { (void)*DecryptSwitched(ctx, *secret, switched); }));
+  std::vector<uint64_t> message(ctx.k() * n, 1);
+  EXPECT_TRUE(leaves_zero([&] { (void)internal::EncryptForExpansion(ctx, *secret, absl::MakeSpan(message)); }));
 }
 
 }  // namespace
