@@ -111,6 +111,14 @@ bool RowProductUsesAvx2F64(const Modulus& q);
 // every input below q (out may alias a or b).
 size_t RowProductAvx2F64(const Modulus& q, size_t n, const uint64_t* a, const uint64_t* b,
                          uint64_t* out);
+// The steps of the mixed-radix conversions (serialization.cc), on the same condition for q and
+// with every y below 2^50: out[c] = (x[c] - (y[c] mod q)) w mod q and
+// out[c] = (acc[c] w + (y[c] mod q)) mod q, with x, acc and w below q, for c below n rounded
+// down to a multiple of 4, which they return (out may alias x, acc or y).
+size_t SubReducedMulAvx2F64(const Modulus& q, uint64_t w, size_t n, const uint64_t* x,
+                            const uint64_t* y, uint64_t* out);
+size_t MulAddReducedAvx2F64(const Modulus& q, uint64_t w, size_t n, const uint64_t* acc,
+                            const uint64_t* y, uint64_t* out);
 
 // out[c] = (x[c] - y[c]) w[c] mod q for c < n, with x, y, w below q and w_shoup[c] =
 // ShoupPrecompute(w[c], q); one w (w[0], w_shoup[0]) for every c when w_step is 0, else w_step

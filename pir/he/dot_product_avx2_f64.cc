@@ -10,7 +10,9 @@
 // hi (2^32 mod q) + lo, each half a product of the same kind (hi < 2^31, lo < 2^32: the estimate
 // is as close). Slots are taken kTile at a time, each term's rows read in runs of kTile, the sums
 // in L1 (reading 4 slots of every term at a time, 3 x terms streams, was slower than the
-// reference at 512 terms).
+// reference at 512 terms). The same products serve MultiplyRows (RowProductAvx2F64) and the
+// serialization's mixed-radix conversions (SubReducedMulAvx2F64, MulAddReducedAvx2F64), whose
+// digits are first reduced as y - floor(y fl(1 / q)) q, exact by FMA and within one q.
 #include <immintrin.h>
 
 #include "pir/he/dot_product.h"
@@ -38,6 +40,22 @@ struct F64Mod {
 
   __m256d q, inverse, magic;
 };
+
+// Residues below 2^52 to and from doubles.
+__m256d Load(const uint64_t* p) {
+  return WordsToDoubles(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+void Store(uint64_t* p, __m256d x) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), DoublesToWords(x));
+}
+
+// y mod q in [0, q) for y < 2^52: the estimate floor(y fl(1 / q)) is within one of floor(y / q),
+// so y - e q, exact by FMA, is in [-q, 2q).
+__m256d ReduceF64(const F64Mod& m, __m256d y) {
+  const __m256d e = _mm256_floor_pd(_mm256_mul_pd(y, m.inverse));
+  return SubIfAtLeast(AddIfNegative(_mm256_fnmadd_pd(e, m.q, y), m.q), m.q);
+}
 
 // A run's sums (the bits of `terms` products plus the magic each) to [0, q): s = sum - terms
 // magic + terms q is in [0, 3 terms q), below 2^63; s = hi 2^32 + lo, hi (2^32 mod q) + lo.
@@ -105,16 +123,39 @@ void PlainDotProductAvx2F64(const DotProductArgs& a) {
 size_t RowProductAvx2F64(const Modulus& q, size_t n, const uint64_t* a, const uint64_t* b,
                          uint64_t* out) {
   const F64Mod m(q.value());
-  const auto load = [](const uint64_t* p) {
-    return WordsToDoubles(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  };
   size_t c = 0;
   for (; c + 4 <= n; c += 4) {
-    const __m256d x = load(a + c), y = load(b + c);
+    const __m256d x = Load(a + c), y = Load(b + c);
     const __m256d r = AddIfNegative(m.Product(y, _mm256_mul_pd(y, m.inverse), x), m.q);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), DoublesToWords(SubIfAtLeast(r, m.q)));
+    Store(out + c, SubIfAtLeast(r, m.q));
   }
   return c;  // the caller takes the rest (no Modulus arithmetic compiled for AVX2 here)
+}
+
+size_t SubReducedMulAvx2F64(const Modulus& q, uint64_t w, size_t n, const uint64_t* x,
+                            const uint64_t* y, uint64_t* out) {
+  const F64Mod m(q.value());
+  const __m256d wd = _mm256_set1_pd(static_cast<double>(w));
+  const __m256d w_over_q = _mm256_mul_pd(wd, m.inverse);
+  size_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    const __m256d d = AddIfNegative(_mm256_sub_pd(Load(x + c), ReduceF64(m, Load(y + c))), m.q);
+    Store(out + c, SubIfAtLeast(AddIfNegative(m.Product(wd, w_over_q, d), m.q), m.q));
+  }
+  return c;
+}
+
+size_t MulAddReducedAvx2F64(const Modulus& q, uint64_t w, size_t n, const uint64_t* acc,
+                            const uint64_t* y, uint64_t* out) {
+  const F64Mod m(q.value());
+  const __m256d wd = _mm256_set1_pd(static_cast<double>(w));
+  const __m256d w_over_q = _mm256_mul_pd(wd, m.inverse);
+  size_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    const __m256d p = SubIfAtLeast(AddIfNegative(m.Product(wd, w_over_q, Load(acc + c)), m.q), m.q);
+    Store(out + c, SubIfAtLeast(_mm256_add_pd(p, ReduceF64(m, Load(y + c))), m.q));
+  }
+  return c;
 }
 
 }  // namespace veil::he::internal

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "pir/he/dot_product.h"
 #include "pir/he/poly.h"
 
 namespace veil::he {
@@ -39,6 +40,12 @@ absl::Status CheckRoundBits(const BfvContext& ctx, int bits) {
   return absl::OkStatus();
 }
 
+// Whether the conversions' steps modulo q, reading digits below `from`, run on the FMA lanes
+// (dot_product.h): both at most 50 bits, the CPU with AVX2 and FMA. Bit for bit the scalar steps.
+bool OnFmaLanes(const Modulus& q, const Modulus& from) {
+  return from.bits() <= 50 && internal::RowProductUsesAvx2F64(q);
+}
+
 // Mixed-radix digits of the k x N residues p (Garner's algorithm): x_j < q_j with
 // p = x_0 + q_0 (x_1 + q_1 (x_2 + ...)). Multiplications by constants: Shoup's.
 std::vector<uint64_t> ToMixedRadix(const BfvContext& ctx, const uint64_t* p) {
@@ -52,7 +59,10 @@ std::vector<uint64_t> ToMixedRadix(const BfvContext& ctx, const uint64_t* p) {
       const uint64_t w = *m.Inverse(m.Reduce(ctx.modulus(i).value()));
       const uint64_t w_shoup = m.ShoupOf(w);
       const uint64_t* xi = x.data() + i * n;
-      for (size_t c = 0; c < n; ++c) {
+      const size_t done = OnFmaLanes(m, ctx.modulus(i))
+                              ? internal::SubReducedMulAvx2F64(m, w, n, xj, xi, xj)
+                              : 0;
+      for (size_t c = done; c < n; ++c) {
         xj[c] = MulShoup(m.Sub(xj[c], m.Reduce(xi[c])), w, w_shoup, m.value());
       }
     }
@@ -73,7 +83,10 @@ void FromMixedRadix(const BfvContext& ctx, const std::vector<uint64_t>& x, uint6
       const uint64_t w = m.Reduce(ctx.modulus(j).value());
       const uint64_t w_shoup = m.ShoupOf(w);
       const uint64_t* xj = x.data() + j * n;
-      for (size_t c = 0; c < n; ++c) {
+      const size_t done = OnFmaLanes(m, ctx.modulus(j))
+                              ? internal::MulAddReducedAvx2F64(m, w, n, acc, xj, acc)
+                              : 0;
+      for (size_t c = done; c < n; ++c) {
         acc[c] = m.Add(MulShoup(acc[c], w, w_shoup, m.value()), m.Reduce(xj[c]));
       }
     }

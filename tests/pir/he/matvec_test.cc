@@ -51,6 +51,39 @@ TEST(RowProduct, EqualsPlainArithmetic) {
   }
 }
 
+// The mixed-radix steps on FMA lanes (the serialization's conversions) against 128-bit
+// arithmetic: digits y from a prime of another size (below, equal, above q's), the extremes
+// among them, w and x at q - 1.
+TEST(RowProduct, MixedRadixStepsEqualPlainArithmetic) {
+  std::mt19937_64 rng = Rng(34);
+  for (int bits : {17, 30, 43, 44, 50}) {
+    const Modulus q = *Modulus::Create((*GenerateNttPrimes(bits, 64, 1))[0]);
+    if (!internal::RowProductUsesAvx2F64(q)) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+    for (int y_bits : {20, bits, 50}) {
+      SCOPED_TRACE(::testing::Message() << bits << "-bit q, " << y_bits << "-bit digits");
+      const uint64_t y_max = (uint64_t{1} << y_bits) - 1;
+      const size_t n = 1028;
+      std::vector<uint64_t> x = RandomResidues(n, q.value(), rng);
+      std::vector<uint64_t> y = RandomResidues(n, y_max + 1, rng);
+      x[0] = q.value() - 1;
+      y[0] = y_max;
+      y[1] = 0;
+      y[2] = q.value() <= y_max ? q.value() : y_max;
+      for (const uint64_t w : {uint64_t{1}, q.value() - 1, rng() % q.value()}) {
+        std::vector<uint64_t> sub = x, add = x;
+        ASSERT_EQ(internal::SubReducedMulAvx2F64(q, w, n, sub.data(), y.data(), sub.data()), n);
+        ASSERT_EQ(internal::MulAddReducedAvx2F64(q, w, n, add.data(), y.data(), add.data()), n);
+        for (size_t c = 0; c < n; ++c) {
+          const uint128_t yq = y[c] % q.value();
+          const uint128_t d = (x[c] + q.value() - yq) % q.value();
+          ASSERT_EQ(sub[c], static_cast<uint64_t>(d * w % q.value())) << c;
+          ASSERT_EQ(add[c], static_cast<uint64_t>((uint128_t{x[c]} * w + yq) % q.value())) << c;
+        }
+      }
+    }
+  }
+}
+
 TEST(DotProduct, FastPathMatchesReference) {
   std::mt19937_64 rng = Rng(30);
   for (int bits : {16, 20, 29, 30, 32, 36, 44, 49, 50, 60}) {
