@@ -293,8 +293,9 @@ absl::Status He(const Flags& flags) {
   }
   // glibc returns freed memory at the top of the heap to the OS (trim threshold ~2x the largest
   // freed block) and faults it back in on the next allocation; ciphertexts are hundreds of KiB,
-  // and on this VM a rotation's worth of page faults costs more than the rotation. A serving
-  // process sets the same policy (lines carry malloc_trim_threshold_mb).
+  // and on this VM a rotation's worth of page faults costs more than the rotation. veil-server
+  // sets the same policy (server::KeepFreedMemoryForReuse, which this suite does not link: it
+  // builds without the server; lines carry malloc_trim_threshold_mb).
   mallopt(M_TRIM_THRESHOLD, kTrimThresholdMb << 20);
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   const int log_n = LogN(flags.Int("n", 8192));

@@ -1,5 +1,7 @@
 #include "server/process_memory.h"
 
+#include <malloc.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -20,6 +22,11 @@ uint64_t ResidentKb(pid_t pid) {
     if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kb)) return kb;
   }
   return 0;
+}
+
+void KeepFreedMemoryForReuse() {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 }  // namespace veil::server

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "rpc/tls.h"
+#include "server/process_memory.h"
 #include "server/server.h"
 #include "tools/flags.h"
 
@@ -195,6 +196,7 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  veil::server::KeepFreedMemoryForReuse();
   // Before anything makes OpenSSL allocate: its freed buffers (TLS records) are then wiped.
   veil::rpc::WipeOpenSslMemoryOnFree();
   veil::tools::ParseFlags(argc, argv, kUsage);
