@@ -111,6 +111,9 @@ bool RowProductUsesAvx2F64(const Modulus& q);
 // every input below q (out may alias a or b).
 size_t RowProductAvx2F64(const Modulus& q, size_t n, const uint64_t* a, const uint64_t* b,
                          uint64_t* out);
+// acc[c] = (a[c] b[c] + acc[c]) mod q, the same way (MultiplyAccumulateRows); every input below q.
+size_t RowMultiplyAddAvx2F64(const Modulus& q, size_t n, const uint64_t* a, const uint64_t* b,
+                             uint64_t* acc);
 // The steps of the mixed-radix conversions (serialization.cc), on the same condition for q and
 // with every y below 2^50: out[c] = (x[c] - (y[c] mod q)) w mod q and
 // out[c] = (acc[c] w + (y[c] mod q)) mod q, with x, acc and w below q, for c below n rounded

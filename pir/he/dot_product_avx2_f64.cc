@@ -120,16 +120,33 @@ void PlainDotProductAvx2F64(const DotProductArgs& a) {
   if (tile < a.n) PlainDotProductReference(a, tile);
 }
 
-size_t RowProductAvx2F64(const Modulus& q, size_t n, const uint64_t* a, const uint64_t* b,
-                         uint64_t* out) {
+namespace {
+
+// out = a b (+ out where kAccumulate) mod q, four residues at a time; returns how many.
+template <bool kAccumulate>
+size_t RowProduct(const Modulus& q, size_t n, const uint64_t* a, const uint64_t* b,
+                  uint64_t* out) {
   const F64Mod m(q.value());
   size_t c = 0;
   for (; c + 4 <= n; c += 4) {
     const __m256d x = Load(a + c), y = Load(b + c);
-    const __m256d r = AddIfNegative(m.Product(y, _mm256_mul_pd(y, m.inverse), x), m.q);
-    Store(out + c, SubIfAtLeast(r, m.q));
+    __m256d r = SubIfAtLeast(AddIfNegative(m.Product(y, _mm256_mul_pd(y, m.inverse), x), m.q), m.q);
+    if constexpr (kAccumulate) r = SubIfAtLeast(_mm256_add_pd(r, Load(out + c)), m.q);
+    Store(out + c, r);
   }
   return c;  // the caller takes the rest (no Modulus arithmetic compiled for AVX2 here)
+}
+
+}  // namespace
+
+size_t RowProductAvx2F64(const Modulus& q, size_t n, const uint64_t* a, const uint64_t* b,
+                         uint64_t* out) {
+  return RowProduct<false>(q, n, a, b, out);
+}
+
+size_t RowMultiplyAddAvx2F64(const Modulus& q, size_t n, const uint64_t* a, const uint64_t* b,
+                             uint64_t* acc) {
+  return RowProduct<true>(q, n, a, b, acc);
 }
 
 size_t SubReducedMulAvx2F64(const Modulus& q, uint64_t w, size_t n, const uint64_t* x,

@@ -60,7 +60,9 @@ void MultiplyAccumulateRows(absl::Span<const NttTables> rows, const uint64_t* a,
   for (size_t j = 0; j < rows.size(); ++j) {
     const Modulus& q = rows[j].modulus();
     const size_t n = rows[j].n(), base = j * n;
-    for (size_t c = 0; c < n; ++c) {
+    const size_t done =
+        RowProductUsesAvx2F64(q) ? RowMultiplyAddAvx2F64(q, n, a + base, b + base, acc + base) : 0;
+    for (size_t c = done; c < n; ++c) {
       acc[base + c] = q.Reduce(static_cast<uint128_t>(a[base + c]) * b[base + c] + acc[base + c]);
     }
   }

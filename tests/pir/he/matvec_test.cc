@@ -47,6 +47,19 @@ TEST(RowProduct, EqualsPlainArithmetic) {
       EXPECT_EQ(done, internal::RowProductUsesAvx2F64(q) ? n / 4 * 4 : 0);
       for (size_t c = done; c < n; ++c) got[c] = q.Mul(a[c], b[c]);
       ASSERT_EQ(got, want) << n;
+      // And accumulated onto a row of residues (MultiplyAccumulateRows' kernel).
+      const std::vector<uint64_t> base = RandomResidues(n, q.value(), rng);
+      std::vector<uint64_t> acc = base;
+      acc[0] = q.value() - 1;
+      const size_t added = internal::RowProductUsesAvx2F64(q)
+                               ? internal::RowMultiplyAddAvx2F64(q, n, a.data(), b.data(), acc.data())
+                               : 0;
+      EXPECT_EQ(added, done);
+      for (size_t c = 0; c < n; ++c) {
+        const uint64_t start = c == 0 ? q.value() - 1 : base[c];
+        if (c >= added) acc[c] = q.Reduce(static_cast<uint128_t>(a[c]) * b[c] + start);
+        ASSERT_EQ(acc[c], (want[c] + start) % q.value()) << n << " slot " << c;
+      }
     }
   }
 }
