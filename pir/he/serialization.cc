@@ -73,16 +73,16 @@ std::vector<uint64_t> ToMixedRadix(const BfvContext& ctx, const uint64_t* p) {
 // The residues of x_0 + q_0 (x_1 + q_1 (x_2 + ...)) (x_j below q_j) into p: modulo q_i the
 // digits past x_i vanish (their weights are multiples of q_i), so row i is Horner's rule over
 // x_i, ..., x_0.
-void FromMixedRadix(const BfvContext& ctx, const std::vector<uint64_t>& x, uint64_t* p) {
+void FromMixedRadix(const BfvContext& ctx, const uint64_t* x, uint64_t* p) {
   const size_t k = ctx.q_size(), n = ctx.n();
   for (size_t i = 0; i < k; ++i) {
     const Modulus& m = ctx.modulus(i);
     uint64_t* acc = p + i * n;
-    std::copy_n(x.data() + i * n, n, acc);
+    std::copy_n(x + i * n, n, acc);
     for (size_t j = i; j-- > 0;) {
       const uint64_t w = m.Reduce(ctx.modulus(j).value());
       const uint64_t w_shoup = m.ShoupOf(w);
-      const uint64_t* xj = x.data() + j * n;
+      const uint64_t* xj = x + j * n;
       const size_t done = OnFmaLanes(m, ctx.modulus(j))
                               ? internal::MulAddReducedAvx2F64(m, w, n, acc, xj, acc)
                               : 0;
@@ -392,8 +392,9 @@ absl::StatusOr<Ciphertext> ParseCiphertext(const BfvContext& ctx, absl::Span<con
     if (absl::Status s = r.Need(1, "ciphertext"); !s.ok()) return s;
     const int drop = r.U8();
     if (absl::Status s = CheckRoundBits(ctx, drop); !s.ok()) return s;
-    std::vector<uint64_t> x(words);
-    if (absl::Status s = r.Poly(ctx, x.data(), ctx.q_size(), "ciphertext c_0", drop); !s.ok()) {
+    // The digits in c_1's place, which the rest of the parse then fills: no buffer of their own.
+    uint64_t* x = ct.poly(1, words);
+    if (absl::Status s = r.Poly(ctx, x, ctx.q_size(), "ciphertext c_0", drop); !s.ok()) {
       return s;
     }
     // The middle of the dropped range, below q_0: c_0 moves by at most 2^(drop - 1), and its
