@@ -149,30 +149,39 @@ size_t RowMultiplyAddAvx2F64(const Modulus& q, size_t n, const uint64_t* a, cons
   return RowProduct<true>(q, n, a, b, acc);
 }
 
-size_t SubReducedMulAvx2F64(const Modulus& q, uint64_t w, size_t n, const uint64_t* x,
-                            const uint64_t* y, uint64_t* out) {
+namespace {
+
+// out = f(x, y mod q, v -> v w mod q) four residues at a time; returns how many.
+template <class F>
+size_t WithConstant(const Modulus& q, uint64_t w, size_t n, const uint64_t* x, const uint64_t* y,
+                    uint64_t* out, const F& f) {
   const F64Mod m(q.value());
   const __m256d wd = _mm256_set1_pd(static_cast<double>(w));
   const __m256d w_over_q = _mm256_mul_pd(wd, m.inverse);
+  const auto times_w = [&](__m256d v) {
+    return SubIfAtLeast(AddIfNegative(m.Product(wd, w_over_q, v), m.q), m.q);
+  };
   size_t c = 0;
   for (; c + 4 <= n; c += 4) {
-    const __m256d d = AddIfNegative(_mm256_sub_pd(Load(x + c), ReduceF64(m, Load(y + c))), m.q);
-    Store(out + c, SubIfAtLeast(AddIfNegative(m.Product(wd, w_over_q, d), m.q), m.q));
+    Store(out + c, f(m, Load(x + c), ReduceF64(m, Load(y + c)), times_w));
   }
   return c;
 }
 
+}  // namespace
+
+size_t SubReducedMulAvx2F64(const Modulus& q, uint64_t w, size_t n, const uint64_t* x,
+                            const uint64_t* y, uint64_t* out) {
+  return WithConstant(q, w, n, x, y, out, [](const F64Mod& m, __m256d a, __m256d b, auto times_w) {
+    return times_w(AddIfNegative(_mm256_sub_pd(a, b), m.q));
+  });
+}
+
 size_t MulAddReducedAvx2F64(const Modulus& q, uint64_t w, size_t n, const uint64_t* acc,
                             const uint64_t* y, uint64_t* out) {
-  const F64Mod m(q.value());
-  const __m256d wd = _mm256_set1_pd(static_cast<double>(w));
-  const __m256d w_over_q = _mm256_mul_pd(wd, m.inverse);
-  size_t c = 0;
-  for (; c + 4 <= n; c += 4) {
-    const __m256d p = SubIfAtLeast(AddIfNegative(m.Product(wd, w_over_q, Load(acc + c)), m.q), m.q);
-    Store(out + c, SubIfAtLeast(_mm256_add_pd(p, ReduceF64(m, Load(y + c))), m.q));
-  }
-  return c;
+  return WithConstant(q, w, n, acc, y, out, [](const F64Mod& m, __m256d a, __m256d b, auto times_w) {
+    return SubIfAtLeast(_mm256_add_pd(times_w(a), b), m.q);
+  });
 }
 
 }  // namespace veil::he::internal
