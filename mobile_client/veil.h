@@ -265,8 +265,10 @@ typedef struct veil_bag_client_options {
    * decoding) writes it. Without it the client stops alone after a failed answer. NULL: none. */
   const char* failure_latch_file;
   /* Version 10: the threads that encrypt and serialize a lookup's queries (at 2^20 rows a bag's
-   * query takes a core ~0.17 s). 0: as many as the device has cores; negative is refused. */
-  int32_t threads;
+   * query takes a core ~0.17 s). 0: as many as the device has cores; negative or above 2^31 - 1
+   * is refused. 64 bits so that the struct grows on every ABI (on 32-bit ARM a 32-bit field
+   * would fill version 9's tail padding and leave its size, and so the version check, alone). */
+  int64_t threads;
 } veil_bag_client_options;
 
 typedef struct veil_bag_table_info {

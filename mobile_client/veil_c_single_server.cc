@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,7 +82,12 @@ int veil_bag_client_connect(const veil_bag_client_options* options, veil_bag_cli
     if (options->row_key_file != nullptr) o.row_key_file = options->row_key_file;
     o.min_epoch = options->min_epoch;
     if (options->failure_latch_file != nullptr) o.failure_latch_file = options->failure_latch_file;
-    o.threads = options->threads;
+    if (options->threads > std::numeric_limits<int>::max()) {
+      return Fail(absl::StatusCode::kInvalidArgument,
+                  absl::StrCat("threads is ", options->threads, ": at most ",
+                               std::numeric_limits<int>::max()));
+    }
+    o.threads = static_cast<int>(options->threads);  // a negative count: Connect refuses it
     auto client = veil::client::BagClient::Connect(o);
     if (!client.ok()) return Fail(client.status());
     *out_client = Register(new veil_bag_client{*std::move(client)});

@@ -1,6 +1,9 @@
 #include "pir/he/encoder.h"
 
+#include <sodium.h>
+
 #include "absl/strings/str_cat.h"
+#include "pir/he/scratch.h"
 
 namespace veil::he {
 
@@ -9,9 +12,13 @@ absl::StatusOr<Plaintext> EncodeSlots(const BfvContext& ctx, absl::Span<const ui
   if (values.size() > n) {
     return absl::InvalidArgumentError(absl::StrCat(values.size(), " slot values given, N = ", n));
   }
+  // Slot values are a client's secrets (a bag's weights): the transform's scratch is wiped, and
+  // so are the values placed before a bad one.
+  internal::SecretNttScope wipe_ntt_scratch;
   Plaintext m{ctx.id(), std::vector<uint64_t>(n, 0)};
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i] >= ctx.params().t) {
+      sodium_memzero(m.coeffs.data(), m.coeffs.size() * sizeof(uint64_t));
       return absl::InvalidArgumentError(
           absl::StrCat("slot value ", values[i], " is not below t = ", ctx.params().t));
     }
@@ -34,7 +41,9 @@ absl::StatusOr<Plaintext> EncodeSignedSlots(const BfvContext& ctx,
     }
     residues[i] = v >= 0 ? static_cast<uint64_t>(v) : t - static_cast<uint64_t>(-v);
   }
-  return EncodeSlots(ctx, residues);
+  absl::StatusOr<Plaintext> m = EncodeSlots(ctx, residues);
+  sodium_memzero(residues.data(), residues.size() * sizeof(uint64_t));
+  return m;
 }
 
 absl::StatusOr<std::vector<uint64_t>> DecodeSlots(const BfvContext& ctx, const Plaintext& m) {
@@ -43,10 +52,12 @@ absl::StatusOr<std::vector<uint64_t>> DecodeSlots(const BfvContext& ctx, const P
     return absl::InvalidArgumentError(
         absl::StrCat("plaintext has ", m.coeffs.size(), " coefficients, N = ", ctx.n()));
   }
+  internal::SecretNttScope wipe_ntt_scratch;  // a decrypted message
   std::vector<uint64_t> ntt = m.coeffs;
   ctx.plain_ntt().Forward(ntt.data());
   std::vector<uint64_t> values(ctx.n());
   for (size_t i = 0; i < ctx.n(); ++i) values[i] = ntt[ctx.slot_index()[i]];
+  sodium_memzero(ntt.data(), ntt.size() * sizeof(uint64_t));
   return values;
 }
 

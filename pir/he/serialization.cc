@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "pir/he/dot_product.h"
 #include "pir/he/poly.h"
+#include "pir/he/scratch.h"
 
 namespace veil::he {
 namespace {
@@ -595,6 +596,7 @@ absl::StatusOr<std::vector<RgswCiphertext>> ParseRgswCiphertexts(const BfvContex
 absl::StatusOr<std::vector<uint8_t>> SerializeSecretKey(const BfvContext& ctx,
                                                         const SecretKey& sk) {
   if (absl::Status s = CheckSecretKey(ctx, sk); !s.ok()) return s;
+  internal::SecretNttScope wipe_ntt_scratch;  // s's transform
   const size_t n = ctx.n();
   std::vector<uint64_t> s0(sk.ntt.begin(), sk.ntt.begin() + n);
   ctx.ntt(0).Inverse(s0.data());
@@ -635,6 +637,7 @@ absl::StatusOr<SecretKey> ParseSecretKey(const BfvContext& ctx, absl::Span<const
     }
   }
   if (absl::Status s = r.Done("secret key"); !s.ok()) return s;
+  internal::SecretNttScope wipe_ntt_scratch;  // s's transform
   internal::ForwardNtt(ctx.qp_ntt(), sk.ntt.data());
   return sk;
 }

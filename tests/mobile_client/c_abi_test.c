@@ -446,6 +446,10 @@ int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64
   CHECK(veil_bag_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
   CHECK(strstr(veil_last_error(), "threads must be 0") != NULL);
   CHECK(client == NULL);
+  options.threads = (int64_t)1 << 31;
+  CHECK(veil_bag_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "threads is 2147483648") != NULL);
+  CHECK(client == NULL);
   /* threads reaches the client: a negative count is refused above, two give the same sums. */
   options.threads = 2;
   CHECK(veil_bag_client_connect(&options, &client) == VEIL_OK);

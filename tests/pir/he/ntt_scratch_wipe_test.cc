@@ -13,10 +13,12 @@
 
 #include "gtest/gtest.h"
 #include "pir/he/bfv.h"
+#include "pir/he/bfv_params.h"
 #include "pir/he/compressed.h"
 #include "pir/he/encoder.h"
 #include "pir/he/poly.h"
 #include "pir/he/scratch.h"
+#include "pir/he/serialization.h"
 #include "tests/pir/he/test_support.h"
 
 namespace veil::he {
@@ -71,6 +73,23 @@ TEST(NttScratch, SecretTransformsWipeIt) {
   EXPECT_TRUE(LeavesTheScratchZero(n, [&] {
     (void)*GenerateGaloisKeys(*ctx, sk, {*GaloisElementForStep(ctx->params().log_n, 1)});
   }));
+  std::vector<uint8_t> sk_bytes;
+  EXPECT_TRUE(LeavesTheScratchZero(n, [&] { sk_bytes = *SerializeSecretKey(*ctx, sk); }));
+  EXPECT_TRUE(LeavesTheScratchZero(n, [&] { EXPECT_EQ(ParseSecretKey(*ctx, sk_bytes)->ntt, sk.ntt); }));
+}
+
+// The slots' transforms modulo t: on a set whose t is narrow enough for the narrowing kernels (a
+// 20-bit t; the bag's 58-bit t runs the scalar kernel), encoding a bag's weights and decoding a
+// decrypted message leave nothing either.
+TEST(NttScratch, SlotTransformsWipeIt) {
+  const std::shared_ptr<const BfvContext> ctx = *BfvContext::Create(*BfvParams::Standard(12, 20));
+  const size_t n = ctx->n();
+  Plaintext m;
+  EXPECT_TRUE(LeavesTheScratchZero(n, [&] { m = *EncodeSlots(*ctx, {5, 6, 7}); }));
+  EXPECT_TRUE(LeavesTheScratchZero(n, [&] {
+    EXPECT_EQ((*DecodeSlots(*ctx, m))[1], 6u);
+  }));
+  EXPECT_TRUE(LeavesTheScratchZero(n, [&] { (void)*EncodeSignedSlots(*ctx, {-5, 6}); }));
 }
 
 }  // namespace
