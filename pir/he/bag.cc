@@ -28,6 +28,14 @@ uint64_t GetLe(absl::Span<const uint8_t> in, size_t at, int bytes) {
   return v;
 }
 
+// A bag query's first 8 bytes: magic, version and block count.
+std::vector<uint8_t> QueryHeader(size_t count) {
+  std::vector<uint8_t> out(kQueryMagic, kQueryMagic + 3);
+  out.push_back(kBagVersion);
+  PutLe(out, count, 4);
+  return out;
+}
+
 uint64_t ToResidue(int64_t v, uint64_t t) {
   return v >= 0 ? static_cast<uint64_t>(v) % t : t - static_cast<uint64_t>(-v) % t;
 }
@@ -84,10 +92,8 @@ absl::StatusOr<std::vector<uint8_t>> SerializeBagQuery(const BfvContext& ctx, co
     if (!bytes.ok()) return bytes.status();
     size += 4 + bytes->size();
   }
-  std::vector<uint8_t> out(kQueryMagic, kQueryMagic + 3);
+  std::vector<uint8_t> out = QueryHeader(q.blocks.size());
   out.reserve(size);
-  out.push_back(kBagVersion);
-  PutLe(out, q.blocks.size(), 4);
   for (const absl::StatusOr<std::vector<uint8_t>>& bytes : blocks) {
     PutLe(out, bytes->size(), 4);
     out.insert(out.end(), bytes->begin(), bytes->end());
@@ -280,17 +286,14 @@ absl::StatusOr<std::vector<uint8_t>> BagClient::SerializedQuery(absl::Span<const
                                                                 absl::Span<const int64_t> weights,
                                                                 int round_bits,
                                                                 int threads) const {
-  if (round_bits < 0 || round_bits >= ctx_->modulus(0).bits()) {
-    return absl::InvalidArgumentError(absl::StrCat("c_0 rounded by ", round_bits, " bits (0 to ",
-                                                   ctx_->modulus(0).bits() - 1, ")"));
+  if (round_bits != 0) {
+    if (absl::Status s = CheckRoundBits(*ctx_, round_bits); !s.ok()) return s;
   }
   absl::StatusOr<std::vector<std::vector<uint64_t>>> packed = Slots(rows, weights);
   if (!packed.ok()) return packed.status();
   const size_t count = packed->size();
   const size_t block_bytes = CiphertextBytes(*ctx_, 2, /*seeded=*/true, round_bits);
-  std::vector<uint8_t> out(kQueryMagic, kQueryMagic + 3);
-  out.push_back(kBagVersion);
-  PutLe(out, count, 4);
+  std::vector<uint8_t> out = QueryHeader(count);
   out.resize(out.size() + count * (4 + block_bytes));
   // Each block encrypted, serialized into its place and dropped on one of the threads.
   std::vector<absl::Status> status(count);

@@ -150,8 +150,8 @@ class BagClient {
   // threads.
   absl::StatusOr<BagQuery> Query(absl::Span<const uint64_t> rows, absl::Span<const int64_t> weights,
                                  int threads = 1) const;
-  // The same query serialized as SerializeBagQuery would with round_bits (0 to bits(q_0) - 1,
-  // else INVALID_ARGUMENT), each block serialized on its thread as soon as it is encrypted and
+  // The same query serialized as SerializeBagQuery would with round_bits (0, or
+  // CheckRoundBits' range), each block serialized on its thread as soon as it is encrypted and
   // dropped: the lookup holds the message and a block per thread, not every block's ciphertext
   // (at 2^20 rows 18.6 MB instead of 64 MiB more).
   absl::StatusOr<std::vector<uint8_t>> SerializedQuery(absl::Span<const uint64_t> rows,

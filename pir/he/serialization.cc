@@ -32,14 +32,6 @@ size_t PolyBytes(const BfvContext& ctx, size_t rows, int drop = 0) {
 constexpr uint8_t kSeeded = 1;
 constexpr uint8_t kRoundedC0 = 2;
 
-// A rounded c_0's dropped bits: 1 to bits(q_0) - 1.
-absl::Status CheckRoundBits(const BfvContext& ctx, int bits) {
-  if (bits < 1 || bits >= ctx.modulus(0).bits()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("c_0 rounded by ", bits, " bits (1 to ", ctx.modulus(0).bits() - 1, ")"));
-  }
-  return absl::OkStatus();
-}
 
 // Whether the conversions' steps modulo q, reading digits below `from`, run on the FMA lanes
 // (dot_product.h): both at most 50 bits, the CPU with AVX2 and FMA. Bit for bit the scalar steps.
@@ -317,6 +309,14 @@ size_t KeySwitchKeyBytes(const BfvContext& ctx) {
 }
 
 }  // namespace
+
+absl::Status CheckRoundBits(const BfvContext& ctx, int bits) {
+  if (bits < 1 || bits >= ctx.modulus(0).bits()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("c_0 rounded by ", bits, " bits (1 to ", ctx.modulus(0).bits() - 1, ")"));
+  }
+  return absl::OkStatus();
+}
 
 size_t CiphertextBytes(const BfvContext& ctx, size_t size, bool seeded, int round_c0_bits) {
   const size_t poly = PolyBytes(ctx, ctx.q_size());

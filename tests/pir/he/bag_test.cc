@@ -167,7 +167,7 @@ TEST(Bag, RejectsBadInput) {
   EXPECT_EQ(client->SerializedQuery({1, 1}, {1, 1}, 0).status().message(), "bag row 1 repeats");
   const int q0_bits = ctx->modulus(0).bits();
   EXPECT_EQ(client->SerializedQuery({1}, {1}, -1).status().message(),
-            absl::StrCat("c_0 rounded by -1 bits (0 to ", q0_bits - 1, ")"));
+            absl::StrCat("c_0 rounded by -1 bits (1 to ", q0_bits - 1, ")"));
   EXPECT_EQ(client->SerializedQuery({1}, {1}, q0_bits).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseBagQuery(*ctx, *client->SerializedQuery({1}, {1}, q0_bits - 1), 1)->round_bits,
