@@ -82,12 +82,15 @@ int veil_bag_client_connect(const veil_bag_client_options* options, veil_bag_cli
     if (options->row_key_file != nullptr) o.row_key_file = options->row_key_file;
     o.min_epoch = options->min_epoch;
     if (options->failure_latch_file != nullptr) o.failure_latch_file = options->failure_latch_file;
-    if (options->threads > std::numeric_limits<int>::max()) {
+    // Out of int's range on either side refused here (a cast would keep the low 32 bits: a
+    // positive count for -2^40 + 1,536); a negative count in range Connect refuses.
+    if (options->threads < std::numeric_limits<int>::min() ||
+        options->threads > std::numeric_limits<int>::max()) {
       return Fail(absl::StatusCode::kInvalidArgument,
-                  absl::StrCat("threads is ", options->threads, ": at most ",
+                  absl::StrCat("threads is ", options->threads, ": 0 (the device's cores) to ",
                                std::numeric_limits<int>::max()));
     }
-    o.threads = static_cast<int>(options->threads);  // a negative count: Connect refuses it
+    o.threads = static_cast<int>(options->threads);
     auto client = veil::client::BagClient::Connect(o);
     if (!client.ok()) return Fail(client.status());
     *out_client = Register(new veil_bag_client{*std::move(client)});

@@ -82,6 +82,10 @@ def test_what_bfv_bag_does_not_do_and_bad_arguments_are_clear_errors(bag_server)
         veil.Client(server.addresses[0], protocol="bfv-bag", hint_cache="hints")
     with pytest.raises(veil.InvalidArgumentError, match="threads must be 0"):
         server.client(row_key=key, threads=-1)
+    with pytest.raises(veil.InvalidArgumentError, match="threads is 1099511627776"):
+        server.client(row_key=key, threads=2**40)
+    with pytest.raises(veil.InvalidArgumentError, match="threads is -1099511627776"):
+        server.client(row_key=key, threads=-2**40)
     with pytest.raises(veil.InvalidArgumentError, match="bfv-bag only, not of dpf2"):
         veil.Client(("127.0.0.1:1", "127.0.0.1:2"), threads=2)
     # The client still works after all of these.

@@ -136,6 +136,10 @@ class Client:
             raise InvalidArgumentError(
                 StatusCode.INVALID_ARGUMENT,
                 f"threads is an option of bfv-bag only, not of {protocol}")
+        if not -2**31 <= threads <= 2**31 - 1:  # a negative one in range: the client refuses it
+            raise InvalidArgumentError(
+                StatusCode.INVALID_ARGUMENT,
+                f"threads is {threads}: 0 (the machine's cores) to {2**31 - 1}")
         if timeout is None:
             timeout = 30.0 if protocol == "bfv-bag" else 5.0
         latch = os.fspath(failure_latch) if failure_latch is not None else ""

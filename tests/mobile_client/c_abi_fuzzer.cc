@@ -1,8 +1,8 @@
 // Fuzz target for the C ABI's inputs that need no server (mobile_client/veil.h): layout files
 // (veil_layout_open, then the calls on the handle, after close, and a double close), the options
 // structs of veil_client_connect and veil_bag_client_connect (struct_size, PRG name, missing
-// addresses; the address is a closed loopback port, so nothing is ever reached), and return code
-// names. The first byte chooses which; the rest is its input.
+// addresses, the bag client's threads; the address is a closed loopback port, so nothing is ever
+// reached), and return code names. The first byte chooses which; the rest is its input.
 // Invariants: every call returns a code veil.h documents for it, sets a message on failure, and
 // a closed handle is refused (INVALID_ARGUMENT), never used.
 #include <sodium.h>
@@ -86,7 +86,7 @@ void FuzzClientOptions(const uint8_t* data, size_t size) {
   Check(client == nullptr, "a failed connect left a handle");
 }
 
-// struct_size (4 bytes), flags (1 byte: bit 0 no server).
+// struct_size (4 bytes), flags (1 byte: bit 0 no server), threads (8 bytes, if present).
 void FuzzBagOptions(const uint8_t* data, size_t size) {
   if (size < 5) return;
   veil_bag_client_options options;
@@ -94,10 +94,15 @@ void FuzzBagOptions(const uint8_t* data, size_t size) {
   std::memcpy(&options.struct_size, data, 4);
   options.server = (data[4] & 1) != 0 ? nullptr : kClosedPort;
   options.timeout_ms = 1000;
+  if (size >= 13) std::memcpy(&options.threads, data + 5, 8);
   veil_bag_client* client = reinterpret_cast<veil_bag_client*>(&options);
   const int rc = veil_bag_client_connect(&options, &client);
   CheckFailure(rc, {VEIL_ERR_INVALID_ARGUMENT, VEIL_ERR_UNAVAILABLE, VEIL_ERR_DEADLINE_EXCEEDED},
                "veil_bag_client_connect: undocumented code");
+  // A thread count out of range is refused before anything is reached.
+  if (options.threads < 0 || options.threads > INT32_MAX) {
+    Check(rc == VEIL_ERR_INVALID_ARGUMENT, "a bad thread count was not refused");
+  }
   Check(client == nullptr, "a failed connect left a handle");
 }
 
@@ -144,6 +149,14 @@ std::vector<std::vector<uint8_t>> Seeds() {
           Options(kClientOptions, sizeof(veil_client_options), 4, ""),
           Options(kBagOptions, sizeof(veil_bag_client_options), 0, ""),
           Options(kBagOptions, sizeof(veil_bag_client_options), 1, ""),
+          Options(kBagOptions, sizeof(veil_bag_client_options), 0,
+                  std::string("\xff\xff\xff\xff\xff\xff\xff\xff", 8)),  // threads -1
+          Options(kBagOptions, sizeof(veil_bag_client_options), 0,
+                  std::string("\0\0\0\x80\0\0\0\0", 8)),  // threads 2^31
+          Options(kBagOptions, sizeof(veil_bag_client_options), 0,
+                  std::string("\0\x06\0\0\0\xff\xff\xff", 8)),  // -2^40 + 1,536
+          Options(kBagOptions, sizeof(veil_bag_client_options), 0,
+                  std::string("\x02\0\0\0\0\0\0\0", 8)),  // threads 2
           Bytes(kStatusName, {0xf3, 0xff, 0xff, 0xff})};
 }
 

@@ -450,6 +450,11 @@ int veil_c_abi_bag_checks(const char* bag_server, const char* dpf_server, uint64
   CHECK(veil_bag_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
   CHECK(strstr(veil_last_error(), "threads is 2147483648") != NULL);
   CHECK(client == NULL);
+  /* below int's range: refused, not truncated to its low 32 bits (1,536 threads) */
+  options.threads = -((int64_t)1 << 40) + 1536;
+  CHECK(veil_bag_client_connect(&options, &client) == VEIL_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(veil_last_error(), "threads is -1099511626240") != NULL);
+  CHECK(client == NULL);
   /* threads reaches the client: a negative count is refused above, two give the same sums. */
   options.threads = 2;
   CHECK(veil_bag_client_connect(&options, &client) == VEIL_OK);

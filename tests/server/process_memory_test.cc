@@ -1,6 +1,8 @@
 // veil-server's allocator policy (server::KeepFreedMemoryForReuse), in a process of its own: with
 // glibc's defaults a query-sized block is a mapping of its own, unmapped when freed; with the
 // policy it comes from the heap and stays there, faulted in, for the next query.
+#include "server/process_memory.h"
+
 #include <malloc.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <cstring>
 
 #include "gtest/gtest.h"
-#include "server/process_memory.h"
 
 namespace veil::server {
 namespace {
