@@ -33,23 +33,36 @@ absl::Status CheckPlaintext(const BfvContext& ctx, const Plaintext& m) {
 // c0 += round(Q m / t) (k rows, coefficient form).
 void AddScaledMessage(const BfvContext& ctx, const Plaintext& m, uint64_t* c0) {
   // round(Q m / t) = floor(Q / t) m + round((Q mod t) m / t) in each q_j, with no branch or
-  // division instruction on the (secret) message: Shoup's products by floor(Q / t) mod q_j and a
-  // constant-time division by t.
+  // division instruction on the (secret) message: Shoup's products by floor(Q / t) mod q_j, and
+  // the rounded quotient by t from Shoup's quotient estimate of (Q mod t) m.
   const size_t n = ctx.n(), k = ctx.q_size();
-  const uint64_t half = (ctx.params().t + 1) / 2;
-  const Modulus& t = ctx.plain_modulus();
+  const uint64_t t = ctx.params().t, half = (t + 1) / 2;
   const internal::EncodeConstants& e = ctx.encode();
+  const uint64_t q_mod_t_shoup = ctx.plain_modulus().ShoupOf(e.q_mod_t);
   std::vector<uint64_t> shoup(k);
   for (size_t j = 0; j < k; ++j) shoup[j] = ctx.modulus(j).ShoupOf(e.q_div_t[j]);
-  for (size_t c = 0; c < n; ++c) {
-    const uint64_t fix = t.Divide(static_cast<uint128_t>(e.q_mod_t) * m.coeffs[c] + half);
+  // A block of coefficients at a time: its rounded quotients, then each prime's row over the
+  // block with that prime's constants in registers.
+  constexpr size_t kBlock = 256;
+  uint64_t fix[kBlock];
+  for (size_t first = 0; first < n; first += kBlock) {
+    const size_t count = std::min(kBlock, n - first);
+    const uint64_t* message = m.coeffs.data() + first;
+    for (size_t c = 0; c < count; ++c) {
+      fix[c] = ShoupRoundedQuotient(message[c], e.q_mod_t, q_mod_t_shoup, t, half);
+    }
     for (size_t j = 0; j < k; ++j) {
       const Modulus& q = ctx.modulus(j);
-      const uint64_t v =
-          q.Add(MulShoup(m.coeffs[c], e.q_div_t[j], shoup[j], q.value()), q.Reduce(fix));
-      c0[j * n + c] = q.Add(c0[j * n + c], v);
+      const uint64_t q_div_t = e.q_div_t[j], q_div_t_shoup = shoup[j], qv = q.value();
+      uint64_t* row = c0 + j * n + first;
+      for (size_t c = 0; c < count; ++c) {
+        const uint64_t v =
+            AddMod(MulShoup(message[c], q_div_t, q_div_t_shoup, qv), q.Reduce(fix[c]), qv);
+        row[c] = AddMod(row[c], v, qv);
+      }
     }
   }
+  sodium_memzero(fix, sizeof(fix));
 }
 
 // [c_0 + c_1 s (+ c_2 s^2)]_Q in coefficient form, k rows (wiped by the caller).

@@ -42,6 +42,21 @@ VEIL_HD uint64_t MulShoup(uint64_t a, uint64_t w, uint64_t w_shoup, uint64_t q) 
   return r >= q ? r - q : r;
 }
 
+// floor((a w + half) / q) for any a < 2^64, w < q < 2^62 and half < q (w_shoup = floor(w 2^64 /
+// q)), with no branch on a (constant time for secret a): the quotient estimate of MulShoupLazy is
+// at most one below, so r = a w - e q + half is below 3q; two masked steps add what r holds of q.
+VEIL_HD uint64_t ShoupRoundedQuotient(uint64_t a, uint64_t w, uint64_t w_shoup, uint64_t q,
+                                      uint64_t half) {
+  uint64_t quotient = MulHi64(a, w_shoup);
+  uint64_t r = a * w - quotient * q + half;
+  for (int i = 0; i < 2; ++i) {
+    const uint64_t above = 0 - static_cast<uint64_t>(r >= q);
+    quotient -= above;  // + 1 where r >= q
+    r -= above & q;
+  }
+  return quotient;
+}
+
 // q^{-1} mod 2^64 for odd q (Newton: each step doubles the correct low bits, 5 -> 80).
 VEIL_HD uint64_t InverseMod2Pow64(uint64_t q) {
   uint64_t x = q;  // correct to 3 bits: q * q = 1 mod 8 for odd q

@@ -88,6 +88,30 @@ TEST(Modulus, DivideMatchesPlainDivision) {
   }
 }
 
+// ShoupRoundedQuotient (BFV's rounding of (Q mod t) m / t) against 128-bit division: random and
+// extreme multiplicands and multipliers, half = (q + 1) / 2 as BFV uses it, 0 and q - 1.
+TEST(Modulus, ShoupRoundedQuotientMatchesPlainDivision) {
+  std::mt19937_64 rng = Rng(5);
+  for (uint64_t qv : SomeModuli(rng)) {
+    std::vector<uint64_t> as = {0, 1, qv - 1, qv, ~uint64_t{0}}, ws = {0, 1, qv / 2, qv - 1};
+    for (int i = 0; i < 100; ++i) {
+      as.push_back(rng());
+      as.push_back(rng() % qv);
+      ws.push_back(rng() % qv);
+    }
+    for (const uint64_t w : ws) {
+      const uint64_t w_shoup = ShoupPrecompute(w, qv);
+      for (const uint64_t half : {uint64_t{0}, (qv + 1) / 2, qv - 1}) {
+        for (const uint64_t a : as) {
+          const uint128_t x = static_cast<uint128_t>(a) * w + half;
+          ASSERT_EQ(ShoupRoundedQuotient(a, w, w_shoup, qv, half), static_cast<uint64_t>(x / qv))
+              << qv << " " << a << " " << w << " " << half;
+        }
+      }
+    }
+  }
+}
+
 TEST(Modulus, InverseAndPow) {
   const Modulus q = *Modulus::Create(0xffffffffffc0001);
   std::mt19937_64 rng = Rng(2);
