@@ -50,7 +50,8 @@ absl::Status BabySteps(const BfvContext& ctx, const Ciphertext& x, size_t b, con
   internal::ForwardNtt(ctx.q_ntt(), c0);
   internal::ForwardNtt(ctx.q_ntt(), c0 + words);
   if (b == 1) return absl::OkStatus();  // no rotation: nothing to decompose
-  const uint64_t* digits = internal::DecomposeToScratch(ctx, x.poly(1, words));
+  // c_1's transform (just made) is its digits' modulo their own primes: k transforms saved.
+  const uint64_t* digits = internal::DecomposeToScratch(ctx, x.poly(1, words), c0 + words);
   internal::ParallelFor(threads, b - 1, [&](size_t index) {
     const size_t j = index + 1;
     uint64_t* r0 = BabyHalf(out, words, b, 0, j, 0);
@@ -288,6 +289,13 @@ absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>
   absl::Status status;
   internal::ParallelFor(threads, g, [&](size_t k) {
     uint64_t* c0 = inner + 2 * k * words;
+    // A rotated inner_k's c_1 in NTT form too: its digits' transforms modulo their own primes
+    // (k transforms saved for a copy).
+    uint64_t* c1_ntt = nullptr;
+    if (k > 0) {
+      c1_ntt = internal::GetScratch(internal::Scratch::kOut1, words);
+      std::copy_n(c0 + words, words, c1_ntt);
+    }
     internal::InverseNtt(ctx.q_ntt(), c0);
     internal::InverseNtt(ctx.q_ntt(), c0 + words);
     const uint64_t* add = c0;
@@ -300,8 +308,8 @@ absl::StatusOr<Ciphertext> EncodedMatrix::Multiply(const std::vector<Ciphertext>
         return;
       }
       uint64_t* r = internal::GetScratch(internal::Scratch::kOut0, 2 * words);
-      internal::RotateFromDigits(ctx, c0, internal::DecomposeToScratch(ctx, c0 + words), galois,
-                                 **key, false, r, r + words);
+      internal::RotateFromDigits(ctx, c0, internal::DecomposeToScratch(ctx, c0 + words, c1_ntt),
+                                 galois, **key, false, r, r + words);
       add = r;
     }
     std::lock_guard<std::mutex> lock(y_mutex);
