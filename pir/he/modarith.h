@@ -36,18 +36,6 @@ class Modulus {
     r -= q_ & (0 - static_cast<uint64_t>(r >= q_));
     return r;
   }
-  // floor(x / q) for x < q 2^64 with no division instruction and no branch on x (constant time
-  // for secret x): the Barrett estimate of Reduce, at most 2 below, raised by masks.
-  uint64_t Divide(uint128_t x) const {
-    uint64_t quotient = BarrettQuotient(x);
-    uint64_t r = static_cast<uint64_t>(x) - quotient * q_;  // below 3q
-    for (int i = 0; i < 2; ++i) {
-      const uint64_t above = 0 - static_cast<uint64_t>(r >= q_);
-      quotient -= above;  // + 1 where r >= q
-      r -= above & q_;
-    }
-    return quotient;
-  }
   // a * b mod q for any a, b < 2^64.
   uint64_t Mul(uint64_t a, uint64_t b) const { return Reduce(static_cast<uint128_t>(a) * b); }
   uint64_t Add(uint64_t a, uint64_t b) const { return AddMod(a, b, q_); }

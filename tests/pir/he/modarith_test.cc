@@ -67,27 +67,6 @@ TEST(Modulus, ReductionsMatchPlainArithmetic) {
   }
 }
 
-// Divide's quotient for dividends below q 2^64: random ones, multiples of q and their
-// neighbours, and the largest.
-TEST(Modulus, DivideMatchesPlainDivision) {
-  std::mt19937_64 rng = Rng(4);
-  for (uint64_t qv : SomeModuli(rng)) {
-    const Modulus q = *Modulus::Create(qv);
-    const uint128_t limit = static_cast<uint128_t>(qv) << 64;  // dividends below it
-    std::vector<uint128_t> xs = {0, 1, qv - 1, qv, qv + 1, limit - 1, limit - qv, limit - qv - 1};
-    for (int i = 0; i < 3000; ++i) {
-      const uint128_t x = ((static_cast<uint128_t>(rng()) << 64) | rng()) % limit;
-      xs.push_back(x);
-      xs.push_back(x - x % qv);                   // a multiple
-      if (x >= qv) xs.push_back(x - x % qv - 1);  // just below one
-    }
-    for (const uint128_t x : xs) {
-      ASSERT_EQ(q.Divide(x), static_cast<uint64_t>(x / qv))
-          << qv << " " << static_cast<uint64_t>(x >> 64) << ":" << static_cast<uint64_t>(x);
-    }
-  }
-}
-
 // ShoupRoundedQuotient (BFV's rounding of (Q mod t) m / t) against 128-bit division: random and
 // extreme multiplicands and multipliers, half = (q + 1) / 2 as BFV uses it, 0 and q - 1.
 TEST(Modulus, ShoupRoundedQuotientMatchesPlainDivision) {
