@@ -32,7 +32,6 @@ size_t PolyBytes(const BfvContext& ctx, size_t rows, int drop = 0) {
 constexpr uint8_t kSeeded = 1;
 constexpr uint8_t kRoundedC0 = 2;
 
-
 // Whether the conversions' steps modulo q, reading digits below `from`, run on the FMA lanes
 // (dot_product.h): both at most 50 bits, the CPU with AVX2 and FMA. Bit for bit the scalar steps.
 bool OnFmaLanes(const Modulus& q, const Modulus& from) {

@@ -60,6 +60,9 @@ enum class HeObjectKind : uint8_t {
 
 inline constexpr uint32_t kMaxRgswCiphertexts = 64;
 
+// The check of a nonzero round_c0_bits: INVALID_ARGUMENT outside [1, bits(q_0) - 1].
+absl::Status CheckRoundBits(const BfvContext& ctx, int bits);
+
 // Each Serialize returns the errors of the object's checks (other parameters, wrong sizes).
 //
 // round_c0_bits = d > 0 sends c_0 rounded: the d lowest bits of its lowest mixed-radix digit are
@@ -68,8 +71,6 @@ inline constexpr uint32_t kMaxRgswCiphertexts = 64;
 // N = 8192). For a fresh encryption that is then multiplied by plaintexts (the bag's query,
 // kBagQueryRoundBits), whose product's noise leaves budget to spare. INVALID_ARGUMENT for d
 // outside [0, bits(q_0) - 1].
-// The check of a nonzero round_c0_bits: INVALID_ARGUMENT outside [1, bits(q_0) - 1].
-absl::Status CheckRoundBits(const BfvContext& ctx, int bits);
 absl::StatusOr<std::vector<uint8_t>> SerializeCiphertext(const BfvContext& ctx,
                                                          const Ciphertext& ct,
                                                          int round_c0_bits = 0);
